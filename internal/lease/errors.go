@@ -1,0 +1,100 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Callers test them with errors.Is; the typed errors below
+// match them and carry the details read from the item that failed the
+// condition (DynamoDB hands it back with the failure, so no second read).
+var (
+	// ErrNotFound: no task has this id.
+	ErrNotFound = errors.New("task not found")
+	// ErrAlreadyExists: Create or CreateClaimed found a task with this id.
+	ErrAlreadyExists = errors.New("task already exists")
+	// ErrLeased: another holder's lease is still live (see *LeasedError).
+	ErrLeased = errors.New("task is leased by another worker")
+	// ErrFinished: the task reached a terminal status (see *FinishedError).
+	ErrFinished = errors.New("task already finished")
+	// ErrNotDue: the task may not start yet (see *NotDueError).
+	ErrNotDue = errors.New("task is not due yet")
+	// ErrLeaseLost: the caller's lease is gone: another worker claimed the
+	// task, or it was released, finished or cancelled.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrAttemptsExhausted: an expired lease was found on the task's last
+	// attempt, so it may not be claimed again (see *ExhaustedError).
+	ErrAttemptsExhausted = errors.New("task attempts exhausted")
+	// ErrInvalid: a submission or a call argument breaks a rule.
+	ErrInvalid = errors.New("invalid task")
+	// ErrTooLarge: a payload or result is over its limit (see *TooLargeError).
+	ErrTooLarge = errors.New("too large")
+	// ErrBackend wraps every failure of the store itself (network, throttling,
+	// service errors); such errors are worth retrying.
+	ErrBackend = errors.New("lease store backend error")
+)
+
+// LeasedError reports a claim that lost to a live lease.
+type LeasedError struct {
+	TaskID    string
+	Owner     string
+	Until     time.Time
+	Remaining time.Duration // until the lease can be taken over (expiry + skew)
+}
+
+func (e *LeasedError) Error() string {
+	return fmt.Sprintf("task %s is leased by %s for %s more", e.TaskID, e.Owner, e.Remaining.Round(time.Millisecond))
+}
+
+func (e *LeasedError) Is(target error) bool { return target == ErrLeased }
+
+// FinishedError reports an operation on a task in a terminal status.
+type FinishedError struct {
+	TaskID string
+	Status Status
+}
+
+func (e *FinishedError) Error() string {
+	return fmt.Sprintf("task %s already finished as %s", e.TaskID, e.Status)
+}
+
+func (e *FinishedError) Is(target error) bool { return target == ErrFinished }
+
+// NotDueError reports a claim made before the task's run_at.
+type NotDueError struct {
+	TaskID string
+	RunAt  time.Time
+}
+
+func (e *NotDueError) Error() string {
+	return fmt.Sprintf("task %s is not due until %s", e.TaskID, e.RunAt.UTC().Format(time.RFC3339Nano))
+}
+
+func (e *NotDueError) Is(target error) bool { return target == ErrNotDue }
+
+// ExhaustedError reports a task whose last attempt's lease expired. Task is
+// the stored record; its lease (Task.LeaseOf) lets the caller release it as
+// FAILED with one fenced write.
+type ExhaustedError struct {
+	Task Task
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("task %s used %d of %d attempts", e.Task.ID, e.Task.Attempt, e.Task.MaxAttempts)
+}
+
+func (e *ExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
+
+// TooLargeError reports a payload or result over its limit.
+type TooLargeError struct {
+	What  string // "payload" or "result"
+	Size  int
+	Limit int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, over the %d-byte limit", e.What, e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrInvalid }

@@ -1,0 +1,280 @@
+// Package leasemem is an in-memory lease.Store for fast unit tests. It passes
+// the same conformance suite (package leasetest) as the DynamoDB store: each
+// method applies the same condition and the same update under one lock, and
+// times are kept at the millisecond precision the table stores.
+package leasemem
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Store is an in-memory lease.Store. The zero value is not usable; call New.
+type Store struct {
+	opts lease.Options
+
+	mu    sync.Mutex
+	tasks map[string]*lease.Task
+	calls Calls
+}
+
+// Calls counts the store's operations, for tests that assert how many a path
+// makes.
+type Calls struct {
+	Writes int
+	Reads  int
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts lease.Options) *Store {
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}}
+}
+
+// Calls returns the operation counts so far.
+func (s *Store) Calls() Calls {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Options returns the store's options, defaults applied.
+func (s *Store) Options() lease.Options { return s.opts }
+
+func ms(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+func (s *Store) now() time.Time { return ms(s.opts.Clock.Now()) }
+
+func clone(t *lease.Task) lease.Task {
+	c := *t
+	c.Payload = bytes.Clone(t.Payload)
+	c.Result = bytes.Clone(t.Result)
+	c.History = slices.Clone(t.History)
+	return c
+}
+
+func (s *Store) begin(ctx context.Context, write bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", lease.ErrBackend, err)
+	}
+	if write {
+		s.calls.Writes++
+	} else {
+		s.calls.Reads++
+	}
+	return nil
+}
+
+func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
+	runAt := ms(t.RunAt)
+	if runAt.IsZero() {
+		runAt = now
+	}
+	return &lease.Task{
+		ID:          t.ID,
+		Kind:        t.Kind,
+		Payload:     bytes.Clone(t.Payload),
+		Status:      lease.StatusPending,
+		MaxAttempts: t.MaxAttempts,
+		RunAt:       runAt,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+}
+
+// Create implements lease.Store.
+func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error) {
+	if err := t.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	if old, ok := s.tasks[t.ID]; ok {
+		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+	}
+	now := s.now()
+	rec := s.newRecord(t, now)
+	rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
+	s.tasks[t.ID] = rec
+	return clone(rec), nil
+}
+
+// CreateClaimed implements lease.Store.
+func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string) (lease.Task, error) {
+	if err := t.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	if old, ok := s.tasks[t.ID]; ok {
+		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+	}
+	now := s.now()
+	rec := s.newRecord(t, now)
+	s.hold(rec, owner, now)
+	rec.Attempt, rec.Fence = 1, 1
+	s.tasks[t.ID] = rec
+	return clone(rec), nil
+}
+
+// hold puts rec under a fresh lease for owner.
+func (s *Store) hold(rec *lease.Task, owner string, now time.Time) {
+	rec.Status = lease.StatusRunning
+	rec.LeaseOwner = owner
+	rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
+	rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
+	rec.UpdatedAt = now
+}
+
+// Claim implements lease.Store.
+func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	rec, ok := s.tasks[id]
+	if !ok {
+		return lease.Task{}, lease.ClassifyClaim(id, nil, now, s.opts.Skew)
+	}
+	if !lease.Claimable(*rec, now, s.opts.Skew) {
+		old := clone(rec)
+		return lease.Task{}, lease.ClassifyClaim(id, &old, now, s.opts.Skew)
+	}
+	s.hold(rec, owner, now)
+	rec.Attempt++
+	rec.Fence++
+	return clone(rec), nil
+}
+
+func (s *Store) held(op string, l lease.Lease) (*lease.Task, error) {
+	rec, ok := s.tasks[l.TaskID]
+	if !ok {
+		return nil, lease.ClassifyHeld(op, l, nil)
+	}
+	if !lease.Holds(*rec, l) {
+		old := clone(rec)
+		return nil, lease.ClassifyHeld(op, l, &old)
+	}
+	return rec, nil
+}
+
+// Renew implements lease.Store.
+func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("renew", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
+	rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
+	rec.UpdatedAt = now
+	return clone(rec), nil
+}
+
+func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now time.Time) {
+	rec.History = append(rec.History, lease.Attempt{
+		Attempt: rec.Attempt, Fence: rec.Fence, Status: status, Error: errMsg, At: now,
+	})
+	rec.Status = status
+	rec.LeaseOwner = ""
+	rec.LeaseUntil = time.Time{}
+	rec.UpdatedAt = now
+	if status.Terminal() {
+		rec.FinishedAt = now
+		rec.DispatchAt = time.Time{}
+		if s.opts.Retention > 0 {
+			rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+		}
+	}
+}
+
+// Finish implements lease.Store.
+func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
+	if len(result) > lease.MaxResultBytes {
+		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, &lease.TooLargeError{What: "result", Size: len(result), Limit: lease.MaxResultBytes})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("finish", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	s.end(rec, lease.StatusSucceeded, "", now)
+	rec.Result = bytes.Clone(result)
+	rec.Error = ""
+	return clone(rec), nil
+}
+
+// Release implements lease.Store.
+func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
+	if err := r.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("release", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	msg := lease.Truncate(r.Error, lease.MaxErrorBytes)
+	s.end(rec, r.Status, msg, now)
+	rec.Error = msg
+	if r.Status == lease.StatusPending {
+		rec.RunAt = ms(r.RunAt)
+		rec.DispatchAt = ms(r.DispatchAt)
+		if rec.DispatchAt.IsZero() {
+			rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
+		}
+		if r.RefundAttempt {
+			rec.Attempt--
+		}
+	}
+	return clone(rec), nil
+}
+
+// Get implements lease.Store.
+func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, false); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[id]
+	if !ok {
+		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+	}
+	return clone(rec), nil
+}

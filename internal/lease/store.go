@@ -1,0 +1,165 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Store is the lease store: every method is one conditional write (Get is one
+// read). A failed condition is classified from the item the write saw, into
+// the errors of errors.go; anything else wraps ErrBackend.
+type Store interface {
+	// Create persists a PENDING task. It is idempotent: when a task with
+	// this id exists, it returns the stored task and ErrAlreadyExists.
+	Create(ctx context.Context, t NewTask) (Task, error)
+	// CreateClaimed persists a task already RUNNING under a lease held by
+	// owner (attempt 1, fence 1), so an inline task costs one write to start.
+	// When the id exists it returns ErrAlreadyExists and the caller falls
+	// back to Claim.
+	CreateClaimed(ctx context.Context, t NewTask, owner string) (Task, error)
+	// Claim takes the lease of a PENDING task that is due, or of a RUNNING
+	// task whose lease expired more than the skew bound ago. It returns the
+	// whole task, payload included.
+	Claim(ctx context.Context, id, owner string) (Task, error)
+	// Renew extends a held lease by the lease duration. The returned task
+	// carries CancelRequested.
+	Renew(ctx context.Context, l Lease) (Task, error)
+	// Finish records the result and marks the task SUCCEEDED, only while l
+	// is still the task's lease.
+	Finish(ctx context.Context, l Lease, result []byte) (Task, error)
+	// Release gives the lease up: back to PENDING for a later attempt, or to
+	// a terminal FAILED or CANCELLED.
+	Release(ctx context.Context, l Lease, r Release) (Task, error)
+	// Get reads one task (strongly consistent).
+	Get(ctx context.Context, id string) (Task, error)
+}
+
+// Release says how a lease is given up.
+type Release struct {
+	// Status is StatusPending (try again at RunAt), StatusFailed or
+	// StatusCancelled.
+	Status Status
+	// RunAt is the earliest start of the next attempt (StatusPending only).
+	RunAt time.Time
+	// DispatchAt is when the sweeper should dispatch the task if no claim
+	// happened by then (StatusPending only). Zero means RunAt plus the
+	// dispatch grace: the releaser sends a delayed message itself, and the
+	// sweep is only the safety net.
+	DispatchAt time.Time
+	// Error is the reason, kept on the task and in its history.
+	Error string
+	// RefundAttempt hands the attempt back (a snooze is not a failure).
+	RefundAttempt bool
+}
+
+// Validate checks that r describes a possible transition.
+func (r Release) Validate() error {
+	switch r.Status {
+	case StatusPending:
+		if r.RunAt.IsZero() {
+			return fmt.Errorf("%w: release to PENDING needs a run-at time", ErrInvalid)
+		}
+	case StatusFailed, StatusCancelled:
+	default:
+		return fmt.Errorf("%w: cannot release to status %q", ErrInvalid, r.Status)
+	}
+	return nil
+}
+
+// Defaults for Options.
+const (
+	DefaultLeaseDuration = 20 * time.Second
+	DefaultSkew          = 2 * time.Second
+	DefaultDispatchGrace = 2 * time.Minute
+	DefaultRetention     = 30 * 24 * time.Hour
+)
+
+// Options configure a store. The zero value of each field takes its default.
+type Options struct {
+	// Clock is the time source; tests inject a fake one.
+	Clock clockwork.Clock
+	// LeaseDuration is how long a claim or renewal holds the lease.
+	LeaseDuration time.Duration
+	// Skew bounds the clock difference between workers: an expired lease is
+	// taken over only once it has been expired for this long.
+	Skew time.Duration
+	// DispatchGrace is how long past its expected start a task may go
+	// unclaimed before the sweeper treats its message as lost.
+	DispatchGrace time.Duration
+	// Retention is how long a finished task is kept before DynamoDB's TTL
+	// removes it. Negative keeps finished tasks forever.
+	Retention time.Duration
+}
+
+// WithDefaults returns o with every unset field at its default.
+func (o Options) WithDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.Skew <= 0 {
+		o.Skew = DefaultSkew
+	}
+	if o.DispatchGrace <= 0 {
+		o.DispatchGrace = DefaultDispatchGrace
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	return o
+}
+
+// ClassifyClaim explains why a claim of id at now did not land, from the item
+// the conditional write saw (nil when there was none). Both stores use it, so
+// they classify alike.
+func ClassifyClaim(id string, old *Task, now time.Time, skew time.Duration) error {
+	if old == nil {
+		return fmt.Errorf("claim %s: %w", id, ErrNotFound)
+	}
+	switch {
+	case old.Status.Terminal():
+		return &FinishedError{TaskID: id, Status: old.Status}
+	case old.Status == StatusPending && old.RunAt.After(now):
+		return &NotDueError{TaskID: id, RunAt: old.RunAt}
+	case old.Status == StatusRunning && !old.LeaseUntil.Add(skew).Before(now):
+		return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Remaining: old.LeaseUntil.Add(skew).Sub(now)}
+	case old.Attempt >= old.MaxAttempts:
+		return &ExhaustedError{Task: *old}
+	}
+	// The condition failed, yet the item seen would have passed: it changed
+	// between evaluation and report. Treat it as taken by someone else.
+	return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil}
+}
+
+// ClassifyHeld explains why a renew, finish or release under l did not land.
+func ClassifyHeld(op string, l Lease, old *Task) error {
+	if old == nil {
+		return fmt.Errorf("%s %s: %w", op, l.TaskID, ErrNotFound)
+	}
+	return fmt.Errorf("%s %s (fence %d, now %d, %s): %w", op, l.TaskID, l.Fence, old.Fence, old.Status, ErrLeaseLost)
+}
+
+// Claimable reports whether a claim of t at now may land: the condition
+// both stores evaluate.
+func Claimable(t Task, now time.Time, skew time.Duration) bool {
+	if t.Attempt >= t.MaxAttempts {
+		return false
+	}
+	switch t.Status {
+	case StatusPending:
+		return !t.RunAt.After(now)
+	case StatusRunning:
+		return t.LeaseUntil.Add(skew).Before(now)
+	}
+	return false
+}
+
+// Holds reports whether l is the lease t is held under.
+func Holds(t Task, l Lease) bool {
+	return t.Status == StatusRunning && t.LeaseOwner == l.Owner && t.Fence == l.Fence
+}

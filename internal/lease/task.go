@@ -1,0 +1,171 @@
+package lease
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Status is where a task stands in its lifecycle. The values are stored
+// verbatim in the table's status attribute.
+type Status string
+
+const (
+	StatusPending   Status = "PENDING"
+	StatusRunning   Status = "RUNNING"
+	StatusSucceeded Status = "SUCCEEDED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+)
+
+// Statuses lists every status in lifecycle order.
+var Statuses = []Status{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+
+// Terminal reports whether no further attempt will be made without an
+// explicit retry.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Limits enforced by the store and by everything that feeds it. DynamoDB caps
+// an item at 400 KB; these keep payload, result and history well inside it.
+const (
+	// MaxPayloadBytes is the largest payload a task may carry.
+	MaxPayloadBytes = 128 << 10
+	// MaxResultBytes is the largest result a handler may record.
+	MaxResultBytes = 64 << 10
+	// MaxErrorBytes bounds a stored error message; longer ones are cut.
+	MaxErrorBytes = 2 << 10
+	// MaxIDBytes bounds a task id.
+	MaxIDBytes = 256
+	// MaxKindBytes bounds a task kind.
+	MaxKindBytes = 128
+	// MaxAttemptsLimit is the largest max_attempts a task may ask for; it
+	// also bounds the history list.
+	MaxAttemptsLimit = 100
+	// ShardCount is the number of shards of the sparse sweep index and of
+	// the status index. Shards spread writes so no partition runs hot.
+	ShardCount = 16
+)
+
+// Task is one task record: one item in the tasks table.
+type Task struct {
+	ID          string
+	Kind        string
+	Payload     []byte // JSON document as submitted
+	Status      Status
+	Attempt     int // attempts started so far (incremented by every claim)
+	MaxAttempts int
+	LeaseOwner  string
+	LeaseUntil  time.Time
+	// Fence is the fencing token: it grows by one with every successful
+	// claim, so a write fenced on an older value can never land.
+	Fence           int64
+	RunAt           time.Time // earliest start
+	Result          []byte    // JSON document returned by the handler
+	Error           string    // last error
+	CancelRequested bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      time.Time
+	ExpiresAt       time.Time // DynamoDB TTL; zero when the record is kept
+	// DispatchAt is set while the task sits in the sparse sweep index: the
+	// time after which the sweeper treats the task as having no live
+	// message and dispatches it again. Zero when the task is not indexed.
+	DispatchAt time.Time
+	// History holds one entry per ended attempt, oldest first.
+	History []Attempt
+}
+
+// Lease is what a holder needs to renew, finish or release a task: every one
+// of those writes is conditional on the owner and the fencing token.
+type Lease struct {
+	TaskID string
+	Owner  string
+	Fence  int64
+	Until  time.Time
+}
+
+// LeaseOf returns the lease t is currently held under.
+func (t Task) LeaseOf() Lease {
+	return Lease{TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Until: t.LeaseUntil}
+}
+
+// Attempt records how one attempt ended.
+type Attempt struct {
+	Attempt int
+	Fence   int64
+	Status  Status // status the attempt left the task in
+	Error   string
+	At      time.Time
+}
+
+// NewTask is a submission: what Create and CreateClaimed need.
+type NewTask struct {
+	ID          string
+	Kind        string
+	Payload     []byte
+	MaxAttempts int
+	RunAt       time.Time // zero means now
+}
+
+// Validate checks the submission against the store's limits.
+func (n NewTask) Validate() error {
+	switch {
+	case n.ID == "":
+		return fmt.Errorf("%w: id is required", ErrInvalid)
+	case len(n.ID) > MaxIDBytes:
+		return fmt.Errorf("%w: id is %d bytes, the limit is %d", ErrInvalid, len(n.ID), MaxIDBytes)
+	case n.Kind == "":
+		return fmt.Errorf("%w: kind is required", ErrInvalid)
+	case len(n.Kind) > MaxKindBytes:
+		return fmt.Errorf("%w: kind is %d bytes, the limit is %d", ErrInvalid, len(n.Kind), MaxKindBytes)
+	case len(n.Payload) > MaxPayloadBytes:
+		return &TooLargeError{What: "payload", Size: len(n.Payload), Limit: MaxPayloadBytes}
+	case n.MaxAttempts < 1 || n.MaxAttempts > MaxAttemptsLimit:
+		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrInvalid, n.MaxAttempts, MaxAttemptsLimit)
+	}
+	return nil
+}
+
+// Shard returns the shard ("00".."15") a task id belongs to in the sharded
+// indexes. It is a pure function of the id, so every writer agrees.
+func Shard(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return fmt.Sprintf("%02d", h.Sum32()%ShardCount)
+}
+
+// Shards lists every shard name.
+func Shards() []string {
+	out := make([]string, ShardCount)
+	for i := range out {
+		out[i] = fmt.Sprintf("%02d", i)
+	}
+	return out
+}
+
+// StatusShard is the partition key of the status index for a task.
+func StatusShard(s Status, id string) string { return string(s) + "#" + Shard(id) }
+
+// Truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut]
+}
