@@ -5,6 +5,11 @@ go 1.26
 require github.com/jonboulle/clockwork v0.5.0
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)
+
+require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.19
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1

@@ -1,0 +1,31 @@
+package leasehold
+
+import (
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lifecycle"
+)
+
+// Causes a handler's context is cancelled with. Read them with
+// context.Cause(ctx) and errors.Is.
+var (
+	// ErrLeaseLost: this worker no longer holds the task. Stop: nothing the
+	// handler returns from now on will be recorded.
+	ErrLeaseLost = lifecycle.ErrLeaseLost
+	// ErrDeadline: the Lambda invocation is about to end. The lease is
+	// released when the handler returns, and the next attempt starts at once.
+	ErrDeadline = lifecycle.ErrDeadline
+	// ErrCancelRequested: the task was cancelled (Client.Cancel). It ends
+	// CANCELLED when the handler returns.
+	ErrCancelRequested = lifecycle.ErrCancelRequested
+)
+
+// Snooze returns an error that makes the task run again after d. The attempt
+// is not counted against the task's max attempts.
+func Snooze(d time.Duration) error { return &lifecycle.SnoozeError{Delay: max(d, 0)} }
+
+// Fail returns an error that fails the task now, without further attempts.
+func Fail(err error) error { return &lifecycle.PermanentError{Err: err} }
+
+// Cancel returns an error that ends the task as CANCELLED.
+func Cancel(err error) error { return &lifecycle.CancelError{Err: err} }

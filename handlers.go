@@ -1,0 +1,98 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+)
+
+// Task is what a handler sees of the task it runs.
+type Task[P any] struct {
+	ID   string
+	Kind string
+	// Attempt counts from 1.
+	Attempt     int
+	MaxAttempts int
+	// Fence is the fencing token of this attempt: it grows with every
+	// claim. Make downstream writes conditional on it (store it and refuse
+	// writes carrying a smaller one) and a worker that lost its lease can
+	// never overwrite a newer attempt's work.
+	Fence     int64
+	Payload   P
+	CreatedAt time.Time
+}
+
+// HandlerFunc runs one attempt of a task of kind P and returns its result.
+// Its error steers the task: nil succeeds; Snooze, Fail and Cancel do what
+// they say; any other error is retried with backoff until max attempts.
+type HandlerFunc[P, R any] func(ctx context.Context, t *Task[P]) (R, error)
+
+// Handlers maps task kinds to handlers. Build one with NewHandlers and Handle.
+type Handlers struct {
+	mu    sync.RWMutex
+	kinds map[string]lifecycle.Handler
+}
+
+// NewHandlers returns an empty registry.
+func NewHandlers() *Handlers { return &Handlers{kinds: map[string]lifecycle.Handler{}} }
+
+// Handle registers h for kind. Payloads are decoded from JSON into P, and
+// results encoded to JSON. It panics if kind is empty or taken, as a
+// programming error at start-up.
+func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
+	if kind == "" || len(kind) > lease.MaxKindBytes {
+		panic(fmt.Sprintf("leasehold: invalid task kind %q", kind))
+	}
+	if h == nil {
+		panic("leasehold: nil handler for kind " + kind)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if _, dup := hs.kinds[kind]; dup {
+		panic("leasehold: kind registered twice: " + kind)
+	}
+	hs.kinds[kind] = func(ctx context.Context, t lease.Task) ([]byte, error) {
+		task := &Task[P]{
+			ID: t.ID, Kind: t.Kind, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
+			Fence: t.Fence, CreatedAt: t.CreatedAt,
+		}
+		if len(t.Payload) > 0 {
+			if err := json.Unmarshal(t.Payload, &task.Payload); err != nil {
+				// The same bytes will never decode: do not retry.
+				return nil, Fail(fmt.Errorf("payload does not decode into %T: %w", task.Payload, err))
+			}
+		}
+		r, err := h(ctx, task)
+		if err != nil {
+			return nil, err
+		}
+		out, err := json.Marshal(r)
+		if err != nil {
+			return nil, Fail(fmt.Errorf("result does not encode as JSON: %w", err))
+		}
+		return out, nil
+	}
+}
+
+// Kinds lists the registered kinds.
+func (hs *Handlers) Kinds() []string {
+	hs.mu.RLock()
+	defer hs.mu.RUnlock()
+	out := make([]string, 0, len(hs.kinds))
+	for k := range hs.kinds {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (hs *Handlers) lookup(kind string) (lifecycle.Handler, bool) {
+	hs.mu.RLock()
+	defer hs.mu.RUnlock()
+	h, ok := hs.kinds[kind]
+	return h, ok
+}

@@ -1,0 +1,174 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// SQSClient lists the work-queue calls the lifecycle makes; *sqs.Client
+// satisfies it.
+type SQSClient interface {
+	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Handler runs one attempt of a task. The result is a JSON document.
+type Handler func(ctx context.Context, t lease.Task) ([]byte, error)
+
+// Backoff returns how long to wait before the attempt after attempt (1-based)
+// failed.
+type Backoff func(attempt int) time.Duration
+
+// ExponentialBackoff doubles from base up to max. Each delay is drawn from
+// [d/2, d], so consecutive delays never shrink and concurrent failures do not
+// retry in lockstep.
+func ExponentialBackoff(base, max time.Duration) Backoff {
+	return func(attempt int) time.Duration {
+		d := base
+		for i := 1; i < attempt && d < max; i++ {
+			d *= 2
+		}
+		d = min(d, max)
+		half := d / 2
+		return half + rand.N(d-half+1)
+	}
+}
+
+// MaxSQSDelay is the longest DelaySeconds SQS accepts. Waits longer than this
+// are left to the sweeper.
+const MaxSQSDelay = 15 * time.Minute
+
+// Defaults for Config.
+const (
+	DefaultRenewBefore      = 10 * time.Second
+	DefaultVisibilityMargin = 10 * time.Second
+	DefaultDeadlineMargin   = 5 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultConcurrency      = 10
+	DefaultCallTimeout      = 5 * time.Second
+	DefaultBackoffBase      = 2 * time.Second
+	DefaultBackoffMax       = 10 * time.Minute
+)
+
+// Config wires an Executor.
+type Config struct {
+	Store lease.Store
+	SQS   SQSClient
+	// QueueURL is the work queue: visibility changes and re-sent tokens go
+	// there.
+	QueueURL string
+	// DeadLetterURL receives messages that name no task that can be recorded
+	// (malformed, wrong version, missing fields, unknown task), with the
+	// reason as a message attribute. Empty leaves them to the queue's own
+	// redrive policy.
+	DeadLetterURL string
+	// Handlers finds the handler of a kind.
+	Handlers func(kind string) (Handler, bool)
+	// Owner names this worker in lease_owner.
+	Owner string
+
+	// LeaseDuration must equal the store's; it sizes visibility extensions.
+	LeaseDuration time.Duration
+	// RenewBefore is how long before expiry the lease is renewed.
+	RenewBefore time.Duration
+	// VisibilityMargin is added to the lease when hiding a message.
+	VisibilityMargin time.Duration
+	// DeadlineMargin is kept free before the invocation deadline: the
+	// handler's context ends this much earlier so the lease can be released.
+	DeadlineMargin     time.Duration
+	DefaultMaxAttempts int
+	Backoff            Backoff
+	// Concurrency bounds the messages of one batch processed at once.
+	Concurrency int
+	// CallTimeout bounds each AWS call.
+	CallTimeout time.Duration
+
+	Clock  clockwork.Clock
+	Logger *slog.Logger
+	// Observer, if set, hears about task events (metrics).
+	Observer Observer
+}
+
+// Observer hears about what happens to tasks. Calls are made from the
+// goroutine processing the task and must not block.
+type Observer interface {
+	Claimed(t lease.Task, sinceEnqueue time.Duration)
+	Ended(t lease.Task, outcome Outcome, handlerTime time.Duration)
+}
+
+// Errors that reject a Config.
+var ErrConfig = errors.New("invalid worker configuration")
+
+// withDefaults fills unset fields and rejects impossible timing.
+func (c Config) withDefaults() (Config, error) {
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = lease.DefaultLeaseDuration
+	}
+	if c.RenewBefore == 0 {
+		c.RenewBefore = DefaultRenewBefore
+	}
+	if c.VisibilityMargin == 0 {
+		c.VisibilityMargin = DefaultVisibilityMargin
+	}
+	if c.DeadlineMargin == 0 {
+		c.DeadlineMargin = DefaultDeadlineMargin
+	}
+	if c.DefaultMaxAttempts == 0 {
+		c.DefaultMaxAttempts = DefaultMaxAttempts
+	}
+	if c.Backoff == nil {
+		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: a lease store is required", ErrConfig)
+	case c.SQS == nil:
+		return fmt.Errorf("%w: an SQS client is required", ErrConfig)
+	case c.QueueURL == "":
+		return fmt.Errorf("%w: the work queue URL is required", ErrConfig)
+	case c.Handlers == nil:
+		return fmt.Errorf("%w: handlers are required", ErrConfig)
+	case c.Owner == "":
+		return fmt.Errorf("%w: an owner name is required", ErrConfig)
+	case c.RenewBefore <= 0 || c.LeaseDuration <= 0:
+		return fmt.Errorf("%w: lease duration and renewal period must be positive", ErrConfig)
+	case c.LeaseDuration < 2*c.RenewBefore:
+		return fmt.Errorf("%w: lease duration %s must be at least twice the renewal period %s", ErrConfig, c.LeaseDuration, c.RenewBefore)
+	case c.LeaseDuration+c.VisibilityMargin > 12*time.Hour:
+		return fmt.Errorf("%w: lease duration plus visibility margin exceeds SQS's 12-hour visibility limit", ErrConfig)
+	case c.VisibilityMargin < 0 || c.DeadlineMargin < 0:
+		return fmt.Errorf("%w: margins cannot be negative", ErrConfig)
+	case c.DefaultMaxAttempts < 1 || c.DefaultMaxAttempts > lease.MaxAttemptsLimit:
+		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrConfig, c.DefaultMaxAttempts, lease.MaxAttemptsLimit)
+	case c.Concurrency < 1:
+		return fmt.Errorf("%w: concurrency must be at least 1", ErrConfig)
+	case c.CallTimeout <= 0:
+		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
+	}
+	return nil
+}

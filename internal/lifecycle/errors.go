@@ -1,0 +1,59 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Causes a handler's context can be cancelled with; the handler reads them
+// with context.Cause.
+var (
+	// ErrLeaseLost: the lease could not be kept (taken over, released, or
+	// not renewed in time). Whatever the handler does next cannot be
+	// recorded.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrDeadline: the invocation is about to end. The lease is released so
+	// the next attempt can start at once.
+	ErrDeadline = errors.New("invocation deadline reached")
+	// ErrCancelRequested: somebody cancelled the task.
+	ErrCancelRequested = errors.New("task cancellation requested")
+)
+
+// SnoozeError asks for the task to run again after Delay without counting
+// this attempt.
+type SnoozeError struct{ Delay time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Delay) }
+
+// PermanentError fails the task now, without further attempts.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "permanent failure"
+	}
+	return e.Err.Error()
+}
+
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// CancelError ends the task as CANCELLED.
+type CancelError struct{ Err error }
+
+func (e *CancelError) Error() string {
+	if e.Err == nil {
+		return "cancelled by handler"
+	}
+	return e.Err.Error()
+}
+
+func (e *CancelError) Unwrap() error { return e.Err }
+
+// PanicError is a recovered handler panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }

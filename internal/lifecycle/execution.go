@@ -1,0 +1,549 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// State is where one message's execution stands. The states follow the seed
+// runtime's DaemonStatus; each has one transition function on execution.
+type State uint8
+
+const (
+	// StateWaiting: a token is in hand and the task is not claimed yet.
+	StateWaiting State = iota
+	// StateClaimed: the lease is held; the handler has not started.
+	StateClaimed
+	// StateRunning: the handler and the renewer are running.
+	StateRunning
+	// StateFinishing: the handler is done and the renewer joined; the
+	// outcome is being recorded.
+	StateFinishing
+	// StateExited: nothing more to do for this message.
+	StateExited
+)
+
+func (s State) String() string {
+	switch s {
+	case StateWaiting:
+		return "waiting"
+	case StateClaimed:
+		return "claimed"
+	case StateRunning:
+		return "running"
+	case StateFinishing:
+		return "finishing"
+	case StateExited:
+		return "exited"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Outcome is how an attempt ended, as recorded.
+type Outcome string
+
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeRetried   Outcome = "retried"   // failed; another attempt is scheduled
+	OutcomeFailed    Outcome = "failed"    // failed for good
+	OutcomeSnoozed   Outcome = "snoozed"   // asked to run later
+	OutcomeCancelled Outcome = "cancelled" // cancelled by request or by the handler
+	OutcomeReleased  Outcome = "released"  // deadline reached; released for an immediate retry
+	OutcomeLeaseLost Outcome = "lease_lost"
+)
+
+// Message is one SQS message of a batch.
+type Message struct {
+	ID            string
+	ReceiptHandle string
+	Body          string
+	ReceiveCount  int
+	SentAt        time.Time
+}
+
+// Result says what the batch response should say about a message.
+type Result struct {
+	// Ack: the message is done with and may be deleted. When false it is
+	// reported as a batch item failure and comes back later.
+	Ack bool
+	// Final is the last state reached; Outcome is set when a handler ran.
+	Final   State
+	Outcome Outcome
+	// Reason explains a message that was rejected or not acknowledged.
+	Reason string
+}
+
+// handlerResult is what the handler goroutine hands back.
+type handlerResult struct {
+	result []byte
+	err    error
+}
+
+// execution carries one message through the states.
+type execution struct {
+	cfg *Config
+	log *slog.Logger
+	msg Message
+
+	state   State
+	tok     token.Token
+	task    lease.Task
+	handler Handler
+
+	// Running.
+	invocationDeadline time.Time
+	startedAt          time.Time
+	handlerDone        chan handlerResult
+	cancelHandler      context.CancelCauseFunc
+	handlerCtx         context.Context
+	stopRenewer        context.CancelFunc
+	renewerDone        chan struct{}
+
+	// Finishing.
+	res      handlerResult
+	finished bool // the handler returned (false: abandoned at the deadline)
+	cause    error
+
+	result Result
+}
+
+// run drives the execution until it exits.
+func (x *execution) run(ctx context.Context) Result {
+	for x.state != StateExited {
+		prev := x.state
+		switch x.state {
+		case StateWaiting:
+			x.state = x.runWaiting(ctx)
+		case StateClaimed:
+			x.state = x.runClaimed(ctx)
+		case StateRunning:
+			x.state = x.runRunning(ctx)
+		case StateFinishing:
+			x.state = x.runFinishing(ctx)
+		default:
+			panic(fmt.Sprintf("lifecycle: no transition from %s", x.state))
+		}
+		x.log.Debug("task state changed", "from", prev.String(), "to", x.state.String())
+	}
+	x.result.Final = x.state
+	return x.result
+}
+
+// exit ends the execution with ack deciding the message's fate.
+func (x *execution) exit(ack bool, reason string) State {
+	x.result.Ack = ack
+	if reason != "" {
+		x.result.Reason = reason
+	}
+	return StateExited
+}
+
+// call bounds one remote call by the call timeout. It is detached from the
+// invocation's cancellation so that clean-up writes still land after a
+// shutdown signal; the timeout still bounds them.
+func (x *execution) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), x.cfg.CallTimeout)
+}
+
+// runWaiting decodes the token and claims the task (seed: WaitingForTask).
+func (x *execution) runWaiting(ctx context.Context) State {
+	tok, err := token.Decode(x.msg.Body)
+	x.tok = tok
+	if err != nil && !errors.Is(err, token.ErrPayloadTooBig) {
+		return x.reject(ctx, err.Error())
+	}
+	if err != nil && tok.Kind == "" {
+		return x.reject(ctx, err.Error())
+	}
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	if tok.Inline() {
+		id := tok.ID
+		if id == "" {
+			id = x.msg.ID
+		}
+		maxAttempts := tok.MaxAttempts
+		if maxAttempts == 0 {
+			maxAttempts = x.cfg.DefaultMaxAttempts
+		}
+		x.log = x.log.With("task_id", id, "kind", tok.Kind)
+		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		task, cerr := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
+		switch {
+		case cerr == nil:
+			x.task = task
+			if err != nil { // payload over the limit: recorded, never run
+				return x.failClaimed(ctx, err.Error())
+			}
+			return StateClaimed
+		case errors.Is(cerr, lease.ErrAlreadyExists):
+			return x.claim(ctx, id)
+		default:
+			x.log.Warn("could not create task", "error", cerr)
+			return x.exit(false, cerr.Error())
+		}
+	}
+	x.log = x.log.With("task_id", tok.ID)
+	return x.claim(ctx, tok.ID)
+}
+
+func (x *execution) owner() string { return x.cfg.Owner + "/" + x.msg.ID }
+
+// claim takes the lease of a stored task and sorts out every way that fails.
+func (x *execution) claim(ctx context.Context, id string) State {
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.Claim(cctx, id, x.owner())
+	if err == nil {
+		x.task = task
+		x.log = x.log.With("kind", task.Kind)
+		return StateClaimed
+	}
+	var (
+		leased    *lease.LeasedError
+		notDue    *lease.NotDueError
+		exhausted *lease.ExhaustedError
+	)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
+	case errors.As(err, &leased):
+		// Someone else holds it: hide this message until the lease can be
+		// taken over instead of spinning on it.
+		x.log.Info("task leased elsewhere; hiding message", "remaining", leased.Remaining)
+		x.hide(ctx, leased.Remaining+x.cfg.VisibilityMargin)
+		return x.exit(false, err.Error())
+	case errors.Is(err, lease.ErrFinished):
+		x.log.Info("duplicate delivery of a finished task acknowledged", "error", err)
+		return x.exit(true, "")
+	case errors.As(err, &notDue):
+		return x.redispatch(ctx, id, notDue.RunAt)
+	case errors.As(err, &exhausted):
+		// The holder of the last attempt vanished: fail the task for good.
+		x.task = exhausted.Task
+		msg := fmt.Sprintf("lease of attempt %d of %d expired without a result", exhausted.Task.Attempt, exhausted.Task.MaxAttempts)
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
+	default:
+		x.log.Warn("claim failed", "error", err)
+		return x.exit(false, err.Error())
+	}
+}
+
+// runClaimed starts the handler and the renewer (seed: TaskClaimed).
+func (x *execution) runClaimed(ctx context.Context) State {
+	x.log = x.log.With("attempt", x.task.Attempt, "fence", x.task.Fence)
+	if o := x.cfg.Observer; o != nil {
+		o.Claimed(x.task, x.cfg.Clock.Since(x.task.CreatedAt))
+	}
+	h, ok := x.cfg.Handlers(x.task.Kind)
+	if !ok {
+		return x.failClaimed(ctx, fmt.Sprintf("unknown task kind %q", x.task.Kind))
+	}
+	x.handler = h
+
+	// The handler's context: cancelled with a cause when the lease is lost,
+	// the task is cancelled, or the invocation deadline draws near. It is
+	// detached from shutdown of the invocation's context so that a graceful
+	// stop lets a running handler finish within its own deadline.
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	x.handlerCtx, x.cancelHandler = hctx, cancel
+	if dl, ok := ctx.Deadline(); ok {
+		x.invocationDeadline = dl
+	}
+
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	x.stopRenewer = stop
+	x.renewerDone = make(chan struct{})
+	r := &renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
+	go func() {
+		defer close(x.renewerDone)
+		r.run(rctx)
+	}()
+
+	x.handlerDone = make(chan handlerResult, 1)
+	x.startedAt = x.cfg.Clock.Now()
+	task := x.task
+	go func() {
+		var res handlerResult
+		defer func() {
+			if v := recover(); v != nil {
+				res = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
+			}
+			x.handlerDone <- res
+		}()
+		res.result, res.err = h(hctx, task)
+	}()
+	return StateRunning
+}
+
+// runRunning waits for the handler, enforcing the deadline (seed:
+// WorkerStarted). The renewer runs alongside and cancels the handler's
+// context itself when the lease is lost or cancellation is requested.
+func (x *execution) runRunning(ctx context.Context) State {
+	var deadline <-chan time.Time
+	if !x.invocationDeadline.IsZero() {
+		t := x.cfg.Clock.NewTimer(x.cfg.Clock.Until(x.invocationDeadline.Add(-x.cfg.DeadlineMargin)))
+		defer t.Stop()
+		deadline = t.Chan()
+	}
+	select {
+	case x.res = <-x.handlerDone:
+		x.finished = true
+	case <-deadline:
+		x.cancelHandler(ErrDeadline)
+		// Give the handler half the margin to wind down, then move on
+		// without it: its writes are fenced, so it can do no harm.
+		grace := x.cfg.Clock.NewTimer(x.cfg.DeadlineMargin / 2)
+		select {
+		case x.res = <-x.handlerDone:
+			x.finished = true
+		case <-grace.Chan():
+			x.log.Warn("handler ignored its cancelled context; abandoning it")
+		}
+		grace.Stop()
+	}
+	x.cause = context.Cause(x.handlerCtx)
+	// Stop and join the renewer before the outcome is written: a renewal
+	// racing the finish write would only fail harmlessly, but a joined
+	// renewer keeps every goroutine owned by this invocation.
+	x.stopRenewer()
+	<-x.renewerDone
+	x.cancelHandler(context.Canceled)
+	return StateFinishing
+}
+
+// runFinishing records the outcome (seed: WorkerFinishedProcessing).
+func (x *execution) runFinishing(ctx context.Context) State {
+	res, cause := x.res, x.cause
+	elapsed := x.cfg.Clock.Since(x.startedAt)
+	x.log = x.log.With("duration_ms", elapsed.Milliseconds())
+	switch {
+	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
+		x.log.Warn("lease lost; the result of this attempt is discarded")
+		x.result.Outcome = OutcomeLeaseLost
+		x.observe(OutcomeLeaseLost, elapsed)
+		return x.exit(true, "lease lost")
+	case x.finished && res.err == nil:
+		return x.finish(ctx, res.result, elapsed)
+	case errors.Is(cause, ErrCancelRequested):
+		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
+	case errors.Is(cause, ErrDeadline):
+		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
+	}
+	err := res.err
+	var (
+		snooze    *SnoozeError
+		permanent *PermanentError
+		cancelled *CancelError
+		panicked  *PanicError
+	)
+	switch {
+	case errors.As(err, &snooze):
+		runAt := x.cfg.Clock.Now().Add(snooze.Delay)
+		return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: err.Error(), RefundAttempt: true}, OutcomeSnoozed)
+	case errors.As(err, &cancelled):
+		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: err.Error()}, OutcomeCancelled)
+	case errors.As(err, &permanent):
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: err.Error()}, OutcomeFailed)
+	case errors.As(err, &panicked):
+		x.log.Error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
+	}
+	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+}
+
+// leaseGone reports whether the renewer learnt for certain that the lease is
+// someone else's (as opposed to merely unconfirmed).
+func (x *execution) leaseGone() bool {
+	var lost *lostError
+	return errors.As(context.Cause(x.handlerCtx), &lost) && lost.definite
+}
+
+func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Duration) State {
+	if len(result) > lease.MaxResultBytes {
+		msg := (&lease.TooLargeError{What: "result", Size: len(result), Limit: lease.MaxResultBytes}).Error()
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
+	}
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.Finish(cctx, x.task.LeaseOf(), result)
+	switch {
+	case err == nil:
+		x.task = task
+		x.result.Outcome = OutcomeSucceeded
+		x.observe(OutcomeSucceeded, elapsed)
+		x.log.Info("task succeeded")
+		return x.exit(true, "")
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
+		x.log.Warn("finished, but the lease was lost; another worker took over", "error", err)
+		x.result.Outcome = OutcomeLeaseLost
+		x.observe(OutcomeLeaseLost, elapsed)
+		return x.exit(true, "lease lost")
+	default:
+		// The result could not be stored. Leave the message to come back:
+		// the task will be taken over once the lease expires.
+		x.log.Error("could not record result", "error", err)
+		return x.exit(false, err.Error())
+	}
+}
+
+// retryOrFail schedules another attempt after delay, or fails the task when
+// it has no attempts left.
+func (x *execution) retryOrFail(ctx context.Context, msg string, delay time.Duration, outcome Outcome) State {
+	if x.task.Attempt >= x.task.MaxAttempts {
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
+	}
+	runAt := x.cfg.Clock.Now().Add(delay)
+	return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: msg}, outcome)
+}
+
+// reschedule releases the task to PENDING and arranges its next dispatch: a
+// fresh delayed token when SQS can hold the wait, else the sweeper. Sending a
+// fresh token keeps retries from burning the queue's maxReceiveCount.
+func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Outcome) State {
+	wait := x.cfg.Clock.Until(r.RunAt)
+	if wait > MaxSQSDelay {
+		r.DispatchAt = r.RunAt
+	}
+	st := x.release(ctx, r, outcome)
+	if !x.result.Ack || wait > MaxSQSDelay {
+		return st
+	}
+	if err := x.send(ctx, x.task.ID, wait); err != nil {
+		// The task is safe in the table; let this message come back and
+		// redo the dispatch, with the sweeper as the last resort.
+		return x.exit(false, err.Error())
+	}
+	return st
+}
+
+// release gives the lease up as r says.
+func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcome) State {
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.Release(cctx, x.task.LeaseOf(), r)
+	switch {
+	case err == nil:
+		x.task = task
+		x.result.Outcome = outcome
+		x.observe(outcome, x.cfg.Clock.Since(x.startedAt))
+		x.log.Info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
+		return x.exit(true, "")
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
+		x.log.Warn("could not release: lease already lost", "error", err)
+		x.result.Outcome = OutcomeLeaseLost
+		return x.exit(true, "lease lost")
+	default:
+		x.log.Error("could not release lease", "error", err)
+		return x.exit(false, err.Error())
+	}
+}
+
+// failClaimed fails a task this execution holds without running it.
+func (x *execution) failClaimed(ctx context.Context, reason string) State {
+	x.log.Warn("task rejected", "reason", reason)
+	x.startedAt = x.cfg.Clock.Now()
+	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
+	x.result.Reason = reason
+	return st
+}
+
+// redispatch answers a token that arrived before its task is due.
+func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) State {
+	wait := x.cfg.Clock.Until(runAt)
+	if wait > MaxSQSDelay {
+		// Pending tasks always sit in the sweep index; the sweeper
+		// dispatches it when due.
+		return x.exit(true, "")
+	}
+	if err := x.send(ctx, id, wait); err != nil {
+		return x.exit(false, err.Error())
+	}
+	return x.exit(true, "")
+}
+
+// send puts a fresh reference token for id on the work queue.
+func (x *execution) send(ctx context.Context, id string, delay time.Duration) error {
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	secs := int32(math.Ceil(max(delay, 0).Seconds()))
+	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
+		QueueUrl:     aws.String(x.cfg.QueueURL),
+		MessageBody:  aws.String(token.Ref(id)),
+		DelaySeconds: min(secs, int32(MaxSQSDelay/time.Second)),
+	})
+	if err != nil {
+		x.log.Warn("could not send dispatch token", "error", err)
+		return fmt.Errorf("send token for %s: %w", id, err)
+	}
+	return nil
+}
+
+// hide makes the message invisible for d.
+func (x *execution) hide(ctx context.Context, d time.Duration) {
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	_, err := x.cfg.SQS.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(x.cfg.QueueURL),
+		ReceiptHandle:     aws.String(x.msg.ReceiptHandle),
+		VisibilityTimeout: visibilitySeconds(d),
+	})
+	if err != nil {
+		x.log.Warn("could not change message visibility", "error", err)
+	}
+}
+
+func visibilitySeconds(d time.Duration) int32 {
+	secs := int32(math.Ceil(d.Seconds()))
+	return min(max(secs, 0), 12*60*60)
+}
+
+// reject handles a message that names no task that can be recorded: the
+// reason goes to the log (never the body) and, with the body, to the
+// dead-letter queue. Without a dead-letter URL the message is left to the
+// queue's redrive policy, which moves it after maxReceiveCount receives.
+func (x *execution) reject(ctx context.Context, reason string) State {
+	x.log.Warn("message rejected", "reason", reason, "receive_count", x.msg.ReceiveCount)
+	if x.cfg.DeadLetterURL == "" {
+		return x.exit(false, reason)
+	}
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(x.cfg.DeadLetterURL),
+		MessageBody: aws.String(x.msg.Body),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			AttrReason:          {DataType: aws.String("String"), StringValue: aws.String(lease.Truncate(reason, 1024))},
+			AttrSourceMessageID: {DataType: aws.String("String"), StringValue: aws.String(x.msg.ID)},
+		},
+	})
+	if err != nil {
+		x.log.Error("could not forward rejected message to the dead-letter queue", "error", err)
+		return x.exit(false, reason)
+	}
+	return x.exit(true, reason)
+}
+
+// Message attributes on a message forwarded to the dead-letter queue.
+const (
+	AttrReason          = "leasehold-reason"
+	AttrSourceMessageID = "leasehold-source-message-id"
+)
+
+func (x *execution) observe(o Outcome, d time.Duration) {
+	if x.cfg.Observer != nil {
+		x.cfg.Observer.Ended(x.task, o, d)
+	}
+}

@@ -1,0 +1,53 @@
+package lifecycle
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+)
+
+// Executor processes the messages of SQS batches.
+type Executor struct {
+	cfg Config
+}
+
+// New validates cfg and returns an Executor.
+func New(cfg Config) (*Executor, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{cfg: c}, nil
+}
+
+// Config returns the configuration in force, defaults applied.
+func (e *Executor) Config() Config { return e.cfg }
+
+// Process carries one message through its lifecycle and says whether it may
+// be deleted. It returns only when every goroutine it started has stopped,
+// except a handler that ignored its cancelled context past the deadline.
+func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Result {
+	if log == nil {
+		log = e.cfg.Logger
+	}
+	x := &execution{cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting}
+	return x.run(ctx)
+}
+
+// ProcessBatch processes msgs concurrently, at most Concurrency at a time,
+// and returns one Result per message, in order. It returns once all are
+// done.
+func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Message) []Result {
+	results := make([]Result, len(msgs))
+	sem := make(chan struct{}, e.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = e.Process(ctx, log, m)
+		})
+	}
+	wg.Wait()
+	return results
+}

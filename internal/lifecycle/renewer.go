@@ -1,0 +1,120 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// lostError is the cause the renewer cancels a handler with. It matches
+// ErrLeaseLost. definite tells a lease known to be gone (another claim,
+// release or finish) from one merely not confirmed in time.
+type lostError struct {
+	definite bool
+	err      error
+}
+
+func (e *lostError) Error() string {
+	if e.definite {
+		return "lease lost: " + e.err.Error()
+	}
+	return "lease lost: not renewed before it expired: " + e.err.Error()
+}
+
+func (e *lostError) Is(target error) bool { return target == ErrLeaseLost }
+
+func (e *lostError) Unwrap() error { return e.err }
+
+// renewer keeps the lease and the message's visibility alive while the
+// handler runs. It is owned by its execution, which stops and joins it before
+// writing the outcome.
+type renewer struct {
+	x     *execution
+	lease lease.Lease
+	// trustUntil is when this worker stops trusting the lease: the moment
+	// the last successful renewal was sent plus the lease duration. The
+	// store stamped the lease from a clock reading taken after that, and a
+	// takeover waits another skew bound on top, so the handler is always
+	// stopped before anyone else can hold the task.
+	trustUntil      time.Time
+	cancelRequested bool
+}
+
+// retryInterval is how soon a failed renewal is tried again.
+func (r *renewer) retryInterval() time.Duration {
+	return max(r.x.cfg.RenewBefore/4, 100*time.Millisecond)
+}
+
+func (r *renewer) run(ctx context.Context) {
+	cfg := r.x.cfg
+	next := r.trustUntil.Add(-cfg.RenewBefore)
+	for {
+		wait := min(cfg.Clock.Until(next), cfg.Clock.Until(r.trustUntil))
+		t := cfg.Clock.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+		now := cfg.Clock.Now()
+		if !now.Before(r.trustUntil) {
+			r.x.cancelHandler(&lostError{err: errors.New("renewals kept failing")})
+			r.x.log.Warn("lease expired locally before a renewal landed; handler cancelled")
+			return
+		}
+		err := r.renew(ctx, now)
+		switch {
+		case err == nil:
+			next = r.trustUntil.Add(-cfg.RenewBefore)
+		case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
+			r.x.cancelHandler(&lostError{definite: true, err: err})
+			r.x.log.Warn("lease lost; handler cancelled", "error", err)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			r.x.log.Warn("lease renewal failed; will retry", "error", err)
+			next = now.Add(r.retryInterval())
+		}
+	}
+}
+
+// renew extends the lease, then the message's visibility, and passes a
+// cancellation request on to the handler.
+func (r *renewer) renew(ctx context.Context, sent time.Time) error {
+	cfg := r.x.cfg
+	// The call may not outlive the lease it is trying to keep.
+	budget := min(cfg.CallTimeout, r.trustUntil.Sub(sent))
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	task, err := cfg.Store.Renew(cctx, r.lease)
+	if err != nil {
+		return err
+	}
+	r.trustUntil = sent.Add(cfg.LeaseDuration)
+	r.lease.Until = task.LeaseUntil
+	if task.CancelRequested && !r.cancelRequested {
+		r.cancelRequested = true
+		r.x.log.Info("cancellation requested; handler cancelled")
+		r.x.cancelHandler(ErrCancelRequested)
+	}
+	vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	defer vcancel()
+	_, verr := cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(cfg.QueueURL),
+		ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
+		VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
+	})
+	if verr != nil {
+		// The lease, not the message, is what guards the task; a message
+		// that reappears early meets a live lease and is hidden again.
+		r.x.log.Warn("could not extend message visibility", "error", verr)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+// Package token encodes and decodes dispatch tokens: the versioned JSON bodies
+// of the messages on the work queue.
+//
+// A token comes in two forms. A reference names a task already stored:
+//
+//	{"v":1,"id":"order-42"}
+//
+// An inline token carries the task itself, so that a plain SQS SendMessage
+// enqueues work; the worker creates and claims it in one write:
+//
+//	{"v":1,"kind":"resize","payload":{"w":64},"id":"optional","max_attempts":3}
+//
+// Unknown fields are rejected so that a misspelt field fails loudly instead of
+// being ignored.
+package token
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Version is the only token version this build understands.
+const Version = 1
+
+// MaxBodyBytes bounds a body this package will parse at all. A body under it
+// whose payload is over lease.MaxPayloadBytes still decodes far enough to name
+// its task, so the task can be recorded as failed with the reason.
+const MaxBodyBytes = 1 << 20
+
+// Reasons a body is not a usable token. Each decode failure is an *Error
+// matching exactly one of these.
+var (
+	ErrMalformed     = errors.New("malformed token")
+	ErrVersion       = errors.New("unsupported token version")
+	ErrMissingField  = errors.New("missing field")
+	ErrInvalidField  = errors.New("invalid field")
+	ErrPayloadTooBig = errors.New("payload too large")
+)
+
+// Error says why a body could not be used, in words fit for a record.
+type Error struct {
+	Reason error  // one of the sentinels above
+	Detail string // human-readable detail, never the payload itself
+}
+
+func (e *Error) Error() string { return e.Reason.Error() + ": " + e.Detail }
+
+func (e *Error) Unwrap() error { return e.Reason }
+
+// Token is a decoded dispatch token.
+type Token struct {
+	Version     int
+	ID          string          // task id; empty on an inline token that lets the message id name the task
+	Kind        string          // set only on an inline token
+	Payload     json.RawMessage // inline only; nil when absent
+	MaxAttempts int             // inline only; 0 means the worker's default
+}
+
+// Inline reports whether the token carries the task itself.
+func (t Token) Inline() bool { return t.Kind != "" }
+
+type wire struct {
+	V           *int            `json:"v"`
+	ID          string          `json:"id,omitempty"`
+	Kind        string          `json:"kind,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+}
+
+// Decode parses and validates a message body. When the envelope is sound but
+// the payload is over the limit, it returns the token without its payload
+// together with an error matching ErrPayloadTooBig, so the caller can record
+// the failure on the task the token names.
+func Decode(body string) (Token, error) {
+	if len(body) > MaxBodyBytes {
+		return Token{}, &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("message body is %d bytes, the limit is %d", len(body), MaxBodyBytes)}
+	}
+	if !utf8.ValidString(body) {
+		return Token{}, &Error{Reason: ErrMalformed, Detail: "body is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
+	dec.DisallowUnknownFields()
+	var w wire
+	if err := dec.Decode(&w); err != nil {
+		return Token{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Token{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
+	}
+	if w.V == nil {
+		return Token{}, &Error{Reason: ErrMissingField, Detail: `"v" (the token version) is required`}
+	}
+	if *w.V != Version {
+		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", *w.V, Version)}
+	}
+	t := Token{Version: *w.V, ID: w.ID, Kind: w.Kind, MaxAttempts: w.MaxAttempts}
+	if len(w.Payload) > 0 && !bytes.Equal(w.Payload, []byte("null")) {
+		t.Payload = w.Payload
+	}
+	if err := t.validate(); err != nil {
+		if errors.Is(err, ErrPayloadTooBig) {
+			t.Payload = nil
+			return t, err
+		}
+		return Token{}, err
+	}
+	return t, nil
+}
+
+func (t Token) validate() error {
+	if len(t.ID) > lease.MaxIDBytes {
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"id" is %d bytes, the limit is %d`, len(t.ID), lease.MaxIDBytes)}
+	}
+	if !t.Inline() {
+		switch {
+		case t.ID == "":
+			return &Error{Reason: ErrMissingField, Detail: `a token needs "id" (a reference to a stored task) or "kind" (an inline task)`}
+		case t.Payload != nil || t.MaxAttempts != 0:
+			return &Error{Reason: ErrMissingField, Detail: `"payload" and "max_attempts" need "kind"`}
+		}
+		return nil
+	}
+	switch {
+	case len(t.Kind) > lease.MaxKindBytes:
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"kind" is %d bytes, the limit is %d`, len(t.Kind), lease.MaxKindBytes)}
+	case t.MaxAttempts < 0 || t.MaxAttempts > lease.MaxAttemptsLimit:
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"max_attempts" %d is outside 1..%d`, t.MaxAttempts, lease.MaxAttemptsLimit)}
+	case len(t.Payload) > lease.MaxPayloadBytes:
+		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(t.Payload), lease.MaxPayloadBytes)}
+	}
+	return nil
+}
+
+// describeJSONError names what is wrong without echoing the body.
+func describeJSONError(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "empty or truncated JSON"
+	}
+	// Unknown-field errors from the decoder name the field, never values.
+	return err.Error()
+}
+
+// Ref encodes a reference token for a stored task.
+func Ref(id string) string {
+	b, _ := json.Marshal(wire{V: ptr(Version), ID: id})
+	return string(b)
+}
+
+// Inline encodes an inline token. payload must be valid JSON or nil.
+func Inline(kind, id string, payload json.RawMessage, maxAttempts int) (string, error) {
+	t := Token{Version: Version, Kind: kind, ID: id, Payload: payload, MaxAttempts: maxAttempts}
+	if kind == "" {
+		return "", &Error{Reason: ErrMissingField, Detail: `"kind" is required`}
+	}
+	if err := t.validate(); err != nil {
+		return "", err
+	}
+	if payload != nil && !json.Valid(payload) {
+		return "", &Error{Reason: ErrMalformed, Detail: "payload is not valid JSON"}
+	}
+	b, err := json.Marshal(wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts})
+	if err != nil {
+		return "", fmt.Errorf("encode token: %w", err)
+	}
+	return string(b), nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,294 @@
+package leasehold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+)
+
+// WorkerConfig names the resources a worker uses.
+type WorkerConfig struct {
+	// AWS is the SDK configuration the worker's DynamoDB and SQS clients are
+	// built from. Endpoints follow the SDK's rules, so AWS_ENDPOINT_URL_SQS
+	// and AWS_ENDPOINT_URL_DYNAMODB point it at a local stack.
+	AWS aws.Config
+	// Table is the tasks table.
+	Table string
+	// QueueURL is the work queue the worker is triggered by.
+	QueueURL string
+	// DeadLetterQueueURL, if set, receives messages that cannot name a task
+	// (malformed, wrong version, missing fields, unknown task id), with the
+	// reason in the "leasehold-reason" message attribute. Without it such
+	// messages are reported as failures until the queue's redrive policy
+	// moves them to its dead-letter queue.
+	DeadLetterQueueURL string
+	// Handlers maps kinds to handlers.
+	Handlers *Handlers
+}
+
+// Environment variables read by WorkerConfigFromEnv and the functions.
+const (
+	EnvTable          = "LEASEHOLD_TABLE"
+	EnvWorkQueueURL   = "LEASEHOLD_WORK_QUEUE_URL"
+	EnvWorkDLQURL     = "LEASEHOLD_WORK_DLQ_URL"
+	EnvLeaseDuration  = "LEASEHOLD_LEASE_DURATION"
+	EnvRenewBefore    = "LEASEHOLD_RENEW_BEFORE"
+	EnvMaxAttempts    = "LEASEHOLD_MAX_ATTEMPTS"
+	EnvConcurrency    = "LEASEHOLD_CONCURRENCY"
+	EnvClockSkew      = "LEASEHOLD_CLOCK_SKEW"
+	EnvDeadlineMargin = "LEASEHOLD_DEADLINE_MARGIN"
+)
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = lifecycle.ErrConfig
+
+// WorkerConfigFromEnv fills the resource names from LEASEHOLD_* variables and
+// returns the options the timing variables ask for.
+func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, []WorkerOption, error) {
+	cfg := WorkerConfig{
+		AWS:                awsCfg,
+		Table:              os.Getenv(EnvTable),
+		QueueURL:           os.Getenv(EnvWorkQueueURL),
+		DeadLetterQueueURL: os.Getenv(EnvWorkDLQURL),
+		Handlers:           handlers,
+	}
+	var opts []WorkerOption
+	durations := []struct {
+		env string
+		opt func(time.Duration) WorkerOption
+	}{
+		{EnvLeaseDuration, WithLeaseDuration},
+		{EnvRenewBefore, WithRenewBefore},
+		{EnvClockSkew, WithClockSkew},
+		{EnvDeadlineMargin, WithDeadlineMargin},
+	}
+	for _, d := range durations {
+		if v := os.Getenv(d.env); v != "" {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, d.env, v, err)
+			}
+			opts = append(opts, d.opt(dur))
+		}
+	}
+	ints := []struct {
+		env string
+		opt func(int) WorkerOption
+	}{
+		{EnvMaxAttempts, WithMaxAttempts},
+		{EnvConcurrency, WithConcurrency},
+	}
+	for _, n := range ints {
+		if v := os.Getenv(n.env); v != "" {
+			i, err := strconv.Atoi(v)
+			if err != nil {
+				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, n.env, v, err)
+			}
+			opts = append(opts, n.opt(i))
+		}
+	}
+	return cfg, opts, nil
+}
+
+// WorkerOption tunes a worker.
+type WorkerOption func(*workerOptions)
+
+type workerOptions struct {
+	lc          lifecycle.Config
+	skew        time.Duration
+	maxAttempts *int // set explicitly: zero is then a mistake, not "default"
+	concurrency *int
+}
+
+// WithLeaseDuration sets how long a claim or renewal holds a task (default
+// 20s). It must be at least twice the renewal period.
+func WithLeaseDuration(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.LeaseDuration = d }
+}
+
+// WithRenewBefore sets how long before expiry the lease is renewed (default
+// 10s).
+func WithRenewBefore(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.RenewBefore = d }
+}
+
+// WithMaxAttempts sets the attempts of an inline task that names none
+// (default 5).
+func WithMaxAttempts(n int) WorkerOption {
+	return func(o *workerOptions) { o.maxAttempts = &n }
+}
+
+// WithBackoff sets the delay before attempt n+1 after attempt n failed.
+// The default doubles from 2s to 10m with jitter.
+func WithBackoff(f func(attempt int) time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.Backoff = f }
+}
+
+// WithConcurrency bounds the messages of one batch processed at once
+// (default 10).
+func WithConcurrency(n int) WorkerOption {
+	return func(o *workerOptions) { o.concurrency = &n }
+}
+
+// WithClockSkew bounds the clock difference between workers (default 2s): an
+// expired lease is taken over only after this much more.
+func WithClockSkew(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.skew = d }
+}
+
+// WithDeadlineMargin sets how long before the Lambda deadline the handler's
+// context ends so that the lease can be released (default 5s).
+func WithDeadlineMargin(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.DeadlineMargin = d }
+}
+
+// WithVisibilityMargin sets what is added to the lease when a message is
+// hidden (default 10s).
+func WithVisibilityMargin(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.VisibilityMargin = d }
+}
+
+// WithLogger sets the structured logger (default: JSON to stderr at Info).
+func WithLogger(l *slog.Logger) WorkerOption {
+	return func(o *workerOptions) { o.lc.Logger = l }
+}
+
+// WithClock replaces the time source; for tests.
+func WithClock(c clockwork.Clock) WorkerOption {
+	return func(o *workerOptions) { o.lc.Clock = c }
+}
+
+// WithOwner names the worker in lease_owner (default: host name and a random
+// suffix).
+func WithOwner(name string) WorkerOption {
+	return func(o *workerOptions) { o.lc.Owner = name }
+}
+
+// Worker runs registered handlers for the tasks its queue delivers.
+type Worker struct {
+	exec  *lifecycle.Executor
+	store lease.Store
+	log   *slog.Logger
+}
+
+// NewWorker checks cfg and opts and returns a worker. Impossible settings,
+// such as a lease shorter than twice the renewal period or zero attempts,
+// are rejected with an error wrapping ErrConfig.
+func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
+	switch {
+	case cfg.Table == "":
+		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
+	case cfg.QueueURL == "":
+		return nil, fmt.Errorf("%w: the work queue URL is required", ErrConfig)
+	case cfg.Handlers == nil:
+		return nil, fmt.Errorf("%w: handlers are required", ErrConfig)
+	}
+	o := workerOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.lc.Logger == nil {
+		o.lc.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if o.lc.Owner == "" {
+		o.lc.Owner = defaultOwner()
+	}
+	if o.maxAttempts != nil {
+		if *o.maxAttempts < 1 {
+			return nil, fmt.Errorf("%w: max attempts must be at least 1, got %d", ErrConfig, *o.maxAttempts)
+		}
+		o.lc.DefaultMaxAttempts = *o.maxAttempts
+	}
+	if o.concurrency != nil {
+		if *o.concurrency < 1 {
+			return nil, fmt.Errorf("%w: concurrency must be at least 1, got %d", ErrConfig, *o.concurrency)
+		}
+		o.lc.Concurrency = *o.concurrency
+	}
+	if o.skew < 0 {
+		return nil, fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
+	}
+	if o.lc.LeaseDuration == 0 {
+		o.lc.LeaseDuration = lease.DefaultLeaseDuration
+	}
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
+		Clock:         o.lc.Clock,
+		LeaseDuration: o.lc.LeaseDuration,
+		Skew:          o.skew,
+	})
+	return newWorker(store, sqs.NewFromConfig(cfg.AWS), cfg, o)
+}
+
+func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o workerOptions) (*Worker, error) {
+	lc := o.lc
+	lc.Store = store
+	lc.SQS = q
+	lc.QueueURL = cfg.QueueURL
+	lc.DeadLetterURL = cfg.DeadLetterQueueURL
+	lc.Handlers = cfg.Handlers.lookup
+	exec, err := lifecycle.New(lc)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{exec: exec, store: store, log: lc.Logger}, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// HandleSQS is the Lambda handler for the work queue's event source mapping
+// (configure it with ReportBatchItemFailures). Messages are processed
+// concurrently; the response lists the ones to deliver again. It returns
+// only when every message is done.
+func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	log := w.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
+	msgs := make([]lifecycle.Message, len(ev.Records))
+	for i, r := range ev.Records {
+		msgs[i] = messageOf(r)
+	}
+	results := w.exec.ProcessBatch(ctx, log, msgs)
+	var resp events.SQSEventResponse
+	for i, res := range results {
+		if !res.Ack {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msgs[i].ID})
+		}
+	}
+	return resp, nil
+}
+
+func messageOf(r events.SQSMessage) lifecycle.Message {
+	m := lifecycle.Message{ID: r.MessageId, ReceiptHandle: r.ReceiptHandle, Body: r.Body}
+	if n, err := strconv.Atoi(r.Attributes["ApproximateReceiveCount"]); err == nil {
+		m.ReceiveCount = n
+	}
+	if ms, err := strconv.ParseInt(r.Attributes["SentTimestamp"], 10, 64); err == nil {
+		m.SentAt = time.UnixMilli(ms)
+	}
+	return m
+}
