@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Create leasehold's tasks table and queues from localstack/resources.json.
+
+Idempotent: existing resources are kept; queue attributes and the table's
+TTL are brought in line with the definition (an existing table's keys and
+indexes are not altered). Endpoints come from AWS_ENDPOINT_URL_DYNAMODB and
+AWS_ENDPOINT_URL_SQS, which must both be set, so this never touches a real
+account by accident. LEASEHOLD_RESOURCE_SUFFIX, if set, is appended to every
+name (for example "-dev").
+
+It runs as LocalStack's ready hook inside the container and, in host mode,
+with the python of the venv that scripts/stack.sh installs. LocalStack runs
+ready.d Python hooks with exec() and empty globals, inside its own process:
+there is no __file__, __name__ is "builtins", and the script must raise
+rather than exit. LEASEHOLD_RESOURCES names the definition file there.
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+
+class SetupError(Exception):
+    """A problem with the definition or the environment, not with AWS."""
+
+
+def fail(msg):
+    raise SetupError(msg)
+
+
+def definition_path():
+    explicit = os.environ.get("LEASEHOLD_RESOURCES")
+    if explicit:
+        return pathlib.Path(explicit)
+    here = globals().get("__file__")
+    if not here:
+        fail("LEASEHOLD_RESOURCES is not set and this script's location is unknown")
+    # localstack/init/ready.d/ -> localstack/resources.json
+    return pathlib.Path(here).resolve().parent.parent.parent / "resources.json"
+
+
+def load_definition():
+    path = definition_path()
+    try:
+        with path.open() as f:
+            return json.load(f)
+    except OSError as err:
+        fail(f"read {path}: {err}")
+
+
+def client(service, endpoint_var):
+    endpoint = os.environ.get(endpoint_var)
+    if not endpoint:
+        fail(f"{endpoint_var} is not set; refusing to guess an endpoint")
+    # boto3 reads AWS_DEFAULT_REGION but not AWS_REGION, which the Go SDK uses.
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+        config=Config(
+            connect_timeout=5,
+            read_timeout=30,
+            # standard mode also retries refused connections while an
+            # emulator is still starting.
+            retries={"mode": "standard", "max_attempts": 8},
+        ),
+    )
+
+
+def error_code(err):
+    return err.response.get("Error", {}).get("Code", "")
+
+
+def ensure_table(ddb, spec, suffix):
+    create = dict(spec["CreateTable"])
+    name = create["TableName"] + suffix
+    create["TableName"] = name
+    try:
+        ddb.describe_table(TableName=name)
+        print(f"table {name}: exists")
+    except ClientError as err:
+        if error_code(err) != "ResourceNotFoundException":
+            raise
+        ddb.create_table(**create)
+        print(f"table {name}: created")
+    ddb.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+    )
+
+    ttl = spec.get("TimeToLiveSpecification")
+    if ttl:
+        current = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        enabled = current.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
+        if enabled and current.get("AttributeName") == ttl["AttributeName"]:
+            print(f"table {name}: TTL on {ttl['AttributeName']} already enabled")
+        else:
+            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+            print(f"table {name}: TTL on {ttl['AttributeName']} enabled")
+
+
+def ensure_queues(sqs, specs, suffix):
+    arns = {}  # name in resources.json -> ARN of the created queue
+    for spec in specs:
+        base = spec["CreateQueue"]["QueueName"]
+        name = base + suffix
+        attrs = dict(spec["CreateQueue"].get("Attributes", {}))
+        redrive = spec.get("RedrivePolicy")
+        if redrive:
+            target = redrive["deadLetterTargetQueueName"]
+            if target not in arns:
+                fail(f"queue {base} redrives to {target}, which must be defined before it")
+            attrs["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arns[target], "maxReceiveCount": redrive["maxReceiveCount"]}
+            )
+        try:
+            url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+            sqs.set_queue_attributes(QueueUrl=url, Attributes=attrs)
+            print(f"queue {name}: exists, attributes updated")
+        except ClientError as err:
+            if error_code(err) not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+                raise
+            url = sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
+            print(f"queue {name}: created")
+        arns[base] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+
+
+def main():
+    definition = load_definition()
+    suffix = os.environ.get("LEASEHOLD_RESOURCE_SUFFIX", "")
+    ddb = client("dynamodb", "AWS_ENDPOINT_URL_DYNAMODB")
+    sqs = client("sqs", "AWS_ENDPOINT_URL_SQS")
+    ensure_table(ddb, definition["Table"], suffix)
+    ensure_queues(sqs, definition["Queues"], suffix)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SetupError as err:
+        print(f"create-resources: {err}", file=sys.stderr)
+        sys.exit(1)
+elif __name__ == "builtins":
+    # exec()ed by LocalStack's init hook: it logs an exception as a failed hook.
+    main()
