@@ -1,0 +1,51 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Admin is the operator side of the store: dispatch bookkeeping for the
+// sweeper, listing, cancellation and retry. Both stores implement it and
+// pass the same conformance cases. Every method but List and Due is one
+// conditional write; a failed condition is classified from the item the
+// write saw, as in Store.
+type Admin interface {
+	// Due lists up to limit tasks of one shard of the sparse sweep index
+	// whose DispatchAt is at or before now, oldest first.
+	Due(ctx context.Context, shard string, now time.Time, limit int) ([]DueTask, error)
+	// MarkDispatched moves a due task's DispatchAt from seen to next, only
+	// if it still is seen: of two sweepers that saw the same entry, one
+	// wins and the other gets ErrDispatchRaced. A task that left the index
+	// in between also gives ErrDispatchRaced.
+	MarkDispatched(ctx context.Context, id string, seen, next time.Time) error
+	// RequestCancel cancels a PENDING task at once (CANCELLED, terminal) or
+	// sets CancelRequested on a RUNNING one, which its worker honours at the
+	// next renewal. A terminal task gives *FinishedError.
+	RequestCancel(ctx context.Context, id string) (Task, error)
+	// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
+	// extraAttempts more attempts than it has used. Attempt count and
+	// history are kept. Any other status gives ErrNotRetryable.
+	Retry(ctx context.Context, id string, extraAttempts int) (Task, error)
+	// List returns tasks with the given status, newest first within each
+	// page's merge, at most limit of them, and an opaque cursor for the next
+	// page ("" when there is none). Payload and result are not included.
+	List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error)
+}
+
+// DueTask is one entry of the sweep index.
+type DueTask struct {
+	ID         string
+	DispatchAt time.Time
+}
+
+var (
+	// ErrDispatchRaced: another sweeper dispatched the task first, or it no
+	// longer waits for dispatch.
+	ErrDispatchRaced = errors.New("task dispatch raced")
+	// ErrNotRetryable: only FAILED and CANCELLED tasks can be retried.
+	ErrNotRetryable = errors.New("task is not retryable")
+	// ErrBadCursor: a List cursor that this store did not issue.
+	ErrBadCursor = errors.New("invalid list cursor")
+)
