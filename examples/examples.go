@@ -1,0 +1,77 @@
+// Package examples holds the task kinds the bundled worker runs: short enough
+// to read as documentation, and used by `make demo` and the end-to-end tests.
+package examples
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Greeting is the payload of the "greet" kind.
+type Greeting struct {
+	Name string `json:"name"`
+}
+
+// Greet answers with a greeting.
+func Greet(_ context.Context, t *leasehold.Task[Greeting]) (string, error) {
+	if t.Payload.Name == "" {
+		return "", leasehold.Fail(errors.New("name is required"))
+	}
+	return "hello, " + t.Payload.Name, nil
+}
+
+// Sleep is the payload of the "sleep" kind.
+type Sleep struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// SleepFor waits, honouring cancellation: a task that outlives its lease
+// renewal period shows the lease being kept alive.
+func SleepFor(ctx context.Context, t *leasehold.Task[Sleep]) (map[string]any, error) {
+	d := time.Duration(t.Payload.Seconds * float64(time.Second))
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return map[string]any{"slept_seconds": t.Payload.Seconds, "fence": t.Fence}, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Flaky is the payload of the "flaky" kind.
+type Flaky struct {
+	// SucceedOnAttempt is the first attempt that succeeds; 0 never does.
+	SucceedOnAttempt int `json:"succeed_on_attempt"`
+}
+
+// FlakyWork fails until the attempt named in its payload.
+func FlakyWork(_ context.Context, t *leasehold.Task[Flaky]) (string, error) {
+	if t.Payload.SucceedOnAttempt == 0 || t.Attempt < t.Payload.SucceedOnAttempt {
+		return "", fmt.Errorf("attempt %d of %d failed on purpose", t.Attempt, t.MaxAttempts)
+	}
+	return fmt.Sprintf("succeeded on attempt %d", t.Attempt), nil
+}
+
+// Upper is the payload of the "upper" kind.
+type Upper struct {
+	Text string `json:"text"`
+}
+
+// Uppercase returns the text in upper case.
+func Uppercase(_ context.Context, t *leasehold.Task[Upper]) (string, error) {
+	return strings.ToUpper(t.Payload.Text), nil
+}
+
+// Register adds every example kind to hs.
+func Register(hs *leasehold.Handlers) {
+	leasehold.Handle(hs, "greet", Greet)
+	leasehold.Handle(hs, "sleep", SleepFor)
+	leasehold.Handle(hs, "flaky", FlakyWork)
+	leasehold.Handle(hs, "upper", Uppercase)
+}
