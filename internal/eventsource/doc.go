@@ -1,0 +1,100 @@
+// Package eventsource runs a Lambda SQS handler outside Lambda. It stands in
+// for Lambda's SQS event source mapping so that the same handler code can run
+// as a long-lived process (ECS, EC2, a laptop, `make demo`) against any SQS
+// endpoint the SDK is configured for.
+//
+// A [Runner] polls one queue, builds [events.SQSEvent] values exactly as
+// Lambda would, calls a [Handler] (the signature lambda.Start accepts for an
+// SQS function with ReportBatchItemFailures enabled) and deletes the messages
+// the handler processed.
+//
+// # Batches
+//
+// Each poller receives up to 10 messages per ReceiveMessage, long-polling for
+// WaitTime, and asks for all system attributes (ApproximateReceiveCount,
+// SentTimestamp, SenderId, MessageGroupId, ...) and all message attributes.
+// With BatchWindow zero the first non-empty receive is the batch. With a
+// window, the poller keeps receiving after the first message arrives until it
+// holds BatchSize messages or the window has passed, like
+// MaximumBatchingWindowInSeconds; as in Lambda, a window is what allows a
+// BatchSize above 10 (standard queues only, up to 10000).
+//
+// Every record carries MessageId, ReceiptHandle, Body, Md5OfBody,
+// Md5OfMessageAttributes, Attributes, MessageAttributes, EventSource
+// ("aws:sqs"), EventSourceARN and AWSRegion. The ARN and region come from
+// the queue's QueueArn attribute, read once when Run starts, so they are right
+// for any endpoint without parsing queue URLs.
+//
+// # Invocations
+//
+// The handler's context has a deadline InvocationTimeout away (the function
+// timeout) and a [lambdacontext.LambdaContext] with a fresh AwsRequestID, so
+// code that budgets from ctx.Deadline() or logs the request ID behaves as in
+// Lambda. Values of the context given to Run are passed through; its
+// cancellation is not (see Shutdown).
+//
+// # Deleting
+//
+// After the handler returns, the outcome is decided as Lambda decides it for
+// a function whose FunctionResponseTypes include ReportBatchItemFailures:
+//
+//   - an error, a panic (recovered and logged with its stack), or a return
+//     after the invocation deadline (Lambda would have stopped the function)
+//     fails the whole batch: nothing is deleted, and every message comes back
+//     after its visibility timeout with a higher receive count;
+//   - a BatchItemFailures entry whose ItemIdentifier is empty or is not a
+//     MessageId of the batch also fails the whole batch;
+//   - otherwise every message not listed in BatchItemFailures is deleted with
+//     DeleteMessageBatch, ten per call. A message whose delete fails is
+//     logged and will simply be delivered again; handlers must be idempotent,
+//     as they must be under Lambda.
+//
+// Failed messages are not touched: their visibility timeout, the queue's
+// redrive policy and dead-letter queue apply as they would under Lambda.
+//
+// # Concurrency
+//
+// Pollers goroutines each gather a batch, invoke the handler and delete, one
+// batch at a time, so at most Pollers handler calls run at once (Lambda's
+// MaximumConcurrency). Every SQS call has a CallTimeout. A failing
+// ReceiveMessage is retried after a jittered exponential backoff (200ms
+// doubling to 20s) that ends early when Run's context is done.
+//
+// # Shutdown
+//
+// Wire SIGTERM and SIGINT with signal.NotifyContext and pass that context to
+// Run. When it is done, Run stops receiving (an in-flight long poll is
+// abandoned: anything SQS handed to it reappears after the visibility
+// timeout), hands any messages a poller already holds to the handler, waits
+// for every running handler, deletes what they processed, and returns nil.
+// Handler contexts are detached from Run's with context.WithoutCancel: a
+// shutdown does not cancel them, only their own deadline does, so a batch in
+// flight finishes as it would have in Lambda.
+//
+// Run never abandons a running handler, so shutdown can take up to
+// InvocationTimeout plus a few SQS calls, longer if a handler ignores its
+// context. Bounding that is the caller's business: a second signal (call the
+// stop function returned by signal.NotifyContext once the first arrives, so
+// the next one kills the process) or the orchestrator's kill deadline (ECS
+// stopTimeout, which should exceed InvocationTimeout). Messages of a killed
+// batch are not lost; they reappear after their visibility timeout.
+//
+// # Differences from Lambda
+//
+//   - VisibilityTimeout can override the queue's value on receive, so tests
+//     and demos can watch redelivery quickly; Lambda always uses the queue's.
+//   - Lambda refuses a mapping whose queue visibility timeout is shorter
+//     than the function timeout; Run logs a warning instead, because a
+//     handler that extends visibility itself (as the leasehold worker does)
+//     can live with it.
+//   - Pollers is fixed; Lambda scales its pollers with the backlog.
+//   - There is no 6 MB payload cap on a batch.
+//   - With a window, the last long poll is rounded down to whole seconds, so
+//     a batch that does not fill up may be handed over up to a second before
+//     the window ends; it is never handed over later.
+//   - For FIFO queues SQS itself keeps a message group in order while a
+//     batch holds some of its messages; as under Lambda, a handler that fails
+//     a message should also report the later messages of its group.
+//   - The LambdaContext has no InvokedFunctionArn, and the lambdacontext
+//     package variables (FunctionName, ...) are whatever the environment says.
+package eventsource

@@ -1,0 +1,361 @@
+package eventsource
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Handler has the shape of a Lambda handler for SQS events with
+// ReportBatchItemFailures enabled, so the same function can be passed to
+// lambda.Start or to New.
+type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// SQSClient is the part of *sqs.Client a Runner uses.
+type SQSClient interface {
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+// Receive-error backoff: doubling from backoffBase up to backoffMax, jittered.
+const (
+	backoffBase = 200 * time.Millisecond
+	backoffMax  = 20 * time.Second
+)
+
+// Runner polls one queue and hands batches to a Handler. Create it with New.
+type Runner struct {
+	client  SQSClient
+	cfg     Config
+	handler Handler
+	log     *slog.Logger
+	running atomic.Bool
+}
+
+// New checks cfg, fills in defaults and returns a Runner. Every problem with
+// cfg is reported at once; each wraps ErrInvalidConfig.
+func New(client SQSClient, cfg Config, h Handler) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	err := cfg.validate()
+	if client == nil {
+		err = errors.Join(err, fmt.Errorf("%w: SQS client is nil", ErrInvalidConfig))
+	}
+	if h == nil {
+		err = errors.Join(err, fmt.Errorf("%w: handler is nil", ErrInvalidConfig))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{
+		client:  client,
+		cfg:     cfg,
+		handler: h,
+		log:     cfg.Logger.With("queue_url", cfg.QueueURL),
+	}, nil
+}
+
+// Run polls the queue until ctx is done. It first looks up the queue's ARN;
+// if that fails it returns the error (wrapping ErrQueueNotFound when the
+// queue does not exist).
+//
+// When ctx is done Run stops receiving (an in-flight ReceiveMessage is
+// abandoned; anything SQS handed to it reappears after the visibility
+// timeout), hands messages it already holds to the handler, waits for every
+// running handler call, deletes the messages they processed, and returns
+// nil. Handler contexts are not cancelled by ctx: each keeps only its own
+// InvocationTimeout deadline, so a handler that honours its context ends by
+// then. Run cannot interrupt a handler that ignores its context; bounding the
+// whole shutdown (a second signal, the orchestrator's kill deadline) is the
+// caller's business.
+func (r *Runner) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer r.running.Store(false)
+
+	queue, err := r.resolveQueue(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down before it started
+		}
+		return err
+	}
+	r.log.Info("event source started", "queue_arn", queue.arn, "pollers", r.cfg.Pollers,
+		"batch_size", r.cfg.BatchSize, "batch_window", r.cfg.BatchWindow,
+		"invocation_timeout", r.cfg.InvocationTimeout)
+
+	var wg sync.WaitGroup
+	for i := range r.cfg.Pollers {
+		wg.Go(func() { r.poll(ctx, queue, r.log.With("poller", i)) })
+	}
+	wg.Wait()
+	r.log.Info("event source stopped")
+	return nil
+}
+
+// resolveQueue asks SQS for the queue's ARN, which gives EventSourceARN and
+// AWSRegion without parsing URLs, and checks the visibility timeout against
+// the invocation timeout.
+func (r *Runner) resolveQueue(ctx context.Context) (queueIdentity, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(r.cfg.QueueURL),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameQueueArn,
+			types.QueueAttributeNameVisibilityTimeout,
+		},
+	})
+	if err != nil {
+		if qne := (*types.QueueDoesNotExist)(nil); errors.As(err, &qne) {
+			err = fmt.Errorf("%w: %w", ErrQueueNotFound, err)
+		}
+		return queueIdentity{}, fmt.Errorf("get attributes of queue %s: %w", r.cfg.QueueURL, err)
+	}
+	queue, err := parseQueueARN(out.Attributes[string(types.QueueAttributeNameQueueArn)])
+	if err != nil {
+		return queueIdentity{}, fmt.Errorf("queue %s: %w", r.cfg.QueueURL, err)
+	}
+
+	visibility := r.cfg.VisibilityTimeout
+	if visibility == 0 {
+		secs, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
+		if err == nil {
+			visibility = time.Duration(secs) * time.Second
+		}
+	}
+	if visibility > 0 && visibility < r.cfg.InvocationTimeout {
+		// Lambda refuses to create such a mapping. Here it is only a warning:
+		// a handler that extends visibility itself can be fine with it.
+		r.log.Warn("visibility timeout is shorter than the invocation timeout; "+
+			"messages may be delivered again while their batch is still running",
+			"visibility_timeout", visibility, "invocation_timeout", r.cfg.InvocationTimeout)
+	}
+	return queue, nil
+}
+
+// poll is one poller: gather a batch, invoke the handler, delete what
+// succeeded, until ctx is done.
+func (r *Runner) poll(ctx context.Context, queue queueIdentity, log *slog.Logger) {
+	failures := 0
+	for {
+		msgs, err := r.gather(ctx)
+		if len(msgs) > 0 {
+			// Received messages are in flight even if ctx is done: process
+			// them rather than leave them invisible until they time out.
+			r.invoke(ctx, queue, msgs, log)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		delay := backoff(failures)
+		log.Warn("receive failed; backing off", "error", err, "attempt", failures, "delay", delay)
+		if !sleep(ctx, delay) {
+			return
+		}
+	}
+}
+
+// gather receives until it holds BatchSize messages or, once the first
+// message has arrived, BatchWindow has passed. Without a window it returns
+// the first non-empty receive. It returns what it holds together with any
+// receive error.
+func (r *Runner) gather(ctx context.Context) ([]types.Message, error) {
+	var batch []types.Message
+	var windowEnd time.Time
+	for len(batch) < r.cfg.BatchSize {
+		wait := r.cfg.WaitTime
+		if len(batch) > 0 {
+			left := time.Until(windowEnd)
+			if left <= 0 {
+				break
+			}
+			wait = min(wait, left.Truncate(time.Second))
+		}
+		msgs, err := r.receive(ctx, min(receiveLimit, r.cfg.BatchSize-len(batch)), wait)
+		if err != nil {
+			return batch, err
+		}
+		if len(batch) == 0 && len(msgs) > 0 {
+			if r.cfg.BatchWindow == 0 {
+				return msgs, nil
+			}
+			windowEnd = time.Now().Add(r.cfg.BatchWindow)
+		}
+		batch = append(batch, msgs...)
+		if len(msgs) == 0 && len(batch) > 0 && wait == 0 {
+			break // less than a second of window left and the queue is empty
+		}
+	}
+	return batch, nil
+}
+
+func (r *Runner) receive(ctx context.Context, max int, wait time.Duration) ([]types.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(r.cfg.QueueURL),
+		MaxNumberOfMessages:         int32(max),
+		WaitTimeSeconds:             int32(wait / time.Second),
+		VisibilityTimeout:           int32(r.cfg.VisibilityTimeout / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{allMessageAttributes},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receive from %s: %w", r.cfg.QueueURL, err)
+	}
+	return out.Messages, nil
+}
+
+// invoke runs the handler on one batch and deletes the messages it
+// processed. Shutdown (ctx) cancels neither the handler nor the deletes.
+func (r *Runner) invoke(ctx context.Context, queue queueIdentity, msgs []types.Message, log *slog.Logger) {
+	ev := queue.event(msgs)
+	requestID := newRequestID()
+	log = log.With("request_id", requestID, "messages", len(ev.Records))
+
+	detached := context.WithoutCancel(ctx)
+	ictx, cancel := context.WithTimeout(detached, r.cfg.InvocationTimeout)
+	defer cancel()
+	ictx = lambdacontext.NewContext(ictx, &lambdacontext.LambdaContext{AwsRequestID: requestID})
+
+	start := time.Now()
+	resp, err := r.call(ictx, ev)
+	if err == nil && errors.Is(ictx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w after %s", errInvocationTimeout, r.cfg.InvocationTimeout)
+	}
+	var keep map[string]bool
+	if err == nil {
+		keep, err = failedMessages(ev, resp)
+	}
+	if err != nil {
+		attrs := []any{"error", err, "duration", time.Since(start)}
+		if pe := (*panicError)(nil); errors.As(err, &pe) {
+			attrs = append(attrs, "stack", string(pe.stack))
+		}
+		log.Error("batch failed; all its messages will be delivered again", attrs...)
+		return
+	}
+
+	done := slices.DeleteFunc(slices.Clone(ev.Records), func(m events.SQSMessage) bool {
+		return keep[m.MessageId]
+	})
+	log.Debug("batch handled", "duration", time.Since(start), "failed", len(ev.Records)-len(done))
+	r.deleteMessages(detached, done, log)
+}
+
+// call runs the handler, turning a panic into a *panicError.
+func (r *Runner) call(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return r.handler(ctx, ev)
+}
+
+// failedMessages returns the message IDs a response reports as failed. As
+// in Lambda, an empty or unknown ItemIdentifier fails the whole batch.
+func failedMessages(ev events.SQSEvent, resp events.SQSEventResponse) (map[string]bool, error) {
+	inBatch := make(map[string]bool, len(ev.Records))
+	for _, m := range ev.Records {
+		inBatch[m.MessageId] = true
+	}
+	failed := make(map[string]bool, len(resp.BatchItemFailures))
+	for _, f := range resp.BatchItemFailures {
+		if f.ItemIdentifier == "" {
+			return nil, fmt.Errorf("%w: empty ItemIdentifier", errInvalidBatchItemFailure)
+		}
+		if !inBatch[f.ItemIdentifier] {
+			return nil, fmt.Errorf("%w: ItemIdentifier %q is not in the batch", errInvalidBatchItemFailure, f.ItemIdentifier)
+		}
+		failed[f.ItemIdentifier] = true
+	}
+	return failed, nil
+}
+
+// deleteMessages deletes msgs in chunks of ten. A message that cannot be
+// deleted is only logged: it will be delivered again.
+func (r *Runner) deleteMessages(ctx context.Context, msgs []events.SQSMessage, log *slog.Logger) {
+	for chunk := range slices.Chunk(msgs, receiveLimit) {
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			// Entry IDs are positions: a redelivered duplicate can put one
+			// MessageId twice in a batch, and IDs must be unique per request.
+			entries[i] = types.DeleteMessageBatchRequestEntry{
+				Id:            aws.String(strconv.Itoa(i)),
+				ReceiptHandle: aws.String(m.ReceiptHandle),
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		out, err := r.client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{
+			QueueUrl: aws.String(r.cfg.QueueURL),
+			Entries:  entries,
+		})
+		cancel()
+		if err != nil {
+			log.Warn("delete failed; messages will be delivered again", "error", err, "count", len(chunk))
+			continue
+		}
+		for _, f := range out.Failed {
+			id := "unknown"
+			if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(chunk) {
+				id = chunk[i].MessageId
+			}
+			log.Warn("delete failed; message will be delivered again", "message_id", id,
+				"code", aws.ToString(f.Code), "sender_fault", f.SenderFault, "reason", aws.ToString(f.Message))
+		}
+	}
+}
+
+// backoff returns the jittered delay before the attempt-th retry.
+func backoff(attempt int) time.Duration {
+	d := backoffMax
+	if attempt < 20 {
+		d = min(backoffMax, backoffBase<<(attempt-1))
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits for d, or returns false as soon as ctx is done.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// newRequestID returns a random UUID (version 4) to stand in for Lambda's
+// AwsRequestID.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

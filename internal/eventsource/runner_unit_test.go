@@ -1,0 +1,172 @@
+package eventsource
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// These tests cover paths the local stack cannot produce on demand (a
+// failing ReceiveMessage, a Run still starting). Everything else runs
+// against the stack in runner_test.go.
+
+var errUnexpectedCall = errors.New("unexpected SQS call")
+
+// unusedClient satisfies SQSClient for tests that never reach SQS.
+type unusedClient struct{}
+
+func (unusedClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return nil, errUnexpectedCall
+}
+
+func (unusedClient) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return nil, errUnexpectedCall
+}
+
+func (unusedClient) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return nil, errUnexpectedCall
+}
+
+// scriptedClient answers GetQueueAttributes and ReceiveMessage with the
+// functions it holds.
+type scriptedClient struct {
+	unusedClient
+	getAttributes func(ctx context.Context) (*sqs.GetQueueAttributesOutput, error)
+	receive       func(ctx context.Context) (*sqs.ReceiveMessageOutput, error)
+}
+
+func (c scriptedClient) GetQueueAttributes(ctx context.Context, _ *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return c.getAttributes(ctx)
+}
+
+func (c scriptedClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return c.receive(ctx)
+}
+
+func queueAttributes(context.Context) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		"QueueArn":          "arn:aws:sqs:us-east-1:123456789012:work",
+		"VisibilityTimeout": "60",
+	}}, nil
+}
+
+func failingHandler(t *testing.T) Handler {
+	return func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		t.Error("handler called, but no message was received")
+		return events.SQSEventResponse{}, nil
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// runAsync starts r.Run(ctx) and returns the channel its result arrives on.
+func runAsync(ctx context.Context, r *Runner) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return done
+}
+
+// waitRun waits for Run to return and gives its result.
+func waitRun(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func TestRunRefusesSecondConcurrentRun(t *testing.T) {
+	t.Parallel()
+	starting := make(chan struct{})
+	client := scriptedClient{getAttributes: func(ctx context.Context) (*sqs.GetQueueAttributesOutput, error) {
+		close(starting)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	r, err := New(client, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Logger: testLogger(t)}, failingHandler(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, r)
+	<-starting
+
+	if err := r.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+		t.Errorf("second Run = %v, want ErrAlreadyRunning", err)
+	}
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Errorf("Run cancelled while starting = %v, want nil", err)
+	}
+}
+
+func TestRunBacksOffAfterReceiveErrors(t *testing.T) {
+	t.Parallel()
+	calls := make(chan time.Time, 10)
+	client := scriptedClient{
+		getAttributes: queueAttributes,
+		receive: func(ctx context.Context) (*sqs.ReceiveMessageOutput, error) {
+			select {
+			case calls <- time.Now():
+			default:
+			}
+			return nil, errors.New("service unavailable")
+		},
+	}
+	r, err := New(client, Config{
+		QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work",
+		Pollers:  1,
+		Logger:   testLogger(t),
+	}, failingHandler(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, r)
+
+	var at [3]time.Time
+	for i := range at {
+		select {
+		case at[i] = <-calls:
+		case <-time.After(testTimeout):
+			t.Fatalf("receive %d never happened", i+1)
+		}
+	}
+	// Retry i waits at least half of backoffBase<<(i-1).
+	if gap := at[1].Sub(at[0]); gap < backoffBase/2 {
+		t.Errorf("first retry after %s, want at least %s", gap, backoffBase/2)
+	}
+	if gap := at[2].Sub(at[1]); gap < backoffBase {
+		t.Errorf("second retry after %s, want at least %s", gap, backoffBase)
+	}
+	cancel() // lands in a backoff wait, which must end at once
+	if err := waitRun(t, done); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+func TestRunFailsWhenQueueLookupFails(t *testing.T) {
+	t.Parallel()
+	client := scriptedClient{getAttributes: func(context.Context) (*sqs.GetQueueAttributesOutput, error) {
+		return nil, errors.New("connection refused")
+	}}
+	r, err := New(client, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Logger: testLogger(t)}, failingHandler(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(t.Context())
+	if err == nil || errors.Is(err, ErrQueueNotFound) {
+		t.Errorf("Run = %v, want a start-up error that is not ErrQueueNotFound", err)
+	}
+}
