@@ -1,0 +1,536 @@
+package leasehold_test
+
+// Integration tests of the worker against the local AWS stack: real
+// DynamoDB conditional writes and real SQS visibility and redelivery, through
+// the SDK. Each test has its own table and queues (internal/awstest).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasetest"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// stackEnv is one test's slice of the local stack.
+type stackEnv struct {
+	cfg    aws.Config
+	table  string
+	queues awstest.Queues
+	sqs    *sqs.Client
+	store  *lease.DynamoStore
+}
+
+func setupStack(t *testing.T) *stackEnv {
+	t.Helper()
+	cfg := awstest.Config(t)
+	e := &stackEnv{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	return e
+}
+
+func (e *stackEnv) worker(t *testing.T, hs *leasehold.Handlers, opts ...leasehold.WorkerOption) *leasehold.Worker {
+	t.Helper()
+	base := []leasehold.WorkerOption{leasehold.WithLogger(testLogger(t))}
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ, Handlers: hs,
+	}, append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	return w
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func call(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), 10*time.Second)
+}
+
+func (e *stackEnv) send(t *testing.T, url, body string) string {
+	t.Helper()
+	ctx, cancel := call(t)
+	defer cancel()
+	out, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)})
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	return aws.ToString(out.MessageId)
+}
+
+// receive long-polls up to max messages, as the event source mapping does,
+// and returns them as a Lambda event.
+func (e *stackEnv) receive(t *testing.T, url string, max int32, wait time.Duration, visibility int32) events.SQSEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait+10*time.Second)
+	defer cancel()
+	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(url),
+		MaxNumberOfMessages:         max,
+		WaitTimeSeconds:             int32(wait / time.Second),
+		VisibilityTimeout:           visibility,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	var ev events.SQSEvent
+	for _, m := range out.Messages {
+		rec := events.SQSMessage{
+			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), Attributes: map[string]string{}, MessageAttributes: map[string]events.SQSMessageAttribute{},
+			EventSource: "aws:sqs",
+		}
+		for k, v := range m.Attributes {
+			rec.Attributes[k] = v
+		}
+		for k, v := range m.MessageAttributes {
+			rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
+		}
+		ev.Records = append(ev.Records, rec)
+	}
+	return ev
+}
+
+// deliver runs one batch through the worker and deletes what it acknowledged,
+// as Lambda's event source mapping does.
+func (e *stackEnv) deliver(t *testing.T, w *leasehold.Worker, ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
+	t.Helper()
+	resp, err := w.HandleSQS(ctx, ev)
+	if err != nil {
+		t.Fatalf("HandleSQS: %v", err)
+	}
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for _, r := range ev.Records {
+		if failed[r.MessageId] {
+			continue
+		}
+		dctx, cancel := call(t)
+		_, err := e.sqs.DeleteMessage(dctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queues.Work), ReceiptHandle: aws.String(r.ReceiptHandle)})
+		cancel()
+		if err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+	}
+	return resp
+}
+
+// pump delivers work-queue batches until done reports true or the budget runs out.
+func (e *stackEnv) pump(t *testing.T, w *leasehold.Worker, budget time.Duration, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(budget)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after %s", budget)
+		}
+		ev := e.receive(t, e.queues.Work, 10, time.Second, 30)
+		if len(ev.Records) > 0 {
+			e.deliver(t, w, t.Context(), ev)
+		}
+	}
+}
+
+func (e *stackEnv) get(t *testing.T, id string) lease.Task {
+	t.Helper()
+	ctx, cancel := call(t)
+	defer cancel()
+	task, err := e.store.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return task
+}
+
+// status is the task's status, or "" while it does not exist yet.
+func (e *stackEnv) status(t *testing.T, id string) lease.Status {
+	t.Helper()
+	ctx, cancel := call(t)
+	defer cancel()
+	task, err := e.store.Get(ctx, id)
+	if errors.Is(err, lease.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return task.Status
+}
+
+func (e *stackEnv) setVisibilityTimeout(t *testing.T, url string, secs int) {
+	t.Helper()
+	ctx, cancel := call(t)
+	defer cancel()
+	_, err := e.sqs.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
+		QueueUrl:   aws.String(url),
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(secs)},
+	})
+	if err != nil {
+		t.Fatalf("set visibility timeout: %v", err)
+	}
+}
+
+func inlineBody(t *testing.T, kind, id string, payload any, maxAttempts int) string {
+	t.Helper()
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := token.Inline(kind, id, raw, maxAttempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+type empty struct{}
+
+func TestInlineHappyPathIsTwoWritesNoReads(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	var counter leasetest.CallCounter
+	e.cfg.APIOptions = append(e.cfg.APIOptions, counter.APIOption())
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "add", func(_ context.Context, task *leasehold.Task[[]int]) (int, error) {
+		sum := 0
+		for _, n := range task.Payload {
+			sum += n
+		}
+		return sum, nil
+	})
+	w := e.worker(t, hs)
+	e.send(t, e.queues.Work, inlineBody(t, "add", "sum-1", []int{1, 2, 3}, 0))
+	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, 30)
+	if len(ev.Records) != 1 {
+		t.Fatalf("received %d messages", len(ev.Records))
+	}
+	before := counter.Snapshot()
+	resp := e.deliver(t, w, t.Context(), ev)
+	after := counter.Snapshot()
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures: %+v", resp.BatchItemFailures)
+	}
+	delta := map[string]int{}
+	for op, n := range after {
+		if d := n - before[op]; d > 0 {
+			delta[op] = d
+		}
+	}
+	delete(delta, "DeleteMessage") // the test's own ack, as the event source mapping would
+	want := map[string]int{"PutItem": 1, "UpdateItem": 1}
+	if fmt.Sprint(delta) != fmt.Sprint(want) {
+		t.Errorf("AWS calls for one inline task = %v, want exactly %v (2 DynamoDB writes, no reads, no SQS calls)", delta, want)
+	}
+	if got := e.get(t, "sum-1"); got.Status != lease.StatusSucceeded || string(got.Result) != "6" {
+		t.Errorf("stored %s %s", got.Status, got.Result)
+	}
+}
+
+func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	// A 2s lease renewed 1s before expiry, for a task of 6s: three leases long.
+	// The queue's own visibility timeout is 2s, so only the renewals'
+	// visibility extensions keep the message hidden.
+	e.setVisibilityTimeout(t, e.queues.Work, 2)
+	hs := leasehold.NewHandlers()
+	var renewalsSeen atomic.Int64
+	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
+		timer := time.NewTimer(6 * time.Second)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return "done", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
+		leasehold.WithVisibilityMargin(time.Second), leasehold.WithClockSkew(500*time.Millisecond))
+	e.send(t, e.queues.Work, inlineBody(t, "slow", "long-1", empty{}, 0))
+	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, 2)
+	if len(ev.Records) != 1 {
+		t.Fatalf("received %d messages", len(ev.Records))
+	}
+
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { done <- e.deliver(t, w, t.Context(), ev) }()
+
+	// Meanwhile another receiver polls the queue: it must see nothing, and
+	// the stored lease must keep moving forward.
+	var lastUntil time.Time
+	for running := true; running; {
+		select {
+		case resp := <-done:
+			if len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("failures: %+v", resp.BatchItemFailures)
+			}
+			running = false
+		default:
+			if other := e.receive(t, e.queues.Work, 10, time.Second, 30); len(other.Records) != 0 {
+				t.Fatalf("message became visible to another receiver while the task ran")
+			}
+			if task := e.get(t, "long-1"); task.Status == lease.StatusRunning && task.LeaseUntil.After(lastUntil) {
+				if !lastUntil.IsZero() {
+					renewalsSeen.Add(1)
+				}
+				lastUntil = task.LeaseUntil
+			}
+		}
+	}
+	got := e.get(t, "long-1")
+	if got.Status != lease.StatusSucceeded || got.Attempt != 1 || got.Fence != 1 {
+		t.Fatalf("stored %s attempt %d fence %d, want one successful attempt", got.Status, got.Attempt, got.Fence)
+	}
+	if n := renewalsSeen.Load(); n < 2 {
+		t.Errorf("saw the lease move forward %d times, want at least 2 renewals", n)
+	}
+}
+
+func TestFailingTaskBacksOffToFailedWithoutDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "doomed", func(_ context.Context, task *leasehold.Task[empty]) (string, error) {
+		return "", fmt.Errorf("attempt %d broke", task.Attempt)
+	})
+	// Six attempts against a queue whose maxReceiveCount is 5: fresh tokens
+	// per retry keep the message from ever reaching the dead-letter queue.
+	w := e.worker(t, hs, leasehold.WithBackoff(func(attempt int) time.Duration { return time.Duration(attempt) * time.Second }))
+	e.send(t, e.queues.Work, inlineBody(t, "doomed", "doomed-1", empty{}, 6))
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "doomed-1") == lease.StatusFailed })
+
+	got := e.get(t, "doomed-1")
+	if got.Error != "attempt 6 broke" || got.Attempt != 6 || len(got.History) != 6 {
+		t.Fatalf("stored error %q attempt %d history %d", got.Error, got.Attempt, len(got.History))
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(got.History); i++ {
+		gaps = append(gaps, got.History[i].At.Sub(got.History[i-1].At))
+	}
+	for i, g := range gaps {
+		if want := time.Duration(i+1) * time.Second; g < want {
+			t.Errorf("attempt %d started %s after the previous one, before its %s backoff", i+2, g, want)
+		}
+	}
+	if dead := e.receive(t, e.queues.WorkDLQ, 10, time.Second, 30); len(dead.Records) != 0 {
+		t.Errorf("dead-letter queue received %d messages", len(dead.Records))
+	}
+}
+
+func TestBatchWithMalformedMessages(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "upper", func(_ context.Context, task *leasehold.Task[string]) (string, error) {
+		return strings.ToUpper(task.Payload), nil
+	})
+	w := e.worker(t, hs)
+	malformed := map[string]string{
+		`{"v":1,"kind":"upper","payload":"x"`: "malformed",
+		`{"v":2,"kind":"upper"}`:              "version 2",
+		`{"v":1,"payload":"no kind"}`:         "missing field",
+	}
+	for body := range malformed {
+		e.send(t, e.queues.Work, body)
+	}
+	for i := range 7 {
+		e.send(t, e.queues.Work, inlineBody(t, "upper", fmt.Sprintf("good-%d", i), fmt.Sprintf("task %d", i), 0))
+	}
+	var ev events.SQSEvent
+	for len(ev.Records) < 10 {
+		more := e.receive(t, e.queues.Work, int32(10-len(ev.Records)), time.Second, 30)
+		if len(more.Records) == 0 {
+			t.Fatalf("only %d of 10 messages arrived", len(ev.Records))
+		}
+		ev.Records = append(ev.Records, more.Records...)
+	}
+	resp := e.deliver(t, w, t.Context(), ev)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("batch item failures %+v, want none: bad input is recorded, not retried", resp.BatchItemFailures)
+	}
+	for i := range 7 {
+		if got := e.get(t, fmt.Sprintf("good-%d", i)); got.Status != lease.StatusSucceeded {
+			t.Errorf("good-%d: %s", i, got.Status)
+		}
+	}
+	dead := e.receive(t, e.queues.WorkDLQ, 10, time.Second, 30)
+	if len(dead.Records) != 3 {
+		t.Fatalf("dead-letter queue has %d messages, want 3", len(dead.Records))
+	}
+	for _, d := range dead.Records {
+		want, ok := malformed[d.Body]
+		reason := aws.ToString(d.MessageAttributes[lifecycle.AttrReason].StringValue)
+		if !ok || !strings.Contains(reason, want) {
+			t.Errorf("dead letter %q with reason %q", d.Body, reason)
+		}
+	}
+}
+
+func TestDeadlineReleasesForImmediateNextAttempt(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	hs := leasehold.NewHandlers()
+	causes := make(chan error, 1)
+	leasehold.Handle(hs, "stubborn", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
+		if task.Attempt > 1 {
+			return "second attempt", nil
+		}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return "", ctx.Err()
+	})
+	w := e.worker(t, hs, leasehold.WithDeadlineMargin(time.Second))
+	e.send(t, e.queues.Work, inlineBody(t, "stubborn", "late-1", empty{}, 3))
+	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, 30)
+	if len(ev.Records) != 1 {
+		t.Fatalf("received %d messages", len(ev.Records))
+	}
+	// An invocation with 3s left: the handler is stopped at 2s.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	e.deliver(t, w, ctx, ev)
+	if cause := <-causes; !errors.Is(cause, leasehold.ErrDeadline) {
+		t.Fatalf("handler's cause = %v, want ErrDeadline", cause)
+	}
+	if got := e.get(t, "late-1"); got.Status != lease.StatusPending || got.LeaseOwner != "" {
+		t.Fatalf("after the deadline: %s owner %q, want PENDING with the lease released", got.Status, got.LeaseOwner)
+	}
+	// The next attempt runs now, long before the 20s lease would have expired.
+	e.pump(t, w, 10*time.Second, func() bool { return e.status(t, "late-1") == lease.StatusSucceeded })
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("second attempt finished %s after the first started", took)
+	}
+	if got := e.get(t, "late-1"); got.Attempt != 2 || string(got.Result) != `"second attempt"` {
+		t.Errorf("stored attempt %d result %s", got.Attempt, got.Result)
+	}
+}
+
+// TestKilledWorkerIsTakenOver runs a worker in a child process, kills it
+// (SIGKILL: no release, no clean-up) while its handler runs, and checks that
+// another worker takes the task over once the lease has expired plus the
+// skew bound, and finishes it exactly once.
+func TestKilledWorkerIsTakenOver(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	e.send(t, e.queues.Work, inlineBody(t, "victim", "killed-1", empty{}, 3))
+
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestChildWorker$")
+	cmd.Env = append(os.Environ(), "LEASEHOLD_CHILD_TABLE="+e.table, "LEASEHOLD_CHILD_QUEUE="+e.queues.Work)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "handler started" {
+				close(started)
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("child worker never started the handler")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	dead := e.get(t, "killed-1")
+	if dead.Status != lease.StatusRunning || !strings.HasPrefix(dead.LeaseOwner, "child") {
+		t.Fatalf("after the kill: %s owned by %q", dead.Status, dead.LeaseOwner)
+	}
+
+	hs := leasehold.NewHandlers()
+	var runs atomic.Int64
+	var mu sync.Mutex
+	var claimedAt time.Time
+	leasehold.Handle(hs, "victim", func(_ context.Context, task *leasehold.Task[empty]) (int64, error) {
+		mu.Lock()
+		claimedAt = time.Now()
+		mu.Unlock()
+		runs.Add(1)
+		return task.Fence, nil
+	})
+	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
+		leasehold.WithClockSkew(time.Second))
+	e.pump(t, w, 30*time.Second, func() bool { return e.status(t, "killed-1") == lease.StatusSucceeded })
+
+	got := e.get(t, "killed-1")
+	if runs.Load() != 1 || got.Fence != 2 || got.Attempt != 2 || string(got.Result) != "2" {
+		t.Errorf("takeover ran %d times; stored fence %d attempt %d result %s", runs.Load(), got.Fence, got.Attempt, got.Result)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The dead worker's lease is taken over only after it expired plus the
+	// 1s skew bound.
+	if earliest := dead.LeaseUntil.Add(time.Second); claimedAt.Before(earliest) {
+		t.Errorf("taken over at %s, before the dead lease's expiry plus skew (%s)", claimedAt.Format(time.StampMilli), earliest.Format(time.StampMilli))
+	}
+}
+
+// TestChildWorker is the child process of TestKilledWorkerIsTakenOver; it
+// does nothing unless started by it.
+func TestChildWorker(t *testing.T) {
+	table, queue := os.Getenv("LEASEHOLD_CHILD_TABLE"), os.Getenv("LEASEHOLD_CHILD_QUEUE")
+	if table == "" {
+		t.Skip("child process of TestKilledWorkerIsTakenOver; runs only when started by it")
+	}
+	cfg := awstest.Config(t)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "victim", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
+		fmt.Println("handler started")
+		<-ctx.Done() // killed long before this returns
+		return "", ctx.Err()
+	})
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: queue, Handlers: hs},
+		leasehold.WithOwner("child"), leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
+		leasehold.WithClockSkew(time.Second), leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &stackEnv{cfg: cfg, sqs: sqs.NewFromConfig(cfg), queues: awstest.Queues{Work: queue}}
+	// A short visibility timeout: once the child dies and stops extending
+	// it, the message comes back quickly.
+	ev := e.receive(t, queue, 1, 10*time.Second, 2)
+	_, _ = w.HandleSQS(t.Context(), ev)
+}
