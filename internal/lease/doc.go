@@ -1,0 +1,34 @@
+// Package lease is the task store: one DynamoDB item per task, every state
+// change one conditional write, and a fencing token that grows with every
+// claim.
+//
+// # Writes
+//
+//   - Create puts a PENDING task if the id is free (idempotent submission).
+//   - CreateClaimed puts a task already RUNNING under the caller's lease, for
+//     inline tokens: with Finish, a task costs two writes and no reads.
+//   - Claim takes a PENDING task that is due, or a RUNNING one whose lease
+//     expired more than the skew bound ago; attempt and fence grow by one.
+//     The task, payload included, comes back from the same call.
+//   - Renew, Finish and Release are conditional on lease owner and fence, so
+//     a worker whose lease was taken over can change nothing.
+//
+// # Failed conditions
+//
+// DynamoDB returns the item that failed a condition
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD). ClassifyClaim and
+// ClassifyHeld turn it into this package's errors — not found, leased (with
+// the time left), finished, not due, lease lost, attempts exhausted —
+// without a second read. Every other SDK error wraps ErrBackend.
+//
+// # Indexes
+//
+// The sparse `sweep` index holds only tasks that wait for a (re)dispatch:
+// PENDING tasks from the time they should have started plus a grace, and
+// RUNNING tasks from their lease expiry plus skew plus grace. The `by_status`
+// index serves listing. Both are sharded 16 ways by a hash of the id, so no
+// partition runs hot.
+//
+// The in-memory store in leasemem follows the same rules, and both pass the
+// conformance suite in leasetest.
+package lease

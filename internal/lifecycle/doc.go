@@ -1,0 +1,46 @@
+// Package lifecycle carries one SQS message through the life of the task it
+// names: claim, run, renew, record. It is the Go form of the seed runtime's
+// daemon, with the seed's TODOs (release on failure, retry with backoff)
+// done.
+//
+// # States
+//
+// Each message is an execution that moves through explicit states, one
+// transition function each:
+//
+//	waiting   --claim / create-and-claim-->  claimed
+//	claimed   --start handler + renewer-->   running
+//	running   --handler returns, or the
+//	            deadline passes; renewer
+//	            stopped and joined-->         finishing
+//	finishing --finish / release-->          exited
+//
+// waiting may also exit at once: a rejected message (dead-lettered with its
+// reason), a duplicate of a finished task (acknowledged), a task leased by
+// another worker (message hidden for the rest of that lease plus a margin),
+// a task not due yet (a fresh token is sent with the remaining delay).
+//
+// # Timing rules
+//
+//   - The lease is renewed RenewBefore ahead of its expiry; LeaseDuration
+//     must be at least twice RenewBefore, so a failed renewal has time to be
+//     retried before the lease runs out.
+//   - Each renewal also sets the message's visibility to LeaseDuration plus
+//     VisibilityMargin: the message stays hidden exactly while the lease is
+//     alive.
+//   - The worker trusts its lease only until the send time of its last
+//     successful renewal plus LeaseDuration. Past that, the handler's context
+//     is cancelled with ErrLeaseLost. Others take over only after expiry plus
+//     the skew bound, so the handler is always told first.
+//   - The handler's context ends DeadlineMargin before the invocation's
+//     deadline, with ErrDeadline; the lease is then released with run_at =
+//     now and a fresh token is sent, so the next attempt starts at once
+//     instead of waiting for the lease to expire.
+//   - Failures are retried after Backoff(attempt) (exponential with jitter)
+//     by sending a fresh token with that delay, not by letting the message
+//     reappear, so retries never use up the queue's maxReceiveCount. Delays
+//     beyond SQS's 15 minutes are left to the sweeper.
+//   - Every AWS call has CallTimeout. Writes that record an outcome run on a
+//     context detached from the invocation's cancellation, so a shutdown
+//     cannot cut a half-recorded outcome short.
+package lifecycle
