@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
@@ -185,6 +186,10 @@ type Worker struct {
 	exec  *lifecycle.Executor
 	store lease.Store
 	log   *slog.Logger
+
+	// For Run (runner.go): the work queue and the client that polls it.
+	queueURL string
+	source   eventsource.SQSClient
 }
 
 // NewWorker checks cfg and opts and returns a worker. Impossible settings,
@@ -232,7 +237,13 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		LeaseDuration: o.lc.LeaseDuration,
 		Skew:          o.skew,
 	})
-	return newWorker(store, sqs.NewFromConfig(cfg.AWS), cfg, o)
+	q := sqs.NewFromConfig(cfg.AWS)
+	w, err := newWorker(store, q, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	w.source = q // Run polls the work queue with it
+	return w, nil
 }
 
 func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o workerOptions) (*Worker, error) {
@@ -246,7 +257,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{exec: exec, store: store, log: lc.Logger}, nil
+	return &Worker{exec: exec, store: store, log: lc.Logger, queueURL: cfg.QueueURL}, nil
 }
 
 func defaultOwner() string {

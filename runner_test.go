@@ -1,0 +1,365 @@
+package leasehold_test
+
+// Tests of Worker.Run, the off-Lambda runner, against the local AWS stack.
+// The runner under test is a child process (this test binary, started again
+// to run TestRunnerChild) so that it can be stopped with a real SIGTERM.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+func TestRunRejectsImpossibleOptions(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	w := e.worker(t, leasehold.NewHandlers(), leasehold.WithDeadlineMargin(10*time.Second))
+	for name, opts := range map[string][]leasehold.RunOption{
+		"timeout within the deadline margin": {leasehold.WithInvocationTimeout(5 * time.Second)},
+		"zero pollers":                       {leasehold.WithPollers(-1)},
+		"long poll over 20s":                 {leasehold.WithLongPoll(time.Minute)},
+		"batch over 10 without window":       {leasehold.WithBatchSize(50)},
+	} {
+		err := w.Run(t.Context(), opts...)
+		if !errors.Is(err, leasehold.ErrConfig) {
+			t.Errorf("%s: Run returned %v, want an error wrapping ErrConfig", name, err)
+		}
+	}
+}
+
+func TestRunReportsMissingQueue(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work + "-missing", Handlers: leasehold.NewHandlers(),
+	}, leasehold.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(t.Context()); !errors.Is(err, leasehold.ErrQueueNotFound) {
+		t.Errorf("Run on a missing queue returned %v, want ErrQueueNotFound", err)
+	}
+}
+
+// TestRunnerSurvivesSIGTERMMidBatch stops a runner with SIGTERM while its
+// first batches run, checks that the tasks in flight finished instead of
+// being dropped, restarts it, and checks that every task ends as it should,
+// none of them run twice, and no message is left behind.
+func TestRunnerSurvivesSIGTERMMidBatch(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+
+	type want struct {
+		status  lease.Status
+		attempt int
+	}
+	wants := map[string]want{}
+	for i := range 6 {
+		id := fmt.Sprintf("slow-%d", i)
+		e.send(t, e.queues.Work, `{"v":1,"kind":"announced-sleep","id":"`+id+`","payload":{"seconds":1.5},"max_attempts":3}`)
+		wants[id] = want{lease.StatusSucceeded, 1}
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("greet-%d", i)
+		e.send(t, e.queues.Work, `{"v":1,"kind":"greet","id":"`+id+`","payload":{"name":"runner"}}`)
+		wants[id] = want{lease.StatusSucceeded, 1}
+	}
+	e.send(t, e.queues.Work, `{"v":1,"kind":"flaky","id":"flaky-ok","payload":{"succeed_on_attempt":2},"max_attempts":3}`)
+	wants["flaky-ok"] = want{lease.StatusSucceeded, 2}
+	e.send(t, e.queues.Work, `{"v":1,"kind":"flaky","id":"flaky-bad","payload":{"succeed_on_attempt":0},"max_attempts":2}`)
+	wants["flaky-bad"] = want{lease.StatusFailed, 2}
+	malformed := `{"v":1,"kind":"greet","payload":{"name":`
+	e.send(t, e.queues.Work, malformed)
+
+	started := map[string]int{} // task id -> handler starts, over both runs
+
+	// First run: SIGTERM as soon as a handler has started.
+	first := startRunnerChild(t, e, "first")
+	line := first.next(t, 60*time.Second)
+	if !strings.HasPrefix(line, "started ") {
+		t.Fatalf("first runner said %q, want a handler start", line)
+	}
+	started[strings.Fields(line)[1]]++
+	first.signal(t, syscall.SIGTERM)
+	for _, l := range first.stop(t, 30*time.Second) {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "started" {
+			started[f[1]]++
+		}
+	}
+
+	// Whatever was in flight ran to its end: nothing is left RUNNING, and
+	// every task that started has recorded its outcome.
+	terminal := 0
+	for id := range wants {
+		st := e.status(t, id)
+		switch {
+		case st == lease.StatusRunning:
+			t.Errorf("after the graceful stop task %s is still RUNNING", id)
+		case started[id] > 0 && st != lease.StatusSucceeded:
+			t.Errorf("task %s started before the stop but is %q, want it finished", id, st)
+		case st.Terminal():
+			terminal++
+		}
+	}
+	if terminal == len(wants) {
+		t.Fatal("every task ended before the SIGTERM took effect; the test did not stop the runner mid-work")
+	}
+	t.Logf("first run: %d of %d tasks done at the stop, %d handlers started", terminal, len(wants), len(started))
+
+	// Second run: until every task has its final state.
+	second := startRunnerChild(t, e, "second")
+	waitUntil(t, 90*time.Second, func() bool {
+		for id, w := range wants {
+			if got := e.status(t, id); got != w.status {
+				return false
+			}
+		}
+		return true
+	})
+	second.signal(t, syscall.SIGTERM)
+	for _, l := range second.stop(t, 30*time.Second) {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "started" {
+			started[f[1]]++
+		}
+	}
+
+	for id, w := range wants {
+		got := e.get(t, id)
+		if got.Status != w.status || got.Attempt != w.attempt {
+			t.Errorf("task %s: %s after %d attempt(s), want %s after %d", id, got.Status, got.Attempt, w.status, w.attempt)
+		}
+		if strings.HasPrefix(id, "slow-") && started[id] != 1 {
+			t.Errorf("task %s ran %d times, want once", id, started[id])
+		}
+	}
+	e.wantDeadLetter(t, malformed)
+	e.wantQueueEmpty(t, e.queues.Work)
+}
+
+// runnerChild is a runner in a child process.
+type runnerChild struct {
+	cmd    *exec.Cmd
+	lines chan string // its stdout, line by line; closed at EOF
+	log   string
+}
+
+func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunnerChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		"LEASEHOLD_RUNNER_CHILD=1",
+		leasehold.EnvTable+"="+e.table,
+		leasehold.EnvWorkQueueURL+"="+e.queues.Work,
+		leasehold.EnvWorkDLQURL+"="+e.queues.WorkDLQ)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &runnerChild{cmd: cmd, lines: make(chan string, 100), log: logPath}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil { // stop was not reached: kill it
+			_ = cmd.Process.Kill()
+			for range c.lines {
+			}
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("runner %s log:\n%s", name, out)
+		}
+	})
+	return c
+}
+
+// next returns the child's next line of output.
+func (c *runnerChild) next(t *testing.T, timeout time.Duration) string {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			t.Fatal("runner child ended its output early")
+		}
+		return l
+	case <-timer.C:
+		t.Fatalf("runner child said nothing for %s", timeout)
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	return ""
+}
+
+func (c *runnerChild) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stop reads the rest of the child's output and waits for it to exit; the
+// exit must be clean and come within timeout.
+func (c *runnerChild) stop(t *testing.T, timeout time.Duration) []string {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var out []string
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				if err := c.cmd.Wait(); err != nil {
+					t.Fatalf("runner child exited with %v; output %q", err, out)
+				}
+				if len(out) == 0 || out[len(out)-1] != "PASS" || !containsLine(out, "stopped") {
+					t.Fatalf("runner child did not stop cleanly; output %q", out)
+				}
+				return out
+			}
+			out = append(out, l)
+		case <-timer.C:
+			t.Fatalf("runner child still running %s after the signal; output %q", timeout, out)
+		}
+	}
+}
+
+func containsLine(lines []string, s string) bool {
+	for _, l := range lines {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitUntil polls cond until it holds or the budget is spent.
+func waitUntil(t *testing.T, budget time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition not met within %s", budget)
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *stackEnv) wantDeadLetter(t *testing.T, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(e.queues.WorkDLQ), MaxNumberOfMessages: 10, WaitTimeSeconds: 5,
+		MessageAttributeNames: []string{"All"},
+	})
+	if err != nil {
+		t.Fatalf("receive from the dead-letter queue: %v", err)
+	}
+	if len(out.Messages) != 1 || aws.ToString(out.Messages[0].Body) != body {
+		t.Fatalf("dead-letter queue holds %d messages, want exactly the malformed one", len(out.Messages))
+	}
+	if r := out.Messages[0].MessageAttributes["leasehold-reason"].StringValue; r == nil || !strings.Contains(*r, "malformed") {
+		t.Errorf("dead-letter reason %v, want one saying malformed", r)
+	}
+}
+
+func (e *stackEnv) wantQueueEmpty(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		t.Fatalf("queue attributes: %v", err)
+	}
+	for k, v := range out.Attributes {
+		if v != "0" {
+			t.Errorf("work queue: %s = %s, want 0", k, v)
+		}
+	}
+}
+
+// TestRunnerChild is the runner of TestRunnerSurvivesSIGTERMMidBatch; it
+// does nothing unless started by it. It prints "started <id> <attempt>"
+// when an announced-sleep handler starts, and "stopped" when Run returns.
+func TestRunnerChild(t *testing.T) {
+	if os.Getenv("LEASEHOLD_RUNNER_CHILD") != "1" {
+		t.Skip("child process of TestRunnerSurvivesSIGTERMMidBatch; runs only when started by it")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	cfg := awstest.Config(t)
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	leasehold.Handle(hs, "announced-sleep", func(ctx context.Context, task *leasehold.Task[examples.Sleep]) (map[string]any, error) {
+		fmt.Println("started", task.ID, strconv.Itoa(task.Attempt))
+		return examples.SleepFor(ctx, task)
+	})
+	wcfg, _, err := leasehold.WorkerConfigFromEnv(cfg, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := leasehold.NewWorker(wcfg,
+		leasehold.WithLeaseDuration(4*time.Second), leasehold.WithRenewBefore(2*time.Second),
+		leasehold.WithClockSkew(time.Second),
+		leasehold.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }),
+		leasehold.WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(ctx,
+		leasehold.WithPollers(2), leasehold.WithBatchSize(3), leasehold.WithLongPoll(time.Second),
+		leasehold.WithReceiveVisibility(3*time.Second), leasehold.WithInvocationTimeout(20*time.Second))
+	fmt.Println("stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+}
