@@ -158,7 +158,7 @@ func TestRunnerSurvivesSIGTERMMidBatch(t *testing.T) {
 
 // runnerChild is a runner in a child process.
 type runnerChild struct {
-	cmd    *exec.Cmd
+	cmd   *exec.Cmd
 	lines chan string // its stdout, line by line; closed at EOF
 	log   string
 }
