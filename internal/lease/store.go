@@ -75,6 +75,7 @@ const (
 	DefaultSkew          = 2 * time.Second
 	DefaultDispatchGrace = 2 * time.Minute
 	DefaultRetention     = 30 * 24 * time.Hour
+	DefaultCallTimeout   = 5 * time.Second
 )
 
 // Options configure a store. The zero value of each field takes its default.
@@ -92,6 +93,8 @@ type Options struct {
 	// Retention is how long a finished task is kept before DynamoDB's TTL
 	// removes it. Negative keeps finished tasks forever.
 	Retention time.Duration
+	// CallTimeout bounds each call to the backing service.
+	CallTimeout time.Duration
 }
 
 // WithDefaults returns o with every unset field at its default.
@@ -110,6 +113,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
 	}
 	return o
 }
@@ -159,7 +165,9 @@ func Claimable(t Task, now time.Time, skew time.Duration) bool {
 	return false
 }
 
-// Holds reports whether l is the lease t is held under.
+// Holds reports whether l is the lease t is held under. The attempt never
+// changes while a lease is held, so comparing it only guards the history
+// entry an ending write records against a lease built by hand.
 func Holds(t Task, l Lease) bool {
-	return t.Status == StatusRunning && t.LeaseOwner == l.Owner && t.Fence == l.Fence
+	return t.Status == StatusRunning && t.LeaseOwner == l.Owner && t.Fence == l.Fence && t.Attempt == l.Attempt
 }

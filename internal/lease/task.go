@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is where a task stands in its lifecycle. The values are stored
@@ -93,12 +94,28 @@ type Lease struct {
 	TaskID string
 	Owner  string
 	Fence  int64
-	Until  time.Time
+	// Attempt is the task's attempt number under this lease. The ending
+	// writes record it in the history entry they append (DynamoDB cannot
+	// copy the stored attempt into a new list element), so a lease must come
+	// from Task.LeaseOf.
+	Attempt int
+	Until   time.Time
 }
 
 // LeaseOf returns the lease t is currently held under.
 func (t Task) LeaseOf() Lease {
-	return Lease{TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Until: t.LeaseUntil}
+	return Lease{TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Attempt: t.Attempt, Until: t.LeaseUntil}
+}
+
+// Validate checks that l can be the lease of a claimed task.
+func (l Lease) Validate() error {
+	switch {
+	case l.TaskID == "":
+		return fmt.Errorf("%w: lease has no task id", ErrInvalid)
+	case l.Fence < 1 || l.Attempt < 1:
+		return fmt.Errorf("%w: lease of %s has fence %d, attempt %d: take it from Task.LeaseOf", ErrInvalid, l.TaskID, l.Fence, l.Attempt)
+	}
+	return nil
 }
 
 // Attempt records how one attempt ended.
@@ -132,8 +149,22 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: kind is %d bytes, the limit is %d", ErrInvalid, len(n.Kind), MaxKindBytes)
 	case len(n.Payload) > MaxPayloadBytes:
 		return &TooLargeError{What: "payload", Size: len(n.Payload), Limit: MaxPayloadBytes}
+	case !utf8.Valid(n.Payload):
+		return fmt.Errorf("%w: payload is not UTF-8 text", ErrInvalid)
 	case n.MaxAttempts < 1 || n.MaxAttempts > MaxAttemptsLimit:
 		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrInvalid, n.MaxAttempts, MaxAttemptsLimit)
+	}
+	return nil
+}
+
+// CheckResult checks a handler's result against the store's limits: it is
+// kept as text, so it must be UTF-8 and at most MaxResultBytes long.
+func CheckResult(result []byte) error {
+	if len(result) > MaxResultBytes {
+		return &TooLargeError{What: "result", Size: len(result), Limit: MaxResultBytes}
+	}
+	if !utf8.Valid(result) {
+		return fmt.Errorf("%w: result is not UTF-8 text", ErrInvalid)
 	}
 	return nil
 }

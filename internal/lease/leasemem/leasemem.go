@@ -119,6 +119,9 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	if err := t.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
 	}
+	if owner == "" {
+		return lease.Task{}, fmt.Errorf("create %s: %w: owner is required", t.ID, lease.ErrInvalid)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
@@ -146,6 +149,9 @@ func (s *Store) hold(rec *lease.Task, owner string, now time.Time) {
 
 // Claim implements lease.Store.
 func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
+	if owner == "" {
+		return lease.Task{}, fmt.Errorf("claim %s: %w: owner is required", id, lease.ErrInvalid)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
@@ -180,6 +186,9 @@ func (s *Store) held(op string, l lease.Lease) (*lease.Task, error) {
 
 // Renew implements lease.Store.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("renew: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
@@ -215,8 +224,11 @@ func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now tim
 
 // Finish implements lease.Store.
 func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
-	if len(result) > lease.MaxResultBytes {
-		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, &lease.TooLargeError{What: "result", Size: len(result), Limit: lease.MaxResultBytes})
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("finish: %w", err)
+	}
+	if err := lease.CheckResult(result); err != nil {
+		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,6 +248,9 @@ func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("release: %w", err)
+	}
 	if err := r.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
 	}

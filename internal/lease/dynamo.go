@@ -1,0 +1,640 @@
+package lease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBClient lists the DynamoDB calls DynamoStore makes, with the SDK's
+// signatures, so *dynamodb.Client satisfies it.
+type DynamoDBClient interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Attribute names of the tasks table. Times are unix milliseconds except
+// expires_at (unix seconds, the TTL attribute).
+const (
+	AttrID              = "id"
+	AttrKind            = "kind"
+	AttrPayload         = "payload"
+	AttrStatus          = "status"
+	AttrAttempt         = "attempt"
+	AttrMaxAttempts     = "max_attempts"
+	AttrLeaseOwner      = "lease_owner"
+	AttrLeaseUntil      = "lease_until"
+	AttrFence           = "fence"
+	AttrRunAt           = "run_at"
+	AttrResult          = "result"
+	AttrError           = "error"
+	AttrCancelRequested = "cancel_requested"
+	AttrCreatedAt       = "created_at"
+	AttrUpdatedAt       = "updated_at"
+	AttrFinishedAt      = "finished_at"
+	AttrExpiresAt       = "expires_at"
+	AttrHistory         = "history"
+	// AttrSweepShard and AttrSweepAt key the sparse sweep index: both are
+	// present exactly while Task.DispatchAt is set.
+	AttrSweepShard = "sweep_shard"
+	AttrSweepAt    = "sweep_at"
+	// AttrStatusShard keys the status index: StatusShard(status, id).
+	AttrStatusShard = "status_shard"
+)
+
+// Attribute names inside a history entry.
+const (
+	histAttempt = "attempt"
+	histFence   = "fence"
+	histStatus  = "status"
+	histError   = "error"
+	histAt      = "at"
+)
+
+// DynamoStore is the lease store on a DynamoDB table keyed by id. Every
+// method is one call; a failed condition is classified from the item
+// DynamoDB returns with the failure.
+type DynamoStore struct {
+	client DynamoDBClient
+	table  string
+	opts   Options
+}
+
+var _ Store = (*DynamoStore)(nil)
+
+// NewDynamoStore returns a store on table.
+func NewDynamoStore(client DynamoDBClient, table string, opts Options) *DynamoStore {
+	return &DynamoStore{client: client, table: table, opts: opts.WithDefaults()}
+}
+
+// Options returns the store's options, defaults applied.
+func (s *DynamoStore) Options() Options { return s.opts }
+
+// toMillis drops what the table cannot store below a millisecond.
+func toMillis(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+func (s *DynamoStore) now() time.Time { return toMillis(s.opts.Clock.Now()) }
+
+// noSuchID reports an id no task can have, which DynamoDB would reject as a
+// key instead of reporting it missing.
+func noSuchID(id string) bool { return id == "" || len(id) > MaxIDBytes }
+
+func backendErr(op, id string, err error) error {
+	return fmt.Errorf("%s %s: %w: %w", op, id, ErrBackend, err)
+}
+
+// newTask is the PENDING record of a submission.
+func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
+	runAt := toMillis(n.RunAt)
+	if runAt.IsZero() {
+		runAt = now
+	}
+	return Task{
+		ID:          n.ID,
+		Kind:        n.Kind,
+		Payload:     bytes.Clone(n.Payload),
+		Status:      StatusPending,
+		MaxAttempts: n.MaxAttempts,
+		RunAt:       runAt,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+}
+
+// Create implements Store.
+func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
+	if err := n.Validate(); err != nil {
+		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+	}
+	t := s.newTask(n, s.now())
+	t.DispatchAt = t.RunAt.Add(s.opts.DispatchGrace)
+	return s.put(ctx, t)
+}
+
+// CreateClaimed implements Store.
+func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string) (Task, error) {
+	if err := n.Validate(); err != nil {
+		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+	}
+	if owner == "" {
+		return Task{}, fmt.Errorf("create %s: %w: owner is required", n.ID, ErrInvalid)
+	}
+	now := s.now()
+	t := s.newTask(n, now)
+	t.Status = StatusRunning
+	t.LeaseOwner = owner
+	t.LeaseUntil = now.Add(s.opts.LeaseDuration)
+	t.DispatchAt = s.dispatchAfterLease(t.LeaseUntil)
+	t.Attempt, t.Fence = 1, 1
+	return s.put(ctx, t)
+}
+
+// dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
+// runs until until and is then neither renewed nor given up.
+func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
+	return until.Add(s.opts.Skew + s.opts.DispatchGrace)
+}
+
+// put writes t as a new item.
+func (s *DynamoStore) put(ctx context.Context, t Task) (Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	cond := "attribute_not_exists(#id)"
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           &s.table,
+		Item:                                itemOf(t),
+		ConditionExpression:                 &cond,
+		ExpressionAttributeNames:            namesIn(cond),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return t, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return Task{}, backendErr("create", t.ID, err)
+	}
+	old, err := decodeOld(ccf.Item)
+	if err != nil {
+		return Task{}, backendErr("create", t.ID, err)
+	}
+	if old == nil {
+		old = &Task{}
+	}
+	return *old, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
+}
+
+// Claim implements Store.
+func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error) {
+	if owner == "" {
+		return Task{}, fmt.Errorf("claim %s: %w: owner is required", id, ErrInvalid)
+	}
+	now := s.now()
+	if noSuchID(id) {
+		return Task{}, ClassifyClaim(id, nil, now, s.opts.Skew)
+	}
+	until := now.Add(s.opts.LeaseDuration)
+	return s.update(ctx, "claim", id,
+		"attribute_exists(#id) AND "+
+			"((#status = :pending AND #run_at <= :now) OR (#status = :running AND #lease_until < :takeover)) AND "+
+			"#attempt < #max_attempts",
+		"SET #status = :running, #status_shard = :status_shard, #lease_owner = :owner, #lease_until = :until, "+
+			"#attempt = #attempt + :one, #fence = #fence + :one, #updated_at = :now, "+
+			"#sweep_shard = :sweep_shard, #sweep_at = :sweep_at",
+		map[string]types.AttributeValue{
+			":pending":      avS(string(StatusPending)),
+			":running":      avS(string(StatusRunning)),
+			":now":          avMillis(now),
+			":takeover":     avMillis(now.Add(-s.opts.Skew)),
+			":status_shard": avS(StatusShard(StatusRunning, id)),
+			":owner":        avS(owner),
+			":until":        avMillis(until),
+			":one":          avN(1),
+			":sweep_shard":  avS(Shard(id)),
+			":sweep_at":     avMillis(s.dispatchAfterLease(until)),
+		},
+		func(old *Task) error { return ClassifyClaim(id, old, now, s.opts.Skew) })
+}
+
+// heldCond holds exactly when Holds(task, l) does.
+const heldCond = "attribute_exists(#id) AND #status = :running AND #lease_owner = :owner AND #fence = :fence AND #attempt = :attempt"
+
+func heldValues(l Lease) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":running": avS(string(StatusRunning)),
+		":owner":   avS(l.Owner),
+		":fence":   avN(l.Fence),
+		":attempt": avN(int64(l.Attempt)),
+	}
+}
+
+// Renew implements Store.
+func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
+	if err := l.Validate(); err != nil {
+		return Task{}, fmt.Errorf("renew: %w", err)
+	}
+	now := s.now()
+	until := now.Add(s.opts.LeaseDuration)
+	values := heldValues(l)
+	values[":until"] = avMillis(until)
+	values[":now"] = avMillis(now)
+	values[":sweep_shard"] = avS(Shard(l.TaskID))
+	values[":sweep_at"] = avMillis(s.dispatchAfterLease(until))
+	return s.update(ctx, "renew", l.TaskID, heldCond,
+		"SET #lease_until = :until, #updated_at = :now, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at",
+		values,
+		func(old *Task) error { return ClassifyHeld("renew", l, old) })
+}
+
+// ending collects the update of a write that ends the attempt held under l,
+// leaving the task in status.
+type ending struct {
+	set, remove []string
+	values      map[string]types.AttributeValue
+}
+
+func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) *ending {
+	e := &ending{
+		set: []string{
+			"#status = :status", "#status_shard = :status_shard", "#updated_at = :now",
+			"#history = list_append(if_not_exists(#history, :no_history), :entry)",
+		},
+		remove: []string{"#lease_owner", "#lease_until"},
+		values: heldValues(l),
+	}
+	e.values[":status"] = avS(string(status))
+	e.values[":status_shard"] = avS(StatusShard(status, l.TaskID))
+	e.values[":now"] = avMillis(now)
+	e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	e.values[":entry"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+		attemptItem(Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now}),
+	}}
+	if status.Terminal() {
+		e.set = append(e.set, "#finished_at = :now")
+		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
+		if s.opts.Retention > 0 {
+			e.set = append(e.set, "#expires_at = :expires_at")
+			e.values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
+		}
+	}
+	return e
+}
+
+// text sets name to the value v, or removes it when v is empty.
+func (e *ending) text(name, v string) {
+	if v == "" {
+		e.remove = append(e.remove, "#"+name)
+		return
+	}
+	e.set = append(e.set, "#"+name+" = :"+name)
+	e.values[":"+name] = avS(v)
+}
+
+func (e *ending) expression() string {
+	return "SET " + strings.Join(e.set, ", ") + " REMOVE " + strings.Join(e.remove, ", ")
+}
+
+// Finish implements Store.
+func (s *DynamoStore) Finish(ctx context.Context, l Lease, result []byte) (Task, error) {
+	if err := l.Validate(); err != nil {
+		return Task{}, fmt.Errorf("finish: %w", err)
+	}
+	if err := CheckResult(result); err != nil {
+		return Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
+	}
+	e := s.end(l, StatusSucceeded, "", s.now())
+	e.text(AttrResult, string(result))
+	e.text(AttrError, "")
+	return s.update(ctx, "finish", l.TaskID, heldCond, e.expression(), e.values,
+		func(old *Task) error { return ClassifyHeld("finish", l, old) })
+}
+
+// Release implements Store.
+func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, error) {
+	if err := l.Validate(); err != nil {
+		return Task{}, fmt.Errorf("release: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
+	}
+	msg := Truncate(r.Error, MaxErrorBytes)
+	e := s.end(l, r.Status, msg, s.now())
+	e.text(AttrError, msg)
+	if r.Status == StatusPending {
+		runAt := toMillis(r.RunAt)
+		dispatchAt := toMillis(r.DispatchAt)
+		if dispatchAt.IsZero() {
+			dispatchAt = runAt.Add(s.opts.DispatchGrace)
+		}
+		e.set = append(e.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
+		e.values[":run_at"] = avMillis(runAt)
+		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
+		e.values[":sweep_at"] = avMillis(dispatchAt)
+		if r.RefundAttempt {
+			e.set = append(e.set, "#attempt = #attempt - :one")
+			e.values[":one"] = avN(1)
+		}
+	}
+	return s.update(ctx, "release", l.TaskID, heldCond, e.expression(), e.values,
+		func(old *Task) error { return ClassifyHeld("release", l, old) })
+}
+
+// update runs one conditional UpdateItem returning the new item. When the
+// condition fails, classify explains why from the item it saw (nil when
+// there was none).
+func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
+	values map[string]types.AttributeValue, classify func(old *Task) error,
+) (Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 map[string]types.AttributeValue{AttrID: avS(id)},
+		ConditionExpression:                 &cond,
+		UpdateExpression:                    &upd,
+		ExpressionAttributeNames:            namesIn(cond, upd),
+		ExpressionAttributeValues:           valuesIn(values, cond, upd),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return Task{}, backendErr(op, id, err)
+		}
+		old, err := decodeOld(ccf.Item)
+		if err != nil {
+			return Task{}, backendErr(op, id, err)
+		}
+		return Task{}, classify(old)
+	}
+	t, err := TaskFromItem(out.Attributes)
+	if err != nil {
+		return Task{}, backendErr(op, id, err)
+	}
+	return t, nil
+}
+
+// Get implements Store.
+func (s *DynamoStore) Get(ctx context.Context, id string) (Task, error) {
+	if noSuchID(id) {
+		return Task{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	consistent := true
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            map[string]types.AttributeValue{AttrID: avS(id)},
+		ConsistentRead: &consistent,
+	})
+	if err != nil {
+		return Task{}, backendErr("get", id, err)
+	}
+	if len(out.Item) == 0 {
+		return Task{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	t, err := TaskFromItem(out.Item)
+	if err != nil {
+		return Task{}, backendErr("get", id, err)
+	}
+	return t, nil
+}
+
+// namesIn maps every #name placeholder in exprs to the attribute name.
+func namesIn(exprs ...string) map[string]string {
+	names := map[string]string{}
+	for _, p := range placeholders('#', exprs) {
+		names[p] = p[1:]
+	}
+	return names
+}
+
+// valuesIn keeps the values exprs refer to: DynamoDB rejects unused ones.
+func valuesIn(values map[string]types.AttributeValue, exprs ...string) map[string]types.AttributeValue {
+	used := map[string]types.AttributeValue{}
+	for _, p := range placeholders(':', exprs) {
+		if v, ok := values[p]; ok {
+			used[p] = v
+		}
+	}
+	return used
+}
+
+// placeholders returns the tokens of exprs made of mark and a word.
+func placeholders(mark byte, exprs []string) []string {
+	var out []string
+	for _, e := range exprs {
+		for i := 0; i < len(e); i++ {
+			if e[i] != mark {
+				continue
+			}
+			j := i + 1
+			for j < len(e) && (e[j] == '_' || 'a' <= e[j] && e[j] <= 'z' || '0' <= e[j] && e[j] <= '9') {
+				j++
+			}
+			out = append(out, e[i:j])
+			i = j - 1
+		}
+	}
+	return out
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func avN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func avMillis(t time.Time) types.AttributeValue { return avN(t.UnixMilli()) }
+
+// itemOf encodes t as an item; TaskFromItem is its inverse. Empty strings,
+// zero times and an empty payload are left out.
+func itemOf(t Task) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		AttrID:              avS(t.ID),
+		AttrKind:            avS(t.Kind),
+		AttrStatus:          avS(string(t.Status)),
+		AttrStatusShard:     avS(StatusShard(t.Status, t.ID)),
+		AttrAttempt:         avN(int64(t.Attempt)),
+		AttrMaxAttempts:     avN(int64(t.MaxAttempts)),
+		AttrFence:           avN(t.Fence),
+		AttrCancelRequested: &types.AttributeValueMemberBOOL{Value: t.CancelRequested},
+	}
+	text := func(name, v string) {
+		if v != "" {
+			item[name] = avS(v)
+		}
+	}
+	millis := func(name string, v time.Time) {
+		if !v.IsZero() {
+			item[name] = avMillis(v)
+		}
+	}
+	text(AttrPayload, string(t.Payload))
+	text(AttrLeaseOwner, t.LeaseOwner)
+	text(AttrResult, string(t.Result))
+	text(AttrError, t.Error)
+	millis(AttrLeaseUntil, t.LeaseUntil)
+	millis(AttrRunAt, t.RunAt)
+	millis(AttrCreatedAt, t.CreatedAt)
+	millis(AttrUpdatedAt, t.UpdatedAt)
+	millis(AttrFinishedAt, t.FinishedAt)
+	if !t.ExpiresAt.IsZero() {
+		item[AttrExpiresAt] = avN(t.ExpiresAt.Unix())
+	}
+	if !t.DispatchAt.IsZero() {
+		item[AttrSweepShard] = avS(Shard(t.ID))
+		item[AttrSweepAt] = avMillis(t.DispatchAt)
+	}
+	history := make([]types.AttributeValue, len(t.History))
+	for i, a := range t.History {
+		history[i] = attemptItem(a)
+	}
+	item[AttrHistory] = &types.AttributeValueMemberL{Value: history}
+	return item
+}
+
+func attemptItem(a Attempt) types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		histAttempt: avN(int64(a.Attempt)),
+		histFence:   avN(a.Fence),
+		histStatus:  avS(string(a.Status)),
+		histAt:      avMillis(a.At),
+	}
+	if a.Error != "" {
+		m[histError] = avS(a.Error)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// decodeOld decodes the item a failed condition saw; nil when there was none.
+func decodeOld(item map[string]types.AttributeValue) (*Task, error) {
+	if len(item) == 0 {
+		return nil, nil
+	}
+	t, err := TaskFromItem(item)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// TaskFromItem decodes an item of the tasks table. Attributes it does not
+// know are ignored; a known one of the wrong type is an error.
+func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
+	d := decoder{item: item}
+	t := Task{
+		ID:              d.str(AttrID),
+		Kind:            d.str(AttrKind),
+		Status:          Status(d.str(AttrStatus)),
+		Attempt:         int(d.num(AttrAttempt)),
+		MaxAttempts:     int(d.num(AttrMaxAttempts)),
+		LeaseOwner:      d.str(AttrLeaseOwner),
+		LeaseUntil:      d.millis(AttrLeaseUntil),
+		Fence:           d.num(AttrFence),
+		RunAt:           d.millis(AttrRunAt),
+		Error:           d.str(AttrError),
+		CancelRequested: d.boolean(AttrCancelRequested),
+		CreatedAt:       d.millis(AttrCreatedAt),
+		UpdatedAt:       d.millis(AttrUpdatedAt),
+		FinishedAt:      d.millis(AttrFinishedAt),
+		DispatchAt:      d.millis(AttrSweepAt),
+	}
+	if p := d.str(AttrPayload); p != "" {
+		t.Payload = []byte(p)
+	}
+	if r := d.str(AttrResult); r != "" {
+		t.Result = []byte(r)
+	}
+	if sec := d.num(AttrExpiresAt); sec != 0 {
+		t.ExpiresAt = time.Unix(sec, 0).UTC()
+	}
+	if h, ok := item[AttrHistory]; ok {
+		list, ok := h.(*types.AttributeValueMemberL)
+		if !ok {
+			d.fail(AttrHistory, "L", h)
+		} else {
+			for _, av := range list.Value {
+				m, ok := av.(*types.AttributeValueMemberM)
+				if !ok {
+					d.fail(AttrHistory, "L of M", av)
+					break
+				}
+				e := decoder{item: m.Value}
+				t.History = append(t.History, Attempt{
+					Attempt: int(e.num(histAttempt)),
+					Fence:   e.num(histFence),
+					Status:  Status(e.str(histStatus)),
+					Error:   e.str(histError),
+					At:      e.millis(histAt),
+				})
+				if e.err != nil {
+					d.err = fmt.Errorf("history: %w", e.err)
+				}
+			}
+		}
+	}
+	switch {
+	case d.err != nil:
+		return Task{}, fmt.Errorf("decode task %q: %w", t.ID, d.err)
+	case t.ID == "" || !t.Status.Valid():
+		return Task{}, fmt.Errorf("decode task %q: no id or bad status %q", t.ID, t.Status)
+	}
+	return t, nil
+}
+
+// decoder reads typed attributes and keeps the first type error.
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (d *decoder) fail(name, want string, got types.AttributeValue) {
+	if d.err == nil {
+		d.err = fmt.Errorf("attribute %s is %T, want %s", name, got, want)
+	}
+}
+
+func (d *decoder) str(name string) string {
+	av, ok := d.item[name]
+	if !ok {
+		return ""
+	}
+	v, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		d.fail(name, "S", av)
+		return ""
+	}
+	return v.Value
+}
+
+func (d *decoder) num(name string) int64 {
+	av, ok := d.item[name]
+	if !ok {
+		return 0
+	}
+	v, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, "N", av)
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil && d.err == nil {
+		d.err = fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return n
+}
+
+func (d *decoder) millis(name string) time.Time {
+	if _, ok := d.item[name]; !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(d.num(name)).UTC()
+}
+
+func (d *decoder) boolean(name string) bool {
+	av, ok := d.item[name]
+	if !ok {
+		return false
+	}
+	v, ok := av.(*types.AttributeValueMemberBOOL)
+	if !ok {
+		d.fail(name, "BOOL", av)
+		return false
+	}
+	return v.Value
+}

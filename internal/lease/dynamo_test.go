@@ -1,0 +1,311 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasetest"
+)
+
+var _ lease.DynamoDBClient = (*dynamodb.Client)(nil)
+
+// dynamoEnv is a table on the local stack and a client of it that counts
+// its calls.
+type dynamoEnv struct {
+	client *dynamodb.Client
+	table  string
+	calls  *leasetest.CallCounter
+}
+
+func setupDynamo(t *testing.T, serial bool) dynamoEnv {
+	t.Helper()
+	cfg := awstest.Config(t)
+	if serial {
+		cfg.HTTPClient = serialHTTP{turn: make(chan struct{}, 1), next: cfg.HTTPClient}
+	}
+	calls := &leasetest.CallCounter{}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.APIOption())
+	})
+	return dynamoEnv{client: client, table: awstest.NewTable(t, cfg), calls: calls}
+}
+
+// serialHTTP sends one request at a time. moto (5.2.5) checks an update's
+// condition and applies it without a lock, so two concurrent conditional
+// writes to one item can both pass (seen: two winners of the concurrent
+// claim case in about one run in fifteen). DynamoDB serializes the writes to
+// an item; sending the requests one by one gives the emulator that property,
+// and the concurrent claim case still tests that the condition lets exactly
+// one claim through and how the others are classified.
+type serialHTTP struct {
+	turn chan struct{}
+	next aws.HTTPClient
+}
+
+func (s serialHTTP) Do(r *http.Request) (*http.Response, error) {
+	select {
+	case s.turn <- struct{}{}:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	defer func() { <-s.turn }()
+	return s.next.Do(r)
+}
+
+func TestDynamoStoreConformance(t *testing.T) {
+	t.Parallel()
+	env := setupDynamo(t, true) // one table; every case uses its own task ids
+	leasetest.Run(t, func(t *testing.T, opts lease.Options) lease.Store {
+		return testStore{lease.NewDynamoStore(env.client, env.table, opts), env}
+	})
+}
+
+// testStore adds the suite's hook to the store.
+type testStore struct {
+	*lease.DynamoStore
+	env dynamoEnv
+}
+
+// MarkCancelRequested implements leasetest.CancelMarker with a raw write.
+func (s testStore) MarkCancelRequested(ctx context.Context, id string) error {
+	_, err := s.env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.env.table,
+		Key:                       map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: id}},
+		ConditionExpression:       aws.String("attribute_exists(id)"),
+		UpdateExpression:          aws.String("SET cancel_requested = :true"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}},
+	})
+	return err
+}
+
+func TestDynamoStoreInlineTaskCostsTwoWrites(t *testing.T) {
+	t.Parallel()
+	env := setupDynamo(t, false)
+	store := lease.NewDynamoStore(env.client, env.table, lease.Options{})
+	env.calls.Reset()
+
+	task, err := store.CreateClaimed(t.Context(), lease.NewTask{ID: "inline-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3}, "w1")
+	if err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	if _, err := store.Finish(t.Context(), task.LeaseOf(), []byte(`{"ok":true}`)); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	want := map[string]int{"PutItem": 1, "UpdateItem": 1}
+	if got := env.calls.Snapshot(); !maps.Equal(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+}
+
+// rawItem reads the stored item as DynamoDB holds it.
+func (env dynamoEnv) rawItem(t *testing.T, id string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := env.client.GetItem(t.Context(), &dynamodb.GetItemInput{
+		TableName:      &env.table,
+		Key:            map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatalf("GetItem(%s): %v", id, err)
+	}
+	return out.Item
+}
+
+// TestDynamoStoreIndexAttributes checks the attributes the table's indexes
+// and TTL read: the sparse sweep keys exist exactly while the task waits for
+// a dispatch, the status shard follows the status, expires_at is in seconds.
+func TestDynamoStoreIndexAttributes(t *testing.T) {
+	t.Parallel()
+	env := setupDynamo(t, false)
+	at := time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
+	clock := clockwork.NewFakeClockAt(at)
+	store := lease.NewDynamoStore(env.client, env.table, lease.Options{Clock: clock})
+	ctx := t.Context()
+
+	check := func(step string, task lease.Task) {
+		t.Helper()
+		item := env.rawItem(t, task.ID)
+		wantS := func(name, want string) {
+			t.Helper()
+			v, ok := item[name].(*types.AttributeValueMemberS)
+			if !ok || v.Value != want {
+				t.Fatalf("%s: %s = %#v, want S %q", step, name, item[name], want)
+			}
+		}
+		wantN := func(name string, want int64) {
+			t.Helper()
+			v, ok := item[name].(*types.AttributeValueMemberN)
+			if !ok || v.Value != strconv.FormatInt(want, 10) {
+				t.Fatalf("%s: %s = %#v, want N %d", step, name, item[name], want)
+			}
+		}
+		wantAbsent := func(names ...string) {
+			t.Helper()
+			for _, name := range names {
+				if v, ok := item[name]; ok {
+					t.Fatalf("%s: %s = %#v, want it absent", step, name, v)
+				}
+			}
+		}
+		wantS(lease.AttrStatus, string(task.Status))
+		wantS(lease.AttrStatusShard, lease.StatusShard(task.Status, task.ID))
+		wantS(lease.AttrPayload, string(task.Payload))
+		wantN(lease.AttrRunAt, task.RunAt.UnixMilli())
+		wantN(lease.AttrFence, task.Fence)
+		if task.DispatchAt.IsZero() {
+			wantAbsent(lease.AttrSweepShard, lease.AttrSweepAt)
+		} else {
+			wantS(lease.AttrSweepShard, lease.Shard(task.ID))
+			wantN(lease.AttrSweepAt, task.DispatchAt.UnixMilli())
+		}
+		if task.Status == lease.StatusRunning {
+			wantS(lease.AttrLeaseOwner, task.LeaseOwner)
+			wantN(lease.AttrLeaseUntil, task.LeaseUntil.UnixMilli())
+		} else {
+			wantAbsent(lease.AttrLeaseOwner, lease.AttrLeaseUntil)
+		}
+		if task.Status.Terminal() {
+			wantN(lease.AttrFinishedAt, task.FinishedAt.UnixMilli())
+			wantN(lease.AttrExpiresAt, task.ExpiresAt.Unix())
+		} else {
+			wantAbsent(lease.AttrFinishedAt, lease.AttrExpiresAt)
+		}
+		if _, ok := item[lease.AttrCancelRequested].(*types.AttributeValueMemberBOOL); !ok {
+			t.Fatalf("%s: cancel_requested = %#v, want BOOL", step, item[lease.AttrCancelRequested])
+		}
+		hist, ok := item[lease.AttrHistory].(*types.AttributeValueMemberL)
+		if !ok || len(hist.Value) != len(task.History) {
+			t.Fatalf("%s: history = %#v, want L of %d", step, item[lease.AttrHistory], len(task.History))
+		}
+		for _, h := range hist.Value {
+			if _, ok := h.(*types.AttributeValueMemberM); !ok {
+				t.Fatalf("%s: history entry %#v, want M", step, h)
+			}
+		}
+	}
+
+	task, err := store.Create(ctx, lease.NewTask{ID: "idx-1", Kind: "k", Payload: []byte(`{"p":1}`), MaxAttempts: 2})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	check("created", task)
+	if task, err = store.Claim(ctx, task.ID, "w1"); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	check("claimed", task)
+	if task, err = store.Release(ctx, task.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: at.Add(time.Minute), Error: "retry"}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	check("released", task)
+	if _, err = store.Claim(ctx, task.ID, "w2"); !errors.Is(err, lease.ErrNotDue) {
+		t.Fatalf("Claim before run-at: %v", err)
+	}
+	clock.Advance(time.Minute)
+	if task, err = store.Claim(ctx, task.ID, "w2"); err != nil {
+		t.Fatalf("Claim at run-at: %v", err)
+	}
+	check("claimed again", task)
+	if task, err = store.Release(ctx, task.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "gave up"}); err != nil {
+		t.Fatalf("Release FAILED: %v", err)
+	}
+	check("failed", task)
+
+	claimed, err := store.CreateClaimed(ctx, lease.NewTask{ID: "idx-2", Kind: "k", Payload: []byte(`{"p":2}`), MaxAttempts: 2}, "w1")
+	if err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	check("created claimed", claimed)
+	done, err := store.Finish(ctx, claimed.LeaseOf(), []byte(`{"r":1}`))
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	check("finished", done)
+}
+
+// stubClient answers every call with err and records how long each call's
+// context had left.
+type stubClient struct {
+	err  error
+	mu   sync.Mutex
+	left []time.Duration
+}
+
+func (c *stubClient) record(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := ctx.Deadline()
+	if !ok {
+		c.left = append(c.left, -1)
+		return
+	}
+	c.left = append(c.left, time.Until(d))
+}
+
+func (c *stubClient) PutItem(ctx context.Context, _ *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.record(ctx)
+	return nil, c.err
+}
+
+func (c *stubClient) UpdateItem(ctx context.Context, _ *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.record(ctx)
+	return nil, c.err
+}
+
+func (c *stubClient) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.record(ctx)
+	return nil, c.err
+}
+
+// TestDynamoStoreBoundary checks, without a table, that every call runs
+// under CallTimeout and that a service failure comes back as ErrBackend
+// still wrapping the SDK's error.
+func TestDynamoStoreBoundary(t *testing.T) {
+	t.Parallel()
+	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	client := &stubClient{err: throttled}
+	store := lease.NewDynamoStore(client, "tasks", lease.Options{CallTimeout: 3 * time.Second})
+	ctx := t.Context()
+	task := lease.NewTask{ID: "b1", Kind: "k", MaxAttempts: 1}
+	held := lease.Lease{TaskID: "b1", Owner: "w1", Fence: 1, Attempt: 1}
+
+	calls := map[string]func() error{
+		"Create":        func() error { _, err := store.Create(ctx, task); return err },
+		"CreateClaimed": func() error { _, err := store.CreateClaimed(ctx, task, "w1"); return err },
+		"Claim":         func() error { _, err := store.Claim(ctx, "b1", "w1"); return err },
+		"Renew":         func() error { _, err := store.Renew(ctx, held); return err },
+		"Finish":        func() error { _, err := store.Finish(ctx, held, nil); return err },
+		"Release": func() error {
+			_, err := store.Release(ctx, held, lease.Release{Status: lease.StatusFailed})
+			return err
+		},
+		"Get": func() error { _, err := store.Get(ctx, "b1"); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		var got *types.ProvisionedThroughputExceededException
+		if !errors.Is(err, lease.ErrBackend) || !errors.As(err, &got) {
+			t.Errorf("%s: error %v, want ErrBackend wrapping the SDK error", name, err)
+		}
+	}
+	if len(client.left) != len(calls) {
+		t.Fatalf("%d calls reached the client, want %d", len(client.left), len(calls))
+	}
+	for i, left := range client.left {
+		if left <= 0 || left > 3*time.Second {
+			t.Errorf("call %d ran with %s left, want a deadline within 3s", i, left)
+		}
+	}
+}
