@@ -1,5 +1,41 @@
-// Command dispatch is the producer-side Lambda function: intake of
-// submissions and the periodic sweep. (Being built; see issue 3.)
+// Command dispatch is the producer-side Lambda function. It only wires
+// things: configuration from the environment, the DynamoDB lease store, the
+// SQS client, and the dispatcher's Handle as the Lambda handler, which
+// routes intake-queue batches to the intake and EventBridge scheduled events
+// to the sweep.
 package main
 
-func main() {}
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	settings, err := dispatch.SettingsFromEnv()
+	if err != nil {
+		log.Error("read configuration", "error", err)
+		os.Exit(1)
+	}
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Error("load AWS configuration", "error", err)
+		os.Exit(1)
+	}
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
+	d, err := dispatch.New(settings.Config(store, sqs.NewFromConfig(awsCfg), log))
+	if err != nil {
+		log.Error("configure dispatcher", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(d.Handle)
+}

@@ -19,6 +19,7 @@ type DynamoDBClient interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
 // Attribute names of the tasks table. Times are unix milliseconds except
@@ -121,6 +122,9 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 	}
 	t := s.newTask(n, s.now())
 	t.DispatchAt = t.RunAt.Add(s.opts.DispatchGrace)
+	if !n.DispatchAt.IsZero() {
+		t.DispatchAt = toMillis(n.DispatchAt)
+	}
 	return s.put(ctx, t)
 }
 

@@ -269,6 +269,11 @@ func (c *stubClient) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ..
 	return nil, c.err
 }
 
+func (c *stubClient) Query(ctx context.Context, _ *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.record(ctx)
+	return nil, c.err
+}
+
 // TestDynamoStoreBoundary checks, without a table, that every call runs
 // under CallTimeout and that a service failure comes back as ErrBackend
 // still wrapping the SDK's error.

@@ -134,6 +134,11 @@ type NewTask struct {
 	Payload     []byte
 	MaxAttempts int
 	RunAt       time.Time // zero means now
+	// DispatchAt is when the task enters the sweep index; zero means RunAt
+	// plus the store's dispatch grace. A task due beyond SQS's delay cap
+	// gets no message at once: its DispatchAt is its RunAt, and the sweep
+	// dispatches it then.
+	DispatchAt time.Time
 }
 
 // Validate checks the submission against the store's limits.

@@ -110,6 +110,9 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	now := s.now()
 	rec := s.newRecord(t, now)
 	rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
+	if !t.DispatchAt.IsZero() {
+		rec.DispatchAt = ms(t.DispatchAt)
+	}
 	s.tasks[t.ID] = rec
 	return clone(rec), nil
 }

@@ -1,0 +1,181 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// MaxBatchEntries is the most entries one SendMessageBatch call takes.
+const MaxBatchEntries = 10
+
+// ErrSend: a dispatch token could not be sent. The task is stored and sits in
+// the sweep index, so the sweep dispatches it once the grace has passed;
+// enqueueing it again sends a token at once.
+var ErrSend = errors.New("dispatch token not sent")
+
+// Dispatcher is the producer side: intake of submissions, enqueueing, and
+// the sweep. Its methods are safe for concurrent use; none leaves a goroutine
+// running when it returns.
+type Dispatcher struct {
+	cfg     Config
+	creator Creator
+	store   Store // nil for a dispatcher that only enqueues
+}
+
+// New checks cfg and returns a dispatcher.
+func New(cfg Config) (*Dispatcher, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: a lease store is required", ErrConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Dispatcher{cfg: cfg, creator: cfg.Store, store: cfg.Store}, nil
+}
+
+// ref is a dispatch token to send: a reference to task id, delivered after
+// delay.
+type ref struct {
+	id    string
+	delay time.Duration
+}
+
+// tokenFor decides whether task needs a token now, and with which delay: a
+// PENDING task due within SQS's delay cap does; a later one waits in the
+// sweep index; a running or finished one has no use for it.
+func tokenFor(task lease.Task, now time.Time) (ref, bool) {
+	if task.Status != lease.StatusPending {
+		return ref{}, false
+	}
+	wait := max(task.RunAt.Sub(now), 0)
+	if wait > lifecycle.MaxSQSDelay {
+		return ref{}, false
+	}
+	return ref{id: task.ID, delay: wait}, true
+}
+
+// dispatchAt is the sweep-index time a new task should get: exactly its start
+// when SQS cannot hold the wait (the sweep is then its dispatcher), else zero
+// for the store's default of start plus grace (the sweep is only the safety
+// net behind the token sent now).
+func dispatchAt(runAt, now time.Time) time.Time {
+	if runAt.Sub(now) > lifecycle.MaxSQSDelay {
+		return runAt
+	}
+	return time.Time{}
+}
+
+// delaySeconds rounds a wait up to SQS's whole seconds, within its cap.
+func delaySeconds(d time.Duration) int32 {
+	secs := math.Ceil(max(d, 0).Seconds())
+	return int32(min(secs, lifecycle.MaxSQSDelay.Seconds()))
+}
+
+// sendRefs sends refs to the work queue in batches and returns, for each ref,
+// nil or why it was not sent.
+func (d *Dispatcher) sendRefs(ctx context.Context, refs []ref) []error {
+	errs := make([]error, len(refs))
+	chunks := (len(refs) + MaxBatchEntries - 1) / MaxBatchEntries
+	started := each(ctx, chunks, d.cfg.Concurrency, func(c int) {
+		lo := c * MaxBatchEntries
+		hi := min(lo+MaxBatchEntries, len(refs))
+		d.sendChunk(ctx, refs[lo:hi], errs[lo:hi])
+	})
+	for i := started * MaxBatchEntries; i < len(refs); i++ {
+		errs[i] = fmt.Errorf("send token for %s: %w: %w", refs[i].id, ErrSend, context.Cause(ctx))
+	}
+	return errs
+}
+
+// sendChunk sends up to MaxBatchEntries refs in one call. A failed call fails
+// every entry; otherwise each entry the response does not list as successful
+// has failed.
+func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
+	entries := make([]types.SendMessageBatchRequestEntry, len(refs))
+	for i, r := range refs {
+		entries[i] = types.SendMessageBatchRequestEntry{
+			Id:           aws.String(strconv.Itoa(i)),
+			MessageBody:  aws.String(token.Ref(r.id)),
+			DelaySeconds: delaySeconds(r.delay),
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	out, err := d.cfg.SQS.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{
+		QueueUrl: aws.String(d.cfg.WorkQueueURL),
+		Entries:  entries,
+	})
+	if err != nil {
+		d.cfg.Logger.Warn("could not send dispatch tokens", "tokens", len(refs), "error", err)
+		for i, r := range refs {
+			errs[i] = fmt.Errorf("send token for %s: %w: %w", r.id, ErrSend, err)
+		}
+		return
+	}
+	sent := make([]bool, len(refs))
+	for _, s := range out.Successful {
+		if i, ok := entryIndex(s.Id, len(refs)); ok {
+			sent[i] = true
+		}
+	}
+	for _, f := range out.Failed {
+		i, ok := entryIndex(f.Id, len(refs))
+		if !ok {
+			continue
+		}
+		sent[i] = false
+		errs[i] = fmt.Errorf("send token for %s: %w: %s (%s, sender fault %t)",
+			refs[i].id, ErrSend, aws.ToString(f.Message), aws.ToString(f.Code), f.SenderFault)
+		d.cfg.Logger.Warn("dispatch token refused", "task_id", refs[i].id, "code", aws.ToString(f.Code), "sender_fault", f.SenderFault)
+	}
+	for i, r := range refs {
+		if !sent[i] && errs[i] == nil {
+			errs[i] = fmt.Errorf("send token for %s: %w: the response did not report it", r.id, ErrSend)
+		}
+	}
+}
+
+func entryIndex(id *string, n int) (int, bool) {
+	i, err := strconv.Atoi(aws.ToString(id))
+	return i, err == nil && i >= 0 && i < n
+}
+
+// each calls fn(i) for i in [0, n), at most limit at once, and returns when
+// every call it started has returned. It stops starting calls when ctx ends
+// and returns how many it started: calls 0..started-1.
+func each(ctx context.Context, n, limit int, fn func(i int)) (started int) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, limit)
+	for i := range n {
+		if ctx.Err() != nil {
+			return i
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return i
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	return n
+}

@@ -1,0 +1,134 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// ErrIncomplete: some tasks of an Enqueue were not enqueued, or not
+// dispatched; their results say which and why.
+var ErrIncomplete = errors.New("enqueue incomplete")
+
+// EnqueueResult is what became of one task of an Enqueue.
+type EnqueueResult struct {
+	// Task is the stored task: the one created, or the existing one when
+	// Duplicate. Zero when the task could not be stored.
+	Task lease.Task
+	// Duplicate: a task with this id already existed and was kept as it
+	// was.
+	Duplicate bool
+	// Sent: a dispatch token for the task went to the work queue. A task
+	// due more than 15 minutes ahead gets none: the sweep dispatches it.
+	Sent bool
+	// Err is nil, or why the task was not stored (lease.ErrInvalid,
+	// lease.ErrBackend, ...) or not dispatched (ErrSend; the task is stored
+	// and the sweep will dispatch it after the grace).
+	Err error
+}
+
+// window is how many tasks Enqueue stores before it sends their tokens, so
+// that the first tasks of a large batch start while the rest are stored.
+const window = 200
+
+// Enqueue stores tasks and sends their dispatch tokens with the same rules
+// as intake, in batches of MaxBatchEntries, Concurrency calls at once.
+// Thousands are fine. A task with MaxAttempts 0 gets DefaultMaxAttempts; a
+// task whose RunAt is more than 15 minutes ahead is left to the sweep. The
+// results follow the order of tasks; the error wraps ErrIncomplete when any
+// result has an error.
+func (d *Dispatcher) Enqueue(ctx context.Context, tasks []lease.NewTask) ([]EnqueueResult, error) {
+	results := make([]EnqueueResult, len(tasks))
+	for lo := 0; lo < len(tasks); lo += window {
+		hi := min(lo+window, len(tasks))
+		d.enqueueWindow(ctx, tasks[lo:hi], results[lo:hi])
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return results, fmt.Errorf("%w: %d of %d tasks failed", ErrIncomplete, failed, len(tasks))
+	}
+	return results, nil
+}
+
+func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, results []EnqueueResult) {
+	refs := make([]*ref, len(tasks))
+	started := each(ctx, len(tasks), d.cfg.Concurrency, func(i int) {
+		task, dup, r, err := d.persist(ctx, tasks[i])
+		results[i] = EnqueueResult{Task: task, Duplicate: dup, Err: err}
+		refs[i] = r
+	})
+	for i := started; i < len(tasks); i++ {
+		results[i].Err = fmt.Errorf("enqueue %s: %w", tasks[i].ID, context.Cause(ctx))
+	}
+	var batch []ref
+	var owners []int
+	for i, r := range refs {
+		if r != nil {
+			batch = append(batch, *r)
+			owners = append(owners, i)
+		}
+	}
+	for j, err := range d.sendRefs(ctx, batch) {
+		i := owners[j]
+		if err != nil {
+			results[i].Err = err
+		} else {
+			results[i].Sent = true
+		}
+	}
+}
+
+// persist creates the task of n, or finds the one with its id, and returns
+// the token it needs now, if any. A duplicate still gets a token when it is
+// PENDING and due soon: the first delivery may have stopped between the
+// write and the send. The claim keeps a second token from running the task
+// twice.
+func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, bool, *ref, error) {
+	now := d.cfg.Clock.Now()
+	if n.MaxAttempts == 0 {
+		n.MaxAttempts = d.cfg.DefaultMaxAttempts
+	}
+	runAt := n.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	if n.DispatchAt.IsZero() {
+		n.DispatchAt = dispatchAt(runAt, now)
+	}
+	task, err := d.creator.Create(ctx, n)
+	dup := errors.Is(err, lease.ErrAlreadyExists)
+	if err != nil && !dup {
+		return lease.Task{}, false, nil, err
+	}
+	r, ok := tokenFor(task, now)
+	if !ok {
+		return task, dup, nil, nil
+	}
+	return task, dup, &r, nil
+}
+
+// Enqueue stores tasks and dispatches them with a dispatcher made of store,
+// q and workQueueURL; opts adjust the rest of its Config (clock, concurrency,
+// default max attempts, ...). See Dispatcher.Enqueue.
+func Enqueue(ctx context.Context, store Creator, q SQSClient, workQueueURL string, tasks []lease.NewTask, opts ...func(*Config)) ([]EnqueueResult, error) {
+	cfg := Config{SQS: q, WorkQueueURL: workQueueURL}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg = cfg.withDefaults()
+	if store == nil {
+		return nil, fmt.Errorf("%w: a lease store is required", ErrConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{cfg: cfg, creator: store}
+	return d.Enqueue(ctx, tasks)
+}

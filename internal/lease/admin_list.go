@@ -1,0 +1,91 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Rules both stores apply to the Admin methods, so they answer alike.
+
+// MaxListLimit is the largest page List returns.
+const MaxListLimit = 1000
+
+// MaxDueLimit is the largest batch Due returns.
+const MaxDueLimit = 1000
+
+// CancelledWhilePending is the error, and the history entry's error, of a
+// task RequestCancel cancelled while it was PENDING.
+const CancelledWhilePending = "cancelled while pending"
+
+// ListView is what List returns of t: the fields the status index projects.
+// Payload, result, lease, fence, history and the cancel flag are left out; Get
+// has them.
+func ListView(t Task) Task {
+	return Task{
+		ID:          t.ID,
+		Kind:        t.Kind,
+		Status:      t.Status,
+		Attempt:     t.Attempt,
+		MaxAttempts: t.MaxAttempts,
+		RunAt:       t.RunAt,
+		Error:       t.Error,
+		CreatedAt:   t.CreatedAt,
+		UpdatedAt:   t.UpdatedAt,
+		FinishedAt:  t.FinishedAt,
+	}
+}
+
+// CheckList validates the arguments of List.
+func CheckList(status Status, limit int) error {
+	switch {
+	case !status.Valid():
+		return fmt.Errorf("list: %w: unknown status %q", ErrInvalid, status)
+	case limit < 1 || limit > MaxListLimit:
+		return fmt.Errorf("list: %w: limit %d is outside 1..%d", ErrInvalid, limit, MaxListLimit)
+	}
+	return nil
+}
+
+// CheckDue validates the arguments of Due.
+func CheckDue(shard string, limit int) error {
+	for _, s := range Shards() {
+		if s == shard {
+			if limit < 1 || limit > MaxDueLimit {
+				return fmt.Errorf("due: %w: limit %d is outside 1..%d", ErrInvalid, limit, MaxDueLimit)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("due: %w: unknown shard %q", ErrInvalid, shard)
+}
+
+// CheckRetry validates the arguments of Retry.
+func CheckRetry(id string, extraAttempts int) error {
+	if extraAttempts < 1 || extraAttempts > MaxAttemptsLimit {
+		return fmt.Errorf("retry %s: %w: extra attempts %d is outside 1..%d", id, ErrInvalid, extraAttempts, MaxAttemptsLimit)
+	}
+	return nil
+}
+
+// ClassifyRetry explains why a retry of id with extraAttempts did not land,
+// from the item the write saw (nil when there was none).
+func ClassifyRetry(id string, old *Task, extraAttempts int) error {
+	switch {
+	case old == nil:
+		return fmt.Errorf("retry %s: %w", id, ErrNotFound)
+	case old.Status != StatusFailed && old.Status != StatusCancelled:
+		return fmt.Errorf("retry %s: %w: it is %s", id, ErrNotRetryable, old.Status)
+	case old.Attempt+extraAttempts > MaxAttemptsLimit:
+		return fmt.Errorf("retry %s: %w: %d used + %d more attempts is over the limit of %d",
+			id, ErrInvalid, old.Attempt, extraAttempts, MaxAttemptsLimit)
+	}
+	return fmt.Errorf("retry %s: %w: the task changed during the retry", id, ErrBackend)
+}
+
+// CheckMarkDispatched validates the arguments of MarkDispatched.
+func CheckMarkDispatched(id string, seen, next time.Time) error {
+	if seen.IsZero() || next.IsZero() {
+		return fmt.Errorf("mark dispatched %s: %w: seen and next times are required", id, ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,405 @@
+package lease
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Index names of the tasks table.
+const (
+	// IndexSweep is the sparse sweep index: (sweep_shard, sweep_at), keys
+	// only.
+	IndexSweep = "sweep"
+	// IndexByStatus is the status index: (status_shard, created_at),
+	// projecting the fields of ListView.
+	IndexByStatus = "by_status"
+)
+
+var _ Admin = (*DynamoStore)(nil)
+
+// Due implements Admin: one Query of the sweep index per page of results,
+// until limit entries or the end of the due range.
+func (s *DynamoStore) Due(ctx context.Context, shard string, now time.Time, limit int) ([]DueTask, error) {
+	if err := CheckDue(shard, limit); err != nil {
+		return nil, err
+	}
+	cond := "#sweep_shard = :shard AND #sweep_at <= :now"
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String(IndexSweep),
+		KeyConditionExpression:    &cond,
+		ExpressionAttributeNames:  namesIn(cond),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":shard": avS(shard), ":now": avMillis(toMillis(now))},
+		ScanIndexForward:          aws.Bool(true),
+	}
+	var due []DueTask
+	for {
+		in.Limit = aws.Int32(int32(limit - len(due)))
+		out, err := s.query(ctx, in)
+		if err != nil {
+			return nil, backendErr("due", shard, err)
+		}
+		for _, item := range out.Items {
+			d := decoder{item: item}
+			e := DueTask{ID: d.str(AttrID), DispatchAt: d.millis(AttrSweepAt)}
+			if d.err != nil || e.ID == "" {
+				return nil, backendErr("due", shard, fmt.Errorf("sweep index entry %q: %v", e.ID, d.err))
+			}
+			due = append(due, e)
+		}
+		if len(out.LastEvaluatedKey) == 0 || len(due) >= limit {
+			return due, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+func (s *DynamoStore) query(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	return s.client.Query(ctx, in)
+}
+
+// MarkDispatched implements Admin.
+func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next time.Time) error {
+	if err := CheckMarkDispatched(id, seen, next); err != nil {
+		return err
+	}
+	if noSuchID(id) {
+		return fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	cond := "#sweep_at = :seen"
+	upd := "SET #sweep_at = :next"
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       map[string]types.AttributeValue{AttrID: avS(id)},
+		ConditionExpression:       &cond,
+		UpdateExpression:          &upd,
+		ExpressionAttributeNames:  namesIn(cond, upd),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":seen": avMillis(toMillis(seen)), ":next": avMillis(toMillis(next))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+	case err != nil:
+		return backendErr("mark dispatched", id, err)
+	}
+	return nil
+}
+
+// errConditionFailed marks a conditional write whose condition failed; the
+// caller decides from the item it saw.
+var errConditionFailed = errors.New("condition failed")
+
+// maxCancelTries bounds the writes of one RequestCancel: each failed
+// condition hands back the item it saw, and the next write is built for it.
+const maxCancelTries = 4
+
+// RequestCancel implements Admin. It makes no read: the first write assumes
+// a PENDING task that never ran; when its condition fails, the item DynamoDB
+// returns with the failure says what to write instead.
+func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error) {
+	if noSuchID(id) {
+		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+	}
+	guess := Task{ID: id, Status: StatusPending}
+	for range maxCancelTries {
+		var seen *Task
+		saw := func(old *Task) error { seen = old; return errConditionFailed }
+		var (
+			t   Task
+			err error
+		)
+		switch guess.Status {
+		case StatusPending:
+			t, err = s.cancelPending(ctx, guess, saw)
+		case StatusRunning:
+			t, err = s.flagCancel(ctx, id, saw)
+		default:
+			return Task{}, &FinishedError{TaskID: id, Status: guess.Status}
+		}
+		switch {
+		case err == nil:
+			return t, nil
+		case !errors.Is(err, errConditionFailed):
+			return Task{}, err
+		case seen == nil:
+			return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+		}
+		guess = *seen
+	}
+	return Task{}, fmt.Errorf("request cancel %s: %w: the task kept changing", id, ErrBackend)
+}
+
+// cancelPending ends a PENDING task that is at attempt and fence of prev as
+// CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
+// into the entry, so the condition pins it.
+func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
+	now := s.now()
+	values := map[string]types.AttributeValue{
+		":pending":      avS(string(StatusPending)),
+		":attempt":      avN(int64(prev.Attempt)),
+		":fence":        avN(prev.Fence),
+		":status":       avS(string(StatusCancelled)),
+		":status_shard": avS(StatusShard(StatusCancelled, prev.ID)),
+		":now":          avMillis(now),
+		":error":        avS(CancelledWhilePending),
+		":true":         &types.AttributeValueMemberBOOL{Value: true},
+		":no_history":   &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+		":entry": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			attemptItem(Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now}),
+		}},
+	}
+	set := "SET #status = :status, #status_shard = :status_shard, #updated_at = :now, #finished_at = :now, " +
+		"#error = :error, #cancel_requested = :true, #history = list_append(if_not_exists(#history, :no_history), :entry)"
+	if s.opts.Retention > 0 {
+		set += ", #expires_at = :expires_at"
+		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
+	}
+	return s.update(ctx, "request cancel", prev.ID,
+		"attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence",
+		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until",
+		values, classify)
+}
+
+// flagCancel sets cancel_requested on a RUNNING task; its holder sees it in
+// the task its next renewal returns.
+func (s *DynamoStore) flagCancel(ctx context.Context, id string, classify func(*Task) error) (Task, error) {
+	return s.update(ctx, "request cancel", id,
+		"attribute_exists(#id) AND #status = :running",
+		"SET #cancel_requested = :true, #updated_at = :now",
+		map[string]types.AttributeValue{
+			":running": avS(string(StatusRunning)),
+			":true":    &types.AttributeValueMemberBOOL{Value: true},
+			":now":     avMillis(s.now()),
+		},
+		classify)
+}
+
+// Retry implements Admin.
+func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (Task, error) {
+	if err := CheckRetry(id, extraAttempts); err != nil {
+		return Task{}, err
+	}
+	if noSuchID(id) {
+		return Task{}, ClassifyRetry(id, nil, extraAttempts)
+	}
+	now := s.now()
+	return s.update(ctx, "retry", id,
+		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
+		"SET #status = :pending, #status_shard = :status_shard, #run_at = :now, #max_attempts = #attempt + :extra, "+
+			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
+			"REMOVE #result, #finished_at, #expires_at",
+		map[string]types.AttributeValue{
+			":failed":       avS(string(StatusFailed)),
+			":cancelled":    avS(string(StatusCancelled)),
+			":most":         avN(int64(MaxAttemptsLimit - extraAttempts)),
+			":pending":      avS(string(StatusPending)),
+			":status_shard": avS(StatusShard(StatusPending, id)),
+			":now":          avMillis(now),
+			":extra":        avN(int64(extraAttempts)),
+			":false":        &types.AttributeValueMemberBOOL{Value: false},
+			":sweep_shard":  avS(Shard(id)),
+			":sweep_at":     avMillis(now.Add(s.opts.DispatchGrace)),
+		},
+		func(old *Task) error { return ClassifyRetry(id, old, extraAttempts) })
+}
+
+// listPos is a position in one shard of the status index: the key of the
+// last task taken from it.
+type listPos struct {
+	CreatedAt int64  `json:"c"`
+	ID        string `json:"i"`
+}
+
+// dynamoCursor is List's cursor: where each shard of the status index stands.
+// A shard in neither map is read from its newest task.
+type dynamoCursor struct {
+	Status Status             `json:"s"`
+	After  map[string]listPos `json:"a,omitempty"`
+	Done   []string           `json:"d,omitempty"`
+}
+
+func (c dynamoCursor) encode() (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
+	bad := fmt.Errorf("list %s: %w", status, ErrBadCursor)
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return dynamoCursor{}, bad
+	}
+	var c dynamoCursor
+	if err := json.Unmarshal(raw, &c); err != nil || c.Status != status || len(c.After)+len(c.Done) == 0 {
+		return dynamoCursor{}, bad
+	}
+	known := map[string]bool{}
+	for _, sh := range Shards() {
+		known[sh] = true
+	}
+	for sh, p := range c.After {
+		if !known[sh] || p.ID == "" || noSuchID(p.ID) {
+			return dynamoCursor{}, bad
+		}
+	}
+	for _, sh := range c.Done {
+		if _, dup := c.After[sh]; !known[sh] || dup {
+			return dynamoCursor{}, bad
+		}
+	}
+	return c, nil
+}
+
+// listStream is one shard of the status index, read newest first a chunk
+// at a time.
+type listStream struct {
+	shard string
+	key   map[string]types.AttributeValue // ExclusiveStartKey of the next chunk; nil: from the newest
+	buf   []Task                          // read, not yet taken
+	ended bool                            // no chunk after buf
+	after *listPos                        // last task taken, or where the cursor started
+}
+
+// List implements Admin. The status index is sharded, so a page merges the
+// shards: each is read newest first a chunk at a time, the newest head is
+// taken until the page is full, and the cursor records each shard's
+// position. Every task of the status is listed once across the pages, none
+// missing, as long as it keeps its status meanwhile.
+func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error) {
+	if err := CheckList(status, limit); err != nil {
+		return nil, "", err
+	}
+	cur := dynamoCursor{Status: status}
+	if cursor != "" {
+		var err error
+		if cur, err = decodeDynamoCursor(cursor, status); err != nil {
+			return nil, "", err
+		}
+	}
+	var streams []*listStream
+	for _, shard := range Shards() {
+		if slices.Contains(cur.Done, shard) {
+			continue
+		}
+		st := &listStream{shard: shard}
+		if p, ok := cur.After[shard]; ok {
+			st.after = &p
+			st.key = map[string]types.AttributeValue{
+				AttrID:          avS(p.ID),
+				AttrStatusShard: avS(statusShardKey(status, shard)),
+				AttrCreatedAt:   avN(p.CreatedAt),
+			}
+		}
+		streams = append(streams, st)
+	}
+	// A chunk is a fair share of the page with room to spare; a shard that
+	// holds more of the newest tasks is read again as needed.
+	chunk := min(limit, max(2*((limit+ShardCount-1)/ShardCount), 10))
+
+	// The first chunks are read at once.
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, st := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.readChunk(ctx, status, st, chunk)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, "", err
+	}
+
+	var page []Task
+	for len(page) < limit {
+		var next *listStream
+		for _, st := range streams {
+			if len(st.buf) == 0 && !st.ended {
+				if err := s.readChunk(ctx, status, st, chunk); err != nil {
+					return nil, "", err
+				}
+			}
+			if len(st.buf) == 0 {
+				continue
+			}
+			if next == nil || st.buf[0].CreatedAt.After(next.buf[0].CreatedAt) {
+				next = st
+			}
+		}
+		if next == nil {
+			break
+		}
+		t := next.buf[0]
+		next.buf = next.buf[1:]
+		next.after = &listPos{CreatedAt: t.CreatedAt.UnixMilli(), ID: t.ID}
+		page = append(page, t)
+	}
+
+	out := dynamoCursor{Status: status, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
+	for _, st := range streams {
+		switch {
+		case len(st.buf) == 0 && st.ended:
+			out.Done = append(out.Done, st.shard)
+		case st.after != nil:
+			out.After[st.shard] = *st.after
+		}
+	}
+	if len(out.Done) == ShardCount {
+		return page, "", nil
+	}
+	next, err := out.encode()
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s: encode cursor: %w", status, err)
+	}
+	return page, next, nil
+}
+
+// statusShardKey is the status index partition of one shard of status.
+func statusShardKey(status Status, shard string) string { return string(status) + "#" + shard }
+
+// readChunk reads up to n more tasks of st's shard into its buffer.
+func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStream, n int) error {
+	cond := "#status_shard = :status_shard"
+	out, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String(IndexByStatus),
+		KeyConditionExpression:    &cond,
+		ExpressionAttributeNames:  namesIn(cond),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":status_shard": avS(statusShardKey(status, st.shard))},
+		ScanIndexForward:          aws.Bool(false),
+		ExclusiveStartKey:         st.key,
+		Limit:                     aws.Int32(int32(n)),
+	})
+	if err != nil {
+		return backendErr("list", string(status), err)
+	}
+	for _, item := range out.Items {
+		t, err := TaskFromItem(item)
+		if err != nil {
+			return backendErr("list", string(status), err)
+		}
+		st.buf = append(st.buf, ListView(t))
+	}
+	st.key = out.LastEvaluatedKey
+	st.ended = len(out.LastEvaluatedKey) == 0
+	return nil
+}

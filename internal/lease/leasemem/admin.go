@@ -1,0 +1,184 @@
+package leasemem
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+var _ lease.Admin = (*Store)(nil)
+
+// Due implements lease.Admin.
+func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]lease.DueTask, error) {
+	if err := lease.CheckDue(shard, limit); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, false); err != nil {
+		return nil, err
+	}
+	now = ms(now)
+	var due []lease.DueTask
+	for id, rec := range s.tasks {
+		if !rec.DispatchAt.IsZero() && !rec.DispatchAt.After(now) && lease.Shard(id) == shard {
+			due = append(due, lease.DueTask{ID: id, DispatchAt: rec.DispatchAt})
+		}
+	}
+	slices.SortFunc(due, func(a, b lease.DueTask) int {
+		return cmp.Or(a.DispatchAt.Compare(b.DispatchAt), cmp.Compare(a.ID, b.ID))
+	})
+	return due[:min(len(due), limit)], nil
+}
+
+// MarkDispatched implements lease.Admin.
+func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) error {
+	if err := lease.CheckMarkDispatched(id, seen, next); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return err
+	}
+	rec, ok := s.tasks[id]
+	if !ok || rec.DispatchAt.IsZero() || !rec.DispatchAt.Equal(ms(seen)) {
+		return fmt.Errorf("mark dispatched %s: %w", id, lease.ErrDispatchRaced)
+	}
+	rec.DispatchAt = ms(next)
+	return nil
+}
+
+// RequestCancel implements lease.Admin.
+func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[id]
+	if !ok {
+		return lease.Task{}, fmt.Errorf("request cancel %s: %w", id, lease.ErrNotFound)
+	}
+	now := s.now()
+	switch rec.Status {
+	case lease.StatusPending:
+		// Not running anywhere: cancel it outright. A token still in the
+		// queue finds it finished and is acknowledged.
+		s.end(rec, lease.StatusCancelled, lease.CancelledWhilePending, now)
+		rec.Error = lease.CancelledWhilePending
+		rec.CancelRequested = true
+	case lease.StatusRunning:
+		rec.CancelRequested = true
+		rec.UpdatedAt = now
+	default:
+		return lease.Task{}, &lease.FinishedError{TaskID: id, Status: rec.Status}
+	}
+	return clone(rec), nil
+}
+
+// Retry implements lease.Admin.
+func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error) {
+	if err := lease.CheckRetry(id, extraAttempts); err != nil {
+		return lease.Task{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[id]
+	if !ok {
+		return lease.Task{}, lease.ClassifyRetry(id, nil, extraAttempts)
+	}
+	if (rec.Status != lease.StatusFailed && rec.Status != lease.StatusCancelled) || rec.Attempt+extraAttempts > lease.MaxAttemptsLimit {
+		old := clone(rec)
+		return lease.Task{}, lease.ClassifyRetry(id, &old, extraAttempts)
+	}
+	now := s.now()
+	rec.Status = lease.StatusPending
+	rec.RunAt = now
+	rec.MaxAttempts = rec.Attempt + extraAttempts
+	rec.Result = nil
+	rec.FinishedAt = time.Time{}
+	rec.ExpiresAt = time.Time{}
+	rec.CancelRequested = false
+	rec.UpdatedAt = now
+	rec.DispatchAt = now.Add(s.opts.DispatchGrace)
+	return clone(rec), nil
+}
+
+// listCursor is the position after the last task of a page, in the order
+// List walks: created_at descending, then id ascending.
+type listCursor struct {
+	Status    lease.Status `json:"s"`
+	CreatedAt int64        `json:"c"`
+	ID        string       `json:"i"`
+}
+
+// List implements lease.Admin.
+func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
+	if err := lease.CheckList(status, limit); err != nil {
+		return nil, "", err
+	}
+	var after *listCursor
+	if cursor != "" {
+		c, err := decodeCursor(cursor)
+		if err != nil || c.Status != status {
+			return nil, "", fmt.Errorf("list %s: %w", status, lease.ErrBadCursor)
+		}
+		after = &c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, false); err != nil {
+		return nil, "", err
+	}
+	var all []lease.Task
+	for _, rec := range s.tasks {
+		if rec.Status != status {
+			continue
+		}
+		if after != nil {
+			c := rec.CreatedAt.UnixMilli()
+			if c > after.CreatedAt || c == after.CreatedAt && rec.ID <= after.ID {
+				continue
+			}
+		}
+		all = append(all, lease.ListView(*rec))
+	}
+	slices.SortFunc(all, func(a, b lease.Task) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if len(all) <= limit {
+		return all, "", nil
+	}
+	page := all[:limit]
+	last := page[len(page)-1]
+	next, err := json.Marshal(listCursor{Status: status, CreatedAt: last.CreatedAt.UnixMilli(), ID: last.ID})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s: encode cursor: %w", status, err)
+	}
+	return page, base64.RawURLEncoding.EncodeToString(next), nil
+}
+
+func decodeCursor(cursor string) (listCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return listCursor{}, err
+	}
+	var c listCursor
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return listCursor{}, err
+	}
+	if c.ID == "" {
+		return listCursor{}, fmt.Errorf("cursor has no position")
+	}
+	return c, nil
+}

@@ -1,0 +1,583 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// AdminStore is a store with its operator side.
+type AdminStore interface {
+	lease.Store
+	lease.Admin
+}
+
+// NewAdminStoreFunc builds the store under test for one case of RunAdmin.
+// Due and List see every task of the store, so each call must return a store
+// that holds no task yet (for a table: a new table).
+type NewAdminStoreFunc func(t *testing.T, opts lease.Options) AdminStore
+
+// RunAdmin runs the conformance cases of lease.Admin against the stores
+// newStore builds, each case on its own empty store and fake clock, in
+// parallel.
+func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, a *adminEnv)
+	}{
+		{"DueOldestFirstPerShard", testDueOldestFirst},
+		{"DueSkipsTerminalTasks", testDueSkipsTerminal},
+		{"DueRejectsBadArguments", testDueRejectsBadArguments},
+		{"CreateWithDispatchAt", testCreateWithDispatchAt},
+		{"MarkDispatchedMovesEntry", testMarkDispatchedMoves},
+		{"MarkDispatchedConcurrentOneWins", testMarkDispatchedConcurrent},
+		{"CancelPending", testCancelPending},
+		{"CancelPendingAfterAnAttempt", testCancelPendingAfterAttempt},
+		{"CancelRunningSetsFlagRenewReturns", testCancelRunning},
+		{"CancelFinishedOrUnknown", testCancelFinishedOrUnknown},
+		{"RetryFailed", testRetryFailed},
+		{"RetryCancelled", testRetryCancelled},
+		{"RetryRejects", testRetryRejects},
+		{"ListPagesEachTaskOnce", testListPaging},
+		{"ListEmptyAndBadArguments", testListBadArguments},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := clockwork.NewFakeClockAt(start)
+			opts := lease.Options{Clock: clock, LeaseDuration: leaseFor, Skew: skew, DispatchGrace: grace, Retention: retention}
+			store := newStore(t, opts)
+			c.run(t, &adminEnv{env: &env{t: t, ctx: t.Context(), clock: clock, store: store, opts: opts}, admin: store})
+		})
+	}
+}
+
+type adminEnv struct {
+	*env
+	admin AdminStore
+}
+
+// dueIn returns every due entry of shard at now.
+func (a *adminEnv) dueIn(shard string, now time.Time) []lease.DueTask {
+	a.t.Helper()
+	due, err := a.admin.Due(a.ctx, shard, now, lease.MaxDueLimit)
+	if err != nil {
+		a.t.Fatalf("Due(%s): %v", shard, err)
+	}
+	return due
+}
+
+// dueAll returns the due entries of every shard at now, by id, checking
+// each shard's order and that every entry is in its own shard.
+func (a *adminEnv) dueAll(now time.Time) map[string]time.Time {
+	a.t.Helper()
+	out := map[string]time.Time{}
+	for _, shard := range lease.Shards() {
+		due := a.dueIn(shard, now)
+		for i, d := range due {
+			if lease.Shard(d.ID) != shard {
+				a.t.Fatalf("Due(%s) lists %s of shard %s", shard, d.ID, lease.Shard(d.ID))
+			}
+			if d.DispatchAt.After(now) {
+				a.t.Fatalf("Due(%s, %s) lists %s due at %s", shard, now.Format(time.RFC3339Nano), d.ID, d.DispatchAt.Format(time.RFC3339Nano))
+			}
+			if i > 0 && d.DispatchAt.Before(due[i-1].DispatchAt) {
+				a.t.Fatalf("Due(%s) is not oldest first: %v", shard, due)
+			}
+			out[d.ID] = d.DispatchAt
+		}
+	}
+	return out
+}
+
+func sameDue(t *testing.T, what string, got, want map[string]time.Time) {
+	t.Helper()
+	for id, at := range want {
+		if g, ok := got[id]; !ok || !g.Equal(at) {
+			t.Errorf("%s: %s due at %s (listed %t), want %s", what, id, g.Format(time.RFC3339Nano), ok, at.Format(time.RFC3339Nano))
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("%s: %s listed, want it not due", what, id)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func testDueOldestFirst(t *testing.T, a *adminEnv) {
+	// 48 tasks starting 0..47 s from now, created in a scrambled order,
+	// spread over the shards.
+	want := map[string]time.Time{}
+	for i := range 48 {
+		n := a.newTask()
+		n.RunAt = start.Add(time.Duration((i*17)%48) * time.Second)
+		created := a.create(n)
+		want[created.ID] = created.DispatchAt
+	}
+	sameDue(t, "before any is due", a.dueAll(a.now().Add(grace-time.Millisecond)), nil)
+	at := ms(start).Add(grace + 20*time.Second)
+	dueNow := map[string]time.Time{}
+	for id, d := range want {
+		if !d.After(at) {
+			dueNow[id] = d
+		}
+	}
+	sameDue(t, "20s after the grace", a.dueAll(at), dueNow)
+	sameDue(t, "once all are due", a.dueAll(at.Add(time.Hour)), want)
+
+	// The limit keeps the oldest.
+	for _, shard := range lease.Shards() {
+		all := a.dueIn(shard, at.Add(time.Hour))
+		if len(all) < 2 {
+			continue
+		}
+		two, err := a.admin.Due(a.ctx, shard, at.Add(time.Hour), 2)
+		if err != nil {
+			t.Fatalf("Due(%s, limit 2): %v", shard, err)
+		}
+		if !slices.Equal(two, all[:2]) {
+			t.Fatalf("Due(%s, limit 2) = %v, want %v", shard, two, all[:2])
+		}
+	}
+
+	// A claimed task is due again only when its lease has expired, plus
+	// the skew and the grace.
+	var some lease.Task
+	for id := range want {
+		got, err := a.store.Get(a.ctx, id)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if !got.RunAt.After(a.now()) {
+			some = got
+			break
+		}
+	}
+	claimed := a.claim(some, "w1")
+	until := claimed.LeaseUntil.Add(skew + grace)
+	if _, ok := a.dueAll(until.Add(-time.Millisecond))[some.ID]; ok {
+		t.Fatalf("a held task is due before its lease expired plus skew and grace")
+	}
+	if got := a.dueAll(until)[some.ID]; !got.Equal(until) {
+		t.Fatalf("held task due at %s, want %s", got.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	}
+}
+
+func testDueSkipsTerminal(t *testing.T, a *adminEnv) {
+	a.finish(a.createClaimed(a.newTask(), "w1"), []byte(`{}`))
+	a.release(a.createClaimed(a.newTask(), "w1"), lease.Release{Status: lease.StatusFailed, Error: "no"})
+	pending := a.create(a.newTask())
+	got := a.dueAll(a.now().Add(24 * time.Hour))
+	sameDue(t, "after finishing two of three", got, map[string]time.Time{pending.ID: pending.DispatchAt})
+}
+
+func testDueRejectsBadArguments(t *testing.T, a *adminEnv) {
+	for _, c := range []struct {
+		shard string
+		limit int
+	}{{"16", 1}, {"", 1}, {"7", 1}, {"00", 0}, {"00", lease.MaxDueLimit + 1}} {
+		if _, err := a.admin.Due(a.ctx, c.shard, a.now(), c.limit); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Due(%q, %d): error %v, want ErrInvalid", c.shard, c.limit, err)
+		}
+	}
+}
+
+func testCreateWithDispatchAt(t *testing.T, a *adminEnv) {
+	n := a.newTask()
+	n.RunAt = start.Add(20 * time.Minute)
+	n.DispatchAt = n.RunAt
+	got, err := a.store.Create(a.ctx, n)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	want := a.pending(n)
+	want.DispatchAt = ms(n.RunAt)
+	a.same("Create", got, want)
+	a.stored(want)
+	sameDue(t, "a minute before its start", a.dueAll(want.RunAt.Add(-time.Minute)), nil)
+	sameDue(t, "at its start", a.dueAll(want.RunAt), map[string]time.Time{want.ID: want.RunAt})
+}
+
+func testMarkDispatchedMoves(t *testing.T, a *adminEnv) {
+	task := a.create(a.newTask())
+	now := task.DispatchAt
+	sameDue(t, "at dispatch time", a.dueAll(now), map[string]time.Time{task.ID: task.DispatchAt})
+	next := now.Add(grace)
+	if err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next); err != nil {
+		t.Fatalf("MarkDispatched: %v", err)
+	}
+	want := task
+	want.DispatchAt = next
+	a.stored(want)
+	sameDue(t, "after marking", a.dueAll(now), nil)
+	sameDue(t, "at the new time", a.dueAll(next), map[string]time.Time{task.ID: next})
+
+	err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next.Add(time.Minute))
+	wantErr(t, "MarkDispatched with a stale time", err, lease.ErrDispatchRaced)
+	a.stored(want)
+	err = a.admin.MarkDispatched(a.ctx, a.id(), task.DispatchAt, next)
+	wantErr(t, "MarkDispatched of an unknown id", err, lease.ErrDispatchRaced)
+	err = a.admin.MarkDispatched(a.ctx, task.ID, time.Time{}, next)
+	wantErr(t, "MarkDispatched without a seen time", err, lease.ErrInvalid)
+
+	// A finished task left the index.
+	done := a.finish(a.claim(want, "w1"), nil)
+	err = a.admin.MarkDispatched(a.ctx, task.ID, next, next.Add(grace))
+	wantErr(t, "MarkDispatched of a finished task", err, lease.ErrDispatchRaced)
+	a.stored(done)
+}
+
+func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {
+	task := a.create(a.newTask())
+	const sweepers = 8
+	errs := make([]error, sweepers)
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	for i := range sweepers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ready
+			errs[i] = a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, task.DispatchAt.Add(time.Duration(i+1)*time.Second))
+		}()
+	}
+	close(ready)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("sweepers %d and %d both marked the task", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, lease.ErrDispatchRaced):
+			t.Fatalf("sweeper %d: error %v, want ErrDispatchRaced", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no sweeper marked the task: %v", errs)
+	}
+	want := task
+	want.DispatchAt = task.DispatchAt.Add(time.Duration(winner+1) * time.Second)
+	a.stored(want)
+}
+
+// cancelled is prev cancelled while PENDING at now.
+func (a *adminEnv) cancelled(prev lease.Task) lease.Task {
+	want := a.ended(prev, lease.StatusCancelled, lease.CancelledWhilePending)
+	want.CancelRequested = true
+	return want
+}
+
+func testCancelPending(t *testing.T, a *adminEnv) {
+	n := a.newTask()
+	task := a.create(n)
+	a.clock.Advance(time.Second)
+	got, err := a.admin.RequestCancel(a.ctx, task.ID)
+	if err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	want := a.cancelled(task)
+	a.same("RequestCancel", got, want)
+	a.stored(want)
+	if len(want.History) != 1 || want.History[0].Attempt != 0 {
+		t.Fatalf("history %+v, want one entry for attempt 0", want.History)
+	}
+	_, err = a.store.Claim(a.ctx, task.ID, "w1")
+	wantFinished(t, err, lease.StatusCancelled)
+	sameDue(t, "after the cancel", a.dueAll(a.now().Add(24*time.Hour)), nil)
+	_, err = a.admin.RequestCancel(a.ctx, task.ID)
+	wantFinished(t, err, lease.StatusCancelled)
+}
+
+func testCancelPendingAfterAttempt(t *testing.T, a *adminEnv) {
+	claimed := a.createClaimed(a.newTask(), "w1")
+	a.clock.Advance(time.Second)
+	back := a.release(claimed, lease.Release{Status: lease.StatusPending, RunAt: a.now().Add(time.Hour), Error: "try later"})
+	a.clock.Advance(time.Second)
+	got, err := a.admin.RequestCancel(a.ctx, back.ID)
+	if err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	want := a.cancelled(back)
+	a.same("RequestCancel", got, want)
+	a.stored(want)
+	if h := want.History; len(h) != 2 || h[1].Attempt != 1 || h[1].Fence != 1 {
+		t.Fatalf("history %+v, want the cancel recorded after attempt 1", h)
+	}
+}
+
+func testCancelRunning(t *testing.T, a *adminEnv) {
+	claimed := a.createClaimed(a.newTask(), "w1")
+	a.clock.Advance(time.Second)
+	got, err := a.admin.RequestCancel(a.ctx, claimed.ID)
+	if err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	want := claimed
+	want.CancelRequested = true
+	want.UpdatedAt = a.now()
+	a.same("RequestCancel", got, want)
+	a.stored(want)
+	// Asking again changes nothing but the time.
+	a.clock.Advance(time.Second)
+	if _, err := a.admin.RequestCancel(a.ctx, claimed.ID); err != nil {
+		t.Fatalf("RequestCancel again: %v", err)
+	}
+	renewed, err := a.store.Renew(a.ctx, claimed.LeaseOf())
+	if err != nil || !renewed.CancelRequested || renewed.Status != lease.StatusRunning {
+		t.Fatalf("Renew = %s, cancel requested %t, %v; want RUNNING, true, nil", renewed.Status, renewed.CancelRequested, err)
+	}
+	ended := a.release(renewed, lease.Release{Status: lease.StatusCancelled, Error: "cancelled"})
+	if ended.Status != lease.StatusCancelled || !ended.CancelRequested {
+		t.Fatalf("after release: %s, cancel requested %t", ended.Status, ended.CancelRequested)
+	}
+}
+
+func testCancelFinishedOrUnknown(t *testing.T, a *adminEnv) {
+	done := a.finish(a.createClaimed(a.newTask(), "w1"), []byte(`1`))
+	_, err := a.admin.RequestCancel(a.ctx, done.ID)
+	wantFinished(t, err, lease.StatusSucceeded)
+	a.stored(done)
+	failed := a.release(a.createClaimed(a.newTask(), "w1"), lease.Release{Status: lease.StatusFailed, Error: "x"})
+	_, err = a.admin.RequestCancel(a.ctx, failed.ID)
+	wantFinished(t, err, lease.StatusFailed)
+	_, err = a.admin.RequestCancel(a.ctx, a.id())
+	wantErr(t, "RequestCancel of an unknown id", err, lease.ErrNotFound)
+}
+
+// retried is prev put back to PENDING at now with extra attempts.
+func (a *adminEnv) retried(prev lease.Task, extra int) lease.Task {
+	now := a.now()
+	want := prev
+	want.Status = lease.StatusPending
+	want.RunAt = now
+	want.MaxAttempts = prev.Attempt + extra
+	want.Result = nil
+	want.FinishedAt = time.Time{}
+	want.ExpiresAt = time.Time{}
+	want.CancelRequested = false
+	want.UpdatedAt = now
+	want.DispatchAt = now.Add(grace)
+	return want
+}
+
+func testRetryFailed(t *testing.T, a *adminEnv) {
+	n := a.newTask()
+	n.MaxAttempts = 1
+	failed := a.release(a.createClaimed(n, "w1"), lease.Release{Status: lease.StatusFailed, Error: "boom"})
+	a.clock.Advance(time.Minute)
+	got, err := a.admin.Retry(a.ctx, failed.ID, 2)
+	if err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	want := a.retried(failed, 2)
+	a.same("Retry", got, want)
+	a.stored(want)
+	sameDue(t, "after the grace", a.dueAll(a.now().Add(grace)), map[string]time.Time{want.ID: want.DispatchAt})
+
+	again := a.claim(got, "w2")
+	if again.Attempt != 2 || again.Fence != 2 || len(again.History) != 1 {
+		t.Fatalf("claim after retry: attempt %d, fence %d, %d history entries; want 2, 2, 1", again.Attempt, again.Fence, len(again.History))
+	}
+	done := a.finish(again, []byte(`"ok"`))
+	if len(done.History) != 2 || done.History[0].Status != lease.StatusFailed || done.History[1].Status != lease.StatusSucceeded {
+		t.Fatalf("history %+v, want FAILED then SUCCEEDED", done.History)
+	}
+	_, err = a.admin.Retry(a.ctx, done.ID, 1)
+	wantErr(t, "Retry of a succeeded task", err, lease.ErrNotRetryable)
+}
+
+func testRetryCancelled(t *testing.T, a *adminEnv) {
+	task := a.create(a.newTask())
+	if _, err := a.admin.RequestCancel(a.ctx, task.ID); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	cancelled := a.cancelled(task)
+	a.clock.Advance(time.Second)
+	got, err := a.admin.Retry(a.ctx, task.ID, 3)
+	if err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	want := a.retried(cancelled, 3)
+	a.same("Retry", got, want)
+	a.stored(want)
+	a.claim(got, "w1")
+}
+
+func testRetryRejects(t *testing.T, a *adminEnv) {
+	pending := a.create(a.newTask())
+	_, err := a.admin.Retry(a.ctx, pending.ID, 1)
+	wantErr(t, "Retry of a pending task", err, lease.ErrNotRetryable)
+	running := a.createClaimed(a.newTask(), "w1")
+	_, err = a.admin.Retry(a.ctx, running.ID, 1)
+	wantErr(t, "Retry of a running task", err, lease.ErrNotRetryable)
+	a.stored(pending)
+	a.stored(running)
+	_, err = a.admin.Retry(a.ctx, a.id(), 1)
+	wantErr(t, "Retry of an unknown id", err, lease.ErrNotFound)
+
+	failed := a.release(running, lease.Release{Status: lease.StatusFailed, Error: "x"})
+	for _, extra := range []int{0, -1, lease.MaxAttemptsLimit + 1} {
+		_, err = a.admin.Retry(a.ctx, failed.ID, extra)
+		wantErr(t, fmt.Sprintf("Retry with %d more attempts", extra), err, lease.ErrInvalid)
+	}
+	// One attempt used: 100 more would go over the limit of 100.
+	_, err = a.admin.Retry(a.ctx, failed.ID, lease.MaxAttemptsLimit)
+	wantErr(t, "Retry over the attempts limit", err, lease.ErrInvalid)
+	a.stored(failed)
+	if _, err = a.admin.Retry(a.ctx, failed.ID, lease.MaxAttemptsLimit-1); err != nil {
+		t.Fatalf("Retry up to the limit: %v", err)
+	}
+}
+
+// listAll pages through status limit at a time and checks each page.
+func (a *adminEnv) listAll(status lease.Status, limit int) []lease.Task {
+	a.t.Helper()
+	var all []lease.Task
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			a.t.Fatalf("List(%s) did not end after %d pages", status, pages)
+		}
+		page, next, err := a.admin.List(a.ctx, status, limit, cursor)
+		if err != nil {
+			a.t.Fatalf("List(%s, page %d): %v", status, pages, err)
+		}
+		if len(page) > limit {
+			a.t.Fatalf("List(%s) returned %d tasks, limit %d", status, len(page), limit)
+		}
+		if next != "" && len(page) < limit {
+			a.t.Fatalf("List(%s) returned a short page of %d and a cursor", status, len(page))
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+func testListPaging(t *testing.T, a *adminEnv) {
+	const pending, succeeded = 250, 30
+	want := map[string]lease.Task{}
+	var mu sync.Mutex
+	// Create in parallel; the clock moves a millisecond every few tasks,
+	// so many share a creation time.
+	for round := range pending / 10 {
+		var wg sync.WaitGroup
+		for range 10 {
+			n := a.newTask()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := a.store.Create(a.ctx, n)
+				if err != nil {
+					t.Errorf("Create: %v", err)
+					return
+				}
+				mu.Lock()
+				want[got.ID] = got
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if round%3 == 0 {
+			a.clock.Advance(time.Millisecond)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	var done []string
+	for range succeeded {
+		done = append(done, a.finish(a.createClaimed(a.newTask(), "w1"), []byte(`{}`)).ID)
+	}
+
+	got := a.listAll(lease.StatusPending, 40)
+	seen := map[string]bool{}
+	for i, task := range got {
+		if seen[task.ID] {
+			t.Fatalf("List returned %s twice", task.ID)
+		}
+		seen[task.ID] = true
+		w, ok := want[task.ID]
+		if !ok {
+			t.Fatalf("List(PENDING) returned %s (%s), not one of the pending tasks", task.ID, task.Status)
+		}
+		a.same("List", task, lease.ListView(w))
+		if i > 0 && task.CreatedAt.After(got[i-1].CreatedAt) {
+			t.Fatalf("List is not newest first at %d: %s after %s", i, task.CreatedAt, got[i-1].CreatedAt)
+		}
+	}
+	if len(seen) != pending {
+		t.Fatalf("List(PENDING) returned %d tasks, want %d", len(seen), pending)
+	}
+
+	gotDone := a.listAll(lease.StatusSucceeded, 7)
+	var ids []string
+	for _, task := range gotDone {
+		ids = append(ids, task.ID)
+		if task.Payload != nil || task.Result != nil || task.History != nil {
+			t.Fatalf("List returned payload, result or history of %s", task.ID)
+		}
+	}
+	slices.Sort(ids)
+	slices.Sort(done)
+	if !slices.Equal(ids, done) {
+		t.Fatalf("List(SUCCEEDED) = %d tasks, want the %d finished ones", len(ids), len(done))
+	}
+
+	// A page as large as the rest ends the listing.
+	page, next, err := a.admin.List(a.ctx, lease.StatusSucceeded, succeeded, "")
+	if err != nil || len(page) != succeeded {
+		t.Fatalf("List(SUCCEEDED, %d) = %d tasks, %v", succeeded, len(page), err)
+	}
+	if next != "" {
+		if rest, _, err := a.admin.List(a.ctx, lease.StatusSucceeded, 1, next); err != nil || len(rest) != 0 {
+			t.Fatalf("after a full last page: %d more tasks, %v", len(rest), err)
+		}
+	}
+}
+
+func testListBadArguments(t *testing.T, a *adminEnv) {
+	page, next, err := a.admin.List(a.ctx, lease.StatusFailed, 10, "")
+	if err != nil || len(page) != 0 || next != "" {
+		t.Fatalf("List of no tasks = %v, %q, %v; want nothing", page, next, err)
+	}
+	for range 3 {
+		a.create(a.newTask())
+	}
+	_, cursor, err := a.admin.List(a.ctx, lease.StatusPending, 1, "")
+	if err != nil || cursor == "" {
+		t.Fatalf("List(PENDING, 1) = cursor %q, %v; want a cursor", cursor, err)
+	}
+	_, _, err = a.admin.List(a.ctx, lease.StatusRunning, 1, cursor)
+	wantErr(t, "List with another status's cursor", err, lease.ErrBadCursor)
+	for _, bad := range []string{"not a cursor!", "e30", cursor[:len(cursor)/2]} {
+		_, _, err = a.admin.List(a.ctx, lease.StatusPending, 1, bad)
+		wantErr(t, fmt.Sprintf("List with cursor %q", bad), err, lease.ErrBadCursor)
+	}
+	for _, limit := range []int{0, -1, lease.MaxListLimit + 1} {
+		_, _, err = a.admin.List(a.ctx, lease.StatusPending, limit, "")
+		wantErr(t, fmt.Sprintf("List with limit %d", limit), err, lease.ErrInvalid)
+	}
+	_, _, err = a.admin.List(a.ctx, lease.Status("DONE"), 1, "")
+	wantErr(t, "List of an unknown status", err, lease.ErrInvalid)
+
+	ctx, cancel := context.WithCancel(a.ctx)
+	cancel()
+	_, _, err = a.admin.List(ctx, lease.StatusPending, 1, "")
+	wantErr(t, "List with a cancelled context", err, lease.ErrBackend)
+}
