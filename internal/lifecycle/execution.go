@@ -248,6 +248,11 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if o := x.cfg.Observer; o != nil {
 		o.Claimed(x.task, x.cfg.Clock.Since(x.task.CreatedAt))
 	}
+	if x.task.CancelRequested {
+		// Cancelled while a worker that has since vanished held it.
+		x.startedAt = x.cfg.Clock.Now()
+		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
+	}
 	h, ok := x.cfg.Handlers(x.task.Kind)
 	if !ok {
 		return x.failClaimed(ctx, fmt.Sprintf("unknown task kind %q", x.task.Kind))

@@ -437,6 +437,53 @@ func TestExpiredLastAttemptFails(t *testing.T) {
 	}
 }
 
+func TestCancelRequestedBeforeTakeoverIsHonoured(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	if _, err := e.store.CreateClaimed(t.Context(), lease.NewTask{ID: "c1", Kind: "k", MaxAttempts: 3}, "vanished"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.RequestCancel(t.Context(), "c1"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(23 * time.Second)
+	ran := false
+	e.handlers["k"] = func(context.Context, lease.Task) ([]byte, error) { ran = true; return nil, nil }
+	res := e.exec.Process(t.Context(), nil, msg("m1", token.Ref("c1")))
+	if got := e.get(t, "c1"); ran || !res.Ack || got.Status != lease.StatusCancelled {
+		t.Errorf("ran=%v result %+v status %s; want CANCELLED without running", ran, res, got.Status)
+	}
+}
+
+func TestCancelRequestedWhileRunningCancelsHandler(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	e.handlers["k"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}
+	wait := e.processAsync(t.Context(), msg("m1", inline(t, "k", "c2", "", 3)))
+	<-started
+	if _, err := e.store.RequestCancel(t.Context(), "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Second) // one renewal period
+	if cause := <-causes; !errors.Is(cause, lifecycle.ErrCancelRequested) {
+		t.Fatalf("cause = %v", cause)
+	}
+	res := wait()
+	if got := e.get(t, "c2"); res.Outcome != lifecycle.OutcomeCancelled || got.Status != lease.StatusCancelled {
+		t.Errorf("result %+v, status %s", res, got.Status)
+	}
+}
+
 func TestBadInputIsRecordedNotRetried(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
