@@ -1,0 +1,148 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
+)
+
+// recordingSQS stands in for the two SQS calls the worker makes.
+type recordingSQS struct {
+	mu   sync.Mutex
+	sent []sqs.SendMessageInput
+}
+
+func (r *recordingSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+func (r *recordingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, *in)
+	return &sqs.SendMessageOutput{MessageId: aws.String("m")}, nil
+}
+
+type upper struct {
+	Text string `json:"text"`
+}
+
+func TestHandleSQSDecodesCapturedEvent(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("testdata/sqs-batch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	store := leasemem.New(lease.Options{Clock: clock})
+	q := &recordingSQS{}
+	hs := NewHandlers()
+	Handle(hs, "upper", func(_ context.Context, task *Task[upper]) (string, error) {
+		return strings.ToUpper(task.Payload.Text), nil
+	})
+	o := workerOptions{}
+	WithClock(clock)(&o)
+	WithLogger(slog.New(slog.DiscardHandler))(&o)
+	WithOwner("test")(&o)
+	w, err := newWorker(store, q, WorkerConfig{QueueURL: "https://sqs.example/work", DeadLetterQueueURL: "https://sqs.example/dlq", Handlers: hs}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := w.HandleSQS(t.Context(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("HandleSQS = %+v, %v; want no failures", resp, err)
+	}
+	for id, want := range map[string]string{ev.Records[0].MessageId: `"HELLO"`, "client-chosen-id": `"WORLD"`} {
+		task, err := store.Get(t.Context(), id)
+		if err != nil || task.Status != lease.StatusSucceeded || string(task.Result) != want {
+			t.Errorf("task %s: %+v, %v; want result %s", id, task, err, want)
+		}
+	}
+	if got, _ := store.Get(t.Context(), "client-chosen-id"); got.MaxAttempts != 2 {
+		t.Errorf("max attempts %d, want 2 from the token", got.MaxAttempts)
+	}
+	if len(q.sent) != 1 || aws.ToString(q.sent[0].QueueUrl) != "https://sqs.example/dlq" {
+		t.Fatalf("dead-lettered %+v, want the malformed message", q.sent)
+	}
+}
+
+func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
+	t.Parallel()
+	cfg := WorkerConfig{Table: "t", QueueURL: "https://sqs.example/work", Handlers: NewHandlers()}
+	cases := []struct {
+		name string
+		cfg  WorkerConfig
+		opts []WorkerOption
+		want string
+	}{
+		{"lease below twice the renewal", cfg, []WorkerOption{WithLeaseDuration(15 * time.Second), WithRenewBefore(10 * time.Second)}, "at least twice"},
+		{"zero attempts", cfg, []WorkerOption{WithMaxAttempts(0)}, "max attempts"},
+		{"zero concurrency", cfg, []WorkerOption{WithConcurrency(0)}, "concurrency"},
+		{"negative skew", cfg, []WorkerOption{WithClockSkew(-time.Second)}, "skew"},
+		{"no table", WorkerConfig{QueueURL: "q", Handlers: NewHandlers()}, nil, "table"},
+		{"no queue", WorkerConfig{Table: "t", Handlers: NewHandlers()}, nil, "queue"},
+		{"no handlers", WorkerConfig{Table: "t", QueueURL: "q"}, nil, "handlers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewWorker(c.cfg, c.opts...)
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewWorker = %v, want ErrConfig mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestWorkerConfigFromEnvRejectsBadValues(t *testing.T) {
+	t.Setenv(EnvLeaseDuration, "twenty")
+	if _, _, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), EnvLeaseDuration) {
+		t.Errorf("err = %v, want ErrConfig naming %s", err, EnvLeaseDuration)
+	}
+}
+
+func TestHandleRejectsDuplicateKinds(t *testing.T) {
+	t.Parallel()
+	hs := NewHandlers()
+	h := func(context.Context, *Task[upper]) (string, error) { return "", nil }
+	Handle(hs, "k", h)
+	defer func() {
+		if recover() == nil {
+			t.Error("registering a kind twice did not panic")
+		}
+	}()
+	Handle(hs, "k", h)
+}
+
+func TestSteeringErrors(t *testing.T) {
+	t.Parallel()
+	hs := NewHandlers()
+	Handle(hs, "bad-payload", func(context.Context, *Task[upper]) (string, error) { return "", nil })
+	h, _ := hs.lookup("bad-payload")
+	_, err := h(t.Context(), lease.Task{Kind: "bad-payload", Payload: []byte(`[1,2]`)})
+	if err == nil || !strings.Contains(err.Error(), "does not decode") {
+		t.Fatalf("undecodable payload: %v", err)
+	}
+	var perm interface{ Unwrap() error }
+	if !errors.As(err, &perm) {
+		t.Errorf("undecodable payload should fail without retry, got %T", err)
+	}
+}
