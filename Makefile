@@ -55,6 +55,10 @@ build: ## compile every package
 
 ## ---- demo ----
 
+# The worker and the dispatcher run in one process through the off-Lambda
+# runner; the demo sends example tasks with SQS SendMessage, shows their
+# progress and exits 0 only if each ended as it should. Their JSON logs go
+# to .stack/demo.log.
 .PHONY: demo
-demo: ## end-to-end demo against the local stack (not built yet)
-	@echo "make demo: not built yet (issue 5)" >&2; exit 1
+demo: stack-up ## end-to-end demo on the local stack: example tasks, live progress, summary table
+	@eval "$$($(STACK) env)" && $(GO) run ./cmd/leasehold-demo -log .stack/demo.log

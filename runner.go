@@ -146,3 +146,6 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	}
 	return r.Run(ctx)
 }
+
+// QueueURL is the work queue the worker is triggered by.
+func (w *Worker) QueueURL() string { return w.queueURL }

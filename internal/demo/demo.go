@@ -1,0 +1,178 @@
+// Package demo is `make demo`: it runs the worker and the dispatcher in this
+// process through the off-Lambda runner (internal/serve), sends a mixed set
+// of example tasks with real SQS SendMessage calls, shows their progress as
+// the DynamoDB records and the dead-letter queue reveal it, and prints a
+// summary. Run reports whether every task ended as it should.
+//
+// The task kinds are the ones in examples/. The worker runs with a short
+// lease (4s, renewed 2s before expiry) and a short linear backoff, so that
+// renewals and retries happen within seconds.
+package demo
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/eventsource"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/serve"
+)
+
+// Timing of the demo's worker.
+const (
+	leaseDuration = 4 * time.Second
+	renewBefore   = 2 * time.Second
+	clockSkew     = time.Second
+	callTimeout   = 10 * time.Second
+	pollEvery     = 250 * time.Millisecond
+)
+
+// Defaults for Config.
+const (
+	DefaultDelay   = 20 * time.Second
+	DefaultSlow    = 7 * time.Second
+	DefaultTimeout = 2 * time.Minute
+)
+
+// ErrUnexpected is returned when a task did not end as it should.
+var ErrUnexpected = errors.New("not every task ended as expected")
+
+// Config is one run of the demo.
+type Config struct {
+	AWS       aws.Config
+	Resources Resources
+	// Delay is how long the delayed task waits (default 20s); Slow is how
+	// long the slow task runs (default 7s, a few lease renewals).
+	Delay, Slow time.Duration
+	// Timeout bounds the wait for every task to settle (default 2m).
+	Timeout time.Duration
+	// Out receives the progress and the summary. Terminal redraws a
+	// progress bar in place.
+	Out      io.Writer
+	Terminal bool
+	// Log receives the worker's and the dispatcher's logs.
+	Log *slog.Logger
+}
+
+// Run runs the demo. It returns nil when every task ended as it should,
+// an error wrapping ErrUnexpected when one did not (the summary says which),
+// or another error when the demo could not run.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.Delay = cmp.Or(cfg.Delay, DefaultDelay)
+	cfg.Slow = cmp.Or(cfg.Slow, DefaultSlow)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	res := cfg.Resources
+	q := sqs.NewFromConfig(cfg.AWS)
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), res.Table, lease.Options{})
+
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: cfg.AWS, Table: res.Table, QueueURL: res.WorkQueueURL, DeadLetterQueueURL: res.WorkDLQURL, Handlers: hs,
+	},
+		leasehold.WithOwner("demo"),
+		leasehold.WithLeaseDuration(leaseDuration), leasehold.WithRenewBefore(renewBefore),
+		leasehold.WithClockSkew(clockSkew),
+		leasehold.WithBackoff(func(attempt int) time.Duration { return time.Duration(attempt) * time.Second }),
+		leasehold.WithLogger(cfg.Log.With("part", "worker")))
+	if err != nil {
+		return err
+	}
+	d, err := dispatch.New(dispatch.Config{
+		Store: store, SQS: q, WorkQueueURL: res.WorkQueueURL, IntakeDLQURL: res.IntakeDLQURL,
+		Logger: cfg.Log.With("part", "dispatch"),
+	})
+	if err != nil {
+		return err
+	}
+
+	runID := newRunID()
+	out := newProgress(cfg.Out, cfg.Terminal)
+	out.printf("leasehold demo, run %s: worker and dispatcher in this process, on\n", runID)
+	out.printf("  table %s, work queue %s, intake queue %s\n\n", res.Table, res.WorkQueueURL, res.IntakeQueueURL)
+
+	// The runner: stopped (gracefully) once every task has settled.
+	runCtx, stopRunner := context.WithCancel(ctx)
+	defer stopRunner()
+	runnerDone := make(chan error, 1)
+	go func() {
+		runnerDone <- serve.Run(runCtx, serve.Config{
+			Worker: w,
+			WorkerOptions: []leasehold.RunOption{
+				leasehold.WithPollers(2), leasehold.WithLongPoll(time.Second),
+				leasehold.WithInvocationTimeout(30 * time.Second),
+			},
+			Dispatcher: d, IntakeSQS: q, IntakeQueueURL: res.IntakeQueueURL,
+			Intake:     eventsource.Config{WaitTime: time.Second, InvocationTimeout: 30 * time.Second},
+			SweepEvery: 5 * time.Second,
+			Logger:     cfg.Log,
+		})
+	}()
+
+	tasks := plan(cfg.Slow, cfg.Delay)
+	w8 := newWatch(store, q, res.WorkDLQURL, runID, tasks, out)
+	for i, p := range tasks {
+		url := res.WorkQueueURL
+		if p.via == viaIntake {
+			url = res.IntakeQueueURL
+		}
+		w8.enqueued(i, time.Now())
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := q.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(p.body(w8.id(i)))})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("send %s to the %s: %w", p.name, p.via, err)
+		}
+	}
+	out.printf("sent %d messages with SendMessage: %d to the intake queue, %d to the work queue\n\n",
+		len(tasks), countVia(tasks, viaIntake), countVia(tasks, viaWork))
+
+	watchErr := w8.run(ctx, cfg.Timeout, runnerDone)
+	stopRunner()
+	runErr := <-runnerDone
+	out.done()
+
+	w8.summary(cfg.Out)
+	switch {
+	case runErr != nil:
+		return fmt.Errorf("runner: %w", runErr)
+	case watchErr != nil:
+		return watchErr
+	case !w8.allAsExpected():
+		return ErrUnexpected
+	}
+	return nil
+}
+
+func countVia(ps []planned, r route) int {
+	n := 0
+	for _, p := range ps {
+		if p.via == r {
+			n++
+		}
+	}
+	return n
+}
+
+func newRunID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().Format("150405") + "-" + hex.EncodeToString(b[:])
+}
