@@ -35,10 +35,16 @@ stack-down: ## stop the local stack
 stack-status: ## show whether the local stack is installed and running
 	@$(STACK) status
 
+## ---- deployment template (tools install into the git-ignored .stack/tools-venv) ----
+
+.PHONY: check-template
+check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam build of template.yaml
+	@scripts/template-tools.sh check
+
 ## ---- Go ----
 
 .PHONY: test unit vet bench build
-test: stack-up ## vet + all tests with -race against the local stack
+test: stack-up check-template ## template checks, then vet + all tests with -race against the local stack
 	@$(WITH_STACK) $(GO) vet ./... && $(GO) test -race -count=1 -timeout 15m ./...
 
 unit: ## tests that need no stack (-short); integration tests skip

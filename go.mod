@@ -7,6 +7,7 @@ require github.com/jonboulle/clockwork v0.5.0
 require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 require (

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/metrics"
 )
 
 // WorkerConfig names the resources a worker uses.
@@ -54,6 +56,9 @@ const (
 	EnvConcurrency    = "LEASEHOLD_CONCURRENCY"
 	EnvClockSkew      = "LEASEHOLD_CLOCK_SKEW"
 	EnvDeadlineMargin = "LEASEHOLD_DEADLINE_MARGIN"
+	// EnvLogLevel is read by the function mains: DEBUG, INFO (default),
+	// WARN or ERROR.
+	EnvLogLevel = "LEASEHOLD_LOG_LEVEL"
 )
 
 // ErrConfig wraps every configuration error.
@@ -115,6 +120,7 @@ type workerOptions struct {
 	skew        time.Duration
 	maxAttempts *int // set explicitly: zero is then a mistake, not "default"
 	concurrency *int
+	metrics     io.Writer
 }
 
 // WithLeaseDuration sets how long a claim or renewal holds a task (default
@@ -168,6 +174,16 @@ func WithVisibilityMargin(d time.Duration) WorkerOption {
 // WithLogger sets the structured logger (default: JSON to stderr at Info).
 func WithLogger(l *slog.Logger) WorkerOption {
 	return func(o *workerOptions) { o.lc.Logger = l }
+}
+
+// WithMetrics writes CloudWatch metrics in embedded metric format to w, one
+// JSON line per task event (claimed; succeeded, failed, retried, lease lost,
+// ...; with handler duration and time from enqueue to claim), in the
+// namespace "Leasehold" with the task kind as dimension. In Lambda, w is
+// os.Stdout and CloudWatch Logs extracts the metrics; see internal/metrics
+// for the list. Off by default.
+func WithMetrics(w io.Writer) WorkerOption {
+	return func(o *workerOptions) { o.metrics = w }
 }
 
 // WithClock replaces the time source; for tests.
@@ -253,6 +269,9 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	lc.QueueURL = cfg.QueueURL
 	lc.DeadLetterURL = cfg.DeadLetterQueueURL
 	lc.Handlers = cfg.Handlers.lookup
+	if o.metrics != nil {
+		lc.Observer = metrics.NewEMF(o.metrics, lc.Clock)
+	}
 	exec, err := lifecycle.New(lc)
 	if err != nil {
 		return nil, err

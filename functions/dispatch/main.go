@@ -15,12 +15,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	level := new(slog.LevelVar) // INFO
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			log.Error("read configuration", "error", err)
+			os.Exit(1)
+		}
+	}
 	settings, err := dispatch.SettingsFromEnv()
 	if err != nil {
 		log.Error("read configuration", "error", err)
@@ -31,6 +40,9 @@ func main() {
 		log.Error("load AWS configuration", "error", err)
 		os.Exit(1)
 	}
+	// A call the role does not allow fails here, in every environment, with
+	// a message naming the list to update (internal/iam).
+	awsCfg.APIOptions = append(awsCfg.APIOptions, iam.Enforce(iam.Dispatch.Calls))
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
 	d, err := dispatch.New(settings.Config(store, sqs.NewFromConfig(awsCfg), log))
 	if err != nil {

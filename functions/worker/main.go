@@ -1,5 +1,6 @@
 // Command worker is the SQS-triggered Lambda function that runs tasks. It
-// only wires things: configuration from the environment, the example
+// only wires things: configuration from the environment, the AWS calls the
+// function's role allows (internal/iam), metrics on stdout, the example
 // handlers, and the leasehold worker's HandleSQS as the Lambda handler.
 package main
 
@@ -13,15 +14,26 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/iam"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	level := new(slog.LevelVar) // INFO
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			log.Error("read configuration", "error", err)
+			os.Exit(1)
+		}
+	}
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		log.Error("load AWS configuration", "error", err)
 		os.Exit(1)
 	}
+	// A call the role does not allow fails here, in every environment, with
+	// a message naming the list to update.
+	awsCfg.APIOptions = append(awsCfg.APIOptions, iam.Enforce(iam.Worker.Calls))
 	handlers := leasehold.NewHandlers()
 	examples.Register(handlers)
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
@@ -29,7 +41,8 @@ func main() {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
 	}
-	w, err := leasehold.NewWorker(cfg, append(opts, leasehold.WithLogger(log))...)
+	opts = append(opts, leasehold.WithLogger(log), leasehold.WithMetrics(os.Stdout))
+	w, err := leasehold.NewWorker(cfg, opts...)
 	if err != nil {
 		log.Error("configure worker", "error", err)
 		os.Exit(1)

@@ -1,0 +1,313 @@
+// Package iam is the one list of what each Lambda function may do in AWS: the
+// actions its code calls and the template resources they target, and the
+// actions Lambda itself performs with the function's role. Beside it stands
+// the environment each function reads, which the template must set.
+//
+// The list is used three ways:
+//
+//   - at run time, the function mains install Enforce on their aws.Config, so
+//     a call that is not in the list fails at once with ErrNotGranted instead
+//     of with AccessDenied in production only;
+//   - the tests hold template.yaml to it: each function's role grants exactly
+//     Calls plus Platform, action by action and resource by resource;
+//   - the tests run each function's flows against the local stack through
+//     Record and check that every call in the list is made, so the role
+//     carries nothing the code does not use.
+//
+// Adding an AWS call therefore means adding it here and to the role in
+// template.yaml; the tests fail until both are done. Likewise a new
+// environment variable (an Env* constant) must be listed here, in Env or in
+// Unread, and Env must match the function's Environment in the template.
+//
+// # Actions
+//
+// An action is what IAM authorizes, "service:Action". It is usually the API
+// operation's name, but batch operations of SQS are authorized as their
+// single forms (SendMessageBatch needs sqs:SendMessage); ActionOf knows
+// these.
+//
+// # Resources
+//
+// A resource is the logical id of a resource in template.yaml
+// ("TasksTable"), or a logical id with a suffix for a part of it: a table's
+// index is "TasksTable/index/sweep", granted in the template as
+// !Sub "${TasksTable.Arn}/index/sweep".
+package iam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/dispatch"
+)
+
+// Grant allows one action on one resource of the template.
+type Grant struct {
+	// Action is the IAM action, such as "dynamodb:PutItem".
+	Action string
+	// Resource is the template's logical id of the target, with
+	// "/index/NAME" for a table's index.
+	Resource string
+}
+
+// Function is what one function's role allows.
+type Function struct {
+	// LogicalID is the function's logical id in template.yaml.
+	LogicalID string
+	// Role is the logical id of its AWS::IAM::Role.
+	Role string
+	// Calls are the calls its code makes. Enforce allows exactly their
+	// actions.
+	Calls []Grant
+	// Platform are the actions Lambda performs with the role on the
+	// function's behalf: polling its queue for the event source mapping,
+	// writing its logs. The code never makes them.
+	Platform []Grant
+	// Env are the environment variables the function reads; the template
+	// sets exactly these.
+	Env []string
+	// Unread are variables declared by code linked into the function that
+	// the function never reads, with the reason.
+	Unread map[string]string
+}
+
+// Granted is Calls followed by Platform: everything the role must allow.
+func (f Function) Granted() []Grant { return slices.Concat(f.Calls, f.Platform) }
+
+// Logical ids of the template's resources the functions use.
+const (
+	TasksTable            = "TasksTable"
+	SweepIndex            = TasksTable + "/index/sweep"
+	WorkQueue             = "WorkQueue"
+	WorkDeadLetterQueue   = "WorkDeadLetterQueue"
+	IntakeQueue           = "IntakeQueue"
+	IntakeDeadLetterQueue = "IntakeDeadLetterQueue"
+	WorkerLogGroup        = "WorkerLogGroup"
+	DispatchLogGroup      = "DispatchLogGroup"
+)
+
+// eventSourceMapping is what Lambda needs to poll queue for a function.
+func eventSourceMapping(queue string) []Grant {
+	return []Grant{
+		{"sqs:ReceiveMessage", queue},
+		{"sqs:DeleteMessage", queue},
+		{"sqs:GetQueueAttributes", queue},
+	}
+}
+
+// logs is what Lambda needs to write a function's logs to its log group.
+func logs(group string) []Grant {
+	return []Grant{
+		{"logs:CreateLogStream", group},
+		{"logs:PutLogEvents", group},
+	}
+}
+
+// Worker is the worker function (functions/worker).
+var Worker = Function{
+	LogicalID: "WorkerFunction",
+	Role:      "WorkerRole",
+	Calls: []Grant{
+		{"dynamodb:PutItem", TasksTable},           // create-and-claim of an inline task
+		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
+		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
+		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
+		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
+	},
+	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
+	Env: []string{
+		leasehold.EnvTable, leasehold.EnvWorkQueueURL, leasehold.EnvWorkDLQURL,
+		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
+		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
+		leasehold.EnvLogLevel,
+	},
+	Unread: merge(runnerEnv, dispatchEnv),
+}
+
+// Dispatch is the dispatch function (functions/dispatch).
+var Dispatch = Function{
+	LogicalID: "DispatchFunction",
+	Role:      "DispatchRole",
+	Calls: []Grant{
+		{"dynamodb:PutItem", TasksTable},           // store a submission
+		{"dynamodb:UpdateItem", TasksTable},        // mark a swept task dispatched
+		{"dynamodb:Query", SweepIndex},             // due tasks of a shard
+		{"sqs:SendMessage", WorkQueue},             // dispatch tokens (SendMessageBatch)
+		{"sqs:SendMessage", IntakeDeadLetterQueue}, // invalid submissions, with their reason
+	},
+	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
+	Env: []string{
+		dispatch.EnvTable, dispatch.EnvWorkQueueURL, dispatch.EnvIntakeDLQURL,
+		dispatch.EnvDispatchGrace, dispatch.EnvMaxAttempts, dispatch.EnvConcurrency,
+		dispatch.EnvSweepConcurrency, leasehold.EnvLogLevel,
+	},
+	Unread: merge(runnerEnv, workerEnv),
+}
+
+// Variables of code that one function links but only another runs.
+var (
+	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue itself; in Lambda the event source mapping polls",
+		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout)
+	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
+		dispatch.EnvIntakeDLQURL, dispatch.EnvDispatchGrace, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
+	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
+		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
+		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin)
+)
+
+func unread(why string, names ...string) map[string]string {
+	m := map[string]string{}
+	for _, n := range names {
+		m[n] = why
+	}
+	return m
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// Functions are all the functions of the template.
+var Functions = []Function{Worker, Dispatch}
+
+// ErrNotGranted: a call's action is not among the function's grants.
+var ErrNotGranted = errors.New("AWS action not granted")
+
+// NotGrantedError names the action that was refused.
+type NotGrantedError struct {
+	Action string
+}
+
+func (e *NotGrantedError) Error() string {
+	return fmt.Sprintf("%s: %s is not in this function's grants; add it to internal/iam and to the function's role in template.yaml",
+		ErrNotGranted, e.Action)
+}
+
+// Is makes errors.Is(err, ErrNotGranted) hold.
+func (e *NotGrantedError) Is(target error) bool { return target == ErrNotGranted }
+
+// servicePrefix maps an SDK service id to its IAM prefix: the services the
+// functions use. A call to any other fails Enforce until it is added.
+var servicePrefix = map[string]string{
+	"DynamoDB": "dynamodb",
+	"SQS":      "sqs",
+}
+
+// batchActions are operations IAM authorizes as another action.
+var batchActions = map[string]string{
+	"sqs:SendMessageBatch":             "sqs:SendMessage",
+	"sqs:DeleteMessageBatch":           "sqs:DeleteMessage",
+	"sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+// ActionOf returns the IAM action that authorizes operation of the SDK
+// service serviceID, or false for a service this package does not know.
+func ActionOf(serviceID, operation string) (string, bool) {
+	prefix, ok := servicePrefix[serviceID]
+	if !ok {
+		return "", false
+	}
+	action := prefix + ":" + operation
+	if a, ok := batchActions[action]; ok {
+		action = a
+	}
+	return action, true
+}
+
+// actionOf is ActionOf for the call in ctx.
+func actionOf(ctx context.Context) (string, error) {
+	service, op := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)
+	action, ok := ActionOf(service, op)
+	if !ok {
+		return "", &NotGrantedError{Action: fmt.Sprintf("%s (service %q)", op, service)}
+	}
+	return action, nil
+}
+
+// Enforce returns an SDK API option (append it to aws.Config.APIOptions)
+// that fails every call whose action is not among grants' actions with a
+// *NotGrantedError, before anything is sent. It checks actions only: which
+// resource a call targets is the code's business, and the tests check it.
+func Enforce(grants []Grant) func(*middleware.Stack) error {
+	allowed := map[string]bool{}
+	for _, g := range grants {
+		allowed[g.Action] = true
+	}
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("leasehold/iam.Enforce",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				action, err := actionOf(ctx)
+				if err != nil {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, err
+				}
+				if !allowed[action] {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, &NotGrantedError{Action: action}
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+	}
+}
+
+// Call is one AWS call as Record saw it.
+type Call struct {
+	// Action is the IAM action that authorizes it.
+	Action string
+	// Target is the resource named in the request: the table name (with
+	// "/index/NAME" for a query of an index) or the queue URL; empty when
+	// the request names none.
+	Target string
+}
+
+// Record returns an SDK API option that reports every call to fn before it
+// is sent, whatever its outcome. fn may be called from many goroutines.
+func Record(fn func(Call)) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("leasehold/iam.Record",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				action, err := actionOf(ctx)
+				if err != nil {
+					action = awsmiddleware.GetServiceID(ctx) + ":" + awsmiddleware.GetOperationName(ctx)
+				}
+				fn(Call{Action: action, Target: targetOf(in.Parameters)})
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+	}
+}
+
+// targetOf reads the resource a request names from its TableName (and
+// IndexName) or QueueUrl field.
+func targetOf(params any) string {
+	v := reflect.ValueOf(params)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	str := func(name string) string {
+		f := v.FieldByName(name)
+		if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.String {
+			return ""
+		}
+		return f.Elem().String()
+	}
+	if t := str("TableName"); t != "" {
+		if i := str("IndexName"); i != "" {
+			return t + "/index/" + i
+		}
+		return t
+	}
+	return str("QueueUrl")
+}

@@ -1,0 +1,247 @@
+package iam_test
+
+// Tests that hold template.yaml to the code: each role grants exactly what
+// internal/iam lists for its function, and each function's environment sets
+// exactly the variables its code reads.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/leasehold/leasehold/internal/iam"
+)
+
+// template is template.yaml with its short-form intrinsics (!Ref, !GetAtt,
+// !Sub, ...) turned into their long forms, as CloudFormation reads them.
+type template map[string]any
+
+func loadTemplate(t *testing.T) template {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("parse template.yaml: %v", err)
+	}
+	v, err := fromNode(&doc)
+	if err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("template.yaml is not a mapping")
+	}
+	return m
+}
+
+// moduleRoot is where go.mod is: two levels above this package.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	return root
+}
+
+// fromNode converts a YAML node to maps, slices and scalars, with tags such
+// as !GetAtt X.Arn turned into {"Fn::GetAtt": ["X", "Arn"]}.
+func fromNode(n *yaml.Node) (any, error) {
+	var v any
+	switch n.Kind {
+	case yaml.DocumentNode:
+		return fromNode(n.Content[0])
+	case yaml.AliasNode:
+		return fromNode(n.Alias)
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i < len(n.Content); i += 2 {
+			val, err := fromNode(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = val
+		}
+		v = m
+	case yaml.SequenceNode:
+		s := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			val, err := fromNode(c)
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, val)
+		}
+		v = s
+	case yaml.ScalarNode:
+		if strings.HasPrefix(n.Tag, "!!") {
+			if err := n.Decode(&v); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n.Line, err)
+			}
+		} else {
+			v = n.Value
+		}
+	}
+	if strings.HasPrefix(n.Tag, "!!") || n.Tag == "" {
+		return v, nil
+	}
+	name := strings.TrimPrefix(n.Tag, "!")
+	switch name {
+	case "Ref", "Condition":
+		return map[string]any{name: v}, nil
+	case "GetAtt":
+		if s, ok := v.(string); ok {
+			id, attr, _ := strings.Cut(s, ".")
+			v = []any{id, attr}
+		}
+	}
+	return map[string]any{"Fn::" + name: v}, nil
+}
+
+func (tp template) resource(t *testing.T, id string) map[string]any {
+	t.Helper()
+	res, _ := tp["Resources"].(map[string]any)
+	r, ok := res[id].(map[string]any)
+	if !ok {
+		t.Fatalf("template.yaml has no resource %s", id)
+	}
+	return r
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// list reads a string-or-list field.
+func list(v any) []any {
+	if s, ok := v.([]any); ok {
+		return s
+	}
+	return []any{v}
+}
+
+// resourceID names the template resource an ARN expression stands for:
+// !GetAtt X.Arn is "X", !Sub "${X.Arn}/index/NAME" is "X/index/NAME".
+func resourceID(expr any) (string, error) {
+	m, ok := expr.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("resource %v is not an ARN of a resource of the template", expr)
+	}
+	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 && ga[1] == "Arn" {
+		return fmt.Sprint(ga[0]), nil
+	}
+	if sub, ok := m["Fn::Sub"].(string); ok && strings.HasPrefix(sub, "${") {
+		ref, rest, ok := strings.Cut(sub[2:], "}")
+		if id, found := strings.CutSuffix(ref, ".Arn"); ok && found && !strings.ContainsAny(rest, "*$") {
+			return id + rest, nil
+		}
+	}
+	return "", fmt.Errorf("resource %v is not an ARN of a resource of the template", expr)
+}
+
+// granted reads what role allows, as grants, with a failure for anything
+// a least-privilege role must not have.
+func granted(t *testing.T, tp template, role string) []iam.Grant {
+	t.Helper()
+	r := tp.resource(t, role)
+	if r["Type"] != "AWS::IAM::Role" {
+		t.Fatalf("%s is a %v, want AWS::IAM::Role", role, r["Type"])
+	}
+	p := props(r)
+	if _, ok := p["ManagedPolicyArns"]; ok {
+		t.Errorf("%s attaches managed policies; grant actions inline so the test can see them", role)
+	}
+	var out []iam.Grant
+	for _, pol := range list(p["Policies"]) {
+		doc, _ := pol.(map[string]any)["PolicyDocument"].(map[string]any)
+		for _, st := range list(doc["Statement"]) {
+			st := st.(map[string]any)
+			if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil || st["Condition"] != nil {
+				t.Errorf("%s: statement %v: want a plain Allow of actions on resources", role, st["Sid"])
+				continue
+			}
+			for _, a := range list(st["Action"]) {
+				action := fmt.Sprint(a)
+				if strings.Contains(action, "*") {
+					t.Errorf("%s: wildcard action %q", role, action)
+				}
+				for _, res := range list(st["Resource"]) {
+					id, err := resourceID(res)
+					if err != nil {
+						t.Errorf("%s: %s: %v", role, action, err)
+						continue
+					}
+					out = append(out, iam.Grant{Action: action, Resource: id})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestRolesGrantExactlyTheDeclaredActions(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	for _, f := range iam.Functions {
+		t.Run(f.LogicalID, func(t *testing.T) {
+			t.Parallel()
+			fn := tp.resource(t, f.LogicalID)
+			if got := props(fn)["Role"]; fmt.Sprint(got) != fmt.Sprint(map[string]any{"Fn::GetAtt": []any{f.Role, "Arn"}}) {
+				t.Fatalf("%s's Role is %v, want !GetAtt %s.Arn", f.LogicalID, got, f.Role)
+			}
+			assume := fmt.Sprint(props(tp.resource(t, f.Role))["AssumeRolePolicyDocument"])
+			if !strings.Contains(assume, "lambda.amazonaws.com") || strings.Count(assume, "Principal") != 1 {
+				t.Errorf("%s must be assumable by Lambda only: %s", f.Role, assume)
+			}
+			diffGrants(t, f.Role, granted(t, tp, f.Role), f.Granted())
+		})
+	}
+}
+
+// diffGrants fails for every grant in only one of got and want.
+func diffGrants(t *testing.T, what string, got, want []iam.Grant) {
+	t.Helper()
+	in := func(gs []iam.Grant, g iam.Grant) bool { return slices.Contains(gs, g) }
+	for _, g := range got {
+		if !in(want, g) {
+			t.Errorf("%s grants %s on %s, which internal/iam does not list: remove it, or list the call that needs it", what, g.Action, g.Resource)
+		}
+	}
+	for _, g := range want {
+		if !in(got, g) {
+			t.Errorf("%s lacks %s on %s, which internal/iam lists", what, g.Action, g.Resource)
+		}
+	}
+}
+
+// TestTemplateParsing guards the converter the other tests rely on.
+func TestTemplateParsing(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	q := props(tp.resource(t, "WorkQueue"))
+	rp := q["RedrivePolicy"].(map[string]any)
+	if got, want := fmt.Sprint(rp["deadLetterTargetArn"]), fmt.Sprint(map[string]any{"Fn::GetAtt": []any{"WorkDeadLetterQueue", "Arn"}}); got != want {
+		t.Errorf("deadLetterTargetArn = %s, want %s", got, want)
+	}
+	id, err := resourceID(map[string]any{"Fn::Sub": "${TasksTable.Arn}/index/sweep"})
+	if err != nil || id != iam.SweepIndex {
+		t.Errorf("resourceID(index) = %q, %v", id, err)
+	}
+	for _, bad := range []any{"*", map[string]any{"Fn::Sub": "${TasksTable.Arn}/*"}, map[string]any{"Ref": "WorkQueue"}} {
+		if id, err := resourceID(bad); err == nil {
+			t.Errorf("resourceID(%v) = %q, want an error", bad, id)
+		}
+	}
+}

@@ -1,0 +1,411 @@
+package iam_test
+
+// Each function's flows, run against the local AWS stack with the function's
+// own wiring (handlers, Enforce) and a recording middleware, must make
+// exactly the calls internal/iam lists: a listed call that no flow makes is
+// a grant the role does not need. The flows include the rare paths (a
+// message that names no task, a task leased elsewhere, an invalid
+// submission, a sweep) so that every listed call has a flow that makes it.
+//
+// The same runs capture every log line (at DEBUG) and metrics line and
+// check that a distinctive payload never appears in them.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/iam"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// secret is the distinctive payload content that must never be logged.
+const secret = "s3cr3t-payload-7f1d2c"
+
+// recorder collects the calls of one function, by template resource.
+type recorder struct {
+	mu      sync.Mutex
+	targets map[string]string // table name / queue URL -> logical id
+	calls   map[iam.Grant]bool
+	unknown []iam.Call
+}
+
+func newRecorder(table string, q awstest.Queues) *recorder {
+	return &recorder{
+		targets: map[string]string{
+			table:                  iam.TasksTable,
+			table + "/index/sweep": iam.SweepIndex,
+			q.Work:                 iam.WorkQueue,
+			q.WorkDLQ:              iam.WorkDeadLetterQueue,
+			q.Intake:               iam.IntakeQueue,
+			q.IntakeDLQ:            iam.IntakeDeadLetterQueue,
+		},
+		calls: map[iam.Grant]bool{},
+	}
+}
+
+func (r *recorder) add(c iam.Call) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.targets[c.Target]
+	if !ok {
+		r.unknown = append(r.unknown, c)
+		return
+	}
+	r.calls[iam.Grant{Action: c.Action, Resource: id}] = true
+}
+
+// check compares the recorded calls with f.Calls.
+func (r *recorder) check(t *testing.T, f iam.Function) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.unknown {
+		t.Errorf("%s called %s on %q, which is none of the template's resources", f.LogicalID, c.Action, c.Target)
+	}
+	for g := range r.calls {
+		if !contains(f.Calls, g) {
+			t.Errorf("%s called %s on %s, which internal/iam does not list", f.LogicalID, g.Action, g.Resource)
+		}
+	}
+	for _, g := range f.Calls {
+		if !r.calls[g] {
+			t.Errorf("no flow of %s called %s on %s: drop it from internal/iam and the role, or add the flow that needs it", f.LogicalID, g.Action, g.Resource)
+		}
+	}
+}
+
+func contains(gs []iam.Grant, g iam.Grant) bool {
+	for _, x := range gs {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// syncBuffer is a log sink for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines decodes JSON lines, failing on any that is not JSON.
+func lines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var ls []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		ls = append(ls, m)
+	}
+	return ls
+}
+
+func noSecret(t *testing.T, what, out string) {
+	t.Helper()
+	if out == "" {
+		t.Fatalf("no %s captured", what)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("the payload appears in the %s:\n%s", what, out)
+	}
+}
+
+// stack is one test's resources, and an unrecorded SQS client to drive them.
+type stack struct {
+	cfg    aws.Config
+	table  string
+	queues awstest.Queues
+	sqs    *sqs.Client
+}
+
+func setupStack(t *testing.T) *stack {
+	t.Helper()
+	cfg := awstest.Config(t)
+	return &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+}
+
+// recorded returns a copy of the stack's config that records into r and
+// enforces f's grants, as the function's main does.
+func (s *stack) recorded(r *recorder, f iam.Function) aws.Config {
+	cfg := s.cfg.Copy()
+	cfg.APIOptions = append(cfg.APIOptions, iam.Record(r.add), iam.Enforce(f.Calls))
+	return cfg
+}
+
+func (s *stack) send(t *testing.T, url, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// receive returns the next n messages of url as a Lambda event, as the
+// event source mapping would deliver them.
+func (s *stack) receive(t *testing.T, url string, n int) events.SQSEvent {
+	t.Helper()
+	var ev events.SQSEvent
+	deadline := time.Now().Add(20 * time.Second)
+	for len(ev.Records) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d messages", len(ev.Records), n)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: int32(min(n-len(ev.Records), 10)), WaitTimeSeconds: 1,
+			VisibilityTimeout:           60,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{
+				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
+			})
+		}
+	}
+	return ev
+}
+
+func inline(t *testing.T, kind, id string, payload any, maxAttempts int) string {
+	t.Helper()
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := token.Inline(kind, id, raw, maxAttempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
+	t.Parallel()
+	s := setupStack(t)
+	rec := newRecorder(s.table, s.queues)
+	logs, emf := &syncBuffer{}, &syncBuffer{}
+
+	// The worker as functions/worker/main.go wires it, at DEBUG.
+	handlers := leasehold.NewHandlers()
+	examples.Register(handlers)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: s.recorded(rec, iam.Worker), Table: s.table, QueueURL: s.queues.Work,
+		DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: handlers,
+	},
+		leasehold.WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		leasehold.WithMetrics(emf))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A task leased by another worker: its token is hidden, not run.
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(s.cfg), s.table, lease.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := store.Create(ctx, lease.NewTask{ID: "held", Kind: "greet", Payload: []byte(`{"name":"` + secret + `"}`), MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, "held", "another-worker"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, body := range []string{
+		inline(t, "greet", "ok", examples.Greeting{Name: secret}, 3),                               // create-and-claim, finish
+		inline(t, "flaky", "retry", map[string]any{"succeed_on_attempt": 2, "note": secret}, 2),    // release, fresh delayed token
+		`{"v":1,"kind":"greet","payload":{"name":"` + secret + `"},"unexpected":"` + secret + `"}`, // names no task: to the DLQ
+		token.Ref("held"), // leased elsewhere: hidden
+	} {
+		s.send(t, s.queues.Work, body)
+	}
+	ev := s.receive(t, s.queues.Work, 4)
+	ictx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-7"})
+	ictx, icancel := context.WithTimeout(ictx, time.Minute)
+	defer icancel()
+	resp, err := w.HandleSQS(ictx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 {
+		t.Errorf("want only the leased task's message back, got %v", resp.BatchItemFailures)
+	}
+
+	// The retry's fresh token carries the next attempt, which succeeds.
+	ev = s.receive(t, s.queues.Work, 1)
+	if resp, err := w.HandleSQS(ictx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("retry: %v %v", resp, err)
+	}
+	for id, want := range map[string]lease.Status{"ok": lease.StatusSucceeded, "retry": lease.StatusSucceeded, "held": lease.StatusRunning} {
+		if got, err := store.Get(ctx, id); err != nil || got.Status != want {
+			t.Errorf("task %s: %v %v, want %s", id, got.Status, err, want)
+		}
+	}
+
+	rec.check(t, iam.Worker)
+	noSecret(t, "worker logs", logs.String())
+	noSecret(t, "worker metrics", emf.String())
+
+	// The log line of a finished task carries what an operator needs.
+	var found bool
+	for _, l := range lines(t, logs.String()) {
+		if l["msg"] != "task succeeded" || l["task_id"] != "ok" {
+			continue
+		}
+		found = true
+		for _, key := range []string{"request_id", "message_id", "task_id", "kind", "attempt", "fence", "duration_ms"} {
+			if _, ok := l[key]; !ok {
+				t.Errorf("log line %v lacks %s", l, key)
+			}
+		}
+		if l["request_id"] != "req-7" {
+			t.Errorf("request_id = %v", l["request_id"])
+		}
+	}
+	if !found {
+		t.Errorf("no \"task succeeded\" line for task ok in:\n%s", logs.String())
+	}
+}
+
+func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
+	t.Parallel()
+	s := setupStack(t)
+	rec := newRecorder(s.table, s.queues)
+	logs := &syncBuffer{}
+	clock := clockwork.NewFakeClockAt(time.Now())
+
+	// The dispatcher as functions/dispatch/main.go wires it, at DEBUG.
+	cfg := s.recorded(rec, iam.Dispatch)
+	settings := dispatch.Settings{Table: s.table, WorkQueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ}
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
+	dc := settings.Config(store, sqs.NewFromConfig(cfg), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	dc.Clock = clock
+	d, err := dispatch.New(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	invoke := func(event any) {
+		t.Helper()
+		raw, err := json.Marshal(event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if _, err := d.Handle(ctx, raw); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+	}
+	record := func(id, body string) events.SQSMessage {
+		return events.SQSMessage{MessageId: id, Body: body, EventSource: "aws:sqs", ReceiptHandle: "rh-" + id}
+	}
+	invoke(events.SQSEvent{Records: []events.SQSMessage{
+		record("m-now", `{"v":1,"kind":"greet","id":"now","payload":{"name":"`+secret+`"}}`),                          // store, token now
+		record("m-later", `{"v":1,"kind":"greet","id":"later","payload":{"name":"`+secret+`"},"delay_seconds":3600}`), // store, sweep later
+		record("m-bad", `{"v":1,"kind":"greet","payload":{"name":"`+secret+`"},"bogus":1}`),                           // invalid: to the DLQ
+	}})
+	// The sweep an hour and a bit later dispatches the delayed task.
+	clock.Advance(time.Hour + 5*time.Minute)
+	invoke(map[string]any{"source": "aws.events", "detail-type": "Scheduled Event", "detail": map[string]any{}})
+
+	// Tokens for both tasks reach the work queue (the sweep may also
+	// re-dispatch "now", whose grace has passed on the fake clock).
+	got := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for !got["now"] || !got["later"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("tokens for %v, want now and later", got)
+		}
+		for _, r := range s.receive(t, s.queues.Work, 1).Records {
+			tok, err := token.Decode(r.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[tok.ID] = true
+		}
+	}
+
+	rec.check(t, iam.Dispatch)
+	noSecret(t, "dispatch logs", logs.String())
+	lines(t, logs.String())
+}
+
+// TestEnforce checks the run-time half without a stack: a granted action
+// goes through, any other fails before anything is sent.
+func TestEnforce(t *testing.T) {
+	t.Parallel()
+	errSent := fmt.Errorf("reached the transport")
+	cfg := aws.Config{Region: "us-east-1", Credentials: aws.AnonymousCredentials{}}
+	cfg.APIOptions = append(cfg.APIOptions, iam.Enforce([]iam.Grant{{Action: "sqs:SendMessage", Resource: iam.WorkQueue}}))
+	cfg.HTTPClient = transportFunc(func() error { return errSent })
+	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	ctx := t.Context()
+	url := aws.String("https://sqs.us-east-1.amazonaws.com/1/q")
+
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("x")}); !errors.Is(err, errSent) {
+		t.Errorf("granted SendMessage: %v, want it to reach the transport", err)
+	}
+	// SendMessageBatch is authorized as sqs:SendMessage.
+	if _, err := q.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: url, Entries: []sqstypes.SendMessageBatchRequestEntry{{Id: aws.String("1"), MessageBody: aws.String("x")}}}); !errors.Is(err, errSent) {
+		t.Errorf("granted SendMessageBatch: %v, want it to reach the transport", err)
+	}
+	_, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: aws.String("r")})
+	if !errors.Is(err, iam.ErrNotGranted) || !strings.Contains(err.Error(), "sqs:DeleteMessage") {
+		t.Errorf("DeleteMessage: %v, want ErrNotGranted naming sqs:DeleteMessage", err)
+	}
+	_, err = ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddbtypes.AttributeValue{"id": &ddbtypes.AttributeValueMemberS{Value: "x"}}})
+	if !errors.Is(err, iam.ErrNotGranted) || !strings.Contains(err.Error(), "dynamodb:GetItem") {
+		t.Errorf("GetItem: %v, want ErrNotGranted naming dynamodb:GetItem", err)
+	}
+}
+
+// transportFunc is an HTTP client that sends nothing.
+type transportFunc func() error
+
+func (f transportFunc) Do(*http.Request) (*http.Response, error) { return nil, f() }
