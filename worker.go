@@ -56,6 +56,9 @@ const (
 	EnvConcurrency    = "LEASEHOLD_CONCURRENCY"
 	EnvClockSkew      = "LEASEHOLD_CLOCK_SKEW"
 	EnvDeadlineMargin = "LEASEHOLD_DEADLINE_MARGIN"
+	// EnvDispatchGrace must be the same for the worker and dispatch: it
+	// places released and running tasks in the sweep index.
+	EnvDispatchGrace = "LEASEHOLD_DISPATCH_GRACE"
 	// EnvLogLevel is read by the function mains: DEBUG, INFO (default),
 	// WARN or ERROR.
 	EnvLogLevel = "LEASEHOLD_LOG_LEVEL"
@@ -83,6 +86,7 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		{EnvRenewBefore, WithRenewBefore},
 		{EnvClockSkew, WithClockSkew},
 		{EnvDeadlineMargin, WithDeadlineMargin},
+		{EnvDispatchGrace, WithDispatchGrace},
 	}
 	for _, d := range durations {
 		if v := os.Getenv(d.env); v != "" {
@@ -118,6 +122,7 @@ type WorkerOption func(*workerOptions)
 type workerOptions struct {
 	lc          lifecycle.Config
 	skew        time.Duration
+	grace       time.Duration
 	maxAttempts *int // set explicitly: zero is then a mistake, not "default"
 	concurrency *int
 	metrics     io.Writer
@@ -163,6 +168,13 @@ func WithClockSkew(d time.Duration) WorkerOption {
 // context ends so that the lease can be released (default 5s).
 func WithDeadlineMargin(d time.Duration) WorkerOption {
 	return func(o *workerOptions) { o.lc.DeadlineMargin = d }
+}
+
+// WithDispatchGrace sets how long past its expected start (or its lease's
+// expiry plus skew) a task may go unclaimed before the sweeper dispatches it
+// again (default 2m). It must match the dispatch function's setting.
+func WithDispatchGrace(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.grace = d }
 }
 
 // WithVisibilityMargin sets what is added to the lease when a message is
@@ -242,6 +254,9 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		}
 		o.lc.Concurrency = *o.concurrency
 	}
+	if o.grace < 0 {
+		return nil, fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
+	}
 	if o.skew < 0 {
 		return nil, fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
 	}
@@ -252,6 +267,7 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		Clock:         o.lc.Clock,
 		LeaseDuration: o.lc.LeaseDuration,
 		Skew:          o.skew,
+		DispatchGrace: o.grace,
 	})
 	q := sqs.NewFromConfig(cfg.AWS)
 	w, err := newWorker(store, q, cfg, o)

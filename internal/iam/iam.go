@@ -127,7 +127,7 @@ var Worker = Function{
 		leasehold.EnvTable, leasehold.EnvWorkQueueURL, leasehold.EnvWorkDLQURL,
 		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvLogLevel,
+		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel,
 	},
 	Unread: merge(runnerEnv, dispatchEnv),
 }
@@ -157,7 +157,7 @@ var (
 	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue itself; in Lambda the event source mapping polls",
 		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout)
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
-		dispatch.EnvIntakeDLQURL, dispatch.EnvDispatchGrace, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
+		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin)
