@@ -173,9 +173,11 @@ func (w *watch) pollDLQ(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	out, err := w.q.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(w.dlq),
-		MaxNumberOfMessages:         10,
-		VisibilityTimeout:           1, // others' messages come back at once
+		QueueUrl:            aws.String(w.dlq),
+		MaxNumberOfMessages: 10,
+		// Messages of earlier runs stay hidden for a while, so that the
+		// next receive looks further into the queue.
+		VisibilityTimeout:           30,
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSentTimestamp},
 	})
