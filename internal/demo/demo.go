@@ -39,6 +39,9 @@ const (
 	clockSkew     = time.Second
 	callTimeout   = 10 * time.Second
 	pollEvery     = 250 * time.Millisecond
+	// receiveVisibility must exceed leaseDuration - renewBefore, when the
+	// first renewal extends a running task's message.
+	receiveVisibility = 5 * time.Second
 )
 
 // Defaults for Config.
@@ -115,12 +118,18 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		runnerDone <- serve.Run(runCtx, serve.Config{
 			Worker: w,
+			// A long poll abandoned at the end of a run can still take
+			// messages on the server; a short receive visibility brings
+			// them back within seconds rather than the queue's 60s. A
+			// running task's message stays hidden: renewals extend it.
 			WorkerOptions: []leasehold.RunOption{
 				leasehold.WithPollers(2), leasehold.WithLongPoll(time.Second),
+				leasehold.WithReceiveVisibility(receiveVisibility),
 				leasehold.WithInvocationTimeout(30 * time.Second),
 			},
 			Dispatcher: d, IntakeSQS: q, IntakeQueueURL: res.IntakeQueueURL,
-			Intake:     eventsource.Config{WaitTime: time.Second, InvocationTimeout: 30 * time.Second},
+			Intake: eventsource.Config{WaitTime: time.Second, VisibilityTimeout: receiveVisibility,
+				InvocationTimeout: 30 * time.Second},
 			SweepEvery: 5 * time.Second,
 			Logger:     cfg.Log,
 		})
