@@ -2,12 +2,23 @@ module github.com/leasehold/leasehold
 
 go 1.26
 
-require github.com/jonboulle/clockwork v0.5.0
+require (
+	github.com/aws/aws-lambda-go v1.55.1
+	github.com/jonboulle/clockwork v0.5.0
+	github.com/schollz/progressbar/v3 v3.19.1
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
+	go.uber.org/goleak v1.3.0
+	golang.org/x/term v0.44.0
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
-	github.com/aws/aws-lambda-go v1.55.1 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	golang.org/x/sys v0.46.0 // indirect
 )
 
 require (
@@ -27,5 +38,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
-	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/aws/smithy-go v1.28.9
 )

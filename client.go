@@ -1,0 +1,586 @@
+package leasehold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// ClientConfig names the resources a client uses.
+type ClientConfig struct {
+	// AWS is the SDK configuration the DynamoDB and SQS clients are built
+	// from; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS point it at a
+	// local stack.
+	AWS aws.Config
+	// Table is the tasks table (required).
+	Table string
+	// WorkQueueURL is the work queue the workers consume. Enqueue and
+	// EnqueueMany need it (or WorkQueueName); without either, Retry leaves
+	// the dispatch of the retried task to the sweeper. Get, List and Cancel
+	// do not use it.
+	WorkQueueURL string
+	// WorkQueueName, used when WorkQueueURL is empty, is looked up with
+	// GetQueueUrl on first use.
+	WorkQueueName string
+}
+
+// ClientOption tunes a client.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	callTimeout time.Duration
+	clock       clockwork.Clock
+	maxAttempts int
+	endpoint    string
+	concurrency int
+}
+
+// Defaults of a client.
+const (
+	DefaultClientCallTimeout = 10 * time.Second
+	DefaultTaskMaxAttempts   = 5
+	// DefaultEnqueueConcurrency is how many DynamoDB or SQS calls
+	// EnqueueMany has in flight at once.
+	DefaultEnqueueConcurrency = dispatch.DefaultConcurrency
+)
+
+// WithCallTimeout bounds each call to DynamoDB or SQS (default 10s).
+func WithCallTimeout(d time.Duration) ClientOption {
+	return func(o *clientOptions) { o.callTimeout = d }
+}
+
+// WithClientClock replaces the client's time source (Delay, Wait); for
+// tests.
+func WithClientClock(c clockwork.Clock) ClientOption {
+	return func(o *clientOptions) { o.clock = c }
+}
+
+// WithDefaultTaskAttempts sets the max attempts of a task enqueued without
+// MaxAttempts (default 5).
+func WithDefaultTaskAttempts(n int) ClientOption {
+	return func(o *clientOptions) { o.maxAttempts = n }
+}
+
+// WithEnqueueConcurrency bounds the calls EnqueueMany makes at once
+// (default DefaultEnqueueConcurrency).
+func WithEnqueueConcurrency(n int) ClientOption {
+	return func(o *clientOptions) { o.concurrency = n }
+}
+
+// WithEndpoint sends every DynamoDB and SQS call to url, such as a local
+// stack at http://127.0.0.1:4566, whatever the AWS config and the
+// AWS_ENDPOINT_URL* variables say.
+func WithEndpoint(url string) ClientOption {
+	return func(o *clientOptions) { o.endpoint = url }
+}
+
+// adminStore lists the lease store calls a client makes; both stores
+// satisfy it.
+type adminStore interface {
+	Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
+	Get(ctx context.Context, id string) (lease.Task, error)
+	RequestCancel(ctx context.Context, id string) (lease.Task, error)
+	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
+	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
+}
+
+// Client enqueues, inspects, cancels and retries tasks. It is safe for
+// concurrent use.
+type Client struct {
+	store     adminStore
+	sqs       clientSQS
+	table     string
+	queueName string
+	opts      clientOptions
+
+	// endpoints names, per SDK service id, where calls go: for errors.
+	endpoints map[string]string
+
+	mu       sync.Mutex
+	queueURL string // looked up from queueName on first use
+}
+
+// NewClient checks cfg and opts and returns a client. It makes no call.
+func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
+	if cfg.Table == "" {
+		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
+	}
+	o := clientOptions{callTimeout: DefaultClientCallTimeout, maxAttempts: DefaultTaskMaxAttempts}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = clockwork.NewRealClock()
+	}
+	switch {
+	case o.callTimeout <= 0:
+		return nil, fmt.Errorf("%w: call timeout must be positive, got %s", ErrConfig, o.callTimeout)
+	case o.concurrency < 0:
+		return nil, fmt.Errorf("%w: enqueue concurrency cannot be negative", ErrConfig)
+	case o.maxAttempts < 1 || o.maxAttempts > lease.MaxAttemptsLimit:
+		return nil, fmt.Errorf("%w: default max attempts %d is outside 1..%d", ErrConfig, o.maxAttempts, lease.MaxAttemptsLimit)
+	}
+	ddb := dynamodb.NewFromConfig(cfg.AWS, func(d *dynamodb.Options) {
+		if o.endpoint != "" {
+			d.BaseEndpoint = aws.String(o.endpoint)
+		}
+	})
+	queue := sqs.NewFromConfig(cfg.AWS, func(q *sqs.Options) {
+		if o.endpoint != "" {
+			q.BaseEndpoint = aws.String(o.endpoint)
+		}
+	})
+	store := lease.NewDynamoStore(ddb, cfg.Table, lease.Options{
+		Clock:       o.clock,
+		CallTimeout: o.callTimeout,
+	})
+	return &Client{
+		store:     store,
+		sqs:       queue,
+		table:     cfg.Table,
+		queueURL:  cfg.WorkQueueURL,
+		queueName: cfg.WorkQueueName,
+		opts:      o,
+		endpoints: map[string]string{
+			"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
+			"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),
+		},
+	}, nil
+}
+
+// endpointOf is where a client's calls go: its configured base endpoint, or
+// the service's regional AWS endpoint.
+func endpointOf(base *string, service, region string) string {
+	if base != nil && *base != "" {
+		return *base
+	}
+	return "https://" + service + "." + region + ".amazonaws.com"
+}
+
+// EnqueueOption sets a property of an enqueued task.
+type EnqueueOption func(*Submission)
+
+// ID names the task. Enqueueing an id that exists is a no-op that returns
+// the stored task with an error matching ErrAlreadyExists, so a retried
+// Enqueue never makes a second task. Without ID the client picks a random
+// one.
+func ID(id string) EnqueueOption { return func(s *Submission) { s.ID = id } }
+
+// Delay makes the task due d from now. Delays longer than SQS's 15 minutes
+// are kept in the table and dispatched by the sweeper when due.
+func Delay(d time.Duration) EnqueueOption { return func(s *Submission) { s.Delay = d } }
+
+// At makes the task due at t (the same rules as Delay).
+func At(t time.Time) EnqueueOption { return func(s *Submission) { s.RunAt = t } }
+
+// MaxAttempts bounds the attempts of the task (1..100; default 5).
+func MaxAttempts(n int) EnqueueOption { return func(s *Submission) { s.MaxAttempts = n } }
+
+// Submission is one task for EnqueueMany. Only Kind is required.
+type Submission struct {
+	Kind string
+	// Payload is encoded with encoding/json; a json.RawMessage is used as
+	// is (it must be valid JSON). nil means no payload.
+	Payload any
+	// ID names the task (see the ID option); empty picks a random one.
+	ID string
+	// MaxAttempts is 1..100; 0 takes the client's default.
+	MaxAttempts int
+	// Delay or RunAt (not both) make the task due later.
+	Delay time.Duration
+	RunAt time.Time
+}
+
+// EnqueueResult is the outcome of one Submission of EnqueueMany.
+type EnqueueResult struct {
+	// ID is the task's id (picked by the client when the submission had
+	// none); empty only when the submission was rejected before an id was
+	// needed.
+	ID string
+	// Task is the stored task: the new one, or on ErrAlreadyExists the one
+	// that was there. Zero when Err is any other error.
+	Task TaskInfo
+	// Err is nil, or an error matching ErrAlreadyExists (nothing was
+	// enqueued: the id was taken), ErrInvalid (the submission breaks a
+	// rule), ErrNotSent (stored, but the dispatch token was not sent) or
+	// another failure to store it.
+	Err error
+}
+
+// BatchOption tunes EnqueueMany.
+type BatchOption func(*batchOptions)
+
+type batchOptions struct {
+	progress func(done, total int)
+}
+
+// OnProgress has EnqueueMany call f after each chunk with how many
+// submissions are done (stored, rejected or failed) out of total. Calls come
+// from the goroutine that called EnqueueMany, one at a time.
+func OnProgress(f func(done, total int)) BatchOption {
+	return func(o *batchOptions) { o.progress = f }
+}
+
+// Enqueue stores a task and dispatches it. payload is encoded as JSON (a
+// json.RawMessage passes through). The returned TaskInfo omits nothing but
+// the result.
+func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
+	s := Submission{Kind: kind, Payload: payload}
+	for _, opt := range opts {
+		opt(&s)
+	}
+	res, err := c.EnqueueMany(ctx, []Submission{s})
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return res[0].Task, res[0].Err
+}
+
+// EnqueueMany stores and dispatches any number of tasks: it splits them into
+// the limits of DynamoDB and SQS and runs a bounded number of calls at once.
+// results[i] is the outcome of subs[i]; one submission's failure does not
+// stop the others. The error is non-nil only when nothing could be done at
+// all, such as an unreachable endpoint or a cancelled ctx; the results then
+// say which submissions were done before.
+func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) ([]EnqueueResult, error) {
+	var o batchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	results := make([]EnqueueResult, len(subs))
+	tasks := make([]lease.NewTask, 0, len(subs))
+	index := make([]int, 0, len(subs)) // tasks[j] is subs[index[j]]
+	now := c.opts.clock.Now()
+	for i, s := range subs {
+		nt, err := c.newTask(s, now)
+		results[i].ID = nt.ID
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		tasks = append(tasks, nt)
+		index = append(index, i)
+	}
+	done := len(subs) - len(tasks)
+	report := func() {
+		if o.progress != nil {
+			o.progress(done, len(subs))
+		}
+	}
+	if len(tasks) == 0 {
+		report()
+		return results, nil
+	}
+	queueURL, err := c.workQueue(ctx)
+	if err != nil {
+		for _, i := range index {
+			results[i].Err = err
+		}
+		return results, err
+	}
+	for start := 0; start < len(tasks); start += enqueueChunk {
+		end := min(start+enqueueChunk, len(tasks))
+		out, err := c.dispatch(ctx, queueURL, tasks[start:end])
+		if err != nil {
+			err = c.translate(ctx, err)
+			for j := start; j < len(tasks); j++ {
+				results[index[j]].Err = err
+			}
+			return results, fmt.Errorf("enqueue: %w", err)
+		}
+		for j, r := range out {
+			results[index[start+j]] = r
+		}
+		done += end - start
+		report()
+	}
+	return results, nil
+}
+
+// enqueueChunk is how many tasks go to the dispatcher between progress
+// reports: large enough to keep its concurrent calls busy.
+const enqueueChunk = 400
+
+// newTask checks a submission and turns it into a task record.
+func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
+	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts}
+	if nt.ID == "" {
+		nt.ID = newTaskID()
+	}
+	if nt.MaxAttempts == 0 {
+		nt.MaxAttempts = c.opts.maxAttempts
+	}
+	switch {
+	case s.Delay < 0:
+		return nt, fmt.Errorf("%w: negative delay %s", ErrInvalid, s.Delay)
+	case s.Delay > 0 && !s.RunAt.IsZero():
+		return nt, fmt.Errorf("%w: a task takes a delay or a start time, not both", ErrInvalid)
+	case s.Delay > token.MaxSubmissionDelay, !s.RunAt.IsZero() && s.RunAt.Sub(now) > token.MaxSubmissionDelay:
+		return nt, fmt.Errorf("%w: a task may start at most %d days ahead", ErrInvalid, int(token.MaxSubmissionDelay/(24*time.Hour)))
+	case s.Delay > 0:
+		nt.RunAt = now.Add(s.Delay)
+	default:
+		nt.RunAt = s.RunAt
+	}
+	payload, err := encodePayload(s.Payload)
+	if err != nil {
+		return nt, err
+	}
+	nt.Payload = payload
+	if err := nt.Validate(); err != nil {
+		if s.ID != "" {
+			return nt, fmt.Errorf("task %s: %w", s.ID, err)
+		}
+		return nt, err
+	}
+	return nt, nil
+}
+
+func encodePayload(p any) ([]byte, error) {
+	switch v := p.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+		}
+		return v, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: payload does not encode as JSON: %w", ErrInvalid, err)
+	}
+	return b, nil
+}
+
+// newTaskID returns a random version-4 UUID.
+func newTaskID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// Get reads a task, payload, result and history included.
+func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
+	t, err := c.store.Get(ctx, id)
+	if err != nil {
+		return TaskInfo{}, c.translate(ctx, err)
+	}
+	return infoOf(t), nil
+}
+
+// ListOptions selects a page of tasks.
+type ListOptions struct {
+	// Status selects the tasks with this status; empty lists every status
+	// in lifecycle order (PENDING first).
+	Status Status
+	// Limit bounds the page (default 100, at most 1000).
+	Limit int
+	// Cursor continues from a previous Page.Next; it is only valid with the
+	// same Status.
+	Cursor string
+}
+
+// Page is one page of List.
+type Page struct {
+	// Tasks are newest first within each status. Payload, Result and
+	// History are left out: Get has them.
+	Tasks []TaskInfo
+	// Next is the cursor of the next page; empty on the last page.
+	Next string
+}
+
+// List limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// listCursor is what a Page.Next encodes: where in the status sequence the
+// listing stands, and the store's cursor within that status.
+type listCursor struct {
+	Status int    `json:"s"`
+	Inner  string `json:"c,omitempty"`
+}
+
+// List returns a page of tasks. Page through with Page.Next until it is
+// empty; a task that changes status between pages may be seen twice or not
+// at all, as with any paged listing of live data.
+func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
+	limit := o.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return Page{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalid, limit, MaxListLimit)
+	}
+	statuses := Statuses()
+	if o.Status != "" {
+		s, err := ParseStatus(string(o.Status))
+		if err != nil {
+			return Page{}, err
+		}
+		statuses = []Status{s}
+	}
+	var cur listCursor
+	if o.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(o.Cursor)
+		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= len(statuses) {
+			return Page{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+		}
+	}
+	var page Page
+	for cur.Status < len(statuses) && len(page.Tasks) < limit {
+		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), limit-len(page.Tasks), cur.Inner)
+		if err != nil {
+			if errors.Is(err, lease.ErrBadCursor) {
+				return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			return Page{}, c.translate(ctx, err)
+		}
+		for _, t := range tasks {
+			page.Tasks = append(page.Tasks, infoOf(t))
+		}
+		if next != "" {
+			cur.Inner = next
+			continue
+		}
+		cur = listCursor{Status: cur.Status + 1}
+	}
+	if cur.Status < len(statuses) {
+		raw, _ := json.Marshal(cur)
+		page.Next = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return page, nil
+}
+
+// Cancel cancels a task. A PENDING task becomes CANCELLED at once and never
+// runs. A RUNNING task is marked: its worker cancels the handler's context
+// (cause ErrCancelRequested) at its next lease renewal, and the task ends
+// CANCELLED unless the handler finished first. A task that already ended
+// gives an error matching ErrFinished.
+func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
+	t, err := c.store.RequestCancel(ctx, id)
+	if err != nil {
+		return TaskInfo{}, c.translate(ctx, err)
+	}
+	return infoOf(t), nil
+}
+
+// RetryOption tunes Retry.
+type RetryOption func(*retryOptions)
+
+type retryOptions struct{ extra int }
+
+// ExtraAttempts grants n more attempts (default 1).
+func ExtraAttempts(n int) RetryOption { return func(o *retryOptions) { o.extra = n } }
+
+// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with more
+// attempts; its attempt count and history are kept. Any other status gives
+// an error matching ErrNotRetryable. The task is dispatched at once when
+// the client has a work queue; if that send fails, or without a queue, the
+// sweeper dispatches it.
+func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (TaskInfo, error) {
+	o := retryOptions{extra: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.extra < 1 || o.extra > lease.MaxAttemptsLimit {
+		return TaskInfo{}, fmt.Errorf("%w: extra attempts %d is outside 1..%d", ErrInvalid, o.extra, lease.MaxAttemptsLimit)
+	}
+	t, err := c.store.Retry(ctx, id, o.extra)
+	if err != nil {
+		return TaskInfo{}, c.translate(ctx, err)
+	}
+	// The task is safely PENDING and in the sweep index, so a failed send
+	// only delays it until the sweep; it is not the caller's error.
+	if queueURL, err := c.workQueue(ctx); err == nil {
+		_ = c.sendRef(ctx, queueURL, id)
+	}
+	return infoOf(t), nil
+}
+
+// WaitOption tunes Wait.
+type WaitOption func(*waitOptions)
+
+type waitOptions struct{ first, max time.Duration }
+
+// PollInterval sets the first and the largest pause between two reads of
+// the task (default 100ms growing to 2s).
+func PollInterval(first, max time.Duration) WaitOption {
+	return func(o *waitOptions) { o.first, o.max = first, max }
+}
+
+// Wait reads the task until it reaches a terminal status and returns it,
+// result included; the pause between reads grows to a cap. When ctx ends
+// first it returns the task as last read and an error wrapping ctx's cause:
+// give it a deadline.
+func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskInfo, error) {
+	o := waitOptions{first: 100 * time.Millisecond, max: 2 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.first <= 0 || o.max < o.first {
+		return TaskInfo{}, fmt.Errorf("%w: poll interval %s..%s", ErrInvalid, o.first, o.max)
+	}
+	pause := o.first
+	var last TaskInfo
+	for {
+		info, err := c.Get(ctx, id)
+		switch {
+		case err != nil && ctx.Err() != nil && last.ID != "":
+			return last, fmt.Errorf("wait for task %s (%s): %w", id, last.Status, context.Cause(ctx))
+		case err != nil:
+			return TaskInfo{}, err
+		case info.Status.Terminal():
+			return info, nil
+		}
+		last = info
+		timer := c.opts.clock.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return info, fmt.Errorf("wait for task %s (%s): %w", id, info.Status, context.Cause(ctx))
+		case <-timer.Chan():
+		}
+		pause = min(pause*2, o.max)
+	}
+}
+
+// Result waits for the task (see Wait) and decodes its result into R. A task
+// that ended FAILED or CANCELLED gives a *TaskError matching ErrTaskFailed
+// or ErrTaskCancelled.
+func Result[R any](ctx context.Context, c *Client, id string, opts ...WaitOption) (R, error) {
+	var r R
+	info, err := c.Wait(ctx, id, opts...)
+	if err != nil {
+		return r, err
+	}
+	if info.Status != StatusSucceeded {
+		return r, &TaskError{ID: id, Status: info.Status, Message: info.Error}
+	}
+	if len(info.Result) > 0 {
+		if err := json.Unmarshal(info.Result, &r); err != nil {
+			return r, fmt.Errorf("decode result of task %s into %T: %w", id, r, err)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,95 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// clientSQS lists the SQS calls a client makes, with the SDK's signatures.
+type clientSQS interface {
+	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// workQueue returns the work queue's URL, looking it up by name on first
+// use. A failed lookup is not remembered.
+func (c *Client) workQueue(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	url := c.queueURL
+	c.mu.Unlock()
+	if url != "" {
+		return url, nil
+	}
+	if c.queueName == "" {
+		return "", fmt.Errorf("%w: no work queue: set ClientConfig.WorkQueueURL or WorkQueueName", ErrConfig)
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
+	defer cancel()
+	out, err := c.sqs.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(c.queueName)})
+	if err != nil {
+		if t := c.translate(ctx, err); t != err {
+			return "", t
+		}
+		return "", fmt.Errorf("look up work queue %s: %w: %w", c.queueName, ErrBackend, err)
+	}
+	url = aws.ToString(out.QueueUrl)
+	c.mu.Lock()
+	c.queueURL = url
+	c.mu.Unlock()
+	return url, nil
+}
+
+// sendRef puts a reference token for a stored task on the work queue.
+func (c *Client) sendRef(ctx context.Context, queueURL, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
+	defer cancel()
+	_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(queueURL),
+		MessageBody: aws.String(token.Ref(id)),
+	})
+	if err != nil {
+		return fmt.Errorf("send dispatch token for %s: %w: %w", id, ErrBackend, err)
+	}
+	return nil
+}
+
+// dispatch stores tasks and sends their tokens; out[i] is the outcome of
+// tasks[i]. The error is set only when the dispatcher could not start.
+func (c *Client) dispatch(ctx context.Context, queueURL string, tasks []lease.NewTask) ([]EnqueueResult, error) {
+	res, err := dispatch.Enqueue(ctx, c.store, c.sqs, queueURL, tasks, func(cfg *dispatch.Config) {
+		cfg.CallTimeout = c.opts.callTimeout
+		cfg.Clock = c.opts.clock
+		cfg.DefaultMaxAttempts = c.opts.maxAttempts
+		if c.opts.concurrency > 0 {
+			cfg.Concurrency = c.opts.concurrency
+		}
+	})
+	if err != nil && !errors.Is(err, dispatch.ErrIncomplete) {
+		return nil, err
+	}
+	out := make([]EnqueueResult, len(tasks))
+	for i, r := range res {
+		out[i].ID = tasks[i].ID
+		if r.Task.ID != "" {
+			out[i].Task = infoOf(r.Task)
+		}
+		switch {
+		case errors.Is(r.Err, dispatch.ErrSend):
+			out[i].Err = &NotSentError{ID: tasks[i].ID, Err: c.translate(ctx, r.Err)}
+		case r.Err != nil:
+			out[i].Err = c.translate(ctx, r.Err)
+		case r.Duplicate:
+			out[i].Err = fmt.Errorf("task %s: %w", tasks[i].ID, ErrAlreadyExists)
+		}
+	}
+	return out, nil
+}

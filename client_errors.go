@@ -1,0 +1,201 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Errors returned by the Client. Test them with errors.Is; the typed errors
+// below match them and carry details.
+var (
+	// ErrNotFound: no task has this id.
+	ErrNotFound = lease.ErrNotFound
+	// ErrAlreadyExists: Enqueue found a task with this id. The task is not
+	// enqueued again; the TaskInfo returned with the error is the stored one.
+	ErrAlreadyExists = lease.ErrAlreadyExists
+	// ErrFinished: Cancel of a task that already ended.
+	ErrFinished = lease.ErrFinished
+	// ErrNotRetryable: Retry of a task that is not FAILED or CANCELLED.
+	ErrNotRetryable = lease.ErrNotRetryable
+	// ErrInvalid: an argument breaks a rule (empty kind, payload that is not
+	// JSON, attempts out of range, a list cursor this client did not issue).
+	ErrInvalid = lease.ErrInvalid
+	// ErrTooLarge: a payload over lease.MaxPayloadBytes (128 KiB). It also
+	// matches ErrInvalid.
+	ErrTooLarge = lease.ErrTooLarge
+	// ErrBackend: DynamoDB or SQS failed the call (throttling, service or
+	// network errors). Such calls are worth retrying.
+	ErrBackend = lease.ErrBackend
+	// ErrUnreachable: the DynamoDB or SQS endpoint could not be reached at
+	// all (see *UnreachableError).
+	ErrUnreachable = errors.New("endpoint unreachable")
+	// ErrStackMissing: the endpoint answers but the table or queue does not
+	// exist there (see *MissingResourceError).
+	ErrStackMissing = errors.New("table or queue does not exist")
+	// ErrNotSent: the task is stored, but its dispatch token could not be
+	// sent (see *NotSentError). The sweeper dispatches it once the dispatch
+	// grace has passed; enqueueing it again sends a token at once.
+	ErrNotSent = errors.New("task stored but not dispatched")
+	// ErrTaskFailed: Result of a task that ended FAILED (see *TaskError).
+	ErrTaskFailed = errors.New("task failed")
+	// ErrTaskCancelled: Result of a task that ended CANCELLED (see
+	// *TaskError).
+	ErrTaskCancelled = errors.New("task cancelled")
+)
+
+// UnreachableError reports a call that never got an answer: nothing listens
+// at the endpoint, its name does not resolve, or it did not answer in time.
+type UnreachableError struct {
+	Service  string // "DynamoDB" or "SQS"
+	Endpoint string // scheme://host[:port]
+	Reason   string // "connection refused", "no such host", "timed out", ...
+	Err      error  // the SDK's error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach %s at %s: %s", e.Service, e.Endpoint, e.Reason)
+}
+
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// MissingResourceError reports a table or queue that does not exist.
+type MissingResourceError struct {
+	Service  string // "DynamoDB" or "SQS"
+	Resource string // table name or queue URL
+	Err      error
+}
+
+func (e *MissingResourceError) Error() string {
+	what := "table"
+	if e.Service == "SQS" {
+		what = "queue"
+	}
+	return fmt.Sprintf("%s %s %s does not exist", e.Service, what, e.Resource)
+}
+
+func (e *MissingResourceError) Is(target error) bool { return target == ErrStackMissing }
+
+func (e *MissingResourceError) Unwrap() error { return e.Err }
+
+// NotSentError reports a task that was stored but whose dispatch token
+// could not be sent.
+type NotSentError struct {
+	ID  string
+	Err error
+}
+
+func (e *NotSentError) Error() string {
+	return fmt.Sprintf("task %s is stored but was not dispatched (the sweeper will dispatch it; enqueue it again to dispatch it now): %v", e.ID, e.Err)
+}
+
+func (e *NotSentError) Is(target error) bool { return target == ErrNotSent }
+
+func (e *NotSentError) Unwrap() error { return e.Err }
+
+// TaskError reports a task that ended without a result.
+type TaskError struct {
+	ID      string
+	Status  Status // StatusFailed or StatusCancelled
+	Message string // the task's last error
+}
+
+func (e *TaskError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("task %s ended %s", e.ID, e.Status)
+	}
+	return fmt.Sprintf("task %s ended %s: %s", e.ID, e.Status, e.Message)
+}
+
+func (e *TaskError) Is(target error) bool {
+	return (target == ErrTaskFailed && e.Status == StatusFailed) ||
+		(target == ErrTaskCancelled && e.Status == StatusCancelled)
+}
+
+// translate turns SDK failures that mean "the stack is not there" into the
+// client's errors. Everything else passes through: the lease store already
+// translated condition failures into the sentinels above.
+func (c *Client) translate(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The caller gave up: do not blame the endpoint.
+		return err
+	}
+	var ddbMissing *ddbtypes.ResourceNotFoundException
+	if errors.As(err, &ddbMissing) {
+		return &MissingResourceError{Service: "DynamoDB", Resource: c.table, Err: err}
+	}
+	var queueMissing *sqstypes.QueueDoesNotExist
+	if errors.As(err, &queueMissing) {
+		c.mu.Lock()
+		queue := c.queueURL
+		c.mu.Unlock()
+		if queue == "" {
+			queue = c.queueName
+		}
+		return &MissingResourceError{Service: "SQS", Resource: queue, Err: err}
+	}
+	if u := c.unreachable(err); u != nil {
+		return u
+	}
+	return err
+}
+
+// unreachable recognises a request that could not be sent or got no answer
+// within the call timeout (the caller's own ctx being still live).
+func (c *Client) unreachable(err error) *UnreachableError {
+	var send *smithyhttp.RequestSendError
+	timedOut := errors.Is(err, context.DeadlineExceeded)
+	if !errors.As(err, &send) && !timedOut {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	u := &UnreachableError{Service: "AWS", Endpoint: "its endpoint", Err: err}
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		u.Service = op.ServiceID
+		if ep := c.endpoints[op.ServiceID]; ep != "" {
+			u.Endpoint = ep
+		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if p, perr := url.Parse(ue.URL); perr == nil && p.Host != "" {
+			u.Endpoint = p.Scheme + "://" + p.Host
+		}
+	}
+	var dns *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		u.Reason = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		u.Reason = "connection reset"
+	case errors.As(err, &dns):
+		u.Reason = "cannot resolve host " + dns.Name
+	case timedOut, errors.As(err, &netErr) && netErr.Timeout():
+		u.Reason = fmt.Sprintf("no answer within %s", c.opts.callTimeout)
+	case ue != nil:
+		u.Reason = ue.Err.Error()
+	default:
+		u.Reason = send.Err.Error()
+	}
+	return u
+}

@@ -1,0 +1,137 @@
+package leasehold
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Status is where a task stands. See docs/states.md for the transitions.
+type Status string
+
+const (
+	// StatusPending: waiting for its first or next attempt.
+	StatusPending Status = "PENDING"
+	// StatusRunning: a worker holds its lease and runs the handler.
+	StatusRunning Status = "RUNNING"
+	// StatusSucceeded: the handler returned a result. Terminal.
+	StatusSucceeded Status = "SUCCEEDED"
+	// StatusFailed: the last attempt failed, or the handler failed it for
+	// good. Terminal until Client.Retry.
+	StatusFailed Status = "FAILED"
+	// StatusCancelled: cancelled by Client.Cancel or by the handler.
+	// Terminal until Client.Retry.
+	StatusCancelled Status = "CANCELLED"
+)
+
+// Statuses lists every status in lifecycle order.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+}
+
+func (s Status) String() string { return string(s) }
+
+// Terminal reports whether the task is done: no attempt will start without
+// an explicit Client.Retry.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// ParseStatus reads a status name in any case ("failed", "FAILED").
+func ParseStatus(name string) (Status, error) {
+	s := Status(strings.ToUpper(strings.TrimSpace(name)))
+	for _, v := range Statuses() {
+		if s == v {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown status %q (want one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)", ErrInvalid, name)
+}
+
+// TaskInfo is a client's view of one task. Times are UTC; a zero time means
+// "not yet" (and is left out of the JSON form).
+type TaskInfo struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Status Status `json:"status"`
+	// Attempt counts the attempts started so far; a snoozed attempt is
+	// handed back and does not count.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// Payload and Result are the JSON documents as stored. Client.List
+	// leaves both out; Client.Get fills them.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	// Error is the last attempt's error, if it had one.
+	Error string `json:"error,omitempty"`
+	// CancelRequested is set on a running task whose cancellation waits
+	// for its worker's next lease renewal.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// LeaseOwner and LeaseUntil name the worker holding a running task.
+	LeaseOwner string    `json:"lease_owner,omitempty"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	// RunAt is the earliest start of the next attempt.
+	RunAt      time.Time `json:"run_at,omitzero"`
+	CreatedAt  time.Time `json:"created_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// History has one entry per ended attempt, oldest first. Client.List
+	// leaves it out.
+	History []AttemptInfo `json:"history,omitempty"`
+}
+
+// AttemptInfo records how one attempt ended.
+type AttemptInfo struct {
+	Attempt int `json:"attempt"`
+	// Status is the status the attempt left the task in: PENDING for an
+	// attempt that will be retried or was snoozed.
+	Status Status    `json:"status"`
+	Error  string    `json:"error,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(append([]byte(nil), b...))
+}
+
+// infoOf is the public view of a stored task.
+func infoOf(t lease.Task) TaskInfo {
+	info := TaskInfo{
+		ID:              t.ID,
+		Kind:            t.Kind,
+		Status:          Status(t.Status),
+		Attempt:         t.Attempt,
+		MaxAttempts:     t.MaxAttempts,
+		Payload:         rawJSON(t.Payload),
+		Result:          rawJSON(t.Result),
+		Error:           t.Error,
+		CancelRequested: t.CancelRequested,
+		RunAt:           utc(t.RunAt),
+		CreatedAt:       utc(t.CreatedAt),
+		UpdatedAt:       utc(t.UpdatedAt),
+		FinishedAt:      utc(t.FinishedAt),
+	}
+	if t.Status == lease.StatusRunning {
+		info.LeaseOwner = t.LeaseOwner
+		info.LeaseUntil = utc(t.LeaseUntil)
+	}
+	for _, a := range t.History {
+		info.History = append(info.History, AttemptInfo{
+			Attempt: a.Attempt, Status: Status(a.Status), Error: a.Error, At: utc(a.At),
+		})
+	}
+	return info
+}

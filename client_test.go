@@ -1,0 +1,810 @@
+package leasehold_test
+
+// Integration tests of the Client against the local AWS stack: each test
+// has its own table and queues (internal/awstest), and the tests that need
+// tasks to run start a worker polling the test's work queue (Worker.Run).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// clientEnv is one test's slice of the local stack and a client on it.
+type clientEnv struct {
+	cfg    aws.Config
+	table  string
+	queues awstest.Queues
+	client *leasehold.Client
+	store  *lease.DynamoStore
+	sqs    *sqs.Client
+}
+
+func newClientEnv(t *testing.T, opts ...leasehold.ClientOption) *clientEnv {
+	t.Helper()
+	cfg := awstest.Config(t)
+	e := &clientEnv{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: e.table, WorkQueueURL: e.queues.Work}, opts...)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	e.client = c
+	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	return e
+}
+
+// startWorker runs a worker with the example handlers on the test's work
+// queue until the test ends.
+func (e *clientEnv) startWorker(t *testing.T, opts ...leasehold.WorkerOption) {
+	t.Helper()
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	leasehold.Handle(hs, "block", blockUntilCancelled)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ, Handlers: hs,
+	}, append([]leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Run(ctx, leasehold.WithLongPoll(time.Second), leasehold.WithInvocationTimeout(time.Minute))
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+}
+
+// blockCauses reports, per task id, why a "block" handler's context ended.
+var blockCauses sync.Map
+
+// blockUntilCancelled runs until its context ends and records the cause.
+func blockUntilCancelled(ctx context.Context, t *leasehold.Task[struct{}]) (string, error) {
+	<-ctx.Done()
+	blockCauses.Store(t.ID, context.Cause(ctx))
+	return "", context.Cause(ctx)
+}
+
+// drain deletes every message of url as it arrives until the test ends, as
+// workers would, and counts them. (moto's SendMessage costs time in
+// proportion to the messages already queued, so a bulk test must keep the
+// queue short to stay fast.)
+func drain(t *testing.T, client *sqs.Client, url string) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				out, err := client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
+					QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+				})
+				cancel()
+				if err != nil || len(out.Messages) == 0 {
+					continue
+				}
+				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
+				for i, m := range out.Messages {
+					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+				}
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				_, err = client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+				cancel()
+				if err == nil {
+					n.Add(int64(len(entries)))
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	return &n
+}
+
+// queueCounts reads the visible and the delayed message counts of url.
+func queueCounts(t *testing.T, client *sqs.Client, url string) (visible, delayed int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		t.Fatalf("queue attributes: %v", err)
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	delayed, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+	return visible, delayed
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestClientEnqueueAndGet(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+
+	info, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"}, leasehold.ID("greet-ada"), leasehold.MaxAttempts(3))
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if info.ID != "greet-ada" || info.Status != leasehold.StatusPending || info.MaxAttempts != 3 || info.CreatedAt.IsZero() {
+		t.Fatalf("Enqueue returned %+v", info)
+	}
+	got, err := e.client.Get(ctx, "greet-ada")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Kind != "greet" || string(got.Payload) != `{"name":"ada"}` || got.Attempt != 0 || got.MaxAttempts != 3 {
+		t.Fatalf("Get = %+v", got)
+	}
+	if visible, _ := queueCounts(t, e.sqs, e.queues.Work); visible != 1 {
+		t.Fatalf("work queue holds %d messages, want the task's token", visible)
+	}
+
+	// Enqueueing the id again is a no-op that hands back the stored task.
+	again, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "someone else"}, leasehold.ID("greet-ada"))
+	if !errors.Is(err, leasehold.ErrAlreadyExists) {
+		t.Fatalf("second Enqueue: err = %v, want ErrAlreadyExists", err)
+	}
+	if again.ID != "greet-ada" || !again.CreatedAt.Equal(got.CreatedAt) || string(again.Payload) != `{"name":"ada"}` {
+		t.Fatalf("second Enqueue returned %+v, want the stored task", again)
+	}
+
+	// Without an id the client picks a random one; raw JSON passes through;
+	// no payload stays empty.
+	raw, err := e.client.Enqueue(ctx, "upper", json.RawMessage(`{"text":"x"}`))
+	if err != nil || !uuidPattern.MatchString(raw.ID) || string(raw.Payload) != `{"text":"x"}` {
+		t.Fatalf("Enqueue raw: %+v, %v", raw, err)
+	}
+	empty, err := e.client.Enqueue(ctx, "upper", nil)
+	if err != nil || empty.Payload != nil || empty.MaxAttempts != leasehold.DefaultTaskMaxAttempts {
+		t.Fatalf("Enqueue nil payload: %+v, %v", empty, err)
+	}
+
+	if _, err := e.client.Get(ctx, "no-such-task"); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("Get unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+	cases := []struct {
+		name    string
+		kind    string
+		payload any
+		opts    []leasehold.EnqueueOption
+		want    error
+	}{
+		{"no kind", "", nil, nil, leasehold.ErrInvalid},
+		{"raw payload that is not JSON", "k", json.RawMessage(`{"a":`), nil, leasehold.ErrInvalid},
+		{"payload that does not encode", "k", func() {}, nil, leasehold.ErrInvalid},
+		{"payload over the limit", "k", strings.Repeat("x", lease.MaxPayloadBytes), nil, leasehold.ErrTooLarge},
+		{"zero attempts", "k", nil, []leasehold.EnqueueOption{leasehold.MaxAttempts(-1)}, leasehold.ErrInvalid},
+		{"too many attempts", "k", nil, []leasehold.EnqueueOption{leasehold.MaxAttempts(101)}, leasehold.ErrInvalid},
+		{"negative delay", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(-time.Second)}, leasehold.ErrInvalid},
+		{"delay and time", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(time.Minute), leasehold.At(time.Now().Add(time.Hour))}, leasehold.ErrInvalid},
+		{"more than a year ahead", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
+	}
+	for _, tc := range cases {
+		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	page, err := e.client.List(ctx, leasehold.ListOptions{})
+	if err != nil || len(page.Tasks) != 0 {
+		t.Fatalf("rejected submissions left tasks: %+v, %v", page.Tasks, err)
+	}
+}
+
+// A task due within SQS's 15 minutes gets a delayed token; one due later
+// gets none: it waits in the table for the sweep.
+func TestClientEnqueueDelays(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+	before := time.Now()
+
+	far, err := e.client.Enqueue(ctx, "greet", nil, leasehold.Delay(20*time.Minute))
+	if err != nil {
+		t.Fatalf("Enqueue +20m: %v", err)
+	}
+	// The table keeps milliseconds.
+	if d := far.RunAt.Sub(before.Truncate(time.Millisecond)); d < 20*time.Minute || d > 21*time.Minute {
+		t.Fatalf("run at %s, want 20 minutes from %s", far.RunAt, before)
+	}
+	if visible, delayed := queueCounts(t, e.sqs, e.queues.Work); visible+delayed != 0 {
+		t.Fatalf("a task due in 20 minutes sent a token (%d visible, %d delayed)", visible, delayed)
+	}
+
+	at := before.Add(5 * time.Minute).Truncate(time.Second)
+	near, err := e.client.Enqueue(ctx, "greet", nil, leasehold.At(at))
+	if err != nil {
+		t.Fatalf("Enqueue at +5m: %v", err)
+	}
+	if !near.RunAt.Equal(at) {
+		t.Fatalf("run at %s, want %s", near.RunAt, at)
+	}
+	if visible, delayed := queueCounts(t, e.sqs, e.queues.Work); visible != 0 || delayed != 1 {
+		t.Fatalf("work queue: %d visible, %d delayed; want the one delayed token", visible, delayed)
+	}
+}
+
+func TestClientEnqueueManyThousands(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, 5*time.Minute)
+	drained := drain(t, e.sqs, e.queues.Work)
+
+	const n = 1500
+	subs := make([]leasehold.Submission, n)
+	for i := range subs {
+		subs[i] = leasehold.Submission{Kind: "greet", ID: fmt.Sprintf("many-%04d", i), Payload: examples.Greeting{Name: strconv.Itoa(i)}}
+	}
+	subs[7].Kind = ""                               // invalid
+	subs[400].Payload = json.RawMessage(`nope`)     // invalid
+	subs[1499].ID = subs[3].ID                      // a repeat within the batch
+	subs[900] = leasehold.Submission{Kind: "greet"} // random id
+	var calls, last int
+	results, err := e.client.EnqueueMany(ctx, subs, leasehold.OnProgress(func(done, total int) {
+		calls++
+		if total != n || done < last || done > n {
+			t.Errorf("progress %d/%d after %d", done, total, last)
+		}
+		last = done
+	}))
+	if err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	if calls < 2 || last != n {
+		t.Fatalf("progress: %d calls, last %d; want several, ending at %d", calls, last, n)
+	}
+	if len(results) != n {
+		t.Fatalf("%d results for %d submissions", len(results), n)
+	}
+	stored := map[string]bool{}
+	for i, r := range results {
+		switch i {
+		case 7, 400:
+			if !errors.Is(r.Err, leasehold.ErrInvalid) {
+				t.Errorf("result %d: %v, want ErrInvalid", i, r.Err)
+			}
+			continue
+		case 1499:
+			if !errors.Is(r.Err, leasehold.ErrAlreadyExists) || r.ID != subs[3].ID {
+				t.Errorf("result %d: %+v, want ErrAlreadyExists for %s", i, r, subs[3].ID)
+			}
+			continue
+		case 900:
+			if !uuidPattern.MatchString(r.ID) {
+				t.Errorf("result 900: id %q is not a random id", r.ID)
+			}
+		default:
+			if r.ID != subs[i].ID {
+				t.Errorf("result %d names %q, want %q", i, r.ID, subs[i].ID)
+			}
+		}
+		if r.Err != nil || r.Task.ID != r.ID || r.Task.Status != leasehold.StatusPending {
+			t.Errorf("result %d: %+v", i, r)
+		}
+		stored[r.ID] = true
+	}
+	if len(stored) != n-3 {
+		t.Fatalf("%d tasks stored, want %d", len(stored), n-3)
+	}
+	listed := listAll(t, e.client, leasehold.ListOptions{Status: leasehold.StatusPending, Limit: leasehold.MaxListLimit})
+	if len(listed) != len(stored) {
+		t.Fatalf("listed %d tasks, want %d", len(listed), len(stored))
+	}
+	for _, info := range listed {
+		if !stored[info.ID] {
+			t.Fatalf("listed %q, which was not enqueued", info.ID)
+		}
+	}
+	// Every stored task got its token (the repeat may get a second one).
+	deadline := time.After(30 * time.Second)
+	for drained.Load() < int64(len(stored)) {
+		select {
+		case <-deadline:
+			t.Fatalf("%d tokens reached the work queue, want %d", drained.Load(), len(stored))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// listAll pages through List and fails on a task listed twice.
+func listAll(t *testing.T, c *leasehold.Client, o leasehold.ListOptions) []leasehold.TaskInfo {
+	t.Helper()
+	ctx := testCtx(t, 2*time.Minute)
+	var all []leasehold.TaskInfo
+	seen := map[string]bool{}
+	for {
+		page, err := c.List(ctx, o)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		if len(page.Tasks) > max(o.Limit, 1) {
+			t.Fatalf("page of %d tasks, limit %d", len(page.Tasks), o.Limit)
+		}
+		for _, info := range page.Tasks {
+			if seen[info.ID] {
+				t.Fatalf("task %s listed twice", info.ID)
+			}
+			seen[info.ID] = true
+			all = append(all, info)
+		}
+		if page.Next == "" {
+			return all
+		}
+		o.Cursor = page.Next
+	}
+}
+
+// seed puts tasks into each status through the store, as workers would.
+func (e *clientEnv) seed(t *testing.T) map[leasehold.Status][]string {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	out := map[leasehold.Status][]string{}
+	mk := func(id string) lease.Task {
+		task, err := e.store.Create(ctx, lease.NewTask{ID: id, Kind: "greet", Payload: []byte(`{"name":"x"}`), MaxAttempts: 2})
+		if err != nil {
+			t.Fatalf("create %s: %v", id, err)
+		}
+		return task
+	}
+	claim := func(id string) lease.Task {
+		task, err := e.store.Claim(ctx, id, "seed")
+		if err != nil {
+			t.Fatalf("claim %s: %v", id, err)
+		}
+		return task
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("pending-%d", i)
+		mk(id)
+		out[leasehold.StatusPending] = append(out[leasehold.StatusPending], id)
+	}
+	for i := range 2 {
+		id := fmt.Sprintf("running-%d", i)
+		mk(id)
+		claim(id)
+		out[leasehold.StatusRunning] = append(out[leasehold.StatusRunning], id)
+	}
+	for i := range 4 {
+		id := fmt.Sprintf("succeeded-%d", i)
+		mk(id)
+		if _, err := e.store.Finish(ctx, claim(id).LeaseOf(), []byte(`"done"`)); err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+		out[leasehold.StatusSucceeded] = append(out[leasehold.StatusSucceeded], id)
+	}
+	for i := range 2 {
+		id := fmt.Sprintf("failed-%d", i)
+		mk(id)
+		if _, err := e.store.Release(ctx, claim(id).LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom"}); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		out[leasehold.StatusFailed] = append(out[leasehold.StatusFailed], id)
+	}
+	mk("cancelled-0")
+	if _, err := e.client.Cancel(ctx, "cancelled-0"); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	out[leasehold.StatusCancelled] = []string{"cancelled-0"}
+	return out
+}
+
+func ids(tasks []leasehold.TaskInfo) []string {
+	out := make([]string, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.ID
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestClientList(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	want := e.seed(t)
+	ctx := testCtx(t, time.Minute)
+
+	for _, s := range leasehold.Statuses() {
+		got := listAll(t, e.client, leasehold.ListOptions{Status: s, Limit: 1})
+		if w := slices.Sorted(slices.Values(want[s])); !slices.Equal(ids(got), w) {
+			t.Errorf("List(%s) = %v, want %v", s, ids(got), w)
+		}
+		for _, info := range got {
+			if info.Status != s || info.Kind != "greet" || info.Payload != nil || info.Result != nil || info.History != nil {
+				t.Errorf("List(%s) entry %+v", s, info)
+			}
+		}
+	}
+
+	// Every status, in lifecycle order, pages crossing status boundaries.
+	all := listAll(t, e.client, leasehold.ListOptions{Limit: 4})
+	var order []leasehold.Status
+	for _, info := range all {
+		if len(order) == 0 || order[len(order)-1] != info.Status {
+			order = append(order, info.Status)
+		}
+	}
+	if !slices.Equal(order, leasehold.Statuses()) || len(all) != 12 {
+		t.Fatalf("listing every status: %d tasks in status order %v", len(all), order)
+	}
+	page, err := e.client.List(ctx, leasehold.ListOptions{Status: "failed"})
+	if err != nil || len(page.Tasks) != 2 || page.Next != "" {
+		t.Fatalf("List(failed) with the default limit: %d tasks, next %q, %v", len(page.Tasks), page.Next, err)
+	}
+
+	for name, o := range map[string]leasehold.ListOptions{
+		"unknown status":    {Status: "DONE"},
+		"negative limit":    {Limit: -1},
+		"limit too large":   {Limit: leasehold.MaxListLimit + 1},
+		"foreign cursor":    {Cursor: "bm90IGEgY3Vyc29y"},
+		"cursor not base64": {Cursor: "%%%"},
+	} {
+		if _, err := e.client.List(ctx, o); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestClientCancel(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+
+	if _, err := e.client.Enqueue(ctx, "greet", nil, leasehold.ID("p"), leasehold.Delay(time.Hour)); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	info, err := e.client.Cancel(ctx, "p")
+	if err != nil || info.Status != leasehold.StatusCancelled {
+		t.Fatalf("Cancel pending: %+v, %v", info, err)
+	}
+	if _, err := e.client.Cancel(ctx, "p"); !errors.Is(err, leasehold.ErrFinished) {
+		t.Fatalf("Cancel again: %v, want ErrFinished", err)
+	}
+	if _, err := e.client.Cancel(ctx, "nope"); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("Cancel unknown: %v, want ErrNotFound", err)
+	}
+
+	// A running task is only marked; its worker ends it.
+	if _, err := e.store.Create(ctx, lease.NewTask{ID: "r", Kind: "greet", MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Claim(ctx, "r", "someone"); err != nil {
+		t.Fatal(err)
+	}
+	info, err = e.client.Cancel(ctx, "r")
+	if err != nil || info.Status != leasehold.StatusRunning || !info.CancelRequested || info.LeaseOwner != "someone" {
+		t.Fatalf("Cancel running: %+v, %v", info, err)
+	}
+}
+
+// Cancel of a running task reaches its handler at the next lease renewal
+// and the task ends CANCELLED.
+func TestClientCancelRunningTask(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	e.startWorker(t, leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second))
+	ctx := testCtx(t, time.Minute)
+
+	id := "block-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := e.client.Enqueue(ctx, "block", nil, leasehold.ID(id)); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	for {
+		info, err := e.client.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if info.Status == leasehold.StatusRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("task never started: %+v", info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	requested := time.Now()
+	if _, err := e.client.Cancel(ctx, id); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	info, err := e.client.Wait(ctx, id, leasehold.PollInterval(50*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if info.Status != leasehold.StatusCancelled {
+		t.Fatalf("task ended %s (%s), want CANCELLED", info.Status, info.Error)
+	}
+	// One renewal period is 1s; the write and the polls add a little.
+	if took := time.Since(requested); took > 4*time.Second {
+		t.Fatalf("cancellation took %s", took)
+	}
+	cause, ok := blockCauses.Load(id)
+	if !ok || !errors.Is(cause.(error), leasehold.ErrCancelRequested) {
+		t.Fatalf("handler's context ended with %v, want ErrCancelRequested", cause)
+	}
+}
+
+func TestClientRetry(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	e.startWorker(t)
+	ctx := testCtx(t, 2*time.Minute)
+
+	// Fails on attempt 1 (its only one), succeeds on attempt 2.
+	info, err := e.client.Enqueue(ctx, "flaky", examples.Flaky{SucceedOnAttempt: 2}, leasehold.MaxAttempts(1))
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	failed, err := e.client.Wait(ctx, info.ID)
+	if err != nil || failed.Status != leasehold.StatusFailed || failed.Attempt != 1 {
+		t.Fatalf("first run: %+v, %v; want FAILED after 1 attempt", failed, err)
+	}
+	if _, err := e.client.Retry(ctx, info.ID, leasehold.ExtraAttempts(0)); !errors.Is(err, leasehold.ErrInvalid) {
+		t.Fatalf("Retry with 0 extra attempts: %v, want ErrInvalid", err)
+	}
+	retried, err := e.client.Retry(ctx, info.ID, leasehold.ExtraAttempts(2))
+	if err != nil || retried.Status != leasehold.StatusPending || retried.MaxAttempts != 3 || retried.Attempt != 1 {
+		t.Fatalf("Retry: %+v, %v; want PENDING with 3 attempts, 1 used", retried, err)
+	}
+	got, err := leasehold.Result[string](ctx, e.client, info.ID)
+	if err != nil || got != "succeeded on attempt 2" {
+		t.Fatalf("Result after retry: %q, %v", got, err)
+	}
+	done, err := e.client.Get(ctx, info.ID)
+	if err != nil || done.Attempt != 2 || len(done.History) != 2 ||
+		done.History[0].Status != leasehold.StatusFailed || done.History[1].Status != leasehold.StatusSucceeded {
+		t.Fatalf("after retry: %+v, %v; want attempt 2 with both attempts in the history", done, err)
+	}
+	if _, err := e.client.Retry(ctx, info.ID); !errors.Is(err, leasehold.ErrNotRetryable) {
+		t.Fatalf("Retry of a SUCCEEDED task: %v, want ErrNotRetryable", err)
+	}
+	if _, err := e.client.Retry(ctx, "nope"); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("Retry unknown: %v, want ErrNotFound", err)
+	}
+}
+
+func TestClientWaitAndResult(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	e.startWorker(t)
+	ctx := testCtx(t, 2*time.Minute)
+
+	ok, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"})
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	greeting, err := leasehold.Result[string](ctx, e.client, ok.ID)
+	if err != nil || greeting != "hello, ada" {
+		t.Fatalf("Result = %q, %v", greeting, err)
+	}
+	info, err := e.client.Wait(ctx, ok.ID)
+	if err != nil || info.Status != leasehold.StatusSucceeded || string(info.Result) != `"hello, ada"` || info.FinishedAt.IsZero() {
+		t.Fatalf("Wait = %+v, %v", info, err)
+	}
+	if _, err := leasehold.Result[int](ctx, e.client, ok.ID); err == nil {
+		t.Fatal("Result into the wrong type succeeded")
+	}
+
+	bad, err := e.client.Enqueue(ctx, "greet", examples.Greeting{}) // no name: fails for good
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	_, err = leasehold.Result[string](ctx, e.client, bad.ID)
+	var te *leasehold.TaskError
+	if !errors.Is(err, leasehold.ErrTaskFailed) || !errors.As(err, &te) || te.Status != leasehold.StatusFailed || !strings.Contains(te.Message, "name is required") {
+		t.Fatalf("Result of a failing task: %v", err)
+	}
+
+	later, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "x"}, leasehold.Delay(time.Hour))
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if info, err := e.client.Wait(short, later.ID); !errors.Is(err, context.DeadlineExceeded) || info.Status != leasehold.StatusPending {
+		t.Fatalf("Wait past its deadline: %+v, %v", info, err)
+	}
+	if _, err := e.client.Wait(ctx, "nope"); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("Wait unknown: %v, want ErrNotFound", err)
+	}
+}
+
+// closedPort returns a local port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// offlineConfig is an AWS config that needs no stack: static credentials,
+// one attempt per call.
+func offlineConfig(t *testing.T) aws.Config {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(t.Context(),
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithRetryMaxAttempts(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestClientUnreachableEndpoint(t *testing.T) {
+	t.Parallel()
+	endpoint := "http://" + closedPort(t)
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t", WorkQueueName: "leasehold-work"},
+		leasehold.WithEndpoint(endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	start := time.Now()
+	_, err = c.Get(ctx, "x")
+	var u *leasehold.UnreachableError
+	if !errors.Is(err, leasehold.ErrUnreachable) || !errors.As(err, &u) {
+		t.Fatalf("Get: %v, want ErrUnreachable", err)
+	}
+	want := "cannot reach DynamoDB at " + endpoint + ": connection refused"
+	if u.Error() != want || u.Service != "DynamoDB" || u.Endpoint != endpoint {
+		t.Fatalf("error %q, want %q", u.Error(), want)
+	}
+	_, err = c.Enqueue(ctx, "greet", nil)
+	if !errors.As(err, &u) || u.Service != "SQS" {
+		t.Fatalf("Enqueue: %v, want SQS unreachable", err)
+	}
+	for name, call := range map[string]func() error{
+		"List":   func() error { _, err := c.List(ctx, leasehold.ListOptions{}); return err },
+		"Cancel": func() error { _, err := c.Cancel(ctx, "x"); return err },
+		"Retry":  func() error { _, err := c.Retry(ctx, "x"); return err },
+		"Wait":   func() error { _, err := c.Wait(ctx, "x"); return err },
+	} {
+		if err := call(); !errors.Is(err, leasehold.ErrUnreachable) {
+			t.Errorf("%s: %v, want ErrUnreachable", name, err)
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("reporting an unreachable endpoint took %s", took)
+	}
+}
+
+func TestClientMissingTableAndQueue(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: "no-such-table", WorkQueueName: "no-such-queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	_, err = c.Get(ctx, "x")
+	var m *leasehold.MissingResourceError
+	if !errors.Is(err, leasehold.ErrStackMissing) || !errors.As(err, &m) || m.Service != "DynamoDB" || m.Resource != "no-such-table" {
+		t.Fatalf("Get: %v, want the missing table", err)
+	}
+	_, err = c.Enqueue(ctx, "greet", nil)
+	if !errors.As(err, &m) || m.Service != "SQS" || m.Resource != "no-such-queue" {
+		t.Fatalf("Enqueue: %v, want the missing queue", err)
+	}
+}
+
+func TestNewClientRejectsImpossibleOptions(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		cfg  leasehold.ClientConfig
+		opts []leasehold.ClientOption
+	}{
+		"no table":          {leasehold.ClientConfig{}, nil},
+		"zero call timeout": {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithCallTimeout(0)}},
+		"zero attempts":     {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithDefaultTaskAttempts(0)}},
+		"negative fan-out":  {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithEnqueueConcurrency(-1)}},
+	}
+	for name, tc := range cases {
+		if _, err := leasehold.NewClient(tc.cfg, tc.opts...); !errors.Is(err, leasehold.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(t.Context(), "greet", nil); !errors.Is(err, leasehold.ErrConfig) {
+		t.Fatalf("Enqueue without a work queue: %v, want ErrConfig", err)
+	}
+}
+
+// An endpoint that accepts connections but never answers is reported as
+// unreachable once the call timeout passes.
+func TestClientEndpointThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		conns sync.WaitGroup
+		mu    sync.Mutex
+		held  []net.Conn // open, never answered
+	)
+	conns.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		conns.Wait()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	endpoint := "http://" + l.Addr().String()
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t"},
+		leasehold.WithEndpoint(endpoint), leasehold.WithCallTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(testCtx(t, 30*time.Second), "x")
+	var u *leasehold.UnreachableError
+	if !errors.As(err, &u) || u.Error() != "cannot reach DynamoDB at "+endpoint+": no answer within 300ms" {
+		t.Fatalf("Get: %v, want no answer within the call timeout", err)
+	}
+}

@@ -1,0 +1,602 @@
+package main_test
+
+// Tests of the leasehold command as users run it: the binary is built once
+// in TestMain and run with exec, its environment pointed at per-test tables
+// and queues of the local stack (internal/awstest). The tests of usage
+// errors and of an unreachable stack need no stack.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awstest"
+)
+
+// binary is the leasehold command built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leasehold-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "leasehold")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput()
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build leasehold: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the binary.
+type result struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// run runs the binary with env (and nothing else of this process's
+// environment but PATH) and stdin, bounded by timeout.
+func run(t *testing.T, env []string, stdin string, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(), // no shared AWS config or credentials
+		"AWS_EC2_METADATA_DISABLED=true",
+	}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("leasehold %s: %v (after %s)\nstderr: %s", strings.Join(args, " "), err, r.took, r.stderr)
+	}
+	return r
+}
+
+// expect checks the exit code and that stderr contains want.
+func (r result) expect(t *testing.T, code int, want string) {
+	t.Helper()
+	if r.code != code || !strings.Contains(r.stderr, want) {
+		t.Fatalf("exit %d, want %d; stderr %q should contain %q\nstdout: %s", r.code, code, r.stderr, want, r.stdout)
+	}
+}
+
+// closedPort returns a local address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// offlineEnv points the command at a port nothing listens on.
+func offlineEnv(t *testing.T) (env []string, endpoint string) {
+	endpoint = "http://" + closedPort(t)
+	return []string{
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_ENDPOINT_URL_SQS=" + endpoint,
+	}, endpoint
+}
+
+// stack is one test's table and queues, and the command's environment for
+// them.
+type stack struct {
+	cfg    aws.Config
+	table  string
+	queues awstest.Queues
+	env    []string
+	sqs    *sqs.Client
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	cfg := awstest.Config(t)
+	s := &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+	s.env = []string{
+		"AWS_REGION=" + cfg.Region, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		"AWS_ENDPOINT_URL_SQS=" + os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		"LEASEHOLD_TABLE=" + s.table,
+		"LEASEHOLD_WORK_QUEUE_URL=" + s.queues.Work,
+	}
+	return s
+}
+
+func (s *stack) run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return run(t, s.env, stdin, time.Minute, args...)
+}
+
+// startWorker runs a worker with the example kinds on the stack's work
+// queue until the test ends.
+func (s *stack) startWorker(t *testing.T) {
+	t.Helper()
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work, DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: hs,
+	}, leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, leasehold.WithLongPoll(time.Second)) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+}
+
+// drain deletes the work queue's messages as they arrive, as workers would,
+// until the test ends, and counts them. moto's SendMessage costs time in
+// proportion to the messages already queued, so a bulk test keeps the queue
+// short to stay fast.
+var drainers = 4
+
+func (s *stack) drain(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	var wg sync.WaitGroup
+	for range drainers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				out, err := s.sqs.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
+					QueueUrl: aws.String(s.queues.Work), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+				})
+				cancel()
+				if err != nil || len(out.Messages) == 0 {
+					continue
+				}
+				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
+				for i, m := range out.Messages {
+					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+				}
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				_, err = s.sqs.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.queues.Work), Entries: entries})
+				cancel()
+				if err == nil {
+					n.Add(int64(len(entries)))
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	return &n
+}
+
+func decode[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("stdout is not the JSON expected (%v):\n%s", err, r.stdout)
+	}
+	return v
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatalf("not JSON: %q", raw)
+	}
+	return b.String()
+}
+
+func TestHelpDocumentsExitCodes(t *testing.T) {
+	t.Parallel()
+	env, _ := offlineEnv(t)
+	r := run(t, env, "", 30*time.Second, "--help")
+	if r.code != 0 {
+		t.Fatalf("--help exited %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"Exit codes:", "0  success", "1  error", "2  usage", "3  task not found", "4  stack unreachable", "5  result/watch",
+		"enqueue", "status", "result", "list", "cancel", "retry", "watch", "--table", "--queue-url", "--endpoint-url", "--region"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--help does not mention %q", want)
+		}
+	}
+	r = run(t, env, "", 30*time.Second, "enqueue", "--help")
+	for _, want := range []string{"--kind", "--id", "--payload-file", "--delay", "--at", "--max-attempts", "--file", "delay_seconds", "Exit codes:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("enqueue --help does not mention %q", want)
+		}
+	}
+}
+
+// Mistakes in the command line exit 2 before any AWS call: the environment
+// points at a port nothing listens on.
+func TestUsageErrorsExit2(t *testing.T) {
+	t.Parallel()
+	env, _ := offlineEnv(t)
+	env = append(env, "LEASEHOLD_WORK_QUEUE_URL=http://127.0.0.1:1/000000000000/q")
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"unknown command", "", []string{"enqeue"}, `unknown command "enqeue"; did you mean enqueue?`},
+		{"unknown flag", "", []string{"list", "--bogus"}, "unknown flag: --bogus"},
+		{"bad flag value", "", []string{"list", "--limit", "many"}, "invalid argument"},
+		{"no kind", "", []string{"enqueue", "{}"}, "--kind is required"},
+		{"truncated JSON", "", []string{"enqueue", "--kind", "k", `{"a":`}, "payload (argument) is not valid JSON"},
+		{"unquoted string", "", []string{"enqueue", "--kind", "k", "hello"}, `a string must be quoted`},
+		{"bad JSON on stdin", "{bad", []string{"enqueue", "--kind", "k", "-"}, "payload (stdin) is not valid JSON"},
+		{"empty stdin", "", []string{"enqueue", "--kind", "k", "--payload-file", "-"}, "it is empty"},
+		{"missing payload file", "", []string{"enqueue", "--kind", "k", "--payload-file", "/no/such/file"}, "no such file"},
+		{"delay and at", "", []string{"enqueue", "--kind", "k", "--delay", "1m", "--at", "2031-01-01T00:00:00Z"}, "exclusive"},
+		{"bad time", "", []string{"enqueue", "--kind", "k", "--at", "tomorrow"}, "RFC 3339"},
+		{"too many attempts", "", []string{"enqueue", "--kind", "k", "--max-attempts", "101"}, "max attempts 101 is outside 1..100"},
+		{"file and kind", "", []string{"enqueue", "--file", "-", "--kind", "k"}, "--file takes every field"},
+		{"status without id", "", []string{"status"}, "accepts 1 arg(s), received 0"},
+		{"zero limit", "", []string{"list", "--limit", "0"}, "--limit 0 is outside"},
+		{"unknown status", "", []string{"list", "--status", "done"}, `unknown status "done"`},
+		{"watch nothing", "", []string{"watch"}, "give the ids"},
+		{"watch ids and all", "", []string{"watch", "--all", "x"}, "not both"},
+		{"retry zero attempts", "", []string{"retry", "--attempts", "0", "x"}, "--attempts must be at least 1"},
+		{"bad endpoint", "", []string{"--endpoint-url", "localhost", "status", "x"}, "is not a URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, env, tc.stdin, 30*time.Second, tc.args...)
+			r.expect(t, 2, tc.want)
+			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 1 {
+				t.Errorf("usage error took %d lines:\n%s", n+1, r.stderr)
+			}
+		})
+	}
+}
+
+// A stack that is not there exits 4 at once, saying where it looked.
+func TestUnreachableStackExit4(t *testing.T) {
+	t.Parallel()
+	env, endpoint := offlineEnv(t)
+	cases := [][]string{
+		{"status", "x"},
+		{"list", "--json"},
+		{"cancel", "x"},
+		{"retry", "x"},
+		{"result", "x"},
+		{"watch", "x"},
+		{"--endpoint-url", endpoint, "status", "x"},
+	}
+	for _, args := range cases {
+		r := run(t, env, "", 30*time.Second, args...)
+		r.expect(t, 4, "cannot reach DynamoDB at "+endpoint+": connection refused — is the local stack running? (make stack-up)")
+		if r.took > 5*time.Second {
+			t.Errorf("%v took %s to report an unreachable stack", args, r.took)
+		}
+	}
+	// Enqueue looks the work queue up first when it is not configured.
+	r := run(t, env, "", 30*time.Second, "enqueue", "--kind", "greet", `{"name":"ada"}`)
+	r.expect(t, 4, "cannot reach SQS at "+endpoint+": connection refused")
+}
+
+func TestMissingTableExit4(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	r := s.run(t, "", "--table", "no-such-table", "status", "x")
+	r.expect(t, 4, "DynamoDB table no-such-table does not exist")
+	// A queue that does not exist: the task is stored, its token is not sent.
+	missing := s.queues.Work + "-gone"
+	r = s.run(t, "", "--queue-url", missing, "enqueue", "--kind", "greet", "--id", "stranded", "{}")
+	r.expect(t, 4, "task stranded is stored but its dispatch token was not sent: SQS queue "+missing+" does not exist")
+	if r.stdout != "stranded\n" {
+		t.Fatalf("stdout %q, want the stored task's id", r.stdout)
+	}
+}
+
+// taskJSON is the JSON form of a task, as the command prints it.
+type taskJSON struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	Status      string          `json:"status"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	Payload     json.RawMessage `json:"payload"`
+	Result      json.RawMessage `json:"result"`
+	Error       string          `json:"error"`
+	RunAt       time.Time       `json:"run_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	History     []struct {
+		Attempt int    `json:"attempt"`
+		Status  string `json:"status"`
+	} `json:"history"`
+}
+
+func TestEnqueueStatusList(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+
+	r := s.run(t, "", "enqueue", "--kind", "greet", "--id", "ada", "--max-attempts", "3", `{"name":"ada"}`)
+	if r.code != 0 || r.stdout != "ada\n" {
+		t.Fatalf("enqueue: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	// The same id again: nothing new, said on stderr, still exit 0.
+	r = s.run(t, "", "enqueue", "--kind", "greet", "--id", "ada", `{"name":"bob"}`)
+	r.expect(t, 0, "task ada already exists (PENDING); not enqueued again")
+
+	payload := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(payload, []byte(`{"name":"file"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = s.run(t, "", "enqueue", "--kind", "greet", "--payload-file", payload, "--json")
+	fromFile := decode[taskJSON](t, r)
+	r = s.run(t, `{"name":"stdin"}`, "enqueue", "--kind", "greet", "--json", "-")
+	fromStdin := decode[taskJSON](t, r)
+	if compact(t, fromFile.Payload) != `{"name":"file"}` || compact(t, fromStdin.Payload) != `{"name":"stdin"}` || fromFile.Status != "PENDING" {
+		t.Fatalf("payloads from a file and stdin: %+v, %+v", fromFile, fromStdin)
+	}
+	before := time.Now()
+	r = s.run(t, "", "enqueue", "--kind", "greet", "--delay", "20m", "--json", "{}")
+	delayed := decode[taskJSON](t, r)
+	if d := delayed.RunAt.Sub(before); d < 20*time.Minute-time.Second || d > 21*time.Minute {
+		t.Fatalf("--delay 20m: run at %s, enqueued at %s", delayed.RunAt, before)
+	}
+
+	r = s.run(t, "", "status", "ada")
+	for _, want := range []string{"id:", "ada", "status:", "PENDING", "attempts:", "0 of 3", `payload:   {"name":"ada"}`} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("status: exit %d, stdout lacks %q:\n%s", r.code, want, r.stdout)
+		}
+	}
+	st := decode[taskJSON](t, s.run(t, "", "status", "--json", "ada"))
+	if st.ID != "ada" || st.Kind != "greet" || st.MaxAttempts != 3 || compact(t, st.Payload) != `{"name":"ada"}` {
+		t.Fatalf("status --json: %+v", st)
+	}
+
+	s.run(t, "", "status", "nope").expect(t, 3, `no task with id "nope" in table `+s.table)
+	s.run(t, "", "result", "nope").expect(t, 3, `no task with id "nope"`)
+	s.run(t, "", "result", "ada").expect(t, 1, "task ada is PENDING: no result yet (use --wait to wait for it)")
+
+	list := decode[[]taskJSON](t, s.run(t, "", "list", "--json"))
+	var got []string
+	for _, l := range list {
+		got = append(got, l.ID)
+	}
+	slices.Sort(got)
+	want := []string{"ada", delayed.ID, fromFile.ID, fromStdin.ID}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("list --json: %v, want %v", got, want)
+	}
+	if none := s.run(t, "", "list", "--json", "--status", "succeeded"); none.code != 0 || strings.TrimSpace(none.stdout) != "[]" {
+		t.Fatalf("empty list --json: exit %d, %q", none.code, none.stdout)
+	}
+	table := s.run(t, "", "list", "--status", "pending")
+	lines := strings.Split(strings.TrimSpace(table.stdout), "\n")
+	if table.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^ID\s+KIND\s+STATUS\s+ATTEMPTS\s+CREATED\s+ERROR$`).MatchString(lines[0]) {
+		t.Fatalf("list table: exit %d\n%s", table.code, table.stdout)
+	}
+}
+
+func TestCancelAndRetry(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	if r := s.run(t, "", "enqueue", "--kind", "greet", "--id", "later", "--delay", "1h", "{}"); r.code != 0 {
+		t.Fatalf("enqueue: %d %s", r.code, r.stderr)
+	}
+	r := s.run(t, "", "cancel", "later")
+	if r.code != 0 || r.stdout != "task later cancelled\n" {
+		t.Fatalf("cancel: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	s.run(t, "", "cancel", "later").expect(t, 1, "task later already finished as CANCELLED")
+	s.run(t, "", "result", "later").expect(t, 5, "task later ended CANCELLED")
+	r = s.run(t, "", "retry", "--attempts", "2", "later")
+	if r.code != 0 || !strings.Contains(r.stdout, "task later is PENDING again") {
+		t.Fatalf("retry: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	st := decode[taskJSON](t, s.run(t, "", "status", "--json", "later"))
+	if st.Status != "PENDING" || st.MaxAttempts != 2 || len(st.History) != 1 || st.History[0].Status != "CANCELLED" {
+		t.Fatalf("after retry: %+v", st)
+	}
+	s.run(t, "", "retry", "later").expect(t, 1, "not retryable")
+	s.run(t, "", "cancel", "nope").expect(t, 3, `no task with id "nope"`)
+	s.run(t, "", "retry", "nope").expect(t, 3, `no task with id "nope"`)
+}
+
+func TestResultAndWatch(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.startWorker(t)
+
+	ok := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "greet", `{"name":"ada"}`).stdout)
+	bad := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "greet", "{}").stdout) // no name: fails for good
+	slow := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "sleep", `{"seconds":0.5}`).stdout)
+
+	r := s.run(t, strings.Join([]string{ok, bad}, "\n"), "watch", "--interval", "100ms", slow, "-")
+	r.expect(t, 5, "1 of 3 tasks ended FAILED, 0 CANCELLED")
+	if !strings.Contains(r.stdout, "SUCCEEDED 2  FAILED 1  CANCELLED 0") || !strings.Contains(r.stderr, "FAILED "+bad+": name is required") {
+		t.Fatalf("watch output:\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
+	}
+
+	r = s.run(t, "", "result", ok)
+	if r.code != 0 || r.stdout != "\"hello, ada\"\n" {
+		t.Fatalf("result: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	s.run(t, "", "result", bad).expect(t, 5, "task "+bad+" ended FAILED: name is required")
+	if r := s.run(t, "", "watch", ok); r.code != 0 {
+		t.Fatalf("watch of a succeeded task: exit %d, %s", r.code, r.stderr)
+	}
+	s.run(t, "", "watch", "--all").expect(t, 5, "1 of 3 tasks ended FAILED")
+
+	next := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "upper", `{"text":"abc"}`).stdout)
+	r = s.run(t, "", "result", "--wait", "--timeout", "30s", next)
+	if r.code != 0 || r.stdout != "\"ABC\"\n" {
+		t.Fatalf("result --wait: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+
+	later := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "greet", "--delay", "1h", "{}").stdout)
+	s.run(t, "", "watch", "--timeout", "1s", later).expect(t, 1, "timed out after 1s: 1 of 1 tasks have not finished")
+	s.run(t, "", "result", "--wait", "--timeout", "1s", later).expect(t, 1, "did not finish within 1s")
+	s.run(t, "", "watch", later, "nope").expect(t, 3, `no task with id "nope"`)
+}
+
+func TestEnqueueFileReportsBadLines(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	runAt := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	lines := []string{
+		`{"kind":"greet","payload":{"name":"a"},"id":"good-1"}`,
+		`{"kind":"greet",`,
+		``,
+		`{"payload":{}}`,
+		`{"kind":"greet","id":"good-2","max_attempts":2,"delay_seconds":3600}`,
+		`{"kind":"greet","colour":"red"}`,
+		`{"kind":"greet","max_attempts":500}`,
+		`{"v":1,"kind":"greet","id":"good-3","run_at":"` + runAt.Format(time.RFC3339) + `"}`,
+		`{"kind":"greet","delay_seconds":5,"run_at":"` + runAt.Format(time.RFC3339) + `"}`,
+	}
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run(t, "", "enqueue", "--file", file)
+	r.expect(t, 2, "5 of 8 lines of "+file+" were rejected")
+	for _, want := range []string{
+		file + ":2: not valid JSON",
+		file + `:4: "kind" is required`,
+		file + `:6: not a submission object: json: unknown field "colour"`,
+		file + ":7: invalid task: max attempts 500 is outside 1..100",
+		file + `:9: "delay_seconds" and "run_at" are exclusive`,
+		"enqueued 3 of 8 tasks",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r.stdout != "good-1\ngood-2\ngood-3\n" {
+		t.Fatalf("stdout %q, want the three good ids", r.stdout)
+	}
+	st := decode[taskJSON](t, s.run(t, "", "status", "--json", "good-3"))
+	if st.MaxAttempts != 5 || !st.RunAt.Equal(runAt) {
+		t.Fatalf("good-3: %+v", st)
+	}
+}
+
+// The bulk acceptance case: 5,000 tasks from a JSON Lines file, then every
+// one of them listed, page by page, none missing and none twice.
+func TestBulkEnqueue5000ThenListAll(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	tokens := s.drain(t)
+
+	const n = 5000
+	var b strings.Builder
+	want := make(map[string]bool, n)
+	for i := range n {
+		id := fmt.Sprintf("bulk-%05d", i)
+		want[id] = true
+		fmt.Fprintf(&b, `{"kind":"greet","id":%q,"payload":{"name":"n%d"}}`+"\n", id, i)
+	}
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Three calls at once rather than the default ten: moto serializes
+	// requests, and fewer senders let the drain keep the queue short.
+	r := run(t, s.env, "", 10*time.Minute, "enqueue", "--concurrency", "3", "--file", file)
+	if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("enqueued %d of %d tasks", n, n)) {
+		t.Fatalf("bulk enqueue: exit %d after %s\n%s", r.code, r.took, r.stderr)
+	}
+	printed := strings.Fields(r.stdout)
+	if len(printed) != n {
+		t.Fatalf("enqueue printed %d ids, want %d", len(printed), n)
+	}
+	t.Logf("enqueue --file of %d tasks: %s", n, r.took)
+
+	listStart := time.Now()
+	seen := make(map[string]bool, n)
+	pages := 0
+	args := []string{"list", "--json", "--limit", "1000"}
+	for cursor := ""; ; pages++ {
+		a := args
+		if cursor != "" {
+			a = append(slices.Clone(args), "--cursor", cursor)
+		}
+		page := run(t, s.env, "", 5*time.Minute, a...)
+		if page.code != 0 {
+			t.Fatalf("list page %d: exit %d, %s", pages, page.code, page.stderr)
+		}
+		for _, task := range decode[[]taskJSON](t, page) {
+			if seen[task.ID] {
+				t.Fatalf("task %s listed twice", task.ID)
+			}
+			if !want[task.ID] {
+				t.Fatalf("listed %q, which was not enqueued", task.ID)
+			}
+			seen[task.ID] = true
+		}
+		m := regexp.MustCompile(`(?m)^next-cursor: (\S+)$`).FindStringSubmatch(page.stderr)
+		if m == nil {
+			break
+		}
+		cursor = m[1]
+	}
+	if len(seen) != n {
+		t.Fatalf("listed %d of %d tasks", len(seen), n)
+	}
+	t.Logf("list --json --limit 1000 of %d tasks: %d pages in %s", n, pages+1, time.Since(listStart))
+
+	deadline := time.After(time.Minute)
+	for tokens.Load() < n {
+		select {
+		case <-deadline:
+			t.Fatalf("%d dispatch tokens reached the work queue, want %d", tokens.Load(), n)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// bulkLine is one line of an enqueue --file input: an intake submission
+// whose "v" may be left out.
+type bulkLine struct {
+	V            *int            `json:"v"`
+	Kind         string          `json:"kind"`
+	Payload      json.RawMessage `json:"payload"`
+	ID           *string         `json:"id"`
+	MaxAttempts  *int            `json:"max_attempts"`
+	DelaySeconds *int64          `json:"delay_seconds"`
+	RunAt        *string         `json:"run_at"`
+}
+
+// lineError is a rejected input line.
+type lineError struct {
+	line int
+	err  error
+}
+
+// maxLineBytes bounds one input line, as the intake queue bounds a body.
+const maxLineBytes = token.MaxBodyBytes
+
+// readSubmissions parses a JSON Lines input. Blank lines are skipped; each
+// bad line is reported, never fatal. lines[i] is the line of subs[i].
+func readSubmissions(r io.Reader) (subs []leasehold.Submission, lines []int, bad []lineError, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		raw, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return nil, nil, nil, fmt.Errorf("read line %d: %w", n, rerr)
+		}
+		raw = bytes.TrimSpace(raw)
+		if len(raw) > 0 {
+			s, perr := parseLine(raw)
+			if perr != nil {
+				bad = append(bad, lineError{line: n, err: perr})
+			} else {
+				subs = append(subs, s)
+				lines = append(lines, n)
+			}
+		}
+		if rerr != nil { // io.EOF
+			return subs, lines, bad, nil
+		}
+	}
+}
+
+// parseLine checks one submission line. The client checks the limits again.
+func parseLine(raw []byte) (leasehold.Submission, error) {
+	if len(raw) > maxLineBytes {
+		return leasehold.Submission{}, fmt.Errorf("line is %d bytes, the limit is %d", len(raw), maxLineBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var l bulkLine
+	if err := dec.Decode(&l); err != nil {
+		var syn *json.SyntaxError
+		switch {
+		case errors.As(err, &syn):
+			return leasehold.Submission{}, fmt.Errorf("not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return leasehold.Submission{}, errors.New("not valid JSON: the line ends inside the object")
+		}
+		return leasehold.Submission{}, fmt.Errorf("not a submission object: %w", err)
+	}
+	if dec.More() {
+		return leasehold.Submission{}, errors.New("more than one JSON value on the line")
+	}
+	s := leasehold.Submission{Kind: l.Kind}
+	switch {
+	case l.V != nil && *l.V != token.Version:
+		return s, fmt.Errorf(`"v" is %d; this version understands %d`, *l.V, token.Version)
+	case l.Kind == "":
+		return s, errors.New(`"kind" is required`)
+	case l.ID != nil && *l.ID == "":
+		return s, errors.New(`"id" is empty; leave it out for a random id`)
+	case l.MaxAttempts != nil && *l.MaxAttempts == 0:
+		return s, errors.New(`"max_attempts" is 0; leave it out for the default`)
+	case l.DelaySeconds != nil && l.RunAt != nil:
+		return s, errors.New(`"delay_seconds" and "run_at" are exclusive`)
+	case l.DelaySeconds != nil && *l.DelaySeconds < 0:
+		return s, errors.New(`"delay_seconds" cannot be negative`)
+	case l.DelaySeconds != nil && *l.DelaySeconds > int64(token.MaxSubmissionDelay/time.Second):
+		return s, fmt.Errorf(`"delay_seconds" is more than %d`, int64(token.MaxSubmissionDelay/time.Second))
+	}
+	if len(l.Payload) > 0 && !bytes.Equal(l.Payload, []byte("null")) {
+		s.Payload = l.Payload
+	}
+	if l.ID != nil {
+		s.ID = *l.ID
+	}
+	if l.MaxAttempts != nil {
+		s.MaxAttempts = *l.MaxAttempts
+	}
+	if l.DelaySeconds != nil {
+		s.Delay = time.Duration(*l.DelaySeconds) * time.Second
+	}
+	if l.RunAt != nil {
+		at, err := time.Parse(time.RFC3339, *l.RunAt)
+		if err != nil {
+			return s, errors.New(`"run_at" is not an RFC 3339 time such as 2027-06-01T09:00:00Z`)
+		}
+		s.RunAt = at
+	}
+	return s, nil
+}
+
+// maxReportedLines bounds the bad lines listed one by one.
+const maxReportedLines = 20
+
+func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) error {
+	if len(args) > 0 || f.kind != "" || f.id != "" || f.payloadFile != "" || f.delay != 0 || f.at != "" || f.maxAttempts != 0 || f.jsonOut {
+		return usageErrorf("--file takes every field from the file: drop the payload argument and --kind, --id, --payload-file, --delay, --at, --max-attempts and --json")
+	}
+	if f.concurrency < 1 {
+		return usageErrorf("--concurrency must be at least 1")
+	}
+	name := f.file
+	var in io.Reader = a.io.In
+	if name == "-" {
+		name = "stdin"
+	} else {
+		fh, err := os.Open(f.file)
+		if err != nil {
+			return usageErrorf("open %s: %w", f.file, err)
+		}
+		defer fh.Close()
+		in = fh
+	}
+	subs, lines, bad, err := readSubmissions(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	total := len(subs) + len(bad)
+	var (
+		enqueued, existing, failed int
+		firstFailure               error
+	)
+	began := time.Now()
+	if len(subs) > 0 {
+		c, err := a.client(cmd.Context(), leasehold.WithEnqueueConcurrency(f.concurrency))
+		if err != nil {
+			return err
+		}
+		bar := a.newBar(len(subs), "enqueue")
+		results, err := c.EnqueueMany(cmd.Context(), subs, leasehold.OnProgress(func(done, _ int) { bar.set(done) }))
+		bar.finish()
+		if err != nil {
+			// The whole call failed (say, the stack is unreachable); tasks
+			// of the chunks before may be in.
+			for _, r := range results {
+				if r.Err == nil {
+					enqueued++
+					fmt.Fprintln(a.io.Out, r.ID)
+				}
+			}
+			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
+			return err
+		}
+		for i, r := range results {
+			switch {
+			case r.Err == nil:
+				enqueued++
+			case errors.Is(r.Err, leasehold.ErrAlreadyExists):
+				existing++
+			case errors.Is(r.Err, leasehold.ErrInvalid):
+				bad = append(bad, lineError{line: lines[i], err: r.Err})
+				continue
+			default:
+				failed++
+				if firstFailure == nil {
+					firstFailure = r.Err
+				}
+				if failed <= maxReportedLines {
+					fmt.Fprintf(a.io.Err, "%s:%d: %s\n", name, lines[i], message(r.Err))
+				}
+				if !errors.Is(r.Err, leasehold.ErrNotSent) {
+					continue // not stored: no id to print
+				}
+			}
+			fmt.Fprintln(a.io.Out, r.ID)
+		}
+		if failed > maxReportedLines {
+			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)
+		}
+	}
+	slices.SortFunc(bad, func(x, y lineError) int { return x.line - y.line })
+	for i, b := range bad {
+		if i == maxReportedLines {
+			fmt.Fprintf(a.io.Err, "%s: ... and %d more bad lines\n", name, len(bad)-i)
+			break
+		}
+		fmt.Fprintf(a.io.Err, "%s:%d: %v\n", name, b.line, b.err)
+	}
+	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d bad lines, %d failed)\n",
+		enqueued, total, time.Since(began).Round(time.Millisecond), existing, len(bad), failed)
+	switch {
+	case firstFailure != nil:
+		return fmt.Errorf("%d of %d tasks could not be enqueued, the first: %w", failed, total, firstFailure)
+	case len(bad) > 0:
+		return usageErrorf("%d of %d lines of %s were rejected (listed above); the others were enqueued", len(bad), total, name)
+	}
+	return nil
+}

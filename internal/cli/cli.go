@@ -1,0 +1,229 @@
+// Package cli is the `leasehold` command: enqueue, inspect, cancel, retry and
+// watch tasks from a shell. cmd/leasehold only calls Main.
+//
+// # Layout
+//
+// The root command and the global configuration (flags and environment,
+// the AWS config, the client) live in this file and config.go. Each command
+// is built in a file of its own, which registers it from an init function:
+// a new command is a new file.
+//
+// # Exit codes
+//
+// Scripts can rely on them (see ExitOK and the others, docs/cli.md and
+// `leasehold --help`). Every error is printed as one line on stderr.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Exit codes.
+const (
+	ExitOK          = 0 // success
+	ExitError       = 1 // any other error
+	ExitUsage       = 2 // bad flags or arguments, bad JSON payload or input lines
+	ExitNotFound    = 3 // no task has the id
+	ExitUnreachable = 4 // DynamoDB/SQS endpoint unreachable, or table/queue missing
+	ExitTaskEnded   = 5 // result/watch: a task ended FAILED or CANCELLED
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  error
+  2  usage: bad flags or arguments, a payload or input line that is not valid JSON
+  3  task not found
+  4  stack unreachable: the DynamoDB/SQS endpoint does not answer, or the
+     table or queue does not exist
+  5  result/watch: a task ended FAILED or CANCELLED`
+
+// Streams is what a run of the command reads and writes.
+type Streams struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// Getenv reads the environment (os.Getenv in the binary).
+	Getenv func(string) string
+	// ErrIsTerminal reports whether Err is a terminal: progress bars are
+	// drawn only then.
+	ErrIsTerminal bool
+}
+
+// StdStreams returns the process's standard streams and environment.
+func StdStreams() Streams {
+	return Streams{
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv,
+		ErrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+}
+
+// Main runs the command line args (without the program name) and returns
+// the exit code. ctx ends the run early (Ctrl-C).
+func Main(ctx context.Context, args []string, s Streams) int {
+	a := newApp(s)
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := exitCode(err)
+	fmt.Fprintln(s.Err, "leasehold: "+message(err))
+	if code == ExitUsage {
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(s.Err, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}
+
+// rootCommand builds the command tree.
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "leasehold",
+		Short: "Enqueue, inspect, cancel and retry leasehold tasks",
+		Long: `leasehold talks to the tasks table (DynamoDB) and the work queue (SQS) of a
+leasehold stack: it enqueues tasks, shows their status and results, cancels
+and retries them, and watches them finish.
+
+Configuration comes from flags or the environment: --table (LEASEHOLD_TABLE),
+--queue-url (LEASEHOLD_WORK_QUEUE_URL; by default the queue named
+leasehold-work is looked up), --region (AWS_REGION), --profile (AWS_PROFILE)
+and --endpoint-url, which sends both DynamoDB and SQS calls to one endpoint
+such as a local stack. Without --endpoint-url the standard AWS variables
+apply, including AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
+
+` + exitCodesHelp,
+		Example: `  eval "$(scripts/stack.sh env)"          # point the SDK at the local stack
+  leasehold enqueue --kind greet '{"name":"ada"}'
+  leasehold result --wait 6b1f...
+  leasehold list --status failed --json | jq -r '.[].id' | xargs -n1 leasehold retry`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Runs only when no subcommand matched: report the unknown one.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageErrorf("%s", msg)
+		},
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SuggestionsMinimumDistance = 2
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	a.addGlobalFlags(root)
+	addCommands(root, a)
+	return root
+}
+
+// builders make the subcommands. Each command's file registers its own in
+// an init function, so a new command (such as `leasehold run`) is a new file
+// and touches nothing else.
+var builders []func(*app) *cobra.Command
+
+// register adds a subcommand builder; call it from init.
+func register(b func(*app) *cobra.Command) { builders = append(builders, b) }
+
+// addCommands builds every registered subcommand. cobra lists them sorted
+// by name.
+func addCommands(root *cobra.Command, a *app) {
+	for _, b := range builders {
+		root.AddCommand(b(a))
+	}
+}
+
+// usageError marks a mistake in the command line or its input: exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// posArgs wraps a cobra argument check so that its failure is a usage error.
+func posArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// exitCode maps an error to the documented exit code.
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &usage), errors.Is(err, leasehold.ErrInvalid):
+		return ExitUsage
+	case errors.Is(err, leasehold.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, leasehold.ErrUnreachable), errors.Is(err, leasehold.ErrStackMissing):
+		return ExitUnreachable
+	case errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled):
+		return ExitTaskEnded
+	}
+	return ExitError
+}
+
+// message is the one line printed for err, with a hint where one helps.
+func message(err error) string {
+	var (
+		unreachable *leasehold.UnreachableError
+		missing     *leasehold.MissingResourceError
+		notSent     *leasehold.NotSentError
+	)
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	if errors.As(err, &notSent) && (errors.As(err, &unreachable) || errors.As(err, &missing)) {
+		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", notSent.ID, message(notSent.Err))
+	}
+	switch {
+	case errors.As(err, &unreachable):
+		msg = unreachable.Error()
+		if isLocal(unreachable.Endpoint) {
+			return msg + " — is the local stack running? (make stack-up)"
+		}
+		return msg + " — check --endpoint-url, the AWS_ENDPOINT_URL* variables and the network"
+	case errors.As(err, &missing):
+		msg = missing.Error()
+		if missing.Service == "SQS" {
+			return msg + " — set --queue-url or LEASEHOLD_WORK_QUEUE_URL, or create the stack (make stack-up)"
+		}
+		return msg + " — set --table or LEASEHOLD_TABLE, or create the stack (make stack-up)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return msg + " (timed out)"
+	}
+	return msg
+}
+
+func isLocal(endpoint string) bool {
+	for _, h := range []string{"://127.", "://localhost", "://[::1]", "://0.0.0.0"} {
+		if strings.Contains(endpoint, h) {
+			return true
+		}
+	}
+	return false
+}

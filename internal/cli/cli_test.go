@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+func TestParseLine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, line string
+		want       leasehold.Submission
+		err        string
+	}{
+		{"minimal", `{"kind":"k"}`, leasehold.Submission{Kind: "k"}, ""},
+		{"everything", `{"v":1,"kind":"k","payload":{"a":1},"id":"x","max_attempts":3,"delay_seconds":60}`,
+			leasehold.Submission{Kind: "k", Payload: []byte(`{"a":1}`), ID: "x", MaxAttempts: 3, Delay: time.Minute}, ""},
+		{"null payload", `{"kind":"k","payload":null}`, leasehold.Submission{Kind: "k"}, ""},
+		{"run at", `{"kind":"k","run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{Kind: "k", RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, ""},
+		{"not JSON", `{"kind":`, leasehold.Submission{}, "the line ends inside the object"},
+		{"syntax", `{"kind" "k"}`, leasehold.Submission{}, "not valid JSON"},
+		{"two values", `{"kind":"k"} {"kind":"k"}`, leasehold.Submission{}, "more than one JSON value"},
+		{"array", `[1]`, leasehold.Submission{}, "not a submission object"},
+		{"unknown field", `{"kind":"k","paylod":{}}`, leasehold.Submission{}, `unknown field "paylod"`},
+		{"version", `{"v":2,"kind":"k"}`, leasehold.Submission{}, `"v" is 2`},
+		{"no kind", `{"payload":{}}`, leasehold.Submission{}, `"kind" is required`},
+		{"empty id", `{"kind":"k","id":""}`, leasehold.Submission{}, `"id" is empty`},
+		{"zero attempts", `{"kind":"k","max_attempts":0}`, leasehold.Submission{}, `"max_attempts" is 0`},
+		{"both times", `{"kind":"k","delay_seconds":1,"run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{}, "exclusive"},
+		{"negative delay", `{"kind":"k","delay_seconds":-1}`, leasehold.Submission{}, "cannot be negative"},
+		{"bad time", `{"kind":"k","run_at":"soon"}`, leasehold.Submission{}, "RFC 3339"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseLine([]byte(tc.line))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadSubmissionsNumbersLines(t *testing.T) {
+	t.Parallel()
+	in := "{\"kind\":\"a\"}\n\n  \nnot json\r\n{\"kind\":\"b\"}" // no final newline
+	subs, lines, bad, err := readSubmissions(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[0].Kind != "a" || subs[1].Kind != "b" || fmt.Sprint(lines) != "[1 5]" {
+		t.Fatalf("subs %+v on lines %v", subs, lines)
+	}
+	if len(bad) != 1 || bad[0].line != 4 {
+		t.Fatalf("bad lines %+v, want line 4", bad)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want int
+	}{
+		{nil, ExitOK},
+		{errors.New("boom"), ExitError},
+		{usageErrorf("bad flag"), ExitUsage},
+		{fmt.Errorf("x: %w", leasehold.ErrInvalid), ExitUsage},
+		{&notFoundError{id: "x", table: "t", err: leasehold.ErrNotFound}, ExitNotFound},
+		{&leasehold.UnreachableError{Service: "SQS", Endpoint: "http://127.0.0.1:1", Reason: "connection refused"}, ExitUnreachable},
+		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "t"}, ExitUnreachable},
+		{&leasehold.TaskError{ID: "x", Status: leasehold.StatusFailed}, ExitTaskEnded},
+		{fmt.Errorf("watch: %w", leasehold.ErrTaskCancelled), ExitTaskEnded},
+		{context.DeadlineExceeded, ExitError},
+	}
+	for _, tc := range cases {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestMessagesGiveHints(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{&leasehold.UnreachableError{Service: "DynamoDB", Endpoint: "http://127.0.0.1:4566", Reason: "connection refused"},
+			"cannot reach DynamoDB at http://127.0.0.1:4566: connection refused — is the local stack running? (make stack-up)"},
+		{&leasehold.UnreachableError{Service: "SQS", Endpoint: "https://sqs.eu-west-1.amazonaws.com", Reason: "no answer in time"},
+			"cannot reach SQS at https://sqs.eu-west-1.amazonaws.com: no answer in time — check --endpoint-url, the AWS_ENDPOINT_URL* variables and the network"},
+		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "tasks"},
+			"DynamoDB table tasks does not exist — set --table or LEASEHOLD_TABLE, or create the stack (make stack-up)"},
+		{&leasehold.NotSentError{ID: "x", Err: &leasehold.MissingResourceError{Service: "SQS", Resource: "q"}},
+			"task x is stored but its dispatch token was not sent: SQS queue q does not exist — set --queue-url"},
+		{errors.New("two\nlines"), "two lines"},
+	}
+	for _, tc := range cases {
+		if got := message(tc.err); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("message(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`{"a":1}`: "",
+		`"text"`:  "",
+		`42`:      "",
+		``:        "it is empty",
+		`{"a":}`:  "(at byte 6)",
+		`hello`:   `a string must be quoted`,
+		`{} {}`:   "after top-level value",
+	} {
+		err := checkJSON([]byte(in))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("checkJSON(%q) = %v", in, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("checkJSON(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// Main runs in-process too; its usage errors need no AWS.
+func TestMainInProcess(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"enqueue", "--kind", "k", "{"}, Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	if code != ExitUsage || !strings.Contains(errOut.String(), "leasehold: payload (argument) is not valid JSON") || out.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q, stdout %q", code, errOut.String(), out.String())
+	}
+}

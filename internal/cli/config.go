@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Environment variables and defaults of the global configuration.
+const (
+	EnvTable        = leasehold.EnvTable        // LEASEHOLD_TABLE
+	EnvWorkQueueURL = leasehold.EnvWorkQueueURL // LEASEHOLD_WORK_QUEUE_URL
+
+	DefaultTable         = "leasehold-tasks"
+	DefaultWorkQueueName = "leasehold-work"
+	// DefaultCallTimeout bounds each AWS call.
+	DefaultCallTimeout = 10 * time.Second
+	// localRegion is used with an endpoint override when nothing else names
+	// a region: local stacks accept any.
+	localRegion = "us-east-1"
+)
+
+// app is one run of the command: its streams, the global flags and what is
+// built from them on first use.
+type app struct {
+	io Streams
+
+	table       string
+	queueURL    string
+	region      string
+	profile     string
+	endpoint    string
+	callTimeout time.Duration
+
+	cli *leasehold.Client
+}
+
+func newApp(s Streams) *app {
+	if s.Getenv == nil {
+		s.Getenv = func(string) string { return "" }
+	}
+	return &app{io: s}
+}
+
+func (a *app) env(name, fallback string) string {
+	if v := a.io.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func (a *app) addGlobalFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&a.table, "table", a.env(EnvTable, DefaultTable), "tasks table (env "+EnvTable+")")
+	f.StringVar(&a.queueURL, "queue-url", a.io.Getenv(EnvWorkQueueURL),
+		"work queue URL (env "+EnvWorkQueueURL+"; default: look up the queue named "+DefaultWorkQueueName+")")
+	f.StringVar(&a.region, "region", "", "AWS region (default: AWS_REGION or the profile's)")
+	f.StringVar(&a.profile, "profile", "", "AWS shared config profile (default: AWS_PROFILE)")
+	f.StringVar(&a.endpoint, "endpoint-url", "",
+		"send DynamoDB and SQS calls to this endpoint, e.g. http://127.0.0.1:4566 (default: AWS_ENDPOINT_URL_DYNAMODB / _SQS, else AWS)")
+	f.DurationVar(&a.callTimeout, "call-timeout", DefaultCallTimeout, "timeout of each AWS call")
+}
+
+// client returns the leasehold client, building it on first use with the
+// global settings and extra. It makes no AWS call: the work queue is looked
+// up when a command first needs it.
+func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*leasehold.Client, error) {
+	if a.cli != nil {
+		return a.cli, nil
+	}
+	if a.table == "" {
+		return nil, usageErrorf("--table is empty")
+	}
+	if a.callTimeout <= 0 {
+		return nil, usageErrorf("--call-timeout must be positive")
+	}
+	if a.endpoint != "" {
+		u, err := url.Parse(a.endpoint)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, usageErrorf("--endpoint-url %q is not a URL such as http://127.0.0.1:4566", a.endpoint)
+		}
+	}
+	cfg, err := a.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := []leasehold.ClientOption{leasehold.WithCallTimeout(a.callTimeout)}
+	if a.endpoint != "" {
+		opts = append(opts, leasehold.WithEndpoint(a.endpoint))
+	}
+	opts = append(opts, extra...)
+	ccfg := leasehold.ClientConfig{AWS: cfg, Table: a.table, WorkQueueURL: a.queueURL}
+	if a.queueURL == "" {
+		ccfg.WorkQueueName = DefaultWorkQueueName
+	}
+	c, err := leasehold.NewClient(ccfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	a.cli = c
+	return c, nil
+}
+
+// awsConfig loads the SDK configuration: the standard chain, then the flags.
+func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{
+		// One HTTP round trip can never outlast a call.
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(a.callTimeout)),
+		config.WithRetryer(newRetryer),
+	}
+	if a.region != "" {
+		opts = append(opts, config.WithRegion(a.region))
+	}
+	if a.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(a.profile))
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		if a.endpoint == "" && a.io.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && a.io.Getenv("AWS_ENDPOINT_URL") == "" {
+			return aws.Config{}, usageErrorf("no AWS region: set --region or AWS_REGION")
+		}
+		cfg.Region = localRegion
+	}
+	return cfg, nil
+}
+
+// newRetryer is the SDK's standard retryer, except that a refused
+// connection fails at once: nothing listens there, and the user should hear
+// so now rather than after the backoff. There is no retry quota either: every
+// call is already bounded by attempts and the call timeout, and a bulk
+// enqueue must not lose its retries to a quota drained by throttling.
+func newRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 5
+		o.MaxBackoff = 2 * time.Second
+		o.RateLimiter = ratelimit.None
+		o.Retryables = append([]retry.IsErrorRetryable{
+			retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					return aws.FalseTernary
+				}
+				return aws.UnknownTernary
+			}),
+		}, o.Retryables...)
+	})
+}
+
+// call bounds one client call that is not otherwise bounded.
+func (a *app) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.callTimeout)
+}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+)
+
+type enqueueFlags struct {
+	kind        string
+	id          string
+	payloadFile string
+	delay       time.Duration
+	at          string
+	maxAttempts int
+	file        string
+	concurrency int
+	jsonOut     bool
+}
+
+func init() {
+	register((*app).enqueueCommand)
+}
+
+func (a *app) enqueueCommand() *cobra.Command {
+	var f enqueueFlags
+	cmd := &cobra.Command{
+		Use:   "enqueue [PAYLOAD | -]",
+		Short: "Enqueue a task, or many from a JSON Lines file",
+		Long: `Enqueue stores a task in the tasks table and sends its dispatch token to the
+work queue. The payload is a JSON document: the argument, the file named by
+--payload-file, or stdin when the argument (or the file) is "-". Without one the
+task has no payload.
+
+Enqueueing an --id that exists does nothing and says so on stderr: a retried
+script never makes a second task. Without --id a random id is picked. The id is
+printed on stdout (with --json, the stored task).
+
+--file enqueues many tasks from a JSON Lines file ("-" for stdin), one object
+per line:
+
+  {"kind":"greet","payload":{"name":"ada"},"id":"greet-ada","max_attempts":3}
+  {"kind":"report","payload":{},"delay_seconds":3600}
+  {"kind":"report","run_at":"2027-06-01T09:00:00Z"}
+
+Only "kind" is required; "delay_seconds" and "run_at" are exclusive; "v":1
+may be present (the lines are intake-queue submissions). Bad lines are
+reported with their line numbers and skipped; the good ones are enqueued. The
+ids of the enqueued tasks are printed on stdout, one per line; a progress bar
+(on a terminal) and a summary go to stderr.
+
+` + exitCodesHelp,
+		Example: `  leasehold enqueue --kind greet '{"name":"ada"}'
+  leasehold enqueue --kind greet --id greet-ada --max-attempts 3 '{"name":"ada"}'
+  echo '{"name":"ada"}' | leasehold enqueue --kind greet -
+  leasehold enqueue --kind report --delay 2h --payload-file report.json
+  leasehold enqueue --kind report --at 2027-06-01T09:00:00Z
+  leasehold enqueue --file tasks.jsonl > ids.txt`,
+		Args: posArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.file != "" {
+				return a.enqueueFile(cmd, f, args)
+			}
+			return a.enqueueOne(cmd, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kind, "kind", "", "task kind (required unless --file)")
+	fl.StringVar(&f.id, "id", "", "task id (default: random); an existing id is not enqueued again")
+	fl.StringVar(&f.payloadFile, "payload-file", "", `read the payload from FILE ("-" for stdin)`)
+	fl.DurationVar(&f.delay, "delay", 0, "start after this long, e.g. 90s, 20m, 36h (longer than 15m is fine)")
+	fl.StringVar(&f.at, "at", "", "start at this RFC 3339 time, e.g. 2027-06-01T09:00:00Z")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the task fails (1..100; default 5)")
+	fl.StringVar(&f.file, "file", "", `enqueue every task of a JSON Lines file ("-" for stdin)`)
+	fl.IntVar(&f.concurrency, "concurrency", leasehold.DefaultEnqueueConcurrency, "with --file: DynamoDB/SQS calls in flight at once")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
+	return cmd
+}
+
+func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) error {
+	if f.kind == "" {
+		return usageErrorf("--kind is required")
+	}
+	var opts []leasehold.EnqueueOption
+	if f.id != "" {
+		opts = append(opts, leasehold.ID(f.id))
+	}
+	if f.maxAttempts != 0 {
+		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
+	}
+	switch {
+	case f.delay != 0 && f.at != "":
+		return usageErrorf("--delay and --at are exclusive")
+	case f.delay < 0:
+		return usageErrorf("--delay cannot be negative")
+	case f.delay > 0:
+		opts = append(opts, leasehold.Delay(f.delay))
+	case f.at != "":
+		at, err := time.Parse(time.RFC3339, f.at)
+		if err != nil {
+			return usageErrorf("--at %q is not an RFC 3339 time such as 2027-06-01T09:00:00Z", f.at)
+		}
+		opts = append(opts, leasehold.At(at))
+	}
+	payload, err := a.readPayload(args, f.payloadFile)
+	if err != nil {
+		return err
+	}
+	var p any // nil: no payload
+	if payload != nil {
+		p = payload
+	}
+	c, err := a.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	info, err := c.Enqueue(cmd.Context(), f.kind, p, opts...)
+	switch {
+	case errors.Is(err, leasehold.ErrAlreadyExists):
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", info.ID, info.Status)
+	case errors.Is(err, leasehold.ErrNotSent):
+		// Stored: the id is worth printing even though the send failed.
+		fmt.Fprintln(a.io.Out, info.ID)
+		return err
+	case err != nil:
+		return err
+	}
+	if f.jsonOut {
+		return writeJSON(a.io.Out, info)
+	}
+	_, err = fmt.Fprintln(a.io.Out, info.ID)
+	return err
+}
+
+// readPayload returns the payload named by the argument or --payload-file,
+// checked to be JSON; nil when there is none.
+func (a *app) readPayload(args []string, file string) (json.RawMessage, error) {
+	var (
+		raw  []byte
+		from string
+	)
+	switch {
+	case len(args) == 1 && file != "":
+		return nil, usageErrorf("give the payload as an argument or with --payload-file, not both")
+	case len(args) == 1 && args[0] == "-", file == "-":
+		b, err := io.ReadAll(io.LimitReader(a.io.In, maxInputBytes))
+		if err != nil {
+			return nil, fmt.Errorf("read payload from stdin: %w", err)
+		}
+		raw, from = b, "stdin"
+	case len(args) == 1:
+		raw, from = []byte(args[0]), "argument"
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageErrorf("read payload: %w", err)
+		}
+		raw, from = b, file
+	default:
+		return nil, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if err := checkJSON(raw); err != nil {
+		return nil, usageErrorf("payload (%s) is not valid JSON: %w", from, err)
+	}
+	return raw, nil
+}
+
+// maxInputBytes bounds what is read from stdin for one payload; the store's
+// own limit is far lower and reported precisely.
+const maxInputBytes = 4 << 20
+
+// checkJSON says where a document stops being JSON.
+func checkJSON(b []byte) error {
+	if len(b) == 0 {
+		return errors.New("it is empty")
+	}
+	var v any
+	err := json.Unmarshal(b, &v)
+	var syn *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &syn):
+		msg := fmt.Sprintf("%s (at byte %d)", syn.Error(), syn.Offset)
+		if b[0] != '{' && b[0] != '[' && b[0] != '"' {
+			msg += `; a string must be quoted, e.g. '"hello"'`
+		}
+		return errors.New(msg)
+	}
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+)
+
+type listFlags struct {
+	status  string
+	limit   int
+	cursor  string
+	all     bool
+	jsonOut bool
+}
+
+func init() {
+	register((*app).listCommand)
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var f listFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, by status, a page at a time",
+		Long: `List prints tasks newest first within each status (PENDING, RUNNING,
+SUCCEEDED, FAILED, CANCELLED, in that order), as a table or, with --json, as
+one JSON array. Payloads and results are left out: "leasehold status ID" shows
+them.
+
+One page holds up to --limit tasks. When more remain, the cursor of the next
+page is printed on stderr as "next-cursor: CURSOR"; pass it to --cursor (with
+the same --status) to continue. --all fetches every page.`,
+		Example: `  leasehold list --status failed
+  leasehold list --json --limit 500 > page1.json 2> next.txt
+  leasehold list --json --limit 500 --cursor "$(sed -n 's/^next-cursor: //p' next.txt)"
+  leasehold list --all --json | jq length`,
+		Args: posArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := leasehold.ListOptions{Limit: f.limit, Cursor: f.cursor}
+			if f.limit < 1 || f.limit > leasehold.MaxListLimit {
+				return usageErrorf("--limit %d is outside 1..%d", f.limit, leasehold.MaxListLimit)
+			}
+			if f.status != "" {
+				s, err := leasehold.ParseStatus(f.status)
+				if err != nil {
+					return usageError{err}
+				}
+				o.Status = s
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tasks := []leasehold.TaskInfo{} // an empty page prints "[]", not "null"
+			for {
+				page, err := c.List(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				tasks = append(tasks, page.Tasks...)
+				o.Cursor = page.Next
+				if !f.all || page.Next == "" {
+					break
+				}
+			}
+			if f.jsonOut {
+				err = writeJSON(a.io.Out, tasks)
+			} else {
+				err = writeTable(a.io.Out, tasks)
+			}
+			if err != nil {
+				return err
+			}
+			if o.Cursor != "" {
+				fmt.Fprintf(a.io.Err, "next-cursor: %s\n", o.Cursor)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.status, "status", "", "only tasks with this status: pending, running, succeeded, failed or cancelled")
+	fl.IntVar(&f.limit, "limit", leasehold.DefaultListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
+	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
+	fl.BoolVar(&f.all, "all", false, "fetch every page")
+	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+// writeTable prints tasks as an aligned table.
+func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tATTEMPTS\tCREATED\tERROR")
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n",
+			t.ID, t.Kind, t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+	}
+	return tw.Flush()
+}
+
+// clip cuts s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

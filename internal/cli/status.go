@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+)
+
+func init() {
+	register((*app).statusCommand)
+	register((*app).resultCommand)
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a task: status, attempts, payload, result and history",
+		Example: `  leasehold status greet-ada
+  leasehold status --json greet-ada | jq .status`,
+		Args: posArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			info, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return a.taskErr(args[0], err)
+			}
+			if jsonOut {
+				return writeJSON(a.io.Out, info)
+			}
+			return writeTask(a.io.Out, info)
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	return cmd
+}
+
+func (a *app) resultCommand() *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "result ID",
+		Short: "Print a task's result (JSON) on stdout",
+		Long: `Result prints the result of a SUCCEEDED task on stdout. A task that ended
+FAILED or CANCELLED prints its error on stderr and exits 5. A task that has not
+finished is an error (exit 1), unless --wait waits for it to finish.
+
+` + exitCodesHelp,
+		Example: `  leasehold result greet-ada
+  leasehold result --wait --timeout 5m greet-ada | jq .`,
+		Args: posArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if timeout < 0 {
+				return usageErrorf("--timeout cannot be negative")
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var info leasehold.TaskInfo
+			if wait {
+				if timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, timeout)
+					defer cancel()
+				}
+				info, err = c.Wait(ctx, id)
+				if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, leasehold.ErrUnreachable) {
+					return fmt.Errorf("task %s did not finish within %s", id, timeout)
+				}
+			} else {
+				info, err = c.Get(ctx, id)
+			}
+			if err != nil {
+				return a.taskErr(id, err)
+			}
+			switch info.Status {
+			case leasehold.StatusSucceeded:
+				out := []byte(info.Result)
+				if len(out) == 0 {
+					out = []byte("null")
+				}
+				_, err := fmt.Fprintf(a.io.Out, "%s\n", out)
+				return err
+			case leasehold.StatusFailed, leasehold.StatusCancelled:
+				return &leasehold.TaskError{ID: id, Status: info.Status, Message: info.Error}
+			}
+			return fmt.Errorf("task %s is %s: no result yet (use --wait to wait for it)", id, info.Status)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the task finishes")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
+	return cmd
+}
+
+// taskErr words a failed operation on the task id for the user.
+func (a *app) taskErr(id string, err error) error {
+	if errors.Is(err, leasehold.ErrNotFound) {
+		return &notFoundError{id: id, table: a.table, err: err}
+	}
+	return err
+}
+
+// notFoundError words a missing task for the user.
+type notFoundError struct {
+	id, table string
+	err       error
+}
+
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("no task with id %q in table %s", e.id, e.table)
+}
+
+func (e *notFoundError) Unwrap() error { return e.err }
+
+// writeTask prints a task for people.
+func writeTask(w io.Writer, t leasehold.TaskInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("id", t.ID)
+	row("kind", t.Kind)
+	status := string(t.Status)
+	if t.CancelRequested && !t.Status.Terminal() {
+		status += " (cancel requested)"
+	}
+	row("status", status)
+	row("attempts", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
+	if !t.Status.Terminal() {
+		row("run at", stamp(t.RunAt))
+	}
+	if t.Status == leasehold.StatusRunning {
+		row("lease", fmt.Sprintf("%s until %s", t.LeaseOwner, stamp(t.LeaseUntil)))
+	}
+	row("created", stamp(t.CreatedAt))
+	row("updated", stamp(t.UpdatedAt))
+	row("finished", stamp(t.FinishedAt))
+	row("error", oneLine(t.Error))
+	row("payload", string(t.Payload))
+	row("result", string(t.Result))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(t.History) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "history:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, h := range t.History {
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\t%s\n", h.Attempt, h.Status, stamp(h.At), oneLine(h.Error))
+	}
+	return tw.Flush()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
