@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/eventsource"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/serve"
+)
+
+// Environment variables of `leasehold run` beyond the global ones.
+const (
+	EnvWorkDLQURL     = leasehold.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
+	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
+	EnvIntakeDLQURL   = dispatch.EnvIntakeDLQURL // LEASEHOLD_INTAKE_DLQ_URL
+	EnvSweepEvery     = "LEASEHOLD_SWEEP_EVERY"
+	EnvLogLevel       = leasehold.EnvLogLevel // LEASEHOLD_LOG_LEVEL
+	EnvMetrics        = "LEASEHOLD_METRICS"
+
+	DefaultWorkDLQName = "leasehold-work-dlq"
+)
+
+// runHTTPTimeout bounds one HTTP round trip of the runner: above the 20s long
+// poll of ReceiveMessage, which the global --call-timeout would cut short.
+const runHTTPTimeout = 30 * time.Second
+
+// runFlags are the flags of `leasehold run`. Each falls back to its
+// environment variable, then to the library's default.
+type runFlags struct {
+	dlqURL, intakeURL, intakeDLQURL string
+	sweepEvery                      time.Duration
+	logLevel                        string
+	metrics                         bool
+
+	pollers, batchSize, concurrency, maxAttempts       int
+	batchWindow, invocationTimeout, lease, renewBefore time.Duration
+}
+
+func init() { register((*app).runCommand) }
+
+func (a *app) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the worker (and optionally the dispatcher) as a long-lived process",
+		Long: `run is the worker Lambda as a long-lived process (ECS, EC2, a laptop): it polls
+the work queue as Lambda's SQS event source mapping would, runs the bundled
+example task kinds (greet, upper, flaky, sleep), renews leases, records
+results and deletes what it processed.
+
+With an intake queue (--intake-queue-url or LEASEHOLD_INTAKE_QUEUE_URL) it
+also runs the dispatcher: submissions on the intake queue become tasks and
+dispatch tokens, and the sweep runs every --sweep-every.
+
+SIGTERM or Ctrl-C stops it gracefully: no new messages are received, the
+tasks in flight finish (or are released at their deadline, --invocation-timeout
+minus the deadline margin), their outcomes are recorded, and it exits 0. A
+second signal kills it at once; the leases it held then expire and other
+workers take the tasks over. To run your own task kinds, call Worker.Run in
+your own main (docs/running.md).
+
+Logs are JSON lines on stderr; with --metrics, CloudWatch metrics in embedded
+metric format are JSON lines on stdout (CloudWatch Logs extracts them, e.g.
+from ECS's awslogs driver).`,
+		Example: `  eval "$(scripts/stack.sh env)"
+  leasehold run                                   # worker on leasehold-work
+  leasehold run --intake-queue-url "$(aws sqs get-queue-url --queue-name leasehold-intake --query QueueUrl --output text)"
+  LEASEHOLD_POLLERS=4 LEASEHOLD_CONCURRENCY=20 leasehold run --invocation-timeout 5m`,
+		Args: posArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.run(cmd.Context(), cmd.Flags(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dlqURL, "dlq-url", "", "work dead-letter queue for messages that name no task (env "+EnvWorkDLQURL+"; default: the queue named "+DefaultWorkDLQName+" if it exists)")
+	fl.StringVar(&f.intakeURL, "intake-queue-url", "", "intake queue: also run the dispatcher (env "+EnvIntakeQueueURL+")")
+	fl.StringVar(&f.intakeDLQURL, "intake-dlq-url", "", "intake dead-letter queue for invalid submissions (env "+EnvIntakeDLQURL+")")
+	fl.DurationVar(&f.sweepEvery, "sweep-every", 0, "period of the dispatcher's sweep; negative turns it off (env "+EnvSweepEvery+"; default 1m)")
+	fl.IntVar(&f.pollers, "pollers", 0, "batches received and run at once (env "+leasehold.EnvPollers+"; default 2)")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "most messages per batch (env "+leasehold.EnvBatchSize+"; default 10)")
+	fl.DurationVar(&f.batchWindow, "batch-window", 0, "time to gather a batch (env "+leasehold.EnvBatchWindow+"; default 0)")
+	fl.DurationVar(&f.invocationTimeout, "invocation-timeout", 0, "budget of one batch, like a Lambda timeout (env "+leasehold.EnvInvocationTimeout+"; default 60s)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "tasks of one batch run at once (env "+leasehold.EnvConcurrency+"; default 10)")
+	fl.DurationVar(&f.lease, "lease-duration", 0, "lease of a claim or renewal (env "+leasehold.EnvLeaseDuration+"; default 20s)")
+	fl.DurationVar(&f.renewBefore, "renew-before", 0, "renew this long before the lease expires (env "+leasehold.EnvRenewBefore+"; default 10s)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts of an inline task that names none (env "+leasehold.EnvMaxAttempts+"; default 5)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+EnvLogLevel+"; default info)")
+	fl.BoolVar(&f.metrics, "metrics", false, "write CloudWatch metrics (embedded metric format) to stdout (env "+EnvMetrics+"=true)")
+	return cmd
+}
+
+// run wires and runs the worker and, with an intake queue, the dispatcher.
+func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
+	// After the first signal has started the graceful stop, the next one
+	// takes the default action: the process ends at once.
+	context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
+
+	v := flagEnv{a: a, fl: fl}
+	dlqURL := v.str("dlq-url", f.dlqURL, EnvWorkDLQURL)
+	intakeURL := v.str("intake-queue-url", f.intakeURL, EnvIntakeQueueURL)
+	intakeDLQURL := v.str("intake-dlq-url", f.intakeDLQURL, EnvIntakeDLQURL)
+	sweepEvery := v.dur("sweep-every", f.sweepEvery, EnvSweepEvery)
+	level := v.str("log-level", f.logLevel, EnvLogLevel)
+	var lvl slog.Level
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return usageErrorf("--log-level %q: want debug, info, warn or error", level)
+		}
+	}
+	var wopts []leasehold.WorkerOption
+	if v.bool("metrics", f.metrics, EnvMetrics) {
+		wopts = append(wopts, leasehold.WithMetrics(a.io.Out))
+	}
+	if n := v.int("concurrency", f.concurrency, leasehold.EnvConcurrency); n != 0 {
+		wopts = append(wopts, leasehold.WithConcurrency(n))
+	}
+	if n := v.int("max-attempts", f.maxAttempts, leasehold.EnvMaxAttempts); n != 0 {
+		wopts = append(wopts, leasehold.WithMaxAttempts(n))
+	}
+	if d := v.dur("lease-duration", f.lease, leasehold.EnvLeaseDuration); d != 0 {
+		wopts = append(wopts, leasehold.WithLeaseDuration(d))
+	}
+	if d := v.dur("renew-before", f.renewBefore, leasehold.EnvRenewBefore); d != 0 {
+		wopts = append(wopts, leasehold.WithRenewBefore(d))
+	}
+	var ropts []leasehold.RunOption
+	if n := v.int("pollers", f.pollers, leasehold.EnvPollers); n != 0 {
+		ropts = append(ropts, leasehold.WithPollers(n))
+	}
+	if n := v.int("batch-size", f.batchSize, leasehold.EnvBatchSize); n != 0 {
+		ropts = append(ropts, leasehold.WithBatchSize(n))
+	}
+	if d := v.dur("batch-window", f.batchWindow, leasehold.EnvBatchWindow); d != 0 {
+		ropts = append(ropts, leasehold.WithBatchWindow(d))
+	}
+	invocation := v.dur("invocation-timeout", f.invocationTimeout, leasehold.EnvInvocationTimeout)
+	if invocation != 0 {
+		ropts = append(ropts, leasehold.WithInvocationTimeout(invocation))
+	}
+	if v.err != nil {
+		return v.err
+	}
+
+	cfg, err := a.awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(runHTTPTimeout)
+	if a.endpoint != "" {
+		cfg.BaseEndpoint = aws.String(a.endpoint)
+	}
+	q := sqs.NewFromConfig(cfg)
+	workURL := a.queueURL
+	if workURL == "" {
+		if workURL, err = a.queueByName(ctx, q, DefaultWorkQueueName); err != nil {
+			return err
+		}
+		if dlqURL == "" && !fl.Changed("dlq-url") {
+			// Optional: without it, malformed messages are left to the
+			// queue's redrive policy.
+			if url, err := a.queueByName(ctx, q, DefaultWorkDLQName); err == nil {
+				dlqURL = url
+			}
+		}
+	}
+
+	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
+	ddb := dynamodb.NewFromConfig(cfg)
+	if err := a.checkTable(ctx, ddb, log); err != nil {
+		return err
+	}
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: cfg, Table: a.table, QueueURL: workURL, DeadLetterQueueURL: dlqURL, Handlers: hs,
+	}, append(wopts, leasehold.WithLogger(log.With("part", "worker")))...)
+	if err != nil {
+		return usageError{err}
+	}
+	sc := serve.Config{Worker: w, WorkerOptions: ropts, SweepEvery: sweepEvery, Logger: log}
+	if intakeURL != "" {
+		store := lease.NewDynamoStore(ddb, a.table, lease.Options{})
+		d, err := dispatch.New(dispatch.Config{
+			Store: store, SQS: q, WorkQueueURL: workURL, IntakeDLQURL: intakeDLQURL,
+			Logger: log.With("part", "dispatch"),
+		})
+		if err != nil {
+			return usageError{err}
+		}
+		sc.Dispatcher, sc.IntakeSQS, sc.IntakeQueueURL = d, q, intakeURL
+		sc.Intake = eventsource.Config{InvocationTimeout: invocation}
+	}
+	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "intake_queue", intakeURL,
+		"kinds", hs.Kinds())
+	err = serve.Run(ctx, sc)
+	var part *serve.PartError
+	switch {
+	case errors.As(err, &part) && errors.Is(err, eventsource.ErrQueueNotFound):
+		return &leasehold.MissingResourceError{Service: "SQS", Resource: part.QueueURL, Err: err}
+	case errors.Is(err, leasehold.ErrConfig), errors.Is(err, serve.ErrConfig):
+		return usageError{err}
+	case err != nil:
+		return err
+	}
+	log.Info("leasehold run stopped")
+	return nil
+}
+
+// checkTable fails fast when the tasks table does not exist. Any other
+// answer (a role without DescribeTable, say) is only logged: the worker's
+// own calls will tell.
+func (a *app) checkTable(ctx context.Context, ddb *dynamodb.Client, log *slog.Logger) error {
+	cctx, cancel := a.call(ctx)
+	defer cancel()
+	_, err := ddb.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.table)})
+	switch {
+	case errors.As(err, new(*ddbtypes.ResourceNotFoundException)):
+		return &leasehold.MissingResourceError{Service: "DynamoDB", Resource: a.table, Err: err}
+	case err != nil:
+		log.Warn("could not check the tasks table", "table", a.table, "error", err)
+	}
+	return nil
+}
+
+// queueByName looks a queue URL up.
+func (a *app) queueByName(ctx context.Context, q *sqs.Client, name string) (string, error) {
+	cctx, cancel := a.call(ctx)
+	defer cancel()
+	out, err := q.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
+			return "", &leasehold.MissingResourceError{Service: "SQS", Resource: name, Err: err}
+		}
+		return "", fmt.Errorf("look up queue %s: %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// flagEnv reads a flag if it was given, else its environment variable. The
+// first bad value is kept in err.
+type flagEnv struct {
+	a   *app
+	fl  *pflag.FlagSet
+	err error
+}
+
+func (v *flagEnv) raw(name, env string) (string, bool) {
+	if v.fl.Changed(name) {
+		return "", false
+	}
+	s := v.a.io.Getenv(env)
+	return s, s != ""
+}
+
+func (v *flagEnv) str(name, flag, env string) string {
+	if s, ok := v.raw(name, env); ok {
+		return s
+	}
+	return flag
+}
+
+func (v *flagEnv) int(name string, flag int, env string) int {
+	s, ok := v.raw(name, env)
+	if !ok {
+		return flag
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil && v.err == nil {
+		v.err = usageErrorf("%s=%q is not a number", env, s)
+	}
+	return n
+}
+
+func (v *flagEnv) bool(name string, flag bool, env string) bool {
+	s, ok := v.raw(name, env)
+	if !ok {
+		return flag
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil && v.err == nil {
+		v.err = usageErrorf("%s=%q is not true or false", env, s)
+	}
+	return b
+}
+
+func (v *flagEnv) dur(name string, flag time.Duration, env string) time.Duration {
+	s, ok := v.raw(name, env)
+	if !ok {
+		return flag
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil && v.err == nil {
+		v.err = usageErrorf("%s=%q is not a duration such as 30s", env, s)
+	}
+	return d
+}

@@ -1,0 +1,220 @@
+package cli_test
+
+// Tests of `leasehold run` as users run it: the real binary, stopped with
+// real signals, against the local AWS stack.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// buildLeasehold builds cmd/leasehold into a directory of the test's.
+func buildLeasehold(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "leasehold")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/leasehold/leasehold/cmd/leasehold").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build cmd/leasehold: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type runEnv struct {
+	table  string
+	queues awstest.Queues
+	sqs    *sqs.Client
+	store  *lease.DynamoStore
+}
+
+func setupRun(t *testing.T) *runEnv {
+	t.Helper()
+	cfg := awstest.Config(t)
+	e := &runEnv{table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	return e
+}
+
+// start runs `leasehold run args...` on the test's resources.
+func (e *runEnv) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(buildLeasehold(t), append([]string{"run"}, args...)...)
+	cmd.Env = append(os.Environ(),
+		"LEASEHOLD_TABLE="+e.table,
+		"LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work,
+		"LEASEHOLD_WORK_DLQ_URL="+e.queues.WorkDLQ)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("leasehold run output:\n%s", logs.String())
+		}
+	})
+	return cmd, &logs, exited
+}
+
+func (e *runEnv) send(t *testing.T, url, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// waitFor polls the task until it has the status, or fails the test.
+func (e *runEnv) waitFor(t *testing.T, id string, want lease.Status, budget time.Duration) lease.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last lease.Task
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		task, err := e.store.Get(cctx, id)
+		ccancel()
+		if err == nil {
+			if task.Status == want {
+				return task
+			}
+			last = task
+		} else if !errors.Is(err, lease.ErrNotFound) && ctx.Err() == nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("task %s is %q (error %q), not %s, after %s", id, last.Status, last.Error, want, budget)
+		case <-tick.C:
+		}
+	}
+}
+
+func waitExit(t *testing.T, exited chan error, budget time.Duration) error {
+	t.Helper()
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	select {
+	case err := <-exited:
+		exited <- err
+		return err
+	case <-timer.C:
+		t.Fatalf("leasehold run still running %s after the signal", budget)
+	}
+	return nil
+}
+
+// TestRunWorkerAndDispatcher runs the worker and the dispatcher, feeds both
+// queues, and stops the process with SIGTERM while a task runs: the task
+// finishes and the process exits 0.
+func TestRunWorkerAndDispatcher(t *testing.T) {
+	t.Parallel()
+	e := setupRun(t)
+	cmd, logs, exited := e.start(t, "--intake-queue-url", e.queues.Intake, "--intake-dlq-url", e.queues.IntakeDLQ,
+		"--lease-duration", "4s", "--renew-before", "2s", "--sweep-every", "2s")
+
+	e.send(t, e.queues.Work, `{"v":1,"kind":"upper","id":"inline-1","payload":{"text":"run"}}`)
+	e.send(t, e.queues.Intake, `{"v":1,"kind":"greet","id":"submitted-1","payload":{"name":"intake"}}`)
+	e.send(t, e.queues.Intake, `{"v":1,"kind":"sleep","id":"slow-1","payload":{"seconds":3}}`)
+	if got := e.waitFor(t, "inline-1", lease.StatusSucceeded, 30*time.Second); string(got.Result) != `"RUN"` {
+		t.Errorf("inline-1 result %s", got.Result)
+	}
+	if got := e.waitFor(t, "submitted-1", lease.StatusSucceeded, 30*time.Second); string(got.Result) != `"hello, intake"` {
+		t.Errorf("submitted-1 result %s", got.Result)
+	}
+	e.waitFor(t, "slow-1", lease.StatusRunning, 30*time.Second)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(t, exited, 30*time.Second); err != nil {
+		t.Fatalf("leasehold run exited with %v after SIGTERM, want 0", err)
+	}
+	slow := e.waitFor(t, "slow-1", lease.StatusSucceeded, time.Second)
+	if slow.Attempt != 1 {
+		t.Errorf("slow-1 took %d attempts, want 1 (finished during the graceful stop)", slow.Attempt)
+	}
+	if !strings.Contains(logs.String(), `"msg":"leasehold run stopped"`) {
+		t.Error("no 'leasehold run stopped' log line")
+	}
+}
+
+// TestRunSecondSignalKills checks that a second signal ends the process at
+// once, leaving its lease to expire rather than waiting for the task.
+func TestRunSecondSignalKills(t *testing.T) {
+	t.Parallel()
+	e := setupRun(t)
+	cmd, _, exited := e.start(t, "--invocation-timeout", "2m")
+	e.send(t, e.queues.Work, `{"v":1,"kind":"sleep","id":"long-1","payload":{"seconds":60}}`)
+	e.waitFor(t, "long-1", lease.StatusRunning, 30*time.Second)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The graceful stop waits for the 60s task: the process is still there.
+	select {
+	case err := <-exited:
+		t.Fatalf("leasehold run exited (%v) before its running task ended", err)
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := waitExit(t, exited, 5*time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("after the second SIGTERM: %v, want death by SIGTERM", err)
+	}
+	if got := e.waitFor(t, "long-1", lease.StatusRunning, time.Second); got.Attempt != 1 {
+		t.Errorf("long-1: attempt %d, want its first attempt's lease left to expire", got.Attempt)
+	}
+}
+
+// TestRunMissingResources checks the exit code and message when the table or
+// the work queue does not exist.
+func TestRunMissingResources(t *testing.T) {
+	t.Parallel()
+	e := setupRun(t)
+	bin := buildLeasehold(t)
+	for name, args := range map[string][]string{
+		"table": {"run", "--table", e.table + "-missing"},
+		"queue": {"run", "--queue-url", e.queues.Work + "-missing"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "LEASEHOLD_TABLE="+e.table, "LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 4 || !strings.Contains(string(out), "does not exist") {
+			t.Errorf("missing %s: %v, output %q; want exit 4 saying it does not exist", name, err, out)
+		}
+	}
+}
