@@ -54,12 +54,13 @@ func main() {
 		Out: os.Stdout, Terminal: isTerminal(os.Stdout),
 		Log: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
+	if *logPath != "" {
+		fmt.Printf("worker and dispatcher logs: %s\n", *logPath)
+	}
 	if err != nil {
-		if *logPath != "" {
-			fmt.Fprintf(os.Stderr, "(worker and dispatcher logs: %s)\n", *logPath)
-		}
 		fail(err)
 	}
+	fmt.Printf("the tasks stay in table %s: try `go run ./cmd/leasehold list --status failed`, then `go run ./cmd/leasehold status ID`\n", res.Table)
 }
 
 func fail(err error) {
