@@ -106,6 +106,7 @@ type execution struct {
 	// Running.
 	invocationDeadline time.Time
 	startedAt          time.Time
+	handlerTime        time.Duration // from start to the handler's return (or abandonment)
 	handlerDone        chan handlerResult
 	cancelHandler      context.CancelCauseFunc
 	handlerCtx         context.Context
@@ -250,7 +251,6 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	}
 	if x.task.CancelRequested {
 		// Cancelled while a worker that has since vanished held it.
-		x.startedAt = x.cfg.Clock.Now()
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
 	}
 	h, ok := x.cfg.Handlers(x.task.Kind)
@@ -320,6 +320,7 @@ func (x *execution) runRunning(ctx context.Context) State {
 		}
 		grace.Stop()
 	}
+	x.handlerTime = x.cfg.Clock.Since(x.startedAt)
 	x.cause = context.Cause(x.handlerCtx)
 	// Stop and join the renewer before the outcome is written: a renewal
 	// racing the finish write would only fail harmlessly, but a joined
@@ -333,7 +334,7 @@ func (x *execution) runRunning(ctx context.Context) State {
 // runFinishing records the outcome (seed: WorkerFinishedProcessing).
 func (x *execution) runFinishing(ctx context.Context) State {
 	res, cause := x.res, x.cause
-	elapsed := x.cfg.Clock.Since(x.startedAt)
+	elapsed := x.handlerTime
 	x.log = x.log.With("duration_ms", elapsed.Milliseconds())
 	switch {
 	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
@@ -443,7 +444,7 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 	case err == nil:
 		x.task = task
 		x.result.Outcome = outcome
-		x.observe(outcome, x.cfg.Clock.Since(x.startedAt))
+		x.observe(outcome, x.handlerTime)
 		x.log.Info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
@@ -459,7 +460,6 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 // failClaimed fails a task this execution holds without running it.
 func (x *execution) failClaimed(ctx context.Context, reason string) State {
 	x.log.Warn("task rejected", "reason", reason)
-	x.startedAt = x.cfg.Clock.Now()
 	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
 	x.result.Reason = reason
 	return st
