@@ -63,9 +63,10 @@
 // # Shutdown
 //
 // Wire SIGTERM and SIGINT with signal.NotifyContext and pass that context to
-// Run. When it is done, Run stops receiving (an in-flight long poll is
-// abandoned: anything SQS handed to it reappears after the visibility
-// timeout), hands any messages a poller already holds to the handler, waits
+// Run. When it is done, Run starts no new receive (one in flight is let
+// finish, at most WaitTime, because SQS may hand messages to a poll whose
+// caller gave up and they would stay hidden until the visibility timeout),
+// hands any messages a poller holds to the handler, waits
 // for every running handler, deletes what they processed, and returns nil.
 // Handler contexts are detached from Run's with context.WithoutCancel: a
 // shutdown does not cancel them, only their own deadline does, so a batch in

@@ -74,9 +74,11 @@ func New(client SQSClient, cfg Config, h Handler) (*Runner, error) {
 // if that fails it returns the error (wrapping ErrQueueNotFound when the
 // queue does not exist).
 //
-// When ctx is done Run stops receiving (an in-flight ReceiveMessage is
-// abandoned; anything SQS handed to it reappears after the visibility
-// timeout), hands messages it already holds to the handler, waits for every
+// When ctx is done Run stops receiving: an in-flight ReceiveMessage is let
+// finish (at most WaitTime, since SQS may hand messages to a long poll even
+// as its caller gives up, and those would stay invisible for the visibility
+// timeout), no new one starts, messages already held go to the handler, and
+// Run waits for every
 // running handler call, deletes the messages they processed, and returns
 // nil. Handler contexts are not cancelled by ctx: each keeps only its own
 // InvocationTimeout deadline, so a handler that honours its context ends by
@@ -184,7 +186,7 @@ func (r *Runner) poll(ctx context.Context, queue queueIdentity, log *slog.Logger
 func (r *Runner) gather(ctx context.Context) ([]types.Message, error) {
 	var batch []types.Message
 	var windowEnd time.Time
-	for len(batch) < r.cfg.BatchSize {
+	for len(batch) < r.cfg.BatchSize && ctx.Err() == nil {
 		wait := r.cfg.WaitTime
 		if len(batch) > 0 {
 			left := time.Until(windowEnd)
@@ -212,7 +214,9 @@ func (r *Runner) gather(ctx context.Context) ([]types.Message, error) {
 }
 
 func (r *Runner) receive(ctx context.Context, max int, wait time.Duration) ([]types.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	// Detached from shutdown: an abandoned long poll can still be handed
+	// messages, which would then stay hidden until their visibility timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CallTimeout)
 	defer cancel()
 	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(r.cfg.QueueURL),
