@@ -1,0 +1,123 @@
+package token_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	big := `"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"`
+	cases := []struct {
+		name string
+		body string
+		want token.Token
+		err  error
+	}{
+		{"reference", `{"v":1,"id":"t-1"}`, token.Token{Version: 1, ID: "t-1"}, nil},
+		{"inline minimal", `{"v":1,"kind":"k"}`, token.Token{Version: 1, Kind: "k"}, nil},
+		{"inline full", `{"v":1,"kind":"k","id":"x","payload":{"a":1},"max_attempts":3}`,
+			token.Token{Version: 1, Kind: "k", ID: "x", Payload: json.RawMessage(`{"a":1}`), MaxAttempts: 3}, nil},
+		{"null payload is no payload", `{"v":1,"kind":"k","payload":null}`, token.Token{Version: 1, Kind: "k"}, nil},
+		{"empty body", ``, token.Token{}, token.ErrMalformed},
+		{"not JSON", `hello`, token.Token{}, token.ErrMalformed},
+		{"array", `[]`, token.Token{}, token.ErrMalformed},
+		{"trailing data", `{"v":1,"id":"a"} {}`, token.Token{}, token.ErrMalformed},
+		{"invalid UTF-8", "{\"v\":1,\"id\":\"\xff\"}", token.Token{}, token.ErrMalformed},
+		{"wrong type", `{"v":"1","id":"a"}`, token.Token{}, token.ErrMalformed},
+		{"unknown field", `{"v":1,"kind":"k","paylod":{}}`, token.Token{}, token.ErrMalformed},
+		{"no version", `{"id":"a"}`, token.Token{}, token.ErrMissingField},
+		{"future version", `{"v":2,"id":"a"}`, token.Token{}, token.ErrVersion},
+		{"neither id nor kind", `{"v":1}`, token.Token{}, token.ErrMissingField},
+		{"payload without kind", `{"v":1,"id":"a","payload":1}`, token.Token{}, token.ErrMissingField},
+		{"attempts out of range", `{"v":1,"kind":"k","max_attempts":101}`, token.Token{}, token.ErrInvalidField},
+		{"id too long", `{"v":1,"id":"` + strings.Repeat("i", lease.MaxIDBytes+1) + `"}`, token.Token{}, token.ErrInvalidField},
+		{"payload too big", `{"v":1,"kind":"k","id":"big","payload":` + big + `}`, token.Token{Version: 1, Kind: "k", ID: "big"}, token.ErrPayloadTooBig},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := token.Decode(c.body)
+			if !errors.Is(err, c.err) {
+				t.Fatalf("Decode error = %v, want %v", err, c.err)
+			}
+			if err != nil && strings.Contains(err.Error(), "xxxxxxxx") {
+				t.Errorf("error echoes the payload")
+			}
+			if got.ID != c.want.ID || got.Kind != c.want.Kind || string(got.Payload) != string(c.want.Payload) || got.MaxAttempts != c.want.MaxAttempts || got.Version != c.want.Version {
+				t.Errorf("Decode = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	t.Parallel()
+	body, err := token.Inline("resize", "cat", json.RawMessage(`{"w":64}`), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := token.Decode(body)
+	if err != nil || got.Kind != "resize" || got.ID != "cat" || string(got.Payload) != `{"w":64}` || got.MaxAttempts != 2 {
+		t.Fatalf("round trip = %+v, %v", got, err)
+	}
+	ref, err := token.Decode(token.Ref("cat"))
+	if err != nil || ref.Inline() || ref.ID != "cat" {
+		t.Fatalf("ref round trip = %+v, %v", ref, err)
+	}
+	if _, err := token.Inline("", "x", nil, 0); !errors.Is(err, token.ErrMissingField) {
+		t.Errorf("inline without kind: %v", err)
+	}
+	if _, err := token.Inline("k", "x", json.RawMessage(`{`), 0); !errors.Is(err, token.ErrMalformed) {
+		t.Errorf("inline with invalid payload: %v", err)
+	}
+}
+
+// FuzzDecode: no body makes Decode panic, and whatever it accepts encodes
+// back to a body that decodes to the same token.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":2}`, `{`, ``} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		tok, err := token.Decode(body)
+		if err != nil {
+			var te *token.Error
+			if !errors.As(err, &te) {
+				t.Fatalf("error %v is not a *token.Error", err)
+			}
+			return
+		}
+		var again string
+		if tok.Inline() {
+			again, err = token.Inline(tok.Kind, tok.ID, tok.Payload, tok.MaxAttempts)
+			if err != nil {
+				t.Fatalf("re-encode %+v: %v", tok, err)
+			}
+		} else {
+			again = token.Ref(tok.ID)
+		}
+		back, err := token.Decode(again)
+		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts {
+			t.Fatalf("re-decode of %q = %+v, %v; want %+v", again, back, err, tok)
+		}
+	})
+}
+
+func BenchmarkDecodeInline(b *testing.B) {
+	body, err := token.Inline("resize", "cat-64", json.RawMessage(`{"url":"s3://pics/cat.png","width":64,"height":64}`), 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := token.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
