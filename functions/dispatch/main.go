@@ -18,12 +18,14 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
+	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func main() {
 	level := new(slog.LevelVar) // INFO
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Records logged with an invocation's context carry its request id.
+	log := slog.New(lambdalog.Handler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
 			log.Error("read configuration", "error", err)

@@ -120,7 +120,7 @@ func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
 		Entries:  entries,
 	})
 	if err != nil {
-		d.cfg.Logger.Warn("could not send dispatch tokens", "tokens", len(refs), "error", err)
+		d.cfg.Logger.WarnContext(ctx, "could not send dispatch tokens", "tokens", len(refs), "error", err)
 		for i, r := range refs {
 			errs[i] = fmt.Errorf("send token for %s: %w: %w", r.id, ErrSend, err)
 		}
@@ -140,7 +140,7 @@ func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
 		sent[i] = false
 		errs[i] = fmt.Errorf("send token for %s: %w: %s (%s, sender fault %t)",
 			refs[i].id, ErrSend, aws.ToString(f.Message), aws.ToString(f.Code), f.SenderFault)
-		d.cfg.Logger.Warn("dispatch token refused", "task_id", refs[i].id, "code", aws.ToString(f.Code), "sender_fault", f.SenderFault)
+		d.cfg.Logger.WarnContext(ctx, "dispatch token refused", "task_id", refs[i].id, "code", aws.ToString(f.Code), "sender_fault", f.SenderFault)
 	}
 	for i, r := range refs {
 		if !sent[i] && errs[i] == nil {

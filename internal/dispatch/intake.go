@@ -91,12 +91,12 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 	case errors.Is(err, lease.ErrInvalid):
 		return nil, d.reject(ctx, msg, err.Error())
 	case err != nil:
-		log.Warn("could not store submitted task", "error", err)
+		log.WarnContext(ctx, "could not store submitted task", "error", err)
 		return nil, false
 	case dup:
-		log.Info("duplicate submission", "status", string(task.Status), "token", r != nil)
+		log.InfoContext(ctx, "duplicate submission", "status", string(task.Status), "token", r != nil)
 	default:
-		log.Info("task submitted", "run_at", task.RunAt, "token", r != nil)
+		log.InfoContext(ctx, "task submitted", "run_at", task.RunAt, "token", r != nil)
 	}
 	return r, true
 }
@@ -106,7 +106,7 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 // whether the message is done with.
 func (d *Dispatcher) reject(ctx context.Context, msg events.SQSMessage, reason string) bool {
 	log := d.cfg.Logger.With("message_id", msg.MessageId)
-	log.Warn("submission rejected", "reason", reason)
+	log.WarnContext(ctx, "submission rejected", "reason", reason)
 	if d.cfg.IntakeDLQURL == "" {
 		return false
 	}
@@ -121,7 +121,7 @@ func (d *Dispatcher) reject(ctx context.Context, msg events.SQSMessage, reason s
 		},
 	})
 	if err != nil {
-		log.Error("could not forward rejected submission to the dead-letter queue", "error", fmt.Errorf("send: %w", err))
+		log.ErrorContext(ctx, "could not forward rejected submission to the dead-letter queue", "error", fmt.Errorf("send: %w", err))
 		return false
 	}
 	return true

@@ -73,7 +73,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, now time.Time) (SweepStats, erro
 	if started < len(shards) {
 		errs = append(errs, fmt.Errorf("%d shards not swept: %w", len(shards)-started, context.Cause(ctx)))
 	}
-	d.cfg.Logger.Info("sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed)
+	d.cfg.Logger.InfoContext(ctx, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed)
 	if len(errs) > 0 || total.Failed > 0 {
 		return total, fmt.Errorf("%w: %d entries failed: %w", ErrSweep, total.Failed, errors.Join(errs...))
 	}
@@ -91,7 +91,7 @@ func (d *Dispatcher) sweepShard(ctx context.Context, shard string, now time.Time
 			return st, err
 		}
 		if !d.budgetLeft(ctx) {
-			d.cfg.Logger.Warn("sweep stopped near the invocation deadline; the next sweep continues", "shard", shard)
+			d.cfg.Logger.WarnContext(ctx, "sweep stopped near the invocation deadline; the next sweep continues", "shard", shard)
 			return st, nil
 		}
 		due, err := d.store.Due(ctx, shard, now, d.cfg.SweepPageSize)
@@ -132,7 +132,7 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next 
 			st.Raced++
 		case err != nil:
 			st.Failed++
-			d.cfg.Logger.Warn("could not mark task dispatched", "task_id", due[i].ID, "error", err)
+			d.cfg.Logger.WarnContext(ctx, "could not mark task dispatched", "task_id", due[i].ID, "error", err)
 		default:
 			won = append(won, ref{id: due[i].ID})
 		}
@@ -144,7 +144,7 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next 
 			continue
 		}
 		st.Dispatched++
-		d.cfg.Logger.Debug("task dispatched by sweep", "task_id", won[j].id)
+		d.cfg.Logger.DebugContext(ctx, "task dispatched by sweep", "task_id", won[j].id)
 	}
 	return st
 }
