@@ -44,8 +44,16 @@ check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam bui
 ## ---- Go ----
 
 .PHONY: test unit vet bench build
+# The bulk tests (thousands of tasks) flood the single local emulator; they
+# run afterwards, on their own, so that the timing-sensitive tests (renewal,
+# cancellation within one renewal period) never share the emulator with them.
+LOAD_TESTS := TestBulkEnqueue5000ThenListAll|TestClientEnqueueManyThousands|TestEnqueueThousands
+LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
+
 test: stack-up check-template ## template checks, then vet + all tests with -race against the local stack
-	@$(WITH_STACK) $(GO) vet ./... && $(GO) test -race -count=1 -timeout 15m ./...
+	@$(WITH_STACK) $(GO) vet ./... && \
+	  $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./... && \
+	  $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS)
 
 unit: ## tests that need no stack (-short); integration tests skip
 	$(GO) test -race -short -count=1 ./...
