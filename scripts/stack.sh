@@ -17,7 +17,6 @@ STACK_DIR="$ROOT/.stack"
 VENV="$STACK_DIR/venv"
 REQUIREMENTS="$ROOT/localstack/requirements.txt"
 RESOURCE_SCRIPT="$ROOT/localstack/init/ready.d/10-create-resources.py"
-STAMP="$VENV/.leasehold-installed"
 PIDFILE="$STACK_DIR/moto.pid"
 LOG="$STACK_DIR/moto.log"
 
@@ -28,36 +27,14 @@ ENDPOINT="http://$HOST:$PORT"
 
 say() { printf 'stack: %s\n' "$*"; }
 die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/venv.sh
+. "$ROOT/scripts/venv.sh"
 
 [[ "$PORT" =~ ^[0-9]+$ ]] || die "LEASEHOLD_STACK_PORT must be a port number, got '$PORT'"
 [[ "$WAIT_SECONDS" =~ ^[0-9]+$ ]] || die "LEASEHOLD_STACK_WAIT must be a number of seconds"
 
-# The stamp records what the venv was built from: the pinned requirements and
-# the interpreter. Any change to either rebuilds the venv.
-wanted_stamp() {
-	local req_hash py
-	req_hash=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
-	py=$(python3 -c 'import sys; print(sys.version.split()[0])')
-	printf 'requirements=%s python=%s\n' "$req_hash" "$py"
-}
-
 cmd_install() {
-	command -v python3 >/dev/null || die "python3 not found; install Python 3.11+ with its venv module"
-	local want
-	want=$(wanted_stamp)
-	if [[ -x "$VENV/bin/moto_server" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
-		say "installed ($VENV)"
-		return
-	fi
-	say "installing moto into $VENV (pinned by localstack/requirements.txt)"
-	rm -rf "$VENV"
-	mkdir -p "$STACK_DIR"
-	python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-	"$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet \
-		--requirement "$REQUIREMENTS"
-	# Written last: an interrupted install is redone from scratch next time.
-	printf '%s\n' "$want" >"$STAMP"
-	say "installed"
+	venv_install "$VENV" "$REQUIREMENTS" bin/moto_server "moto"
 }
 
 # find_ours succeeds when the moto this checkout started is still alive, and
@@ -165,7 +142,7 @@ cmd_down() {
 }
 
 cmd_status() {
-	if [[ -f "$STAMP" ]]; then say "installed: $VENV"; else say "not installed (run: make stack-install)"; fi
+	if [[ -f "$VENV/.leasehold-installed" ]]; then say "installed: $VENV"; else say "not installed (run: make stack-install)"; fi
 	if find_ours; then
 		if [[ "$OURS_PORT" != "$PORT" ]]; then
 			port_taken && die "port $PORT on $HOST is in use by another process; moto (pid $OURS_PID) keeps serving port $OURS_PORT"

@@ -13,38 +13,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.stack/tools-venv"
 REQUIREMENTS="$ROOT/tools/requirements.txt"
-STAMP="$VENV/.leasehold-installed"
 TEMPLATE="$ROOT/template.yaml"
 
 say() { printf 'template: %s\n' "$*"; }
 die() { printf 'template: error: %s\n' "$*" >&2; exit 1; }
-
-# The stamp records what the venv was built from: the pinned requirements and
-# the interpreter. A change to either rebuilds the venv.
-wanted_stamp() {
-	local req_hash py
-	req_hash=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
-	py=$(python3 -c 'import sys; print(sys.version.split()[0])')
-	printf 'requirements=%s python=%s\n' "$req_hash" "$py"
-}
+# shellcheck source=scripts/venv.sh
+. "$ROOT/scripts/venv.sh"
 
 cmd_install() {
-	command -v python3 >/dev/null || die "python3 not found; install Python 3.11+ with its venv module"
-	local want
-	want=$(wanted_stamp)
-	if [[ -x "$VENV/bin/sam" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
-		say "tools installed ($VENV)"
-		return
-	fi
-	say "installing aws-sam-cli, cfn-lint and checkov into $VENV (pinned by tools/requirements.txt)"
-	rm -rf "$VENV"
-	mkdir -p "$(dirname "$VENV")"
-	python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-	"$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet \
-		--requirement "$REQUIREMENTS"
-	# Written last: an interrupted install is redone from scratch next time.
-	printf '%s\n' "$want" >"$STAMP"
-	say "tools installed"
+	venv_install "$VENV" "$REQUIREMENTS" bin/sam "aws-sam-cli, cfn-lint and checkov"
 }
 
 # step NAME CMD... runs one check and prints how long it took.
