@@ -25,7 +25,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
@@ -90,35 +89,7 @@ func (e *stackEnv) send(t *testing.T, url, body string) string {
 // and returns them as a Lambda event.
 func (e *stackEnv) receive(t *testing.T, url string, max int32, wait time.Duration, visibility int32) events.SQSEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), wait+10*time.Second)
-	defer cancel()
-	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(url),
-		MaxNumberOfMessages:         max,
-		WaitTimeSeconds:             int32(wait / time.Second),
-		VisibilityTimeout:           visibility,
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		MessageAttributeNames:       []string{"All"},
-	})
-	if err != nil {
-		t.Fatalf("receive: %v", err)
-	}
-	var ev events.SQSEvent
-	for _, m := range out.Messages {
-		rec := events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-			Body: aws.ToString(m.Body), Attributes: map[string]string{}, MessageAttributes: map[string]events.SQSMessageAttribute{},
-			EventSource: "aws:sqs",
-		}
-		for k, v := range m.Attributes {
-			rec.Attributes[k] = v
-		}
-		for k, v := range m.MessageAttributes {
-			rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
-		}
-		ev.Records = append(ev.Records, rec)
-	}
-	return ev
+	return awstest.ReceiveEvent(t, e.sqs, url, max, wait, visibility)
 }
 
 // deliver runs one batch through the worker and deletes what it acknowledged,
@@ -368,14 +339,7 @@ func TestBatchWithMalformedMessages(t *testing.T) {
 	for i := range 7 {
 		e.send(t, e.queues.Work, inlineBody(t, "upper", fmt.Sprintf("good-%d", i), fmt.Sprintf("task %d", i), 0))
 	}
-	var ev events.SQSEvent
-	for len(ev.Records) < 10 {
-		more := e.receive(t, e.queues.Work, int32(10-len(ev.Records)), time.Second, 30)
-		if len(more.Records) == 0 {
-			t.Fatalf("only %d of 10 messages arrived", len(ev.Records))
-		}
-		ev.Records = append(ev.Records, more.Records...)
-	}
+	ev := awstest.ReceiveN(t, e.sqs, e.queues.Work, 10, 20*time.Second, 30, nil)
 	resp := e.deliver(t, w, t.Context(), ev)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Errorf("batch item failures %+v, want none: bad input is recorded, not retried", resp.BatchItemFailures)

@@ -30,7 +30,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -374,60 +373,9 @@ func (e *rieEnv) send(t *testing.T, url, body string) string {
 // as the event Lambda's SQS event source mapping would build.
 func (e *rieEnv) receiveEvent(t *testing.T, url string, n int, only ...string) events.SQSEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	attrs, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(url),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	return awstest.ReceiveN(t, e.sqs, url, n, 30*time.Second, 60, func(m events.SQSMessage) bool {
+		return len(only) == 0 || slices.Contains(only, m.MessageId) // e.g. not the flaky task's retry token
 	})
-	if err != nil {
-		t.Fatalf("queue attributes: %v", err)
-	}
-	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-
-	var ev events.SQSEvent
-	for len(ev.Records) < n {
-		out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(url),
-			MaxNumberOfMessages:         int32(min(10, n-len(ev.Records))),
-			WaitTimeSeconds:             2,
-			VisibilityTimeout:           60,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil {
-			t.Fatalf("receive %d of %d messages: %v", len(ev.Records), n, err)
-		}
-		for _, m := range out.Messages {
-			if len(only) > 0 && !slices.Contains(only, aws.ToString(m.MessageId)) {
-				continue // e.g. the flaky task's retry token
-			}
-			ev.Records = append(ev.Records, sqsRecord(m, arn))
-		}
-	}
-	return ev
-}
-
-// sqsRecord builds one record of a Lambda SQS event.
-func sqsRecord(m sqstypes.Message, arn string) events.SQSMessage {
-	r := events.SQSMessage{
-		MessageId:              aws.ToString(m.MessageId),
-		ReceiptHandle:          aws.ToString(m.ReceiptHandle),
-		Body:                   aws.ToString(m.Body),
-		Md5OfBody:              aws.ToString(m.MD5OfBody),
-		Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
-		Attributes:             m.Attributes,
-		MessageAttributes:      map[string]events.SQSMessageAttribute{},
-		EventSource:            "aws:sqs",
-		EventSourceARN:         arn,
-		AWSRegion:              strings.Split(arn, ":")[3],
-	}
-	for k, v := range m.MessageAttributes {
-		r.MessageAttributes[k] = events.SQSMessageAttribute{
-			DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue,
-		}
-	}
-	return r
 }
 
 func (e *rieEnv) get(t *testing.T, id string) lease.Task {

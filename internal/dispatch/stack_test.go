@@ -128,31 +128,7 @@ func (e *stackEnv) submit(bodies ...string) events.SQSEvent {
 // receive takes up to max visible messages off url as a Lambda event.
 func (e *stackEnv) receive(url string, max int32) events.SQSEvent {
 	e.t.Helper()
-	ctx, cancel := e.call()
-	defer cancel()
-	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(url),
-		MaxNumberOfMessages:         max,
-		WaitTimeSeconds:             1,
-		VisibilityTimeout:           60,
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		MessageAttributeNames:       []string{"All"},
-	})
-	if err != nil {
-		e.t.Fatalf("receive from %s: %v", url, err)
-	}
-	var ev events.SQSEvent
-	for _, m := range out.Messages {
-		rec := events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, MessageAttributes: map[string]events.SQSMessageAttribute{}, EventSource: "aws:sqs",
-		}
-		for k, v := range m.MessageAttributes {
-			rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
-		}
-		ev.Records = append(ev.Records, rec)
-	}
-	return ev
+	return awstest.ReceiveEvent(e.t, e.sqs, url, max, time.Second, 60)
 }
 
 func (e *stackEnv) intake(ev events.SQSEvent) map[string]bool {

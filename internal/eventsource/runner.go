@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/sqsevent"
 )
 
 // Handler has the shape of a Lambda handler for SQS events with
@@ -98,7 +100,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.Info("event source started", "queue_arn", queue.arn, "pollers", r.cfg.Pollers,
+	r.log.Info("event source started", "queue_arn", queue.ARN, "pollers", r.cfg.Pollers,
 		"batch_size", r.cfg.BatchSize, "batch_window", r.cfg.BatchWindow,
 		"invocation_timeout", r.cfg.InvocationTimeout)
 
@@ -114,7 +116,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // resolveQueue asks SQS for the queue's ARN, which gives EventSourceARN and
 // AWSRegion without parsing URLs, and checks the visibility timeout against
 // the invocation timeout.
-func (r *Runner) resolveQueue(ctx context.Context) (queueIdentity, error) {
+func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
 	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
@@ -128,11 +130,11 @@ func (r *Runner) resolveQueue(ctx context.Context) (queueIdentity, error) {
 		if qne := (*types.QueueDoesNotExist)(nil); errors.As(err, &qne) {
 			err = fmt.Errorf("%w: %w", ErrQueueNotFound, err)
 		}
-		return queueIdentity{}, fmt.Errorf("get attributes of queue %s: %w", r.cfg.QueueURL, err)
+		return sqsevent.Queue{}, fmt.Errorf("get attributes of queue %s: %w", r.cfg.QueueURL, err)
 	}
-	queue, err := parseQueueARN(out.Attributes[string(types.QueueAttributeNameQueueArn)])
+	queue, err := sqsevent.ParseQueueARN(out.Attributes[string(types.QueueAttributeNameQueueArn)])
 	if err != nil {
-		return queueIdentity{}, fmt.Errorf("queue %s: %w", r.cfg.QueueURL, err)
+		return sqsevent.Queue{}, fmt.Errorf("queue %s: %w", r.cfg.QueueURL, err)
 	}
 
 	visibility := r.cfg.VisibilityTimeout
@@ -154,7 +156,7 @@ func (r *Runner) resolveQueue(ctx context.Context) (queueIdentity, error) {
 
 // poll is one poller: gather a batch, invoke the handler, delete what
 // succeeded, until ctx is done.
-func (r *Runner) poll(ctx context.Context, queue queueIdentity, log *slog.Logger) {
+func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logger) {
 	failures := 0
 	for {
 		msgs, err := r.gather(ctx)
@@ -234,8 +236,8 @@ func (r *Runner) receive(ctx context.Context, max int, wait time.Duration) ([]ty
 
 // invoke runs the handler on one batch and deletes the messages it
 // processed. Shutdown (ctx) cancels neither the handler nor the deletes.
-func (r *Runner) invoke(ctx context.Context, queue queueIdentity, msgs []types.Message, log *slog.Logger) {
-	ev := queue.event(msgs)
+func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.Message, log *slog.Logger) {
+	ev := queue.Event(msgs)
 	requestID := newRequestID()
 	log = log.With("request_id", requestID, "messages", len(ev.Records))
 

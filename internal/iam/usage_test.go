@@ -186,30 +186,7 @@ func (s *stack) send(t *testing.T, url, body string) {
 // event source mapping would deliver them.
 func (s *stack) receive(t *testing.T, url string, n int) events.SQSEvent {
 	t.Helper()
-	var ev events.SQSEvent
-	deadline := time.Now().Add(20 * time.Second)
-	for len(ev.Records) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d messages", len(ev.Records), n)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: int32(min(n-len(ev.Records), 10)), WaitTimeSeconds: 1,
-			VisibilityTimeout:           60,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		cancel()
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		for _, m := range out.Messages {
-			ev.Records = append(ev.Records, events.SQSMessage{
-				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
-			})
-		}
-	}
-	return ev
+	return awstest.ReceiveN(t, s.sqs, url, n, 20*time.Second, 60, nil)
 }
 
 func inline(t *testing.T, kind, id string, payload any, maxAttempts int) string {

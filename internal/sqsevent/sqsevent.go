@@ -1,4 +1,7 @@
-package eventsource
+// Package sqsevent builds the events.SQSEvent that Lambda's SQS event source
+// mapping would deliver for messages received from a queue. The off-Lambda
+// runner uses it, and so do the tests that hand real messages to handlers.
+package sqsevent
 
 import (
 	"fmt"
@@ -11,32 +14,33 @@ import (
 // eventSourceSQS is the EventSource Lambda sets on every SQS record.
 const eventSourceSQS = "aws:sqs"
 
-// queueIdentity is what every record of a queue carries about its source.
-type queueIdentity struct {
-	arn    string
-	region string
+// Queue is what every record of a queue carries about its source.
+type Queue struct {
+	ARN    string
+	Region string
 }
 
-// parseQueueARN checks an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>)
+// ParseQueueARN checks an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>)
 // and takes the region from it.
-func parseQueueARN(arn string) (queueIdentity, error) {
+func ParseQueueARN(arn string) (Queue, error) {
 	parts := strings.Split(arn, ":")
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[3] == "" || parts[5] == "" {
-		return queueIdentity{}, fmt.Errorf("malformed queue ARN %q", arn)
+		return Queue{}, fmt.Errorf("malformed queue ARN %q", arn)
 	}
-	return queueIdentity{arn: arn, region: parts[3]}, nil
+	return Queue{ARN: arn, Region: parts[3]}, nil
 }
 
-// event builds the SQSEvent Lambda would deliver for msgs.
-func (q queueIdentity) event(msgs []types.Message) events.SQSEvent {
+// Event builds the SQSEvent Lambda would deliver for msgs.
+func (q Queue) Event(msgs []types.Message) events.SQSEvent {
 	records := make([]events.SQSMessage, len(msgs))
 	for i, m := range msgs {
-		records[i] = q.record(m)
+		records[i] = q.Record(m)
 	}
 	return events.SQSEvent{Records: records}
 }
 
-func (q queueIdentity) record(m types.Message) events.SQSMessage {
+// Record builds one record of such an event.
+func (q Queue) Record(m types.Message) events.SQSMessage {
 	attrs := make(map[string]string, len(m.Attributes))
 	for k, v := range m.Attributes {
 		attrs[k] = v
@@ -53,9 +57,9 @@ func (q queueIdentity) record(m types.Message) events.SQSMessage {
 		Md5OfMessageAttributes: deref(m.MD5OfMessageAttributes),
 		Attributes:             attrs,
 		MessageAttributes:      msgAttrs,
-		EventSourceARN:         q.arn,
+		EventSourceARN:         q.ARN,
 		EventSource:            eventSourceSQS,
-		AWSRegion:              q.region,
+		AWSRegion:              q.Region,
 	}
 }
 

@@ -1,8 +1,7 @@
-package eventsource
+package sqsevent
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"reflect"
 	"testing"
@@ -43,11 +42,11 @@ func TestEventMatchesLambdaPayload(t *testing.T) {
 			"trace":    {DataType: aws.String("Binary"), BinaryValue: []byte{0xca, 0xfe, 0x01}},
 		},
 	}
-	q, err := parseQueueARN("arn:aws:sqs:eu-west-1:210987654321:leasehold-work")
+	q, err := ParseQueueARN("arn:aws:sqs:eu-west-1:210987654321:leasehold-work")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := q.event([]types.Message{msg})
+	got := q.Event([]types.Message{msg})
 	if !reflect.DeepEqual(got, want) {
 		gotJSON, _ := json.MarshalIndent(got, "", "  ")
 		t.Errorf("event differs from the Lambda payload\n got: %s\nwant: %s", gotJSON, data)
@@ -69,56 +68,13 @@ func TestParseQueueARN(t *testing.T) {
 		{"https://sqs.us-east-1.amazonaws.com/123456789012/work", "", false},
 	}
 	for _, tt := range tests {
-		q, err := parseQueueARN(tt.arn)
+		q, err := ParseQueueARN(tt.arn)
 		if (err == nil) != tt.ok {
-			t.Errorf("parseQueueARN(%q) error = %v, want ok=%v", tt.arn, err, tt.ok)
+			t.Errorf("ParseQueueARN(%q) error = %v, want ok=%v", tt.arn, err, tt.ok)
 			continue
 		}
-		if tt.ok && (q.region != tt.region || q.arn != tt.arn) {
-			t.Errorf("parseQueueARN(%q) = %+v, want region %q", tt.arn, q, tt.region)
+		if tt.ok && (q.Region != tt.region || q.ARN != tt.arn) {
+			t.Errorf("ParseQueueARN(%q) = %+v, want region %q", tt.arn, q, tt.region)
 		}
-	}
-}
-
-func TestFailedMessages(t *testing.T) {
-	t.Parallel()
-	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "a"}, {MessageId: "b"}, {MessageId: "c"}}}
-	failures := func(ids ...string) events.SQSEventResponse {
-		var r events.SQSEventResponse
-		for _, id := range ids {
-			r.BatchItemFailures = append(r.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
-		}
-		return r
-	}
-	tests := []struct {
-		name    string
-		resp    events.SQSEventResponse
-		want    map[string]bool
-		wantErr bool
-	}{
-		{name: "none", resp: failures(), want: map[string]bool{}},
-		{name: "some", resp: failures("a", "c"), want: map[string]bool{"a": true, "c": true}},
-		{name: "repeated", resp: failures("b", "b"), want: map[string]bool{"b": true}},
-		{name: "all", resp: failures("a", "b", "c"), want: map[string]bool{"a": true, "b": true, "c": true}},
-		{name: "unknown id", resp: failures("a", "zzz"), wantErr: true},
-		{name: "empty id", resp: failures(""), wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := failedMessages(ev, tt.resp)
-			if tt.wantErr {
-				if !errors.Is(err, errInvalidBatchItemFailure) {
-					t.Fatalf("error = %v, want errInvalidBatchItemFailure", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("failed = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }
