@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 // recordingSQS stands in for the two SQS calls the worker makes.
@@ -141,8 +142,8 @@ func TestSteeringErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not decode") {
 		t.Fatalf("undecodable payload: %v", err)
 	}
-	var perm interface{ Unwrap() error }
+	var perm *lifecycle.PermanentError
 	if !errors.As(err, &perm) {
-		t.Errorf("undecodable payload should fail without retry, got %T", err)
+		t.Errorf("undecodable payload should fail without retry (a permanent error), got %T", err)
 	}
 }
