@@ -6,7 +6,10 @@ TTL are brought in line with the definition (an existing table's keys and
 indexes are not altered). Endpoints come from AWS_ENDPOINT_URL_DYNAMODB and
 AWS_ENDPOINT_URL_SQS, which must both be set, so this never touches a real
 account by accident. LEASEHOLD_RESOURCE_SUFFIX, if set, is appended to every
-name (for example "-dev").
+name (for example "-dev"). LEASEHOLD_RESOURCES_ENV, if set, names a file that
+receives shell export lines for what was created (LEASEHOLD_TABLE and one
+LEASEHOLD_<NAME>_QUEUE_URL or LEASEHOLD_<NAME>_DLQ_URL per queue), which
+`scripts/stack.sh env` prints.
 
 It runs as LocalStack's ready hook inside the container and, in host mode,
 with the python of the venv that scripts/stack.sh installs. LocalStack runs
@@ -94,6 +97,7 @@ def ensure_table(ddb, spec, suffix):
     ddb.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
     )
+    EXPORTS["LEASEHOLD_TABLE"] = name
 
     ttl = spec.get("TimeToLiveSpecification")
     if ttl:
@@ -132,6 +136,27 @@ def ensure_queues(sqs, specs, suffix):
         arns[base] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
+        EXPORTS[queue_var(base)] = url
+
+
+# Shell variables describing what was created, for LEASEHOLD_RESOURCES_ENV.
+EXPORTS = {}
+
+
+def queue_var(base):
+    """leasehold-work -> LEASEHOLD_WORK_QUEUE_URL, leasehold-work-dlq -> LEASEHOLD_WORK_DLQ_URL."""
+    stem = base.removeprefix("leasehold-")
+    if stem.endswith("-dlq"):
+        return "LEASEHOLD_" + stem.removesuffix("-dlq").upper().replace("-", "_") + "_DLQ_URL"
+    return "LEASEHOLD_" + stem.upper().replace("-", "_") + "_QUEUE_URL"
+
+
+def write_exports(path):
+    import shlex
+
+    with open(path, "w") as f:
+        for key in sorted(EXPORTS):
+            f.write(f"export {key}={shlex.quote(EXPORTS[key])}\n")
 
 
 def main():
@@ -141,6 +166,9 @@ def main():
     sqs = client("sqs", "AWS_ENDPOINT_URL_SQS")
     ensure_table(ddb, definition["Table"], suffix)
     ensure_queues(sqs, definition["Queues"], suffix)
+    out = os.environ.get("LEASEHOLD_RESOURCES_ENV")
+    if out:
+        write_exports(out)
 
 
 if __name__ == "__main__":
