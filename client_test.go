@@ -104,7 +104,7 @@ func drain(t *testing.T, client *sqs.Client, url string) *atomic.Int64 {
 	for range 2 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				rctx, cancel := context.WithTimeout(ctx, awstest.Scale(10*time.Second))
 				out, err := client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 					QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 				})
@@ -132,7 +132,7 @@ func drain(t *testing.T, client *sqs.Client, url string) *atomic.Int64 {
 // queueCounts reads the visible and the delayed message counts of url.
 func queueCounts(t *testing.T, client *sqs.Client, url string) (visible, delayed int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
@@ -151,7 +151,7 @@ func queueCounts(t *testing.T, client *sqs.Client, url string) (visible, delayed
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(d))
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -343,7 +343,7 @@ func TestClientEnqueueManyThousands(t *testing.T) {
 		}
 	}
 	// Every stored task got its token (the repeat may get a second one).
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(awstest.Scale(30 * time.Second))
 	for drained.Load() < int64(len(stored)) {
 		select {
 		case <-deadline:

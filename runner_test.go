@@ -272,7 +272,7 @@ func containsLine(lines []string, s string) bool {
 // waitUntil polls cond until it holds or the budget is spent.
 func waitUntil(t *testing.T, budget time.Duration, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(budget))
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -287,7 +287,7 @@ func waitUntil(t *testing.T, budget time.Duration, cond func() bool) {
 
 func (e *stackEnv) wantDeadLetter(t *testing.T, body string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(15*time.Second))
 	defer cancel()
 	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(e.queues.WorkDLQ), MaxNumberOfMessages: 10, WaitTimeSeconds: 5,
@@ -306,7 +306,7 @@ func (e *stackEnv) wantDeadLetter(t *testing.T, body string) {
 
 func (e *stackEnv) wantQueueEmpty(t *testing.T, url string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),

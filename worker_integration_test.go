@@ -71,7 +71,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 func call(t *testing.T) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(t.Context(), 10*time.Second)
+	return context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 }
 
 func (e *stackEnv) send(t *testing.T, url, body string) string {
@@ -121,7 +121,7 @@ func (e *stackEnv) deliver(t *testing.T, w *leasehold.Worker, ctx context.Contex
 // pump delivers work-queue batches until done reports true or the budget runs out.
 func (e *stackEnv) pump(t *testing.T, w *leasehold.Worker, budget time.Duration, done func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(budget)
+	deadline := time.Now().Add(awstest.Scale(budget))
 	for !done() {
 		if time.Now().After(deadline) {
 			t.Fatalf("not done after %s", budget)
@@ -233,12 +233,16 @@ func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 	e := setupStack(t)
 	// A 2s lease renewed 1s before expiry, for a task of 6s: three leases long.
 	// The queue's own visibility timeout is 2s, so only the renewals'
-	// visibility extensions keep the message hidden.
-	e.setVisibilityTimeout(t, e.queues.Work, 2)
+	// visibility extensions keep the message hidden. Every duration is
+	// stretched by LEASEHOLD_TEST_TIMESCALE: on a loaded machine the receive,
+	// the claim and the first renewal together may take longer than 2s, and
+	// the test would then measure the machine, not the renewals.
+	unit := awstest.Scale(time.Second)
+	e.setVisibilityTimeout(t, e.queues.Work, int(2*unit/time.Second))
 	hs := leasehold.NewHandlers()
 	var renewalsSeen atomic.Int64
 	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
-		timer := time.NewTimer(6 * time.Second)
+		timer := time.NewTimer(6 * unit)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
@@ -247,8 +251,8 @@ func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 			return "", context.Cause(ctx)
 		}
 	})
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
-		leasehold.WithVisibilityMargin(time.Second), leasehold.WithClockSkew(500*time.Millisecond))
+	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
+		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
 	e.send(t, e.queues.Work, inlineBody(t, "slow", "long-1", empty{}, 0))
 	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, 2)
 	if len(ev.Records) != 1 {
@@ -382,7 +386,7 @@ func TestDeadlineReleasesForImmediateNextAttempt(t *testing.T) {
 		t.Fatalf("received %d messages", len(ev.Records))
 	}
 	// An invocation with 3s left: the handler is stopped at 2s.
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Second))
 	defer cancel()
 	start := time.Now()
 	e.deliver(t, w, ctx, ev)
@@ -432,7 +436,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	}()
 	select {
 	case <-started:
-	case <-time.After(30 * time.Second):
+	case <-time.After(awstest.Scale(30 * time.Second)):
 		t.Fatal("child worker never started the handler")
 	}
 	if err := cmd.Process.Kill(); err != nil {

@@ -68,7 +68,7 @@ type result struct {
 // environment but PATH) and stdin, bounded by timeout.
 func run(t *testing.T, env []string, stdin string, timeout time.Duration, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(timeout))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append([]string{
@@ -190,7 +190,7 @@ func (s *stack) drain(t *testing.T) *atomic.Int64 {
 	for range drainers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				rctx, cancel := context.WithTimeout(ctx, awstest.Scale(10*time.Second))
 				out, err := s.sqs.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 					QueueUrl: aws.String(s.queues.Work), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 				})

@@ -81,7 +81,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	// A task someone else holds: the worker must report its message as a
 	// batch item failure (and hide it) rather than run it.
 	held := "held-" + t.Name()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := env.store.Create(ctx, lease.NewTask{ID: held, Kind: "greet", Payload: []byte(`{"name":"held"}`), MaxAttempts: 3}); err != nil {
 		t.Fatalf("create %s: %v", held, err)
@@ -165,7 +165,7 @@ func buildBinaries(t *testing.T, dir string) (bootstrap, rie string) {
 	}
 	build := func(args []string, wd string, env ...string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(5*time.Minute))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, goTool, args...)
 		cmd.Dir = wd
@@ -235,7 +235,7 @@ func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emul
 		}
 	})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -323,7 +323,7 @@ func (fn *emulator) invoke(t *testing.T, ev events.SQSEvent) batchResponse {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), functionTimeout+20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(functionTimeout+20*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fn.url, bytes.NewReader(body))
 	if err != nil {
@@ -359,7 +359,7 @@ type rieEnv struct {
 
 func (e *rieEnv) send(t *testing.T, url, body string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	out, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)})
 	if err != nil {
@@ -380,7 +380,7 @@ func (e *rieEnv) receiveEvent(t *testing.T, url string, n int, only ...string) e
 
 func (e *rieEnv) get(t *testing.T, id string) lease.Task {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	task, err := e.store.Get(ctx, id)
 	if err != nil {

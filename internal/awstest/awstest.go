@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -298,4 +299,22 @@ func uniqueSuffix(t testing.TB) string {
 		t.Fatalf("awstest: random name: %v", err)
 	}
 	return "t" + hex.EncodeToString(b[:])
+}
+
+// EnvTimeScale names the one factor by which integration tests stretch the
+// bounds they wait within (LEASEHOLD_TEST_TIMESCALE, default 1; `make test`
+// sets 3). A bound only decides when a test gives up waiting for a
+// condition; it is never what a test checks. On a loaded machine the
+// emulators answer slower, and the factor keeps a slow run from reading as a
+// failed one.
+const EnvTimeScale = "LEASEHOLD_TEST_TIMESCALE"
+
+// Scale returns d stretched by LEASEHOLD_TEST_TIMESCALE. An unset, invalid
+// or smaller-than-1 factor counts as 1.
+func Scale(d time.Duration) time.Duration {
+	f, err := strconv.ParseFloat(os.Getenv(EnvTimeScale), 64)
+	if err != nil || f < 1 {
+		return d
+	}
+	return time.Duration(float64(d) * f)
 }

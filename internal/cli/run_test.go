@@ -27,7 +27,7 @@ import (
 func buildLeasehold(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "leasehold")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(5*time.Minute))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/leasehold/leasehold/cmd/leasehold").CombinedOutput()
 	if err != nil {
@@ -82,7 +82,7 @@ func (e *runEnv) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, 
 
 func (e *runEnv) send(t *testing.T, url, body string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
 		t.Fatalf("send: %v", err)
@@ -92,13 +92,13 @@ func (e *runEnv) send(t *testing.T, url, body string) {
 // waitFor polls the task until it has the status, or fails the test.
 func (e *runEnv) waitFor(t *testing.T, id string, want lease.Status, budget time.Duration) lease.Task {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(budget))
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last lease.Task
 	for {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, ccancel := context.WithTimeout(ctx, awstest.Scale(5*time.Second))
 		task, err := e.store.Get(cctx, id)
 		ccancel()
 		if err == nil {
@@ -207,7 +207,7 @@ func TestRunMissingResources(t *testing.T) {
 		"table": {"run", "--table", e.table + "-missing"},
 		"queue": {"run", "--queue-url", e.queues.Work + "-missing"},
 	} {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env = append(os.Environ(), "LEASEHOLD_TABLE="+e.table, "LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work)
 		out, err := cmd.CombinedOutput()

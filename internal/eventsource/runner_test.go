@@ -50,7 +50,7 @@ func setup(t *testing.T) stack {
 // send enqueues body and returns its message ID.
 func (s stack) send(t *testing.T, body string, attrs map[string]types.MessageAttributeValue) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(testTimeout))
 	defer cancel()
 	out, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:          aws.String(s.queueURL),

@@ -175,7 +175,7 @@ func (s *stack) recorded(r *recorder, f iam.Function) aws.Config {
 
 func (s *stack) send(t *testing.T, url, body string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
 		t.Fatalf("send: %v", err)
@@ -223,7 +223,7 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 
 	// A task leased by another worker: its token is hidden, not run.
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(s.cfg), s.table, lease.Options{})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := store.Create(ctx, lease.NewTask{ID: "held", Kind: "greet", Payload: []byte(`{"name":"` + secret + `"}`), MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(time.Minute))
 		defer cancel()
 		if _, err := d.Handle(ctx, raw); err != nil {
 			t.Fatalf("Handle: %v", err)
@@ -333,7 +333,7 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	// Tokens for both tasks reach the work queue (the sweep may also
 	// re-dispatch "now", whose grace has passed on the fake clock).
 	got := map[string]bool{}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(awstest.Scale(20 * time.Second))
 	for !got["now"] || !got["later"] {
 		if time.Now().After(deadline) {
 			t.Fatalf("tokens for %v, want now and later", got)

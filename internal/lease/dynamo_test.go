@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,12 +29,13 @@ type dynamoEnv struct {
 	calls  *leasetest.CallCounter
 }
 
-func setupDynamo(t *testing.T, serial bool) dynamoEnv {
+// setupDynamo gives a test its own table. The requests go to the stack
+// concurrently: the stack's DynamoDB applies conditional writes atomically
+// (internal/awstest's TestStackConditionalWritesAreAtomic), so the
+// concurrent-claim cases test that exactly one claimer wins.
+func setupDynamo(t *testing.T) dynamoEnv {
 	t.Helper()
 	cfg := awstest.Config(t)
-	if serial {
-		cfg.HTTPClient = serialHTTP{turn: make(chan struct{}, 1), next: cfg.HTTPClient}
-	}
 	calls := &leasetest.CallCounter{}
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, calls.APIOption())
@@ -43,31 +43,9 @@ func setupDynamo(t *testing.T, serial bool) dynamoEnv {
 	return dynamoEnv{client: client, table: awstest.NewTable(t, cfg), calls: calls}
 }
 
-// serialHTTP sends one request at a time. moto (5.2.5) checks an update's
-// condition and applies it without a lock, so two concurrent conditional
-// writes to one item can both pass (seen: two winners of the concurrent
-// claim case in about one run in fifteen). DynamoDB serializes the writes to
-// an item; sending the requests one by one gives the emulator that property,
-// and the concurrent claim case still tests that the condition lets exactly
-// one claim through and how the others are classified.
-type serialHTTP struct {
-	turn chan struct{}
-	next aws.HTTPClient
-}
-
-func (s serialHTTP) Do(r *http.Request) (*http.Response, error) {
-	select {
-	case s.turn <- struct{}{}:
-	case <-r.Context().Done():
-		return nil, r.Context().Err()
-	}
-	defer func() { <-s.turn }()
-	return s.next.Do(r)
-}
-
 func TestDynamoStoreConformance(t *testing.T) {
 	t.Parallel()
-	env := setupDynamo(t, true) // one table; every case uses its own task ids
+	env := setupDynamo(t) // one table; every case uses its own task ids
 	leasetest.Run(t, func(t *testing.T, opts lease.Options) lease.Store {
 		return testStore{lease.NewDynamoStore(env.client, env.table, opts), env}
 	})
@@ -93,7 +71,7 @@ func (s testStore) MarkCancelRequested(ctx context.Context, id string) error {
 
 func TestDynamoStoreInlineTaskCostsTwoWrites(t *testing.T) {
 	t.Parallel()
-	env := setupDynamo(t, false)
+	env := setupDynamo(t)
 	store := lease.NewDynamoStore(env.client, env.table, lease.Options{})
 	env.calls.Reset()
 
@@ -129,7 +107,7 @@ func (env dynamoEnv) rawItem(t *testing.T, id string) map[string]types.Attribute
 // a dispatch, the status shard follows the status, expires_at is in seconds.
 func TestDynamoStoreIndexAttributes(t *testing.T) {
 	t.Parallel()
-	env := setupDynamo(t, false)
+	env := setupDynamo(t)
 	at := time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(at)
 	store := lease.NewDynamoStore(env.client, env.table, lease.Options{Clock: clock})

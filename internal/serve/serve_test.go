@@ -64,7 +64,7 @@ func TestSweepDispatchesToWorker(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	now := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := e.store.Create(ctx, lease.NewTask{ID: "orphan", Kind: "upper", Payload: []byte(`{"text":"swept"}`),
 		MaxAttempts: 1, RunAt: now, DispatchAt: now}); err != nil {
@@ -75,7 +75,7 @@ func TestSweepDispatchesToWorker(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- serve.Run(runCtx, e.config(t, e.queues.Work)) }()
 
-	wait, waitCancel := context.WithTimeout(t.Context(), 30*time.Second)
+	wait, waitCancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer waitCancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
