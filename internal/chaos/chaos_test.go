@@ -267,8 +267,9 @@ func TestChaos(t *testing.T) {
 		stderr[n] = string(b)
 	}
 	writes, rejected, unknown := ledger.Writes()
+	deliveries, deletions := ledger.Messages()
 	rep := chaos.Check(chaos.Input{
-		Valid: plan.valid, Records: records, Writes: writes,
+		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions,
 		Handler: handler, Metrics: metrics,
 		Malformed: plan.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
 	})
@@ -277,12 +278,12 @@ func TestChaos(t *testing.T) {
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d double_finish=%d overlaps=%d stale_accepted=%d "+
 		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d "+
 		"kills=%d stops=%d requests=%d resets_before=%d resets_after=%d delayed=%d executions=%d takeovers=%d lease_lost=%d "+
-		"handler_past_lease=%d redriven_valid=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
+		"handler_past_lease=%d fenced_out_deletes=%d redriven_valid=%d deliveries=%d deletes=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
 		rep.Tasks, rep.Succeeded, rep.Stuck, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
 		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races,
 		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed,
 		rep.Executions, rep.Takeovers, rep.LeaseLost,
-		rep.HandlerPastLease, rep.RedrivenValid, len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
+		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
 	fmt.Println(summary)
 	report := summary + "\n" + strings.Join(rep.Violations, "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(p.dir, "report.txt"), []byte(report), 0o644); err != nil {

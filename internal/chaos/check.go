@@ -31,6 +31,10 @@ type Input struct {
 	// the dead-letter queue held at the end.
 	Malformed []string
 	DLQ       []DeadLetter
+	// Deliveries and Deletions are the work queue's messages as the
+	// workers received and deleted them, from the proxies.
+	Deliveries []Delivery
+	Deletions  []Deletion
 	// Stderr maps each worker process to what it wrote on stderr.
 	Stderr map[string]string
 	// Now is when the records were read; it dates the stuck report.
@@ -57,6 +61,10 @@ type Report struct {
 	HandlerPastLease int // handler runs that ended after their lease had ended (SIGSTOP)
 	RedrivenValid    int // valid tokens found on the DLQ without a reason (redrive policy)
 	UnobservedFences int // fences in the records that no observed write carried
+	// FencedOutDeletes counts messages of a task deleted by a worker while
+	// another worker's newer execution held the task: that holder is left
+	// without a message, and if it dies the task waits for a sweeper.
+	FencedOutDeletes int
 
 	// Violations explains each non-zero violation counter, task by task.
 	Violations []string
@@ -80,6 +88,7 @@ type execution struct {
 	// applied after this (its forwarding time); zero when none was.
 	endAfter time.Time
 	endings  []Write
+	worker   string // the worker that claimed it
 }
 
 // heldUntil is until when the store certainly still held the lease.
@@ -101,6 +110,9 @@ func executionsOf(ws []Write) map[int64]*execution {
 		if w.Status == string(lease.StatusRunning) {
 			if x.claimBy.IsZero() || w.Answered.Before(x.claimBy) {
 				x.claimBy = w.Answered
+			}
+			if x.worker == "" {
+				x.worker, _, _ = strings.Cut(w.Owner, "/")
 			}
 			if w.LeaseUntil.After(x.leaseUntil) {
 				x.leaseUntil = w.LeaseUntil
@@ -157,6 +169,21 @@ func Check(in Input) *Report {
 		}
 	}
 
+	byHandle := map[string]Delivery{}
+	deliveriesOf := map[string][]Delivery{}
+	for _, d := range in.Deliveries {
+		byHandle[d.ReceiptHandle] = d
+		if d.Task != "" {
+			deliveriesOf[d.Task] = append(deliveriesOf[d.Task], d)
+		}
+	}
+	deletionsOf := map[string][]Deletion{}
+	for _, d := range in.Deletions {
+		if m, ok := byHandle[d.ReceiptHandle]; ok && m.Task != "" {
+			deletionsOf[m.Task] = append(deletionsOf[m.Task], d)
+		}
+	}
+
 	ids := slices.Sorted(slices.Values(in.Valid))
 	for _, id := range ids {
 		rec, ok := in.Records[id]
@@ -167,15 +194,17 @@ func Check(in Input) *Report {
 			fences = append(fences, f)
 		}
 		slices.Sort(fences)
+		trail, fencedOut := messageTrail(id, xs, fences, deliveriesOf[id], deletionsOf[id], byHandle)
+		r.FencedOutDeletes += fencedOut
 
 		// 1. Every valid task succeeded.
 		switch {
 		case !ok:
 			r.Stuck++
-			flag("stuck", fmt.Sprintf("%s: no task record%s", id, dlqNote(id, in.DLQ)))
+			flag("stuck", fmt.Sprintf("%s: no task record%s messages=%s", id, dlqNote(id, in.DLQ), trail))
 		case rec.Status != lease.StatusSucceeded:
 			r.Stuck++
-			flag("stuck", stuckLine(rec, in.Now, ws, in.DLQ))
+			flag("stuck", stuckLine(rec, in.Now, ws, in.DLQ)+" messages="+trail)
 		default:
 			r.Succeeded++
 		}
@@ -334,6 +363,74 @@ func Check(in Input) *Report {
 		}
 	}
 	return r
+}
+
+// messageTrail describes what happened to the messages of task id: per
+// message, how often it was delivered (the highest receive count) and by
+// whom it was deleted. A deletion is marked "fenced out" when, as it was
+// made, a newer execution by another worker certainly held the task (its
+// claim was answered before the delete was forwarded, and no write had
+// ended it before the delete was answered). It returns the text and the
+// number of such deletions.
+func messageTrail(id string, xs map[int64]*execution, fences []int64, ds []Delivery, dels []Deletion, byHandle map[string]Delivery) (string, int) {
+	type msg struct {
+		deliveries, maxCount int
+		last                 string
+		deletes              []string
+	}
+	msgs := map[string]*msg{}
+	var order []string
+	for _, d := range ds {
+		m := msgs[d.MessageID]
+		if m == nil {
+			m = &msg{}
+			msgs[d.MessageID] = m
+			order = append(order, d.MessageID)
+		}
+		m.deliveries++
+		m.maxCount = max(m.maxCount, d.ReceiveCount)
+		m.last = d.Worker
+	}
+	fencedOut := 0
+	for _, del := range dels {
+		d := byHandle[del.ReceiptHandle]
+		note := fmt.Sprintf("deleted by %s at %s", del.Worker, stamp(del.Answered))
+		// The newest execution certainly claimed before the delete.
+		var holder *execution
+		for _, f := range fences {
+			x := xs[f]
+			if !x.claimBy.IsZero() && x.claimBy.Before(del.Forwarded) {
+				holder = x
+			}
+		}
+		if holder != nil && holder.worker != del.Worker &&
+			(holder.endAfter.IsZero() || holder.endAfter.After(del.Answered)) {
+			fencedOut++
+			note += fmt.Sprintf(" (fenced out: fence %d held by %s)", holder.fence, holder.worker)
+		}
+		if m := msgs[d.MessageID]; m != nil {
+			m.deletes = append(m.deletes, note)
+		}
+	}
+	parts := make([]string, 0, len(order))
+	for _, mid := range order {
+		m := msgs[mid]
+		p := fmt.Sprintf("%s: %d deliveries (receive count up to %d, last to %s)", short(mid), m.deliveries, m.maxCount, m.last)
+		if len(m.deletes) > 0 {
+			p += ", " + strings.Join(m.deletes, ", ")
+		} else {
+			p += ", never deleted"
+		}
+		parts = append(parts, p)
+	}
+	return "[" + strings.Join(parts, "; ") + "]", fencedOut
+}
+
+func short(s string) string {
+	if len(s) > 8 {
+		return s[:8]
+	}
+	return s
 }
 
 // historyProblem checks a record's history against itself and the writes:

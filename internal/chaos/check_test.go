@@ -207,3 +207,40 @@ func TestCheckHandlerPastLeaseIsInformation(t *testing.T) {
 		t.Errorf("past lease = %d, lease lost = %d", r.HandlerPastLease, r.LeaseLost)
 	}
 }
+
+func TestCheckStuckAfterFencedOutDelete(t *testing.T) {
+	in := clean()
+	// w0g1 claims fence 1 and is paused; w1g1 takes over with fence 2 from
+	// a second delivery of the same message; w0g1 wakes up and deletes the
+	// message; w1g1 is killed. The task is left RUNNING with no message.
+	c1, c2 := claim("a", 1, 0, 3000), claim("a", 2, 4000, 7000)
+	c1.Owner, c2.Owner = "w0g1/m1", "w1g1/m1"
+	in.Writes = []Write{c1, c2}
+	in.Records["a"] = lease.Task{ID: "a", Status: lease.StatusRunning, Fence: 2, Attempt: 2, MaxAttempts: 20, LeaseOwner: "w1g1/m1", LeaseUntil: at(7000)}
+	in.Metrics = nil
+	in.Deliveries = []Delivery{
+		{MessageID: "m1", ReceiptHandle: "h1", Task: "a", ReceiveCount: 1, Worker: "w0g1", Answered: at(-10)},
+		{MessageID: "m1", ReceiptHandle: "h2", Task: "a", ReceiveCount: 2, Worker: "w1g1", Answered: at(3990)},
+	}
+	in.Deletions = []Deletion{{ReceiptHandle: "h1", Worker: "w0g1", Forwarded: at(6000), Answered: at(6010)}}
+	r := Check(in)
+	wantOnly(t, r, "stuck")
+	if r.FencedOutDeletes != 1 {
+		t.Errorf("fenced-out deletes = %d, want 1", r.FencedOutDeletes)
+	}
+	if v := strings.Join(r.Violations, "\n"); !strings.Contains(v, "deleted by w0g1") || !strings.Contains(v, "fenced out: fence 2 held by w1g1") {
+		t.Errorf("stuck report lacks the message trail: %s", v)
+	}
+}
+
+func TestCheckOwnDeleteIsNotFencedOut(t *testing.T) {
+	in := clean()
+	in.Writes[0].Owner = "w0g1/m1"
+	in.Deliveries = []Delivery{{MessageID: "m1", ReceiptHandle: "h1", Task: "a", ReceiveCount: 1, Worker: "w0g1"}}
+	in.Deletions = []Deletion{{ReceiptHandle: "h1", Worker: "w0g1", Forwarded: at(600), Answered: at(610)}}
+	r := Check(in)
+	wantOnly(t, r)
+	if r.FencedOutDeletes != 0 {
+		t.Errorf("fenced-out deletes = %d, want 0", r.FencedOutDeletes)
+	}
+}

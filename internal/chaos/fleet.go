@@ -66,6 +66,7 @@ func (f *Fleet) spawn(slot, gen int) (*proc, error) {
 	cmd := exec.Command(f.Bin)
 	cmd.Env = append(append([]string(nil), f.Env...),
 		"CHAOS_NAME="+name,
+		"AWS_SDK_UA_APP_ID="+name, // the proxies tell workers apart by it
 		"CHAOS_EVIDENCE="+filepath.Join(f.Dir, "evidence-"+name+".jsonl"),
 		"CHAOS_METRICS="+filepath.Join(f.Dir, "metrics-"+name+".jsonl"),
 	)

@@ -21,7 +21,28 @@ type Write struct {
 	LeaseUntil time.Time // zero once the attempt ended
 	Forwarded  time.Time
 	Answered   time.Time
-	Dropped    bool // the answer never reached the worker
+	Dropped    bool   // the answer never reached the worker
+	Worker     string // the worker that made the call (its SDK app id)
+}
+
+// Delivery is one message handed to a worker by an applied ReceiveMessage.
+type Delivery struct {
+	MessageID     string
+	ReceiptHandle string
+	Task          string // the id in the token, if it names one
+	ReceiveCount  int    // ApproximateReceiveCount, 0 when absent
+	Worker        string
+	Answered      time.Time
+	Dropped       bool
+}
+
+// Deletion is one receipt handle deleted by an applied DeleteMessage or
+// successful DeleteMessageBatch entry.
+type Deletion struct {
+	ReceiptHandle string
+	Worker        string
+	Forwarded     time.Time
+	Answered      time.Time
 }
 
 // Ledger collects the applied writes to one table from the proxies' Observe
@@ -29,19 +50,39 @@ type Write struct {
 type Ledger struct {
 	table string
 
-	mu       sync.Mutex
-	writes   []Write
-	rejected int // conditional failures and other non-200 answers
-	unknown  int // forwarded writes whose answer never came: applied or not, unknown
+	mu         sync.Mutex
+	writes     []Write
+	deliveries []Delivery
+	deletions  []Deletion
+	rejected   int // conditional failures and other non-200 answers
+	unknown    int // forwarded writes whose answer never came: applied or not, unknown
 }
 
 // NewLedger returns a ledger of the writes to table.
 func NewLedger(table string) *Ledger { return &Ledger{table: table} }
 
-const dynamoPrefix = "DynamoDB_20120810."
+const (
+	dynamoPrefix = "DynamoDB_20120810."
+	sqsPrefix    = "AmazonSQS."
+)
+
+// workerOf reads the worker's name from the "app/<name>" part of the SDK's
+// User-Agent (the workers set AWS_SDK_UA_APP_ID to their name).
+func workerOf(userAgent string) string {
+	for _, f := range strings.Fields(userAgent) {
+		if name, ok := strings.CutPrefix(f, "app/"); ok {
+			return name
+		}
+	}
+	return ""
+}
 
 // Observe is a Proxy observe callback.
 func (l *Ledger) Observe(ex Exchange) {
+	if op, ok := strings.CutPrefix(ex.Target, sqsPrefix); ok {
+		l.observeSQS(op, ex)
+		return
+	}
 	op, ok := strings.CutPrefix(ex.Target, dynamoPrefix)
 	if !ok || (op != "PutItem" && op != "UpdateItem") {
 		return
@@ -82,6 +123,7 @@ func (l *Ledger) Observe(ex Exchange) {
 		Forwarded: ex.Forwarded,
 		Answered:  ex.Answered,
 		Dropped:   ex.Dropped,
+		Worker:    workerOf(ex.UserAgent),
 	}
 	if ms := item["lease_until"].int(); ms > 0 {
 		w.LeaseUntil = time.UnixMilli(ms)
@@ -99,6 +141,78 @@ func (l *Ledger) Writes() (writes []Write, rejected, unknown int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Write(nil), l.writes...), l.rejected, l.unknown
+}
+
+// observeSQS records the deliveries and deletions of the work queue's
+// messages (SQS JSON protocol).
+func (l *Ledger) observeSQS(op string, ex Exchange) {
+	if ex.Status != 200 {
+		return
+	}
+	worker := workerOf(ex.UserAgent)
+	switch op {
+	case "ReceiveMessage":
+		var resp struct {
+			Messages []struct {
+				MessageID     string `json:"MessageId"`
+				ReceiptHandle string
+				Body          string
+				Attributes    map[string]string
+			}
+		}
+		if json.Unmarshal(ex.Response, &resp) != nil {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, m := range resp.Messages {
+			var tok struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(m.Body), &tok) // malformed bodies name no task
+			n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+			l.deliveries = append(l.deliveries, Delivery{
+				MessageID: m.MessageID, ReceiptHandle: m.ReceiptHandle, Task: tok.ID, ReceiveCount: n,
+				Worker: worker, Answered: ex.Answered, Dropped: ex.Dropped,
+			})
+		}
+	case "DeleteMessage":
+		var req struct{ ReceiptHandle string }
+		if json.Unmarshal(ex.Request, &req) != nil {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.deletions = append(l.deletions, Deletion{ReceiptHandle: req.ReceiptHandle, Worker: worker, Forwarded: ex.Forwarded, Answered: ex.Answered})
+	case "DeleteMessageBatch":
+		var req struct {
+			Entries []struct{ ID, ReceiptHandle string } `json:"Entries"`
+		}
+		var resp struct {
+			Successful []struct{ ID string } `json:"Successful"`
+		}
+		if json.Unmarshal(ex.Request, &req) != nil || json.Unmarshal(ex.Response, &resp) != nil {
+			return
+		}
+		ok := map[string]bool{}
+		for _, s := range resp.Successful {
+			ok[s.ID] = true
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, e := range req.Entries {
+			if ok[e.ID] {
+				l.deletions = append(l.deletions, Deletion{ReceiptHandle: e.ReceiptHandle, Worker: worker, Forwarded: ex.Forwarded, Answered: ex.Answered})
+			}
+		}
+	}
+}
+
+// Messages returns the deliveries and deletions so far.
+func (l *Ledger) Messages() ([]Delivery, []Deletion) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Delivery(nil), l.deliveries...), append([]Deletion(nil), l.deletions...)
 }
 
 // wireValue is a DynamoDB attribute value in the JSON wire format; only the

@@ -49,6 +49,7 @@ func (f Faults) Validate() error {
 // emulator applied the request at some instant in [Forwarded, Answered].
 type Exchange struct {
 	Target    string // X-Amz-Target, e.g. "DynamoDB_20120810.UpdateItem"
+	UserAgent string
 	Received  time.Time
 	Forwarded time.Time
 	Answered  time.Time
@@ -194,7 +195,7 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", 
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
-	ex := Exchange{Target: r.Header.Get("X-Amz-Target"), Received: time.Now()}
+	ex := Exchange{Target: r.Header.Get("X-Amz-Target"), UserAgent: r.Header.Get("User-Agent"), Received: time.Now()}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(body) > maxBody {
 		http.Error(w, "chaos proxy: cannot read request body", http.StatusBadRequest)

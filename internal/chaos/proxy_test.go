@@ -124,3 +124,22 @@ func TestLedgerReadsWrites(t *testing.T) {
 		t.Errorf("update = %+v", w)
 	}
 }
+
+func TestLedgerReadsMessages(t *testing.T) {
+	l := NewLedger("tasks")
+	ua := "aws-sdk-go-v2/1.0 os/linux app/w2g3"
+	l.Observe(Exchange{Target: "AmazonSQS.ReceiveMessage", Status: 200, UserAgent: ua,
+		Response: []byte(`{"Messages":[{"MessageId":"m1","ReceiptHandle":"h1","Body":"{\"v\":1,\"id\":\"a\"}","Attributes":{"ApproximateReceiveCount":"3"}},{"MessageId":"m2","ReceiptHandle":"h2","Body":"not json"}]}`)})
+	l.Observe(Exchange{Target: "AmazonSQS.DeleteMessageBatch", Status: 200, UserAgent: ua,
+		Request:  []byte(`{"QueueUrl":"q","Entries":[{"Id":"0","ReceiptHandle":"h1"},{"Id":"1","ReceiptHandle":"h2"}]}`),
+		Response: []byte(`{"Successful":[{"Id":"0"}],"Failed":[{"Id":"1","Code":"ReceiptHandleIsInvalid"}]}`)})
+	l.Observe(Exchange{Target: "AmazonSQS.DeleteMessage", Status: 200, UserAgent: "x",
+		Request: []byte(`{"QueueUrl":"q","ReceiptHandle":"h9"}`)})
+	ds, dels := l.Messages()
+	if len(ds) != 2 || ds[0].Task != "a" || ds[0].ReceiveCount != 3 || ds[0].Worker != "w2g3" || ds[1].Task != "" {
+		t.Errorf("deliveries = %+v", ds)
+	}
+	if len(dels) != 2 || dels[0].ReceiptHandle != "h1" || dels[0].Worker != "w2g3" || dels[1].ReceiptHandle != "h9" {
+		t.Errorf("deletions = %+v", dels)
+	}
+}
