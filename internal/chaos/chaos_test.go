@@ -269,7 +269,7 @@ func TestChaos(t *testing.T) {
 	writes, rejected, unknown := ledger.Writes()
 	deliveries, deletions := ledger.Messages()
 	rep := chaos.Check(chaos.Input{
-		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions,
+		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: fleet.Fates(),
 		Handler: handler, Metrics: metrics,
 		Malformed: plan.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
 	})

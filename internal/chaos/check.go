@@ -35,6 +35,8 @@ type Input struct {
 	// workers received and deleted them, from the proxies.
 	Deliveries []Delivery
 	Deletions  []Deletion
+	// Fates says, per worker, when it was killed, paused and resumed.
+	Fates map[string][]string
 	// Stderr maps each worker process to what it wrote on stderr.
 	Stderr map[string]string
 	// Now is when the records were read; it dates the stuck report.
@@ -204,7 +206,11 @@ func Check(in Input) *Report {
 			flag("stuck", fmt.Sprintf("%s: no task record%s messages=%s", id, dlqNote(id, in.DLQ), trail))
 		case rec.Status != lease.StatusSucceeded:
 			r.Stuck++
-			flag("stuck", stuckLine(rec, in.Now, ws, in.DLQ)+" messages="+trail)
+			line := stuckLine(rec, in.Now, ws, in.DLQ) + " messages=" + trail
+			if holder, _, _ := strings.Cut(rec.LeaseOwner, "/"); holder != "" && len(in.Fates[holder]) > 0 {
+				line += fmt.Sprintf(" holder %s: %s", holder, strings.Join(in.Fates[holder], ", "))
+			}
+			flag("stuck", line)
 		default:
 			r.Succeeded++
 		}

@@ -223,8 +223,12 @@ func TestCheckStuckAfterFencedOutDelete(t *testing.T) {
 		{MessageID: "m1", ReceiptHandle: "h2", Task: "a", ReceiveCount: 2, Worker: "w1g1", Answered: at(3990)},
 	}
 	in.Deletions = []Deletion{{ReceiptHandle: "h1", Worker: "w0g1", Forwarded: at(6000), Answered: at(6010)}}
+	in.Fates = map[string][]string{"w1g1": {"SIGKILLed at 12:00:06.500"}}
 	r := Check(in)
 	wantOnly(t, r, "stuck")
+	if v := strings.Join(r.Violations, "\n"); !strings.Contains(v, "holder w1g1: SIGKILLed at 12:00:06.500") {
+		t.Errorf("stuck report does not say what became of the holder: %s", v)
+	}
 	if r.FencedOutDeletes != 1 {
 		t.Errorf("fenced-out deletes = %d, want 1", r.FencedOutDeletes)
 	}

@@ -27,6 +27,26 @@ type Fleet struct {
 	names []string // every process ever started
 	kills int
 	stops int
+	// fate records, per process name, when it was SIGKILLed or paused.
+	fate map[string][]string
+}
+
+func (f *Fleet) note(name, what string) {
+	if f.fate == nil {
+		f.fate = map[string][]string{}
+	}
+	f.fate[name] = append(f.fate[name], what+" at "+time.Now().UTC().Format("15:04:05.000"))
+}
+
+// Fates returns, per process name, when it was killed or paused.
+func (f *Fleet) Fates() map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string][]string, len(f.fate))
+	for k, v := range f.fate {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
 }
 
 // proc is one worker process.
@@ -128,6 +148,7 @@ func (f *Fleet) KillRandom(rng *rand.Rand) error {
 		return err
 	}
 	f.kills++
+	f.note(p.name, "SIGKILLed")
 	next, err := f.spawn(p.slot, p.gen+1)
 	if err != nil {
 		return err
@@ -153,11 +174,13 @@ func (f *Fleet) Pause(rng *rand.Rand) (resume func(), ok bool) {
 	}
 	p.paused = true
 	f.stops++
+	f.note(p.name, "SIGSTOPped")
 	return func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		p.paused = false
+		f.note(p.name, "SIGCONTed")
 	}, true
 }
 
