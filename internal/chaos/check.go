@@ -343,7 +343,9 @@ func Check(in Input) *Report {
 	sort.Strings(names)
 	for _, n := range names {
 		s := in.Stderr[n]
-		if c := strings.Count(s, "panic:") + strings.Count(s, `"handler panicked"`); c > 0 {
+		// Go panics and fatal runtime errors (such as concurrent map
+		// writes), and handler panics the worker recovered from and logged.
+		if c := strings.Count(s, "panic:") + strings.Count(s, "fatal error:") + strings.Count(s, `"handler panicked"`); c > 0 {
 			r.Panics += c
 			flag("panic", fmt.Sprintf("worker %s: %d panic(s): %s", n, c, excerpt(s, "panic")))
 		}
