@@ -258,6 +258,23 @@ func Check(in Input) *Report {
 				flag("finish_without_run", fmt.Sprintf("%s: finish under fence %d accepted, but no handler run of fence %d completed (evidence: %d end lines)", id, f.Fence, f.Fence, len(ends[key{id, f.Fence}])))
 			}
 		}
+		// Other stale results: a write ending an attempt (a failure, a
+		// retry, a cancellation) accepted under a fence after a newer fence
+		// had certainly been claimed.
+		for _, f := range fences {
+			for _, e := range xs[f].endings {
+				if e.Status == string(lease.StatusSucceeded) {
+					continue // judged above
+				}
+				for _, g := range fences {
+					if newer := xs[g]; g > f && !newer.claimBy.IsZero() && newer.claimBy.Before(e.Forwarded) {
+						r.StaleAccepted++
+						flag("stale_accepted", fmt.Sprintf("%s: %s write under fence %d accepted after fence %d was claimed (%s)", id, e.Status, f, g, stamp(newer.claimBy)))
+						break
+					}
+				}
+			}
+		}
 		if ok && rec.Status == lease.StatusSucceeded {
 			if len(finishes) == 0 {
 				r.BadHistory++

@@ -248,3 +248,17 @@ func TestCheckOwnDeleteIsNotFencedOut(t *testing.T) {
 		t.Errorf("fenced-out deletes = %d, want 0", r.FencedOutDeletes)
 	}
 }
+
+func TestCheckStaleRelease(t *testing.T) {
+	in := clean()
+	// Fence 2 took over at 3600; a retry release of fence 1 was accepted at 4000.
+	in.Writes = []Write{claim("a", 1, 0, 3000), claim("a", 2, 3600, 6600), ending("a", 1, "PENDING", 4000), ending("a", 2, "SUCCEEDED", 4500)}
+	in.Handler = ran("a", 2, 4400)
+	in.Records["a"] = succeeded("a", 2, entry(1, lease.StatusPending), entry(2, lease.StatusSucceeded))
+	in.Metrics = nil
+	r := Check(in)
+	wantOnly(t, r, "stale_accepted")
+	if r.StaleAccepted != 1 {
+		t.Errorf("stale = %d, want 1", r.StaleAccepted)
+	}
+}

@@ -75,9 +75,10 @@ type Proxy struct {
 	client   *http.Client
 	observe  func(Exchange)
 
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{} // closed when Serve has returned
+	ln       net.Listener
+	srv      *http.Server
+	done     chan struct{}  // closed when Serve has returned
+	handlers sync.WaitGroup // ServeHTTP calls in progress
 
 	requests, resetsBefore, resetsAfter, delayed, upstreamErrors atomic.Int64
 
@@ -159,7 +160,9 @@ func (p *Proxy) Stats() ProxyStats {
 }
 
 // Close stops the proxy: it waits up to timeout for requests in flight, then
-// closes every connection, and returns once the server goroutine has ended.
+// closes every connection, and returns once the server goroutine and every
+// request handler have ended (a handler still waiting for the upstream ends
+// within upstreamTimeout), so Observe is never called after Close.
 func (p *Proxy) Close(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -168,6 +171,7 @@ func (p *Proxy) Close(timeout time.Duration) error {
 		err = errors.Join(err, p.srv.Close())
 	}
 	<-p.done
+	p.handlers.Wait()
 	p.client.CloseIdleConnections()
 	return err
 }
@@ -194,6 +198,8 @@ func (p *Proxy) draw() plan {
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.handlers.Add(1)
+	defer p.handlers.Done()
 	p.requests.Add(1)
 	ex := Exchange{Target: r.Header.Get("X-Amz-Target"), UserAgent: r.Header.Get("User-Agent"), Received: time.Now()}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
