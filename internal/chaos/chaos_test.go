@@ -173,19 +173,6 @@ func TestChaos(t *testing.T) {
 	// One fault-injecting proxy per distinct upstream endpoint.
 	ledger := chaos.NewLedger(table)
 	var proxies []*chaos.Proxy
-	endpoint := map[string]string{} // upstream -> proxy URL
-	for i, env := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
-		up := strings.TrimRight(os.Getenv(env), "/")
-		if _, ok := endpoint[up]; ok {
-			continue
-		}
-		px, err := chaos.StartProxy(up, p.faults, p.seed+uint64(i)*7919, ledger.Observe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxies = append(proxies, px)
-		endpoint[up] = px.URL()
-	}
 	var proxyTotals chaos.ProxyStats
 	closeProxies := func() {
 		for _, px := range proxies {
@@ -202,11 +189,22 @@ func TestChaos(t *testing.T) {
 		proxies = nil
 	}
 	t.Cleanup(closeProxies)
+	endpoint := map[string]string{} // upstream -> proxy URL
+	for i, env := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
+		up := strings.TrimRight(os.Getenv(env), "/")
+		if _, ok := endpoint[up]; ok {
+			continue
+		}
+		px, err := chaos.StartProxy(up, p.faults, p.seed+uint64(i)*7919, ledger.Observe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies = append(proxies, px)
+		endpoint[up] = px.URL()
+	}
+	t.Logf("chaos: proxies (upstream -> proxy): %v", endpoint)
 
 	fleet := &chaos.Fleet{Bin: bin, Dir: p.dir, Env: workerEnv(p, endpoint, table, queues)}
-	if err := fleet.Start(p.workers); err != nil {
-		t.Fatal(err)
-	}
 	stopped := false
 	stopFleet := func() {
 		if stopped {
@@ -217,7 +215,10 @@ func TestChaos(t *testing.T) {
 			t.Errorf("chaos: %v", err)
 		}
 	}
-	t.Cleanup(stopFleet)
+	t.Cleanup(stopFleet) // also reaps the workers of a Start that failed half-way
+	if err := fleet.Start(p.workers); err != nil {
+		t.Fatal(err)
+	}
 
 	chaosCtx, stopChaos := context.WithCancel(context.Background())
 	var chaosWG sync.WaitGroup
@@ -277,11 +278,11 @@ func TestChaos(t *testing.T) {
 	kills, stops := fleet.Counts()
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d double_finish=%d overlaps=%d stale_accepted=%d "+
 		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d "+
-		"kills=%d stops=%d requests=%d resets_before=%d resets_after=%d delayed=%d executions=%d takeovers=%d lease_lost=%d "+
+		"kills=%d stops=%d requests=%d resets_before=%d resets_after=%d delayed=%d upstream_errors=%d executions=%d takeovers=%d lease_lost=%d "+
 		"handler_past_lease=%d fenced_out_deletes=%d redriven_valid=%d deliveries=%d deletes=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
 		rep.Tasks, rep.Succeeded, rep.Stuck, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
 		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races,
-		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed,
+		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed, proxyTotals.UpstreamErrors,
 		rep.Executions, rep.Takeovers, rep.LeaseLost,
 		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
 	fmt.Println(summary)
