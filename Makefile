@@ -79,6 +79,19 @@ bench: ## benchmarks (those that need the stack skip unless it is configured)
 build: ## compile every package
 	$(GO) build ./...
 
+## ---- chaos ----
+
+# TestChaos (internal/chaos, docs/chaos.md): CHAOS_TASKS tasks through four
+# worker processes that are killed and paused, behind a proxy that delays and
+# resets their AWS calls; fails unless every task succeeded exactly once and
+# every bad message is on the DLQ. Evidence and logs stay in .stack/chaos/.
+CHAOS_TASKS ?= 1000
+
+.PHONY: chaos
+chaos: stack-up ## chaos test: CHAOS_TASKS (1000) tasks, workers killed and paused, network faults; nothing may be lost
+	@$(WITH_STACK) LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
+	  $(GO) test -race -count=1 -v -timeout 60m -run '^TestChaos$$' ./internal/chaos
+
 ## ---- demo ----
 
 # The worker and the dispatcher run in one process through the off-Lambda

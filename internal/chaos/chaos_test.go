@@ -1,0 +1,300 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/chaos"
+)
+
+// Worker timing: short leases so that takeovers happen within seconds.
+const (
+	leaseDuration = 3 * time.Second
+	renewBefore   = 1 * time.Second // renewal 2s after each claim or renewal
+	clockSkew     = 500 * time.Millisecond
+	callTimeout   = 30 * time.Second
+)
+
+// params are the knobs of one run, from LEASEHOLD_CHAOS_* variables.
+type params struct {
+	tasks, workers    int
+	factor            float64
+	faults            chaos.Faults
+	pauseEvery        time.Duration
+	seed              uint64
+	dir               string
+	keepDir           bool
+	workerRace        bool
+	dupEvery          int // every dupEvery-th valid token is sent twice
+	stall, bound      time.Duration
+	killMin, killMax  time.Duration
+	pauseFor          time.Duration
+	graceStop         time.Duration
+	invocationTimeout time.Duration
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
+
+func envFloat(t *testing.T, name string, def float64) float64 {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		t.Fatalf("%s=%q: want a non-negative number", name, s)
+	}
+	return f
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration", name, s)
+	}
+	return d
+}
+
+func scaled(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+
+func readParams(t *testing.T) params {
+	p := params{
+		tasks:   envInt(t, "LEASEHOLD_CHAOS_TASKS", 200),
+		workers: envInt(t, "LEASEHOLD_CHAOS_WORKERS", 4),
+		factor:  envFloat(t, "LEASEHOLD_CHAOS_TIME_FACTOR", 1),
+		faults: chaos.Faults{
+			ResetBefore: envFloat(t, "LEASEHOLD_CHAOS_RESET_BEFORE", 0.03),
+			ResetAfter:  envFloat(t, "LEASEHOLD_CHAOS_RESET_AFTER", 0.03),
+			Delay:       envFloat(t, "LEASEHOLD_CHAOS_DELAY", 0.25),
+			MaxDelay:    envDuration(t, "LEASEHOLD_CHAOS_MAX_DELAY", 150*time.Millisecond),
+		},
+		killMin:           2 * time.Second,
+		killMax:           5 * time.Second,
+		pauseFor:          2 * leaseDuration,
+		dupEvery:          25,
+		workerRace:        raceEnabled,
+		graceStop:         45 * time.Second,
+		invocationTimeout: 30 * time.Second,
+	}
+	if p.factor == 0 {
+		p.factor = 1
+	}
+	if err := p.faults.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A full-size run pauses a worker every ~20s; a CI-size run is shorter,
+	// so it pauses more often to see several pauses.
+	defPause := 10 * time.Second
+	if p.tasks >= 1000 {
+		defPause = 20 * time.Second
+	}
+	p.pauseEvery = envDuration(t, "LEASEHOLD_CHAOS_PAUSE_EVERY", defPause)
+	if s := os.Getenv("LEASEHOLD_CHAOS_WORKER_RACE"); s != "" {
+		p.workerRace = s == "1"
+	}
+	p.seed = rand.Uint64()
+	if s := os.Getenv("LEASEHOLD_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LEASEHOLD_CHAOS_SEED=%q: %v", s, err)
+		}
+		p.seed = n
+	}
+	// Waits are bounded by conditions: the run ends once every valid task
+	// is terminal, or when nothing has progressed for stall, or at bound.
+	p.stall = scaled(90*time.Second, p.factor)
+	p.bound = scaled(max(5*time.Minute, time.Duration(p.tasks)*500*time.Millisecond), p.factor)
+	p.dir = os.Getenv("LEASEHOLD_CHAOS_DIR")
+	if p.dir != "" {
+		p.keepDir = true
+		abs, err := filepath.Abs(filepath.Join(p.dir, time.Now().UTC().Format("20060102-150405")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.dir = abs
+		if err := os.MkdirAll(p.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		p.dir = t.TempDir()
+	}
+	return p
+}
+
+// TestChaos sends tasks through a fleet of worker processes that are killed,
+// paused and restarted while a proxy delays and resets their AWS calls, and
+// checks that nothing is lost: see docs/chaos.md.
+func TestChaos(t *testing.T) {
+	if os.Getenv("LEASEHOLD_CHAOS") != "1" {
+		t.Skip("chaos test is opt-in: set LEASEHOLD_CHAOS=1 (make chaos)")
+	}
+	if testing.Short() {
+		t.Skip("chaos test skipped with -short")
+	}
+	cfg := awstest.Config(t)
+	p := readParams(t)
+	t.Logf("chaos: seed=%d tasks=%d workers=%d faults=%+v dir=%s", p.seed, p.tasks, p.workers, p.faults, p.dir)
+
+	bin := buildWorker(t, p)
+	table := awstest.NewTable(t, cfg)
+	queues := awstest.NewQueues(t, cfg)
+	ddb := dynamodb.NewFromConfig(cfg)
+	sq := sqs.NewFromConfig(cfg)
+
+	// One fault-injecting proxy per distinct upstream endpoint.
+	ledger := chaos.NewLedger(table)
+	var proxies []*chaos.Proxy
+	var proxyTotals chaos.ProxyStats
+	closeProxies := func() {
+		for _, px := range proxies {
+			st := px.Stats()
+			proxyTotals.Requests += st.Requests
+			proxyTotals.ResetsBefore += st.ResetsBefore
+			proxyTotals.ResetsAfter += st.ResetsAfter
+			proxyTotals.Delayed += st.Delayed
+			proxyTotals.UpstreamErrors += st.UpstreamErrors
+			if err := px.Close(10 * time.Second); err != nil {
+				t.Logf("chaos: proxy close: %v", err)
+			}
+		}
+		proxies = nil
+	}
+	t.Cleanup(closeProxies)
+	endpoint := map[string]string{} // upstream -> proxy URL
+	for i, env := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
+		up := strings.TrimRight(os.Getenv(env), "/")
+		if _, ok := endpoint[up]; ok {
+			continue
+		}
+		px, err := chaos.StartProxy(up, p.faults, p.seed+uint64(i)*7919, ledger.Observe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies = append(proxies, px)
+		endpoint[up] = px.URL()
+	}
+	t.Logf("chaos: proxies (upstream -> proxy): %v", endpoint)
+
+	fleet := &chaos.Fleet{Bin: bin, Dir: p.dir, Env: workerEnv(p, endpoint, table, queues)}
+	stopped := false
+	stopFleet := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := fleet.StopAll(p.graceStop); err != nil {
+			t.Errorf("chaos: %v", err)
+		}
+	}
+	t.Cleanup(stopFleet) // also reaps the workers of a Start that failed half-way
+	if err := fleet.Start(p.workers); err != nil {
+		t.Fatal(err)
+	}
+
+	chaosCtx, stopChaos := context.WithCancel(context.Background())
+	var chaosWG sync.WaitGroup
+	var chaosErr error
+	chaosWG.Add(1)
+	go func() {
+		defer chaosWG.Done()
+		chaosErr = chaos.Chaos{
+			KillMin: p.killMin, KillMax: p.killMax,
+			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor,
+			Seed: p.seed,
+		}.Run(chaosCtx, fleet)
+	}()
+	endChaos := func() {
+		stopChaos()
+		chaosWG.Wait()
+	}
+	t.Cleanup(endChaos)
+
+	started := time.Now()
+	plan := makePlan(p)
+	sendAll(t, sq, queues.Work, plan.messages)
+	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed) in %s",
+		len(plan.messages), len(plan.valid), plan.duplicates, len(plan.malformed), time.Since(started).Round(time.Millisecond))
+
+	waitTerminal(t, ddb, table, plan.valid, p)
+	endChaos()
+	if chaosErr != nil {
+		t.Errorf("chaos: the chaos loop stopped early: %v", chaosErr)
+	}
+	stopFleet()
+	closeProxies()
+	duration := time.Since(started)
+
+	records := scanRecords(t, ddb, table)
+	dlq := drainDLQ(t, sq, queues.WorkDLQ, len(plan.malformed))
+	handler, metrics, cut, err := chaos.ReadEvidence(p.dir)
+	if err != nil {
+		t.Fatalf("chaos: read evidence: %v", err)
+	}
+	stderr := map[string]string{}
+	for _, n := range fleet.Names() {
+		b, err := os.ReadFile(filepath.Join(p.dir, "stderr-"+n+".log"))
+		if err != nil {
+			t.Fatalf("chaos: %v", err)
+		}
+		stderr[n] = string(b)
+	}
+	writes, rejected, unknown := ledger.Writes()
+	deliveries, deletions := ledger.Messages()
+	rep := chaos.Check(chaos.Input{
+		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: fleet.Fates(),
+		Handler: handler, Metrics: metrics,
+		Malformed: plan.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
+	})
+
+	kills, stops := fleet.Counts()
+	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d double_finish=%d overlaps=%d stale_accepted=%d "+
+		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d "+
+		"kills=%d stops=%d requests=%d resets_before=%d resets_after=%d delayed=%d upstream_errors=%d executions=%d takeovers=%d lease_lost=%d "+
+		"handler_past_lease=%d fenced_out_deletes=%d redriven_valid=%d deliveries=%d deletes=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
+		rep.Tasks, rep.Succeeded, rep.Stuck, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
+		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races,
+		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed, proxyTotals.UpstreamErrors,
+		rep.Executions, rep.Takeovers, rep.LeaseLost,
+		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
+	fmt.Println(summary)
+	report := summary + "\n" + strings.Join(rep.Violations, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(p.dir, "report.txt"), []byte(report), 0o644); err != nil {
+		t.Logf("chaos: write report: %v", err)
+	}
+	if rep.Failed() {
+		where := "rerun with LEASEHOLD_CHAOS_DIR=<dir> to keep the evidence"
+		if p.keepDir {
+			where = "evidence in " + p.dir
+		}
+		t.Errorf("chaos: %d violation(s) (%s):\n%s\n%s", len(rep.Violations), where, summary, strings.Join(rep.Violations, "\n"))
+	}
+}

@@ -1,0 +1,182 @@
+// Command chaosworker is the worker process that the chaos test
+// (internal/chaos) starts, kills, pauses and restarts. It is built from the
+// public API only, exactly as a user would build a worker:
+// leasehold.NewHandlers, leasehold.Handle, leasehold.WorkerConfigFromEnv,
+// leasehold.NewWorker and Worker.Run.
+//
+// It registers one task kind, "chaos", whose handler sleeps for the payload's
+// work_ms (or until its context ends) and appends evidence of every execution
+// to an append-only JSONL file: one line when the handler starts, one when it
+// returns. The worker's own view of each outcome comes from the public
+// metrics option (WithMetrics), written to a second append-only file. Every
+// line is one write(2) on a file opened with O_APPEND, so a SIGKILL can at
+// worst lose or cut the last line; the reader skips a cut line.
+//
+// Environment (besides the LEASEHOLD_* variables of WorkerConfigFromEnv and
+// RunOptionsFromEnv):
+//
+//	CHAOS_NAME      worker name; the lease owner is "<name>/<message id>"
+//	CHAOS_EVIDENCE  path of the handler evidence file
+//	CHAOS_METRICS   path of the metrics (EMF) file
+//	CHAOS_RECEIVE_VISIBILITY, CHAOS_LONG_POLL, CHAOS_VISIBILITY_MARGIN: durations
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Payload is what the chaos test puts in each inline token.
+type Payload struct {
+	N      int `json:"n"`
+	WorkMS int `json:"work_ms"`
+}
+
+// Result is what the handler returns; it names the execution that made it.
+type Result struct {
+	N     int    `json:"n"`
+	Fence int64  `json:"fence"`
+	Owner string `json:"owner"`
+}
+
+// Evidence is one line of the evidence file. Field names are read by
+// internal/chaos (evidence.go); keep them in step.
+type Evidence struct {
+	Event   string `json:"ev"` // "start" or "end"
+	Task    string `json:"task"`
+	Fence   int64  `json:"fence"`
+	Attempt int    `json:"attempt"`
+	Worker  string `json:"worker"`
+	PID     int    `json:"pid"`
+	AtUS    int64  `json:"at_us"` // unix microseconds
+	// End only: "ok" (returned a result) or "cancelled" (context ended
+	// first, with Cause).
+	Outcome string `json:"outcome,omitempty"`
+	Cause   string `json:"cause,omitempty"`
+}
+
+type evidenceFile struct{ f *os.File }
+
+func openAppend(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+// write appends one line with a single write call.
+func (e evidenceFile) write(ev Evidence) {
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	if _, err := e.f.Write(line); err != nil {
+		log.Printf("chaosworker: write evidence: %v", err)
+	}
+}
+
+func durationEnv(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		log.Fatalf("chaosworker: %s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	name := os.Getenv("CHAOS_NAME")
+	if name == "" {
+		log.Fatal("chaosworker: CHAOS_NAME is required")
+	}
+	evf, err := openAppend(os.Getenv("CHAOS_EVIDENCE"))
+	if err != nil {
+		log.Fatalf("chaosworker: evidence file: %v", err)
+	}
+	defer evf.Close()
+	mf, err := openAppend(os.Getenv("CHAOS_METRICS"))
+	if err != nil {
+		log.Fatalf("chaosworker: metrics file: %v", err)
+	}
+	defer mf.Close()
+	ev := evidenceFile{f: evf}
+	pid := os.Getpid()
+
+	handlers := leasehold.NewHandlers()
+	leasehold.Handle(handlers, "chaos", func(ctx context.Context, t *leasehold.Task[Payload]) (Result, error) {
+		base := Evidence{Task: t.ID, Fence: t.Fence, Attempt: t.Attempt, Worker: name, PID: pid}
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		ev.write(start)
+
+		timer := time.NewTimer(time.Duration(t.Payload.WorkMS) * time.Millisecond)
+		defer timer.Stop()
+		end := base
+		end.Event = "end"
+		select {
+		case <-timer.C:
+			end.Outcome, end.AtUS = "ok", time.Now().UnixMicro()
+			ev.write(end)
+			return Result{N: t.Payload.N, Fence: t.Fence, Owner: name}, nil
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			end.Outcome, end.Cause, end.AtUS = "cancelled", fmt.Sprint(cause), time.Now().UnixMicro()
+			ev.write(end)
+			return Result{}, fmt.Errorf("chaos handler stopped: %w", cause)
+		}
+	})
+
+	// One call budget for loading the config; the SDK calls the worker
+	// makes are bounded by the worker itself.
+	loadCtx, cancelLoad := context.WithTimeout(context.Background(), 30*time.Second)
+	awsCfg, err := config.LoadDefaultConfig(loadCtx)
+	cancelLoad()
+	if err != nil {
+		log.Fatalf("chaosworker: AWS config: %v", err)
+	}
+	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
+	if err != nil {
+		log.Fatalf("chaosworker: %v", err)
+	}
+	opts = append(opts,
+		leasehold.WithOwner(name),
+		leasehold.WithMetrics(mf),
+		leasehold.WithVisibilityMargin(durationEnv("CHAOS_VISIBILITY_MARGIN", 2*time.Second)),
+		leasehold.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }),
+	)
+	w, err := leasehold.NewWorker(cfg, opts...)
+	if err != nil {
+		log.Fatalf("chaosworker: %v", err)
+	}
+	runOpts, err := leasehold.RunOptionsFromEnv()
+	if err != nil {
+		log.Fatalf("chaosworker: %v", err)
+	}
+	runOpts = append(runOpts,
+		leasehold.WithReceiveVisibility(durationEnv("CHAOS_RECEIVE_VISIBILITY", 10*time.Second)),
+		leasehold.WithLongPoll(durationEnv("CHAOS_LONG_POLL", 2*time.Second)),
+	)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	fmt.Println("ready", name, pid)
+	if err := w.Run(ctx, runOpts...); err != nil && !errors.Is(err, context.Canceled) {
+		log.Printf("chaosworker: run: %v", err)
+		stop()
+		os.Exit(1)
+	}
+	fmt.Println("stopped", name)
+}
