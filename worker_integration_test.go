@@ -254,7 +254,7 @@ func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
 		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
 	e.send(t, e.queues.Work, inlineBody(t, "slow", "long-1", empty{}, 0))
-	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, 2)
+	ev := e.receive(t, e.queues.Work, 1, 5*time.Second, int32(2*unit/time.Second))
 	if len(ev.Records) != 1 {
 		t.Fatalf("received %d messages", len(ev.Records))
 	}
