@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 )
@@ -30,7 +32,12 @@ func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Res
 	if log == nil {
 		log = e.cfg.Logger
 	}
-	x := &execution{cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	x := &execution{
+		cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting,
+		ownerName: e.cfg.Owner + "/" + m.ID + "/" + hex.EncodeToString(nonce[:]),
+	}
 	return x.run(ctx)
 }
 
