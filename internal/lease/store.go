@@ -148,6 +148,11 @@ func ClassifyHeld(op string, l Lease, old *Task) error {
 	if old == nil {
 		return fmt.Errorf("%s %s: %w", op, l.TaskID, ErrNotFound)
 	}
+	if Holds(*old, l) {
+		// The lease is still held, so another part of the condition failed:
+		// the history the write meant to trim changed under the lease.
+		return fmt.Errorf("%s %s: %w: the task's history changed while the lease was held", op, l.TaskID, ErrBackend)
+	}
 	return &LeaseLostError{Op: op, Lease: l, Task: *old}
 }
 

@@ -209,9 +209,11 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 }
 
 func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now time.Time) {
-	rec.History = append(rec.History, lease.Attempt{
+	var dropped int
+	rec.History, dropped = lease.AppendHistory(rec.History, lease.Attempt{
 		Attempt: rec.Attempt, Fence: rec.Fence, Status: status, Error: errMsg, At: now,
 	})
+	rec.HistoryDropped += dropped
 	rec.Status = status
 	rec.LeaseOwner = ""
 	rec.LeaseUntil = time.Time{}
@@ -278,6 +280,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 		}
 		if r.RefundAttempt {
 			rec.Attempt--
+			rec.Snoozes++
 		}
 	}
 	return clone(rec), nil

@@ -89,6 +89,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"GetRoundTripsEveryField", testGetRoundTrips},
 		{"CancelledContextWritesNothing", testCancelledContext},
 		{"FailedWritesCarryTheObservedTask", testFailedWritesCarryObserved},
+		{"HistoryIsBounded", testHistoryIsBounded},
 		{"RetriedWritesRecogniseTheirOwnLanding", testRetriedWritesRecogniseOwn},
 	}
 	for _, c := range cases {
@@ -174,8 +175,10 @@ func (e *env) held(prev lease.Task, owner string) lease.Task {
 func (e *env) ended(prev lease.Task, status lease.Status, errMsg string) lease.Task {
 	now := e.now()
 	want := prev
-	want.History = append(append([]lease.Attempt(nil), prev.History...),
+	var dropped int
+	want.History, dropped = lease.AppendHistory(prev.History,
 		lease.Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: status, Error: errMsg, At: now})
+	want.HistoryDropped += dropped
 	want.Status = status
 	want.LeaseOwner = ""
 	want.LeaseUntil = time.Time{}
@@ -241,6 +244,7 @@ func (e *env) release(prev lease.Task, r lease.Release) lease.Task {
 		}
 		if r.RefundAttempt {
 			want.Attempt--
+			want.Snoozes++
 		}
 	}
 	e.same("Release", got, want)
@@ -330,6 +334,8 @@ func diffTask(got, want lease.Task) []string {
 	at("FinishedAt", got.FinishedAt, want.FinishedAt)
 	at("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
 	at("DispatchAt", got.DispatchAt, want.DispatchAt)
+	num("HistoryDropped", int64(got.HistoryDropped), int64(want.HistoryDropped))
+	num("Snoozes", int64(got.Snoozes), int64(want.Snoozes))
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d
@@ -1145,4 +1151,36 @@ func testRetriedWritesRecogniseOwn(t *testing.T, newStore NewStoreFunc) {
 	if lease.Landed(first.LeaseOf(), lease.StatusSucceeded, got) {
 		t.Fatal("the second holder's finish taken for the first holder's")
 	}
+}
+
+// A task that keeps snoozing keeps the newest MaxHistory entries and counts
+// the rest, so its item stays far below DynamoDB's 400 KB.
+func testHistoryIsBounded(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.MaxAttempts = 1
+	task := e.create(n)
+	// A long error on every entry: unbounded, 60 of them would pass 120 KB.
+	reason := strings.Repeat("s", lease.MaxErrorBytes)
+	const snoozes = lease.MaxHistory + 10
+	for i := range snoozes {
+		task = e.claim(task, fmt.Sprintf("w%d", i))
+		e.clock.Advance(time.Second)
+		task = e.release(task, lease.Release{Status: lease.StatusPending, RunAt: e.now(), RefundAttempt: true, Error: reason})
+	}
+	if len(task.History) != lease.MaxHistory || task.HistoryDropped != snoozes-lease.MaxHistory || task.Snoozes != snoozes {
+		t.Fatalf("after %d snoozes: %d history entries, %d dropped, %d snoozes; want %d, %d, %d",
+			snoozes, len(task.History), task.HistoryDropped, task.Snoozes, lease.MaxHistory, snoozes-lease.MaxHistory, snoozes)
+	}
+	if first, last := task.History[0], task.History[len(task.History)-1]; first.Fence != snoozes-lease.MaxHistory+1 || last.Fence != snoozes {
+		t.Fatalf("kept fences %d..%d, want the newest %d..%d", first.Fence, last.Fence, snoozes-lease.MaxHistory+1, snoozes)
+	}
+	e.stored(task)
+	// The attempt after the snoozes still ends normally, at the bound.
+	task = e.claim(task, "last")
+	done := e.finish(task, []byte(`1`))
+	if len(done.History) != lease.MaxHistory || done.HistoryDropped != snoozes-lease.MaxHistory+1 {
+		t.Fatalf("after the finish: %d entries, %d dropped", len(done.History), done.HistoryDropped)
+	}
+	e.stored(done)
 }
