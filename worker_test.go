@@ -98,6 +98,7 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 		{"zero attempts", cfg, []WorkerOption{WithMaxAttempts(0)}, "max attempts"},
 		{"zero concurrency", cfg, []WorkerOption{WithConcurrency(0)}, "concurrency"},
 		{"negative skew", cfg, []WorkerOption{WithClockSkew(-time.Second)}, "skew"},
+		{"zero replace-at receive count", cfg, []WorkerOption{WithReplaceAtReceiveCount(0)}, "receive count"},
 		{"no table", WorkerConfig{QueueURL: "q", Handlers: NewHandlers()}, nil, "table"},
 		{"no queue", WorkerConfig{Table: "t", Handlers: NewHandlers()}, nil, "queue"},
 		{"no handlers", WorkerConfig{Table: "t", QueueURL: "q"}, nil, "handlers"},
@@ -110,6 +111,21 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 				t.Errorf("NewWorker = %v, want ErrConfig mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
+	t.Setenv(EnvReplaceAtReceiveCount, "3")
+	_, opts, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o workerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.replaceAt == nil || *o.replaceAt != 3 {
+		t.Errorf("replace-at receive count from %s = %v, want 3", EnvReplaceAtReceiveCount, o.replaceAt)
 	}
 }
 

@@ -127,7 +127,7 @@ var Worker = Function{
 		leasehold.EnvTable, leasehold.EnvWorkQueueURL, leasehold.EnvWorkDLQURL,
 		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel,
+		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
 	},
 	Unread: merge(runnerEnv, dispatchEnv),
 }
@@ -160,7 +160,8 @@ var (
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
-		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin)
+		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
+		leasehold.EnvReplaceAtReceiveCount)
 )
 
 func unread(why string, names ...string) map[string]string {
