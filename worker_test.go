@@ -163,3 +163,38 @@ func TestSteeringErrors(t *testing.T) {
 		t.Errorf("undecodable payload should fail without retry (a permanent error), got %T", err)
 	}
 }
+
+// An absent payload is JSON null: the zero value of the handler's payload
+// type, nil for a pointer type, which tells it apart from an empty object.
+func TestAbsentPayloadIsNull(t *testing.T) {
+	t.Parallel()
+	type p struct{ N int }
+	hs := NewHandlers()
+	var gotPtr *p
+	var gotVal p
+	Handle(hs, "ptr", func(_ context.Context, task *Task[*p]) (int, error) { gotPtr = task.Payload; return 0, nil })
+	Handle(hs, "val", func(_ context.Context, task *Task[p]) (int, error) { gotVal = task.Payload; return 0, nil })
+	run := func(kind string, payload []byte) {
+		t.Helper()
+		h, ok := hs.lookup(kind)
+		if !ok {
+			t.Fatalf("no handler for %s", kind)
+		}
+		if _, err := h(t.Context(), lease.Task{ID: "x", Kind: kind, Payload: payload}); err != nil {
+			t.Fatalf("%s with payload %q: %v", kind, payload, err)
+		}
+	}
+	run("ptr", nil)
+	if gotPtr != nil {
+		t.Errorf("absent payload into *p = %+v, want nil", gotPtr)
+	}
+	run("ptr", []byte(`{}`))
+	if gotPtr == nil {
+		t.Error("empty object into *p = nil, want a zero p")
+	}
+	gotVal = p{N: 7}
+	run("val", nil)
+	if gotVal != (p{}) {
+		t.Errorf("absent payload into p = %+v, want the zero value", gotVal)
+	}
+}
