@@ -31,6 +31,10 @@ func (r *recordingSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessa
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
 
+func (r *recordingSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
 func (r *recordingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

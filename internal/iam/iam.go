@@ -120,6 +120,7 @@ var Worker = Function{
 		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
+		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),

@@ -372,6 +372,9 @@ func TestTokenNearMaxReceiveCountIsReplaced(t *testing.T) {
 			if !res.Ack || len(hidden) != 0 || len(sent) != 1 || sent[0].DelaySeconds != 27 || aws.ToString(sent[0].MessageBody) != token.Ref("busy") {
 				t.Fatalf("receive %d: %+v, hidden %+v, sent %+v; want a fresh token delayed 27s, then acked", count, res, hidden, sent)
 			}
+			if d := e.sqs.deletedHandles(); len(d) != 1 || d[0] != "rh-m1" {
+				t.Fatalf("receive %d: deleted %v, want the replaced message rh-m1 deleted at once", count, d)
+			}
 		})
 	}
 }
@@ -386,7 +389,64 @@ func TestTokenKeptWhenReplacementFails(t *testing.T) {
 	}
 	m := msg("m1", token.Ref("busy"))
 	m.ReceiveCount = lifecycle.DefaultMaxReceiveCount
-	if res := e.exec.Process(t.Context(), nil, m); res.Ack {
-		t.Fatalf("acked without a replacement: %+v", res)
+	if res := e.exec.Process(t.Context(), nil, m); res.Ack || len(e.sqs.deletedHandles()) != 0 {
+		t.Fatalf("acked or deleted without a replacement: %+v, deleted %v", res, e.sqs.deletedHandles())
+	}
+}
+
+// A message claimed on its ReplaceAtReceiveCount-th receive hands the task
+// to a fresh token before the handler runs, and is deleted at once: if this
+// attempt crashed, the old message would come back once more, perhaps past
+// maxReceiveCount into the dead-letter queue. Nothing else is sent for it.
+func TestClaimNearMaxReceiveCountHandsTaskToFreshToken(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "hc", Kind: "k", MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	proceed := make(chan struct{})
+	e.handlers["k"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		close(started)
+		<-proceed
+		return nil, errors.New("transient")
+	}
+	m := msg("m1", token.Ref("hc"))
+	m.ReceiveCount = lifecycle.DefaultReplaceAtReceiveCount
+	wait := e.processAsync(t.Context(), m)
+	<-started
+	sent := e.sqs.sentTo(workURL)
+	if len(sent) != 1 || aws.ToString(sent[0].MessageBody) != token.Ref("hc") || sent[0].DelaySeconds != 30 {
+		t.Fatalf("tokens sent before the handler ran: %+v; want one reference delayed 30s (lease + margin)", sent)
+	}
+	if d := e.sqs.deletedHandles(); len(d) != 1 || d[0] != "rh-m1" {
+		t.Fatalf("deleted %v, want the old message rh-m1", d)
+	}
+	// A renewal renews the lease but no longer touches the deleted message.
+	if err := e.clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Second)
+	if err := e.clock.BlockUntilContext(t.Context(), 1); err != nil { // the renewer's next timer
+		t.Fatal(err)
+	}
+	if got := e.get(t, "hc"); !got.LeaseUntil.Equal(e.clock.Now().Add(20 * time.Second)) {
+		t.Fatalf("lease until %s, want renewed to %s", got.LeaseUntil, e.clock.Now().Add(20*time.Second))
+	}
+	close(proceed)
+	res := wait()
+	if !res.Ack || res.Outcome != lifecycle.OutcomeRetried {
+		t.Fatalf("result %+v, want acked retry", res)
+	}
+	if v := e.sqs.visibilityChanges(); len(v) != 0 {
+		t.Fatalf("visibility of the deleted message changed: %+v", v)
+	}
+	if sent := e.sqs.sentTo(workURL); len(sent) != 1 {
+		t.Fatalf("%d tokens sent, want only the one sent at the claim", len(sent))
+	}
+	// The fresh token carries the retry: early, it is sent again with the
+	// time still to wait; due, it runs the next attempt.
+	if got := e.get(t, "hc"); got.Status != lease.StatusPending {
+		t.Fatalf("task %s, want PENDING", got.Status)
 	}
 }

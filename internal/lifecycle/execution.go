@@ -110,6 +110,10 @@ type execution struct {
 	// inline payload): the task is recorded and failed, never run, whichever
 	// way it gets claimed.
 	tokenErr error
+	// replaced: a fresh token for the task was sent and this message
+	// deleted (or left to be deleted by the acknowledgement); nothing more
+	// may be sent for it, and it is acknowledged whatever happens next.
+	replaced bool
 
 	// Running.
 	invocationDeadline time.Time
@@ -153,7 +157,7 @@ func (x *execution) run(ctx context.Context) Result {
 
 // exit ends the execution with ack deciding the message's fate.
 func (x *execution) exit(ack bool, reason string) State {
-	x.result.Ack = ack
+	x.result.Ack = ack || x.replaced
 	if reason != "" {
 		x.result.Reason = reason
 	}
@@ -275,6 +279,13 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		// An over-limit payload was recorded without its bytes: never run
 		// it, however the task came to be claimed.
 		return x.failClaimed(ctx, x.tokenErr.Error())
+	}
+	if x.msg.ReceiveCount >= x.cfg.ReplaceAtReceiveCount {
+		// A crash during this attempt would bring the message back once
+		// more, perhaps past maxReceiveCount into the dead-letter queue.
+		// Hand the task to a fresh token now, due when a takeover would be
+		// possible, and delete this message.
+		x.replace(ctx, x.cfg.LeaseDuration+x.cfg.VisibilityMargin, "")
 	}
 	h, ok := x.cfg.Handlers(x.task.Kind)
 	if !ok {
@@ -459,7 +470,9 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		r.DispatchAt = r.RunAt
 	}
 	st := x.release(ctx, r, outcome)
-	if !x.result.Ack || wait > MaxSQSDelay {
+	if !x.result.Ack || wait > MaxSQSDelay || x.replaced {
+		// (A token sent at the claim already stands for the task; arriving
+		// early, it is sent again with the time still to wait.)
 		return st
 	}
 	if err := x.send(ctx, token.Ref(x.task.ID), wait); err != nil {
@@ -591,6 +604,9 @@ func (x *execution) keep(ctx context.Context, d time.Duration, reason string) St
 // acknowledges this message once it is sent. Without a body to send, or
 // when the send fails, the message is left unacknowledged.
 func (x *execution) replace(ctx context.Context, d time.Duration, reason string) State {
+	if x.replaced {
+		return x.exit(true, reason)
+	}
 	body := x.replacementBody()
 	if body == "" {
 		return x.exit(false, reason)
@@ -598,7 +614,19 @@ func (x *execution) replace(ctx context.Context, d time.Duration, reason string)
 	if err := x.send(ctx, body, min(d, MaxSQSDelay)); err != nil {
 		return x.exit(false, reason)
 	}
+	x.replaced = true
 	x.log.Info("token replaced by a fresh one", "delay", d, "receive_count", x.msg.ReceiveCount, "reason", reason)
+	// Delete this message now rather than with the batch's answer: an
+	// invocation that dies before answering would otherwise bring it back
+	// with one more receive.
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	if _, err := x.cfg.SQS.DeleteMessage(cctx, &sqs.DeleteMessageInput{
+		QueueUrl:      aws.String(x.cfg.QueueURL),
+		ReceiptHandle: aws.String(x.msg.ReceiptHandle),
+	}); err != nil {
+		x.log.Warn("could not delete the replaced message; the batch answer acknowledges it", "error", err)
+	}
 	return x.exit(true, reason)
 }
 

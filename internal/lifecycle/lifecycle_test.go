@@ -31,6 +31,7 @@ type fakeSQS struct {
 	mu         sync.Mutex
 	visibility []sqs.ChangeMessageVisibilityInput
 	sent       []sqs.SendMessageInput
+	deleted    []string // receipt handles
 	failSend   bool
 	changed    chan struct{} // one tick per call
 }
@@ -53,6 +54,19 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...
 	}
 	f.sent = append(f.sent, *in)
 	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sent)))}, nil
+}
+
+func (f *fakeSQS) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, aws.ToString(in.ReceiptHandle))
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+func (f *fakeSQS) deletedHandles() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.deleted...)
 }
 
 func (f *fakeSQS) sentTo(url string) []sqs.SendMessageInput {
