@@ -148,6 +148,22 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	return s.put(ctx, t)
 }
 
+// CreateFailed implements Store.
+func (s *DynamoStore) CreateFailed(ctx context.Context, n NewTask, reason string) (Task, error) {
+	if err := n.Validate(); err != nil {
+		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+	}
+	now := s.now()
+	t := s.newTask(n, now)
+	t.Status = StatusFailed
+	t.Error = Truncate(reason, MaxErrorBytes)
+	t.FinishedAt = now
+	if s.opts.Retention > 0 {
+		t.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+	}
+	return s.put(ctx, t)
+}
+
 // dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
 // runs until until and is then neither renewed nor given up.
 func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {

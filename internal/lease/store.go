@@ -21,6 +21,12 @@ type Store interface {
 	// When the id exists it returns ErrAlreadyExists and the caller falls
 	// back to Claim.
 	CreateClaimed(ctx context.Context, t NewTask, owner string) (Task, error)
+	// CreateFailed persists a task already FAILED with reason, never to run
+	// (attempt 0, no lease): a submission that names a task but cannot be
+	// run, such as an over-limit payload, is recorded in one write, with no
+	// moment at which another token could claim and run it. When the id
+	// exists it returns the stored task and ErrAlreadyExists.
+	CreateFailed(ctx context.Context, t NewTask, reason string) (Task, error)
 	// Claim takes the lease of a PENDING task that is due, or of a RUNNING
 	// task whose lease expired more than the skew bound ago. It returns the
 	// whole task, payload included.

@@ -44,6 +44,15 @@ func (r *replayingStore) CreateClaimed(ctx context.Context, n lease.NewTask, own
 	return r.Store.CreateClaimed(ctx, n, owner)
 }
 
+func (r *replayingStore) CreateFailed(ctx context.Context, n lease.NewTask, reason string) (lease.Task, error) {
+	if r.take("create") {
+		if _, err := r.Store.CreateFailed(ctx, n, reason); err != nil {
+			return lease.Task{}, err
+		}
+	}
+	return r.Store.CreateFailed(ctx, n, reason)
+}
+
 func (r *replayingStore) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
 	if r.take("claim") {
 		if _, err := r.Store.Claim(ctx, id, owner); err != nil {
@@ -237,8 +246,9 @@ func TestFencedOutWorkerReplacesTokenOfRunningTask(t *testing.T) {
 }
 
 // An over-limit inline payload is recorded without its bytes and must never
-// run: not when the create's response is lost and the retry meets the
-// created task, nor when the task is found already stored.
+// run: it is created FAILED in one write; when the create's response is lost
+// and the retry meets the created task, or the task is found already stored,
+// it still ends FAILED without running.
 func TestOverLimitPayloadNeverRuns(t *testing.T) {
 	t.Parallel()
 	big := `{"v":1,"kind":"k","id":"big","payload":{"blob":"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"}}`

@@ -195,6 +195,9 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		}
 		x.log = x.log.With("task_id", id, "kind", tok.Kind)
 		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		if x.tokenErr != nil {
+			return x.createFailed(ctx, nt)
+		}
 		task, cerr := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
 		switch {
 		case cerr == nil:
@@ -218,6 +221,33 @@ func (x *execution) runWaiting(ctx context.Context) State {
 }
 
 func (x *execution) owner() string { return x.ownerName }
+
+// createFailed records an inline task that names itself but cannot run (an
+// over-limit payload, not stored) as FAILED in one write, so no token can
+// ever claim and run it without its payload.
+func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
+	reason := x.tokenErr.Error()
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.CreateFailed(cctx, nt, reason)
+	switch {
+	case err == nil:
+		x.task = task
+		x.result.Outcome = OutcomeFailed
+		x.observe(OutcomeFailed, 0)
+		x.log.Warn("task rejected", "reason", reason)
+		return x.exit(true, reason)
+	case errors.Is(err, lease.ErrAlreadyExists):
+		// Recorded before (this message's earlier receive, or a create
+		// whose response was lost), or submitted otherwise: a finished task
+		// is acknowledged, any other is claimed and failed with this reason
+		// (runClaimed), never run.
+		return x.claim(ctx, nt.ID)
+	default:
+		x.log.Warn("could not create task", "error", err)
+		return x.keep(ctx, 0, err.Error())
+	}
+}
 
 // claim takes the lease of a stored task and sorts out every way that fails.
 func (x *execution) claim(ctx context.Context, id string) State {

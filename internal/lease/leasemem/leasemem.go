@@ -141,6 +141,31 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	return clone(rec), nil
 }
 
+// CreateFailed implements lease.Store.
+func (s *Store) CreateFailed(ctx context.Context, t lease.NewTask, reason string) (lease.Task, error) {
+	if err := t.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	if old, ok := s.tasks[t.ID]; ok {
+		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+	}
+	now := s.now()
+	rec := s.newRecord(t, now)
+	rec.Status = lease.StatusFailed
+	rec.Error = lease.Truncate(reason, lease.MaxErrorBytes)
+	rec.FinishedAt = now
+	if s.opts.Retention > 0 {
+		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+	}
+	s.tasks[t.ID] = rec
+	return clone(rec), nil
+}
+
 // hold puts rec under a fresh lease for owner.
 func (s *Store) hold(rec *lease.Task, owner string, now time.Time) {
 	rec.Status = lease.StatusRunning

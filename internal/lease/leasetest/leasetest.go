@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CreateRejectsInvalid", testCreateRejectsInvalid},
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
 		{"CreateClaimed", testCreateClaimed},
+		{"CreateFailed", testCreateFailed},
 		{"ClaimUnknown", testClaimUnknown},
 		{"ClaimNotDue", testClaimNotDue},
 		{"ClaimPending", testClaimPending},
@@ -1183,4 +1184,35 @@ func testHistoryIsBounded(t *testing.T, newStore NewStoreFunc) {
 		t.Fatalf("after the finish: %d entries, %d dropped", len(done.History), done.HistoryDropped)
 	}
 	e.stored(done)
+}
+
+// A submission that cannot run is recorded FAILED in one write: no lease, no
+// attempt, not in the sweep index, and no claim can ever run it.
+func testCreateFailed(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.Payload = nil
+	reason := "payload too large: " + strings.Repeat("p", lease.MaxErrorBytes)
+	got, err := e.store.CreateFailed(e.ctx, n, reason)
+	if err != nil {
+		t.Fatalf("CreateFailed: %v", err)
+	}
+	want := e.pending(n)
+	want.Status = lease.StatusFailed
+	want.Error = lease.Truncate(reason, lease.MaxErrorBytes)
+	want.DispatchAt = time.Time{}
+	want.FinishedAt = e.now()
+	want.ExpiresAt = expires(e.now())
+	e.same("CreateFailed", got, want)
+	e.stored(want)
+
+	e.clock.Advance(time.Second)
+	again, err := e.store.CreateFailed(e.ctx, n, "again")
+	wantErr(t, "CreateFailed of an existing id", err, lease.ErrAlreadyExists)
+	e.same("CreateFailed of an existing id", again, want)
+	_, err = e.store.CreateClaimed(e.ctx, n, "w1")
+	wantErr(t, "CreateClaimed of a failed id", err, lease.ErrAlreadyExists)
+	_, err = e.store.Claim(e.ctx, n.ID, "w1")
+	wantFinished(t, err, lease.StatusFailed)
+	e.stored(want)
 }
