@@ -81,6 +81,10 @@ type TaskInfo struct {
 	// History has one entry per ended attempt, oldest first. Client.List
 	// leaves it out.
 	History []AttemptInfo `json:"history,omitempty"`
+	// HistoryDropped counts the oldest entries dropped from History, which
+	// keeps the newest 50. Snoozes counts the attempts that snoozed.
+	HistoryDropped int `json:"history_dropped,omitempty"`
+	Snoozes        int `json:"snoozes,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -123,6 +127,8 @@ func infoOf(t lease.Task) TaskInfo {
 		CreatedAt:       utc(t.CreatedAt),
 		UpdatedAt:       utc(t.UpdatedAt),
 		FinishedAt:      utc(t.FinishedAt),
+		HistoryDropped:  t.HistoryDropped,
+		Snoozes:         t.Snoozes,
 	}
 	if t.Status == lease.StatusRunning {
 		info.LeaseOwner = t.LeaseOwner

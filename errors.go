@@ -20,8 +20,11 @@ var (
 	ErrCancelRequested = lifecycle.ErrCancelRequested
 )
 
-// Snooze returns an error that makes the task run again after d. The attempt
-// is not counted against the task's max attempts.
+// Snooze returns an error that makes the task run again after d, at least
+// one second (a shorter or negative d waits one second, so a task cannot
+// snooze in a hot loop). The attempt is not counted against the task's max
+// attempts; the task's snoozes counter grows, and its history keeps only the
+// newest 50 entries.
 func Snooze(d time.Duration) error { return &lifecycle.SnoozeError{Delay: max(d, 0)} }
 
 // Fail returns an error that fails the task now, without further attempts.

@@ -61,11 +61,16 @@ func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
 			ID: t.ID, Kind: t.Kind, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
 			Fence: t.Fence, CreatedAt: t.CreatedAt,
 		}
-		if len(t.Payload) > 0 {
-			if err := json.Unmarshal(t.Payload, &task.Payload); err != nil {
-				// The same bytes will never decode: do not retry.
-				return nil, Fail(fmt.Errorf("payload does not decode into %T: %w", task.Payload, err))
-			}
+		// An absent payload is JSON null, which leaves P at its zero value
+		// (a nil pointer, map or slice): a handler that must tell "no
+		// payload" from an empty one takes a pointer type.
+		payload := t.Payload
+		if len(payload) == 0 {
+			payload = []byte("null")
+		}
+		if err := json.Unmarshal(payload, &task.Payload); err != nil {
+			// The same bytes will never decode: do not retry.
+			return nil, Fail(fmt.Errorf("payload does not decode into %T: %w", task.Payload, err))
 		}
 		r, err := h(ctx, task)
 		if err != nil {

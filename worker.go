@@ -56,6 +56,9 @@ const (
 	EnvConcurrency    = "LEASEHOLD_CONCURRENCY"
 	EnvClockSkew      = "LEASEHOLD_CLOCK_SKEW"
 	EnvDeadlineMargin = "LEASEHOLD_DEADLINE_MARGIN"
+	// EnvReplaceAtReceiveCount sets WithReplaceAtReceiveCount: at most the
+	// work queue's maxReceiveCount minus 2 (default 8, for 10).
+	EnvReplaceAtReceiveCount = "LEASEHOLD_REPLACE_AT_RECEIVE_COUNT"
 	// EnvDispatchGrace must be the same for the worker and dispatch: it
 	// places released and running tasks in the sweep index.
 	EnvDispatchGrace = "LEASEHOLD_DISPATCH_GRACE"
@@ -103,6 +106,7 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 	}{
 		{EnvMaxAttempts, WithMaxAttempts},
 		{EnvConcurrency, WithConcurrency},
+		{EnvReplaceAtReceiveCount, WithReplaceAtReceiveCount},
 	}
 	for _, n := range ints {
 		if v := os.Getenv(n.env); v != "" {
@@ -125,6 +129,7 @@ type workerOptions struct {
 	grace       time.Duration
 	maxAttempts *int // set explicitly: zero is then a mistake, not "default"
 	concurrency *int
+	replaceAt   *int
 	metrics     io.Writer
 }
 
@@ -156,6 +161,16 @@ func WithBackoff(f func(attempt int) time.Duration) WorkerOption {
 // (default 10).
 func WithConcurrency(n int) WorkerOption {
 	return func(o *workerOptions) { o.concurrency = &n }
+}
+
+// WithReplaceAtReceiveCount sets the receive count from which a message
+// whose task cannot run now (leased elsewhere, or a store failure) is
+// replaced by a fresh token rather than hidden or left to reappear, so a
+// valid token never reaches the work queue's dead-letter queue while its
+// task can still run (default 8: the template's maxReceiveCount 10 minus
+// 2). Keep it at most the queue's maxReceiveCount minus 2.
+func WithReplaceAtReceiveCount(n int) WorkerOption {
+	return func(o *workerOptions) { o.replaceAt = &n }
 }
 
 // WithClockSkew bounds the clock difference between workers (default 2s): an
@@ -254,6 +269,12 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		}
 		o.lc.Concurrency = *o.concurrency
 	}
+	if o.replaceAt != nil {
+		if *o.replaceAt < 1 {
+			return nil, fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1, got %d", ErrConfig, *o.replaceAt)
+		}
+		o.lc.ReplaceAtReceiveCount = *o.replaceAt
+	}
 	if o.grace < 0 {
 		return nil, fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
 	}
@@ -318,7 +339,13 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	for i, r := range ev.Records {
 		msgs[i] = messageOf(r)
 	}
-	results := w.exec.ProcessBatch(ctx, log, msgs)
+	// Off Lambda, the event source deletes each acknowledged message at
+	// once (eventsource.Ack); on Lambda the response below decides.
+	results := w.exec.ProcessBatchEach(ctx, log, msgs, func(i int, r lifecycle.Result) {
+		if r.Ack {
+			eventsource.Ack(ctx, msgs[i].ID)
+		}
+	})
 	var resp events.SQSEventResponse
 	for i, res := range results {
 		if !res.Ack {

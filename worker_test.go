@@ -31,6 +31,10 @@ func (r *recordingSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessa
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
 
+func (r *recordingSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
 func (r *recordingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -98,6 +102,7 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 		{"zero attempts", cfg, []WorkerOption{WithMaxAttempts(0)}, "max attempts"},
 		{"zero concurrency", cfg, []WorkerOption{WithConcurrency(0)}, "concurrency"},
 		{"negative skew", cfg, []WorkerOption{WithClockSkew(-time.Second)}, "skew"},
+		{"zero replace-at receive count", cfg, []WorkerOption{WithReplaceAtReceiveCount(0)}, "receive count"},
 		{"no table", WorkerConfig{QueueURL: "q", Handlers: NewHandlers()}, nil, "table"},
 		{"no queue", WorkerConfig{Table: "t", Handlers: NewHandlers()}, nil, "queue"},
 		{"no handlers", WorkerConfig{Table: "t", QueueURL: "q"}, nil, "handlers"},
@@ -110,6 +115,21 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 				t.Errorf("NewWorker = %v, want ErrConfig mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
+	t.Setenv(EnvReplaceAtReceiveCount, "3")
+	_, opts, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o workerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.replaceAt == nil || *o.replaceAt != 3 {
+		t.Errorf("replace-at receive count from %s = %v, want 3", EnvReplaceAtReceiveCount, o.replaceAt)
 	}
 }
 
@@ -145,5 +165,40 @@ func TestSteeringErrors(t *testing.T) {
 	var perm *lifecycle.PermanentError
 	if !errors.As(err, &perm) {
 		t.Errorf("undecodable payload should fail without retry (a permanent error), got %T", err)
+	}
+}
+
+// An absent payload is JSON null: the zero value of the handler's payload
+// type, nil for a pointer type, which tells it apart from an empty object.
+func TestAbsentPayloadIsNull(t *testing.T) {
+	t.Parallel()
+	type p struct{ N int }
+	hs := NewHandlers()
+	var gotPtr *p
+	var gotVal p
+	Handle(hs, "ptr", func(_ context.Context, task *Task[*p]) (int, error) { gotPtr = task.Payload; return 0, nil })
+	Handle(hs, "val", func(_ context.Context, task *Task[p]) (int, error) { gotVal = task.Payload; return 0, nil })
+	run := func(kind string, payload []byte) {
+		t.Helper()
+		h, ok := hs.lookup(kind)
+		if !ok {
+			t.Fatalf("no handler for %s", kind)
+		}
+		if _, err := h(t.Context(), lease.Task{ID: "x", Kind: kind, Payload: payload}); err != nil {
+			t.Fatalf("%s with payload %q: %v", kind, payload, err)
+		}
+	}
+	run("ptr", nil)
+	if gotPtr != nil {
+		t.Errorf("absent payload into *p = %+v, want nil", gotPtr)
+	}
+	run("ptr", []byte(`{}`))
+	if gotPtr == nil {
+		t.Error("empty object into *p = nil, want a zero p")
+	}
+	gotVal = p{N: 7}
+	run("val", nil)
+	if gotVal != (p{}) {
+		t.Errorf("absent payload into p = %+v, want the zero value", gotVal)
 	}
 }

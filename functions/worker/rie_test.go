@@ -96,7 +96,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 		"greet":     `{"v":1,"kind":"greet","id":"rie-greet","payload":{"name":"Lambda"}}`,
 		"upper":     `{"v":1,"kind":"upper","id":"rie-upper","payload":{"text":"runtime api"}}`,
 		"flaky":     `{"v":1,"kind":"flaky","id":"rie-flaky","payload":{"succeed_on_attempt":0},"max_attempts":2}`,
-		"unknown":   `{"v":1,"kind":"no-such-kind","id":"rie-unknown","payload":{}}`,
+		"unknown":   `{"v":1,"kind":"no-such-kind","id":"rie-unknown","payload":{},"max_attempts":1}`,
 		"malformed": `{"v":1,"kind":"greet","payload":`,
 		"held":      `{"v":1,"id":"` + held + `"}`,
 	}
@@ -119,6 +119,8 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	env.wantTask(t, "rie-upper", lease.StatusSucceeded, 1, `"RUNTIME API"`, "")
 	// A failed attempt with attempts left goes back to PENDING for a retry.
 	env.wantTask(t, "rie-flaky", lease.StatusPending, 1, "", "attempt 1 of 2 failed on purpose")
+	// An unknown kind is retried like any failure (another fleet may know
+	// it); with one attempt allowed it fails at once.
 	env.wantTask(t, "rie-unknown", lease.StatusFailed, 1, "", `unknown task kind "no-such-kind"`)
 	if got := env.get(t, held); got.LeaseOwner != "another-worker" || got.Fence != 1 {
 		t.Errorf("held task: owner %q fence %d, want another-worker's lease untouched", got.LeaseOwner, got.Fence)

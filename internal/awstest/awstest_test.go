@@ -132,9 +132,9 @@ func TestNewQueues(t *testing.T) {
 			t.Fatalf("queue URLs not distinct: %+v", qs)
 		}
 
-		for _, tc := range []struct{ name, queue, dlq string }{
-			{"work", qs.Work, qs.WorkDLQ},
-			{"intake", qs.Intake, qs.IntakeDLQ},
+		for _, tc := range []struct{ name, queue, dlq, maxReceives string }{
+			{"work", qs.Work, qs.WorkDLQ, "10"}, // as in template.yaml
+			{"intake", qs.Intake, qs.IntakeDLQ, "5"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				attrs := queueAttrs(t, client, tc.queue)
@@ -151,8 +151,8 @@ func TestNewQueues(t *testing.T) {
 				if want := queueAttrs(t, client, tc.dlq)["QueueArn"]; policy.Target != want {
 					t.Errorf("redrive target = %q, want this test's DLQ %q", policy.Target, want)
 				}
-				if got := strings.Trim(string(policy.Max), `"`); got != "5" {
-					t.Errorf("maxReceiveCount = %s, want 5", policy.Max)
+				if got := strings.Trim(string(policy.Max), `"`); got != tc.maxReceives {
+					t.Errorf("maxReceiveCount = %s, want %s", policy.Max, tc.maxReceives)
 				}
 			})
 		}

@@ -40,7 +40,8 @@
 //
 //   - an error, a panic (recovered and logged with its stack), or a return
 //     after the invocation deadline (Lambda would have stopped the function)
-//     fails the whole batch: nothing is deleted, and every message comes back
+//     fails the whole batch: nothing more is deleted, and every message not
+//     acknowledged on the way (see Ack below) comes back
 //     after its visibility timeout with a higher receive count;
 //   - a BatchItemFailures entry whose ItemIdentifier is empty or is not a
 //     MessageId of the batch also fails the whole batch;
@@ -51,6 +52,13 @@
 //
 // Failed messages are not touched: their visibility timeout, the queue's
 // redrive policy and dead-letter queue apply as they would under Lambda.
+//
+// One departure from Lambda: a handler may call Ack(ctx, messageID) as soon
+// as a message is done with, and the runner deletes it at once (those acked
+// close together share one call), before the batch ends and whatever the
+// batch's outcome. Messages acknowledged so are no longer delivered again
+// when a later message of the batch crashes it or times it out; under
+// Lambda, where nobody listens, Ack does nothing.
 //
 // # Concurrency
 //

@@ -235,19 +235,40 @@ func (r *Runner) receive(ctx context.Context, max int, wait time.Duration) ([]ty
 }
 
 // invoke runs the handler on one batch and deletes the messages it
-// processed. Shutdown (ctx) cancels neither the handler nor the deletes.
+// processed: each as soon as the handler acknowledges it (Ack), the rest of
+// the successful ones when the batch ends. Shutdown (ctx) cancels neither the
+// handler nor the deletes.
 func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.Message, log *slog.Logger) {
 	ev := queue.Event(msgs)
 	requestID := newRequestID()
 	log = log.With("request_id", requestID, "messages", len(ev.Records))
 
 	detached := context.WithoutCancel(ctx)
+	early := newEarlyDeletes(ev.Records)
+	stop := make(chan struct{})
+	var deleter sync.WaitGroup
+	deleter.Go(func() {
+		for {
+			select {
+			case <-early.wake:
+				r.deleteMessages(detached, early.take(), log)
+			case <-stop:
+				r.deleteMessages(detached, early.take(), log)
+				return
+			}
+		}
+	})
+
 	ictx, cancel := context.WithTimeout(detached, r.cfg.InvocationTimeout)
 	defer cancel()
 	ictx = lambdacontext.NewContext(ictx, &lambdacontext.LambdaContext{AwsRequestID: requestID})
+	ictx = context.WithValue(ictx, ackKey{}, early)
 
 	start := time.Now()
 	resp, err := r.call(ictx, ev)
+	acked := early.close()
+	close(stop)
+	deleter.Wait()
 	if err == nil && errors.Is(ictx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w after %s", errInvocationTimeout, r.cfg.InvocationTimeout)
 	}
@@ -256,19 +277,32 @@ func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.
 		keep, err = failedMessages(ev, resp)
 	}
 	if err != nil {
-		attrs := []any{"error", err, "duration", time.Since(start)}
+		attrs := []any{"error", err, "duration", time.Since(start), "deleted_early", count(acked)}
 		if pe := (*panicError)(nil); errors.As(err, &pe) {
 			attrs = append(attrs, "stack", string(pe.stack))
 		}
-		log.Error("batch failed; all its messages will be delivered again", attrs...)
+		log.Error("batch failed; its messages not acknowledged on the way will be delivered again", attrs...)
 		return
 	}
 
-	done := slices.DeleteFunc(slices.Clone(ev.Records), func(m events.SQSMessage) bool {
-		return keep[m.MessageId]
-	})
-	log.Debug("batch handled", "duration", time.Since(start), "failed", len(ev.Records)-len(done))
+	var done []events.SQSMessage
+	for i, m := range ev.Records {
+		if !acked[i] && !keep[m.MessageId] {
+			done = append(done, m)
+		}
+	}
+	log.Debug("batch handled", "duration", time.Since(start), "failed", len(keep), "deleted_early", count(acked))
 	r.deleteMessages(detached, done, log)
+}
+
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // call runs the handler, turning a panic into a *panicError.

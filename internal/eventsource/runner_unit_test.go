@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/sqsevent"
 )
 
 // These tests cover paths the local stack cannot produce on demand (a
@@ -168,5 +173,82 @@ func TestRunFailsWhenQueueLookupFails(t *testing.T) {
 	err = r.Run(t.Context())
 	if err == nil || errors.Is(err, ErrQueueNotFound) {
 		t.Errorf("Run = %v, want a start-up error that is not ErrQueueNotFound", err)
+	}
+}
+
+// deletingClient records DeleteMessageBatch calls on a channel.
+type deletingClient struct {
+	unusedClient
+	deletes chan []string // receipt handles of each call
+}
+
+func (c deletingClient) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	var handles []string
+	for _, e := range in.Entries {
+		handles = append(handles, *e.ReceiptHandle)
+	}
+	c.deletes <- handles
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+// A message the handler acknowledges is deleted at once, while the rest of
+// the batch still runs; a batch that then fails (here: a panic) loses
+// nothing but its unacknowledged messages' deletes.
+func TestAcknowledgedMessageIsDeletedBeforeTheBatchEnds(t *testing.T) {
+	t.Parallel()
+	for _, ending := range []string{"returns", "panics"} {
+		t.Run(ending, func(t *testing.T) {
+			t.Parallel()
+			client := deletingClient{deletes: make(chan []string, 10)}
+			h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				if !Ack(ctx, "a") {
+					t.Error("Ack found no runner in the context")
+				}
+				// The batch goes on only once "a" is gone.
+				select {
+				case got := <-client.deletes:
+					if len(got) != 1 || got[0] != "rh-a" {
+						t.Errorf("early delete %v, want [rh-a]", got)
+					}
+				case <-time.After(testTimeout):
+					t.Error("acknowledged message not deleted while the batch ran")
+				}
+				if Ack(ctx, "a") {
+					t.Error("second Ack of the same message accepted")
+				}
+				if ending == "panics" {
+					panic("crash after the first message")
+				}
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: "c"}}}, nil
+			}
+			r, err := New(client, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Logger: testLogger(t)}, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			queue, err := sqsevent.ParseQueueARN("arn:aws:sqs:us-east-1:123456789012:work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []types.Message
+			for _, id := range []string{"a", "b", "c"} {
+				msgs = append(msgs, types.Message{MessageId: aws.String(id), ReceiptHandle: aws.String("rh-" + id), Body: aws.String("{}")})
+			}
+			r.invoke(t.Context(), queue, msgs, testLogger(t))
+			close(client.deletes)
+			var rest [][]string
+			for d := range client.deletes {
+				rest = append(rest, d)
+			}
+			want := [][]string{{"rh-b"}} // the success the response reported
+			if ending == "panics" {
+				want = nil
+			}
+			if !reflect.DeepEqual(rest, want) {
+				t.Errorf("deletes at the end of the batch %v, want %v", rest, want)
+			}
+			if Ack(context.Background(), "a") {
+				t.Error("Ack without a runner reported a listener")
+			}
+		})
 	}
 }

@@ -120,6 +120,7 @@ var Worker = Function{
 		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
+		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
@@ -127,7 +128,7 @@ var Worker = Function{
 		leasehold.EnvTable, leasehold.EnvWorkQueueURL, leasehold.EnvWorkDLQURL,
 		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel,
+		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
 	},
 	Unread: merge(runnerEnv, dispatchEnv),
 }
@@ -160,7 +161,8 @@ var (
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
-		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin)
+		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
+		leasehold.EnvReplaceAtReceiveCount)
 )
 
 func unread(why string, names ...string) map[string]string {

@@ -5,16 +5,20 @@ package iam_test
 // exactly the variables its code reads.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/iam"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 // template is template.yaml with its short-form intrinsics (!Ref, !GetAtt,
@@ -243,5 +247,68 @@ func TestTemplateParsing(t *testing.T) {
 		if id, err := resourceID(bad); err == nil {
 			t.Errorf("resourceID(%v) = %q, want an error", bad, id)
 		}
+	}
+}
+
+// The work queue's timing: a visibility timeout of at least six times the
+// worker's timeout, as AWS advises for a queue that triggers a function, and
+// one maxReceiveCount in template.yaml, in the local stack and in the
+// worker's default for replacing tokens near it.
+func TestWorkQueueTiming(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	q := props(tp.resource(t, "WorkQueue"))
+	params, _ := tp["Parameters"].(map[string]any)
+	timeout, _ := params["WorkerTimeoutSeconds"].(map[string]any)
+	maxTimeout, err := strconv.Atoi(fmt.Sprint(timeout["MaxValue"]))
+	if err != nil {
+		t.Fatalf("WorkerTimeoutSeconds MaxValue: %v", err)
+	}
+	visibility, err := strconv.Atoi(fmt.Sprint(q["VisibilityTimeout"]))
+	if err != nil {
+		t.Fatalf("WorkQueue VisibilityTimeout %v is not a number: %v", q["VisibilityTimeout"], err)
+	}
+	if visibility < 6*maxTimeout {
+		t.Errorf("work queue visibility timeout %ds, want at least 6 x the largest worker timeout (%ds)", visibility, maxTimeout)
+	}
+	if fn := props(tp.resource(t, "WorkerFunction")); fmt.Sprint(fn["Timeout"]) != fmt.Sprint(map[string]any{"Ref": "WorkerTimeoutSeconds"}) {
+		t.Errorf("worker timeout %v, want !Ref WorkerTimeoutSeconds", fn["Timeout"])
+	}
+
+	rp, _ := q["RedrivePolicy"].(map[string]any)
+	if got := fmt.Sprint(rp["maxReceiveCount"]); got != strconv.Itoa(lifecycle.DefaultMaxReceiveCount) {
+		t.Errorf("template maxReceiveCount %s, want lifecycle.DefaultMaxReceiveCount %d", got, lifecycle.DefaultMaxReceiveCount)
+	}
+	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), "localstack", "resources.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stack struct {
+		Queues []struct {
+			CreateQueue   struct{ QueueName string }
+			RedrivePolicy struct {
+				MaxReceiveCount int `json:"maxReceiveCount"`
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &stack); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, q := range stack.Queues {
+		if q.CreateQueue.QueueName == "leasehold-work" {
+			found = true
+			if q.RedrivePolicy.MaxReceiveCount != lifecycle.DefaultMaxReceiveCount {
+				t.Errorf("localstack work queue maxReceiveCount %d, want %d as in template.yaml", q.RedrivePolicy.MaxReceiveCount, lifecycle.DefaultMaxReceiveCount)
+			}
+		}
+	}
+	if !found {
+		t.Error("localstack/resources.json has no leasehold-work queue")
+	}
+	env, _ := props(tp.resource(t, "WorkerFunction"))["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	if got := fmt.Sprint(vars[leasehold.EnvReplaceAtReceiveCount]); got != strconv.Itoa(lifecycle.DefaultReplaceAtReceiveCount) {
+		t.Errorf("%s = %s, want %d (maxReceiveCount - 2)", leasehold.EnvReplaceAtReceiveCount, got, lifecycle.DefaultReplaceAtReceiveCount)
 	}
 }

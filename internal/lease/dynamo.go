@@ -43,6 +43,8 @@ const (
 	AttrFinishedAt      = "finished_at"
 	AttrExpiresAt       = "expires_at"
 	AttrHistory         = "history"
+	AttrHistoryDropped  = "history_dropped"
+	AttrSnoozes         = "snoozes"
 	// AttrSweepShard and AttrSweepAt key the sparse sweep index: both are
 	// present exactly while Task.DispatchAt is set.
 	AttrSweepShard = "sweep_shard"
@@ -146,6 +148,22 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	return s.put(ctx, t)
 }
 
+// CreateFailed implements Store.
+func (s *DynamoStore) CreateFailed(ctx context.Context, n NewTask, reason string) (Task, error) {
+	if err := n.Validate(); err != nil {
+		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+	}
+	now := s.now()
+	t := s.newTask(n, now)
+	t.Status = StatusFailed
+	t.Error = Truncate(reason, MaxErrorBytes)
+	t.FinishedAt = now
+	if s.opts.Retention > 0 {
+		t.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+	}
+	return s.put(ctx, t)
+}
+
 // dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
 // runs until until and is then neither renewed nor given up.
 func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
@@ -246,15 +264,40 @@ func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
 // ending collects the update of a write that ends the attempt held under l,
 // leaving the task in status.
 type ending struct {
+	cond        string
 	set, remove []string
 	values      map[string]types.AttributeValue
 }
 
+// appendHistory adds entry to the history update of e. Below MaxHistory it
+// appends; at the bound it writes the known history's newest entries plus
+// entry, counts the dropped ones, and pins the stored history's length to
+// the known one in the condition.
+func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
+	if !isKnown || len(known) < MaxHistory {
+		e.set = append(e.set, "#history = list_append(if_not_exists(#history, :no_history), :entry)")
+		e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+		e.values[":entry"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(entry)}}
+		return
+	}
+	kept, dropped := AppendHistory(known, entry)
+	list := make([]types.AttributeValue, len(kept))
+	for i, a := range kept {
+		list[i] = attemptItem(a)
+	}
+	e.cond += " AND size(#history) = :history_len"
+	e.set = append(e.set, "#history = :history", "#history_dropped = if_not_exists(#history_dropped, :zero) + :dropped")
+	e.values[":history"] = &types.AttributeValueMemberL{Value: list}
+	e.values[":history_len"] = avN(int64(len(known)))
+	e.values[":dropped"] = avN(int64(dropped))
+	e.values[":zero"] = avN(0)
+}
+
 func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) *ending {
 	e := &ending{
+		cond: heldCond,
 		set: []string{
 			"#status = :status", "#status_shard = :status_shard", "#updated_at = :now",
-			"#history = list_append(if_not_exists(#history, :no_history), :entry)",
 		},
 		remove: []string{"#lease_owner", "#lease_until"},
 		values: heldValues(l),
@@ -262,10 +305,7 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 	e.values[":status"] = avS(string(status))
 	e.values[":status_shard"] = avS(StatusShard(status, l.TaskID))
 	e.values[":now"] = avMillis(now)
-	e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
-	e.values[":entry"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
-		attemptItem(Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now}),
-	}}
+	e.appendHistory(l.history, l.historyKnown, Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
 	if status.Terminal() {
 		e.set = append(e.set, "#finished_at = :now")
 		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
@@ -302,7 +342,7 @@ func (s *DynamoStore) Finish(ctx context.Context, l Lease, result []byte) (Task,
 	e := s.end(l, StatusSucceeded, "", s.now())
 	e.text(AttrResult, string(result))
 	e.text(AttrError, "")
-	return s.update(ctx, "finish", l.TaskID, heldCond, e.expression(), e.values,
+	return s.update(ctx, "finish", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("finish", l, old) })
 }
 
@@ -328,11 +368,12 @@ func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, er
 		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
 		e.values[":sweep_at"] = avMillis(dispatchAt)
 		if r.RefundAttempt {
-			e.set = append(e.set, "#attempt = #attempt - :one")
+			e.set = append(e.set, "#attempt = #attempt - :one", "#snoozes = if_not_exists(#snoozes, :zero) + :one")
 			e.values[":one"] = avN(1)
+			e.values[":zero"] = avN(0)
 		}
 	}
-	return s.update(ctx, "release", l.TaskID, heldCond, e.expression(), e.values,
+	return s.update(ctx, "release", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("release", l, old) })
 }
 
@@ -458,6 +499,12 @@ func itemOf(t Task) map[string]types.AttributeValue {
 		AttrFence:           avN(t.Fence),
 		AttrCancelRequested: &types.AttributeValueMemberBOOL{Value: t.CancelRequested},
 	}
+	if t.HistoryDropped != 0 {
+		item[AttrHistoryDropped] = avN(int64(t.HistoryDropped))
+	}
+	if t.Snoozes != 0 {
+		item[AttrSnoozes] = avN(int64(t.Snoozes))
+	}
 	text := func(name, v string) {
 		if v != "" {
 			item[name] = avS(v)
@@ -537,6 +584,8 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		UpdatedAt:       d.millis(AttrUpdatedAt),
 		FinishedAt:      d.millis(AttrFinishedAt),
 		DispatchAt:      d.millis(AttrSweepAt),
+		HistoryDropped:  int(d.num(AttrHistoryDropped)),
+		Snoozes:         int(d.num(AttrSnoozes)),
 	}
 	if p := d.str(AttrPayload); p != "" {
 		t.Payload = []byte(p)

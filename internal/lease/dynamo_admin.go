@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,19 +159,17 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify fun
 		":now":          avMillis(now),
 		":error":        avS(CancelledWhilePending),
 		":true":         &types.AttributeValueMemberBOOL{Value: true},
-		":no_history":   &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		":entry": &types.AttributeValueMemberL{Value: []types.AttributeValue{
-			attemptItem(Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now}),
-		}},
 	}
+	// prev was read whole, so its history is known (the condition pins it).
+	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
+	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
 	set := "SET #status = :status, #status_shard = :status_shard, #updated_at = :now, #finished_at = :now, " +
-		"#error = :error, #cancel_requested = :true, #history = list_append(if_not_exists(#history, :no_history), :entry)"
+		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ")
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 	}
-	return s.update(ctx, "request cancel", prev.ID,
-		"attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence",
+	return s.update(ctx, "request cancel", prev.ID, e.cond,
 		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until",
 		values, classify)
 }

@@ -41,6 +41,10 @@ type LeasedError struct {
 	Owner     string
 	Until     time.Time
 	Remaining time.Duration // until the lease can be taken over (expiry + skew)
+	// Task is the stored item the failed write saw. A claimant that finds
+	// its own name in Task.LeaseOwner is looking at its own claim, whose
+	// response was lost (see ClaimedBy).
+	Task Task
 }
 
 func (e *LeasedError) Error() string {
@@ -53,6 +57,9 @@ func (e *LeasedError) Is(target error) bool { return target == ErrLeased }
 type FinishedError struct {
 	TaskID string
 	Status Status
+	// Task is the stored item the failed write saw, when the store had it
+	// (zero otherwise).
+	Task Task
 }
 
 func (e *FinishedError) Error() string {
@@ -98,3 +105,41 @@ func (e *TooLargeError) Error() string {
 }
 
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrInvalid }
+
+// LeaseLostError reports a renew, finish or release whose lease is no longer
+// the task's. Task is the item the failed conditional write saw (DynamoDB
+// returns it with the failure), so the caller can tell, without a read,
+// whether the task is finished, held by someone else, or shows the caller's
+// own ending write (see Landed).
+type LeaseLostError struct {
+	Op    string
+	Lease Lease
+	Task  Task
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("%s %s (fence %d, now %d, %s): %s", e.Op, e.Lease.TaskID, e.Lease.Fence, e.Task.Fence, e.Task.Status, ErrLeaseLost)
+}
+
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// Observed returns the stored task a failed write saw, if err carries one.
+func Observed(err error) (Task, bool) {
+	var (
+		lost     *LeaseLostError
+		leased   *LeasedError
+		finished *FinishedError
+		ex       *ExhaustedError
+	)
+	switch {
+	case errors.As(err, &lost):
+		return lost.Task, true
+	case errors.As(err, &leased) && leased.Task.ID != "":
+		return leased.Task, true
+	case errors.As(err, &finished) && finished.Task.ID != "":
+		return finished.Task, true
+	case errors.As(err, &ex):
+		return ex.Task, true
+	}
+	return Task{}, false
+}

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -20,6 +21,12 @@ type Store interface {
 	// When the id exists it returns ErrAlreadyExists and the caller falls
 	// back to Claim.
 	CreateClaimed(ctx context.Context, t NewTask, owner string) (Task, error)
+	// CreateFailed persists a task already FAILED with reason, never to run
+	// (attempt 0, no lease): a submission that names a task but cannot be
+	// run, such as an over-limit payload, is recorded in one write, with no
+	// moment at which another token could claim and run it. When the id
+	// exists it returns the stored task and ErrAlreadyExists.
+	CreateFailed(ctx context.Context, t NewTask, reason string) (Task, error)
 	// Claim takes the lease of a PENDING task that is due, or of a RUNNING
 	// task whose lease expired more than the skew bound ago. It returns the
 	// whole task, payload included.
@@ -129,17 +136,17 @@ func ClassifyClaim(id string, old *Task, now time.Time, skew time.Duration) erro
 	}
 	switch {
 	case old.Status.Terminal():
-		return &FinishedError{TaskID: id, Status: old.Status}
+		return &FinishedError{TaskID: id, Status: old.Status, Task: *old}
 	case old.Status == StatusPending && old.RunAt.After(now):
 		return &NotDueError{TaskID: id, RunAt: old.RunAt}
 	case old.Status == StatusRunning && !old.LeaseUntil.Add(skew).Before(now):
-		return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Remaining: old.LeaseUntil.Add(skew).Sub(now)}
+		return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Remaining: old.LeaseUntil.Add(skew).Sub(now), Task: *old}
 	case old.Attempt >= old.MaxAttempts:
 		return &ExhaustedError{Task: *old}
 	}
 	// The condition failed, yet the item seen would have passed: it changed
 	// between evaluation and report. Treat it as taken by someone else.
-	return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil}
+	return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Task: *old}
 }
 
 // ClassifyHeld explains why a renew, finish or release under l did not land.
@@ -147,7 +154,39 @@ func ClassifyHeld(op string, l Lease, old *Task) error {
 	if old == nil {
 		return fmt.Errorf("%s %s: %w", op, l.TaskID, ErrNotFound)
 	}
-	return fmt.Errorf("%s %s (fence %d, now %d, %s): %w", op, l.TaskID, l.Fence, old.Fence, old.Status, ErrLeaseLost)
+	if Holds(*old, l) {
+		// The lease is still held, so another part of the condition failed:
+		// the history the write meant to trim changed under the lease.
+		return fmt.Errorf("%s %s: %w: the task's history changed while the lease was held", op, l.TaskID, ErrBackend)
+	}
+	return &LeaseLostError{Op: op, Lease: l, Task: *old}
+}
+
+// Landed reports whether observed, the item a failed finish or release
+// under l saw, shows that an ending write under l to status has already
+// landed: the caller's own earlier try, whose response was lost before the
+// SDK retried. Only the holder of l can end the attempt under its fence, so a
+// history entry naming that fence and attempt with that status is the
+// caller's own write, even when the task has moved on since (released to
+// PENDING and claimed again).
+func Landed(l Lease, status Status, observed Task) bool {
+	if observed.ID != l.TaskID {
+		return false
+	}
+	for _, a := range slices.Backward(observed.History) {
+		if a.Fence == l.Fence && a.Attempt == l.Attempt && a.Status == status {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimedBy reports whether observed, the item a failed claim by owner saw,
+// is held by owner itself: a claim (or create-and-claim) whose response was
+// lost landed, and the SDK's retry met its own lease. Owner names must be
+// unique per claimant for this to mean anything.
+func ClaimedBy(owner string, observed Task) bool {
+	return owner != "" && observed.Status == StatusRunning && observed.LeaseOwner == owner
 }
 
 // Claimable reports whether a claim of t at now may land: the condition

@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -51,9 +52,14 @@ const (
 	MaxIDBytes = 256
 	// MaxKindBytes bounds a task kind.
 	MaxKindBytes = 128
-	// MaxAttemptsLimit is the largest max_attempts a task may ask for; it
-	// also bounds the history list.
+	// MaxAttemptsLimit is the largest max_attempts a task may ask for.
 	MaxAttemptsLimit = 100
+	// MaxHistory is how many history entries a task keeps: the newest ones.
+	// Snoozes hand their attempt back and do not count against
+	// max_attempts, so without this bound a task that keeps snoozing would
+	// grow its item past DynamoDB's 400 KB and then fail every write.
+	// Task.HistoryDropped counts the entries let go.
+	MaxHistory = 50
 	// ShardCount is the number of shards of the sparse sweep index and of
 	// the status index. Shards spread writes so no partition runs hot.
 	ShardCount = 16
@@ -84,8 +90,15 @@ type Task struct {
 	// time after which the sweeper treats the task as having no live
 	// message and dispatches it again. Zero when the task is not indexed.
 	DispatchAt time.Time
-	// History holds one entry per ended attempt, oldest first.
+	// History holds one entry per ended attempt, oldest first: the newest
+	// MaxHistory of them.
 	History []Attempt
+	// HistoryDropped counts the oldest history entries dropped to keep
+	// MaxHistory.
+	HistoryDropped int
+	// Snoozes counts the attempts that ended in a snooze (a release that
+	// handed its attempt back).
+	Snoozes int
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one
@@ -100,11 +113,20 @@ type Lease struct {
 	// from Task.LeaseOf.
 	Attempt int
 	Until   time.Time
+
+	// history is the task's history when the lease was taken (the holder
+	// read it with the claim, and nothing else appends to it while the lease
+	// is held): the ending write needs it to drop the oldest entries.
+	history      []Attempt
+	historyKnown bool
 }
 
 // LeaseOf returns the lease t is currently held under.
 func (t Task) LeaseOf() Lease {
-	return Lease{TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Attempt: t.Attempt, Until: t.LeaseUntil}
+	return Lease{
+		TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Attempt: t.Attempt, Until: t.LeaseUntil,
+		history: t.History, historyKnown: true,
+	}
 }
 
 // Validate checks that l can be the lease of a claimed task.
@@ -204,4 +226,12 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// AppendHistory returns history with entry appended, keeping the newest
+// MaxHistory entries, and how many old entries were dropped.
+func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
+	out := append(slices.Clone(history), entry)
+	drop := max(len(out)-MaxHistory, 0)
+	return slices.Clone(out[drop:]), drop
 }

@@ -19,6 +19,9 @@ import (
 type SQSClient interface {
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	// DeleteMessage deletes a message that was replaced by a fresh token at
+	// once, so it cannot come back and use up its receives.
+	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 }
 
 // Handler runs one attempt of a task. The result is a JSON document.
@@ -57,7 +60,18 @@ const (
 	DefaultCallTimeout      = 5 * time.Second
 	DefaultBackoffBase      = 2 * time.Second
 	DefaultBackoffMax       = 10 * time.Minute
+	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in
+	// template.yaml and localstack/resources.json.
+	DefaultMaxReceiveCount = 10
+	// DefaultReplaceAtReceiveCount leaves two receives of head room below
+	// DefaultMaxReceiveCount: one for the receive that replaces the token and
+	// one for a crash during it.
+	DefaultReplaceAtReceiveCount = DefaultMaxReceiveCount - 2
 )
+
+// MinSnooze is the shortest snooze: a shorter or negative delay is raised to
+// it, so a handler that snoozes at once cannot spin the task in a hot loop.
+const MinSnooze = time.Second
 
 // Config wires an Executor.
 type Config struct {
@@ -91,6 +105,12 @@ type Config struct {
 	Concurrency int
 	// CallTimeout bounds each AWS call.
 	CallTimeout time.Duration
+	// ReplaceAtReceiveCount: a message received this many times or more
+	// whose task cannot run now (leased elsewhere, or a store failure) is
+	// replaced by a fresh token instead of being hidden or left to come
+	// back, so it never reaches the queue's maxReceiveCount while its task
+	// can still run. Set it at most the queue's maxReceiveCount minus 2.
+	ReplaceAtReceiveCount int
 
 	Clock  clockwork.Clock
 	Logger *slog.Logger
@@ -140,6 +160,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
+	if c.ReplaceAtReceiveCount == 0 {
+		c.ReplaceAtReceiveCount = DefaultReplaceAtReceiveCount
+	}
 	return c, c.validate()
 }
 
@@ -169,6 +192,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: concurrency must be at least 1", ErrConfig)
 	case c.CallTimeout <= 0:
 		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
+	case c.ReplaceAtReceiveCount < 1:
+		return fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1", ErrConfig)
 	}
 	return nil
 }

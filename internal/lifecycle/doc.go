@@ -40,6 +40,17 @@
 //     by sending a fresh token with that delay, not by letting the message
 //     reappear, so retries never use up the queue's maxReceiveCount. Delays
 //     beyond SQS's 15 minutes are left to the sweeper.
+//   - A message is acknowledged only when its task is finished or a fresh
+//     token stands for it: a worker fenced out of a task that can still run
+//     replaces its token (delayed until the other lease can be taken over)
+//     before acknowledging, and from ReplaceAtReceiveCount receives on a
+//     message that would be hidden or left to reappear, or that is claimed,
+//     is replaced and deleted, so a valid token never reaches the
+//     dead-letter queue through maxReceiveCount.
+//   - A conditional write that fails returns the item it saw. A worker that
+//     finds its own lease (claim) or its own history entry (finish,
+//     release) there is looking at its own earlier try, whose response was
+//     lost, and carries on as if the response had arrived.
 //   - Every AWS call has CallTimeout. Writes that record an outcome run on a
 //     context detached from the invocation's cancellation, so a shutdown
 //     cannot cut a half-recorded outcome short.

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,6 +103,17 @@ type execution struct {
 	tok     token.Token
 	task    lease.Task
 	handler Handler
+	// ownerName is this execution's lease_owner: unique per execution, so a
+	// write that meets its own name knows it met its own earlier try.
+	ownerName string
+	// tokenErr is a decode error that still names a task (an over-limit
+	// inline payload): the task is recorded and failed, never run, whichever
+	// way it gets claimed.
+	tokenErr error
+	// replaced: a fresh token for the task was sent and this message
+	// deleted (or left to be deleted by the acknowledgement); nothing more
+	// may be sent for it, and it is acknowledged whatever happens next.
+	replaced bool
 
 	// Running.
 	invocationDeadline time.Time
@@ -145,7 +157,7 @@ func (x *execution) run(ctx context.Context) Result {
 
 // exit ends the execution with ack deciding the message's fate.
 func (x *execution) exit(ack bool, reason string) State {
-	x.result.Ack = ack
+	x.result.Ack = ack || x.replaced
 	if reason != "" {
 		x.result.Reason = reason
 	}
@@ -169,6 +181,7 @@ func (x *execution) runWaiting(ctx context.Context) State {
 	if err != nil && tok.Kind == "" {
 		return x.reject(ctx, err.Error())
 	}
+	x.tokenErr = err
 	cctx, cancel := x.call(ctx)
 	defer cancel()
 	if tok.Inline() {
@@ -182,26 +195,59 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		}
 		x.log = x.log.With("task_id", id, "kind", tok.Kind)
 		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		if x.tokenErr != nil {
+			return x.createFailed(ctx, nt)
+		}
 		task, cerr := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
 		switch {
 		case cerr == nil:
 			x.task = task
-			if err != nil { // payload over the limit: recorded, never run
-				return x.failClaimed(ctx, err.Error())
-			}
+			return StateClaimed
+		case errors.Is(cerr, lease.ErrAlreadyExists) && lease.ClaimedBy(x.owner(), task):
+			// The create landed but its response was lost; the SDK's
+			// retry met the task this execution had just created.
+			x.log.Info("create response lost; the task is held by this execution")
+			x.task = task
 			return StateClaimed
 		case errors.Is(cerr, lease.ErrAlreadyExists):
 			return x.claim(ctx, id)
 		default:
 			x.log.Warn("could not create task", "error", cerr)
-			return x.exit(false, cerr.Error())
+			return x.keep(ctx, 0, cerr.Error())
 		}
 	}
 	x.log = x.log.With("task_id", tok.ID)
 	return x.claim(ctx, tok.ID)
 }
 
-func (x *execution) owner() string { return x.cfg.Owner + "/" + x.msg.ID }
+func (x *execution) owner() string { return x.ownerName }
+
+// createFailed records an inline task that names itself but cannot run (an
+// over-limit payload, not stored) as FAILED in one write, so no token can
+// ever claim and run it without its payload.
+func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
+	reason := x.tokenErr.Error()
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.CreateFailed(cctx, nt, reason)
+	switch {
+	case err == nil:
+		x.task = task
+		x.result.Outcome = OutcomeFailed
+		x.observe(OutcomeFailed, 0)
+		x.log.Warn("task rejected", "reason", reason)
+		return x.exit(true, reason)
+	case errors.Is(err, lease.ErrAlreadyExists):
+		// Recorded before (this message's earlier receive, or a create
+		// whose response was lost), or submitted otherwise: a finished task
+		// is acknowledged, any other is claimed and failed with this reason
+		// (runClaimed), never run.
+		return x.claim(ctx, nt.ID)
+	default:
+		x.log.Warn("could not create task", "error", err)
+		return x.keep(ctx, 0, err.Error())
+	}
+}
 
 // claim takes the lease of a stored task and sorts out every way that fails.
 func (x *execution) claim(ctx context.Context, id string) State {
@@ -221,12 +267,18 @@ func (x *execution) claim(ctx context.Context, id string) State {
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
 		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
+	case errors.As(err, &leased) && lease.ClaimedBy(x.owner(), leased.Task):
+		// The claim landed but its response was lost; the SDK's retry met
+		// this execution's own lease.
+		x.log.Info("claim response lost; the task is held by this execution")
+		x.task = leased.Task
+		x.log = x.log.With("kind", x.task.Kind)
+		return StateClaimed
 	case errors.As(err, &leased):
-		// Someone else holds it: hide this message until the lease can be
+		// Someone else holds it: keep this token until the lease can be
 		// taken over instead of spinning on it.
-		x.log.Info("task leased elsewhere; hiding message", "remaining", leased.Remaining)
-		x.hide(ctx, leased.Remaining+x.cfg.VisibilityMargin)
-		return x.exit(false, err.Error())
+		x.log.Info("task leased elsewhere; keeping the token for later", "remaining", leased.Remaining)
+		return x.keep(ctx, leased.Remaining+x.cfg.VisibilityMargin, err.Error())
 	case errors.Is(err, lease.ErrFinished):
 		x.log.Info("duplicate delivery of a finished task acknowledged", "error", err)
 		return x.exit(true, "")
@@ -239,7 +291,7 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
 	default:
 		x.log.Warn("claim failed", "error", err)
-		return x.exit(false, err.Error())
+		return x.keep(ctx, 0, err.Error())
 	}
 }
 
@@ -253,9 +305,26 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		// Cancelled while a worker that has since vanished held it.
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
 	}
+	if x.tokenErr != nil {
+		// An over-limit payload was recorded without its bytes: never run
+		// it, however the task came to be claimed.
+		return x.failClaimed(ctx, x.tokenErr.Error())
+	}
+	if x.msg.ReceiveCount >= x.cfg.ReplaceAtReceiveCount {
+		// A crash during this attempt would bring the message back once
+		// more, perhaps past maxReceiveCount into the dead-letter queue.
+		// Hand the task to a fresh token now, due when a takeover would be
+		// possible, and delete this message.
+		x.replace(ctx, x.cfg.LeaseDuration+x.cfg.VisibilityMargin, "")
+	}
 	h, ok := x.cfg.Handlers(x.task.Kind)
 	if !ok {
-		return x.failClaimed(ctx, fmt.Sprintf("unknown task kind %q", x.task.Kind))
+		// Perhaps another fleet on this queue (a rolling deploy) knows the
+		// kind: retry with backoff, and fail only when attempts run out.
+		reason := fmt.Sprintf("unknown task kind %q", x.task.Kind)
+		x.log.Warn("no handler for the task's kind", "reason", reason)
+		x.result.Reason = reason
+		return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
 	x.handler = h
 
@@ -339,9 +408,8 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	switch {
 	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
 		x.log.Warn("lease lost; the result of this attempt is discarded")
-		x.result.Outcome = OutcomeLeaseLost
 		x.observe(OutcomeLeaseLost, elapsed)
-		return x.exit(true, "lease lost")
+		return x.lost(ctx, cause)
 	case x.finished && res.err == nil:
 		return x.finish(ctx, res.result, elapsed)
 	case errors.Is(cause, ErrCancelRequested):
@@ -358,7 +426,7 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	)
 	switch {
 	case errors.As(err, &snooze):
-		runAt := x.cfg.Clock.Now().Add(snooze.Delay)
+		runAt := x.cfg.Clock.Now().Add(max(snooze.Delay, MinSnooze))
 		return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: err.Error(), RefundAttempt: true}, OutcomeSnoozed)
 	case errors.As(err, &cancelled):
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: err.Error()}, OutcomeCancelled)
@@ -378,13 +446,20 @@ func (x *execution) leaseGone() bool {
 }
 
 func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Duration) State {
-	if len(result) > lease.MaxResultBytes {
-		msg := (&lease.TooLargeError{What: "result", Size: len(result), Limit: lease.MaxResultBytes}).Error()
-		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
+	// A result the store cannot keep will never be kept: fail the task now
+	// with the reason instead of re-running the handler until its lease
+	// runs out.
+	if err := checkResult(result); err != nil {
+		return x.failClaimed(ctx, err.Error())
 	}
 	cctx, cancel := x.call(ctx)
 	defer cancel()
-	task, err := x.cfg.Store.Finish(cctx, x.task.LeaseOf(), result)
+	l := x.task.LeaseOf()
+	task, err := x.cfg.Store.Finish(cctx, l, result)
+	if obs, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeaseLost) && lease.Landed(l, lease.StatusSucceeded, obs) {
+		x.log.Info("finish response lost; the retried write met this execution's own result")
+		task, err = obs, nil
+	}
 	switch {
 	case err == nil:
 		x.task = task
@@ -394,14 +469,15 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.Warn("finished, but the lease was lost; another worker took over", "error", err)
-		x.result.Outcome = OutcomeLeaseLost
 		x.observe(OutcomeLeaseLost, elapsed)
-		return x.exit(true, "lease lost")
+		return x.lost(ctx, err)
+	case errors.Is(err, lease.ErrInvalid):
+		return x.failClaimed(ctx, err.Error())
 	default:
-		// The result could not be stored. Leave the message to come back:
-		// the task will be taken over once the lease expires.
+		// The result could not be stored. Keep the token: the task will be
+		// taken over once the lease expires.
 		x.log.Error("could not record result", "error", err)
-		return x.exit(false, err.Error())
+		return x.keep(ctx, 0, err.Error())
 	}
 }
 
@@ -424,10 +500,12 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		r.DispatchAt = r.RunAt
 	}
 	st := x.release(ctx, r, outcome)
-	if !x.result.Ack || wait > MaxSQSDelay {
+	if !x.result.Ack || wait > MaxSQSDelay || x.replaced {
+		// (A token sent at the claim already stands for the task; arriving
+		// early, it is sent again with the time still to wait.)
 		return st
 	}
-	if err := x.send(ctx, x.task.ID, wait); err != nil {
+	if err := x.send(ctx, token.Ref(x.task.ID), wait); err != nil {
 		// The task is safe in the table; let this message come back and
 		// redo the dispatch, with the sweeper as the last resort.
 		return x.exit(false, err.Error())
@@ -439,7 +517,12 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcome) State {
 	cctx, cancel := x.call(ctx)
 	defer cancel()
-	task, err := x.cfg.Store.Release(cctx, x.task.LeaseOf(), r)
+	l := x.task.LeaseOf()
+	task, err := x.cfg.Store.Release(cctx, l, r)
+	if obs, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeaseLost) && lease.Landed(l, r.Status, obs) {
+		x.log.Info("release response lost; the retried write met this execution's own release")
+		task, err = obs, nil
+	}
 	switch {
 	case err == nil:
 		x.task = task
@@ -449,11 +532,10 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.Warn("could not release: lease already lost", "error", err)
-		x.result.Outcome = OutcomeLeaseLost
-		return x.exit(true, "lease lost")
+		return x.lost(ctx, err)
 	default:
 		x.log.Error("could not release lease", "error", err)
-		return x.exit(false, err.Error())
+		return x.keep(ctx, 0, err.Error())
 	}
 }
 
@@ -473,27 +555,130 @@ func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) 
 		// dispatches it when due.
 		return x.exit(true, "")
 	}
-	if err := x.send(ctx, id, wait); err != nil {
+	if err := x.send(ctx, token.Ref(id), wait); err != nil {
 		return x.exit(false, err.Error())
 	}
 	return x.exit(true, "")
 }
 
-// send puts a fresh reference token for id on the work queue.
-func (x *execution) send(ctx context.Context, id string, delay time.Duration) error {
+// send puts a fresh token with body on the work queue.
+func (x *execution) send(ctx context.Context, body string, delay time.Duration) error {
 	cctx, cancel := x.call(ctx)
 	defer cancel()
 	secs := int32(math.Ceil(max(delay, 0).Seconds()))
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
 		QueueUrl:     aws.String(x.cfg.QueueURL),
-		MessageBody:  aws.String(token.Ref(id)),
+		MessageBody:  aws.String(body),
 		DelaySeconds: min(secs, int32(MaxSQSDelay/time.Second)),
 	})
 	if err != nil {
 		x.log.Warn("could not send dispatch token", "error", err)
-		return fmt.Errorf("send token for %s: %w", id, err)
+		return fmt.Errorf("send token: %w", err)
 	}
 	return nil
+}
+
+// lost handles a lease found gone (err carries the item the failed write
+// saw, or is ErrNotFound). The message is acknowledged only when the task is
+// finished or gone. Otherwise this message may be the very token the new
+// holder got the task through, and deleting it with this receive's handle
+// may delete the new holder's delivery (SQS says a delete with an older
+// receipt handle "might not" delete; emulators always do). If the new holder
+// then died, nothing would bring the task back. So a fresh reference token,
+// delayed until the other lease can be taken over, replaces this one before
+// it is acknowledged.
+func (x *execution) lost(ctx context.Context, err error) State {
+	x.result.Outcome = OutcomeLeaseLost
+	obs, ok := lease.Observed(err)
+	if !ok || obs.Status.Terminal() {
+		return x.exit(true, "lease lost")
+	}
+	x.task = obs
+	var wait time.Duration
+	switch obs.Status {
+	case lease.StatusRunning:
+		wait = x.cfg.Clock.Until(obs.LeaseUntil) + x.cfg.VisibilityMargin
+	case lease.StatusPending:
+		wait = x.cfg.Clock.Until(obs.RunAt)
+	}
+	st := x.replace(ctx, max(wait, 0), "lease lost")
+	if !x.result.Ack {
+		// No fresh token: keep this one hidden until the takeover instead.
+		x.hide(ctx, max(wait, 0))
+	}
+	return st
+}
+
+// keep answers a message whose task is not finished and cannot be run now:
+// the token must survive until the task can run. Below the configured
+// receive count the message is hidden for d (or, for d == 0, left to the
+// queue's visibility timeout); from it on, the message is replaced by a
+// fresh token delayed by d, so that a valid token never reaches the
+// dead-letter queue through maxReceiveCount.
+func (x *execution) keep(ctx context.Context, d time.Duration, reason string) State {
+	if x.msg.ReceiveCount >= x.cfg.ReplaceAtReceiveCount {
+		if d == 0 {
+			d = x.cfg.VisibilityMargin
+		}
+		if st := x.replace(ctx, d, reason); x.result.Ack {
+			return st
+		}
+	}
+	if d > 0 {
+		x.hide(ctx, d)
+	}
+	return x.exit(false, reason)
+}
+
+// replace sends a fresh token for this message's task, delayed by d, and
+// acknowledges this message once it is sent. Without a body to send, or
+// when the send fails, the message is left unacknowledged.
+func (x *execution) replace(ctx context.Context, d time.Duration, reason string) State {
+	if x.replaced {
+		return x.exit(true, reason)
+	}
+	body := x.replacementBody()
+	if body == "" {
+		return x.exit(false, reason)
+	}
+	if err := x.send(ctx, body, min(d, MaxSQSDelay)); err != nil {
+		return x.exit(false, reason)
+	}
+	x.replaced = true
+	x.log.Info("token replaced by a fresh one", "delay", d, "receive_count", x.msg.ReceiveCount, "reason", reason)
+	// Delete this message now rather than with the batch's answer: an
+	// invocation that dies before answering would otherwise bring it back
+	// with one more receive.
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	if _, err := x.cfg.SQS.DeleteMessage(cctx, &sqs.DeleteMessageInput{
+		QueueUrl:      aws.String(x.cfg.QueueURL),
+		ReceiptHandle: aws.String(x.msg.ReceiptHandle),
+	}); err != nil {
+		x.log.Warn("could not delete the replaced message; the batch answer acknowledges it", "error", err)
+	}
+	return x.exit(true, reason)
+}
+
+// replacementBody is a token naming the same task as this message: a
+// reference once the task is known to exist, else the inline submission with
+// its task id made explicit ("" when that cannot be rebuilt).
+func (x *execution) replacementBody() string {
+	switch {
+	case x.task.ID != "":
+		return token.Ref(x.task.ID)
+	case !x.tok.Inline():
+		return x.msg.Body
+	case x.tokenErr != nil:
+		return ""
+	case x.tok.ID != "":
+		return x.msg.Body
+	}
+	body, err := token.Inline(x.tok.Kind, x.msg.ID, x.tok.Payload, x.tok.MaxAttempts)
+	if err != nil {
+		return ""
+	}
+	return body
 }
 
 // hide makes the message invisible for d.
@@ -508,6 +693,18 @@ func (x *execution) hide(ctx context.Context, d time.Duration) {
 	if err != nil {
 		x.log.Warn("could not change message visibility", "error", err)
 	}
+}
+
+// checkResult is the store's check of a result plus JSON validity: a result
+// is a JSON document (empty means none).
+func checkResult(result []byte) error {
+	if err := lease.CheckResult(result); err != nil {
+		return fmt.Errorf("result cannot be stored: %w", err)
+	}
+	if len(result) > 0 && !json.Valid(result) {
+		return fmt.Errorf("result cannot be stored: %w: result is not a JSON document", lease.ErrInvalid)
+	}
+	return nil
 }
 
 func visibilitySeconds(d time.Duration) int32 {

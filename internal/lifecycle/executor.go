@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 )
@@ -30,7 +32,12 @@ func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Res
 	if log == nil {
 		log = e.cfg.Logger
 	}
-	x := &execution{cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	x := &execution{
+		cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting,
+		ownerName: e.cfg.Owner + "/" + m.ID + "/" + hex.EncodeToString(nonce[:]),
+	}
 	return x.run(ctx)
 }
 
@@ -38,6 +45,14 @@ func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Res
 // and returns one Result per message, in order. It returns once all are
 // done.
 func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Message) []Result {
+	return e.ProcessBatchEach(ctx, log, msgs, nil)
+}
+
+// ProcessBatchEach is ProcessBatch that also calls done (when not nil) with
+// each message's index and Result as soon as that message is done, from the
+// goroutine that processed it, so an acknowledged message can be deleted
+// before the rest of its batch ends.
+func (e *Executor) ProcessBatchEach(ctx context.Context, log *slog.Logger, msgs []Message, done func(i int, r Result)) []Result {
 	results := make([]Result, len(msgs))
 	sem := make(chan struct{}, e.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -46,6 +61,9 @@ func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Me
 		wg.Go(func() {
 			defer func() { <-sem }()
 			results[i] = e.Process(ctx, log, m)
+			if done != nil {
+				done(i, results[i])
+			}
 		})
 	}
 	wg.Wait()

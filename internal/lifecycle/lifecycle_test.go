@@ -31,6 +31,7 @@ type fakeSQS struct {
 	mu         sync.Mutex
 	visibility []sqs.ChangeMessageVisibilityInput
 	sent       []sqs.SendMessageInput
+	deleted    []string // receipt handles
 	failSend   bool
 	changed    chan struct{} // one tick per call
 }
@@ -53,6 +54,19 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...
 	}
 	f.sent = append(f.sent, *in)
 	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sent)))}, nil
+}
+
+func (f *fakeSQS) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, aws.ToString(in.ReceiptHandle))
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+func (f *fakeSQS) deletedHandles() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.deleted...)
 }
 
 func (f *fakeSQS) sentTo(url string) []sqs.SendMessageInput {
@@ -268,6 +282,9 @@ func TestTakenOverWorkerCannotFinish(t *testing.T) {
 	res := wait()
 	if res.Outcome != lifecycle.OutcomeLeaseLost || !res.Ack {
 		t.Errorf("old holder result = %+v, want lease lost, acked", res)
+	}
+	if sent := e.sqs.sentTo(workURL); len(sent) != 0 {
+		t.Errorf("tokens sent for a finished task: %+v", sent)
 	}
 	if got := e.get(t, "t1"); string(got.Result) != `"fresh"` || got.Fence != 2 {
 		t.Errorf("stored result %s fence %d, want the new holder's", got.Result, got.Fence)
@@ -501,7 +518,7 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 		{"missing kind and id", `{"v":1}`, false, "missing field"},
 		{"misspelt field", `{"v":1,"kind":"ok","paylod":{}}`, false, "paylod"},
 		{"unknown task", token.Ref("nope"), false, "not found"},
-		{"unknown kind", inline(t, "nosuch", "uk", "", 0), true, `unknown task kind "nosuch"`},
+		{"unknown kind, last attempt", inline(t, "nosuch", "uk", "", 1), true, `unknown task kind "nosuch"`},
 		{"oversize payload", `{"v":1,"kind":"ok","id":"big","payload":` + big + `}`, true, "payload is"},
 	}
 	msgs := make([]lifecycle.Message, 0, len(cases)+1)
@@ -521,7 +538,7 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 				t.Errorf("reason %q, want it to mention %q", r.Reason, c.reason)
 			}
 			if c.onTask {
-				id := map[string]string{"unknown kind": "uk", "oversize payload": "big"}[c.name]
+				id := map[string]string{"unknown kind, last attempt": "uk", "oversize payload": "big"}[c.name]
 				got := e.get(t, id)
 				if got.Status != lease.StatusFailed || !strings.Contains(got.Error, c.reason) || len(got.Payload) != 0 && c.name == "oversize payload" {
 					t.Errorf("task %s: %s %q", id, got.Status, got.Error)

@@ -104,6 +104,9 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 		r.x.log.Info("cancellation requested; handler cancelled")
 		r.x.cancelHandler(ErrCancelRequested)
 	}
+	if r.x.replaced {
+		return nil // the message is gone; a fresh token stands for the task
+	}
 	vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer vcancel()
 	_, verr := cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{

@@ -141,6 +141,31 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	return clone(rec), nil
 }
 
+// CreateFailed implements lease.Store.
+func (s *Store) CreateFailed(ctx context.Context, t lease.NewTask, reason string) (lease.Task, error) {
+	if err := t.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	if old, ok := s.tasks[t.ID]; ok {
+		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+	}
+	now := s.now()
+	rec := s.newRecord(t, now)
+	rec.Status = lease.StatusFailed
+	rec.Error = lease.Truncate(reason, lease.MaxErrorBytes)
+	rec.FinishedAt = now
+	if s.opts.Retention > 0 {
+		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+	}
+	s.tasks[t.ID] = rec
+	return clone(rec), nil
+}
+
 // hold puts rec under a fresh lease for owner.
 func (s *Store) hold(rec *lease.Task, owner string, now time.Time) {
 	rec.Status = lease.StatusRunning
@@ -209,9 +234,11 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 }
 
 func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now time.Time) {
-	rec.History = append(rec.History, lease.Attempt{
+	var dropped int
+	rec.History, dropped = lease.AppendHistory(rec.History, lease.Attempt{
 		Attempt: rec.Attempt, Fence: rec.Fence, Status: status, Error: errMsg, At: now,
 	})
+	rec.HistoryDropped += dropped
 	rec.Status = status
 	rec.LeaseOwner = ""
 	rec.LeaseUntil = time.Time{}
@@ -278,6 +305,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 		}
 		if r.RefundAttempt {
 			rec.Attempt--
+			rec.Snoozes++
 		}
 	}
 	return clone(rec), nil

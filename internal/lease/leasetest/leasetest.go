@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CreateRejectsInvalid", testCreateRejectsInvalid},
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
 		{"CreateClaimed", testCreateClaimed},
+		{"CreateFailed", testCreateFailed},
 		{"ClaimUnknown", testClaimUnknown},
 		{"ClaimNotDue", testClaimNotDue},
 		{"ClaimPending", testClaimPending},
@@ -88,6 +89,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ExhaustedWhenReleasedPending", testExhaustedWhenReleasedPending},
 		{"GetRoundTripsEveryField", testGetRoundTrips},
 		{"CancelledContextWritesNothing", testCancelledContext},
+		{"FailedWritesCarryTheObservedTask", testFailedWritesCarryObserved},
+		{"HistoryIsBounded", testHistoryIsBounded},
+		{"RetriedWritesRecogniseTheirOwnLanding", testRetriedWritesRecogniseOwn},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,8 +176,10 @@ func (e *env) held(prev lease.Task, owner string) lease.Task {
 func (e *env) ended(prev lease.Task, status lease.Status, errMsg string) lease.Task {
 	now := e.now()
 	want := prev
-	want.History = append(append([]lease.Attempt(nil), prev.History...),
+	var dropped int
+	want.History, dropped = lease.AppendHistory(prev.History,
 		lease.Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: status, Error: errMsg, At: now})
+	want.HistoryDropped += dropped
 	want.Status = status
 	want.LeaseOwner = ""
 	want.LeaseUntil = time.Time{}
@@ -239,6 +245,7 @@ func (e *env) release(prev lease.Task, r lease.Release) lease.Task {
 		}
 		if r.RefundAttempt {
 			want.Attempt--
+			want.Snoozes++
 		}
 	}
 	e.same("Release", got, want)
@@ -328,6 +335,8 @@ func diffTask(got, want lease.Task) []string {
 	at("FinishedAt", got.FinishedAt, want.FinishedAt)
 	at("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
 	at("DispatchAt", got.DispatchAt, want.DispatchAt)
+	num("HistoryDropped", int64(got.HistoryDropped), int64(want.HistoryDropped))
+	num("Snoozes", int64(got.Snoozes), int64(want.Snoozes))
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d
@@ -1053,4 +1062,157 @@ func testCancelledContext(t *testing.T, newStore NewStoreFunc) {
 	_, err = e.store.Get(cancelled, claimed.ID)
 	failed("Get", err)
 	e.stored(claimed)
+}
+
+// observed checks that err carries the stored task want, as seen by the
+// write that failed, and returns it.
+func (e *env) observed(what string, err error, want lease.Task) lease.Task {
+	e.t.Helper()
+	got, ok := lease.Observed(err)
+	if !ok {
+		e.t.Fatalf("%s: error %v carries no observed task", what, err)
+	}
+	e.same(what+" (observed)", got, want)
+	return got
+}
+
+func testFailedWritesCarryObserved(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+
+	e.clock.Advance(time.Second)
+	_, err := e.store.Claim(e.ctx, held.ID, "w2")
+	wantErr(t, "claim of a held task", err, lease.ErrLeased)
+	if got := e.observed("claim of a held task", err, held); lease.ClaimedBy("w2", got) || !lease.ClaimedBy("w1", got) {
+		t.Fatalf("ClaimedBy: w2 %v, w1 %v; want false, true", lease.ClaimedBy("w2", got), lease.ClaimedBy("w1", got))
+	}
+
+	stale := held.LeaseOf()
+	stale.Fence++
+	_, err = e.store.Finish(e.ctx, stale, []byte(`1`))
+	var lost *lease.LeaseLostError
+	if !errors.As(err, &lost) || !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("finish under a wrong fence: error %v, want *LeaseLostError", err)
+	}
+	e.observed("finish under a wrong fence", err, held)
+	_, err = e.store.Renew(e.ctx, stale)
+	e.observed("renew under a wrong fence", err, held)
+
+	done := e.finish(held, []byte(`"ok"`))
+	_, err = e.store.Claim(e.ctx, held.ID, "w2")
+	wantFinished(t, err, lease.StatusSucceeded)
+	e.observed("claim of a finished task", err, done)
+	_, err = e.store.Release(e.ctx, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "late"})
+	e.observed("release after the finish", err, done)
+}
+
+// A retried write meets its own earlier landing: the failure carries the
+// item that shows it, and Landed and ClaimedBy recognise it, while another
+// holder's writes are never taken for one's own.
+func testRetriedWritesRecogniseOwn(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	first, err := e.store.CreateClaimed(e.ctx, n, "w1#1")
+	if err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	again, err := e.store.CreateClaimed(e.ctx, n, "w1#1")
+	wantErr(t, "CreateClaimed retried", err, lease.ErrAlreadyExists)
+	if !lease.ClaimedBy("w1#1", again) || again.Fence != 1 {
+		t.Fatalf("retried CreateClaimed returned %+v; want the own lease at fence 1", again)
+	}
+
+	e.clock.Advance(time.Second)
+	released := e.release(first, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "retry"})
+	_, err = e.store.Release(e.ctx, first.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "retry"})
+	got := e.observed("release retried", err, released)
+	if !lease.Landed(first.LeaseOf(), lease.StatusPending, got) || lease.Landed(first.LeaseOf(), lease.StatusFailed, got) {
+		t.Fatalf("Landed after the own release: PENDING %v, FAILED %v; want true, false",
+			lease.Landed(first.LeaseOf(), lease.StatusPending, got), lease.Landed(first.LeaseOf(), lease.StatusFailed, got))
+	}
+
+	second := e.claim(released, "w2#1")
+	_, err = e.store.Claim(e.ctx, n.ID, "w2#1")
+	if got := e.observed("claim retried", err, second); !lease.ClaimedBy("w2#1", got) {
+		t.Fatalf("retried claim does not see its own lease: %+v", got)
+	}
+	// The first holder's release is still recognised after the task moved on.
+	_, err = e.store.Release(e.ctx, first.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: e.now()})
+	if got := e.observed("release retried after a new claim", err, second); !lease.Landed(first.LeaseOf(), lease.StatusPending, got) {
+		t.Fatal("own release not recognised once the task was claimed again")
+	}
+
+	e.clock.Advance(time.Second)
+	done := e.finish(second, []byte(`"r"`))
+	_, err = e.store.Finish(e.ctx, second.LeaseOf(), []byte(`"r"`))
+	got = e.observed("finish retried", err, done)
+	if !lease.Landed(second.LeaseOf(), lease.StatusSucceeded, got) {
+		t.Fatal("own finish not recognised")
+	}
+	if lease.Landed(first.LeaseOf(), lease.StatusSucceeded, got) {
+		t.Fatal("the second holder's finish taken for the first holder's")
+	}
+}
+
+// A task that keeps snoozing keeps the newest MaxHistory entries and counts
+// the rest, so its item stays far below DynamoDB's 400 KB.
+func testHistoryIsBounded(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.MaxAttempts = 1
+	task := e.create(n)
+	// A long error on every entry: unbounded, 60 of them would pass 120 KB.
+	reason := strings.Repeat("s", lease.MaxErrorBytes)
+	const snoozes = lease.MaxHistory + 10
+	for i := range snoozes {
+		task = e.claim(task, fmt.Sprintf("w%d", i))
+		e.clock.Advance(time.Second)
+		task = e.release(task, lease.Release{Status: lease.StatusPending, RunAt: e.now(), RefundAttempt: true, Error: reason})
+	}
+	if len(task.History) != lease.MaxHistory || task.HistoryDropped != snoozes-lease.MaxHistory || task.Snoozes != snoozes {
+		t.Fatalf("after %d snoozes: %d history entries, %d dropped, %d snoozes; want %d, %d, %d",
+			snoozes, len(task.History), task.HistoryDropped, task.Snoozes, lease.MaxHistory, snoozes-lease.MaxHistory, snoozes)
+	}
+	if first, last := task.History[0], task.History[len(task.History)-1]; first.Fence != snoozes-lease.MaxHistory+1 || last.Fence != snoozes {
+		t.Fatalf("kept fences %d..%d, want the newest %d..%d", first.Fence, last.Fence, snoozes-lease.MaxHistory+1, snoozes)
+	}
+	e.stored(task)
+	// The attempt after the snoozes still ends normally, at the bound.
+	task = e.claim(task, "last")
+	done := e.finish(task, []byte(`1`))
+	if len(done.History) != lease.MaxHistory || done.HistoryDropped != snoozes-lease.MaxHistory+1 {
+		t.Fatalf("after the finish: %d entries, %d dropped", len(done.History), done.HistoryDropped)
+	}
+	e.stored(done)
+}
+
+// A submission that cannot run is recorded FAILED in one write: no lease, no
+// attempt, not in the sweep index, and no claim can ever run it.
+func testCreateFailed(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.Payload = nil
+	reason := "payload too large: " + strings.Repeat("p", lease.MaxErrorBytes)
+	got, err := e.store.CreateFailed(e.ctx, n, reason)
+	if err != nil {
+		t.Fatalf("CreateFailed: %v", err)
+	}
+	want := e.pending(n)
+	want.Status = lease.StatusFailed
+	want.Error = lease.Truncate(reason, lease.MaxErrorBytes)
+	want.DispatchAt = time.Time{}
+	want.FinishedAt = e.now()
+	want.ExpiresAt = expires(e.now())
+	e.same("CreateFailed", got, want)
+	e.stored(want)
+
+	e.clock.Advance(time.Second)
+	again, err := e.store.CreateFailed(e.ctx, n, "again")
+	wantErr(t, "CreateFailed of an existing id", err, lease.ErrAlreadyExists)
+	e.same("CreateFailed of an existing id", again, want)
+	_, err = e.store.CreateClaimed(e.ctx, n, "w1")
+	wantErr(t, "CreateClaimed of a failed id", err, lease.ErrAlreadyExists)
+	_, err = e.store.Claim(e.ctx, n.ID, "w1")
+	wantFinished(t, err, lease.StatusFailed)
+	e.stored(want)
 }
