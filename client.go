@@ -344,7 +344,7 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	nt.Payload = payload
 	if err := nt.Validate(); err != nil {
 		if s.ID != "" {
-			return nt, fmt.Errorf("task %s: %w", s.ID, err)
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(s.ID), err)
 		}
 		return nt, err
 	}
@@ -380,6 +380,9 @@ func newTaskID() string {
 
 // Get reads a task, payload, result and history included.
 func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
+	}
 	t, err := c.store.Get(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
@@ -478,6 +481,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 // CANCELLED unless the handler finished first. A task that already ended
 // gives an error matching ErrFinished.
 func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
+	}
 	t, err := c.store.RequestCancel(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
@@ -505,6 +511,9 @@ func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (Tas
 	}
 	if o.extra < 1 || o.extra > lease.MaxAttemptsLimit {
 		return TaskInfo{}, fmt.Errorf("%w: extra attempts %d is outside 1..%d", ErrInvalid, o.extra, lease.MaxAttemptsLimit)
+	}
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
 	}
 	t, err := c.store.Retry(ctx, id, o.extra)
 	if err != nil {

@@ -226,10 +226,26 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		{"negative delay", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(-time.Second)}, leasehold.ErrInvalid},
 		{"delay and time", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(time.Minute), leasehold.At(time.Now().Add(time.Hour))}, leasehold.ErrInvalid},
 		{"more than a year ahead", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
+		{"id with a newline", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\nb")}, leasehold.ErrInvalid},
+		{"id with a bidi override", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\u202eb")}, leasehold.ErrInvalid},
+		// The SDK would send "a\ufffdb": two different ids would be one.
+		{"id not UTF-8", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\xffb")}, leasehold.ErrInvalid},
+		{"id over the limit", "k", nil, []leasehold.EnqueueOption{leasehold.ID(strings.Repeat("i", lease.MaxIDBytes+1))}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for _, id := range []string{"a\xffb", "a\x00b", "a\u2066b"} {
+		if _, err := e.client.Get(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Get(%q): err = %v, want ErrInvalid", id, err)
+		}
+		if _, err := e.client.Cancel(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Cancel(%q): err = %v, want ErrInvalid", id, err)
+		}
+		if _, err := e.client.Retry(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Retry(%q): err = %v, want ErrInvalid", id, err)
 		}
 	}
 	page, err := e.client.List(ctx, leasehold.ListOptions{})

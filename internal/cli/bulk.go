@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -169,7 +170,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			for _, r := range results {
 				if r.Err == nil {
 					enqueued++
-					fmt.Fprintln(a.io.Out, r.ID)
+					fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
 				}
 			}
 			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
@@ -196,7 +197,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 					continue // not stored: no id to print
 				}
 			}
-			fmt.Fprintln(a.io.Out, r.ID)
+			fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
 		}
 		if failed > maxReportedLines {
 			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Exit codes.
@@ -198,7 +199,7 @@ func message(err error) string {
 	)
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	if errors.As(err, &notSent) && (errors.As(err, &unreachable) || errors.As(err, &missing)) {
-		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", notSent.ID, message(notSent.Err))
+		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", lease.DisplayID(notSent.ID), message(notSent.Err))
 	}
 	switch {
 	case errors.As(err, &unreachable):

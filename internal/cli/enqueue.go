@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 type enqueueFlags struct {
@@ -125,10 +126,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	info, err := c.Enqueue(cmd.Context(), f.kind, p, opts...)
 	switch {
 	case errors.Is(err, leasehold.ErrAlreadyExists):
-		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", info.ID, info.Status)
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", lease.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):
 		// Stored: the id is worth printing even though the send failed.
-		fmt.Fprintln(a.io.Out, info.ID)
+		fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
 		return err
 	case err != nil:
 		return err
@@ -136,7 +137,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintln(a.io.Out, info.ID)
+	_, err = fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
 	return err
 }
 

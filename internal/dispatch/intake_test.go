@@ -152,10 +152,13 @@ func TestIntakeRejectsInvalidSubmissions(t *testing.T) {
 		"oversize":      `{"v":1,"kind":"k","payload":"` + secret + strings.Repeat("x", lease.MaxPayloadBytes) + `"}`,
 		"bad-run-at":    `{"v":1,"kind":"k","run_at":"next tuesday","payload":{"s":"` + secret + `"}}`,
 		"unknown-field": `{"v":1,"kind":"k","priority":1}`,
+		"bidi-id":       `{"v":1,"kind":"k","id":"a\u202eb"}`,
+		"nul-id":        `{"v":1,"kind":"k","id":"a\u0000b"}`,
 	}
 	reasons := map[string]string{
 		"malformed": "malformed", "version": "version 2", "no-kind": `"kind" is required`,
 		"oversize": "payload is", "bad-run-at": "run_at", "unknown-field": `unknown field "priority"`,
+		"bidi-id": `"id" contains U+202E`, "nul-id": `"id" contains U+0000`,
 	}
 	var msgs []message
 	for id, body := range bad {

@@ -89,9 +89,10 @@ func toMillis(t time.Time) time.Time {
 
 func (s *DynamoStore) now() time.Time { return toMillis(s.opts.Clock.Now()) }
 
-// noSuchID reports an id no task can have, which DynamoDB would reject as a
-// key instead of reporting it missing.
-func noSuchID(id string) bool { return id == "" || len(id) > MaxIDBytes }
+// noSuchID reports an id no task can have (see CheckID): DynamoDB would
+// reject it as a key instead of reporting it missing, or the SDK would turn
+// bytes that are not UTF-8 into U+FFFD and so name another task.
+func noSuchID(id string) bool { return CheckID(id) != nil }
 
 func backendErr(op, id string, err error) error {
 	return fmt.Errorf("%s %s: %w: %w", op, id, ErrBackend, err)

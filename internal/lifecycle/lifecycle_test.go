@@ -501,6 +501,8 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 		{"missing kind and id", `{"v":1}`, false, "missing field"},
 		{"misspelt field", `{"v":1,"kind":"ok","paylod":{}}`, false, "paylod"},
 		{"unknown task", token.Ref("nope"), false, "not found"},
+		{"id with a control character", `{"v":1,"id":"a\u001bb"}`, false, `"id" contains U+001B`},
+		{"inline id with a bidi override", `{"v":1,"kind":"ok","id":"a\u202eb"}`, false, `"id" contains U+202E`},
 		{"unknown kind", inline(t, "nosuch", "uk", "", 0), true, `unknown task kind "nosuch"`},
 		{"oversize payload", `{"v":1,"kind":"ok","id":"big","payload":` + big + `}`, true, "payload is"},
 	}

@@ -445,6 +445,17 @@ func testCreateRejectsInvalid(t *testing.T, newStore NewStoreFunc) {
 	}{
 		{"no id", func(n *lease.NewTask) { n.ID = "" }, lease.ErrInvalid},
 		{"long id", func(n *lease.NewTask) { n.ID += strings.Repeat("x", lease.MaxIDBytes) }, lease.ErrInvalid},
+		{"id with NUL", func(n *lease.NewTask) { n.ID += "\x00" }, lease.ErrInvalid},
+		{"id with newline", func(n *lease.NewTask) { n.ID += "\nFAILED fake" }, lease.ErrInvalid},
+		{"id with ESC", func(n *lease.NewTask) { n.ID += "\x1b[2J" }, lease.ErrInvalid},
+		{"id with DEL", func(n *lease.NewTask) { n.ID += "\x7f" }, lease.ErrInvalid},
+		{"id with C1 control", func(n *lease.NewTask) { n.ID += "\u0085" }, lease.ErrInvalid},
+		{"id with RLO", func(n *lease.NewTask) { n.ID += "\u202egpj.exe" }, lease.ErrInvalid},
+		{"id with LRI", func(n *lease.NewTask) { n.ID += "\u2066" }, lease.ErrInvalid},
+		{"id with zero-width space", func(n *lease.NewTask) { n.ID += "\u200b" }, lease.ErrInvalid},
+		{"id with line separator", func(n *lease.NewTask) { n.ID += "\u2028" }, lease.ErrInvalid},
+		{"id not UTF-8", func(n *lease.NewTask) { n.ID += "\xff" }, lease.ErrInvalid},
+		{"id with U+FFFD", func(n *lease.NewTask) { n.ID += "\ufffd" }, lease.ErrInvalid},
 		{"no kind", func(n *lease.NewTask) { n.Kind = "" }, lease.ErrInvalid},
 		{"long kind", func(n *lease.NewTask) { n.Kind = strings.Repeat("k", lease.MaxKindBytes+1) }, lease.ErrInvalid},
 		{"no attempts", func(n *lease.NewTask) { n.MaxAttempts = 0 }, lease.ErrInvalid},
@@ -460,6 +471,10 @@ func testCreateRejectsInvalid(t *testing.T, newStore NewStoreFunc) {
 		_, err = e.store.CreateClaimed(e.ctx, n, "w1")
 		wantErr(t, "CreateClaimed with "+c.name, err, c.target)
 		e.absent(n.ID)
+		if n.ID != "" {
+			_, err = e.store.Claim(e.ctx, n.ID, "w1")
+			wantErr(t, "Claim with "+c.name, err, lease.ErrNotFound)
+		}
 	}
 
 	n := valid()
@@ -493,6 +508,11 @@ func testCreateAcceptsLimits(t *testing.T, newStore NewStoreFunc) {
 	n = e.newTask()
 	n.Payload = nil
 	n.MaxAttempts = 1
+	e.stored(e.create(n))
+
+	// Any visible character and a plain space are fine, in any script.
+	n = e.newTask()
+	n.ID += " naïve/café:Ünïcödé 東京 🚀 \U000f0000"
 	e.stored(e.create(n))
 }
 
