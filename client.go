@@ -175,10 +175,14 @@ func endpointOf(base *string, service, region string) string {
 // EnqueueOption sets a property of an enqueued task.
 type EnqueueOption func(*Submission)
 
-// ID names the task. Enqueueing an id that exists is a no-op that returns
-// the stored task with an error matching ErrAlreadyExists, so a retried
-// Enqueue never makes a second task. Without ID the client picks a random
-// one.
+// ID names the task; it works like an idempotency key. Enqueueing an id
+// that exists with the same kind and payload is a no-op that returns the
+// stored task with an error matching ErrAlreadyExists, so a retried Enqueue
+// never makes a second task. The same id with another kind or payload is a
+// conflict: the stored task comes back with a *ConflictError matching
+// ErrConflict, and nothing is enqueued. Without ID the client picks a random
+// one. An id is 1..256 bytes of UTF-8 without control, format (such as
+// bidirectional overrides) or separator characters; others give ErrInvalid.
 func ID(id string) EnqueueOption { return func(s *Submission) { s.ID = id } }
 
 // Delay makes the task due d from now. Delays longer than SQS's 15 minutes
@@ -212,13 +216,15 @@ type EnqueueResult struct {
 	// none); empty only when the submission was rejected before an id was
 	// needed.
 	ID string
-	// Task is the stored task: the new one, or on ErrAlreadyExists the one
-	// that was there. Zero when Err is any other error.
+	// Task is the stored task: the new one, or on ErrAlreadyExists and
+	// ErrConflict the one that was there. Zero when Err is any other error.
 	Task TaskInfo
 	// Err is nil, or an error matching ErrAlreadyExists (nothing was
-	// enqueued: the id was taken), ErrInvalid (the submission breaks a
-	// rule), ErrNotSent (stored, but the dispatch token was not sent) or
-	// another failure to store it.
+	// enqueued: a task with this id, kind and payload exists), ErrConflict
+	// (nothing was enqueued: the id names a task of another kind or
+	// payload), ErrInvalid (the submission breaks a rule), ErrNotSent
+	// (stored, but the dispatch token was not sent) or another failure to
+	// store it.
 	Err error
 }
 

@@ -152,8 +152,8 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	}
 	total := len(subs) + len(bad)
 	var (
-		enqueued, existing, failed int
-		firstFailure               error
+		enqueued, existing, conflicts, failed int
+		firstFailure                          error
 	)
 	began := time.Now()
 	if len(subs) > 0 {
@@ -182,6 +182,13 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 				enqueued++
 			case errors.Is(r.Err, leasehold.ErrAlreadyExists):
 				existing++
+			case errors.Is(r.Err, leasehold.ErrConflict):
+				// Nothing enqueued: the id names another task.
+				conflicts++
+				if conflicts <= maxReportedLines {
+					fmt.Fprintf(a.io.Err, "%s:%d: %s\n", name, lines[i], message(r.Err))
+				}
+				continue
 			case errors.Is(r.Err, leasehold.ErrInvalid):
 				bad = append(bad, lineError{line: lines[i], err: r.Err})
 				continue
@@ -211,11 +218,16 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		}
 		fmt.Fprintf(a.io.Err, "%s:%d: %v\n", name, b.line, b.err)
 	}
-	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d bad lines, %d failed)\n",
-		enqueued, total, time.Since(began).Round(time.Millisecond), existing, len(bad), failed)
+	if conflicts > maxReportedLines {
+		fmt.Fprintf(a.io.Err, "%s: ... and %d more id conflicts\n", name, conflicts-maxReportedLines)
+	}
+	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d id conflicts, %d bad lines, %d failed)\n",
+		enqueued, total, time.Since(began).Round(time.Millisecond), existing, conflicts, len(bad), failed)
 	switch {
 	case firstFailure != nil:
 		return fmt.Errorf("%d of %d tasks could not be enqueued, the first: %w", failed, total, firstFailure)
+	case conflicts > 0:
+		return fmt.Errorf("%d of %d lines of %s name an existing task of another kind or payload (listed above) and were not enqueued: %w", conflicts, total, name, leasehold.ErrConflict)
 	case len(bad) > 0:
 		return usageErrorf("%d of %d lines of %s were rejected (listed above); the others were enqueued", len(bad), total, name)
 	}

@@ -37,6 +37,7 @@ const (
 	ExitNotFound    = 3 // no task has the id
 	ExitUnreachable = 4 // DynamoDB/SQS endpoint unreachable, or table/queue missing
 	ExitTaskEnded   = 5 // result/watch: a task ended FAILED or CANCELLED
+	ExitConflict    = 6 // enqueue: the id names a task of another kind or payload
 )
 
 const exitCodesHelp = `Exit codes:
@@ -46,7 +47,8 @@ const exitCodesHelp = `Exit codes:
   3  task not found
   4  stack unreachable: the DynamoDB/SQS endpoint does not answer, or the
      table or queue does not exist
-  5  result/watch: a task ended FAILED or CANCELLED`
+  5  result/watch: a task ended FAILED or CANCELLED
+  6  enqueue: the id names a task of another kind or payload (not enqueued)`
 
 // Streams is what a run of the command reads and writes.
 type Streams struct {
@@ -186,6 +188,8 @@ func exitCode(err error) int {
 		return ExitUnreachable
 	case errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled):
 		return ExitTaskEnded
+	case errors.Is(err, leasehold.ErrConflict):
+		return ExitConflict
 	}
 	return ExitError
 }

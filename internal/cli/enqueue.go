@@ -124,7 +124,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		return err
 	}
 	info, err := c.Enqueue(cmd.Context(), f.kind, p, opts...)
+	var conflict *leasehold.ConflictError
 	switch {
+	case errors.As(err, &conflict):
+		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
 		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", lease.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):

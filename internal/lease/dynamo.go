@@ -126,7 +126,7 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 	if !n.DispatchAt.IsZero() {
 		t.DispatchAt = toMillis(n.DispatchAt)
 	}
-	return s.put(ctx, t)
+	return s.put(ctx, t, n)
 }
 
 // CreateClaimed implements Store.
@@ -144,7 +144,7 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	t.LeaseUntil = now.Add(s.opts.LeaseDuration)
 	t.DispatchAt = s.dispatchAfterLease(t.LeaseUntil)
 	t.Attempt, t.Fence = 1, 1
-	return s.put(ctx, t)
+	return s.put(ctx, t, n)
 }
 
 // dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
@@ -153,8 +153,9 @@ func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
 	return until.Add(s.opts.Skew + s.opts.DispatchGrace)
 }
 
-// put writes t as a new item.
-func (s *DynamoStore) put(ctx context.Context, t Task) (Task, error) {
+// put writes t, the record of n, as a new item. When the id is taken it
+// returns the stored task and CheckDuplicate's verdict.
+func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	cond := "attribute_not_exists(#id)"
@@ -177,9 +178,12 @@ func (s *DynamoStore) put(ctx context.Context, t Task) (Task, error) {
 		return Task{}, backendErr("create", t.ID, err)
 	}
 	if old == nil {
-		old = &Task{}
+		// The condition failed on an item DynamoDB did not return: it
+		// was deleted in between. Report the id as taken; a retry
+		// decides.
+		return Task{}, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
 	}
-	return *old, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
+	return *old, CheckDuplicate(*old, n)
 }
 
 // Claim implements Store.

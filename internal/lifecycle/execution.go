@@ -190,6 +190,8 @@ func (x *execution) runWaiting(ctx context.Context) State {
 				return x.failClaimed(ctx, err.Error())
 			}
 			return StateClaimed
+		case errors.Is(cerr, lease.ErrConflict): // the id names another task
+			return x.reject(ctx, cerr.Error())
 		case errors.Is(cerr, lease.ErrAlreadyExists):
 			return x.claim(ctx, id)
 		default:

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		run  func(t *testing.T, newStore NewStoreFunc)
 	}{
 		{"CreateIsIdempotent", testCreateIsIdempotent},
+		{"CreateConflict", testCreateConflict},
 		{"CreateAtRunAt", testCreateAtRunAt},
 		{"CreateRejectsInvalid", testCreateRejectsInvalid},
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
@@ -410,18 +411,73 @@ func testCreateIsIdempotent(t *testing.T, newStore NewStoreFunc) {
 	first := e.create(n)
 	e.stored(first)
 
+	// The same id, kind and payload is a duplicate, however the payload is
+	// spelt and whatever else differs: the stored task stands.
 	e.clock.Advance(time.Second)
 	again := n
-	again.Kind = "other.kind"
-	again.Payload = []byte(`{"replaced":true}`)
+	again.Payload = []byte(" {\"n\": 1,\n \"to\":\"ops@example.com\"} ")
 	again.MaxAttempts = 7
 	got, err := e.store.Create(e.ctx, again)
 	wantErr(t, "second Create", err, lease.ErrAlreadyExists)
+	if errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("second Create: %v matches ErrConflict too", err)
+	}
 	e.same("second Create", got, first)
 	got, err = e.store.CreateClaimed(e.ctx, again, "w1")
 	wantErr(t, "CreateClaimed of an existing id", err, lease.ErrAlreadyExists)
 	e.same("CreateClaimed of an existing id", got, first)
 	e.stored(first)
+}
+
+func testCreateConflict(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	first := e.create(n)
+	noPayload := e.newTask()
+	noPayload.Payload = nil
+	bare := e.create(noPayload)
+	cases := []struct {
+		name   string
+		base   lease.Task
+		modify func(*lease.NewTask)
+		field  string
+	}{
+		{"another kind", first, func(c *lease.NewTask) { c.Kind = "other.kind" }, "kind"},
+		{"another kind and payload", first, func(c *lease.NewTask) { c.Kind, c.Payload = "other.kind", []byte(`{}`) }, "kind"},
+		{"another payload", first, func(c *lease.NewTask) { c.Payload = []byte(`{"to":"ops@example.com","n":2}`) }, "payload"},
+		{"a number spelt otherwise", first, func(c *lease.NewTask) { c.Payload = []byte(`{"to":"ops@example.com","n":1.0}`) }, "payload"},
+		{"no payload", first, func(c *lease.NewTask) { c.Payload = nil }, "payload"},
+		{"a payload where there was none", bare, func(c *lease.NewTask) { c.Payload = []byte(`0`) }, "payload"},
+	}
+	for _, c := range cases {
+		sub := lease.NewTask{ID: c.base.ID, Kind: c.base.Kind, Payload: c.base.Payload, MaxAttempts: 3}
+		c.modify(&sub)
+		for _, op := range []string{"Create", "CreateClaimed"} {
+			var (
+				got lease.Task
+				err error
+			)
+			if op == "Create" {
+				got, err = e.store.Create(e.ctx, sub)
+			} else {
+				got, err = e.store.CreateClaimed(e.ctx, sub, "w1")
+			}
+			var ce *lease.ConflictError
+			switch {
+			case !errors.As(err, &ce) || !errors.Is(err, lease.ErrConflict):
+				t.Fatalf("%s with %s: error %v, want *ConflictError", op, c.name, err)
+			case errors.Is(err, lease.ErrAlreadyExists):
+				t.Fatalf("%s with %s: %v also matches ErrAlreadyExists", op, c.name, err)
+			case ce.TaskID != c.base.ID || ce.Field != c.field || ce.Status != lease.StatusPending:
+				t.Fatalf("%s with %s: %+v, want field %s of %s", op, c.name, ce, c.field, c.base.ID)
+			case !strings.Contains(err.Error(), "conflict"):
+				t.Fatalf("%s with %s: %q does not say conflict", op, c.name, err)
+			}
+			e.same(op+" with "+c.name, got, c.base)
+		}
+	}
+	e.stored(first)
+	e.stored(bare)
 }
 
 func testCreateAtRunAt(t *testing.T, newStore NewStoreFunc) {
