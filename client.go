@@ -451,9 +451,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	var cur listCursor
 	if o.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= len(statuses) {
-			return Page{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+		var err error
+		if cur, err = decodeListCursor(o.Cursor, len(statuses)); err != nil {
+			return Page{}, err
 		}
 	}
 	var page Page
@@ -475,10 +475,25 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		cur = listCursor{Status: cur.Status + 1}
 	}
 	if cur.Status < len(statuses) {
-		raw, _ := json.Marshal(cur)
-		page.Next = base64.RawURLEncoding.EncodeToString(raw)
+		page.Next = cur.encode()
 	}
 	return page, nil
+}
+
+func (c listCursor) encode() string {
+	raw, _ := json.Marshal(c) // a struct of an int and a string always encodes
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeListCursor reads a Page.Next of a listing over statuses statuses.
+// The store's cursor inside is checked by the store.
+func decodeListCursor(s string, statuses int) (listCursor, error) {
+	var cur listCursor
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= statuses {
+		return listCursor{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+	}
+	return cur, nil
 }
 
 // Cancel cancels a task. A PENDING task becomes CANCELLED at once and never

@@ -82,8 +82,9 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 		}
 		return leasehold.Submission{}, fmt.Errorf("not a submission object: %w", err)
 	}
-	if dec.More() {
-		return leasehold.Submission{}, errors.New("more than one JSON value on the line")
+	if _, err := dec.Token(); err != io.EOF {
+		// Another value, or a stray character such as a second "}".
+		return leasehold.Submission{}, errors.New("more than one JSON value on the line, or trailing data")
 	}
 	s := leasehold.Submission{Kind: l.Kind}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
 )
@@ -23,7 +24,7 @@ func TestOutputsEscapeIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"list": table.String(), "status": status.String()} {
-		if strings.ContainsAny(out, "\x1b\u202e\u2066\x00\xff") || strings.Count(out, "\n") != strings.Count(strings.TrimSpace(out), "\n")+1 {
+		if strings.ContainsAny(out, "\x1b\u202e\u2066\x00") || !utf8.ValidString(out) {
 			t.Errorf("%s prints a raw control, bidi or invalid byte:\n%q", name, out)
 		}
 		if !strings.Contains(out, `"evil\x1b[2J\u202e\nSUCCEEDED\x00\xff"`) || !strings.Contains(out, `"k\u2066"`) {
