@@ -103,3 +103,29 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 		t.Errorf("dead-holder: attempt %d, fence %d; want the takeover's 2 and 2", got.Attempt, got.Fence)
 	}
 }
+
+// The control: with WithoutSweep nothing dispatches a task whose message
+// was lost, so the recovery above is the sweep's doing. The window is the
+// bound of the test above.
+func TestRunWithoutSweepLeavesLostTasksAlone(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	const grace, every = time.Second, 500 * time.Millisecond
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{DispatchGrace: grace})
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "note", func(_ context.Context, task *leasehold.Task[string]) (string, error) { return task.Payload, nil })
+	w := e.worker(t, hs, leasehold.WithDispatchGrace(grace))
+	ctx, cancel := call(t)
+	defer cancel()
+	if _, err := store.Create(ctx, lease.NewTask{ID: "lost-message", Kind: "note", Payload: []byte(`"a"`), MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithTimeout(t.Context(), grace+every+6*time.Second)
+	defer stop()
+	if err := w.Run(runCtx, leasehold.WithoutSweep(), leasehold.WithLongPoll(time.Second)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := e.get(t, "lost-message"); got.Status != lease.StatusPending || got.Attempt != 0 {
+		t.Fatalf("without a sweep the task became %s (attempt %d)", got.Status, got.Attempt)
+	}
+}
