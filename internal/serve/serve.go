@@ -1,10 +1,10 @@
 // Package serve runs leasehold's functions as one long-lived process: the
 // worker polling the work queue and sweeping for lost messages
-// (leasehold.Worker.Run, whose recovery sweep is always on unless
-// SweepEvery is negative) and, when an intake queue is configured, the
-// dispatcher consuming it, all stopped together. It is what `leasehold run` and `make demo` run; on
-// AWS the same parts are separate Lambda functions and an EventBridge
-// schedule.
+// (leasehold.Worker.Run, whose recovery sweep is on unless SweepEvery is
+// negative) and, when an intake queue is configured, the dispatcher
+// consuming it, all stopped together. It is what `leasehold run` and `make
+// demo` run; on AWS the same parts are separate Lambda functions and an
+// EventBridge schedule.
 package serve
 
 import (
