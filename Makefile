@@ -92,6 +92,35 @@ chaos: stack-up ## chaos test: CHAOS_TASKS (1000) tasks, workers killed and paus
 	@$(WITH_STACK) LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
 	  $(GO) test -race -count=1 -v -timeout 60m -run '^TestChaos$$' ./internal/chaos
 
+## ---- static checks and fuzzing (not part of `make test`) ----
+
+.PHONY: lint staticcheck govulncheck fuzz-short
+lint: ## staticcheck + govulncheck, pinned, via the Go module proxy only (scripts/lint.sh)
+	@scripts/lint.sh
+
+staticcheck: ## staticcheck only
+	@scripts/lint.sh staticcheck
+
+govulncheck: ## govulncheck only, against a local copy of the Go vulnerability database
+	@scripts/lint.sh govulncheck
+
+# Each fuzz target runs on its own (go test -fuzz takes one target per
+# package and invocation) for FUZZTIME; failures are saved under the
+# package's testdata/fuzz and then replay in every plain `go test`.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := \
+	FuzzDecodeSubmission:./internal/token \
+	FuzzDecode:./internal/token \
+	FuzzDecodeListCursor:. \
+	FuzzDecodeDynamoCursor:./internal/lease \
+	FuzzParseLine:./internal/cli
+
+fuzz-short: ## run every fuzz target for FUZZTIME (default 5s) each
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	done
+
 ## ---- demo ----
 
 # The worker and the dispatcher run in one process through the off-Lambda

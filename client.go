@@ -175,10 +175,14 @@ func endpointOf(base *string, service, region string) string {
 // EnqueueOption sets a property of an enqueued task.
 type EnqueueOption func(*Submission)
 
-// ID names the task. Enqueueing an id that exists is a no-op that returns
-// the stored task with an error matching ErrAlreadyExists, so a retried
-// Enqueue never makes a second task. Without ID the client picks a random
-// one.
+// ID names the task; it works like an idempotency key. Enqueueing an id
+// that exists with the same kind and payload is a no-op that returns the
+// stored task with an error matching ErrAlreadyExists, so a retried Enqueue
+// never makes a second task. The same id with another kind or payload is a
+// conflict: the stored task comes back with a *ConflictError matching
+// ErrConflict, and nothing is enqueued. Without ID the client picks a random
+// one. An id is 1..256 bytes of UTF-8 without control, format (such as
+// bidirectional overrides) or separator characters; others give ErrInvalid.
 func ID(id string) EnqueueOption { return func(s *Submission) { s.ID = id } }
 
 // Delay makes the task due d from now. Delays longer than SQS's 15 minutes
@@ -212,13 +216,15 @@ type EnqueueResult struct {
 	// none); empty only when the submission was rejected before an id was
 	// needed.
 	ID string
-	// Task is the stored task: the new one, or on ErrAlreadyExists the one
-	// that was there. Zero when Err is any other error.
+	// Task is the stored task: the new one, or on ErrAlreadyExists and
+	// ErrConflict the one that was there. Zero when Err is any other error.
 	Task TaskInfo
 	// Err is nil, or an error matching ErrAlreadyExists (nothing was
-	// enqueued: the id was taken), ErrInvalid (the submission breaks a
-	// rule), ErrNotSent (stored, but the dispatch token was not sent) or
-	// another failure to store it.
+	// enqueued: a task with this id, kind and payload exists), ErrConflict
+	// (nothing was enqueued: the id names a task of another kind or
+	// payload), ErrInvalid (the submission breaks a rule), ErrNotSent
+	// (stored, but the dispatch token was not sent) or another failure to
+	// store it.
 	Err error
 }
 
@@ -344,7 +350,7 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	nt.Payload = payload
 	if err := nt.Validate(); err != nil {
 		if s.ID != "" {
-			return nt, fmt.Errorf("task %s: %w", s.ID, err)
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(s.ID), err)
 		}
 		return nt, err
 	}
@@ -380,6 +386,9 @@ func newTaskID() string {
 
 // Get reads a task, payload, result and history included.
 func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
+	}
 	t, err := c.store.Get(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
@@ -442,9 +451,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	var cur listCursor
 	if o.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= len(statuses) {
-			return Page{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+		var err error
+		if cur, err = decodeListCursor(o.Cursor, len(statuses)); err != nil {
+			return Page{}, err
 		}
 	}
 	var page Page
@@ -466,10 +475,25 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		cur = listCursor{Status: cur.Status + 1}
 	}
 	if cur.Status < len(statuses) {
-		raw, _ := json.Marshal(cur)
-		page.Next = base64.RawURLEncoding.EncodeToString(raw)
+		page.Next = cur.encode()
 	}
 	return page, nil
+}
+
+func (c listCursor) encode() string {
+	raw, _ := json.Marshal(c) // a struct of an int and a string always encodes
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeListCursor reads a Page.Next of a listing over statuses statuses.
+// The store's cursor inside is checked by the store.
+func decodeListCursor(s string, statuses int) (listCursor, error) {
+	var cur listCursor
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= statuses {
+		return listCursor{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+	}
+	return cur, nil
 }
 
 // Cancel cancels a task. A PENDING task becomes CANCELLED at once and never
@@ -478,6 +502,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 // CANCELLED unless the handler finished first. A task that already ended
 // gives an error matching ErrFinished.
 func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
+	}
 	t, err := c.store.RequestCancel(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
@@ -505,6 +532,9 @@ func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (Tas
 	}
 	if o.extra < 1 || o.extra > lease.MaxAttemptsLimit {
 		return TaskInfo{}, fmt.Errorf("%w: extra attempts %d is outside 1..%d", ErrInvalid, o.extra, lease.MaxAttemptsLimit)
+	}
+	if err := lease.CheckID(id); err != nil {
+		return TaskInfo{}, err
 	}
 	t, err := c.store.Retry(ctx, id, o.extra)
 	if err != nil {

@@ -82,7 +82,10 @@ func (c *Client) dispatch(ctx context.Context, queueURL string, tasks []lease.Ne
 		if r.Task.ID != "" {
 			out[i].Task = infoOf(r.Task)
 		}
+		var conflict *lease.ConflictError
 		switch {
+		case errors.As(r.Err, &conflict):
+			out[i].Err = &ConflictError{TaskID: conflict.TaskID, Field: conflict.Field, Status: Status(conflict.Status)}
 		case errors.Is(r.Err, dispatch.ErrSend):
 			out[i].Err = &NotSentError{ID: tasks[i].ID, Err: c.translate(ctx, r.Err)}
 		case r.Err != nil:

@@ -25,6 +25,11 @@ var (
 	// ErrAlreadyExists: Enqueue found a task with this id. The task is not
 	// enqueued again; the TaskInfo returned with the error is the stored one.
 	ErrAlreadyExists = lease.ErrAlreadyExists
+	// ErrConflict: Enqueue found a task with this id but another kind or
+	// payload (see *ConflictError). Nothing is enqueued; the TaskInfo
+	// returned with the error is the stored task. It does not match
+	// ErrAlreadyExists.
+	ErrConflict = lease.ErrConflict
 	// ErrFinished: Cancel of a task that already ended.
 	ErrFinished = lease.ErrFinished
 	// ErrNotRetryable: Retry of a task that is not FAILED or CANCELLED.
@@ -54,6 +59,22 @@ var (
 	// *TaskError).
 	ErrTaskCancelled = errors.New("task cancelled")
 )
+
+// ConflictError reports an id that names a stored task of another kind
+// (Field "kind") or with another payload (Field "payload"); Status is the
+// stored task's. Payloads are compared as JSON documents: white space and
+// the order of object members do not matter.
+type ConflictError struct {
+	TaskID string
+	Field  string // "kind" or "payload"
+	Status Status // the stored task's
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("id conflict: task %s exists (%s) with another %s", lease.DisplayID(e.TaskID), e.Status, e.Field)
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // UnreachableError reports a call that never got an answer: nothing listens
 // at the endpoint, its name does not resolve, or it did not answer in time.

@@ -5,6 +5,7 @@ package leasehold_test
 // tasks to run start a worker polling the test's work queue (Worker.Run).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,8 +182,9 @@ func TestClientEnqueueAndGet(t *testing.T) {
 		t.Fatalf("work queue holds %d messages, want the task's token", visible)
 	}
 
-	// Enqueueing the id again is a no-op that hands back the stored task.
-	again, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "someone else"}, leasehold.ID("greet-ada"))
+	// Enqueueing the id, kind and payload again is a no-op that hands back
+	// the stored task.
+	again, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"}, leasehold.ID("greet-ada"))
 	if !errors.Is(err, leasehold.ErrAlreadyExists) {
 		t.Fatalf("second Enqueue: err = %v, want ErrAlreadyExists", err)
 	}
@@ -226,10 +228,26 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		{"negative delay", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(-time.Second)}, leasehold.ErrInvalid},
 		{"delay and time", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(time.Minute), leasehold.At(time.Now().Add(time.Hour))}, leasehold.ErrInvalid},
 		{"more than a year ahead", "k", nil, []leasehold.EnqueueOption{leasehold.Delay(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
+		{"id with a newline", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\nb")}, leasehold.ErrInvalid},
+		{"id with a bidi override", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\u202eb")}, leasehold.ErrInvalid},
+		// The SDK would send "a\ufffdb": two different ids would be one.
+		{"id not UTF-8", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\xffb")}, leasehold.ErrInvalid},
+		{"id over the limit", "k", nil, []leasehold.EnqueueOption{leasehold.ID(strings.Repeat("i", lease.MaxIDBytes+1))}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for _, id := range []string{"a\xffb", "a\x00b", "a\u2066b"} {
+		if _, err := e.client.Get(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Get(%q): err = %v, want ErrInvalid", id, err)
+		}
+		if _, err := e.client.Cancel(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Cancel(%q): err = %v, want ErrInvalid", id, err)
+		}
+		if _, err := e.client.Retry(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
+			t.Errorf("Retry(%q): err = %v, want ErrInvalid", id, err)
 		}
 	}
 	page, err := e.client.List(ctx, leasehold.ListOptions{})
@@ -284,7 +302,7 @@ func TestClientEnqueueManyThousands(t *testing.T) {
 	}
 	subs[7].Kind = ""                               // invalid
 	subs[400].Payload = json.RawMessage(`nope`)     // invalid
-	subs[1499].ID = subs[3].ID                      // a repeat within the batch
+	subs[1499] = subs[3]                            // a repeat within the batch
 	subs[900] = leasehold.Submission{Kind: "greet"} // random id
 	var calls, last int
 	results, err := e.client.EnqueueMany(ctx, subs, leasehold.OnProgress(func(done, total int) {
@@ -807,4 +825,54 @@ func TestClientEndpointThatNeverAnswers(t *testing.T) {
 	if !errors.As(err, &u) || u.Error() != "cannot reach DynamoDB at "+endpoint+": no answer within 300ms" {
 		t.Fatalf("Get: %v, want no answer within the call timeout", err)
 	}
+}
+
+// An id works like an idempotency key: the same kind and payload is a
+// duplicate (ErrAlreadyExists), anything else a conflict (ErrConflict) that
+// leaves the stored task alone and sends nothing.
+func TestClientEnqueueIDConflict(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+	id := "conflict-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	first, err := e.client.Enqueue(ctx, "greet", map[string]any{"name": "ada", "n": 1}, leasehold.ID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup, err := e.client.Enqueue(ctx, "greet", json.RawMessage(` {"n": 1, "name": "ada"} `), leasehold.ID(id))
+	if !errors.Is(err, leasehold.ErrAlreadyExists) || errors.Is(err, leasehold.ErrConflict) || dup.ID != id {
+		t.Fatalf("duplicate: %+v, %v", dup, err)
+	}
+	for _, c := range []struct {
+		kind    string
+		payload any
+		field   string
+	}{
+		{"greet", map[string]any{"name": "bob", "n": 1}, "payload"},
+		{"greet", nil, "payload"},
+		{"upper", map[string]any{"name": "ada", "n": 1}, "kind"},
+	} {
+		got, err := e.client.Enqueue(ctx, c.kind, c.payload, leasehold.ID(id))
+		var ce *leasehold.ConflictError
+		if !errors.As(err, &ce) || !errors.Is(err, leasehold.ErrConflict) || errors.Is(err, leasehold.ErrAlreadyExists) ||
+			ce.Field != c.field || ce.TaskID != id || ce.Status != leasehold.StatusPending {
+			t.Fatalf("%s %v: err %v, want a conflict on %s", c.kind, c.payload, err, c.field)
+		}
+		if got.ID != id || got.Kind != "greet" || compactJSON(t, got.Payload) != `{"n":1,"name":"ada"}` {
+			t.Fatalf("conflict returned %+v, want the stored task", got)
+		}
+	}
+	stored, err := e.client.Get(ctx, id)
+	if err != nil || stored.Kind != first.Kind || compactJSON(t, stored.Payload) != `{"n":1,"name":"ada"}` {
+		t.Fatalf("stored task changed: %+v, %v", stored, err)
+	}
+}
+
+func compactJSON(t *testing.T, raw []byte) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatalf("compact %s: %v", raw, err)
+	}
+	return b.String()
 }

@@ -2,6 +2,8 @@ module github.com/leasehold/leasehold
 
 go 1.26
 
+toolchain go1.26.10
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/jonboulle/clockwork v0.5.0

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 )
 
@@ -21,6 +23,9 @@ const (
 	EnvBatchSize         = "LEASEHOLD_BATCH_SIZE"
 	EnvBatchWindow       = "LEASEHOLD_BATCH_WINDOW"
 	EnvInvocationTimeout = "LEASEHOLD_INVOCATION_TIMEOUT"
+	// EnvSweepEvery is the period of the recovery sweep (WithSweep); a
+	// negative duration turns it off (WithoutSweep).
+	EnvSweepEvery = "LEASEHOLD_SWEEP_EVERY"
 )
 
 // RunOption tunes Run: how the work queue is polled, the part that Lambda's
@@ -28,7 +33,53 @@ const (
 type RunOption func(*runOptions)
 
 type runOptions struct {
-	cfg eventsource.Config
+	cfg        eventsource.Config
+	sweepEvery time.Duration // 0: DefaultSweepEvery; negative: no sweep
+}
+
+// DefaultSweepEvery is the period of Run's recovery sweep unless WithSweep
+// sets another.
+const DefaultSweepEvery = dispatch.DefaultSweepEvery
+
+// WithSweep sets the period of the recovery sweep that Run performs
+// alongside polling (default DefaultSweepEvery, 1m; at least 100ms). Every
+// sweep reads the sparse sweep index of the tasks table and sends a fresh
+// dispatch token to this worker's queue for each task whose message was
+// lost: a PENDING task still unclaimed DispatchGrace after it was due, or a
+// RUNNING task whose holder stopped renewing (lease expiry + clock skew +
+// DispatchGrace passed). Such a task is dispatched again within that time
+// plus one period plus the sweep's own run time.
+//
+// Every process running Run sweeps; concurrent sweeps are safe (a
+// conditional write lets one of them send each token, and the claim makes a
+// duplicate token harmless), so recovery does not depend on any one process
+// staying up. Idle, one sweep is one Query per shard of the sweep index
+// (16), about 8 read units. See docs/running.md.
+//
+// All workers that share a table must poll the same work queue: the sweep
+// sends every due task to this worker's queue, whatever its kind.
+func WithSweep(every time.Duration) RunOption {
+	return func(o *runOptions) {
+		if every > 0 {
+			o.sweepEvery = every
+		}
+	}
+}
+
+// sweepOption is WithSweep(d), or WithoutSweep for a negative d.
+func sweepOption(d time.Duration) RunOption {
+	if d < 0 {
+		return WithoutSweep()
+	}
+	return WithSweep(d)
+}
+
+// WithoutSweep turns Run's recovery sweep off: for a process whose table is
+// swept elsewhere (the scheduled dispatch function, or other processes) and
+// that should not add its reads. Tasks whose message was lost then wait for
+// that other sweeper.
+func WithoutSweep() RunOption {
+	return func(o *runOptions) { o.sweepEvery = -1 }
 }
 
 // WithPollers sets how many batches are received and run at the same time
@@ -76,8 +127,8 @@ func WithReceiveVisibility(d time.Duration) RunOption {
 }
 
 // RunOptionsFromEnv returns the options that LEASEHOLD_POLLERS,
-// LEASEHOLD_BATCH_SIZE, LEASEHOLD_BATCH_WINDOW and
-// LEASEHOLD_INVOCATION_TIMEOUT ask for; unset variables keep the defaults.
+// LEASEHOLD_BATCH_SIZE, LEASEHOLD_BATCH_WINDOW, LEASEHOLD_INVOCATION_TIMEOUT
+// and LEASEHOLD_SWEEP_EVERY ask for; unset variables keep the defaults.
 func RunOptionsFromEnv() ([]RunOption, error) {
 	var opts []RunOption
 	for _, v := range []struct {
@@ -95,7 +146,7 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 	for _, v := range []struct {
 		env string
 		opt func(time.Duration) RunOption
-	}{{EnvBatchWindow, WithBatchWindow}, {EnvInvocationTimeout, WithInvocationTimeout}} {
+	}{{EnvBatchWindow, WithBatchWindow}, {EnvInvocationTimeout, WithInvocationTimeout}, {EnvSweepEvery, sweepOption}} {
 		if s := os.Getenv(v.env); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil {
@@ -110,9 +161,13 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 // Run runs the worker as a long-lived process (ECS, EC2, a laptop) instead
 // of as a Lambda function: it polls the work queue the way Lambda's SQS
 // event source mapping would, hands each batch to HandleSQS, and deletes the
-// messages HandleSQS acknowledged. It returns nil once ctx is done and the
-// batches in flight have ended, or an error if it cannot start (a bad
-// option wraps ErrConfig; a missing queue wraps ErrQueueNotFound).
+// messages HandleSQS acknowledged. Alongside, it runs the recovery sweep
+// every minute (see WithSweep; WithoutSweep turns it off), the part the
+// scheduled dispatch function does on AWS, so tasks whose message was lost
+// or whose holder died are dispatched again without anything else running.
+// It returns nil once ctx is done and the batches in flight have ended, or
+// an error if it cannot start (a bad option wraps ErrConfig; a missing queue
+// wraps ErrQueueNotFound).
 //
 // Stop it with a signal:
 //
@@ -144,7 +199,21 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return r.Run(ctx)
+	if o.sweepEvery < 0 {
+		return r.Run(ctx)
+	}
+	if w.sweeper == nil {
+		return fmt.Errorf("%w: this worker cannot sweep (its store or SQS client lacks the calls); use WithoutSweep", ErrConfig)
+	}
+	// The sweep stops with the poller: when ctx ends, or when polling
+	// cannot start.
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.sweeper.SweepLoop(sweepCtx, o.sweepEvery) })
+	err = r.Run(ctx)
+	stopSweep()
+	wg.Wait()
+	return err
 }
 
 // QueueURL is the work queue the worker is triggered by.

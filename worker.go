@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -233,6 +234,9 @@ type Worker struct {
 	// For Run (runner.go): the work queue and the client that polls it.
 	queueURL string
 	source   eventsource.SQSClient
+	// sweeper re-dispatches tasks whose message was lost; Run runs its
+	// SweepLoop. Nil when the store or the SQS client cannot sweep.
+	sweeper *dispatch.Dispatcher
 }
 
 // NewWorker checks cfg and opts and returns a worker. Impossible settings,
@@ -313,7 +317,21 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{exec: exec, store: store, log: lc.Logger, queueURL: cfg.QueueURL}, nil
+	w := &Worker{exec: exec, store: store, log: lc.Logger, queueURL: cfg.QueueURL}
+	ds, okStore := store.(dispatch.Store)
+	dq, okSQS := q.(dispatch.SQSClient)
+	if okStore && okSQS {
+		// The sweep sends to this worker's queue, with the store's grace.
+		w.sweeper, err = dispatch.New(dispatch.Config{
+			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL,
+			DispatchGrace: o.grace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
+			Logger: lc.Logger.With("part", "sweep"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: sweep: %w", ErrConfig, err)
+		}
+	}
+	return w, nil
 }
 
 func defaultOwner() string {

@@ -364,9 +364,18 @@ func TestEnqueueStatusList(t *testing.T) {
 	if r.code != 0 || r.stdout != "ada\n" {
 		t.Fatalf("enqueue: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
-	// The same id again: nothing new, said on stderr, still exit 0.
-	r = s.run(t, "", "enqueue", "--kind", "greet", "--id", "ada", `{"name":"bob"}`)
+	// The same id, kind and payload again: nothing new, said on stderr,
+	// still exit 0.
+	r = s.run(t, "", "enqueue", "--kind", "greet", "--id", "ada", `{ "name": "ada" }`)
 	r.expect(t, 0, "task ada already exists (PENDING); not enqueued again")
+	// The same id with another payload or kind: a conflict, exit 6.
+	r = s.run(t, "", "enqueue", "--kind", "greet", "--id", "ada", `{"name":"bob"}`)
+	r.expect(t, 6, "id conflict: task ada exists (PENDING) with another payload; not enqueued")
+	r = s.run(t, "", "enqueue", "--kind", "upper", "--id", "ada", `{"name":"ada"}`)
+	r.expect(t, 6, "id conflict: task ada exists (PENDING) with another kind; not enqueued")
+	// An id the CLI would print misleadingly is refused.
+	s.run(t, "", "enqueue", "--kind", "greet", "--id", "a\u202eb", "{}").expect(t, 2, "id contains U+202E")
+	s.run(t, "", "status", "a\nb").expect(t, 2, "id contains U+000A")
 
 	payload := filepath.Join(t.TempDir(), "p.json")
 	if err := os.WriteFile(payload, []byte(`{"name":"file"}`+"\n"), 0o600); err != nil {

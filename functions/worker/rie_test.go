@@ -161,9 +161,10 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 // function) and installs the emulator from the module proxy, both into dir.
 func buildBinaries(t *testing.T, dir string) (bootstrap, rie string) {
 	t.Helper()
+	// go test puts its own GOROOT/bin first on PATH.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command on PATH: %v", err)
 	}
 	build := func(args []string, wd string, env ...string) {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -81,8 +82,9 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 		}
 		return leasehold.Submission{}, fmt.Errorf("not a submission object: %w", err)
 	}
-	if dec.More() {
-		return leasehold.Submission{}, errors.New("more than one JSON value on the line")
+	if _, err := dec.Token(); err != io.EOF {
+		// Another value, or a stray character such as a second "}".
+		return leasehold.Submission{}, errors.New("more than one JSON value on the line, or trailing data")
 	}
 	s := leasehold.Submission{Kind: l.Kind}
 	switch {
@@ -151,8 +153,8 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	}
 	total := len(subs) + len(bad)
 	var (
-		enqueued, existing, failed int
-		firstFailure               error
+		enqueued, existing, conflicts, failed int
+		firstFailure                          error
 	)
 	began := time.Now()
 	if len(subs) > 0 {
@@ -169,7 +171,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			for _, r := range results {
 				if r.Err == nil {
 					enqueued++
-					fmt.Fprintln(a.io.Out, r.ID)
+					fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
 				}
 			}
 			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
@@ -181,6 +183,13 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 				enqueued++
 			case errors.Is(r.Err, leasehold.ErrAlreadyExists):
 				existing++
+			case errors.Is(r.Err, leasehold.ErrConflict):
+				// Nothing enqueued: the id names another task.
+				conflicts++
+				if conflicts <= maxReportedLines {
+					fmt.Fprintf(a.io.Err, "%s:%d: %s\n", name, lines[i], message(r.Err))
+				}
+				continue
 			case errors.Is(r.Err, leasehold.ErrInvalid):
 				bad = append(bad, lineError{line: lines[i], err: r.Err})
 				continue
@@ -196,7 +205,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 					continue // not stored: no id to print
 				}
 			}
-			fmt.Fprintln(a.io.Out, r.ID)
+			fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
 		}
 		if failed > maxReportedLines {
 			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)
@@ -210,11 +219,16 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		}
 		fmt.Fprintf(a.io.Err, "%s:%d: %v\n", name, b.line, b.err)
 	}
-	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d bad lines, %d failed)\n",
-		enqueued, total, time.Since(began).Round(time.Millisecond), existing, len(bad), failed)
+	if conflicts > maxReportedLines {
+		fmt.Fprintf(a.io.Err, "%s: ... and %d more id conflicts\n", name, conflicts-maxReportedLines)
+	}
+	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d id conflicts, %d bad lines, %d failed)\n",
+		enqueued, total, time.Since(began).Round(time.Millisecond), existing, conflicts, len(bad), failed)
 	switch {
 	case firstFailure != nil:
 		return fmt.Errorf("%d of %d tasks could not be enqueued, the first: %w", failed, total, firstFailure)
+	case conflicts > 0:
+		return fmt.Errorf("%d of %d lines of %s name an existing task of another kind or payload (listed above) and were not enqueued: %w", conflicts, total, name, leasehold.ErrConflict)
 	case len(bad) > 0:
 		return usageErrorf("%d of %d lines of %s were rejected (listed above); the others were enqueued", len(bad), total, name)
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Exit codes.
@@ -36,6 +37,7 @@ const (
 	ExitNotFound    = 3 // no task has the id
 	ExitUnreachable = 4 // DynamoDB/SQS endpoint unreachable, or table/queue missing
 	ExitTaskEnded   = 5 // result/watch: a task ended FAILED or CANCELLED
+	ExitConflict    = 6 // enqueue: the id names a task of another kind or payload
 )
 
 const exitCodesHelp = `Exit codes:
@@ -45,7 +47,8 @@ const exitCodesHelp = `Exit codes:
   3  task not found
   4  stack unreachable: the DynamoDB/SQS endpoint does not answer, or the
      table or queue does not exist
-  5  result/watch: a task ended FAILED or CANCELLED`
+  5  result/watch: a task ended FAILED or CANCELLED
+  6  enqueue: the id names a task of another kind or payload (not enqueued)`
 
 // Streams is what a run of the command reads and writes.
 type Streams struct {
@@ -185,6 +188,8 @@ func exitCode(err error) int {
 		return ExitUnreachable
 	case errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled):
 		return ExitTaskEnded
+	case errors.Is(err, leasehold.ErrConflict):
+		return ExitConflict
 	}
 	return ExitError
 }
@@ -198,7 +203,7 @@ func message(err error) string {
 	)
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	if errors.As(err, &notSent) && (errors.As(err, &unreachable) || errors.As(err, &missing)) {
-		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", notSent.ID, message(notSent.Err))
+		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", lease.DisplayID(notSent.ID), message(notSent.Err))
 	}
 	switch {
 	case errors.As(err, &unreachable):

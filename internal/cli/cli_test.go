@@ -88,6 +88,7 @@ func TestExitCodes(t *testing.T) {
 		{&leasehold.TaskError{ID: "x", Status: leasehold.StatusFailed}, ExitTaskEnded},
 		{fmt.Errorf("watch: %w", leasehold.ErrTaskCancelled), ExitTaskEnded},
 		{context.DeadlineExceeded, ExitError},
+		{fmt.Errorf("create x: %w", &leasehold.ConflictError{TaskID: "x", Field: "payload"}), ExitConflict},
 	}
 	for _, tc := range cases {
 		if got := exitCode(tc.err); got != tc.want {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 type enqueueFlags struct {
@@ -123,12 +124,15 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		return err
 	}
 	info, err := c.Enqueue(cmd.Context(), f.kind, p, opts...)
+	var conflict *leasehold.ConflictError
 	switch {
+	case errors.As(err, &conflict):
+		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
-		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", info.ID, info.Status)
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", lease.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):
 		// Stored: the id is worth printing even though the send failed.
-		fmt.Fprintln(a.io.Out, info.ID)
+		fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
 		return err
 	case err != nil:
 		return err
@@ -136,7 +140,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintln(a.io.Out, info.ID)
+	_, err = fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 type listFlags struct {
@@ -97,7 +98,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 	fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tATTEMPTS\tCREATED\tERROR")
 	for _, t := range tasks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			t.ID, t.Kind, t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

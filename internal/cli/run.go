@@ -33,8 +33,8 @@ const (
 	EnvWorkDLQURL     = leasehold.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
 	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
 	EnvIntakeDLQURL   = dispatch.EnvIntakeDLQURL // LEASEHOLD_INTAKE_DLQ_URL
-	EnvSweepEvery     = "LEASEHOLD_SWEEP_EVERY"
-	EnvLogLevel       = leasehold.EnvLogLevel // LEASEHOLD_LOG_LEVEL
+	EnvSweepEvery     = leasehold.EnvSweepEvery  // LEASEHOLD_SWEEP_EVERY
+	EnvLogLevel       = leasehold.EnvLogLevel    // LEASEHOLD_LOG_LEVEL
 	EnvMetrics        = "LEASEHOLD_METRICS"
 
 	DefaultWorkDLQName = "leasehold-work-dlq"
@@ -66,11 +66,14 @@ func (a *app) runCommand() *cobra.Command {
 		Long: `run is the worker Lambda as a long-lived process (ECS, EC2, a laptop): it polls
 the work queue as Lambda's SQS event source mapping would, runs the bundled
 example task kinds (greet, upper, flaky, sleep), renews leases, records
-results and deletes what it processed.
+results and deletes what it processed. Every --sweep-every (default 1m) it
+also sweeps the table for tasks whose message was lost or whose worker died
+and dispatches them again (every process sweeps; concurrent sweeps are safe;
+docs/running.md gives the bound and the cost).
 
 With an intake queue (--intake-queue-url or LEASEHOLD_INTAKE_QUEUE_URL) it
 also runs the dispatcher: submissions on the intake queue become tasks and
-dispatch tokens, and the sweep runs every --sweep-every.
+dispatch tokens.
 
 SIGTERM or Ctrl-C stops it gracefully: no new messages are received, the
 tasks in flight finish (or are released at their deadline, --invocation-timeout
@@ -93,7 +96,7 @@ from ECS's awslogs driver).`,
 	fl.StringVar(&f.dlqURL, "dlq-url", "", "work dead-letter queue for messages that name no task (env "+EnvWorkDLQURL+"; default: the queue named "+DefaultWorkDLQName+" if it exists)")
 	fl.StringVar(&f.intakeURL, "intake-queue-url", "", "intake queue: also run the dispatcher (env "+EnvIntakeQueueURL+")")
 	fl.StringVar(&f.intakeDLQURL, "intake-dlq-url", "", "intake dead-letter queue for invalid submissions (env "+EnvIntakeDLQURL+")")
-	fl.DurationVar(&f.sweepEvery, "sweep-every", 0, "period of the dispatcher's sweep; negative turns it off (env "+EnvSweepEvery+"; default 1m)")
+	fl.DurationVar(&f.sweepEvery, "sweep-every", 0, "period of the recovery sweep, with or without an intake queue; negative turns it off (env "+EnvSweepEvery+"; default 1m)")
 	fl.IntVar(&f.pollers, "pollers", 0, "batches received and run at once (env "+leasehold.EnvPollers+"; default 2)")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "most messages per batch (env "+leasehold.EnvBatchSize+"; default 10)")
 	fl.DurationVar(&f.batchWindow, "batch-window", 0, "time to gather a batch (env "+leasehold.EnvBatchWindow+"; default 0)")

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func init() {
@@ -81,7 +82,7 @@ finished is an error (exit 1), unless --wait waits for it to finish.
 				}
 				info, err = c.Wait(ctx, id)
 				if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, leasehold.ErrUnreachable) {
-					return fmt.Errorf("task %s did not finish within %s", id, timeout)
+					return fmt.Errorf("task %s did not finish within %s", lease.DisplayID(id), timeout)
 				}
 			} else {
 				info, err = c.Get(ctx, id)
@@ -100,7 +101,7 @@ finished is an error (exit 1), unless --wait waits for it to finish.
 			case leasehold.StatusFailed, leasehold.StatusCancelled:
 				return &leasehold.TaskError{ID: id, Status: info.Status, Message: info.Error}
 			}
-			return fmt.Errorf("task %s is %s: no result yet (use --wait to wait for it)", id, info.Status)
+			return fmt.Errorf("task %s is %s: no result yet (use --wait to wait for it)", lease.DisplayID(id), info.Status)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the task finishes")
@@ -136,8 +137,8 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
 		}
 	}
-	row("id", t.ID)
-	row("kind", t.Kind)
+	row("id", lease.DisplayID(t.ID))
+	row("kind", lease.DisplayID(t.Kind))
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
 		status += " (cancel requested)"

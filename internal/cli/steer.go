@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func init() {
@@ -37,9 +38,9 @@ first). Cancelling a task that already ended is an error (exit 1).`,
 				return writeJSON(a.io.Out, info)
 			}
 			if info.Status == leasehold.StatusCancelled {
-				_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", info.ID)
+				_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", lease.DisplayID(info.ID))
 			} else {
-				_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", info.ID, info.Status)
+				_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", lease.DisplayID(info.ID), info.Status)
 			}
 			return err
 		},
@@ -77,7 +78,7 @@ are kept. Retrying a task in any other status is an error (exit 1).`,
 			if jsonOut {
 				return writeJSON(a.io.Out, info)
 			}
-			_, err = fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", info.ID, info.Status, info.Attempt, info.MaxAttempts)
+			_, err = fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", lease.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
 			return err
 		},
 	}

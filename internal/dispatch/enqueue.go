@@ -15,7 +15,8 @@ var ErrIncomplete = errors.New("enqueue incomplete")
 // EnqueueResult is what became of one task of an Enqueue.
 type EnqueueResult struct {
 	// Task is the stored task: the one created, or the existing one when
-	// Duplicate. Zero when the task could not be stored.
+	// Duplicate or when Err is a *lease.ConflictError (the id names a task
+	// of another kind or payload). Zero when the task could not be stored.
 	Task lease.Task
 	// Duplicate: a task with this id already existed and was kept as it
 	// was.
@@ -86,7 +87,9 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 }
 
 // persist creates the task of n, or finds the one with its id, and returns
-// the token it needs now, if any. A duplicate still gets a token when it is
+// the token it needs now, if any. An id taken by another kind or payload is
+// a conflict: the stored task is returned with the error, and no token is
+// sent. A duplicate still gets a token when it is
 // PENDING and due soon: the first delivery may have stopped between the
 // write and the send. The claim keeps a second token from running the task
 // twice.
@@ -104,7 +107,10 @@ func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, 
 	}
 	task, err := d.creator.Create(ctx, n)
 	dup := errors.Is(err, lease.ErrAlreadyExists)
-	if err != nil && !dup {
+	switch {
+	case errors.Is(err, lease.ErrConflict):
+		return task, false, nil, err // the stored task, sent nothing
+	case err != nil && !dup:
 		return lease.Task{}, false, nil, err
 	}
 	r, ok := tokenFor(task, now)

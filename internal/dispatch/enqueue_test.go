@@ -24,11 +24,11 @@ func TestEnqueueThousands(t *testing.T) {
 	for i := range tasks {
 		tasks[i] = lease.NewTask{ID: fmt.Sprintf("bulk-%05d", i), Kind: "k", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i))}
 	}
-	tasks[7].ID = tasks[3].ID                              // a duplicate within the batch
-	tasks[100].Kind = ""                                   // invalid
-	tasks[200].RunAt = e.clock.Now().Add(10 * time.Minute) // delayed within SQS's cap
-	tasks[300].RunAt = e.clock.Now().Add(2 * time.Hour)    // left to the sweep
-	tasks[400].MaxAttempts = 9                             // kept
+	tasks[7].ID, tasks[7].Payload = tasks[3].ID, tasks[3].Payload // a duplicate within the batch
+	tasks[100].Kind = ""                                          // invalid
+	tasks[200].RunAt = e.clock.Now().Add(10 * time.Minute)        // delayed within SQS's cap
+	tasks[300].RunAt = e.clock.Now().Add(2 * time.Hour)           // left to the sweep
+	tasks[400].MaxAttempts = 9                                    // kept
 	res, err := dispatch.Enqueue(t.Context(), e.store, e.sqs, workQueue, tasks, func(c *dispatch.Config) { c.Clock = e.clock })
 	if !errors.Is(err, dispatch.ErrIncomplete) {
 		t.Fatalf("Enqueue error %v, want ErrIncomplete for the invalid task", err)

@@ -88,7 +88,7 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 		RunAt:       sub.RunAt,
 	})
 	switch {
-	case errors.Is(err, lease.ErrInvalid):
+	case errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrConflict):
 		return nil, d.reject(ctx, msg, err.Error())
 	case err != nil:
 		log.WarnContext(ctx, "could not store submitted task", "error", err)

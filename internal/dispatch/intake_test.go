@@ -64,17 +64,18 @@ func TestIntakeDuplicatesMakeOneTask(t *testing.T) {
 	if fails := e.intake(t, event(message{"m1", body})); len(fails) != 0 {
 		t.Fatalf("failures %v", fails)
 	}
-	// Two messages with one client id: the first one's task stands.
-	if fails := e.intake(t, event(message{"a", `{"v":1,"kind":"k","id":"c1","payload":1}`}, message{"b", `{"v":1,"kind":"k","id":"c1","payload":2}`})); len(fails) != 0 {
+	// Two messages with one client id, kind and payload (spelt otherwise):
+	// one task.
+	if fails := e.intake(t, event(message{"a", `{"v":1,"kind":"k","id":"c1","payload":{"x":1,"y":2}}`}, message{"b", `{"v":1,"kind":"k","id":"c1","payload":{ "y":2, "x":1 }}`})); len(fails) != 0 {
 		t.Fatalf("failures %v", fails)
-	}
-	if c1 := e.get(t, "c1"); string(c1.Payload) != "1" && string(c1.Payload) != "2" {
-		t.Fatalf("task c1 has payload %s", c1.Payload)
 	}
 	// Every delivery of a PENDING task sends a token: one may be the first
 	// delivery's, lost between its write and its send.
 	if got := tokenIDs(e.sqs.take()); got["m1"] != 3 || got["c1"] != 2 || len(got) != 2 {
 		t.Fatalf("tokens %v", got)
+	}
+	if dl := e.sqs.deadLetters(); len(dl) != 0 {
+		t.Fatalf("duplicates were dead-lettered: %d", len(dl))
 	}
 	// Once claimed, a duplicate sends nothing.
 	if _, err := e.store.Claim(t.Context(), "m1", "w1"); err != nil {
@@ -141,6 +142,52 @@ func TestIntakeLongDelayWaitsForTheSweep(t *testing.T) {
 	}
 }
 
+// The same id with another kind or payload is a conflict, never a silent
+// duplicate: the submission goes to the intake DLQ saying so, and the stored
+// task is left as it was.
+func TestIntakeRejectsIDConflicts(t *testing.T) {
+	t.Parallel()
+	e := setupUnit(t)
+	first := `{"v":1,"kind":"k","id":"c1","payload":{"n":1}}`
+	if fails := e.intake(t, event(message{"a", first})); len(fails) != 0 {
+		t.Fatalf("failures %v", fails)
+	}
+	e.sqs.take()
+	bad := map[string]string{
+		"other-payload": `{"v":1,"kind":"k","id":"c1","payload":{"n":2}}`,
+		"no-payload":    `{"v":1,"kind":"k","id":"c1"}`,
+		"other-kind":    `{"v":1,"kind":"j","id":"c1","payload":{"n":1}}`,
+	}
+	var msgs []message
+	for src, body := range bad {
+		msgs = append(msgs, message{src, body})
+	}
+	if fails := e.intake(t, event(msgs...)); len(fails) != 0 {
+		t.Fatalf("failures %v, want none: conflicts are dead-lettered and acknowledged", fails)
+	}
+	if got := e.sqs.take(); len(got) != 0 {
+		t.Fatalf("conflicting submissions sent %d tokens", len(got))
+	}
+	dl := e.sqs.deadLetters()
+	if len(dl) != len(bad) {
+		t.Fatalf("%d dead letters, want %d", len(dl), len(bad))
+	}
+	for _, m := range dl {
+		src := aws.ToString(m.MessageAttributes[dispatch.AttrSourceMessageID].StringValue)
+		reason := aws.ToString(m.MessageAttributes[dispatch.AttrReason].StringValue)
+		field := "payload"
+		if src == "other-kind" {
+			field = "kind"
+		}
+		if aws.ToString(m.MessageBody) != bad[src] || !strings.Contains(reason, "id conflict") || !strings.Contains(reason, "another "+field) {
+			t.Errorf("dead letter of %q: reason %q, body %s", src, reason, aws.ToString(m.MessageBody))
+		}
+	}
+	if c1 := e.get(t, "c1"); c1.Kind != "k" || string(c1.Payload) != `{"n":1}` {
+		t.Fatalf("the stored task changed: %s %s", c1.Kind, c1.Payload)
+	}
+}
+
 func TestIntakeRejectsInvalidSubmissions(t *testing.T) {
 	t.Parallel()
 	e := setupUnit(t)
@@ -152,10 +199,13 @@ func TestIntakeRejectsInvalidSubmissions(t *testing.T) {
 		"oversize":      `{"v":1,"kind":"k","payload":"` + secret + strings.Repeat("x", lease.MaxPayloadBytes) + `"}`,
 		"bad-run-at":    `{"v":1,"kind":"k","run_at":"next tuesday","payload":{"s":"` + secret + `"}}`,
 		"unknown-field": `{"v":1,"kind":"k","priority":1}`,
+		"bidi-id":       `{"v":1,"kind":"k","id":"a\u202eb"}`,
+		"nul-id":        `{"v":1,"kind":"k","id":"a\u0000b"}`,
 	}
 	reasons := map[string]string{
 		"malformed": "malformed", "version": "version 2", "no-kind": `"kind" is required`,
 		"oversize": "payload is", "bad-run-at": "run_at", "unknown-field": `unknown field "priority"`,
+		"bidi-id": `"id" contains U+202E`, "nul-id": `"id" contains U+0000`,
 	}
 	var msgs []message
 	for id, body := range bad {

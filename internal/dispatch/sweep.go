@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -73,7 +74,11 @@ func (d *Dispatcher) Sweep(ctx context.Context, now time.Time) (SweepStats, erro
 	if started < len(shards) {
 		errs = append(errs, fmt.Errorf("%d shards not swept: %w", len(shards)-started, context.Cause(ctx)))
 	}
-	d.cfg.Logger.InfoContext(ctx, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed)
+	level := slog.LevelInfo
+	if total.Due == 0 && len(errs) == 0 {
+		level = slog.LevelDebug // an idle sweep, every period in every worker process
+	}
+	d.cfg.Logger.Log(ctx, level, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed)
 	if len(errs) > 0 || total.Failed > 0 {
 		return total, fmt.Errorf("%w: %d entries failed: %w", ErrSweep, total.Failed, errors.Join(errs...))
 	}

@@ -155,8 +155,8 @@ var Dispatch = Function{
 
 // Variables of code that one function links but only another runs.
 var (
-	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue itself; in Lambda the event source mapping polls",
-		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout)
+	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
+		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout, leasehold.EnvSweepEvery)
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",

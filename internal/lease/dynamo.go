@@ -3,6 +3,7 @@ package lease
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -91,9 +92,10 @@ func toMillis(t time.Time) time.Time {
 
 func (s *DynamoStore) now() time.Time { return toMillis(s.opts.Clock.Now()) }
 
-// noSuchID reports an id no task can have, which DynamoDB would reject as a
-// key instead of reporting it missing.
-func noSuchID(id string) bool { return id == "" || len(id) > MaxIDBytes }
+// noSuchID reports an id no task can have (see CheckID): DynamoDB would
+// reject it as a key instead of reporting it missing, or the SDK would turn
+// bytes that are not UTF-8 into U+FFFD and so name another task.
+func noSuchID(id string) bool { return CheckID(id) != nil }
 
 func backendErr(op, id string, err error) error {
 	return fmt.Errorf("%s %s: %w: %w", op, id, ErrBackend, err)
@@ -127,7 +129,7 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 	if !n.DispatchAt.IsZero() {
 		t.DispatchAt = toMillis(n.DispatchAt)
 	}
-	return s.put(ctx, t)
+	return s.put(ctx, t, n)
 }
 
 // CreateClaimed implements Store.
@@ -145,7 +147,7 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	t.LeaseUntil = now.Add(s.opts.LeaseDuration)
 	t.DispatchAt = s.dispatchAfterLease(t.LeaseUntil)
 	t.Attempt, t.Fence = 1, 1
-	return s.put(ctx, t)
+	return s.put(ctx, t, n)
 }
 
 // CreateFailed implements Store.
@@ -161,7 +163,7 @@ func (s *DynamoStore) CreateFailed(ctx context.Context, n NewTask, reason string
 	if s.opts.Retention > 0 {
 		t.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 	}
-	return s.put(ctx, t)
+	return s.put(ctx, t, n)
 }
 
 // dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
@@ -170,14 +172,23 @@ func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
 	return until.Add(s.opts.Skew + s.opts.DispatchGrace)
 }
 
-// put writes t as a new item.
-func (s *DynamoStore) put(ctx context.Context, t Task) (Task, error) {
+// attrCreateToken holds the token of the put that created an item.
+const attrCreateToken = "create_token"
+
+// put writes t, the record of n, as a new item. When the id is taken it
+// returns the stored task and CheckDuplicate's verdict.
+func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	cond := "attribute_not_exists(#id)"
+	item := itemOf(t)
+	// A token unique to this call, so a retried put that finds its own
+	// earlier landing can tell it from another caller's create.
+	token := rand.Text()
+	item[attrCreateToken] = avS(token)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
-		Item:                                itemOf(t),
+		Item:                                item,
 		ConditionExpression:                 &cond,
 		ExpressionAttributeNames:            namesIn(cond),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -189,14 +200,23 @@ func (s *DynamoStore) put(ctx context.Context, t Task) (Task, error) {
 	if !errors.As(err, &ccf) {
 		return Task{}, backendErr("create", t.ID, err)
 	}
+	if seen, ok := ccf.Item[attrCreateToken].(*types.AttributeValueMemberS); ok && seen.Value == token {
+		// The stored item carries this call's own token: the SDK retried
+		// a put whose response was lost after it landed. That is this
+		// call's create, not a duplicate.
+		return t, nil
+	}
 	old, err := decodeOld(ccf.Item)
 	if err != nil {
 		return Task{}, backendErr("create", t.ID, err)
 	}
 	if old == nil {
-		old = &Task{}
+		// The condition failed on an item DynamoDB did not return: it
+		// was deleted in between. Report the id as taken; a retry
+		// decides.
+		return Task{}, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
 	}
-	return *old, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
+	return *old, CheckDuplicate(*old, n)
 }
 
 // Claim implements Store.

@@ -292,3 +292,30 @@ func TestDynamoStoreBoundary(t *testing.T) {
 		}
 	}
 }
+
+// A create whose response is lost after the put landed is retried by the
+// SDK; the retry finds the item this very call wrote and must report it as
+// created, not as a duplicate (bulk enqueues counted such tasks as "already
+// existed" under load).
+func TestDynamoCreateRecognisesItsOwnLostResponse(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
+	lcfg := cfg.Copy()
+	lcfg.HTTPClient = losing
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{})
+
+	losing.LoseNext("DynamoDB_20120810.PutItem", `"own-1"`)
+	task, err := store.Create(t.Context(), lease.NewTask{ID: "own-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3})
+	if losing.Dropped() != 1 {
+		t.Fatalf("%d responses dropped, want 1: the test did not hit the put", losing.Dropped())
+	}
+	if err != nil || task.ID != "own-1" || task.Status != lease.StatusPending {
+		t.Fatalf("Create after a lost response: %+v, %v; want the created task and no error", task, err)
+	}
+	// A second, separate create of the same task is a duplicate as before.
+	if _, err := store.Create(t.Context(), lease.NewTask{ID: "own-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3}); !errors.Is(err, lease.ErrAlreadyExists) {
+		t.Fatalf("second Create: %v, want ErrAlreadyExists", err)
+	}
+}

@@ -12,8 +12,14 @@ import (
 var (
 	// ErrNotFound: no task has this id.
 	ErrNotFound = errors.New("task not found")
-	// ErrAlreadyExists: Create or CreateClaimed found a task with this id.
+	// ErrAlreadyExists: Create or CreateClaimed found a task with this id,
+	// kind and payload: the submission is a duplicate.
 	ErrAlreadyExists = errors.New("task already exists")
+	// ErrConflict: Create or CreateClaimed found a task with this id but
+	// another kind or payload (see *ConflictError). It does not match
+	// ErrAlreadyExists, so code that treats a duplicate as success can
+	// never take a conflict for one.
+	ErrConflict = errors.New("task id conflict")
 	// ErrLeased: another holder's lease is still live (see *LeasedError).
 	ErrLeased = errors.New("task is leased by another worker")
 	// ErrFinished: the task reached a terminal status (see *FinishedError).
@@ -92,6 +98,22 @@ func (e *ExhaustedError) Error() string {
 }
 
 func (e *ExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
+
+// ConflictError reports a submission whose id names a stored task of another
+// kind or with another payload. Nothing was written.
+type ConflictError struct {
+	TaskID string
+	// Field is what differs: "kind" or "payload" (kind is checked first).
+	Field string
+	// Status is the stored task's status.
+	Status Status
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("id conflict: task %s exists (%s) with another %s", DisplayID(e.TaskID), e.Status, e.Field)
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // TooLargeError reports a payload or result over its limit.
 type TooLargeError struct {

@@ -14,12 +14,14 @@ import (
 // the errors of errors.go; anything else wraps ErrBackend.
 type Store interface {
 	// Create persists a PENDING task. It is idempotent: when a task with
-	// this id exists, it returns the stored task and ErrAlreadyExists.
+	// this id, kind and payload exists, it returns the stored task and
+	// ErrAlreadyExists; when the id is taken by another kind or payload, it
+	// returns the stored task and a *ConflictError (see CheckDuplicate).
 	Create(ctx context.Context, t NewTask) (Task, error)
 	// CreateClaimed persists a task already RUNNING under a lease held by
 	// owner (attempt 1, fence 1), so an inline task costs one write to start.
-	// When the id exists it returns ErrAlreadyExists and the caller falls
-	// back to Claim.
+	// When the id exists it returns the stored task and ErrAlreadyExists
+	// (the caller falls back to Claim) or a *ConflictError, as Create does.
 	CreateClaimed(ctx context.Context, t NewTask, owner string) (Task, error)
 	// CreateFailed persists a task already FAILED with reason, never to run
 	// (attempt 0, no lease): a submission that names a task but cannot be

@@ -48,7 +48,8 @@ const (
 	MaxResultBytes = 64 << 10
 	// MaxErrorBytes bounds a stored error message; longer ones are cut.
 	MaxErrorBytes = 2 << 10
-	// MaxIDBytes bounds a task id.
+	// MaxIDBytes bounds a task id (see CheckID for the characters it may
+	// hold).
 	MaxIDBytes = 256
 	// MaxKindBytes bounds a task kind.
 	MaxKindBytes = 128
@@ -166,10 +167,8 @@ type NewTask struct {
 // Validate checks the submission against the store's limits.
 func (n NewTask) Validate() error {
 	switch {
-	case n.ID == "":
-		return fmt.Errorf("%w: id is required", ErrInvalid)
-	case len(n.ID) > MaxIDBytes:
-		return fmt.Errorf("%w: id is %d bytes, the limit is %d", ErrInvalid, len(n.ID), MaxIDBytes)
+	case CheckID(n.ID) != nil:
+		return CheckID(n.ID)
 	case n.Kind == "":
 		return fmt.Errorf("%w: kind is required", ErrInvalid)
 	case len(n.Kind) > MaxKindBytes:

@@ -209,6 +209,8 @@ func (x *execution) runWaiting(ctx context.Context) State {
 			x.log.Info("create response lost; the task is held by this execution")
 			x.task = task
 			return StateClaimed
+		case errors.Is(cerr, lease.ErrConflict): // the id names another task
+			return x.reject(ctx, cerr.Error())
 		case errors.Is(cerr, lease.ErrAlreadyExists):
 			return x.claim(ctx, id)
 		default:

@@ -22,7 +22,14 @@ import (
 	"github.com/leasehold/leasehold/internal/token"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The integration tests' SDK clients keep idle keep-alive connections to the
+// stack; their transport goroutines belong to net/http, not to lifecycle.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
 
 var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
@@ -519,6 +526,8 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 		{"misspelt field", `{"v":1,"kind":"ok","paylod":{}}`, false, "paylod"},
 		{"unknown task", token.Ref("nope"), false, "not found"},
 		{"unknown kind, last attempt", inline(t, "nosuch", "uk", "", 1), true, `unknown task kind "nosuch"`},
+		{"id with a control character", `{"v":1,"id":"a\u001bb"}`, false, `"id" contains U+001B`},
+		{"inline id with a bidi override", `{"v":1,"kind":"ok","id":"a\u202eb"}`, false, `"id" contains U+202E`},
 		{"oversize payload", `{"v":1,"kind":"ok","id":"big","payload":` + big + `}`, true, "payload is"},
 	}
 	msgs := make([]lifecycle.Message, 0, len(cases)+1)

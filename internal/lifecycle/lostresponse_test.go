@@ -1,18 +1,12 @@
 package lifecycle_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jonboulle/clockwork"
 
@@ -21,54 +15,6 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
-
-// losingHTTP lets a matching request reach the emulator, then drops its
-// response once and answers 500 in its place, as a connection lost after the
-// write landed would look to the SDK, which then retries the same request.
-type losingHTTP struct {
-	next aws.HTTPClient
-
-	mu      sync.Mutex
-	target  string // X-Amz-Target of the request to lose, e.g. DynamoDB_20120810.UpdateItem
-	marker  string // and a string its body contains
-	dropped int
-}
-
-func (l *losingHTTP) Do(r *http.Request) (*http.Response, error) {
-	lose := false
-	if r.Header.Get("X-Amz-Target") != "" && r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		l.mu.Lock()
-		if l.target != "" && r.Header.Get("X-Amz-Target") == l.target && strings.Contains(string(body), l.marker) {
-			lose, l.target = true, ""
-			l.dropped++
-		}
-		l.mu.Unlock()
-	}
-	resp, err := l.next.Do(r)
-	if !lose || err != nil {
-		return resp, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return &http.Response{
-		StatusCode: http.StatusInternalServerError,
-		Status:     "500 Internal Server Error",
-		Header:     http.Header{"Content-Type": []string{"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"response lost in test"}`)),
-		Request:    r,
-	}, nil
-}
-
-func (l *losingHTTP) droppedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped
-}
 
 // Against DynamoDB (the local stack), a write whose response is lost after
 // it landed is retried by the SDK; the retry fails its condition, and the
@@ -91,10 +37,7 @@ func TestLostResponseOfOwnWriteOnDynamoDB(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			losing := &losingHTTP{next: cfg.HTTPClient}
-			if losing.next == nil {
-				losing.next = http.DefaultClient
-			}
+			losing := awstest.NewLosingHTTP(cfg.HTTPClient)
 			dcfg := cfg.Copy()
 			dcfg.HTTPClient = losing
 			clock := clockwork.NewFakeClockAt(epoch)
@@ -127,12 +70,10 @@ func TestLostResponseOfOwnWriteOnDynamoDB(t *testing.T) {
 			if c.ref {
 				body = token.Ref(id)
 			}
-			losing.mu.Lock()
-			losing.target, losing.marker = c.target, c.marker
-			losing.mu.Unlock()
+			losing.LoseNext(c.target, c.marker)
 
 			res := exec.Process(t.Context(), nil, msg("m1", body))
-			if n := losing.droppedCount(); n != 1 {
+			if n := losing.Dropped(); n != 1 {
 				t.Fatalf("%d responses dropped, want 1: the test did not hit the write", n)
 			}
 			got, err := store.Get(t.Context(), id)

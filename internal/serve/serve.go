@@ -1,9 +1,10 @@
 // Package serve runs leasehold's functions as one long-lived process: the
-// worker polling the work queue (leasehold.Worker.Run) and, when an intake
-// queue is configured, the dispatcher consuming it plus the periodic sweep,
-// all stopped together. It is what `leasehold run` and `make demo` run; on
-// AWS the same parts are separate Lambda functions and an EventBridge
-// schedule.
+// worker polling the work queue and sweeping for lost messages
+// (leasehold.Worker.Run, whose recovery sweep is on unless SweepEvery is
+// negative) and, when an intake queue is configured, the dispatcher
+// consuming it, all stopped together. It is what `leasehold run` and `make
+// demo` run; on AWS the same parts are separate Lambda functions and an
+// EventBridge schedule.
 package serve
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,10 +23,7 @@ import (
 
 // DefaultSweepEvery is how often the sweep runs when Config.SweepEvery is
 // zero: as often as the scheduled dispatch function would.
-const DefaultSweepEvery = time.Minute
-
-// minSweepBudget is the least time one sweep is given.
-const minSweepBudget = 15 * time.Second
+const DefaultSweepEvery = leasehold.DefaultSweepEvery
 
 // ErrConfig wraps every configuration error.
 var ErrConfig = errors.New("invalid serve configuration")
@@ -48,15 +47,16 @@ type Config struct {
 	WorkerOptions []leasehold.RunOption
 
 	// Dispatcher, if set, consumes IntakeQueueURL (its submissions become
-	// tasks and dispatch tokens) and sweeps every SweepEvery.
+	// tasks and dispatch tokens).
 	Dispatcher     *dispatch.Dispatcher
 	IntakeSQS      eventsource.SQSClient
 	IntakeQueueURL string
 	// Intake tunes how the intake queue is polled; QueueURL and Logger are
 	// filled in.
 	Intake eventsource.Config
-	// SweepEvery is the period of the sweep (default DefaultSweepEvery).
-	// Negative turns the sweep off.
+	// SweepEvery is the period of the worker's recovery sweep (default
+	// DefaultSweepEvery), with or without an intake queue. Negative turns
+	// the sweep off.
 	SweepEvery time.Duration
 
 	Logger *slog.Logger
@@ -106,46 +106,16 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		})
 	}
-	start("worker", cfg.Worker.QueueURL(), func(ctx context.Context) error { return cfg.Worker.Run(ctx, cfg.WorkerOptions...) })
+	wopts := slices.Clone(cfg.WorkerOptions)
+	if cfg.SweepEvery < 0 {
+		wopts = append(wopts, leasehold.WithoutSweep())
+	} else {
+		wopts = append(wopts, leasehold.WithSweep(cfg.SweepEvery))
+	}
+	start("worker", cfg.Worker.QueueURL(), func(ctx context.Context) error { return cfg.Worker.Run(ctx, wopts...) })
 	if intake != nil {
 		start("intake", cfg.IntakeQueueURL, intake.Run)
-		if cfg.SweepEvery >= 0 {
-			every := cfg.SweepEvery
-			if every == 0 {
-				every = DefaultSweepEvery
-			}
-			start("sweep", "", func(ctx context.Context) error {
-				sweepLoop(ctx, cfg.Dispatcher, every, log.With("part", "sweep"))
-				return nil
-			})
-		}
 	}
 	wg.Wait()
 	return firstErr
-}
-
-// sweepLoop sweeps at once and then every period until ctx is done. A sweep
-// that fails is logged; the next one retries what it left.
-func sweepLoop(ctx context.Context, d *dispatch.Dispatcher, every time.Duration, log *slog.Logger) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		// A sweep is not cut short by shutdown, only by its own budget:
-		// one period, but at least minSweepBudget, because the dispatcher
-		// starts no new page within its last 5 seconds.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(every, minSweepBudget))
-		stats, err := d.Sweep(sctx, time.Now())
-		cancel()
-		switch {
-		case err != nil:
-			log.Warn("sweep incomplete", "error", err, "dispatched", stats.Dispatched, "failed", stats.Failed)
-		case stats.Due > 0:
-			log.Info("sweep", "due", stats.Due, "dispatched", stats.Dispatched, "raced", stats.Raced)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }

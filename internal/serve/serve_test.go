@@ -59,43 +59,54 @@ func (e *env) config(t *testing.T, workQueue string) serve.Config {
 }
 
 // TestSweepDispatchesToWorker stores a task with no message at all, due
-// now: only the sweep can get it to the worker.
+// now: only the sweep can get it to the worker. The sweep runs with and
+// without an intake queue (leasehold run without --intake-queue-url).
 func TestSweepDispatchesToWorker(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	now := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
-	defer cancel()
-	if _, err := e.store.Create(ctx, lease.NewTask{ID: "orphan", Kind: "upper", Payload: []byte(`{"text":"swept"}`),
-		MaxAttempts: 1, RunAt: now, DispatchAt: now}); err != nil {
-		t.Fatal(err)
-	}
-
-	runCtx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- serve.Run(runCtx, e.config(t, e.queues.Work)) }()
-
-	wait, waitCancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
-	defer waitCancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		task, err := e.store.Get(wait, "orphan")
-		if err == nil && task.Status == lease.StatusSucceeded {
-			if string(task.Result) != `"SWEPT"` {
-				t.Errorf("result %s", task.Result)
+	for _, withIntake := range []bool{true, false} {
+		name := map[bool]string{true: "with intake", false: "worker only"}[withIntake]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			now := time.Now()
+			ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+			defer cancel()
+			if _, err := e.store.Create(ctx, lease.NewTask{ID: "orphan", Kind: "upper", Payload: []byte(`{"text":"swept"}`),
+				MaxAttempts: 1, RunAt: now, DispatchAt: now}); err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		select {
-		case <-wait.Done():
-			t.Fatalf("the swept task did not succeed: %+v, %v", task, err)
-		case <-tick.C:
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Run after stop: %v, want nil", err)
+			cfg := e.config(t, e.queues.Work)
+			if !withIntake {
+				cfg.Dispatcher, cfg.IntakeSQS, cfg.IntakeQueueURL = nil, nil, ""
+			}
+
+			runCtx, stop := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- serve.Run(runCtx, cfg) }()
+
+			wait, waitCancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
+			defer waitCancel()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				task, err := e.store.Get(wait, "orphan")
+				if err == nil && task.Status == lease.StatusSucceeded {
+					if string(task.Result) != `"SWEPT"` {
+						t.Errorf("result %s", task.Result)
+					}
+					break
+				}
+				select {
+				case <-wait.Done():
+					t.Fatalf("the swept task did not succeed: %+v, %v", task, err)
+				case <-tick.C:
+				}
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Run after stop: %v, want nil", err)
+			}
+		})
 	}
 }
 

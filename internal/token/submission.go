@@ -90,8 +90,8 @@ func (s *Submission) decodeFields(w submissionWire, now time.Time) error {
 		switch {
 		case *w.ID == "":
 			return &Error{Reason: ErrInvalidField, Detail: `"id" is empty; leave it out to let the message id name the task`}
-		case len(*w.ID) > lease.MaxIDBytes:
-			return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"id" is %d bytes, the limit is %d`, len(*w.ID), lease.MaxIDBytes)}
+		case checkID(*w.ID) != nil:
+			return checkID(*w.ID)
 		}
 		s.ID = *w.ID
 	}

@@ -114,8 +114,10 @@ func Decode(body string) (Token, error) {
 }
 
 func (t Token) validate() error {
-	if len(t.ID) > lease.MaxIDBytes {
-		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"id" is %d bytes, the limit is %d`, len(t.ID), lease.MaxIDBytes)}
+	if t.ID != "" {
+		if err := checkID(t.ID); err != nil {
+			return err
+		}
 	}
 	if !t.Inline() {
 		switch {
@@ -133,6 +135,14 @@ func (t Token) validate() error {
 		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"max_attempts" %d is outside 1..%d`, t.MaxAttempts, lease.MaxAttemptsLimit)}
 	case len(t.Payload) > lease.MaxPayloadBytes:
 		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(t.Payload), lease.MaxPayloadBytes)}
+	}
+	return nil
+}
+
+// checkID applies lease.CheckID to a non-empty "id" field.
+func checkID(id string) error {
+	if p := lease.IDProblem(id); p != "" {
+		return &Error{Reason: ErrInvalidField, Detail: `"id" ` + p}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
@@ -118,6 +119,27 @@ func BenchmarkDecodeInline(b *testing.B) {
 	for b.Loop() {
 		if _, err := token.Decode(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestDecodeRejectsBadIDs(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]string{
+		"reference with NUL":         `{"v":1,"id":"a\u0000b"}`,
+		"reference with newline":     `{"v":1,"id":"a\nb"}`,
+		"inline with RLO":            `{"v":1,"kind":"k","id":"a\u202eb"}`,
+		"inline with lone surrogate": `{"v":1,"kind":"k","id":"a\ud800b"}`,
+		"inline with U+FFFD":         `{"v":1,"kind":"k","id":"a` + "\ufffd" + `b"}`,
+	}
+	for name, body := range bodies {
+		_, err := token.Decode(body)
+		if !errors.Is(err, token.ErrInvalidField) || !strings.Contains(err.Error(), `"id" contains U+`) {
+			t.Errorf("%s: Decode = %v, want ErrInvalidField naming the character", name, err)
+		}
+		_, err = token.DecodeSubmission(body, time.Now())
+		if name[0] == 'i' && (!errors.Is(err, token.ErrInvalidField) || !strings.Contains(err.Error(), `"id" contains U+`)) {
+			t.Errorf("%s: DecodeSubmission = %v, want ErrInvalidField naming the character", name, err)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 		return lease.Task{}, err
 	}
 	if old, ok := s.tasks[t.ID]; ok {
-		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+		return clone(old), lease.CheckDuplicate(*old, t)
 	}
 	now := s.now()
 	rec := s.newRecord(t, now)
@@ -131,7 +131,7 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 		return lease.Task{}, err
 	}
 	if old, ok := s.tasks[t.ID]; ok {
-		return clone(old), fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
+		return clone(old), lease.CheckDuplicate(*old, t)
 	}
 	now := s.now()
 	rec := s.newRecord(t, now)

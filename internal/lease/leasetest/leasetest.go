@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		run  func(t *testing.T, newStore NewStoreFunc)
 	}{
 		{"CreateIsIdempotent", testCreateIsIdempotent},
+		{"CreateConflict", testCreateConflict},
 		{"CreateAtRunAt", testCreateAtRunAt},
 		{"CreateRejectsInvalid", testCreateRejectsInvalid},
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
@@ -419,18 +420,73 @@ func testCreateIsIdempotent(t *testing.T, newStore NewStoreFunc) {
 	first := e.create(n)
 	e.stored(first)
 
+	// The same id, kind and payload is a duplicate, however the payload is
+	// spelt and whatever else differs: the stored task stands.
 	e.clock.Advance(time.Second)
 	again := n
-	again.Kind = "other.kind"
-	again.Payload = []byte(`{"replaced":true}`)
+	again.Payload = []byte(" {\"n\": 1,\n \"to\":\"ops@example.com\"} ")
 	again.MaxAttempts = 7
 	got, err := e.store.Create(e.ctx, again)
 	wantErr(t, "second Create", err, lease.ErrAlreadyExists)
+	if errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("second Create: %v matches ErrConflict too", err)
+	}
 	e.same("second Create", got, first)
 	got, err = e.store.CreateClaimed(e.ctx, again, "w1")
 	wantErr(t, "CreateClaimed of an existing id", err, lease.ErrAlreadyExists)
 	e.same("CreateClaimed of an existing id", got, first)
 	e.stored(first)
+}
+
+func testCreateConflict(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	first := e.create(n)
+	noPayload := e.newTask()
+	noPayload.Payload = nil
+	bare := e.create(noPayload)
+	cases := []struct {
+		name   string
+		base   lease.Task
+		modify func(*lease.NewTask)
+		field  string
+	}{
+		{"another kind", first, func(c *lease.NewTask) { c.Kind = "other.kind" }, "kind"},
+		{"another kind and payload", first, func(c *lease.NewTask) { c.Kind, c.Payload = "other.kind", []byte(`{}`) }, "kind"},
+		{"another payload", first, func(c *lease.NewTask) { c.Payload = []byte(`{"to":"ops@example.com","n":2}`) }, "payload"},
+		{"a number spelt otherwise", first, func(c *lease.NewTask) { c.Payload = []byte(`{"to":"ops@example.com","n":1.0}`) }, "payload"},
+		{"no payload", first, func(c *lease.NewTask) { c.Payload = nil }, "payload"},
+		{"a payload where there was none", bare, func(c *lease.NewTask) { c.Payload = []byte(`0`) }, "payload"},
+	}
+	for _, c := range cases {
+		sub := lease.NewTask{ID: c.base.ID, Kind: c.base.Kind, Payload: c.base.Payload, MaxAttempts: 3}
+		c.modify(&sub)
+		for _, op := range []string{"Create", "CreateClaimed"} {
+			var (
+				got lease.Task
+				err error
+			)
+			if op == "Create" {
+				got, err = e.store.Create(e.ctx, sub)
+			} else {
+				got, err = e.store.CreateClaimed(e.ctx, sub, "w1")
+			}
+			var ce *lease.ConflictError
+			switch {
+			case !errors.As(err, &ce) || !errors.Is(err, lease.ErrConflict):
+				t.Fatalf("%s with %s: error %v, want *ConflictError", op, c.name, err)
+			case errors.Is(err, lease.ErrAlreadyExists):
+				t.Fatalf("%s with %s: %v also matches ErrAlreadyExists", op, c.name, err)
+			case ce.TaskID != c.base.ID || ce.Field != c.field || ce.Status != lease.StatusPending:
+				t.Fatalf("%s with %s: %+v, want field %s of %s", op, c.name, ce, c.field, c.base.ID)
+			case !strings.Contains(err.Error(), "conflict"):
+				t.Fatalf("%s with %s: %q does not say conflict", op, c.name, err)
+			}
+			e.same(op+" with "+c.name, got, c.base)
+		}
+	}
+	e.stored(first)
+	e.stored(bare)
 }
 
 func testCreateAtRunAt(t *testing.T, newStore NewStoreFunc) {
@@ -454,6 +510,17 @@ func testCreateRejectsInvalid(t *testing.T, newStore NewStoreFunc) {
 	}{
 		{"no id", func(n *lease.NewTask) { n.ID = "" }, lease.ErrInvalid},
 		{"long id", func(n *lease.NewTask) { n.ID += strings.Repeat("x", lease.MaxIDBytes) }, lease.ErrInvalid},
+		{"id with NUL", func(n *lease.NewTask) { n.ID += "\x00" }, lease.ErrInvalid},
+		{"id with newline", func(n *lease.NewTask) { n.ID += "\nFAILED fake" }, lease.ErrInvalid},
+		{"id with ESC", func(n *lease.NewTask) { n.ID += "\x1b[2J" }, lease.ErrInvalid},
+		{"id with DEL", func(n *lease.NewTask) { n.ID += "\x7f" }, lease.ErrInvalid},
+		{"id with C1 control", func(n *lease.NewTask) { n.ID += "\u0085" }, lease.ErrInvalid},
+		{"id with RLO", func(n *lease.NewTask) { n.ID += "\u202egpj.exe" }, lease.ErrInvalid},
+		{"id with LRI", func(n *lease.NewTask) { n.ID += "\u2066" }, lease.ErrInvalid},
+		{"id with zero-width space", func(n *lease.NewTask) { n.ID += "\u200b" }, lease.ErrInvalid},
+		{"id with line separator", func(n *lease.NewTask) { n.ID += "\u2028" }, lease.ErrInvalid},
+		{"id not UTF-8", func(n *lease.NewTask) { n.ID += "\xff" }, lease.ErrInvalid},
+		{"id with U+FFFD", func(n *lease.NewTask) { n.ID += "\ufffd" }, lease.ErrInvalid},
 		{"no kind", func(n *lease.NewTask) { n.Kind = "" }, lease.ErrInvalid},
 		{"long kind", func(n *lease.NewTask) { n.Kind = strings.Repeat("k", lease.MaxKindBytes+1) }, lease.ErrInvalid},
 		{"no attempts", func(n *lease.NewTask) { n.MaxAttempts = 0 }, lease.ErrInvalid},
@@ -469,6 +536,10 @@ func testCreateRejectsInvalid(t *testing.T, newStore NewStoreFunc) {
 		_, err = e.store.CreateClaimed(e.ctx, n, "w1")
 		wantErr(t, "CreateClaimed with "+c.name, err, c.target)
 		e.absent(n.ID)
+		if n.ID != "" {
+			_, err = e.store.Claim(e.ctx, n.ID, "w1")
+			wantErr(t, "Claim with "+c.name, err, lease.ErrNotFound)
+		}
 	}
 
 	n := valid()
@@ -502,6 +573,11 @@ func testCreateAcceptsLimits(t *testing.T, newStore NewStoreFunc) {
 	n = e.newTask()
 	n.Payload = nil
 	n.MaxAttempts = 1
+	e.stored(e.create(n))
+
+	// Any visible character and a plain space are fine, in any script.
+	n = e.newTask()
+	n.ID += " naïve/café:Ünïcödé 東京 🚀 \U000f0000"
 	e.stored(e.create(n))
 }
 
