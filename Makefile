@@ -54,18 +54,27 @@ check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam bui
 LOAD_TESTS := TestBulkEnqueue5000ThenListAll|TestClientEnqueueManyThousands|TestEnqueueThousands
 LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 
-# Both passes always run, so a failure in the first never hides the bulk
-# tests' result; the target fails if either did.
-test: stack-up check-template ## template checks, then vet + all tests with -race against the local stack
+# Every step always runs, so a failure in one never hides another's result;
+# the target fails if any did, and says which. The steps: all tests but the
+# bulk ones; the bulk tests on their own (thousands of tasks flood the
+# emulators); the chaos test at CI size (CHAOS_CI_TASKS, workers killed and
+# paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
+# (make lint); each fuzz target for FUZZTIME (make fuzz-short).
+CHAOS_CI_TASKS ?= 200
+
+test: stack-up check-template ## template checks, then vet + all tests with -race, chaos, lint and short fuzzing against the local stack
 	@$(WITH_STACK) $(GO) vet ./... && \
-	  rc=0; \
-	  echo "== go test (all but the bulk tests)"; \
-	  $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./... || rc=1; \
-	  echo "== go test (bulk tests, on their own)"; \
-	  $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS) || rc=$$((rc + 2)); \
-	  case $$rc in 0) echo "== make test: both passes passed";; 1) echo "== make test: FAILED in the first pass (the bulk tests passed)";; \
-	    2) echo "== make test: FAILED in the bulk tests (the first pass passed)";; *) echo "== make test: FAILED in both passes";; esac; \
-	  exit $$rc
+	  failed=""; \
+	  step() { local name=$$1 start=$$SECONDS; shift; echo "== $$name"; \
+	    if "$$@"; then echo "== $$name: passed in $$((SECONDS - start))s"; else echo "== $$name: FAILED after $$((SECONDS - start))s"; failed="$$failed, $$name"; fi; }; \
+	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
+	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
+	  step "chaos test ($(CHAOS_CI_TASKS) tasks)" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
+	    $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' ./internal/chaos; \
+	  step "lint (staticcheck, govulncheck)" scripts/lint.sh; \
+	  step "fuzz-short" $(MAKE) --no-print-directory fuzz-short; \
+	  if [ -n "$$failed" ]; then echo "== make test: FAILED: $${failed#, }"; exit 1; fi; \
+	  echo "== make test: every step passed"
 
 unit: ## tests that need no stack (-short); integration tests skip
 	$(GO) test -race -short -count=1 ./...
@@ -92,7 +101,7 @@ chaos: stack-up ## chaos test: CHAOS_TASKS (1000) tasks, workers killed and paus
 	@$(WITH_STACK) LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
 	  $(GO) test -race -count=1 -v -timeout 60m -run '^TestChaos$$' ./internal/chaos
 
-## ---- static checks and fuzzing (not part of `make test`) ----
+## ---- static checks and fuzzing (also run by `make test`) ----
 
 .PHONY: lint staticcheck govulncheck fuzz-short
 lint: ## staticcheck + govulncheck, pinned, via the Go module proxy only (scripts/lint.sh)
