@@ -121,7 +121,10 @@ func NewTable(t testing.TB, cfg aws.Config) string {
 		// t.Context() is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
-		if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
+		// A not-found answer is a retried delete meeting its own landing
+		// (the name is unique to this test).
+		var gone *ddbtypes.ResourceNotFoundException
+		if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil && !errors.As(err, &gone) {
 			t.Errorf("awstest: delete table %s: %v", name, err)
 		}
 	})
@@ -217,7 +220,8 @@ func createQueue(t testing.TB, client *sqs.Client, in *sqs.CreateQueueInput) str
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
-		if _, err := client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+		var gone *sqstypes.QueueDoesNotExist
+		if _, err := client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil && !errors.As(err, &gone) {
 			t.Errorf("awstest: delete queue %s: %v", name, err)
 		}
 	})

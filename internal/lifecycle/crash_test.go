@@ -174,8 +174,7 @@ func TestFencedOutWorkerReplacesTokenOfRunningTask(t *testing.T) {
 	for _, path := range []string{"renewal", "finish"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
-			var e *env
-			e = setup(t, func(c *lifecycle.Config) {
+			e := setup(t, func(c *lifecycle.Config) {
 				if path == "renewal" {
 					c.Store = &stealingRenewals{Store: c.Store, clock: c.Clock}
 				} else {
