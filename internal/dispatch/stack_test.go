@@ -125,10 +125,36 @@ func (e *stackEnv) submit(bodies ...string) events.SQSEvent {
 	return ev
 }
 
-// receive takes up to max visible messages off url as a Lambda event.
+// receive takes up to max visible messages off url as a Lambda event. A
+// receive can come back empty while messages are visible (a loaded emulator,
+// like SQS itself, answers a short poll from what it reaches in time), so an
+// empty answer is retried while the queue still counts visible messages,
+// within a bound scaled by LEASEHOLD_TEST_TIMESCALE. Empty means empty.
 func (e *stackEnv) receive(url string, max int32) events.SQSEvent {
 	e.t.Helper()
-	return awstest.ReceiveEvent(e.t, e.sqs, url, max, time.Second, 60)
+	deadline := time.Now().Add(awstest.Scale(10 * time.Second))
+	for {
+		ev := awstest.ReceiveEvent(e.t, e.sqs, url, max, time.Second, 60)
+		if len(ev.Records) > 0 || e.visible(url) == 0 || time.Now().After(deadline) {
+			return ev
+		}
+	}
+}
+
+// visible is the queue's count of messages visible now.
+func (e *stackEnv) visible(url string) int {
+	e.t.Helper()
+	ctx, cancel := e.call()
+	defer cancel()
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+	})
+	if err != nil {
+		e.t.Fatalf("queue attributes: %v", err)
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	return n
 }
 
 func (e *stackEnv) intake(ev events.SQSEvent) map[string]bool {
