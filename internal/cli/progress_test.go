@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/awstest"
 )
@@ -33,6 +35,37 @@ func TestProgressBarOnlyOnATerminal(t *testing.T) {
 		drawn := strings.Contains(errOut.String(), "/30")
 		if drawn != terminal || !strings.Contains(errOut.String(), "enqueued 30 of 30 tasks") {
 			t.Fatalf("terminal=%t: stderr %q", terminal, errOut.String())
+		}
+	}
+}
+
+// result --wait says it is waiting, on a terminal only.
+func TestResultWaitShowsWaitingOnATerminal(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	table, queues := awstest.NewTable(t, cfg), awstest.NewQueues(t, cfg)
+	env := map[string]string{EnvTable: table, EnvWorkQueueURL: queues.Work}
+	getenv := func(k string) string { return env[k] }
+	var out, errOut bytes.Buffer
+	if code := Main(t.Context(), []string{"enqueue", "--kind", "greet", "--id", "later", "--delay", "1h", "{}"}, Streams{
+		In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: getenv,
+	}); code != ExitOK {
+		t.Fatalf("enqueue: exit %d: %s", code, errOut.String())
+	}
+	for _, terminal := range []bool{true, false} {
+		var out, errOut bytes.Buffer
+		// No --timeout: the test's context ends the wait.
+		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(time.Second))
+		code := Main(ctx, []string{"result", "--wait", "later"}, Streams{
+			In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: getenv, ErrIsTerminal: terminal,
+		})
+		cancel()
+		if code == ExitOK {
+			t.Fatalf("terminal=%t: a delayed task's result came back: %s", terminal, out.String())
+		}
+		shown := strings.Contains(errOut.String(), "waiting for task later to finish (no time limit; Ctrl-C stops)")
+		if shown != terminal {
+			t.Errorf("terminal=%t: stderr %q", terminal, errOut.String())
 		}
 	}
 }
