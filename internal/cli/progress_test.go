@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go/logging"
+
 	"github.com/leasehold/leasehold/internal/awstest"
 )
 
@@ -67,5 +69,20 @@ func TestResultWaitShowsWaitingOnATerminal(t *testing.T) {
 		if shown != terminal {
 			t.Errorf("terminal=%t: stderr %q", terminal, errOut.String())
 		}
+	}
+}
+
+// The SDK's own log lines (WARN "failed to discard remaining HTTP response
+// body" and the like) never reach the command's stderr.
+func TestSDKLoggerIsOff(t *testing.T) {
+	t.Parallel()
+	a := newApp(Streams{Getenv: func(string) string { return "" }})
+	a.callTimeout, a.region = time.Second, "us-east-1"
+	cfg, err := a.awsConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Logger.(logging.Nop); !ok || cfg.ClientLogMode != 0 {
+		t.Errorf("SDK logger %T, log mode %v; want logging.Nop and no client logging", cfg.Logger, cfg.ClientLogMode)
 	}
 }
