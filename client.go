@@ -439,7 +439,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit < 0 || limit > MaxListLimit:
-		return Page{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalid, limit, MaxListLimit)
+		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, MaxListLimit)
 	}
 	statuses := Statuses()
 	if o.Status != "" {
@@ -461,7 +461,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), limit-len(page.Tasks), cur.Inner)
 		if err != nil {
 			if errors.Is(err, lease.ErrBadCursor) {
-				return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+				return Page{}, invalidOption("%w", err)
 			}
 			return Page{}, c.translate(ctx, err)
 		}
@@ -491,7 +491,7 @@ func decodeListCursor(s string, statuses int) (listCursor, error) {
 	var cur listCursor
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Status < 0 || cur.Status >= statuses {
-		return listCursor{}, fmt.Errorf("%w: list cursor was not issued for this listing", ErrInvalid)
+		return listCursor{}, invalidOption("list cursor was not issued for this listing")
 	}
 	return cur, nil
 }
@@ -531,7 +531,7 @@ func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (Tas
 		opt(&o)
 	}
 	if o.extra < 1 || o.extra > lease.MaxAttemptsLimit {
-		return TaskInfo{}, fmt.Errorf("%w: extra attempts %d is outside 1..%d", ErrInvalid, o.extra, lease.MaxAttemptsLimit)
+		return TaskInfo{}, invalidOption("extra attempts %d is outside 1..%d", o.extra, lease.MaxAttemptsLimit)
 	}
 	if err := lease.CheckID(id); err != nil {
 		return TaskInfo{}, err
@@ -569,7 +569,7 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskI
 		opt(&o)
 	}
 	if o.first <= 0 || o.max < o.first {
-		return TaskInfo{}, fmt.Errorf("%w: poll interval %s..%s", ErrInvalid, o.first, o.max)
+		return TaskInfo{}, invalidOption("poll interval %s..%s", o.first, o.max)
 	}
 	pause := o.first
 	var last TaskInfo

@@ -220,3 +220,16 @@ func (c *Client) unreachable(err error) *UnreachableError {
 	}
 	return u
 }
+
+// optionError is a bad option of a call that submits nothing (a list limit,
+// a cursor, a status name): it matches ErrInvalid, but its message does not
+// start with "invalid task:", which would blame a task.
+type optionError struct{ err error }
+
+func (e *optionError) Error() string        { return e.err.Error() }
+func (e *optionError) Is(target error) bool { return target == ErrInvalid }
+func (e *optionError) Unwrap() error        { return e.err }
+
+func invalidOption(format string, args ...any) error {
+	return &optionError{fmt.Errorf(format, args...)}
+}

@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -48,7 +47,7 @@ func ParseStatus(name string) (Status, error) {
 			return s, nil
 		}
 	}
-	return "", fmt.Errorf("%w: unknown status %q (want one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)", ErrInvalid, name)
+	return "", invalidOption("unknown status %q (want one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)", name)
 }
 
 // TaskInfo is a client's view of one task. Times are UTC; a zero time means

@@ -503,8 +503,11 @@ func TestClientList(t *testing.T) {
 		"foreign cursor":    {Cursor: "bm90IGEgY3Vyc29y"},
 		"cursor not base64": {Cursor: "%%%"},
 	} {
-		if _, err := e.client.List(ctx, o); !errors.Is(err, leasehold.ErrInvalid) {
+		_, err := e.client.List(ctx, o)
+		if !errors.Is(err, leasehold.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		} else if strings.HasPrefix(err.Error(), "invalid task") {
+			t.Errorf("%s: err = %q blames a task; a list option names none", name, err)
 		}
 	}
 }

@@ -22,10 +22,23 @@ type Task[P any] struct {
 	// claim. Make downstream writes conditional on it (store it and refuse
 	// writes carrying a smaller one) and a worker that lost its lease can
 	// never overwrite a newer attempt's work.
-	Fence     int64
-	Payload   P
-	CreatedAt time.Time
+	Fence int64
+	// LeaseUntil is when the lease of this attempt expires as of the claim.
+	// The worker renews it while the handler runs, so the task is not taken
+	// over at this time unless renewals fail; but work that must be done
+	// under one unrenewed lease (a call to an outside system that checks
+	// the deadline) can pass it on. Once the lease is lost the handler's
+	// context ends with ErrLeaseLost.
+	LeaseUntil time.Time
+	Payload    P
+	CreatedAt  time.Time
 }
+
+// IdempotencyKey is a key for an outside system that must apply this
+// attempt's effect at most once: the task id and the fence. Every retry and
+// every takeover of the task has a new fence, so use the task ID alone for
+// an effect that must happen once per task whatever the attempt.
+func (t *Task[P]) IdempotencyKey() string { return fmt.Sprintf("%s/%d", t.ID, t.Fence) }
 
 // HandlerFunc runs one attempt of a task of kind P and returns its result.
 // Its error steers the task: nil succeeds; Snooze, Fail and Cancel do what
@@ -59,7 +72,7 @@ func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
 	hs.kinds[kind] = func(ctx context.Context, t lease.Task) ([]byte, error) {
 		task := &Task[P]{
 			ID: t.ID, Kind: t.Kind, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
-			Fence: t.Fence, CreatedAt: t.CreatedAt,
+			Fence: t.Fence, LeaseUntil: t.LeaseUntil, CreatedAt: t.CreatedAt,
 		}
 		// An absent payload is JSON null, which leaves P at its zero value
 		// (a nil pointer, map or slice): a handler that must tell "no

@@ -127,8 +127,9 @@ func WithReceiveVisibility(d time.Duration) RunOption {
 }
 
 // RunOptionsFromEnv returns the options that LEASEHOLD_POLLERS,
-// LEASEHOLD_BATCH_SIZE, LEASEHOLD_BATCH_WINDOW, LEASEHOLD_INVOCATION_TIMEOUT
-// and LEASEHOLD_SWEEP_EVERY ask for; unset variables keep the defaults.
+// LEASEHOLD_BATCH_SIZE, LEASEHOLD_BATCH_WINDOW, LEASEHOLD_INVOCATION_TIMEOUT,
+// LEASEHOLD_SWEEP_EVERY, LEASEHOLD_RECEIVE_VISIBILITY and
+// LEASEHOLD_LONG_POLL ask for; unset variables keep the defaults.
 func RunOptionsFromEnv() ([]RunOption, error) {
 	var opts []RunOption
 	for _, v := range []struct {
@@ -146,7 +147,10 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 	for _, v := range []struct {
 		env string
 		opt func(time.Duration) RunOption
-	}{{EnvBatchWindow, WithBatchWindow}, {EnvInvocationTimeout, WithInvocationTimeout}, {EnvSweepEvery, sweepOption}} {
+	}{
+		{EnvBatchWindow, WithBatchWindow}, {EnvInvocationTimeout, WithInvocationTimeout}, {EnvSweepEvery, sweepOption},
+		{EnvReceiveVisibility, WithReceiveVisibility}, {EnvLongPoll, WithLongPoll},
+	} {
 		if s := os.Getenv(v.env); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil {

@@ -63,16 +63,27 @@ const (
 	// EnvDispatchGrace must be the same for the worker and dispatch: it
 	// places released and running tasks in the sweep index.
 	EnvDispatchGrace = "LEASEHOLD_DISPATCH_GRACE"
-	// EnvLogLevel is read by the function mains: DEBUG, INFO (default),
-	// WARN or ERROR.
+	// EnvLogLevel is read by NewWorkerFromEnv and the function mains:
+	// DEBUG, INFO (default), WARN or ERROR.
 	EnvLogLevel = "LEASEHOLD_LOG_LEVEL"
 )
+
+// ExponentialBackoff returns a backoff for WithBackoff that doubles from
+// base after each failed attempt, up to max. Each delay is drawn at random
+// from [d/2, d], so delays never shrink from one attempt to the next and
+// tasks that failed together do not retry together. The worker's default
+// is ExponentialBackoff(2*time.Second, 10*time.Minute).
+func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration {
+	return lifecycle.ExponentialBackoff(base, max)
+}
 
 // ErrConfig wraps every configuration error.
 var ErrConfig = lifecycle.ErrConfig
 
 // WorkerConfigFromEnv fills the resource names from LEASEHOLD_* variables and
-// returns the options the timing variables ask for.
+// returns the options the timing variables ask for. It reads neither
+// LEASEHOLD_LOG_LEVEL nor the Worker.Run variables and looks nothing up:
+// NewWorkerFromEnv does all of that.
 func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, []WorkerOption, error) {
 	cfg := WorkerConfig{
 		AWS:                awsCfg,
@@ -91,6 +102,7 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		{EnvClockSkew, WithClockSkew},
 		{EnvDeadlineMargin, WithDeadlineMargin},
 		{EnvDispatchGrace, WithDispatchGrace},
+		{EnvVisibilityMargin, WithVisibilityMargin},
 	}
 	for _, d := range durations {
 		if v := os.Getenv(d.env); v != "" {
@@ -153,7 +165,7 @@ func WithMaxAttempts(n int) WorkerOption {
 }
 
 // WithBackoff sets the delay before attempt n+1 after attempt n failed.
-// The default doubles from 2s to 10m with jitter.
+// The default is ExponentialBackoff(2*time.Second, 10*time.Minute).
 func WithBackoff(f func(attempt int) time.Duration) WorkerOption {
 	return func(o *workerOptions) { o.lc.Backoff = f }
 }

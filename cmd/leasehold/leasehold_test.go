@@ -267,6 +267,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		want  string
 	}{
 		{"unknown command", "", []string{"enqeue"}, `unknown command "enqeue"; did you mean enqueue?`},
+		{"unknown command, flags after", "", []string{"enqeue", "--kind", "greet", "{}"}, `unknown command "enqeue"; did you mean enqueue?`},
+		{"unknown command after a global flag", "", []string{"--table", "t", "lsit", "--status", "failed"}, `unknown command "lsit"; did you mean list?`},
 		{"unknown flag", "", []string{"list", "--bogus"}, "unknown flag: --bogus"},
 		{"bad flag value", "", []string{"list", "--limit", "many"}, "invalid argument"},
 		{"no kind", "", []string{"enqueue", "{}"}, "--kind is required"},
@@ -322,6 +324,31 @@ func TestUnreachableStackExit4(t *testing.T) {
 	// Enqueue looks the work queue up first when it is not configured.
 	r := run(t, env, "", 30*time.Second, "enqueue", "--kind", "greet", `{"name":"ada"}`)
 	r.expect(t, 4, "cannot reach SQS at "+endpoint+": connection refused")
+
+	// So does run; with a queue URL it checks the table first. Either way
+	// one line, no SDK log lines.
+	for _, tc := range []struct {
+		env     []string
+		service string
+	}{
+		{env, "SQS"},
+		{append(slices.Clone(env), "LEASEHOLD_WORK_QUEUE_URL="+endpoint+"/000000000000/q"), "DynamoDB"},
+	} {
+		r := run(t, tc.env, "", 30*time.Second, "run")
+		r.expect(t, 4, "leasehold: cannot reach "+tc.service+" at "+endpoint+": connection refused — is the local stack running?")
+		if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 || strings.Contains(r.stderr, "WARN") {
+			t.Errorf("run against a stopped stack printed %d lines, want one:\n%s", n+1, r.stderr)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := run(t, nil, "", 30*time.Second, "--version")
+	want := "leasehold version "
+	if r.code != 0 || !strings.HasPrefix(r.stdout, want) || !strings.Contains(r.stdout, " go1.") {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want %q, the module version and the Go version", r.code, r.stdout, r.stderr, want)
+	}
 }
 
 func TestMissingTableExit4(t *testing.T) {

@@ -1,7 +1,15 @@
 // Command worker is the SQS-triggered Lambda function that runs tasks. It
 // only wires things: configuration from the environment, the AWS calls the
-// function's role allows (internal/iam), metrics on stdout, the example
-// handlers, and the leasehold worker's HandleSQS as the Lambda handler.
+// function's role allows (internal/iam), metrics on stdout, the task kinds
+// of registerKinds, and the leasehold worker's HandleSQS as the Lambda
+// handler.
+//
+// It is a template to copy: a deployment registers its own kinds in
+// registerKinds (kinds.go). Built as it is, it serves no kinds, so every
+// token it receives is retried until its task runs out of attempts. The
+// example kinds (examples.Register) are compiled in only with the
+// leasehold_demo build tag, for the demo and the Runtime Interface Emulator
+// test; see docs/operations.md.
 package main
 
 import (
@@ -13,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/examples"
 	"github.com/leasehold/leasehold/internal/iam"
 )
 
@@ -35,7 +42,10 @@ func main() {
 	// a message naming the list to update.
 	awsCfg.APIOptions = append(awsCfg.APIOptions, iam.Enforce(iam.Worker.Calls))
 	handlers := leasehold.NewHandlers()
-	examples.Register(handlers)
+	registerKinds(handlers)
+	if len(handlers.Kinds()) == 0 {
+		log.Warn("this worker serves no task kinds: register yours in functions/worker/kinds.go (docs/operations.md)")
+	}
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
 	if err != nil {
 		log.Error("read configuration", "error", err)

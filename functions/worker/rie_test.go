@@ -1,7 +1,9 @@
 package main
 
 // This test runs the worker the way Lambda runs it: functions/worker is built
-// as the `bootstrap` of a provided.al2023 function and started by the AWS
+// with the leasehold_demo tag, which registers the example kinds (the
+// deployed build serves none, see kinds.go), as the `bootstrap` of a
+// provided.al2023 function and started by the AWS
 // Lambda Runtime Interface Emulator, which serves it the Lambda Runtime API.
 // Invocations are HTTP POSTs of SQS events built from messages received from
 // a real (local) queue; the test checks the JSON the function answers and the
@@ -185,7 +187,7 @@ func buildBinaries(t *testing.T, dir string) (bootstrap, rie string) {
 		t.Fatal(err)
 	}
 	bootstrap = filepath.Join(dir, "bootstrap")
-	build([]string{"build", "-tags", "lambda.norpc", "-trimpath", "-o", bootstrap, "."}, wd,
+	build([]string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-o", bootstrap, "."}, wd,
 		"GOOS=linux", "CGO_ENABLED=0")
 	// Installed outside this module so that the emulator's own go.mod
 	// decides its dependencies. A proxy that cannot be reached fails the

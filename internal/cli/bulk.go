@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,8 +154,8 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	}
 	total := len(subs) + len(bad)
 	var (
-		enqueued, existing, conflicts, failed int
-		firstFailure                          error
+		enqueued, existing, conflicts, failed, unknown int
+		firstFailure                                   error
 	)
 	began := time.Now()
 	if len(subs) > 0 {
@@ -193,6 +194,15 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			case errors.Is(r.Err, leasehold.ErrInvalid):
 				bad = append(bad, lineError{line: lines[i], err: r.Err})
 				continue
+			case errors.Is(r.Err, context.DeadlineExceeded) && !errors.Is(r.Err, leasehold.ErrNotSent):
+				// The store sent the write again and still got no answer
+				// in time: it may have landed. Not a failure that is
+				// known to have happened.
+				unknown++
+				if unknown <= maxReportedLines {
+					fmt.Fprintf(a.io.Err, "%s:%d: no answer in time; the task may be stored\n", name, lines[i])
+				}
+				continue
 			default:
 				failed++
 				if firstFailure == nil {
@@ -222,9 +232,15 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	if conflicts > maxReportedLines {
 		fmt.Fprintf(a.io.Err, "%s: ... and %d more id conflicts\n", name, conflicts-maxReportedLines)
 	}
-	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d id conflicts, %d bad lines, %d failed)\n",
-		enqueued, total, time.Since(began).Round(time.Millisecond), existing, conflicts, len(bad), failed)
+	unknownNote := ""
+	if unknown > 0 {
+		unknownNote = fmt.Sprintf(", %d unknown: no answer in time, may be stored", unknown)
+	}
+	fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks in %s (%d already existed, %d id conflicts, %d bad lines, %d failed%s)\n",
+		enqueued, total, time.Since(began).Round(time.Millisecond), existing, conflicts, len(bad), failed, unknownNote)
 	switch {
+	case unknown > 0 && firstFailure == nil:
+		return fmt.Errorf("%d of %d tasks got no answer in time and may or may not be stored: enqueue the same lines again with ids to find out (an existing task is not enqueued twice); raise --call-timeout for a slow stack", unknown, total)
 	case firstFailure != nil:
 		return fmt.Errorf("%d of %d tasks could not be enqueued, the first: %w", failed, total, firstFailure)
 	case conflicts > 0:

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -74,6 +75,7 @@ func StdStreams() Streams {
 // the exit code. ctx ends the run early (Ctrl-C).
 func Main(ctx context.Context, args []string, s Streams) int {
 	a := newApp(s)
+	a.args = args
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(s.In)
@@ -115,6 +117,7 @@ apply, including AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
   leasehold enqueue --kind greet '{"name":"ada"}'
   leasehold result --wait 6b1f...
   leasehold list --status failed --json | jq -r '.[].id' | xargs -n1 leasehold retry`,
+		Version:       Version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Runs only when no subcommand matched: report the unknown one.
@@ -123,19 +126,89 @@ apply, including AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
 			if len(args) == 0 {
 				return cmd.Help()
 			}
-			msg := fmt.Sprintf("unknown command %q", args[0])
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "; did you mean " + strings.Join(s, " or ") + "?"
-			}
-			return usageErrorf("%s", msg)
+			return unknownCommand(cmd, args[0])
 		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SuggestionsMinimumDistance = 2
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "leasehold enqeue --kind x": cobra parsed the flags for the root
+		// command, which has no --kind. The unknown command is the mistake
+		// to report.
+		if c == root {
+			if name := firstCommandArg(root, a.args); name != "" {
+				if sub, _, ferr := root.Find([]string{name}); ferr != nil || sub == root {
+					return unknownCommand(root, name)
+				}
+			}
+		}
+		return usageError{err}
+	})
 	a.addGlobalFlags(root)
 	addCommands(root, a)
 	return root
+}
+
+// Version is what `leasehold --version` prints after "leasehold version":
+// the module version the binary was built from (with `go install ...@v1.2.3`
+// the tag; in a checkout a pseudo-version from the commit, "+dirty" with
+// local changes), the commit when the build recorded one, then the Go
+// version.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && !strings.Contains(v, s.Value[:min(12, len(s.Value))]) {
+			v += " commit " + s.Value[:min(12, len(s.Value))]
+		}
+	}
+	return v + " " + bi.GoVersion
+}
+
+// unknownCommand is the usage error for a command name that root lacks, with
+// the names it resembles.
+func unknownCommand(root *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageErrorf("%s", msg)
+}
+
+// firstCommandArg is the first argument that is neither a flag nor the value
+// of a global flag: where the command name stands. Empty if there is none.
+func firstCommandArg(root *cobra.Command, args []string) string {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		switch {
+		case arg == "--":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+			return ""
+		case strings.HasPrefix(arg, "-") && len(arg) > 1:
+			name := strings.TrimLeft(arg, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			f := root.PersistentFlags().Lookup(name)
+			if f == nil && len(name) == 1 {
+				f = root.PersistentFlags().ShorthandLookup(name)
+			}
+			if f != nil && f.NoOptDefVal == "" {
+				i++ // its value
+			}
+		default:
+			return arg
+		}
+	}
+	return ""
 }
 
 // builders make the subcommands. Each command's file registers its own in

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
@@ -35,7 +36,8 @@ const (
 // app is one run of the command: its streams, the global flags and what is
 // built from them on first use.
 type app struct {
-	io Streams
+	io   Streams
+	args []string // the command line, for error messages
 
 	table       string
 	queueURL    string
@@ -119,6 +121,12 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 		// One HTTP round trip can never outlast a call.
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(a.callTimeout)),
 		config.WithRetryer(newRetryer),
+		// The SDK's own log lines (such as "failed to discard remaining
+		// HTTP response body" after a cut call) go nowhere: each command
+		// reports its errors in one line, and `leasehold run` keeps stderr
+		// for JSON logs (see sdkLogger).
+		config.WithLogger(logging.Nop{}),
+		config.WithClientLogMode(0),
 	}
 	if a.region != "" {
 		opts = append(opts, config.WithRegion(a.region))

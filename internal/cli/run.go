@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,6 +19,9 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -166,6 +171,8 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
+	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
@@ -185,7 +192,6 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		}
 	}
 
-	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	ddb := dynamodb.NewFromConfig(cfg)
 	if err := a.checkTable(ctx, ddb, log); err != nil {
 		return err
@@ -237,6 +243,8 @@ func (a *app) checkTable(ctx context.Context, ddb *dynamodb.Client, log *slog.Lo
 	switch {
 	case errors.As(err, new(*ddbtypes.ResourceNotFoundException)):
 		return &leasehold.MissingResourceError{Service: "DynamoDB", Resource: a.table, Err: err}
+	case unreachableErr(err, a.callTimeout) != nil:
+		return unreachableErr(err, a.callTimeout)
 	case err != nil:
 		log.Warn("could not check the tasks table", "table", a.table, "error", err)
 	}
@@ -251,6 +259,9 @@ func (a *app) queueByName(ctx context.Context, q *sqs.Client, name string) (stri
 	if err != nil {
 		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
 			return "", &leasehold.MissingResourceError{Service: "SQS", Resource: name, Err: err}
+		}
+		if u := unreachableErr(err, a.callTimeout); u != nil {
+			return "", u
 		}
 		return "", fmt.Errorf("look up queue %s: %w", name, err)
 	}
@@ -314,4 +325,50 @@ func (v *flagEnv) dur(name string, flag time.Duration, env string) time.Duration
 		v.err = usageErrorf("%s=%q is not a duration such as 30s", env, s)
 	}
 	return d
+}
+
+// unreachableErr recognises a call of `leasehold run`'s own SDK clients that
+// never got an answer, as the library's client does for the other commands,
+// so that a stack that is down exits 4 with one line. Nil for other errors.
+func unreachableErr(err error, callTimeout time.Duration) *leasehold.UnreachableError {
+	var send *smithyhttp.RequestSendError
+	timedOut := errors.Is(err, context.DeadlineExceeded)
+	if err == nil || errors.Is(err, context.Canceled) || (!errors.As(err, &send) && !timedOut) {
+		return nil
+	}
+	u := &leasehold.UnreachableError{Service: "AWS", Endpoint: "its endpoint", Err: err}
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		u.Service = op.ServiceID
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if p, perr := url.Parse(ue.URL); perr == nil && p.Host != "" {
+			u.Endpoint = p.Scheme + "://" + p.Host
+		}
+	}
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		u.Reason = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		u.Reason = "connection reset"
+	case errors.As(err, &dns):
+		u.Reason = "cannot resolve host " + dns.Name
+	case timedOut:
+		u.Reason = fmt.Sprintf("no answer within %s", callTimeout)
+	case ue != nil:
+		u.Reason = ue.Err.Error()
+	default:
+		u.Reason = send.Err.Error()
+	}
+	return u
+}
+
+// sdkLogger puts the SDK's log lines into the JSON log at DEBUG: they are
+// the SDK's view of a failure the worker logs and handles itself.
+type sdkLogger struct{ log *slog.Logger }
+
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...), "sdk_level", string(c))
 }

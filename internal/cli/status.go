@@ -80,7 +80,20 @@ finished is an error (exit 1), unless --wait waits for it to finish.
 					ctx, cancel = context.WithTimeout(ctx, timeout)
 					defer cancel()
 				}
+				// On a terminal, say so: without a timeout the command may
+				// wait for hours with nothing on the screen. The line is
+				// erased when the wait ends.
+				if a.io.ErrIsTerminal {
+					limit := "no time limit"
+					if timeout > 0 {
+						limit = "up to " + timeout.String()
+					}
+					fmt.Fprintf(a.io.Err, "waiting for task %s to finish (%s; Ctrl-C stops)...", lease.DisplayID(id), limit)
+				}
 				info, err = c.Wait(ctx, id)
+				if a.io.ErrIsTerminal {
+					fmt.Fprint(a.io.Err, "\r\x1b[K")
+				}
 				if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, leasehold.ErrUnreachable) {
 					return fmt.Errorf("task %s did not finish within %s", lease.DisplayID(id), timeout)
 				}

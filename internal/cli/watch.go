@@ -74,7 +74,7 @@ stacks, not for tables of millions of tasks.`,
 				ctx, cancel = context.WithTimeout(ctx, f.timeout)
 				defer cancel()
 			}
-			w := &watcher{app: a, client: c, ids: ids, all: f.all, status: map[string]leasehold.TaskInfo{}}
+			w := &watcher{app: a, client: c, list: c.List, ids: ids, all: f.all, status: map[string]leasehold.TaskInfo{}}
 			return w.run(ctx, f)
 		},
 	}
@@ -120,6 +120,8 @@ func (a *app) watchIDs(args []string) ([]string, error) {
 type watcher struct {
 	app    *app
 	client *leasehold.Client
+	// list reads a page of the status index (client.List; tests replace it).
+	list   func(context.Context, leasehold.ListOptions) (leasehold.Page, error)
 	ids    []string
 	all    bool
 	status map[string]leasehold.TaskInfo // ids mode: last seen state
@@ -154,14 +156,21 @@ func (w *watcher) run(ctx context.Context, f watchFlags) error {
 	defer bar.finish()
 	started := time.Now()
 	last := ""
+	var complete counts // the last round that was read in full
 	for {
 		c, err := w.round(ctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+				if w.all {
+					// A cut --all round counted only some statuses:
+					// report the last full round instead.
+					return w.timedOut(f.timeout, complete)
+				}
 				return w.timedOut(f.timeout, c)
 			}
 			return err
 		}
+		complete = c
 		done, total := c.finished()
 		bar.resize(max(total, 1))
 		bar.describe(c.String())
@@ -187,7 +196,12 @@ func (w *watcher) run(ctx context.Context, f watchFlags) error {
 	}
 }
 
+// timedOut prints c, the last counts read in full, and the timeout error.
+// A nil c means no round finished before the deadline.
 func (w *watcher) timedOut(timeout time.Duration, c counts) error {
+	if c == nil {
+		return fmt.Errorf("timed out after %s before the first count of every status finished", timeout)
+	}
 	done, total := c.finished()
 	fmt.Fprintln(w.app.io.Out, c.String())
 	return fmt.Errorf("timed out after %s: %d of %d tasks have not finished", timeout, total-done, total)
@@ -274,15 +288,16 @@ func (w *watcher) counts() counts {
 	return c
 }
 
-// countAll counts every task of the table by status.
+// countAll counts every task of the table by status. On error the counts
+// are nil: a part of a round is not a count of the table.
 func (w *watcher) countAll(ctx context.Context) (counts, error) {
 	c := counts{}
 	for _, s := range leasehold.Statuses() {
 		o := leasehold.ListOptions{Status: s, Limit: leasehold.MaxListLimit}
 		for {
-			page, err := w.client.List(ctx, o)
+			page, err := w.list(ctx, o)
 			if err != nil {
-				return c, err
+				return nil, err
 			}
 			c[s] += len(page.Tasks)
 			if page.Next == "" {

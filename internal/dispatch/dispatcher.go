@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -113,12 +114,20 @@ func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
 			DelaySeconds: delaySeconds(r.delay),
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
-	defer cancel()
-	out, err := d.cfg.SQS.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{
-		QueueUrl: aws.String(d.cfg.WorkQueueURL),
-		Entries:  entries,
-	})
+	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(d.cfg.WorkQueueURL), Entries: entries}
+	var out *sqs.SendMessageBatchOutput
+	var err error
+	// A call that got no answer in time may have been sent: send it again
+	// (a second token of a task is harmless, its claim is fenced) rather
+	// than report tokens as unsent that a slow queue did take.
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+		out, err = d.cfg.SQS.SendMessageBatch(cctx, in)
+		cancel()
+		if err == nil || attempt == sendAttempts || ctx.Err() != nil || !noAnswer(err) {
+			break
+		}
+	}
 	if err != nil {
 		d.cfg.Logger.WarnContext(ctx, "could not send dispatch tokens", "tokens", len(refs), "error", err)
 		for i, r := range refs {
@@ -147,6 +156,17 @@ func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
 			errs[i] = fmt.Errorf("send token for %s: %w: the response did not report it", r.id, ErrSend)
 		}
 	}
+}
+
+// sendAttempts bounds the calls of one batch whose earlier calls got no
+// answer.
+const sendAttempts = 3
+
+// noAnswer reports a call cut by its deadline or its HTTP timeout: whether
+// it reached SQS is unknown.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func entryIndex(id *string, n int) (int, bool) {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -243,5 +245,39 @@ func TestSettingsFromEnv(t *testing.T) {
 		if !errors.Is(err, dispatch.ErrConfig) || !strings.Contains(err.Error(), c.mention) {
 			t.Errorf("%s=%q: error %v", c.env, c.value, err)
 		}
+	}
+}
+
+// stallingSQS takes the first batch but answers it only after the call's
+// deadline, as a queue too slow for the call timeout does.
+type stallingSQS struct {
+	*fakeSQS
+	calls atomic.Int32
+}
+
+func (s *stallingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := s.fakeSQS.SendMessageBatch(ctx, in, opts...)
+	if s.calls.Add(1) == 1 && err == nil {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return out, err
+}
+
+// A batch whose call timed out is sent again, not reported as unsent.
+func TestEnqueueSendsAgainAfterNoAnswer(t *testing.T) {
+	t.Parallel()
+	var stalling *stallingSQS
+	e := setupUnit(t, func(c *dispatch.Config) {
+		stalling = &stallingSQS{fakeSQS: c.SQS.(*fakeSQS)}
+		c.SQS = stalling
+		c.CallTimeout = 100 * time.Millisecond
+	})
+	res, err := e.d.Enqueue(t.Context(), []lease.NewTask{{ID: "a", Kind: "k"}})
+	if err != nil || res[0].Err != nil || !res[0].Sent {
+		t.Fatalf("Enqueue whose first send got no answer: %+v, %v; want it sent", res[0], err)
+	}
+	if n := stalling.calls.Load(); n != 2 {
+		t.Errorf("%d SendMessageBatch calls, want 2: the unanswered one and its retry", n)
 	}
 }

@@ -144,9 +144,10 @@ func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 			visibility = time.Duration(secs) * time.Second
 		}
 	}
-	if visibility > 0 && visibility < r.cfg.InvocationTimeout {
+	if r.cfg.VisibilityTimeout == 0 && visibility > 0 && visibility < r.cfg.InvocationTimeout {
 		// Lambda refuses to create such a mapping. Here it is only a warning:
-		// a handler that extends visibility itself can be fine with it.
+		// a handler that extends visibility itself can be fine with it. A
+		// receive visibility set on purpose is not warned about.
 		r.log.Warn("visibility timeout is shorter than the invocation timeout; "+
 			"messages may be delivered again while their batch is still running",
 			"visibility_timeout", visibility, "invocation_timeout", r.cfg.InvocationTimeout)

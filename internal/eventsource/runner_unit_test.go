@@ -1,10 +1,12 @@
 package eventsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +252,32 @@ func TestAcknowledgedMessageIsDeletedBeforeTheBatchEnds(t *testing.T) {
 				t.Error("Ack without a runner reported a listener")
 			}
 		})
+	}
+}
+
+// The queue's visibility (60s) shorter than the invocation timeout is warned
+// about; a receive visibility set on purpose is not.
+func TestVisibilityWarningOnlyForTheQueuesOwn(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		visibility time.Duration
+		warn       bool
+	}{{0, true}, {30 * time.Second, false}} {
+		var logs bytes.Buffer
+		r, err := New(scriptedClient{getAttributes: queueAttributes}, Config{
+			QueueURL:          "https://sqs.us-east-1.amazonaws.com/123456789012/work",
+			InvocationTimeout: 2 * time.Minute,
+			VisibilityTimeout: c.visibility,
+			Logger:            slog.New(slog.NewTextHandler(&logs, nil)),
+		}, failingHandler(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.resolveQueue(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "visibility timeout is shorter"); got != c.warn {
+			t.Errorf("receive visibility %s: warned %v, want %v; logs: %s", c.visibility, got, c.warn, logs.String())
+		}
 	}
 }

@@ -129,8 +129,9 @@ var Worker = Function{
 		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
 		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
+		leasehold.EnvVisibilityMargin,
 	},
-	Unread: merge(runnerEnv, dispatchEnv),
+	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
 
 // Dispatch is the dispatch function (functions/dispatch).
@@ -150,19 +151,22 @@ var Dispatch = Function{
 		dispatch.EnvDispatchGrace, dispatch.EnvMaxAttempts, dispatch.EnvConcurrency,
 		dispatch.EnvSweepConcurrency, leasehold.EnvLogLevel,
 	},
-	Unread: merge(runnerEnv, workerEnv),
+	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
 }
 
 // Variables of code that one function links but only another runs.
 var (
 	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
-		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout, leasehold.EnvSweepEvery)
+		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout, leasehold.EnvSweepEvery,
+		leasehold.EnvReceiveVisibility, leasehold.EnvLongPoll)
+	fromEnvOnly = unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
+		leasehold.EnvWorkDLQName)
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvReplaceAtReceiveCount)
+		leasehold.EnvReplaceAtReceiveCount, leasehold.EnvVisibilityMargin)
 )
 
 func unread(why string, names ...string) map[string]string {

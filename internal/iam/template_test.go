@@ -312,3 +312,42 @@ func TestWorkQueueTiming(t *testing.T) {
 		t.Errorf("%s = %s, want %d (maxReceiveCount - 2)", leasehold.EnvReplaceAtReceiveCount, got, lifecycle.DefaultReplaceAtReceiveCount)
 	}
 }
+
+// The only IAM policies outside the roles are the X-Ray grants that
+// Tracing=Active adds: conditional, one per role, exactly the two calls
+// Lambda makes to send segments, which X-Ray cannot scope to a resource.
+func TestOnlyTracingPoliciesOutsideRoles(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	res, _ := tp["Resources"].(map[string]any)
+	attached := map[string]bool{}
+	for id, r := range res {
+		r := r.(map[string]any)
+		switch r["Type"] {
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy":
+		default:
+			continue
+		}
+		if r["Type"] != "AWS::IAM::RolePolicy" || r["Condition"] != "TracingActive" {
+			t.Errorf("%s: a %v (condition %v); want only AWS::IAM::RolePolicy resources on condition TracingActive", id, r["Type"], r["Condition"])
+			continue
+		}
+		p := props(r)
+		role, _ := p["RoleName"].(map[string]any)
+		name := fmt.Sprint(role["Ref"])
+		attached[name] = true
+		doc, _ := p["PolicyDocument"].(map[string]any)
+		for _, st := range list(doc["Statement"]) {
+			st := st.(map[string]any)
+			acts := fmt.Sprint(list(st["Action"]))
+			if st["Effect"] != "Allow" || acts != "[xray:PutTraceSegments xray:PutTelemetryRecords]" || st["Condition"] != nil {
+				t.Errorf("%s: statement %v allows %s; want only xray:PutTraceSegments and xray:PutTelemetryRecords", id, st["Sid"], acts)
+			}
+		}
+	}
+	for _, f := range iam.Functions {
+		if !attached[f.Role] {
+			t.Errorf("no TracingActive policy for %s: Tracing=Active would leave %s unable to send segments", f.Role, f.LogicalID)
+		}
+	}
+}

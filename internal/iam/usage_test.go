@@ -208,7 +208,8 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	rec := newRecorder(s.table, s.queues)
 	logs, emf := &syncBuffer{}, &syncBuffer{}
 
-	// The worker as functions/worker/main.go wires it, at DEBUG.
+	// The worker as functions/worker/main.go wires it (with the example
+	// kinds, as its leasehold_demo build registers them), at DEBUG.
 	handlers := leasehold.NewHandlers()
 	examples.Register(handlers)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{

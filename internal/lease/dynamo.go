@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -177,14 +178,39 @@ const attrCreateToken = "create_token"
 
 // put writes t, the record of n, as a new item. When the id is taken it
 // returns the stored task and CheckDuplicate's verdict.
+//
+// A put that got no answer within CallTimeout may still land (a slow table
+// serves it after the caller gave up), so its outcome is unknown, not a
+// failure: it is sent again, up to putAttempts calls in all, with the same
+// token, and a later call that finds the item this token wrote reports the
+// create. Only a put that never got an answer fails with the timeout.
 func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) {
+	// A token unique to this create, so a retried put that finds its own
+	// earlier landing can tell it from another caller's create.
+	token := rand.Text()
+	for attempt := 1; ; attempt++ {
+		task, err := s.putOnce(ctx, t, n, token)
+		if attempt == putAttempts || ctx.Err() != nil || !noAnswer(err) {
+			return task, err
+		}
+	}
+}
+
+// noAnswer reports a call cut by its deadline or its HTTP timeout: whether
+// it reached the table is unknown.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// putAttempts bounds the calls of one put whose earlier calls got no answer.
+const putAttempts = 3
+
+func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token string) (Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	cond := "attribute_not_exists(#id)"
 	item := itemOf(t)
-	// A token unique to this call, so a retried put that finds its own
-	// earlier landing can tell it from another caller's create.
-	token := rand.Text()
 	item[attrCreateToken] = avS(token)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
@@ -201,9 +227,9 @@ func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) 
 		return Task{}, backendErr("create", t.ID, err)
 	}
 	if seen, ok := ccf.Item[attrCreateToken].(*types.AttributeValueMemberS); ok && seen.Value == token {
-		// The stored item carries this call's own token: the SDK retried
-		// a put whose response was lost after it landed. That is this
-		// call's create, not a duplicate.
+		// The stored item carries this create's own token: the SDK (or
+		// put, after a timeout) retried a put whose response was lost
+		// after it landed. That is this create, not a duplicate.
 		return t, nil
 	}
 	old, err := decodeOld(ccf.Item)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,5 +318,43 @@ func TestDynamoCreateRecognisesItsOwnLostResponse(t *testing.T) {
 	// A second, separate create of the same task is a duplicate as before.
 	if _, err := store.Create(t.Context(), lease.NewTask{ID: "own-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3}); !errors.Is(err, lease.ErrAlreadyExists) {
 		t.Fatalf("second Create: %v, want ErrAlreadyExists", err)
+	}
+}
+
+// lateClient lands the first PutItem but answers it only when the call's
+// deadline has passed, as a table too slow for the call timeout does.
+type lateClient struct {
+	lease.DynamoDBClient
+	puts atomic.Int32
+}
+
+func (c *lateClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if c.puts.Add(1) > 1 {
+		return c.DynamoDBClient.PutItem(ctx, in, opts...)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), awstest.Scale(30*time.Second))
+	defer cancel()
+	if _, err := c.DynamoDBClient.PutItem(lctx, in, opts...); err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A create whose call timed out although the put landed is not a failure:
+// the put is sent again and finds its own item (bulk enqueues against a slow
+// stack reported such tasks as failed).
+func TestDynamoCreateAfterItsCallTimedOut(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	client := &lateClient{DynamoDBClient: dynamodb.NewFromConfig(cfg)}
+	store := lease.NewDynamoStore(client, table, lease.Options{CallTimeout: awstest.Scale(2 * time.Second)})
+	task, err := store.Create(t.Context(), lease.NewTask{ID: "late-1", Kind: "k", MaxAttempts: 3})
+	if err != nil || task.ID != "late-1" || task.Status != lease.StatusPending {
+		t.Fatalf("Create whose first call timed out after landing: %+v, %v; want the created task", task, err)
+	}
+	if n := client.puts.Load(); n != 2 {
+		t.Fatalf("%d puts, want 2: the timed-out put and its retry", n)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -155,12 +157,64 @@ func describeJSONError(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+		// Name JSON types, never the Go types the body decodes into.
+		if typ.Field == "" {
+			return fmt.Sprintf("the body must be a JSON object, not %s", jsonValueName(typ.Value))
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, jsonTypeName(typ.Type), jsonValueName(typ.Value))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "empty or truncated JSON"
 	}
 	// Unknown-field errors from the decoder name the field, never values.
 	return err.Error()
+}
+
+// jsonTypeName names the JSON type that decodes into t.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "JSON" // json.RawMessage: any value
+		}
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
+}
+
+// jsonValueName names the JSON value the decoder found, as
+// UnmarshalTypeError.Value describes it ("string", "number 1.5", "array"...).
+func jsonValueName(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "object", "array":
+		return "an " + kind
+	case "string", "number":
+		return "a " + kind
+	case "bool":
+		return "true or false"
+	}
+	if kind == "" {
+		return "this value"
+	}
+	return kind
 }
 
 // Ref encodes a reference token for a stored task.

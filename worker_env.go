@@ -1,0 +1,122 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// More environment variables read by NewWorkerFromEnv (and, for the first
+// three, by WorkerConfigFromEnv and RunOptionsFromEnv).
+const (
+	// EnvVisibilityMargin sets WithVisibilityMargin.
+	EnvVisibilityMargin = "LEASEHOLD_VISIBILITY_MARGIN"
+	// EnvReceiveVisibility sets WithReceiveVisibility (Worker.Run only).
+	EnvReceiveVisibility = "LEASEHOLD_RECEIVE_VISIBILITY"
+	// EnvLongPoll sets WithLongPoll (Worker.Run only).
+	EnvLongPoll = "LEASEHOLD_LONG_POLL"
+	// EnvWorkDLQName names the work dead-letter queue to look up when
+	// LEASEHOLD_WORK_DLQ_URL is not set.
+	EnvWorkDLQName = "LEASEHOLD_WORK_DLQ_NAME"
+)
+
+// lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ.
+const lookupTimeout = 10 * time.Second
+
+// NewWorkerFromEnv is the one way to build a worker from the environment:
+// every LEASEHOLD_* variable of WorkerConfigFromEnv and RunOptionsFromEnv,
+// plus LEASEHOLD_LOG_LEVEL (DEBUG, INFO, WARN or ERROR: a JSON logger on
+// stderr at that level). It returns the worker and the options for
+// Worker.Run; HandleSQS needs none. opts come after the environment's, so
+// they win (a WithLogger of yours replaces the LEASEHOLD_LOG_LEVEL logger).
+//
+// The work dead-letter queue is LEASEHOLD_WORK_DLQ_URL; without it, the
+// queue named LEASEHOLD_WORK_DLQ_NAME; without that, the dead-letter target
+// of the work queue's redrive policy. These lookups need sqs:GetQueueUrl
+// (and sqs:GetQueueAttributes for the redrive policy); the deployed
+// function sets the URL and makes none. When no DLQ is found the worker
+// logs a warning at start-up: messages that name no task are then left to
+// the queue's redrive policy.
+func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers, opts ...WorkerOption) (*Worker, []RunOption, error) {
+	cfg, wopts, err := WorkerConfigFromEnv(awsCfg, handlers)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := os.Getenv(EnvLogLevel); v != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, EnvLogLevel, v)
+		}
+		wopts = append([]WorkerOption{WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))}, wopts...)
+	}
+	ropts, err := RunOptionsFromEnv()
+	if err != nil {
+		return nil, nil, err
+	}
+	var dlqProblem string
+	if cfg.DeadLetterQueueURL == "" && cfg.QueueURL != "" {
+		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(awsCfg), cfg.QueueURL, os.Getenv(EnvWorkDLQName))
+	}
+	w, err := NewWorker(cfg, append(wopts, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.DeadLetterQueueURL == "" {
+		w.log.Warn("no work dead-letter queue: messages that name no task are left to the work queue's redrive policy; set "+EnvWorkDLQURL+" or "+EnvWorkDLQName,
+			"work_queue", cfg.QueueURL, "reason", dlqProblem)
+	}
+	return w, ropts, nil
+}
+
+// queueLookup is the part of the SQS client findDeadLetterQueue uses.
+type queueLookup interface {
+	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// findDeadLetterQueue returns the URL of the queue named name or, with no
+// name, of the work queue's redrive target; or "" and why not.
+func findDeadLetterQueue(ctx context.Context, q queueLookup, workURL, name string) (string, string) {
+	if name == "" {
+		cctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		out, err := q.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(workURL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
+		})
+		cancel()
+		if err != nil {
+			return "", "read the work queue's redrive policy: " + err.Error()
+		}
+		var rp struct {
+			Target string `json:"deadLetterTargetArn"`
+		}
+		raw := out.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)]
+		if raw == "" {
+			return "", "the work queue has no redrive policy"
+		}
+		if err := json.Unmarshal([]byte(raw), &rp); err != nil || rp.Target == "" {
+			return "", "the work queue's redrive policy names no dead-letter queue"
+		}
+		// arn:PARTITION:sqs:REGION:ACCOUNT:NAME
+		name = rp.Target[strings.LastIndexByte(rp.Target, ':')+1:]
+	}
+	cctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	out, err := q.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
+			return "", "no queue named " + name
+		}
+		return "", "look up queue " + name + ": " + err.Error()
+	}
+	return aws.ToString(out.QueueUrl), ""
+}

@@ -1,0 +1,149 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
+)
+
+// NewWorkerFromEnv covers every option: the worker's, Run's and the log
+// level. With a DLQ URL set it makes no AWS call (the config has no
+// endpoint or credentials).
+func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
+	for k, v := range map[string]string{
+		EnvTable: "tasks", EnvWorkQueueURL: "https://sqs.example/work", EnvWorkDLQURL: "https://sqs.example/dlq",
+		EnvLogLevel: "DEBUG", EnvVisibilityMargin: "7s", EnvLeaseDuration: "30s", EnvRenewBefore: "12s",
+		EnvReceiveVisibility: "45s", EnvLongPoll: "3s", EnvPollers: "4", EnvBatchWindow: "2s",
+	} {
+		t.Setenv(k, v)
+	}
+	w, ropts, err := NewWorkerFromEnv(t.Context(), aws.Config{Region: "us-east-1"}, NewHandlers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := w.exec.Config()
+	if lc.VisibilityMargin != 7*time.Second || lc.LeaseDuration != 30*time.Second || lc.RenewBefore != 12*time.Second {
+		t.Errorf("visibility margin %s, lease %s, renew before %s; want 7s, 30s, 12s", lc.VisibilityMargin, lc.LeaseDuration, lc.RenewBefore)
+	}
+	if !w.log.Enabled(t.Context(), slog.LevelDebug) {
+		t.Errorf("%s=DEBUG: the worker's logger does not log DEBUG", EnvLogLevel)
+	}
+	var o runOptions
+	for _, opt := range ropts {
+		opt(&o)
+	}
+	if o.cfg.VisibilityTimeout != 45*time.Second || o.cfg.WaitTime != 3*time.Second || o.cfg.Pollers != 4 || o.cfg.BatchWindow != 2*time.Second {
+		t.Errorf("run options %+v; want receive visibility 45s, long poll 3s, 4 pollers, batch window 2s", o.cfg)
+	}
+
+	// A logger of the caller's replaces the one of LEASEHOLD_LOG_LEVEL.
+	w, _, err = NewWorkerFromEnv(t.Context(), aws.Config{Region: "us-east-1"}, NewHandlers(),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	if err != nil || w.log.Enabled(t.Context(), slog.LevelWarn) {
+		t.Errorf("with WithLogger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
+	}
+
+	t.Setenv(EnvLogLevel, "LOUD")
+	if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); err == nil || !strings.Contains(err.Error(), EnvLogLevel) {
+		t.Errorf("%s=LOUD: err %v, want ErrConfig naming it", EnvLogLevel, err)
+	}
+}
+
+// fakeLookup answers the DLQ lookups.
+type fakeLookup struct {
+	redrive string            // the work queue's RedrivePolicy attribute
+	queues  map[string]string // name -> URL
+}
+
+func (f fakeLookup) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	if url, ok := f.queues[aws.ToString(in.QueueName)]; ok {
+		return &sqs.GetQueueUrlOutput{QueueUrl: aws.String(url)}, nil
+	}
+	return nil, &sqstypes.QueueDoesNotExist{}
+}
+
+func (f fakeLookup) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	attrs := map[string]string{}
+	if f.redrive != "" {
+		attrs[string(sqstypes.QueueAttributeNameRedrivePolicy)] = f.redrive
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: attrs}, nil
+}
+
+func TestFindDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	q := fakeLookup{
+		redrive: `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:stack-work-dlq","maxReceiveCount":10}`,
+		queues:  map[string]string{"stack-work-dlq": "https://sqs.example/stack-work-dlq", "named": "https://sqs.example/named"},
+	}
+	for _, c := range []struct {
+		name      string
+		q         fakeLookup
+		dlqName   string
+		want, why string
+	}{
+		{"by name", q, "named", "https://sqs.example/named", ""},
+		{"missing name", q, "nope", "", "no queue named nope"},
+		{"redrive target", q, "", "https://sqs.example/stack-work-dlq", ""},
+		{"no redrive policy", fakeLookup{}, "", "", "no redrive policy"},
+	} {
+		url, why := findDeadLetterQueue(t.Context(), c.q, "https://sqs.example/work", c.dlqName)
+		if url != c.want || !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("%s: %q, %q; want %q, %q", c.name, url, why, c.want, c.why)
+		}
+	}
+}
+
+// A handler sees its attempt's fence and lease expiry, and the idempotency
+// key built from them.
+func TestHandlerSeesFenceAndLease(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	store := leasemem.New(lease.Options{Clock: clock, LeaseDuration: 30 * time.Second})
+	hs := NewHandlers()
+	var seen Task[struct{}]
+	Handle(hs, "k", func(_ context.Context, task *Task[struct{}]) (int, error) { seen = *task; return 1, nil })
+	o := workerOptions{}
+	WithClock(clock)(&o)
+	WithLogger(slog.New(slog.DiscardHandler))(&o)
+	WithLeaseDuration(30 * time.Second)(&o)
+	WithOwner("test")(&o)
+	w, err := newWorker(store, &recordingSQS{}, WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: hs}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"v": 1, "kind": "k", "id": "t1"})
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", ReceiptHandle: "r1", Body: string(body),
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}}}}
+	if resp, err := w.HandleSQS(t.Context(), ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("HandleSQS = %+v, %v", resp, err)
+	}
+	if seen.Fence != 1 || !seen.LeaseUntil.Equal(clock.Now().Add(30*time.Second)) || seen.IdempotencyKey() != "t1/1" {
+		t.Errorf("handler saw fence %d, lease until %s, key %q; want 1, %s, t1/1", seen.Fence, seen.LeaseUntil, seen.IdempotencyKey(), clock.Now().Add(30*time.Second))
+	}
+}
+
+func TestExponentialBackoffBounds(t *testing.T) {
+	t.Parallel()
+	b := ExponentialBackoff(time.Second, 8*time.Second)
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 9: 8 * time.Second} {
+		for range 50 {
+			if d := b(attempt); d < want/2 || d > want {
+				t.Fatalf("attempt %d: %s, want within [%s, %s]", attempt, d, want/2, want)
+			}
+		}
+	}
+}
