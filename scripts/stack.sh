@@ -105,7 +105,7 @@ cmd_install() {
 	if [[ "$SQS_MODE" == localstack ]]; then
 		local py
 		py=$(find_py313)
-		venv_install "$LS_VENV" "$LS_REQUIREMENTS" bin/localstack "LocalStack (Python $("$py" -c 'import platform; print(platform.python_version())'))" \
+		venv_install "$LS_VENV" "$LS_REQUIREMENTS" bin/python3 "LocalStack (Python $("$py" -c 'import platform; print(platform.python_version())'))" \
 			"$py" "~500 MB, about 1 minute"
 	fi
 	# The aws CLI on PATH after `eval "$(scripts/stack.sh env)"`: awscli v1
