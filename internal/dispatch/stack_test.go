@@ -500,8 +500,11 @@ func TestStackInvalidSubmissionsGoToTheDeadLetterQueue(t *testing.T) {
 	for _, r := range ev.Records {
 		bySource[r.MessageId] = r
 	}
+	// At least once: a forward the SDK sent again after its answer was lost
+	// is on the queue twice; what counts is each rejected submission.
 	var reasons []string
-	for len(reasons) < len(bad) {
+	sources := map[string]bool{}
+	for len(sources) < len(bad) {
 		got := e.receive(e.queues.IntakeDLQ, 10)
 		if len(got.Records) == 0 {
 			t.Fatalf("%d of %d rejected submissions in the dead-letter queue", len(reasons), len(bad))
@@ -516,6 +519,7 @@ func TestStackInvalidSubmissionsGoToTheDeadLetterQueue(t *testing.T) {
 				t.Fatalf("dead letter names source %s, which did not carry its body", *src)
 			}
 			reasons = append(reasons, *reason)
+			sources[*src] = true
 		}
 	}
 	for _, b := range bad {
@@ -527,8 +531,10 @@ func TestStackInvalidSubmissionsGoToTheDeadLetterQueue(t *testing.T) {
 			t.Errorf("no dead letter with reason %q among %q", b.reason, reasons)
 		}
 	}
-	if tokens := e.work(); tokens != 2 {
-		t.Fatalf("%d tokens, want the two valid tasks'", tokens)
+	// A token sent again after a lost answer is a duplicate the worker
+	// acknowledges without running the task twice (ranOnce).
+	if tokens := e.work(); tokens < 2 {
+		t.Fatalf("%d tokens, want at least the two valid tasks'", tokens)
 	}
 	e.ranOnce("ok-1", "ok-2")
 }
