@@ -16,6 +16,7 @@ Run by scripts/stack.sh with the venv built from localstack/requirements.txt
 werkzeug, which that image has).
 """
 
+import os
 import signal
 import sys
 import threading
@@ -77,7 +78,9 @@ def main(argv):
     if len(argv) != 3:
         sys.exit("usage: moto_dynamodb.py HOST PORT")
     host, port = argv[1], int(argv[2])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # waitress's loop swallows a SystemExit raised in a handler, so SIGTERM
+    # ends the process directly (moto keeps its state in memory only).
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     app = DomainDispatcherApplication(create_backend_app)
     # waitress rather than werkzeug's development server, which closes the
     # connection after every response; HTTP clients that pool connections
