@@ -101,7 +101,7 @@ find_py313() {
 }
 
 cmd_install() {
-	venv_install "$MOTO_VENV" "$MOTO_REQUIREMENTS" bin/moto_server "moto and the aws CLI" python3 "~90 MB, about 30 s"
+	venv_install "$MOTO_VENV" "$MOTO_REQUIREMENTS" bin/moto_server "moto and the aws CLI" python3 "~480 MB, 30-60 s"
 	if [[ "$SQS_MODE" == localstack ]]; then
 		local py
 		py=$(find_py313)
