@@ -53,6 +53,7 @@ func ReceiveEvent(t testing.TB, client *sqs.Client, url string, max int32, wait 
 func ReceiveN(t testing.TB, client *sqs.Client, url string, n int, budget time.Duration, visibility int32, keep func(events.SQSMessage) bool) events.SQSEvent {
 	t.Helper()
 	var ev events.SQSEvent
+	budget = Scale(budget) // a bound to give up, never a pass criterion
 	deadline := time.Now().Add(budget)
 	for len(ev.Records) < n {
 		if time.Now().After(deadline) {
