@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
@@ -113,4 +114,11 @@ func (hs *Handlers) lookup(kind string) (lifecycle.Handler, bool) {
 	defer hs.mu.RUnlock()
 	h, ok := hs.kinds[kind]
 	return h, ok
+}
+
+// leaseholdtest runs registered handlers through lookup (internal/handlerhook).
+func init() {
+	handlerhook.Lookup = func(hs any, kind string) (lifecycle.Handler, bool) {
+		return hs.(*Handlers).lookup(kind)
+	}
 }

@@ -1,0 +1,124 @@
+// Package leaseholdtest runs task handlers in unit tests, without a queue,
+// a table or a worker.
+//
+// Run registers a handler with leasehold.Handle and calls it through the
+// same adapter the worker calls: the payload is encoded to JSON and decoded
+// into the handler's payload type, and the result is encoded to JSON (a
+// result that cannot be, or a payload that does not decode, fails as it
+// would when deployed) and decoded back into R. The *leasehold.Task the
+// handler sees is synthetic: its id, kind, attempt, fence and lease
+// deadline are the ones you give, with defaults for those you leave zero.
+// Nothing renews a lease and nothing is recorded.
+package leaseholdtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/handlerhook"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+)
+
+// Defaults of the fields of Task left zero.
+const (
+	DefaultID          = "leaseholdtest-task"
+	DefaultKind        = "leaseholdtest"
+	DefaultMaxAttempts = 5
+	DefaultLease       = 20 * time.Second // LeaseUntil is this after now
+)
+
+// Task is the attempt a handler runs: what its *leasehold.Task[P] holds.
+// Zero fields get defaults: ID DefaultID, Kind DefaultKind, Attempt 1,
+// MaxAttempts DefaultMaxAttempts (at least Attempt), Fence Attempt,
+// LeaseUntil DefaultLease from now, CreatedAt now.
+type Task[P any] struct {
+	ID          string
+	Kind        string
+	Attempt     int
+	MaxAttempts int
+	Fence       int64
+	LeaseUntil  time.Time
+	CreatedAt   time.Time
+	Payload     P
+}
+
+// Run runs h once on t, as the worker would run it for a task of t.Kind
+// with t.Payload, and returns its result decoded from the JSON the worker
+// would record, or its error. A panic in h is returned as an error, as the
+// worker records it.
+func Run[P, R any](ctx context.Context, h leasehold.HandlerFunc[P, R], t Task[P]) (R, error) {
+	var zero R
+	payload, err := json.Marshal(t.Payload)
+	if err != nil {
+		return zero, fmt.Errorf("leaseholdtest: encode payload: %w", err)
+	}
+	t = withDefaults(t)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, t.Kind, h)
+	out, err := RunKind(ctx, hs, Task[json.RawMessage]{
+		ID: t.ID, Kind: t.Kind, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
+		Fence: t.Fence, LeaseUntil: t.LeaseUntil, CreatedAt: t.CreatedAt, Payload: payload,
+	})
+	if err != nil {
+		return zero, err
+	}
+	var r R
+	if err := json.Unmarshal(out, &r); err != nil {
+		return zero, fmt.Errorf("leaseholdtest: decode result %s into %T: %w", out, r, err)
+	}
+	return r, nil
+}
+
+// RunKind runs the handler registered for t.Kind in handlers on the JSON
+// payload t.Payload (absent: JSON null) and returns the JSON result the
+// worker would record, or the handler's error. It tests what a program
+// registers, such as a payload a handler's type cannot decode. A kind that
+// is not registered is an error.
+func RunKind(ctx context.Context, handlers *leasehold.Handlers, t Task[json.RawMessage]) (result json.RawMessage, err error) {
+	t = withDefaults(t)
+	h, ok := handlerhook.Lookup(handlers, t.Kind)
+	if !ok {
+		return nil, fmt.Errorf("leaseholdtest: no handler for kind %q", t.Kind)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			result, err = nil, &lifecycle.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, lease.Task{
+		ID: t.ID, Kind: t.Kind, Payload: t.Payload, Status: lease.StatusRunning,
+		Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Fence: t.Fence,
+		LeaseUntil: t.LeaseUntil, CreatedAt: t.CreatedAt,
+	})
+}
+
+func withDefaults[P any](t Task[P]) Task[P] {
+	now := time.Now()
+	if t.ID == "" {
+		t.ID = DefaultID
+	}
+	if t.Kind == "" {
+		t.Kind = DefaultKind
+	}
+	if t.Attempt <= 0 {
+		t.Attempt = 1
+	}
+	if t.MaxAttempts <= 0 {
+		t.MaxAttempts = max(DefaultMaxAttempts, t.Attempt)
+	}
+	if t.Fence == 0 {
+		t.Fence = int64(t.Attempt)
+	}
+	if t.LeaseUntil.IsZero() {
+		t.LeaseUntil = now.Add(DefaultLease)
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now
+	}
+	return t
+}
