@@ -1,6 +1,6 @@
 module github.com/leasehold/leasehold
 
-go 1.26
+go 1.26.0
 
 toolchain go1.26.10
 
@@ -11,6 +11,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.42.0
 	golang.org/x/term v0.44.0
 	gopkg.in/yaml.v3 v3.0.1
 )

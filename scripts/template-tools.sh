@@ -2,8 +2,12 @@
 # Checks of the deployment template (template.yaml) with pinned tools
 # installed into the git-ignored .stack/tools-venv.
 #
-#   scripts/template-tools.sh install   venv + pinned aws-sam-cli, cfn-lint, checkov (tools/requirements.txt); no-op when current
-#   scripts/template-tools.sh check     install, then: sam validate --lint, cfn-lint, checkov, sam build (offline)
+#   scripts/template-tools.sh install           venv + pinned aws-sam-cli, cfn-lint, checkov (tools/requirements.txt); no-op when current
+#   scripts/template-tools.sh check [TEMPLATE]  install, then: sam validate --lint, cfn-lint, checkov, sam build (offline)
+#
+# TEMPLATE defaults to leasehold's template.yaml; another (such as the one
+# `leasehold init` writes) is checked the same way from its own directory,
+# whose go.mod and samconfig.toml apply.
 #
 # The checks run without AWS credentials and without network access except
 # `go mod download`, which fills the Go module cache from the module proxy
@@ -34,37 +38,42 @@ step() {
 }
 
 cmd_check() {
+	local template=${1:-$TEMPLATE}
+	[[ -f "$template" ]] || die "no template at $template"
+	template=$(cd "$(dirname "$template")" && pwd)/$(basename "$template")
 	cmd_install
-	cd "$ROOT"
+	cd "$(dirname "$template")"
 	# No telemetry, no credentials, no region lookups: the checks are local.
 	export SAM_CLI_TELEMETRY=0 AWS_REGION="${AWS_REGION:-us-east-1}" AWS_DEFAULT_REGION="${AWS_REGION:-us-east-1}"
 	export PATH="$VENV/bin:$PATH"
 	local total=$SECONDS
 
-	step "sam validate --lint" sam validate --lint --template-file "$TEMPLATE"
-	step "cfn-lint" cfn-lint -- "$TEMPLATE"
+	step "sam validate --lint" sam validate --lint --template-file "$template"
+	step "cfn-lint" cfn-lint -- "$template"
 	# --skip-download: use only the policies shipped in the package.
-	step "checkov" checkov --quiet --compact --skip-download --framework cloudformation -f "$TEMPLATE"
+	step "checkov" checkov --quiet --compact --skip-download --framework cloudformation -f "$template"
 
 	step "go mod download" go mod download
 	# The build must not need the network: every module comes from the cache.
 	# samconfig.toml's [default.build] settings apply.
-	step "sam build (offline)" env GOPROXY=off sam build --template-file "$TEMPLATE"
-	local bin
-	for bin in .aws-sam/build/*/bootstrap; do
-		[[ -f "$bin" ]] || die "sam build produced no bootstrap binaries"
+	step "sam build (offline)" env GOPROXY=off sam build --template-file "$template"
+	# Nested stacks (AWS::Serverless::Application) build into subdirectories.
+	local bin n=0
+	while IFS= read -r bin; do
 		# ELF e_machine (bytes 18-19) is 0xb7 for aarch64.
 		[[ "$(od -An -tx1 -j18 -N2 "$bin" | tr -d ' ')" == b700 ]] || die "$bin is not an arm64 executable"
 		say "   arm64 $bin: $(stat -c %s "$bin") bytes"
-	done
+		n=$((n + 1))
+	done < <(find .aws-sam/build -name bootstrap -type f | sort)
+	((n > 0)) || die "sam build produced no bootstrap binaries"
 	say "all template checks passed in $((SECONDS - total))s"
 }
 
 case "${1:-}" in
 install) cmd_install ;;
-check) cmd_check ;;
+check) cmd_check "${2:-}" ;;
 *)
-	sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 	;;
 esac
