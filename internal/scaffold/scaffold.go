@@ -66,10 +66,16 @@ type data struct {
 	Version string
 }
 
-// CheckModule reports whether p is a valid module path for go.mod.
+// CheckModule reports whether p can be the module path of go.mod. Like
+// `go mod init` it accepts a path without a dot in its first element
+// (example/thumbnails): such a module cannot be fetched, but a worker that
+// is only deployed need not be.
 func CheckModule(p string) error {
-	if err := module.CheckPath(p); err != nil {
+	if err := module.CheckImportPath(p); err != nil {
 		return err
+	}
+	if _, _, ok := module.SplitPathVersion(p); !ok {
+		return fmt.Errorf("malformed module path %q: bad major version suffix", p)
 	}
 	return nil
 }

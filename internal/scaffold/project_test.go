@@ -1,0 +1,151 @@
+package scaffold_test
+
+// The acceptance test of `leasehold init`: a project written by the command
+// builds, vets and passes its own tests (one of them runs a task end to end
+// on the local stack), and its template passes the checks leasehold's own
+// template passes (scripts/template-tools.sh check).
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/cli"
+)
+
+const envRequireStack = "LEASEHOLD_REQUIRE_STACK"
+
+// moduleRoot is leasehold's checkout: two levels above this package.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	return root
+}
+
+// initProject runs `leasehold init` into a new directory with --local at
+// this checkout and returns the project's directory.
+func initProject(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and checks a generated project, which takes minutes (-short)")
+	}
+	root := moduleRoot(t)
+	dir := filepath.Join(t.TempDir(), "thumbs")
+	var out, errOut bytes.Buffer
+	code := cli.Main(t.Context(), []string{"init", dir, "--module", "example.com/thumbs", "--local", root},
+		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: os.Getenv})
+	if code != cli.ExitOK {
+		t.Fatalf("leasehold init: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "go.sum (go mod tidy)") {
+		t.Errorf("init did not report go.sum:\n%s", out.String())
+	}
+	// leasehold's files, byte for byte.
+	for _, f := range []string{"template.yaml", "functions/Makefile"} {
+		want, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "leasehold", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("the project's leasehold/%s differs from leasehold's %s", f, f)
+		}
+	}
+	return dir
+}
+
+// run runs a command in dir with env added to the test's environment and
+// returns its combined output; it fails the test if the command does.
+func run(t *testing.T, ctx context.Context, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v after %s\n%s", name, strings.Join(args, " "), err, time.Since(start).Round(time.Second), out)
+	}
+	t.Logf("%s %s: passed in %s", name, strings.Join(args, " "), time.Since(start).Round(time.Second))
+	return string(out)
+}
+
+func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancel()
+
+	// The project's own test of a task end to end runs on fresh resources
+	// of the local stack (not its shared named ones, which other tests'
+	// workers poll); without the stack it skips, unless the stack is
+	// required.
+	env := []string{"LEASEHOLD_TABLE=", "LEASEHOLD_WORK_QUEUE_URL=", "LEASEHOLD_WORK_DLQ_URL="}
+	stack := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv(envRequireStack) == "1"
+	if stack {
+		cfg := awstest.Config(t)
+		table := awstest.NewTable(t, cfg)
+		queues := awstest.NewQueues(t, cfg)
+		env = []string{"LEASEHOLD_TABLE=" + table, "LEASEHOLD_WORK_QUEUE_URL=" + queues.Work, "LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ}
+	}
+
+	run(t, ctx, dir, nil, "go", "build", "./...")
+	run(t, ctx, dir, nil, "go", "vet", "./...")
+	out := run(t, ctx, dir, env, "go", "test", "-race", "-count=1", "-v", "./...")
+	for _, name := range []string{"TestResize", "TestResizeRejectsABadPayload", "TestRegisteredKinds"} {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("the project's %s did not pass:\n%s", name, out)
+		}
+	}
+	want := "--- SKIP: TestResizeOnTheStack "
+	if stack {
+		want = "--- PASS: TestResizeOnTheStack "
+	}
+	if !strings.Contains(out, want) {
+		t.Errorf("the project's go test does not say %q:\n%s", want, out)
+	}
+}
+
+func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
+	t.Parallel()
+	root := moduleRoot(t)
+	bin := filepath.Join(root, ".stack", "tools-venv", "bin")
+	for _, tool := range []string{"sam", "cfn-lint", "checkov"} {
+		if _, err := os.Stat(filepath.Join(bin, tool)); err != nil {
+			msg := "the template tools are not installed (" + tool + " not in " + bin + "): run scripts/template-tools.sh install, or make test"
+			if os.Getenv(envRequireStack) == "1" {
+				t.Fatal(msg + " [" + envRequireStack + "=1]")
+			}
+			t.Skip(msg)
+		}
+	}
+	dir := initProject(t)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancel()
+	out := run(t, ctx, dir, nil, filepath.Join(root, "scripts", "template-tools.sh"), "check", filepath.Join(dir, "template.yaml"))
+	for _, s := range []string{
+		"Failed checks: 0,",
+		"arm64 .aws-sam/build/WorkerFunction/bootstrap",
+		"arm64 .aws-sam/build/Leasehold/DispatchFunction/bootstrap",
+		"all template checks passed",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the template check does not say %q:\n%s", s, out)
+		}
+	}
+}
