@@ -241,7 +241,7 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		t.Fatalf("--help exited %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{"Exit codes:", "0  success", "1  error", "2  usage", "3  task not found", "4  stack unreachable", "5  result/watch",
-		"enqueue", "status", "result", "list", "cancel", "retry", "watch", "--table", "--queue-url", "--endpoint-url", "--region"} {
+		"enqueue", "status", "result", "list", "cancel", "retry", "watch", "init", "--table", "--queue-url", "--endpoint-url", "--region"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--help does not mention %q", want)
 		}
@@ -268,7 +268,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}{
 		{"unknown command", "", []string{"enqeue"}, `unknown command "enqeue"; did you mean enqueue?`},
 		{"unknown command, flags after", "", []string{"enqeue", "--kind", "greet", "{}"}, `unknown command "enqeue"; did you mean enqueue?`},
-		{"unknown command after a global flag", "", []string{"--table", "t", "lsit", "--status", "failed"}, `unknown command "lsit"; did you mean list?`},
+		{"unknown command after a global flag", "", []string{"--table", "t", "lsit", "--status", "failed"}, `unknown command "lsit"; did you mean init or list?`},
 		{"unknown flag", "", []string{"list", "--bogus"}, "unknown flag: --bogus"},
 		{"bad flag value", "", []string{"list", "--limit", "many"}, "invalid argument"},
 		{"no kind", "", []string{"enqueue", "{}"}, "--kind is required"},
@@ -288,6 +288,10 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"watch ids and all", "", []string{"watch", "--all", "x"}, "not both"},
 		{"retry zero attempts", "", []string{"retry", "--attempts", "0", "x"}, "--attempts must be at least 1"},
 		{"bad endpoint", "", []string{"--endpoint-url", "localhost", "status", "x"}, "is not a URL"},
+		{"init typo", "", []string{"inti", "x"}, `unknown command "inti"; did you mean init?`},
+		{"init without module", "", []string{"init", "no-such-dir"}, "--module is required"},
+		{"init bad module", "", []string{"init", "no-such-dir", "--module", "a b"}, "--module: malformed import path"},
+		{"init without dir", "", []string{"init", "--module", "example.com/x"}, "accepts 1 arg(s), received 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
