@@ -4,8 +4,9 @@
 // of registerKinds, and the leasehold worker's HandleSQS as the Lambda
 // handler.
 //
-// It is a template to copy: a deployment registers its own kinds in
-// registerKinds (kinds.go). Built as it is, it serves no kinds, so every
+// A deployment registers its own kinds in registerKinds (kinds.go), or
+// keeps them in a project of its own that `leasehold init` writes
+// (docs/deploy.md), whose template nests leasehold's with DeployWorker=false. Built as it is, it serves no kinds, so every
 // token it receives is retried until its task runs out of attempts. The
 // example kinds (examples.Register) are compiled in only with the
 // leasehold_demo build tag, for the demo and the Runtime Interface Emulator

@@ -28,8 +28,8 @@ deploy:
 
   go.mod, main.go   the worker: Lambda on AWS, a long-lived poller elsewhere
   kinds.go          one sample kind, resize, to replace with yours
-  main_test.go      handler tests (package leaseholdtest) and a test that runs
-                    a task end to end on the stack the environment names
+  main_test.go      handler tests (package leaseholdtest), and a task end to
+                    end on the local stack (make test)
   template.yaml     your worker function beside leasehold's table, queues,
                     dispatcher and alarms (a nested stack of leasehold/)
   leasehold/        leasehold's own template and function Makefile, as of

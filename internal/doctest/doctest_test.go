@@ -9,7 +9,8 @@
 //
 // and the reason is printed; a skip without a reason fails the test. The
 // snippets run in a scratch directory that links to every top-level entry
-// of the repository, so `scripts/stack.sh`, `go install ./cmd/leasehold` and
+// of the repository (the files the root package embeds are copied, since
+// go:embed refuses links), so `scripts/stack.sh`, `go install ./cmd/leasehold` and
 // relative paths work as in a clone, and files a snippet writes land in the
 // scratch directory. The directory also holds the two files the docs assume
 // the reader has written: tasks.jsonl and report.json. GOBIN is a scratch
@@ -183,6 +184,7 @@ func TestDocSnippets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	materializeEmbeds(t, root, work)
 	for name, content := range fixtures {
 		// A fixture shadows nothing of the repository's.
 		if _, err := os.Lstat(filepath.Join(work, name)); err == nil {
@@ -292,4 +294,53 @@ func tail(s string, lines int) string {
 		parts = parts[len(parts)-lines:]
 	}
 	return strings.Join(parts, "\n")
+}
+
+// materializeEmbeds replaces the links to the files the root package embeds
+// (template.yaml and functions/Makefile, infra.go) with copies, and the
+// links to the directories above them with real directories of links:
+// go:embed refuses a symlink, so the scratch directory's module would not
+// compile.
+func materializeEmbeds(t *testing.T, root, work string) {
+	t.Helper()
+	list := exec.CommandContext(t.Context(), "go", "list", "-f", `{{join .EmbedFiles "\n"}}`, ".")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list the root package's embedded files: %v", err)
+	}
+	for _, rel := range strings.Fields(string(out)) {
+		parts := strings.Split(rel, "/")
+		for i := 1; i < len(parts); i++ {
+			dir := filepath.Join(parts[:i]...)
+			if fi, err := os.Lstat(filepath.Join(work, dir)); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+				continue // made real for another file
+			}
+			if err := os.Remove(filepath.Join(work, dir)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(work, dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(filepath.Join(root, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if err := os.Symlink(filepath.Join(root, dir, e.Name()), filepath.Join(work, dir, e.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(work, rel)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, rel), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

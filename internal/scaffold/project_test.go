@@ -95,13 +95,14 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 	// of the local stack (not its shared named ones, which other tests'
 	// workers poll); without the stack it skips, unless the stack is
 	// required.
-	env := []string{"LEASEHOLD_TABLE=", "LEASEHOLD_WORK_QUEUE_URL=", "LEASEHOLD_WORK_DLQ_URL="}
+	env := []string{"STACK_TESTS="}
 	stack := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv(envRequireStack) == "1"
 	if stack {
 		cfg := awstest.Config(t)
 		table := awstest.NewTable(t, cfg)
 		queues := awstest.NewQueues(t, cfg)
-		env = []string{"LEASEHOLD_TABLE=" + table, "LEASEHOLD_WORK_QUEUE_URL=" + queues.Work, "LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ}
+		env = []string{"STACK_TESTS=1", "LEASEHOLD_TABLE=" + table,
+			"LEASEHOLD_WORK_QUEUE_URL=" + queues.Work, "LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ}
 	}
 
 	run(t, ctx, dir, nil, "go", "build", "./...")
