@@ -9,10 +9,10 @@
 //
 // and the reason is printed; a skip without a reason fails the test. The
 // snippets run in a scratch directory that links to every top-level entry
-// of the repository (the files the root package embeds are copied, since
-// go:embed refuses links), so `scripts/stack.sh`, `go install ./cmd/leasehold` and
-// relative paths work as in a clone, and files a snippet writes land in the
-// scratch directory. The directory also holds the two files the docs assume
+// of the repository (the files the root package embeds are copied: an embed
+// pattern refuses links), so `scripts/stack.sh`, `go install
+// ./cmd/leasehold` and relative paths work as in a clone, and files a
+// snippet writes land in the scratch directory. The directory also holds the two files the docs assume
 // the reader has written: tasks.jsonl and report.json. GOBIN is a scratch
 // bin directory at the front of PATH, and `leasehold` is installed there
 // before the first snippet.
@@ -298,9 +298,8 @@ func tail(s string, lines int) string {
 
 // materializeEmbeds replaces the links to the files the root package embeds
 // (template.yaml and functions/Makefile, infra.go) with copies, and the
-// links to the directories above them with real directories of links:
-// go:embed refuses a symlink, so the scratch directory's module would not
-// compile.
+// links to the directories above them with real directories of links: an
+// embed pattern refuses a symlink, so the scratch module would not compile.
 func materializeEmbeds(t *testing.T, root, work string) {
 	t.Helper()
 	list := exec.CommandContext(t.Context(), "go", "list", "-f", `{{join .EmbedFiles "\n"}}`, ".")
