@@ -27,7 +27,13 @@ type template map[string]any
 
 func loadTemplate(t *testing.T) template {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), "template.yaml"))
+	return loadTemplateFile(t, filepath.Join(moduleRoot(t), "template.yaml"))
+}
+
+// loadTemplateFile is loadTemplate of another template.
+func loadTemplateFile(t *testing.T, path string) template {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
