@@ -1,7 +1,9 @@
 package scaffold
 
 import (
+	"bytes"
 	"errors"
+	"go/format"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +78,11 @@ func TestWriteWithLocal(t *testing.T) {
 		}
 		if strings.Contains(string(b), "<no value>") || strings.Contains(string(b), "{{") {
 			t.Errorf("%s: an unrendered template field", f)
+		}
+		if strings.HasSuffix(f, ".go") {
+			if formatted, err := format.Source(b); err != nil || !bytes.Equal(formatted, b) {
+				t.Errorf("%s is not gofmt-formatted (%v)", f, err)
+			}
 		}
 	}
 	mod := read(t, dir, "go.mod")
