@@ -8,7 +8,9 @@
 // would when deployed) and decoded back into R. The *leasehold.Task the
 // handler sees is synthetic: its id, kind, attempt, fence and lease
 // deadline are the ones you give, with defaults for those you leave zero.
-// Nothing renews a lease and nothing is recorded.
+// Nothing renews a lease and nothing is recorded; OutcomeOf says what the
+// worker would record for the error a handler returned (retry, snooze,
+// cancel, fail).
 package leaseholdtest
 
 import (

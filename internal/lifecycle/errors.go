@@ -57,3 +57,38 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// Steer is what a handler's error asks of its task.
+type Steer int
+
+const (
+	// SteerRetry: retry with backoff, or fail when no attempts are left
+	// (any error but the three below, a panic included).
+	SteerRetry Steer = iota
+	// SteerSnooze: run again after a delay, the attempt not counted.
+	SteerSnooze
+	// SteerCancel: end CANCELLED.
+	SteerCancel
+	// SteerFail: end FAILED now.
+	SteerFail
+)
+
+// SteerOf returns what a handler's non-nil error asks of its task, and for
+// a snooze how long to wait (at least MinSnooze). An error that wraps more
+// than one request is read in this order: snooze, cancel, fail.
+func SteerOf(err error) (Steer, time.Duration) {
+	var (
+		snooze    *SnoozeError
+		cancelled *CancelError
+		permanent *PermanentError
+	)
+	switch {
+	case errors.As(err, &snooze):
+		return SteerSnooze, max(snooze.Delay, MinSnooze)
+	case errors.As(err, &cancelled):
+		return SteerCancel, 0
+	case errors.As(err, &permanent):
+		return SteerFail, 0
+	}
+	return SteerRetry, 0
+}

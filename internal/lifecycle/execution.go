@@ -420,21 +420,18 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
 	}
 	err := res.err
-	var (
-		snooze    *SnoozeError
-		permanent *PermanentError
-		cancelled *CancelError
-		panicked  *PanicError
-	)
-	switch {
-	case errors.As(err, &snooze):
-		runAt := x.cfg.Clock.Now().Add(max(snooze.Delay, MinSnooze))
+	steer, delay := SteerOf(err)
+	switch steer {
+	case SteerSnooze:
+		runAt := x.cfg.Clock.Now().Add(delay)
 		return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: err.Error(), RefundAttempt: true}, OutcomeSnoozed)
-	case errors.As(err, &cancelled):
+	case SteerCancel:
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: err.Error()}, OutcomeCancelled)
-	case errors.As(err, &permanent):
+	case SteerFail:
 		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: err.Error()}, OutcomeFailed)
-	case errors.As(err, &panicked):
+	}
+	var panicked *PanicError
+	if errors.As(err, &panicked) {
 		x.log.Error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
 	}
 	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
