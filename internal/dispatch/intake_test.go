@@ -117,7 +117,7 @@ func TestIntakeLongDelayWaitsForTheSweep(t *testing.T) {
 	if st := e.sweep(t); st != (dispatch.SweepStats{Due: 1, Dispatched: 1}) {
 		t.Fatalf("sweep when due: %+v", st)
 	}
-	if got := e.sqs.take(); len(got) != 1 || got[0] != (sentToken{ID: "later"}) {
+	if got := e.sqs.take(); len(got) != 1 || got[0] != (sentToken{ID: "later", Queue: workQueue}) {
 		t.Fatalf("tokens %v, want one for later with no delay", got)
 	}
 	if got := e.get(t, "later").DispatchAt; !got.Equal(e.clock.Now().Add(grace)) {
