@@ -3,8 +3,10 @@ package leasehold
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,8 +15,9 @@ import (
 	"github.com/leasehold/leasehold/internal/eventsource"
 )
 
-// ErrQueueNotFound is returned (wrapped) by Run when the work queue does not
-// exist.
+// ErrQueueNotFound is returned (wrapped) by Run when a work queue it should
+// poll does not exist, and by Client.Enqueue and EnqueueMany for a task whose
+// queue (Queue, ClientConfig.KindQueues) does not exist.
 var ErrQueueNotFound = eventsource.ErrQueueNotFound
 
 // Environment variables read by RunOptionsFromEnv.
@@ -56,8 +59,9 @@ const DefaultSweepEvery = dispatch.DefaultSweepEvery
 // staying up. Idle, one sweep is one Query per shard of the sweep index
 // (16), about 8 read units. See docs/running.md.
 //
-// All workers that share a table must poll the same work queue: the sweep
-// sends every due task to this worker's queue, whatever its kind.
+// The sweep sends each due task to the queue the task names (the default
+// work queue when it names none), so workers serving different queues can
+// share a table: any of them may sweep for all.
 func WithSweep(every time.Duration) RunOption {
 	return func(o *runOptions) {
 		if every > 0 {
@@ -199,26 +203,44 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	if margin := w.exec.Config().DeadlineMargin; timeout <= margin {
 		return fmt.Errorf("%w: invocation timeout %s must exceed the deadline margin %s", ErrConfig, timeout, margin)
 	}
-	r, err := eventsource.New(w.source, o.cfg, w.HandleSQS)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+	// One event source per queue, each with the options given (pollers,
+	// batch size, ...), the default queue first.
+	urls := distinct(append([]string{o.cfg.QueueURL}, w.queueURLs...))
+	runners := make([]*eventsource.Runner, len(urls))
+	for i, u := range urls {
+		c := o.cfg
+		c.QueueURL = u
+		r, err := eventsource.New(w.source, c, w.HandleSQS)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		runners[i] = r
 	}
-	if o.sweepEvery < 0 {
-		return r.Run(ctx)
-	}
-	if w.sweeper == nil {
+	if o.sweepEvery >= 0 && w.sweeper == nil {
 		return fmt.Errorf("%w: this worker cannot sweep (its store or SQS client lacks the calls); use WithoutSweep", ErrConfig)
 	}
-	// The sweep stops with the poller: when ctx ends, or when polling
-	// cannot start.
-	sweepCtx, stopSweep := context.WithCancel(ctx)
+	// Every poller group and the sweep stop together: when ctx ends, or
+	// when one poller group cannot start (its error is returned).
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
-	wg.Go(func() { w.sweeper.SweepLoop(sweepCtx, o.sweepEvery) })
-	err = r.Run(ctx)
-	stopSweep()
+	if o.sweepEvery >= 0 {
+		wg.Go(func() { w.sweeper.SweepLoop(runCtx, o.sweepEvery) })
+	}
+	errs := make([]error, len(runners))
+	for i, r := range runners {
+		wg.Go(func() {
+			if errs[i] = r.Run(runCtx); errs[i] != nil {
+				stop()
+			}
+		})
+	}
 	wg.Wait()
-	return err
+	return errors.Join(errs...)
 }
 
-// QueueURL is the work queue the worker is triggered by.
+// QueueURL is the default work queue: the first queue Run polls.
 func (w *Worker) QueueURL() string { return w.queueURL }
+
+// QueueURLs lists every work queue Run polls, the default first.
+func (w *Worker) QueueURLs() []string { return slices.Clone(w.queueURLs) }

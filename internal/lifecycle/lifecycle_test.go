@@ -525,7 +525,6 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 		{"missing kind and id", `{"v":1}`, false, "missing field"},
 		{"misspelt field", `{"v":1,"kind":"ok","paylod":{}}`, false, "paylod"},
 		{"unknown task", token.Ref("nope"), false, "not found"},
-		{"unknown kind, last attempt", inline(t, "nosuch", "uk", "", 1), true, `unknown task kind "nosuch"`},
 		{"id with a control character", `{"v":1,"id":"a\u001bb"}`, false, `"id" contains U+001B`},
 		{"inline id with a bidi override", `{"v":1,"kind":"ok","id":"a\u202eb"}`, false, `"id" contains U+202E`},
 		{"oversize payload", `{"v":1,"kind":"ok","id":"big","payload":` + big + `}`, true, "payload is"},
@@ -547,7 +546,7 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 				t.Errorf("reason %q, want it to mention %q", r.Reason, c.reason)
 			}
 			if c.onTask {
-				id := map[string]string{"unknown kind, last attempt": "uk", "oversize payload": "big"}[c.name]
+				id := map[string]string{"oversize payload": "big"}[c.name]
 				got := e.get(t, id)
 				if got.Status != lease.StatusFailed || !strings.Contains(got.Error, c.reason) || len(got.Payload) != 0 && c.name == "oversize payload" {
 					t.Errorf("task %s: %s %q", id, got.Status, got.Error)
