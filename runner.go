@@ -203,9 +203,9 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	if margin := w.exec.Config().DeadlineMargin; timeout <= margin {
 		return fmt.Errorf("%w: invocation timeout %s must exceed the deadline margin %s", ErrConfig, timeout, margin)
 	}
-	// One event source per queue, each with the options given (pollers,
-	// batch size, ...), the default queue first.
-	urls := distinct(append([]string{o.cfg.QueueURL}, w.queueURLs...))
+	// One event source per queue served, each with the options given
+	// (pollers, batch size, ...).
+	urls := w.QueueURLs()
 	runners := make([]*eventsource.Runner, len(urls))
 	for i, u := range urls {
 		c := o.cfg
@@ -239,8 +239,14 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	return errors.Join(errs...)
 }
 
-// QueueURL is the default work queue: the first queue Run polls.
+// QueueURL is the default work queue (WorkerConfig.QueueURL).
 func (w *Worker) QueueURL() string { return w.queueURL }
 
-// QueueURLs lists every work queue Run polls, the default first.
-func (w *Worker) QueueURLs() []string { return slices.Clone(w.queueURLs) }
+// QueueURLs lists the work queues Run polls: WorkerConfig.QueueURLs, or
+// QueueURL alone when that is empty.
+func (w *Worker) QueueURLs() []string {
+	if len(w.queueURLs) == 0 {
+		return []string{w.queueURL}
+	}
+	return slices.Clone(w.queueURLs)
+}

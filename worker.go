@@ -36,14 +36,15 @@ type WorkerConfig struct {
 	AWS aws.Config
 	// Table is the tasks table.
 	Table string
-	// QueueURL is the default work queue: the queue of tasks that name none,
-	// and the first queue Run polls.
+	// QueueURL is the default work queue: where the tokens of tasks that
+	// name no queue go (every worker and client sharing a table should
+	// agree on it), and the queue Run polls unless QueueURLs is set.
 	QueueURL string
-	// QueueURLs lists further work queues this worker serves, for workers
-	// whose kinds are spread over several queues. Run polls each of them as
-	// well as QueueURL; on Lambda, give the function one event source
-	// mapping per queue (each record's event source ARN names its queue).
-	// Retries, snoozes and sweeps always go to the queue the task names,
+	// QueueURLs, if set, lists the work queues this worker serves instead
+	// of QueueURL (which may be among them): Run polls each, with one
+	// poller group per queue. On Lambda, give the function one event
+	// source mapping per queue; each record's event source ARN names its
+	// queue. Retries, snoozes and sweeps go to the queue the task names,
 	// whichever queue served it.
 	QueueURLs []string
 	// DeadLetterQueueURL, if set, receives messages that cannot name a task
@@ -369,7 +370,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	}
 	w := &Worker{
 		exec: exec, store: store, log: lc.Logger, queues: resolver,
-		queueURL: cfg.QueueURL, queueURLs: distinct(append([]string{cfg.QueueURL}, cfg.QueueURLs...)),
+		queueURL: cfg.QueueURL, queueURLs: distinct(cfg.QueueURLs),
 	}
 	ds, okStore := store.(dispatch.Store)
 	dq, okSQS := q.(dispatch.SQSClient)
