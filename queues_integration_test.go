@@ -222,3 +222,19 @@ func TestUnknownKindIsNotFailed(t *testing.T) {
 		t.Fatalf("Get = %+v, %v; want the reason visible", info, err)
 	}
 }
+
+func TestClientRejectsBadQueueNames(t *testing.T) {
+	t.Parallel()
+	_, err := leasehold.NewClient(leasehold.ClientConfig{Table: "t", KindQueues: map[string]string{"k": "jobs.fifo"}})
+	if !errors.Is(err, leasehold.ErrConfig) {
+		t.Fatalf("NewClient with a FIFO kind queue: %v, want ErrConfig", err)
+	}
+	c, err := leasehold.NewClient(leasehold.ClientConfig{Table: "t", WorkQueueURL: "http://127.0.0.1:1/000000000000/work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Enqueue(t.Context(), "k", nil, leasehold.Queue("has space"))
+	if !errors.Is(err, leasehold.ErrInvalid) {
+		t.Fatalf("Enqueue with a bad queue name: %v, want ErrInvalid", err)
+	}
+}
