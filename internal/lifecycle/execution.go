@@ -624,7 +624,11 @@ func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) 
 func (x *execution) send(ctx context.Context, body string, delay time.Duration) error {
 	queueURL := x.msgQueueURL()
 	if x.task.ID != "" {
-		u, err := x.cfg.Queues.URL(ctx, x.task.Queue)
+		// Resolved like any clean-up call: detached from shutdown, bounded
+		// by the call timeout (a cached name makes no call).
+		rctx, cancel := x.call(ctx)
+		u, err := x.cfg.Queues.URL(rctx, x.task.Queue)
+		cancel()
 		if err != nil {
 			x.log.Warn("could not find the task's queue; the task waits for a later sweep", "queue", x.task.Queue, "reason", err)
 			return fmt.Errorf("send token: %w", err)
@@ -639,8 +643,12 @@ func (x *execution) send(ctx context.Context, body string, delay time.Duration) 
 		MessageBody:  aws.String(body),
 		DelaySeconds: min(secs, int32(MaxSQSDelay/time.Second)),
 	})
+	if qne := (*types.QueueDoesNotExist)(nil); errors.As(err, &qne) {
+		// Deleted since its URL was looked up.
+		err = fmt.Errorf("%w: %w", queues.ErrNotFound, err)
+	}
 	if err != nil {
-		x.log.Warn("could not send dispatch token", "error", err)
+		x.log.Warn("could not send dispatch token", "queue_url", queueURL, "error", err)
 		return fmt.Errorf("send token: %w", err)
 	}
 	return nil

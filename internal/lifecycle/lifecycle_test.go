@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
@@ -40,6 +41,7 @@ type fakeSQS struct {
 	sent       []sqs.SendMessageInput
 	deleted    []string // receipt handles
 	failSend   bool
+	goneURL    string        // a queue deleted since its URL was looked up
 	changed    chan struct{} // one tick per call
 }
 
@@ -58,6 +60,9 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...
 	defer f.mu.Unlock()
 	if f.failSend {
 		return nil, errors.New("send refused")
+	}
+	if f.goneURL != "" && aws.ToString(in.QueueUrl) == f.goneURL {
+		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String("The specified queue does not exist.")}
 	}
 	f.sent = append(f.sent, *in)
 	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("sent-%d", len(f.sent)))}, nil

@@ -86,6 +86,21 @@ func TestRetryToAMissingQueueWaitsForTheSweep(t *testing.T) {
 	}
 }
 
+// A queue deleted after its URL was cached: SendMessage's QueueDoesNotExist
+// is treated like a failed lookup.
+func TestRetryToADeletedQueueWaitsForTheSweep(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(cfg *lifecycle.Config) { cfg.Queues = namedQueues{} })
+	e.sqs.goneURL = imagesURL
+	e.handlers["fails"] = func(context.Context, lease.Task) ([]byte, error) { return nil, errors.New("once") }
+	res := e.exec.Process(t.Context(), nil, msg("m1", `{"v":1,"kind":"fails","id":"orphan","queue":"images"}`))
+	got := e.get(t, "orphan")
+	if !res.Ack || !strings.Contains(res.Reason, "queue not found") ||
+		got.Status != lease.StatusPending || got.DispatchAt.IsZero() {
+		t.Fatalf("result %+v, task %s; want acknowledged with the reason, PENDING in the sweep index", res, got.Status)
+	}
+}
+
 // Visibility changes and deletions go to the queue the message came from.
 func TestMessageQueueGetsVisibilityChanges(t *testing.T) {
 	t.Parallel()
