@@ -87,7 +87,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 // FuzzDecode: no body makes Decode panic, and whatever it accepts encodes
 // back to a body that decodes to the same token.
 func FuzzDecode(f *testing.F) {
-	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":2}`, `{`, ``} {
+	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":1,"kind":"k","queue":"q-1"}`, `{"v":2}`, `{`, ``} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -101,7 +101,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		var again string
 		if tok.Inline() {
-			again, err = token.Inline(tok.Kind, tok.ID, tok.Payload, tok.MaxAttempts)
+			again, err = tok.Encode()
 			if err != nil {
 				t.Fatalf("re-encode %+v: %v", tok, err)
 			}
@@ -109,7 +109,7 @@ func FuzzDecode(f *testing.F) {
 			again = token.Ref(tok.ID)
 		}
 		back, err := token.Decode(again)
-		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts {
+		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts || back.Queue != tok.Queue {
 			t.Fatalf("re-decode of %q = %+v, %v; want %+v", again, back, err, tok)
 		}
 	})
