@@ -167,7 +167,8 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 }
 
 // Run runs the worker as a long-lived process (ECS, EC2, a laptop) instead
-// of as a Lambda function: it polls the work queue the way Lambda's SQS
+// of as a Lambda function: it polls the work queue (or each of
+// WorkerConfig.QueueURLs, one poller group per queue) the way Lambda's SQS
 // event source mapping would, hands each batch to HandleSQS, and deletes the
 // messages HandleSQS acknowledged. Alongside, it runs the recovery sweep
 // every minute (see WithSweep; WithoutSweep turns it off), the part the
@@ -175,7 +176,7 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 // or whose holder died are dispatched again without anything else running.
 // It returns nil once ctx is done and the batches in flight have ended, or
 // an error if it cannot start (a bad option wraps ErrConfig; a missing queue
-// wraps ErrQueueNotFound).
+// wraps ErrQueueNotFound, and stops the other queues' pollers too).
 //
 // Stop it with a signal:
 //
