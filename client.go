@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -37,6 +39,11 @@ type ClientConfig struct {
 	// WorkQueueName, used when WorkQueueURL is empty, is looked up with
 	// GetQueueUrl on first use.
 	WorkQueueName string
+	// KindQueues names the queue of each kind that does not go to the
+	// default work queue (WorkQueueURL or WorkQueueName): the SQS queue
+	// name, resolved with GetQueueUrl on first use. The Queue option of one
+	// task overrides it.
+	KindQueues map[string]string
 }
 
 // ClientOption tunes a client.
@@ -111,6 +118,11 @@ type Client struct {
 	// endpoints names, per SDK service id, where calls go: for errors.
 	endpoints map[string]string
 
+	// kindQueues is ClientConfig.KindQueues; named resolves queue names
+	// other than the default one.
+	kindQueues map[string]string
+	named      *queues.Resolver
+
 	mu       sync.Mutex
 	queueURL string // looked up from queueName on first use
 }
@@ -135,6 +147,11 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	case o.maxAttempts < 1 || o.maxAttempts > lease.MaxAttemptsLimit:
 		return nil, fmt.Errorf("%w: default max attempts %d is outside 1..%d", ErrConfig, o.maxAttempts, lease.MaxAttemptsLimit)
 	}
+	for kind, name := range cfg.KindQueues {
+		if err := queues.CheckName(name); err != nil {
+			return nil, fmt.Errorf("%w: queue of kind %q: %w", ErrConfig, kind, err)
+		}
+	}
 	ddb := dynamodb.NewFromConfig(cfg.AWS, func(d *dynamodb.Options) {
 		if o.endpoint != "" {
 			d.BaseEndpoint = aws.String(o.endpoint)
@@ -150,12 +167,14 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 		CallTimeout: o.callTimeout,
 	})
 	return &Client{
-		store:     store,
-		sqs:       queue,
-		table:     cfg.Table,
-		queueURL:  cfg.WorkQueueURL,
-		queueName: cfg.WorkQueueName,
-		opts:      o,
+		store:      store,
+		sqs:        queue,
+		table:      cfg.Table,
+		queueURL:   cfg.WorkQueueURL,
+		queueName:  cfg.WorkQueueName,
+		opts:       o,
+		kindQueues: maps.Clone(cfg.KindQueues),
+		named:      queues.NewResolver(queue, "", o.callTimeout),
 		endpoints: map[string]string{
 			"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
 			"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),
@@ -195,6 +214,13 @@ func At(t time.Time) EnqueueOption { return func(s *Submission) { s.RunAt = t } 
 // MaxAttempts bounds the attempts of the task (1..100; default 5).
 func MaxAttempts(n int) EnqueueOption { return func(s *Submission) { s.MaxAttempts = n } }
 
+// Queue sends the task to the SQS queue named name (a standard queue: 1 to
+// 80 letters, digits, '-' or '_'), instead of its kind's queue
+// (ClientConfig.KindQueues) or the default work queue. Its retries, snoozes
+// and sweeps go there too. A queue that does not exist gives an error
+// matching ErrQueueNotFound, and nothing is stored.
+func Queue(name string) EnqueueOption { return func(s *Submission) { s.Queue = name } }
+
 // Submission is one task for EnqueueMany. Only Kind is required.
 type Submission struct {
 	Kind string
@@ -208,6 +234,10 @@ type Submission struct {
 	// Delay or RunAt (not both) make the task due later.
 	Delay time.Duration
 	RunAt time.Time
+	// Queue names the task's SQS queue (see the Queue option); empty takes
+	// the kind's queue from ClientConfig.KindQueues, else the default work
+	// queue.
+	Queue string
 }
 
 // EnqueueResult is the outcome of one Submission of EnqueueMany.
@@ -299,6 +329,14 @@ func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...Bat
 		}
 		return results, err
 	}
+	// Every named queue must exist before its tasks are stored: a task on
+	// a missing queue would wait in the table for ever.
+	tasks, index = c.checkQueues(ctx, tasks, index, results)
+	done = len(subs) - len(tasks)
+	if len(tasks) == 0 {
+		report()
+		return results, nil
+	}
 	for start := 0; start < len(tasks); start += enqueueChunk {
 		end := min(start+enqueueChunk, len(tasks))
 		out, err := c.dispatch(ctx, queueURL, tasks[start:end])
@@ -324,7 +362,10 @@ const enqueueChunk = 400
 
 // newTask checks a submission and turns it into a task record.
 func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
-	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts}
+	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts, Queue: s.Queue}
+	if nt.Queue == "" {
+		nt.Queue = c.kindQueues[s.Kind]
+	}
 	if nt.ID == "" {
 		nt.ID = newTaskID()
 	}
@@ -542,7 +583,7 @@ func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (Tas
 	}
 	// The task is safely PENDING and in the sweep index, so a failed send
 	// only delays it until the sweep; it is not the caller's error.
-	if queueURL, err := c.workQueue(ctx); err == nil {
+	if queueURL, err := c.queueOf(ctx, t.Queue); err == nil {
 		_ = c.sendRef(ctx, queueURL, id)
 	}
 	return infoOf(t), nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -48,6 +49,57 @@ func (c *Client) workQueue(ctx context.Context) (string, error) {
 	return url, nil
 }
 
+// clientQueues is the client's dispatch.QueueResolver: the empty name is the
+// default work queue, any other is looked up once and cached.
+type clientQueues struct{ c *Client }
+
+func (q clientQueues) URL(ctx context.Context, name string) (string, error) {
+	return q.c.queueOf(ctx, name)
+}
+
+// queueOf returns the URL of the queue named name ("" is the default work
+// queue).
+func (c *Client) queueOf(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		return c.workQueue(ctx)
+	}
+	u, err := c.named.URL(ctx, name)
+	switch {
+	case err == nil:
+		return u, nil
+	case errors.Is(err, queues.ErrNotFound), errors.Is(err, queues.ErrInvalidName):
+		return "", err
+	}
+	if t := c.translate(ctx, err); t != err {
+		return "", t
+	}
+	return "", fmt.Errorf("%w: %w", ErrBackend, err)
+}
+
+// checkQueues resolves the queue every task names, once per queue, and
+// takes the tasks whose queue cannot be found out of the batch, with the
+// reason in their results. It returns the tasks left and their indexes.
+func (c *Client) checkQueues(ctx context.Context, tasks []lease.NewTask, index []int, results []EnqueueResult) ([]lease.NewTask, []int) {
+	problem := map[string]error{}
+	keptTasks, keptIndex := tasks[:0:0], index[:0:0]
+	for j, t := range tasks {
+		if t.Queue != "" {
+			err, seen := problem[t.Queue]
+			if !seen {
+				_, err = c.queueOf(ctx, t.Queue)
+				problem[t.Queue] = err
+			}
+			if err != nil {
+				results[index[j]].Err = fmt.Errorf("task %s: %w", lease.DisplayID(t.ID), err)
+				continue
+			}
+		}
+		keptTasks = append(keptTasks, t)
+		keptIndex = append(keptIndex, index[j])
+	}
+	return keptTasks, keptIndex
+}
+
 // sendRef puts a reference token for a stored task on the work queue.
 func (c *Client) sendRef(ctx context.Context, queueURL, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
@@ -69,6 +121,7 @@ func (c *Client) dispatch(ctx context.Context, queueURL string, tasks []lease.Ne
 		cfg.CallTimeout = c.opts.callTimeout
 		cfg.Clock = c.opts.clock
 		cfg.DefaultMaxAttempts = c.opts.maxAttempts
+		cfg.Queues = clientQueues{c}
 		if c.opts.concurrency > 0 {
 			cfg.Concurrency = c.opts.concurrency
 		}

@@ -84,6 +84,10 @@ type TaskInfo struct {
 	// keeps the newest 50. Snoozes counts the attempts that snoozed.
 	HistoryDropped int `json:"history_dropped,omitempty"`
 	Snoozes        int `json:"snoozes,omitempty"`
+	// Queue names the SQS queue the task's tokens go to; empty for the
+	// default work queue. Client.List leaves it out (the listing index does
+	// not hold it).
+	Queue string `json:"queue,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -128,6 +132,7 @@ func infoOf(t lease.Task) TaskInfo {
 		FinishedAt:      utc(t.FinishedAt),
 		HistoryDropped:  t.HistoryDropped,
 		Snoozes:         t.Snoozes,
+		Queue:           t.Queue,
 	}
 	if t.Status == lease.StatusRunning {
 		info.LeaseOwner = t.LeaseOwner

@@ -3,8 +3,10 @@ package leasehold
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,8 +15,9 @@ import (
 	"github.com/leasehold/leasehold/internal/eventsource"
 )
 
-// ErrQueueNotFound is returned (wrapped) by Run when the work queue does not
-// exist.
+// ErrQueueNotFound is returned (wrapped) by Run when a work queue it should
+// poll does not exist, and by Client.Enqueue and EnqueueMany for a task whose
+// queue (Queue, ClientConfig.KindQueues) does not exist.
 var ErrQueueNotFound = eventsource.ErrQueueNotFound
 
 // Environment variables read by RunOptionsFromEnv.
@@ -56,8 +59,9 @@ const DefaultSweepEvery = dispatch.DefaultSweepEvery
 // staying up. Idle, one sweep is one Query per shard of the sweep index
 // (16), about 8 read units. See docs/running.md.
 //
-// All workers that share a table must poll the same work queue: the sweep
-// sends every due task to this worker's queue, whatever its kind.
+// The sweep sends each due task to the queue the task names (the default
+// work queue when it names none), so workers serving different queues can
+// share a table: any of them may sweep for all.
 func WithSweep(every time.Duration) RunOption {
 	return func(o *runOptions) {
 		if every > 0 {
@@ -163,7 +167,8 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 }
 
 // Run runs the worker as a long-lived process (ECS, EC2, a laptop) instead
-// of as a Lambda function: it polls the work queue the way Lambda's SQS
+// of as a Lambda function: it polls the work queue (or each of
+// WorkerConfig.QueueURLs, one poller group per queue) the way Lambda's SQS
 // event source mapping would, hands each batch to HandleSQS, and deletes the
 // messages HandleSQS acknowledged. Alongside, it runs the recovery sweep
 // every minute (see WithSweep; WithoutSweep turns it off), the part the
@@ -171,7 +176,7 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 // or whose holder died are dispatched again without anything else running.
 // It returns nil once ctx is done and the batches in flight have ended, or
 // an error if it cannot start (a bad option wraps ErrConfig; a missing queue
-// wraps ErrQueueNotFound).
+// wraps ErrQueueNotFound, and stops the other queues' pollers too).
 //
 // Stop it with a signal:
 //
@@ -199,26 +204,50 @@ func (w *Worker) Run(ctx context.Context, opts ...RunOption) error {
 	if margin := w.exec.Config().DeadlineMargin; timeout <= margin {
 		return fmt.Errorf("%w: invocation timeout %s must exceed the deadline margin %s", ErrConfig, timeout, margin)
 	}
-	r, err := eventsource.New(w.source, o.cfg, w.HandleSQS)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+	// One event source per queue served, each with the options given
+	// (pollers, batch size, ...).
+	urls := w.QueueURLs()
+	runners := make([]*eventsource.Runner, len(urls))
+	for i, u := range urls {
+		c := o.cfg
+		c.QueueURL = u
+		r, err := eventsource.New(w.source, c, w.HandleSQS)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		runners[i] = r
 	}
-	if o.sweepEvery < 0 {
-		return r.Run(ctx)
-	}
-	if w.sweeper == nil {
+	if o.sweepEvery >= 0 && w.sweeper == nil {
 		return fmt.Errorf("%w: this worker cannot sweep (its store or SQS client lacks the calls); use WithoutSweep", ErrConfig)
 	}
-	// The sweep stops with the poller: when ctx ends, or when polling
-	// cannot start.
-	sweepCtx, stopSweep := context.WithCancel(ctx)
+	// Every poller group and the sweep stop together: when ctx ends, or
+	// when one poller group cannot start (its error is returned).
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
-	wg.Go(func() { w.sweeper.SweepLoop(sweepCtx, o.sweepEvery) })
-	err = r.Run(ctx)
-	stopSweep()
+	if o.sweepEvery >= 0 {
+		wg.Go(func() { w.sweeper.SweepLoop(runCtx, o.sweepEvery) })
+	}
+	errs := make([]error, len(runners))
+	for i, r := range runners {
+		wg.Go(func() {
+			if errs[i] = r.Run(runCtx); errs[i] != nil {
+				stop()
+			}
+		})
+	}
 	wg.Wait()
-	return err
+	return errors.Join(errs...)
 }
 
-// QueueURL is the work queue the worker is triggered by.
+// QueueURL is the default work queue (WorkerConfig.QueueURL).
 func (w *Worker) QueueURL() string { return w.queueURL }
+
+// QueueURLs lists the work queues Run polls: WorkerConfig.QueueURLs, or
+// QueueURL alone when that is empty.
+func (w *Worker) QueueURLs() []string {
+	if len(w.queueURLs) == 0 {
+		return []string{w.queueURL}
+	}
+	return slices.Clone(w.queueURLs)
+}

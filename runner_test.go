@@ -62,6 +62,43 @@ func TestRunReportsMissingQueue(t *testing.T) {
 	}
 }
 
+// One missing queue among several stops Run: the poller group of the queue
+// that exists is stopped and joined, and the error names the missing one.
+func TestRunReportsMissingQueueAmongSeveral(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	missing := e.queues.Work + "-missing"
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, QueueURLs: []string{e.queues.Work, missing},
+		Handlers: leasehold.NewHandlers(),
+	}, leasehold.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.QueueURLs(); len(got) != 2 || got[0] != e.queues.Work || got[1] != missing {
+		t.Fatalf("QueueURLs = %v", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(time.Minute))
+	defer cancel()
+	err = w.Run(ctx, leasehold.WithLongPoll(time.Second))
+	if !errors.Is(err, leasehold.ErrQueueNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Run returned %v, want ErrQueueNotFound naming %s", err, missing)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Run returned only when its context ended")
+	}
+}
+
+func TestNewWorkerRejectsFIFOQueues(t *testing.T) {
+	t.Parallel()
+	_, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		Table: "t", QueueURL: "http://sqs.test/1/work", QueueURLs: []string{"http://sqs.test/1/jobs.fifo"}, Handlers: leasehold.NewHandlers(),
+	})
+	if !errors.Is(err, leasehold.ErrConfig) {
+		t.Fatalf("NewWorker with a FIFO queue: %v, want ErrConfig", err)
+	}
+}
+
 // TestRunnerSurvivesSIGTERMMidBatch stops a runner with SIGTERM while its
 // first batches run, checks that the tasks in flight finished instead of
 // being dropped, restarts it, and checks that every task ends as it should,

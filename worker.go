@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // WorkerConfig names the resources a worker uses.
@@ -34,8 +36,17 @@ type WorkerConfig struct {
 	AWS aws.Config
 	// Table is the tasks table.
 	Table string
-	// QueueURL is the work queue the worker is triggered by.
+	// QueueURL is the default work queue: where the tokens of tasks that
+	// name no queue go (every worker and client sharing a table should
+	// agree on it), and the queue Run polls unless QueueURLs is set.
 	QueueURL string
+	// QueueURLs, if set, lists the work queues this worker serves instead
+	// of QueueURL (which may be among them): Run polls each, with one
+	// poller group per queue. On Lambda, give the function one event
+	// source mapping per queue; each record's event source ARN names its
+	// queue. Retries, snoozes and sweeps go to the queue the task names,
+	// whichever queue served it.
+	QueueURLs []string
 	// DeadLetterQueueURL, if set, receives messages that cannot name a task
 	// (malformed, wrong version, missing fields, unknown task id), with the
 	// reason in the "leasehold-reason" message attribute. Without it such
@@ -211,6 +222,22 @@ func WithVisibilityMargin(d time.Duration) WorkerOption {
 	return func(o *workerOptions) { o.lc.VisibilityMargin = d }
 }
 
+// WithUnknownKindBackoff bounds the wait before a task whose kind this
+// worker has no handler for is offered again (default 10s to 15m). Such a
+// task uses no attempt: another worker on its queue may know the kind. The
+// wait is the time since the kind was first found unknown, within these
+// bounds, so it roughly doubles each time.
+func WithUnknownKindBackoff(minWait, maxWait time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.UnknownKindBackoffMin, o.lc.UnknownKindBackoffMax = minWait, maxWait }
+}
+
+// WithUnknownKindLimit sets how long a task's kind may stay unknown, from
+// the first time a worker found no handler for it, before the task fails for
+// good (default 7 days).
+func WithUnknownKindLimit(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.UnknownKindLimit = d }
+}
+
 // WithLogger sets the structured logger (default: JSON to stderr at Info).
 func WithLogger(l *slog.Logger) WorkerOption {
 	return func(o *workerOptions) { o.lc.Logger = l }
@@ -243,9 +270,13 @@ type Worker struct {
 	store lease.Store
 	log   *slog.Logger
 
-	// For Run (runner.go): the work queue and the client that polls it.
-	queueURL string
-	source   eventsource.SQSClient
+	// For Run (runner.go): the work queues (the default first) and the
+	// client that polls them.
+	queueURL  string
+	queueURLs []string
+	source    eventsource.SQSClient
+	// queues resolves task queue names and event source ARNs to URLs.
+	queues *queues.Resolver
 	// sweeper re-dispatches tasks whose message was lost; Run runs its
 	// SweepLoop. Nil when the store or the SQS client cannot sweep.
 	sweeper *dispatch.Dispatcher
@@ -262,6 +293,11 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		return nil, fmt.Errorf("%w: the work queue URL is required", ErrConfig)
 	case cfg.Handlers == nil:
 		return nil, fmt.Errorf("%w: handlers are required", ErrConfig)
+	}
+	for _, u := range cfg.QueueURLs {
+		if err := queues.CheckName(queues.NameFromURL(u)); err != nil {
+			return nil, fmt.Errorf("%w: work queue URL %q: %w", ErrConfig, u, err)
+		}
 	}
 	o := workerOptions{}
 	for _, opt := range opts {
@@ -322,6 +358,9 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	lc.QueueURL = cfg.QueueURL
 	lc.DeadLetterURL = cfg.DeadLetterQueueURL
 	lc.Handlers = cfg.Handlers.lookup
+	lookup, _ := q.(queues.SQSClient)
+	resolver := queues.NewResolver(lookup, cfg.QueueURL, lc.CallTimeout, cfg.QueueURLs...)
+	lc.Queues = resolver
 	if o.metrics != nil {
 		lc.Observer = metrics.NewEMF(o.metrics, lc.Clock)
 	}
@@ -329,13 +368,17 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{exec: exec, store: store, log: lc.Logger, queueURL: cfg.QueueURL}
+	w := &Worker{
+		exec: exec, store: store, log: lc.Logger, queues: resolver,
+		queueURL: cfg.QueueURL, queueURLs: distinct(cfg.QueueURLs),
+	}
 	ds, okStore := store.(dispatch.Store)
 	dq, okSQS := q.(dispatch.SQSClient)
 	if okStore && okSQS {
-		// The sweep sends to this worker's queue, with the store's grace.
+		// The sweep sends each task to its own queue, with the store's
+		// grace.
 		w.sweeper, err = dispatch.New(dispatch.Config{
-			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL,
+			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver,
 			DispatchGrace: o.grace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
 			Logger: lc.Logger.With("part", "sweep"),
 		})
@@ -368,6 +411,7 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	msgs := make([]lifecycle.Message, len(ev.Records))
 	for i, r := range ev.Records {
 		msgs[i] = messageOf(r)
+		w.sourceQueue(ctx, log, &msgs[i], r.EventSourceARN)
 	}
 	// Off Lambda, the event source deletes each acknowledged message at
 	// once (eventsource.Ack); on Lambda the response below decides.
@@ -383,6 +427,38 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		}
 	}
 	return resp, nil
+}
+
+// sourceQueue sets the queue a message came from, from its record's event
+// source ARN: its name is recorded on the task an inline token creates, and
+// its URL takes the message's visibility changes. Without an ARN (a
+// hand-made event) the message is taken to come from the default queue.
+func (w *Worker) sourceQueue(ctx context.Context, log *slog.Logger, m *lifecycle.Message, arn string) {
+	name, _ := queues.NameFromARN(arn)
+	if name == "" {
+		return
+	}
+	m.Queue = name
+	u, err := w.queues.URLOf(ctx, arn)
+	if err != nil {
+		// The message is still processed; its visibility changes go to the
+		// default queue and fail there harmlessly (the lease guards the
+		// task, not the message).
+		log.Warn("could not find the URL of the message's queue", "queue", name, "message_id", m.ID, "error", err)
+		return
+	}
+	m.QueueURL = u
+}
+
+// distinct returns urls without empty strings and repeats, in order.
+func distinct(urls []string) []string {
+	var out []string
+	for _, u := range urls {
+		if u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func messageOf(r events.SQSMessage) lifecycle.Message {

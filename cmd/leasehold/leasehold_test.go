@@ -373,6 +373,7 @@ func TestMissingTableExit4(t *testing.T) {
 type taskJSON struct {
 	ID          string          `json:"id"`
 	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
 	Status      string          `json:"status"`
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`
@@ -639,4 +640,48 @@ func TestBulkEnqueue5000ThenListAll(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// enqueue --queue sends a task to a named queue, which a worker serving only
+// that queue runs; status shows the queue. A missing queue stores nothing.
+func TestEnqueueToANamedQueue(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	other := awstest.NewQueues(t, s.cfg)
+	name := other.Work[strings.LastIndex(other.Work, "/")+1:]
+
+	hs := leasehold.NewHandlers()
+	examples.Register(hs)
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work, QueueURLs: []string{other.Work}, Handlers: hs,
+	}, leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, leasehold.WithLongPoll(time.Second)) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+
+	r := s.run(t, "", "enqueue", "--kind", "greet", "--id", "routed", "--queue", name, `{"name":"queue"}`)
+	r.expect(t, 0, "")
+	if r := s.run(t, "", "result", "--wait", "--timeout", awstest.Scale(time.Minute).String(), "routed"); r.code != 0 || !strings.Contains(r.stdout, "queue") {
+		t.Fatalf("result: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	st := decode[taskJSON](t, s.run(t, "", "status", "--json", "routed"))
+	if st.Queue != name || st.Status != "SUCCEEDED" {
+		t.Fatalf("status --json: queue %q, status %s; want %s, SUCCEEDED", st.Queue, st.Status, name)
+	}
+	if r := s.run(t, "", "status", "routed"); !strings.Contains(r.stdout, "queue:") || !strings.Contains(r.stdout, name) {
+		t.Fatalf("status does not show the queue:\n%s", r.stdout)
+	}
+
+	s.run(t, "", "enqueue", "--kind", "greet", "--id", "nowhere", "--queue", name+"-gone", "{}").expect(t, 4, "queue not found")
+	s.run(t, "", "status", "nowhere").expect(t, 3, `no task with id "nowhere"`)
+	s.run(t, "", "enqueue", "--kind", "greet", "--queue", "jobs.fifo", "{}").expect(t, 2, "FIFO")
 }

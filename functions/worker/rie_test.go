@@ -121,9 +121,9 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	env.wantTask(t, "rie-upper", lease.StatusSucceeded, 1, `"RUNTIME API"`, "")
 	// A failed attempt with attempts left goes back to PENDING for a retry.
 	env.wantTask(t, "rie-flaky", lease.StatusPending, 1, "", "attempt 1 of 2 failed on purpose")
-	// An unknown kind is retried like any failure (another fleet may know
-	// it); with one attempt allowed it fails at once.
-	env.wantTask(t, "rie-unknown", lease.StatusFailed, 1, "", `unknown task kind "no-such-kind"`)
+	// An unknown kind is offered again later without using an attempt
+	// (another fleet may know it), even with one attempt allowed.
+	env.wantTask(t, "rie-unknown", lease.StatusPending, 0, "", `unknown task kind "no-such-kind"`)
 	if got := env.get(t, held); got.LeaseOwner != "another-worker" || got.Fence != 1 {
 		t.Errorf("held task: owner %q fence %d, want another-worker's lease untouched", got.LeaseOwner, got.Fence)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -29,6 +30,7 @@ type bulkLine struct {
 	MaxAttempts  *int            `json:"max_attempts"`
 	DelaySeconds *int64          `json:"delay_seconds"`
 	RunAt        *string         `json:"run_at"`
+	Queue        *string         `json:"queue"`
 }
 
 // lineError is a rejected input line.
@@ -110,6 +112,12 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	if l.ID != nil {
 		s.ID = *l.ID
 	}
+	if l.Queue != nil {
+		if err := queues.CheckName(*l.Queue); err != nil {
+			return s, fmt.Errorf(`"queue": %w`, err)
+		}
+		s.Queue = *l.Queue
+	}
 	if l.MaxAttempts != nil {
 		s.MaxAttempts = *l.MaxAttempts
 	}
@@ -148,9 +156,19 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		defer fh.Close()
 		in = fh
 	}
+	if f.queue != "" {
+		if err := queues.CheckName(f.queue); err != nil {
+			return usageErrorf("--queue: %v", err)
+		}
+	}
 	subs, lines, bad, err := readSubmissions(in)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	for i := range subs {
+		if subs[i].Queue == "" {
+			subs[i].Queue = f.queue
+		}
 	}
 	total := len(subs) + len(bad)
 	var (

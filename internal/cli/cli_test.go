@@ -36,6 +36,8 @@ func TestParseLine(t *testing.T) {
 		{"both times", `{"kind":"k","delay_seconds":1,"run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{}, "exclusive"},
 		{"negative delay", `{"kind":"k","delay_seconds":-1}`, leasehold.Submission{}, "cannot be negative"},
 		{"bad time", `{"kind":"k","run_at":"soon"}`, leasehold.Submission{}, "RFC 3339"},
+		{"queue", `{"kind":"k","queue":"images-work"}`, leasehold.Submission{Kind: "k", Queue: "images-work"}, ""},
+		{"fifo queue", `{"kind":"k","queue":"q.fifo"}`, leasehold.Submission{}, "FIFO"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

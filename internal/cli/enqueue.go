@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 type enqueueFlags struct {
@@ -22,6 +23,7 @@ type enqueueFlags struct {
 	delay       time.Duration
 	at          string
 	maxAttempts int
+	queue       string
 	file        string
 	concurrency int
 	jsonOut     bool
@@ -51,6 +53,12 @@ per line:
   {"kind":"greet","payload":{"name":"ada"},"id":"greet-ada","max_attempts":3}
   {"kind":"report","payload":{},"delay_seconds":3600}
   {"kind":"report","run_at":"2027-06-01T09:00:00Z"}
+  {"kind":"resize","payload":{"w":64},"queue":"images-work"}
+
+--queue sends the task to the SQS queue of that name instead of the default
+work queue (--queue-url); its retries go there too. The queue must exist
+(exit 4 otherwise; nothing is enqueued). In a file, a line's "queue" does the
+same, and --queue applies to the lines that name none.
 
 Only "kind" is required; "delay_seconds" and "run_at" are exclusive; "v":1
 may be present (the lines are intake-queue submissions). Bad lines are
@@ -64,6 +72,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
   echo '{"name":"ada"}' | leasehold enqueue --kind greet -
   leasehold enqueue --kind report --delay 2h --payload-file report.json
   leasehold enqueue --kind report --at 2027-06-01T09:00:00Z
+  leasehold enqueue --kind resize --queue images-work '{"w":64}'
   leasehold enqueue --file tasks.jsonl > ids.txt`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +89,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	fl.DurationVar(&f.delay, "delay", 0, "start after this long, e.g. 90s, 20m, 36h (longer than 15m is fine)")
 	fl.StringVar(&f.at, "at", "", "start at this RFC 3339 time, e.g. 2027-06-01T09:00:00Z")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the task fails (1..100; default 5)")
+	fl.StringVar(&f.queue, "queue", "", "send the task to the SQS queue of this NAME (default: the work queue)")
 	fl.StringVar(&f.file, "file", "", `enqueue every task of a JSON Lines file ("-" for stdin)`)
 	fl.IntVar(&f.concurrency, "concurrency", leasehold.DefaultEnqueueConcurrency, "with --file: DynamoDB/SQS calls in flight at once")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
@@ -96,6 +106,12 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	}
 	if f.maxAttempts != 0 {
 		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
+	}
+	if f.queue != "" {
+		if err := queues.CheckName(f.queue); err != nil {
+			return usageErrorf("--queue: %v", err)
+		}
+		opts = append(opts, leasehold.Queue(f.queue))
 	}
 	switch {
 	case f.delay != 0 && f.at != "":

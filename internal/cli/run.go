@@ -30,6 +30,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/serve"
 )
 
@@ -53,6 +54,7 @@ const runHTTPTimeout = 30 * time.Second
 // environment variable, then to the library's default.
 type runFlags struct {
 	dlqURL, intakeURL, intakeDLQURL string
+	serveQueues                     []string
 	sweepEvery                      time.Duration
 	logLevel                        string
 	metrics                         bool
@@ -80,6 +82,11 @@ With an intake queue (--intake-queue-url or LEASEHOLD_INTAKE_QUEUE_URL) it
 also runs the dispatcher: submissions on the intake queue become tasks and
 dispatch tokens.
 
+--serve-queue NAME (repeatable) polls the work queues of those names instead
+of the work queue, one poller group each; the work queue (--queue-url) stays
+the default queue of tasks that name none. Retries and sweeps go to each
+task's own queue.
+
 SIGTERM or Ctrl-C stops it gracefully: no new messages are received, the
 tasks in flight finish (or are released at their deadline, --invocation-timeout
 minus the deadline margin), their outcomes are recorded, and it exits 0. A
@@ -93,6 +100,7 @@ from ECS's awslogs driver).`,
 		Example: `  eval "$(scripts/stack.sh env)"
   leasehold run                                   # worker on leasehold-work
   leasehold run --intake-queue-url "$(aws sqs get-queue-url --queue-name leasehold-intake --query QueueUrl --output text)"
+  leasehold run --serve-queue leasehold-images --serve-queue leasehold-work
   LEASEHOLD_POLLERS=4 LEASEHOLD_CONCURRENCY=20 leasehold run --invocation-timeout 5m`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.run(cmd.Context(), cmd.Flags(), f) },
@@ -100,6 +108,7 @@ from ECS's awslogs driver).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dlqURL, "dlq-url", "", "work dead-letter queue for messages that name no task (env "+EnvWorkDLQURL+"; default: the queue named "+DefaultWorkDLQName+" if it exists)")
 	fl.StringVar(&f.intakeURL, "intake-queue-url", "", "intake queue: also run the dispatcher (env "+EnvIntakeQueueURL+")")
+	fl.StringArrayVar(&f.serveQueues, "serve-queue", nil, "poll the work queue of this NAME instead of the work queue; repeat for several")
 	fl.StringVar(&f.intakeDLQURL, "intake-dlq-url", "", "intake dead-letter queue for invalid submissions (env "+EnvIntakeDLQURL+")")
 	fl.DurationVar(&f.sweepEvery, "sweep-every", 0, "period of the recovery sweep, with or without an intake queue; negative turns it off (env "+EnvSweepEvery+"; default 1m)")
 	fl.IntVar(&f.pollers, "pollers", 0, "batches received and run at once (env "+leasehold.EnvPollers+"; default 2)")
@@ -166,6 +175,11 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if v.err != nil {
 		return v.err
 	}
+	for _, name := range f.serveQueues {
+		if err := queues.CheckName(name); err != nil {
+			return usageErrorf("--serve-queue: %v", err)
+		}
+	}
 
 	cfg, err := a.awsConfig(ctx)
 	if err != nil {
@@ -192,6 +206,15 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		}
 	}
 
+	var serveURLs []string
+	for _, name := range f.serveQueues {
+		u, err := a.queueByName(ctx, q, name)
+		if err != nil {
+			return err
+		}
+		serveURLs = append(serveURLs, u)
+	}
+
 	ddb := dynamodb.NewFromConfig(cfg)
 	if err := a.checkTable(ctx, ddb, log); err != nil {
 		return err
@@ -199,7 +222,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: cfg, Table: a.table, QueueURL: workURL, DeadLetterQueueURL: dlqURL, Handlers: hs,
+		AWS: cfg, Table: a.table, QueueURL: workURL, QueueURLs: serveURLs, DeadLetterQueueURL: dlqURL, Handlers: hs,
 	}, append(wopts, leasehold.WithLogger(log.With("part", "worker")))...)
 	if err != nil {
 		return usageError{err}
@@ -217,8 +240,8 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		sc.Dispatcher, sc.IntakeSQS, sc.IntakeQueueURL = d, q, intakeURL
 		sc.Intake = eventsource.Config{InvocationTimeout: invocation}
 	}
-	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "intake_queue", intakeURL,
-		"kinds", hs.Kinds())
+	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "serves", w.QueueURLs(),
+		"intake_queue", intakeURL, "kinds", hs.Kinds())
 	err = serve.Run(ctx, sc)
 	var part *serve.PartError
 	switch {

@@ -166,6 +166,29 @@ func TestRunWorkerAndDispatcher(t *testing.T) {
 	}
 }
 
+// TestRunServesNamedQueues runs the worker on a queue given by name: a task
+// that arrives there records it, and its retry comes back to it (the process
+// does not poll the default work queue).
+func TestRunServesNamedQueues(t *testing.T) {
+	t.Parallel()
+	e := setupRun(t)
+	other := awstest.NewQueues(t, awstest.Config(t))
+	name := other.Work[strings.LastIndex(other.Work, "/")+1:]
+	cmd, _, exited := e.start(t, "--serve-queue", name, "--sweep-every", "1s")
+
+	e.send(t, other.Work, `{"v":1,"kind":"flaky","id":"served-1","payload":{"succeed_on_attempt":2}}`)
+	got := e.waitFor(t, "served-1", lease.StatusSucceeded, time.Minute)
+	if got.Queue != name || got.Attempt != 2 {
+		t.Errorf("served-1: queue %q, attempt %d; want %s, 2 (retried on its own queue)", got.Queue, got.Attempt, name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(t, exited, 30*time.Second); err != nil {
+		t.Fatalf("leasehold run exited with %v after SIGTERM, want 0", err)
+	}
+}
+
 // TestRunSecondSignalKills checks that a second signal ends the process at
 // once, leaving its lease to expire rather than waiting for the task.
 func TestRunSecondSignalKills(t *testing.T) {
@@ -204,8 +227,9 @@ func TestRunMissingResources(t *testing.T) {
 	e := setupRun(t)
 	bin := buildLeasehold(t)
 	for name, args := range map[string][]string{
-		"table": {"run", "--table", e.table + "-missing"},
-		"queue": {"run", "--queue-url", e.queues.Work + "-missing"},
+		"table":        {"run", "--table", e.table + "-missing"},
+		"queue":        {"run", "--queue-url", e.queues.Work + "-missing"},
+		"served queue": {"run", "--serve-queue", "leasehold-missing-" + e.table[len(e.table)-6:]},
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 		cmd := exec.CommandContext(ctx, bin, args...)

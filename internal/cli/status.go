@@ -152,6 +152,11 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	}
 	row("id", lease.DisplayID(t.ID))
 	row("kind", lease.DisplayID(t.Kind))
+	queue := t.Queue
+	if queue == "" {
+		queue = "(the default work queue)"
+	}
+	row("queue", queue)
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
 		status += " (cancel requested)"

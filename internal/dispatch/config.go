@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // SQSClient lists the SQS calls the dispatcher makes; *sqs.Client satisfies
@@ -33,7 +34,13 @@ type Creator interface {
 type Store interface {
 	Creator
 	Due(ctx context.Context, shard string, now time.Time, limit int) ([]lease.DueTask, error)
-	MarkDispatched(ctx context.Context, id string, seen, next time.Time) error
+	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
+}
+
+// QueueResolver turns a task's queue name into the URL its tokens go to; the
+// empty name is the default work queue. *queues.Resolver implements it.
+type QueueResolver interface {
+	URL(ctx context.Context, name string) (string, error)
 }
 
 // Defaults for Config.
@@ -53,8 +60,12 @@ type Config struct {
 	Store Store
 	// SQS sends dispatch tokens and forwards rejected submissions.
 	SQS SQSClient
-	// WorkQueueURL receives the dispatch tokens.
+	// WorkQueueURL receives the dispatch tokens of tasks that name no queue.
 	WorkQueueURL string
+	// Queues resolves the queue a task names (lease.Task.Queue). Nil
+	// builds a caching resolver on SQS when it has GetQueueUrl; without it
+	// only the default work queue can be reached.
+	Queues QueueResolver
 	// IntakeDLQURL receives invalid submissions, with the reason in the
 	// leasehold-reason message attribute. Empty leaves them to the intake
 	// queue's redrive policy: they are reported as failures until SQS moves
@@ -103,6 +114,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Queues == nil {
+		lookup, _ := c.SQS.(queues.SQSClient)
+		c.Queues = queues.NewResolver(lookup, c.WorkQueueURL, c.CallTimeout)
 	}
 	return c
 }

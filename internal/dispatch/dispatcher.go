@@ -49,10 +49,11 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // ref is a dispatch token to send: a reference to task id, delivered after
-// delay.
+// delay, to the task's queue (empty: the default work queue).
 type ref struct {
 	id    string
 	delay time.Duration
+	queue string
 }
 
 // tokenFor decides whether task needs a token now, and with which delay: a
@@ -66,7 +67,7 @@ func tokenFor(task lease.Task, now time.Time) (ref, bool) {
 	if wait > lifecycle.MaxSQSDelay {
 		return ref{}, false
 	}
-	return ref{id: task.ID, delay: wait}, true
+	return ref{id: task.ID, delay: wait, queue: task.Queue}, true
 }
 
 // dispatchAt is the sweep-index time a new task should get: exactly its start
@@ -86,26 +87,66 @@ func delaySeconds(d time.Duration) int32 {
 	return int32(min(secs, lifecycle.MaxSQSDelay.Seconds()))
 }
 
-// sendRefs sends refs to the work queue in batches and returns, for each ref,
-// nil or why it was not sent.
+// chunk is up to MaxBatchEntries refs of one queue: the indexes into the
+// refs of sendRefs.
+type chunk struct {
+	queueURL string
+	idx      []int
+}
+
+// sendRefs sends refs to their queues in batches and returns, for each ref,
+// nil or why it was not sent. A queue that cannot be resolved (deleted, or
+// the lookup failed) fails its refs with the reason; their tasks stay in the
+// sweep index, so a later sweep tries again.
 func (d *Dispatcher) sendRefs(ctx context.Context, refs []ref) []error {
 	errs := make([]error, len(refs))
-	chunks := (len(refs) + MaxBatchEntries - 1) / MaxBatchEntries
-	started := each(ctx, chunks, d.cfg.Concurrency, func(c int) {
-		lo := c * MaxBatchEntries
-		hi := min(lo+MaxBatchEntries, len(refs))
-		d.sendChunk(ctx, refs[lo:hi], errs[lo:hi])
+	var order []string
+	byQueue := map[string][]int{}
+	for i, r := range refs {
+		if _, ok := byQueue[r.queue]; !ok {
+			order = append(order, r.queue)
+		}
+		byQueue[r.queue] = append(byQueue[r.queue], i)
+	}
+	var chunks []chunk
+	for _, q := range order {
+		idx := byQueue[q]
+		u, err := d.cfg.Queues.URL(ctx, q)
+		if err != nil {
+			d.cfg.Logger.WarnContext(ctx, "could not resolve the tasks' queue; they wait for a later sweep",
+				"queue", q, "tokens", len(idx), "reason", err)
+			for _, i := range idx {
+				errs[i] = fmt.Errorf("send token for %s: %w: %w", refs[i].id, ErrSend, err)
+			}
+			continue
+		}
+		for lo := 0; lo < len(idx); lo += MaxBatchEntries {
+			chunks = append(chunks, chunk{queueURL: u, idx: idx[lo:min(lo+MaxBatchEntries, len(idx))]})
+		}
+	}
+	started := each(ctx, len(chunks), d.cfg.Concurrency, func(c int) {
+		part := make([]ref, len(chunks[c].idx))
+		for j, i := range chunks[c].idx {
+			part[j] = refs[i]
+		}
+		partErrs := make([]error, len(part))
+		d.sendChunk(ctx, chunks[c].queueURL, part, partErrs)
+		for j, i := range chunks[c].idx {
+			errs[i] = partErrs[j]
+		}
 	})
-	for i := started * MaxBatchEntries; i < len(refs); i++ {
-		errs[i] = fmt.Errorf("send token for %s: %w: %w", refs[i].id, ErrSend, context.Cause(ctx))
+	for _, c := range chunks[started:] {
+		for _, i := range c.idx {
+			errs[i] = fmt.Errorf("send token for %s: %w: %w", refs[i].id, ErrSend, context.Cause(ctx))
+		}
 	}
 	return errs
 }
 
-// sendChunk sends up to MaxBatchEntries refs in one call. A failed call fails
-// every entry; otherwise each entry the response does not list as successful
-// has failed.
-func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
+// sendChunk sends up to MaxBatchEntries refs to queueURL in one call. A
+// failed call fails every entry; otherwise each entry the response does not
+// list as successful has failed.
+func (d *Dispatcher) sendChunk(ctx context.Context, queueURL string, refs []ref, errs []error) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(refs))
 	for i, r := range refs {
 		entries[i] = types.SendMessageBatchRequestEntry{
@@ -114,7 +155,7 @@ func (d *Dispatcher) sendChunk(ctx context.Context, refs []ref, errs []error) {
 			DelaySeconds: delaySeconds(r.delay),
 		}
 	}
-	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(d.cfg.WorkQueueURL), Entries: entries}
+	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries}
 	var out *sqs.SendMessageBatchOutput
 	var err error
 	// A call that got no answer in time may have been sent: send it again

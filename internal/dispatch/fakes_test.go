@@ -29,6 +29,7 @@ var _ dispatch.SQSClient = (*sqs.Client)(nil)
 type sentToken struct {
 	ID    string // task id the token refers to
 	Delay int32
+	Queue string // the queue URL it was sent to
 }
 
 // fakeSQS records what is sent. Entries for the task ids in failIDs are
@@ -81,7 +82,7 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 			})
 			continue
 		}
-		sent = append(sent, sentToken{ID: tok.ID, Delay: e.DelaySeconds})
+		sent = append(sent, sentToken{ID: tok.ID, Delay: e.DelaySeconds, Queue: aws.ToString(in.QueueUrl)})
 		f.nextMsgID++
 		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{
 			Id: e.Id, MessageId: aws.String("m-" + strconv.Itoa(f.nextMsgID)),

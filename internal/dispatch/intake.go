@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -80,12 +81,23 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 		id = msg.MessageId
 	}
 	log = log.With("task_id", id, "kind", sub.Kind)
+	if sub.Queue != "" {
+		// A queue that does not exist would leave the task waiting for
+		// ever: reject the submission instead, with the reason.
+		if _, err := d.cfg.Queues.URL(ctx, sub.Queue); errors.Is(err, queues.ErrNotFound) {
+			return nil, d.reject(ctx, msg, err.Error())
+		} else if err != nil {
+			log.WarnContext(ctx, "could not look up the submission's queue", "queue", sub.Queue, "error", err)
+			return nil, false
+		}
+	}
 	task, dup, r, err := d.persist(ctx, lease.NewTask{
 		ID:          id,
 		Kind:        sub.Kind,
 		Payload:     sub.Payload,
 		MaxAttempts: sub.MaxAttempts,
 		RunAt:       sub.RunAt,
+		Queue:       sub.Queue,
 	})
 	switch {
 	case errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrConflict):

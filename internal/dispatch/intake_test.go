@@ -117,7 +117,7 @@ func TestIntakeLongDelayWaitsForTheSweep(t *testing.T) {
 	if st := e.sweep(t); st != (dispatch.SweepStats{Due: 1, Dispatched: 1}) {
 		t.Fatalf("sweep when due: %+v", st)
 	}
-	if got := e.sqs.take(); len(got) != 1 || got[0] != (sentToken{ID: "later"}) {
+	if got := e.sqs.take(); len(got) != 1 || got[0] != (sentToken{ID: "later", Queue: workQueue}) {
 		t.Fatalf("tokens %v, want one for later with no delay", got)
 	}
 	if got := e.get(t, "later").DispatchAt; !got.Equal(e.clock.Now().Add(grace)) {
@@ -353,5 +353,39 @@ func TestIntakeCancelledContextFailsTheRest(t *testing.T) {
 	}
 	if fails := failures(resp); len(fails) != 2 {
 		t.Fatalf("failures %v, want both", fails)
+	}
+}
+
+// A submission with a queue goes to that queue; one naming a queue that does
+// not exist is rejected to the intake DLQ with the reason, and stores
+// nothing.
+func TestIntakeQueue(t *testing.T) {
+	t.Parallel()
+	const imagesURL = "http://sqs.test/000000000000/images"
+	e := setupUnit(t, func(c *dispatch.Config) { c.Queues = fakeQueues{"images": imagesURL} })
+	fails := e.intake(t, event(
+		message{"m1", `{"v":1,"kind":"resize","id":"to-images","queue":"images"}`},
+		message{"m2", `{"v":1,"kind":"resize","id":"to-nowhere","queue":"deleted"}`},
+		message{"m3", `{"v":1,"kind":"resize","id":"to-default"}`},
+	))
+	if len(fails) != 0 {
+		t.Fatalf("failures %v, want none", fails)
+	}
+	if got := e.get(t, "to-images"); got.Queue != "images" {
+		t.Fatalf("stored queue %q, want images", got.Queue)
+	}
+	if _, err := e.store.Get(t.Context(), "to-nowhere"); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("a submission on a missing queue was stored: %v", err)
+	}
+	got := map[string]string{}
+	for _, tk := range e.sqs.take() {
+		got[tk.ID] = tk.Queue
+	}
+	if want := map[string]string{"to-images": imagesURL, "to-default": workQueue}; !maps.Equal(got, want) {
+		t.Fatalf("tokens went to %v, want %v", got, want)
+	}
+	dead := e.sqs.deadLetters()
+	if len(dead) != 1 || !strings.Contains(aws.ToString(dead[0].MessageAttributes["leasehold-reason"].StringValue), "queue not found") {
+		t.Fatalf("dead letters %+v, want the submission on a missing queue with its reason", dead)
 	}
 }

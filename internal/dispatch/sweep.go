@@ -125,8 +125,9 @@ func (d *Dispatcher) sweepShard(ctx context.Context, shard string, now time.Time
 func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next time.Time) SweepStats {
 	st := SweepStats{Due: len(due)}
 	outcome := make([]error, len(due))
+	queue := make([]string, len(due))
 	started := each(ctx, len(due), d.cfg.Concurrency, func(i int) {
-		outcome[i] = d.store.MarkDispatched(ctx, due[i].ID, due[i].DispatchAt, next)
+		queue[i], outcome[i] = d.store.MarkDispatched(ctx, due[i].ID, due[i].DispatchAt, next)
 	})
 	var won []ref
 	for i, err := range outcome {
@@ -139,7 +140,7 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next 
 			st.Failed++
 			d.cfg.Logger.WarnContext(ctx, "could not mark task dispatched", "task_id", due[i].ID, "error", err)
 		default:
-			won = append(won, ref{id: due[i].ID})
+			won = append(won, ref{id: due[i].ID, queue: queue[i]})
 		}
 	}
 	for j, err := range d.sendRefs(ctx, won) {

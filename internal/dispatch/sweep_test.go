@@ -1,14 +1,17 @@
 package dispatch_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // enqueueLater stores n tasks due after delay, beyond SQS's cap, so that
@@ -155,5 +158,54 @@ func TestSweepFinishedTasksLeaveTheIndex(t *testing.T) {
 	e.clock.Advance(24 * time.Hour)
 	if st := e.sweep(t); st.Due != 0 {
 		t.Fatalf("sweep found a finished task: %+v", st)
+	}
+}
+
+// fakeQueues resolves a fixed set of queue names; others do not exist.
+type fakeQueues map[string]string
+
+func (f fakeQueues) URL(_ context.Context, name string) (string, error) {
+	if name == "" {
+		return workQueue, nil
+	}
+	if u, ok := f[name]; ok {
+		return u, nil
+	}
+	return "", fmt.Errorf("look up queue %s: %w", name, queues.ErrNotFound)
+}
+
+func TestSweepSendsToTheTasksQueue(t *testing.T) {
+	t.Parallel()
+	const imagesURL = "http://sqs.test/000000000000/images"
+	e := setupUnit(t, func(c *dispatch.Config) { c.Queues = fakeQueues{"images": imagesURL} })
+	later := e.clock.Now().Add(time.Hour)
+	tasks := []lease.NewTask{
+		{ID: "default", Kind: "k", RunAt: later},
+		{ID: "images", Kind: "k", RunAt: later, Queue: "images"},
+		{ID: "gone", Kind: "k", RunAt: later, Queue: "deleted"},
+	}
+	if _, err := e.d.Enqueue(t.Context(), tasks); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	e.clock.Advance(time.Hour)
+	st, err := e.d.Sweep(t.Context(), e.clock.Now())
+	if !errors.Is(err, dispatch.ErrSweep) || st.Dispatched != 2 || st.Failed != 1 {
+		t.Fatalf("Sweep = %+v, %v; want 2 dispatched, 1 failed (its queue is gone)", st, err)
+	}
+	got := map[string]string{}
+	for _, tok := range e.sqs.take() {
+		got[tok.ID] = tok.Queue
+	}
+	if got["default"] != workQueue || got["images"] != imagesURL || got["gone"] != "" {
+		t.Fatalf("tokens went to %v", got)
+	}
+	// The task whose queue is gone is not lost: it is due again after the
+	// grace, for a later sweep.
+	task, err := e.store.Get(t.Context(), "gone")
+	if err != nil || task.Status != lease.StatusPending || !task.DispatchAt.Equal(e.clock.Now().Add(grace)) {
+		t.Fatalf("task of a deleted queue: %+v, %v", task, err)
+	}
+	if !strings.Contains(e.logs.String(), "could not resolve the tasks' queue") {
+		t.Fatalf("no log line for the missing queue:\n%s", e.logs.String())
 	}
 }

@@ -3,6 +3,8 @@ package eventsource
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 var (
@@ -11,7 +13,8 @@ var (
 
 	// ErrQueueNotFound means the configured queue does not exist (SQS
 	// QueueDoesNotExist). Run returns it, wrapped, when it cannot start.
-	ErrQueueNotFound = errors.New("queue not found")
+	// It is queues.ErrNotFound, so one sentinel covers every lookup.
+	ErrQueueNotFound = queues.ErrNotFound
 
 	// ErrAlreadyRunning is returned by Run while another Run call on the same
 	// Runner has not returned yet.

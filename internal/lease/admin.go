@@ -18,8 +18,9 @@ type Admin interface {
 	// MarkDispatched moves a due task's DispatchAt from seen to next, only
 	// if it still is seen: of two sweepers that saw the same entry, one
 	// wins and the other gets ErrDispatchRaced. A task that left the index
-	// in between also gives ErrDispatchRaced.
-	MarkDispatched(ctx context.Context, id string, seen, next time.Time) error
+	// in between also gives ErrDispatchRaced. It returns the task's queue
+	// (Task.Queue; empty for the default work queue), where the token goes.
+	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
 	// RequestCancel cancels a PENDING task at once (CANCELLED, terminal) or
 	// sets CancelRequested on a RUNNING one, which its worker honours at the
 	// next renewal. A terminal task gives *FinishedError.

@@ -47,6 +47,11 @@ const (
 	AttrHistory         = "history"
 	AttrHistoryDropped  = "history_dropped"
 	AttrSnoozes         = "snoozes"
+	// AttrQueue is the name of the task's queue (Task.Queue); absent for
+	// the default work queue.
+	AttrQueue = "queue"
+	// AttrUnknownKindSince is Task.UnknownKindSince (unix ms).
+	AttrUnknownKindSince = "unknown_kind_since"
 	// AttrSweepShard and AttrSweepAt key the sparse sweep index: both are
 	// present exactly while Task.DispatchAt is set.
 	AttrSweepShard = "sweep_shard"
@@ -117,6 +122,7 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 		RunAt:       runAt,
 		CreatedAt:   now,
 		UpdatedAt:   now,
+		Queue:       n.Queue,
 	}
 }
 
@@ -388,6 +394,7 @@ func (s *DynamoStore) Finish(ctx context.Context, l Lease, result []byte) (Task,
 	e := s.end(l, StatusSucceeded, "", s.now())
 	e.text(AttrResult, string(result))
 	e.text(AttrError, "")
+	e.remove = append(e.remove, "#"+AttrUnknownKindSince)
 	return s.update(ctx, "finish", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("finish", l, old) })
 }
@@ -413,11 +420,18 @@ func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, er
 		e.values[":run_at"] = avMillis(runAt)
 		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
 		e.values[":sweep_at"] = avMillis(dispatchAt)
-		if r.RefundAttempt {
+		switch {
+		case r.UnknownKind:
+			e.set = append(e.set, "#attempt = #attempt - :one", "#unknown_kind_since = if_not_exists(#unknown_kind_since, :now)")
+			e.values[":one"] = avN(1)
+		case r.RefundAttempt:
 			e.set = append(e.set, "#attempt = #attempt - :one", "#snoozes = if_not_exists(#snoozes, :zero) + :one")
 			e.values[":one"] = avN(1)
 			e.values[":zero"] = avN(0)
 		}
+	}
+	if !r.UnknownKind {
+		e.remove = append(e.remove, "#"+AttrUnknownKindSince)
 	}
 	return s.update(ctx, "release", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("release", l, old) })
@@ -565,6 +579,8 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	text(AttrLeaseOwner, t.LeaseOwner)
 	text(AttrResult, string(t.Result))
 	text(AttrError, t.Error)
+	text(AttrQueue, t.Queue)
+	millis(AttrUnknownKindSince, t.UnknownKindSince)
 	millis(AttrLeaseUntil, t.LeaseUntil)
 	millis(AttrRunAt, t.RunAt)
 	millis(AttrCreatedAt, t.CreatedAt)
@@ -615,23 +631,25 @@ func decodeOld(item map[string]types.AttributeValue) (*Task, error) {
 func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	d := decoder{item: item}
 	t := Task{
-		ID:              d.str(AttrID),
-		Kind:            d.str(AttrKind),
-		Status:          Status(d.str(AttrStatus)),
-		Attempt:         int(d.num(AttrAttempt)),
-		MaxAttempts:     int(d.num(AttrMaxAttempts)),
-		LeaseOwner:      d.str(AttrLeaseOwner),
-		LeaseUntil:      d.millis(AttrLeaseUntil),
-		Fence:           d.num(AttrFence),
-		RunAt:           d.millis(AttrRunAt),
-		Error:           d.str(AttrError),
-		CancelRequested: d.boolean(AttrCancelRequested),
-		CreatedAt:       d.millis(AttrCreatedAt),
-		UpdatedAt:       d.millis(AttrUpdatedAt),
-		FinishedAt:      d.millis(AttrFinishedAt),
-		DispatchAt:      d.millis(AttrSweepAt),
-		HistoryDropped:  int(d.num(AttrHistoryDropped)),
-		Snoozes:         int(d.num(AttrSnoozes)),
+		ID:               d.str(AttrID),
+		Kind:             d.str(AttrKind),
+		Status:           Status(d.str(AttrStatus)),
+		Attempt:          int(d.num(AttrAttempt)),
+		MaxAttempts:      int(d.num(AttrMaxAttempts)),
+		LeaseOwner:       d.str(AttrLeaseOwner),
+		LeaseUntil:       d.millis(AttrLeaseUntil),
+		Fence:            d.num(AttrFence),
+		RunAt:            d.millis(AttrRunAt),
+		Error:            d.str(AttrError),
+		CancelRequested:  d.boolean(AttrCancelRequested),
+		CreatedAt:        d.millis(AttrCreatedAt),
+		UpdatedAt:        d.millis(AttrUpdatedAt),
+		FinishedAt:       d.millis(AttrFinishedAt),
+		DispatchAt:       d.millis(AttrSweepAt),
+		HistoryDropped:   int(d.num(AttrHistoryDropped)),
+		Snoozes:          int(d.num(AttrSnoozes)),
+		Queue:            d.str(AttrQueue),
+		UnknownKindSince: d.millis(AttrUnknownKindSince),
 	}
 	if p := d.str(AttrPayload); p != "" {
 		t.Payload = []byte(p)

@@ -72,33 +72,41 @@ func (s *DynamoStore) query(ctx context.Context, in *dynamodb.QueryInput) (*dyna
 }
 
 // MarkDispatched implements Admin.
-func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next time.Time) error {
+func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
 	if err := CheckMarkDispatched(id, seen, next); err != nil {
-		return err
+		return "", err
 	}
 	if noSuchID(id) {
-		return fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	cond := "#sweep_at = :seen"
 	upd := "SET #sweep_at = :next"
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	// The new item comes back for its queue (the sweep index projects
+	// keys only); returned values cost no capacity.
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       map[string]types.AttributeValue{AttrID: avS(id)},
 		ConditionExpression:       &cond,
 		UpdateExpression:          &upd,
 		ExpressionAttributeNames:  namesIn(cond, upd),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":seen": avMillis(toMillis(seen)), ":next": avMillis(toMillis(next))},
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
 	case err != nil:
-		return backendErr("mark dispatched", id, err)
+		return "", backendErr("mark dispatched", id, err)
 	}
-	return nil
+	d := decoder{item: out.Attributes}
+	queue := d.str(AttrQueue)
+	if d.err != nil {
+		return "", backendErr("mark dispatched", id, d.err)
+	}
+	return queue, nil
 }
 
 // errConditionFailed marks a conditional write whose condition failed; the

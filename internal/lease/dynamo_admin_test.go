@@ -37,7 +37,7 @@ func TestDynamoStoreAdminBoundary(t *testing.T) {
 	now := time.Now()
 	calls := map[string]func() error{
 		"Due":            func() error { _, err := store.Due(ctx, "03", now, 10); return err },
-		"MarkDispatched": func() error { return store.MarkDispatched(ctx, "b1", now, now.Add(time.Minute)) },
+		"MarkDispatched": func() error { _, err := store.MarkDispatched(ctx, "b1", now, now.Add(time.Minute)); return err },
 		"RequestCancel":  func() error { _, err := store.RequestCancel(ctx, "b1"); return err },
 		"Retry":          func() error { _, err := store.Retry(ctx, "b1", 1); return err },
 		"List":           func() error { _, _, err := store.List(ctx, lease.StatusPending, 10, ""); return err },

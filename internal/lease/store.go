@@ -62,6 +62,11 @@ type Release struct {
 	Error string
 	// RefundAttempt hands the attempt back (a snooze is not a failure).
 	RefundAttempt bool
+	// UnknownKind: the worker has no handler for the task's kind
+	// (StatusPending only). The attempt is handed back without counting as
+	// a snooze, and Task.UnknownKindSince is set unless already set. Every
+	// other ending clears UnknownKindSince.
+	UnknownKind bool
 }
 
 // Validate checks that r describes a possible transition.
@@ -72,6 +77,9 @@ func (r Release) Validate() error {
 			return fmt.Errorf("%w: release to PENDING needs a run-at time", ErrInvalid)
 		}
 	case StatusFailed, StatusCancelled:
+		if r.UnknownKind {
+			return fmt.Errorf("%w: an unknown-kind release goes back to PENDING", ErrInvalid)
+		}
 	default:
 		return fmt.Errorf("%w: cannot release to status %q", ErrInvalid, r.Status)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // Status is where a task stands in its lifecycle. The values are stored
@@ -100,6 +102,14 @@ type Task struct {
 	// Snoozes counts the attempts that ended in a snooze (a release that
 	// handed its attempt back).
 	Snoozes int
+	// Queue is the name of the SQS queue the task's tokens go to: its
+	// retries, snoozes and sweeps. Empty means the default work queue.
+	Queue string
+	// UnknownKindSince is when a worker first found no handler for the
+	// task's kind, in the current run of such findings: set by the first
+	// release with Release.UnknownKind, cleared by any other ending. Zero
+	// when the last attempt found a handler.
+	UnknownKindSince time.Time
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one
@@ -162,6 +172,9 @@ type NewTask struct {
 	// gets no message at once: its DispatchAt is its RunAt, and the sweep
 	// dispatches it then.
 	DispatchAt time.Time
+	// Queue names the SQS queue the task's tokens go to (see Task.Queue);
+	// empty for the default work queue.
+	Queue string
 }
 
 // Validate checks the submission against the store's limits.
@@ -179,6 +192,8 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: payload is not UTF-8 text", ErrInvalid)
 	case n.MaxAttempts < 1 || n.MaxAttempts > MaxAttemptsLimit:
 		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrInvalid, n.MaxAttempts, MaxAttemptsLimit)
+	case n.Queue != "" && queues.CheckName(n.Queue) != nil:
+		return fmt.Errorf("%w: queue: %w", ErrInvalid, queues.CheckName(n.Queue))
 	}
 	return nil
 }

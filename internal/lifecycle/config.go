@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // SQSClient lists the work-queue calls the lifecycle makes; *sqs.Client
@@ -60,6 +61,10 @@ const (
 	DefaultCallTimeout      = 5 * time.Second
 	DefaultBackoffBase      = 2 * time.Second
 	DefaultBackoffMax       = 10 * time.Minute
+	// Defaults for a task whose kind no handler is registered for here.
+	DefaultUnknownKindBackoffMin = 10 * time.Second
+	DefaultUnknownKindBackoffMax = 15 * time.Minute
+	DefaultUnknownKindLimit      = 7 * 24 * time.Hour
 	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in
 	// template.yaml and localstack/resources.json.
 	DefaultMaxReceiveCount = 10
@@ -77,9 +82,13 @@ const MinSnooze = time.Second
 type Config struct {
 	Store lease.Store
 	SQS   SQSClient
-	// QueueURL is the work queue: visibility changes and re-sent tokens go
-	// there.
+	// QueueURL is the default work queue: the queue of a Message that names
+	// none, and of a task whose Queue is empty.
 	QueueURL string
+	// Queues resolves a task's queue name to the URL its re-sent tokens go
+	// to (the empty name is QueueURL). Nil builds a caching resolver on SQS
+	// when it has GetQueueUrl; without one only QueueURL can be reached.
+	Queues QueueResolver
 	// DeadLetterURL receives messages that name no task that can be recorded
 	// (malformed, wrong version, missing fields, unknown task), with the
 	// reason as a message attribute. Empty leaves them to the queue's own
@@ -116,6 +125,23 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, hears about task events (metrics).
 	Observer Observer
+
+	// UnknownKindBackoffMin and UnknownKindBackoffMax bound the wait before
+	// a task whose kind has no handler here is offered again: the wait is
+	// the time since the kind was first found unknown (so it roughly
+	// doubles each time), within these bounds.
+	UnknownKindBackoffMin time.Duration
+	UnknownKindBackoffMax time.Duration
+	// UnknownKindLimit is how long a task's kind may stay unknown, from the
+	// first worker that found no handler for it, before the task fails for
+	// good ("bad input is never retried forever").
+	UnknownKindLimit time.Duration
+}
+
+// QueueResolver turns a queue name into its URL ("" is the default work
+// queue). *queues.Resolver implements it.
+type QueueResolver interface {
+	URL(ctx context.Context, name string) (string, error)
 }
 
 // Observer hears about what happens to tasks. Calls are made from the
@@ -163,6 +189,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReplaceAtReceiveCount == 0 {
 		c.ReplaceAtReceiveCount = DefaultReplaceAtReceiveCount
 	}
+	if c.UnknownKindBackoffMin == 0 {
+		c.UnknownKindBackoffMin = DefaultUnknownKindBackoffMin
+	}
+	if c.UnknownKindBackoffMax == 0 {
+		c.UnknownKindBackoffMax = max(DefaultUnknownKindBackoffMax, c.UnknownKindBackoffMin)
+	}
+	if c.UnknownKindLimit == 0 {
+		c.UnknownKindLimit = DefaultUnknownKindLimit
+	}
+	if c.Queues == nil {
+		lookup, _ := c.SQS.(queues.SQSClient)
+		c.Queues = queues.NewResolver(lookup, c.QueueURL, c.CallTimeout)
+	}
 	return c, c.validate()
 }
 
@@ -194,6 +233,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
 	case c.ReplaceAtReceiveCount < 1:
 		return fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1", ErrConfig)
+	case c.UnknownKindBackoffMin <= 0 || c.UnknownKindBackoffMax < c.UnknownKindBackoffMin:
+		return fmt.Errorf("%w: unknown-kind backoff %s..%s is not a positive range", ErrConfig, c.UnknownKindBackoffMin, c.UnknownKindBackoffMax)
+	case c.UnknownKindLimit <= 0:
+		return fmt.Errorf("%w: the unknown-kind limit must be positive", ErrConfig)
 	}
 	return nil
 }

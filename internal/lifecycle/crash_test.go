@@ -301,32 +301,56 @@ func TestUnstorableResultFailsAtOnce(t *testing.T) {
 }
 
 // An unknown kind may be known to another fleet on the same queue (a rolling
-// deploy): it is retried with backoff and fails only when attempts run out.
-func TestUnknownKindRetriesWithBackoff(t *testing.T) {
+// deploy, a shared queue): the task is released without using an attempt,
+// with a wait that grows, and fails only once the kind has stayed unknown
+// for the limit.
+func TestUnknownKindUsesNoAttempt(t *testing.T) {
 	t.Parallel()
-	e := setup(t, nil)
-	body := inline(t, "later", "u1", "", 3)
-	for attempt := 1; attempt <= 3; attempt++ {
+	const limit = time.Hour
+	e := setup(t, func(c *lifecycle.Config) {
+		c.UnknownKindBackoffMin = 10 * time.Second
+		c.UnknownKindBackoffMax = 15 * time.Minute
+		c.UnknownKindLimit = limit
+	})
+	first := e.clock.Now()
+	body := inline(t, "later", "u1", "", 1)
+	var delays []int32
+	for round := 1; ; round++ {
 		res := e.exec.Process(t.Context(), nil, msg("m", body))
 		got := e.get(t, "u1")
-		if !res.Ack || got.Attempt != attempt || !strings.Contains(got.Error, `unknown task kind "later"`) {
-			t.Fatalf("attempt %d: result %+v, stored attempt %d %q", attempt, res, got.Attempt, got.Error)
+		if !res.Ack || !strings.Contains(got.Error, `unknown task kind "later"`) {
+			t.Fatalf("round %d: result %+v, stored %s %q", round, res, got.Status, got.Error)
 		}
-		if attempt == 3 {
-			if got.Status != lease.StatusFailed || res.Outcome != lifecycle.OutcomeFailed {
-				t.Fatalf("after the last attempt: %s %s, want FAILED", got.Status, res.Outcome)
+		if e.clock.Since(first) >= limit {
+			if got.Status != lease.StatusFailed || res.Outcome != lifecycle.OutcomeFailed || !strings.Contains(got.Error, "no worker had a handler") {
+				t.Fatalf("past the limit: %s %s %q, want FAILED with the reason", got.Status, res.Outcome, got.Error)
 			}
 			break
 		}
 		sent := e.sqs.sentTo(workURL)
-		if got.Status != lease.StatusPending || res.Outcome != lifecycle.OutcomeRetried || len(sent) != attempt || sent[attempt-1].DelaySeconds < 1 {
-			t.Fatalf("attempt %d: %s %s, tokens %+v; want PENDING with a delayed retry", attempt, got.Status, res.Outcome, sent)
+		if got.Status != lease.StatusPending || got.Attempt != 0 || res.Outcome != lifecycle.OutcomeUnknownKind || len(sent) != round {
+			t.Fatalf("round %d: %s attempt %d %s, %d tokens; want PENDING, attempt 0, a token per round", round, got.Status, got.Attempt, res.Outcome, len(sent))
 		}
-		e.clock.Advance(time.Duration(sent[attempt-1].DelaySeconds) * time.Second)
-		body = aws.ToString(sent[attempt-1].MessageBody)
+		if !got.UnknownKindSince.Equal(first.Truncate(time.Millisecond)) {
+			t.Fatalf("round %d: unknown since %s, want %s", round, got.UnknownKindSince, first)
+		}
+		d := sent[round-1].DelaySeconds
+		if d < 5 || d > 15*60 {
+			t.Fatalf("round %d: delay %ds outside 5s..15m", round, d)
+		}
+		delays = append(delays, d)
+		e.clock.Advance(time.Duration(d) * time.Second)
+		body = aws.ToString(sent[round-1].MessageBody)
+		if round > 100 {
+			t.Fatalf("still offered after %d rounds; delays %v", round, delays)
+		}
+	}
+	if len(delays) < 4 || delays[len(delays)-1] <= delays[0] {
+		t.Fatalf("delays %v, want them to grow", delays)
 	}
 
-	// The fleet that knows the kind picks the retry up.
+	// The fleet that knows the kind picks the task up, and a known kind
+	// clears the record of the unknown one.
 	e2 := setup(t, nil)
 	e2.handlers["later"] = func(context.Context, lease.Task) ([]byte, error) { return []byte(`1`), nil }
 	res := e2.exec.Process(t.Context(), nil, msg("m", inline(t, "later", "u2", "", 3)))

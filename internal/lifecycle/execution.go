@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -64,6 +66,9 @@ const (
 	OutcomeCancelled Outcome = "cancelled" // cancelled by request or by the handler
 	OutcomeReleased  Outcome = "released"  // deadline reached; released for an immediate retry
 	OutcomeLeaseLost Outcome = "lease_lost"
+	// OutcomeUnknownKind: no handler for the task's kind here; released
+	// for later without using an attempt.
+	OutcomeUnknownKind Outcome = "unknown_kind"
 )
 
 // Message is one SQS message of a batch.
@@ -73,6 +78,13 @@ type Message struct {
 	Body          string
 	ReceiveCount  int
 	SentAt        time.Time
+	// QueueURL is the queue the message came from: its visibility changes
+	// and deletion go there. Empty means Config.QueueURL.
+	QueueURL string
+	// Queue is that queue's name, recorded on a task an inline token
+	// creates without naming a queue, so the task's retries come back to
+	// it. Empty records no queue (the default work queue).
+	Queue string
 }
 
 // Result says what the batch response should say about a message.
@@ -194,7 +206,11 @@ func (x *execution) runWaiting(ctx context.Context) State {
 			maxAttempts = x.cfg.DefaultMaxAttempts
 		}
 		x.log = x.log.With("task_id", id, "kind", tok.Kind)
-		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		queue := tok.Queue
+		if queue == "" {
+			queue = x.msg.Queue
+		}
+		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue}
 		if x.tokenErr != nil {
 			return x.createFailed(ctx, nt)
 		}
@@ -321,12 +337,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	}
 	h, ok := x.cfg.Handlers(x.task.Kind)
 	if !ok {
-		// Perhaps another fleet on this queue (a rolling deploy) knows the
-		// kind: retry with backoff, and fail only when attempts run out.
-		reason := fmt.Sprintf("unknown task kind %q", x.task.Kind)
-		x.log.Warn("no handler for the task's kind", "reason", reason)
-		x.result.Reason = reason
-		return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+		return x.unknownKind(ctx)
 	}
 	x.handler = h
 
@@ -363,6 +374,42 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		res.result, res.err = h(hctx, task)
 	}()
 	return StateRunning
+}
+
+// unknownKind answers a claimed task whose kind has no handler here. The
+// kind is not the task's fault: another fleet on the queue may know it (a
+// rolling deploy, a second worker on a shared queue), or a worker for it may
+// come. So the task is released without using an attempt, with the reason,
+// and offered again after a wait that grows with the time since the kind was
+// first found unknown. Only once the kind has stayed unknown for
+// UnknownKindLimit does the task fail, so bad input is never retried for
+// ever.
+func (x *execution) unknownKind(ctx context.Context) State {
+	now := x.cfg.Clock.Now()
+	since := x.task.UnknownKindSince
+	if since.IsZero() {
+		since = now
+	}
+	unknownFor := now.Sub(since)
+	if unknownFor >= x.cfg.UnknownKindLimit {
+		reason := fmt.Sprintf("unknown task kind %q: no worker had a handler for it in %s (since %s)",
+			x.task.Kind, x.cfg.UnknownKindLimit, since.UTC().Format(time.RFC3339))
+		return x.failClaimed(ctx, reason)
+	}
+	wait := min(max(unknownFor, x.cfg.UnknownKindBackoffMin), x.cfg.UnknownKindBackoffMax)
+	// Jitter within [wait/2, wait] (never below the minimum), so tasks
+	// found unknown together do not come back together.
+	if half := wait / 2; half > 0 {
+		wait = max(half+rand.N(wait-half+1), min(x.cfg.UnknownKindBackoffMin, wait))
+	}
+	reason := fmt.Sprintf("unknown task kind %q: no handler on this worker; offered again in %s without using an attempt",
+		x.task.Kind, wait.Round(time.Second))
+	x.log.Warn("no handler for the task's kind; task released without using an attempt",
+		"reason", reason, "unknown_since", since, "retry_in", wait, "queue", x.task.Queue)
+	x.result.Reason = reason
+	return x.reschedule(ctx, lease.Release{
+		Status: lease.StatusPending, RunAt: now.Add(wait), Error: reason, UnknownKind: true,
+	}, OutcomeUnknownKind)
 }
 
 // runRunning waits for the handler, enforcing the deadline (seed:
@@ -505,6 +552,12 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		return st
 	}
 	if err := x.send(ctx, token.Ref(x.task.ID), wait); err != nil {
+		if errors.Is(err, queues.ErrNotFound) {
+			// The task's queue is gone. The task is PENDING in the sweep
+			// index, which dispatches it once the queue exists again;
+			// this message is done with.
+			return x.exit(true, err.Error())
+		}
 		// The task is safe in the table; let this message come back and
 		// redo the dispatch, with the sweeper as the last resort.
 		return x.exit(false, err.Error())
@@ -555,23 +608,44 @@ func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) 
 		return x.exit(true, "")
 	}
 	if err := x.send(ctx, token.Ref(id), wait); err != nil {
-		return x.exit(false, err.Error())
+		// A queue that is gone leaves the task to the sweep (a PENDING
+		// task is always in its index).
+		return x.exit(errors.Is(err, queues.ErrNotFound), err.Error())
 	}
 	return x.exit(true, "")
 }
 
-// send puts a fresh token with body on the work queue.
+// send puts a fresh token with body on the task's queue: the queue the task
+// names once it is known, else the queue this message came from. A queue
+// that does not exist gives an error wrapping queues.ErrNotFound.
 func (x *execution) send(ctx context.Context, body string, delay time.Duration) error {
+	queueURL := x.msgQueueURL()
+	if x.task.ID != "" {
+		// Resolved like any clean-up call: detached from shutdown, bounded
+		// by the call timeout (a cached name makes no call).
+		rctx, cancel := x.call(ctx)
+		u, err := x.cfg.Queues.URL(rctx, x.task.Queue)
+		cancel()
+		if err != nil {
+			x.log.Warn("could not find the task's queue; the task waits for a later sweep", "queue", x.task.Queue, "reason", err)
+			return fmt.Errorf("send token: %w", err)
+		}
+		queueURL = u
+	}
 	cctx, cancel := x.call(ctx)
 	defer cancel()
 	secs := int32(math.Ceil(max(delay, 0).Seconds()))
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
-		QueueUrl:     aws.String(x.cfg.QueueURL),
+		QueueUrl:     aws.String(queueURL),
 		MessageBody:  aws.String(body),
 		DelaySeconds: min(secs, int32(MaxSQSDelay/time.Second)),
 	})
+	if qne := (*types.QueueDoesNotExist)(nil); errors.As(err, &qne) {
+		// Deleted since its URL was looked up.
+		err = fmt.Errorf("%w: %w", queues.ErrNotFound, err)
+	}
 	if err != nil {
-		x.log.Warn("could not send dispatch token", "error", err)
+		x.log.Warn("could not send dispatch token", "queue_url", queueURL, "error", err)
 		return fmt.Errorf("send token: %w", err)
 	}
 	return nil
@@ -651,12 +725,20 @@ func (x *execution) replace(ctx context.Context, d time.Duration, reason string)
 	cctx, cancel := x.call(ctx)
 	defer cancel()
 	if _, err := x.cfg.SQS.DeleteMessage(cctx, &sqs.DeleteMessageInput{
-		QueueUrl:      aws.String(x.cfg.QueueURL),
+		QueueUrl:      aws.String(x.msgQueueURL()),
 		ReceiptHandle: aws.String(x.msg.ReceiptHandle),
 	}); err != nil {
 		x.log.Warn("could not delete the replaced message; the batch answer acknowledges it", "error", err)
 	}
 	return x.exit(true, reason)
+}
+
+// msgQueueURL is the URL of the queue this message came from.
+func (x *execution) msgQueueURL() string {
+	if x.msg.QueueURL != "" {
+		return x.msg.QueueURL
+	}
+	return x.cfg.QueueURL
 }
 
 // replacementBody is a token naming the same task as this message: a
@@ -673,7 +755,9 @@ func (x *execution) replacementBody() string {
 	case x.tok.ID != "":
 		return x.msg.Body
 	}
-	body, err := token.Inline(x.tok.Kind, x.msg.ID, x.tok.Payload, x.tok.MaxAttempts)
+	tok := x.tok
+	tok.ID = x.msg.ID
+	body, err := tok.Encode()
 	if err != nil {
 		return ""
 	}
@@ -685,7 +769,7 @@ func (x *execution) hide(ctx context.Context, d time.Duration) {
 	cctx, cancel := x.call(ctx)
 	defer cancel()
 	_, err := x.cfg.SQS.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl:          aws.String(x.cfg.QueueURL),
+		QueueUrl:          aws.String(x.msgQueueURL()),
 		ReceiptHandle:     aws.String(x.msg.ReceiptHandle),
 		VisibilityTimeout: visibilitySeconds(d),
 	})

@@ -110,7 +110,7 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer vcancel()
 	_, verr := cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl:          aws.String(cfg.QueueURL),
+		QueueUrl:          aws.String(r.x.msgQueueURL()),
 		ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
 		VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
 	})

@@ -45,17 +45,20 @@ const DimensionKind = "Kind"
 
 // Metric names.
 const (
-	TasksClaimed    = "TasksClaimed"
-	EnqueueToClaim  = "EnqueueToClaim"
-	DueToClaim      = "DueToClaim"
-	TasksSucceeded  = "TasksSucceeded"
-	TasksFailed     = "TasksFailed"
-	TasksRetried    = "TasksRetried"
-	TasksReleased   = "TasksReleased"
-	TasksSnoozed    = "TasksSnoozed"
-	TasksCancelled  = "TasksCancelled"
-	LeasesLost      = "LeasesLost"
-	HandlerDuration = "HandlerDuration"
+	TasksClaimed   = "TasksClaimed"
+	EnqueueToClaim = "EnqueueToClaim"
+	DueToClaim     = "DueToClaim"
+	TasksSucceeded = "TasksSucceeded"
+	TasksFailed    = "TasksFailed"
+	TasksRetried   = "TasksRetried"
+	TasksReleased  = "TasksReleased"
+	TasksSnoozed   = "TasksSnoozed"
+	TasksCancelled = "TasksCancelled"
+	LeasesLost     = "LeasesLost"
+	// TasksUnknownKind counts releases of tasks whose kind the worker has
+	// no handler for (no attempt used).
+	TasksUnknownKind = "TasksUnknownKind"
+	HandlerDuration  = "HandlerDuration"
 )
 
 // Units used.
@@ -66,13 +69,14 @@ const (
 
 // outcomeMetric is the counter of each outcome.
 var outcomeMetric = map[lifecycle.Outcome]string{
-	lifecycle.OutcomeSucceeded: TasksSucceeded,
-	lifecycle.OutcomeFailed:    TasksFailed,
-	lifecycle.OutcomeRetried:   TasksRetried,
-	lifecycle.OutcomeReleased:  TasksReleased,
-	lifecycle.OutcomeSnoozed:   TasksSnoozed,
-	lifecycle.OutcomeCancelled: TasksCancelled,
-	lifecycle.OutcomeLeaseLost: LeasesLost,
+	lifecycle.OutcomeSucceeded:   TasksSucceeded,
+	lifecycle.OutcomeFailed:      TasksFailed,
+	lifecycle.OutcomeRetried:     TasksRetried,
+	lifecycle.OutcomeReleased:    TasksReleased,
+	lifecycle.OutcomeSnoozed:     TasksSnoozed,
+	lifecycle.OutcomeCancelled:   TasksCancelled,
+	lifecycle.OutcomeLeaseLost:   LeasesLost,
+	lifecycle.OutcomeUnknownKind: TasksUnknownKind,
 }
 
 // EMF writes one EMF line per task event to a writer. It implements

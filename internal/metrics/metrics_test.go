@@ -137,13 +137,14 @@ func TestClaimedLine(t *testing.T) {
 func TestEndedLines(t *testing.T) {
 	t.Parallel()
 	outcomes := map[lifecycle.Outcome]string{
-		lifecycle.OutcomeSucceeded: "TasksSucceeded",
-		lifecycle.OutcomeFailed:    "TasksFailed",
-		lifecycle.OutcomeRetried:   "TasksRetried",
-		lifecycle.OutcomeReleased:  "TasksReleased",
-		lifecycle.OutcomeSnoozed:   "TasksSnoozed",
-		lifecycle.OutcomeCancelled: "TasksCancelled",
-		lifecycle.OutcomeLeaseLost: "LeasesLost",
+		lifecycle.OutcomeSucceeded:   "TasksSucceeded",
+		lifecycle.OutcomeFailed:      "TasksFailed",
+		lifecycle.OutcomeRetried:     "TasksRetried",
+		lifecycle.OutcomeReleased:    "TasksReleased",
+		lifecycle.OutcomeSnoozed:     "TasksSnoozed",
+		lifecycle.OutcomeCancelled:   "TasksCancelled",
+		lifecycle.OutcomeLeaseLost:   "LeasesLost",
+		lifecycle.OutcomeUnknownKind: "TasksUnknownKind",
 	}
 	for outcome, counter := range outcomes {
 		t.Run(string(outcome), func(t *testing.T) {

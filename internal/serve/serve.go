@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,7 @@ var ErrConfig = errors.New("invalid serve configuration")
 // PartError is the error of the part that stopped Run.
 type PartError struct {
 	Part     string // "worker" or "intake"
-	QueueURL string // the queue the part polls
+	QueueURL string // the queue the part polls (several: comma-separated)
 	Err      error
 }
 
@@ -112,7 +113,7 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		wopts = append(wopts, leasehold.WithSweep(cfg.SweepEvery))
 	}
-	start("worker", cfg.Worker.QueueURL(), func(ctx context.Context) error { return cfg.Worker.Run(ctx, wopts...) })
+	start("worker", strings.Join(cfg.Worker.QueueURLs(), ", "), func(ctx context.Context) error { return cfg.Worker.Run(ctx, wopts...) })
 	if intake != nil {
 		start("intake", cfg.IntakeQueueURL, intake.Run)
 	}

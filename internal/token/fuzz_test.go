@@ -19,6 +19,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"kind":"resize","payload":{"w":64},"id":"optional","max_attempts":3,"delay_seconds":3600}`,
 		`{"v":1,"kind":"report","payload":{},"run_at":"2031-03-14T15:09:26Z"}`,
+		`{"v":1,"kind":"k","queue":"images_2-x"}`, `{"v":1,"kind":"k","queue":"q.fifo"}`,
 		`{"v":1,"kind":"k","id":"a\u202eb"}`,
 		`{"v":1,"kind":"k","id":"\ud800"}`,
 		`{"v":2}`, `{}`, `[]`, `null`, `{"v":1,"kind":"k"} {}`, "\xff",
@@ -46,7 +47,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 		if id == "" {
 			id = "message-id"
 		}
-		if err := (lease.NewTask{ID: id, Kind: s.Kind, Payload: s.Payload, MaxAttempts: maxAttempts, RunAt: s.RunAt}).Validate(); err != nil {
+		if err := (lease.NewTask{ID: id, Kind: s.Kind, Payload: s.Payload, MaxAttempts: maxAttempts, RunAt: s.RunAt, Queue: s.Queue}).Validate(); err != nil {
 			t.Fatalf("DecodeSubmission(%q) accepted %+v, which the store refuses: %v", body, s, err)
 		}
 		if s.Payload != nil && !json.Valid(s.Payload) {

@@ -39,6 +39,9 @@ type Submission struct {
 	MaxAttempts int
 	// RunAt is the earliest start; zero means now.
 	RunAt time.Time
+	// Queue names the SQS queue the task's tokens go to; empty for the
+	// dispatcher's work queue.
+	Queue string
 }
 
 type submissionWire struct {
@@ -49,6 +52,7 @@ type submissionWire struct {
 	MaxAttempts  *int            `json:"max_attempts"`
 	DelaySeconds *int64          `json:"delay_seconds"`
 	RunAt        *string         `json:"run_at"`
+	Queue        *string         `json:"queue"`
 }
 
 // DecodeSubmission parses and validates an intake message body. now resolves
@@ -108,6 +112,12 @@ func (s *Submission) decodeFields(w submissionWire, now time.Time) error {
 			return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"max_attempts" %d is outside 1..%d`, n, lease.MaxAttemptsLimit)}
 		}
 		s.MaxAttempts = *w.MaxAttempts
+	}
+	if w.Queue != nil {
+		if err := checkQueue(*w.Queue); err != nil {
+			return err
+		}
+		s.Queue = *w.Queue
 	}
 	maxSeconds := int64(MaxSubmissionDelay / time.Second)
 	switch {

@@ -36,6 +36,11 @@ func TestDecodeSubmissionAccepts(t *testing.T) {
 			want: token.Submission{Version: 1, ID: "order-42", Kind: "resize", Payload: []byte(`{"w":64}`), MaxAttempts: 3, RunAt: now.Add(20 * time.Minute)},
 		},
 		{
+			name: "a queue",
+			body: `{"v":1,"kind":"k","queue":"images"}`,
+			want: token.Submission{Version: 1, Kind: "k", Queue: "images"},
+		},
+		{
 			name: "run_at with an offset is kept in UTC",
 			body: `{"v":1,"kind":"k","run_at":"2031-03-14T17:09:26+02:00"}`,
 			want: token.Submission{Version: 1, Kind: "k", RunAt: now},
@@ -96,6 +101,8 @@ func TestDecodeSubmissionRejects(t *testing.T) {
 		{"long kind", `{"v":1,"kind":"` + strings.Repeat("k", lease.MaxKindBytes+1) + `"}`, token.ErrInvalidField, `"kind" is 129 bytes`},
 		{"zero attempts", `{"v":1,"kind":"k","max_attempts":0}`, token.ErrInvalidField, "max_attempts"},
 		{"too many attempts", `{"v":1,"kind":"k","max_attempts":101}`, token.ErrInvalidField, "max_attempts"},
+		{"fifo queue", `{"v":1,"kind":"k","queue":"q.fifo"}`, token.ErrInvalidField, "FIFO"},
+		{"bad queue name", `{"v":1,"kind":"k","queue":"a b"}`, token.ErrInvalidField, `"queue"`},
 		{"negative delay", `{"v":1,"kind":"k","delay_seconds":-1}`, token.ErrInvalidField, "delay_seconds"},
 		{"delay over the cap", fmt.Sprintf(`{"v":1,"kind":"k","delay_seconds":%d}`, int64(token.MaxSubmissionDelay/time.Second)+1), token.ErrInvalidField, "delay_seconds"},
 		{"delay and run_at", `{"v":1,"kind":"k","delay_seconds":1,"run_at":"2031-03-14T15:09:26Z"}`, token.ErrInvalidField, "exclusive"},

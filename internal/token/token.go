@@ -8,7 +8,11 @@
 // An inline token carries the task itself, so that a plain SQS SendMessage
 // enqueues work; the worker creates and claims it in one write:
 //
-//	{"v":1,"kind":"resize","payload":{"w":64},"id":"optional","max_attempts":3}
+//	{"v":1,"kind":"resize","payload":{"w":64},"id":"optional","max_attempts":3,"queue":"images"}
+//
+// An inline token's "queue" names the SQS queue the task's later tokens
+// (retries, snoozes, sweeps) go to. Without it the worker records the queue
+// the token arrived on.
 //
 // Unknown fields are rejected so that a misspelt field fails loudly instead of
 // being ignored.
@@ -25,6 +29,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // Version is the only token version this build understands.
@@ -62,6 +67,7 @@ type Token struct {
 	Kind        string          // set only on an inline token
 	Payload     json.RawMessage // inline only; nil when absent
 	MaxAttempts int             // inline only; 0 means the worker's default
+	Queue       string          // inline only; "" means the queue the token arrived on
 }
 
 // Inline reports whether the token carries the task itself.
@@ -73,6 +79,7 @@ type wire struct {
 	Kind        string          `json:"kind,omitempty"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Queue       *string         `json:"queue,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -102,6 +109,12 @@ func Decode(body string) (Token, error) {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", *w.V, Version)}
 	}
 	t := Token{Version: *w.V, ID: w.ID, Kind: w.Kind, MaxAttempts: w.MaxAttempts}
+	if w.Queue != nil {
+		if err := checkQueue(*w.Queue); err != nil {
+			return Token{}, err
+		}
+		t.Queue = *w.Queue
+	}
 	if len(w.Payload) > 0 && !bytes.Equal(w.Payload, []byte("null")) {
 		t.Payload = w.Payload
 	}
@@ -125,8 +138,8 @@ func (t Token) validate() error {
 		switch {
 		case t.ID == "":
 			return &Error{Reason: ErrMissingField, Detail: `a token needs "id" (a reference to a stored task) or "kind" (an inline task)`}
-		case t.Payload != nil || t.MaxAttempts != 0:
-			return &Error{Reason: ErrMissingField, Detail: `"payload" and "max_attempts" need "kind"`}
+		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "":
+			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts" and "queue" need "kind"`}
 		}
 		return nil
 	}
@@ -137,6 +150,15 @@ func (t Token) validate() error {
 		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"max_attempts" %d is outside 1..%d`, t.MaxAttempts, lease.MaxAttemptsLimit)}
 	case len(t.Payload) > lease.MaxPayloadBytes:
 		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(t.Payload), lease.MaxPayloadBytes)}
+	}
+	return nil
+}
+
+// checkQueue checks a "queue" field that is present: a standard SQS queue
+// name (queues.CheckName).
+func checkQueue(name string) error {
+	if err := queues.CheckName(name); err != nil {
+		return &Error{Reason: ErrInvalidField, Detail: `"queue": ` + err.Error()}
 	}
 	return nil
 }
@@ -225,7 +247,14 @@ func Ref(id string) string {
 
 // Inline encodes an inline token. payload must be valid JSON or nil.
 func Inline(kind, id string, payload json.RawMessage, maxAttempts int) (string, error) {
-	t := Token{Version: Version, Kind: kind, ID: id, Payload: payload, MaxAttempts: maxAttempts}
+	return Token{Version: Version, Kind: kind, ID: id, Payload: payload, MaxAttempts: maxAttempts}.Encode()
+}
+
+// Encode encodes an inline token (Kind set); Version is always this
+// package's. Payload must be valid JSON or nil.
+func (t Token) Encode() (string, error) {
+	t.Version = Version
+	kind, id, payload, maxAttempts := t.Kind, t.ID, t.Payload, t.MaxAttempts
 	if kind == "" {
 		return "", &Error{Reason: ErrMissingField, Detail: `"kind" is required`}
 	}
@@ -235,7 +264,16 @@ func Inline(kind, id string, payload json.RawMessage, maxAttempts int) (string, 
 	if payload != nil && !json.Valid(payload) {
 		return "", &Error{Reason: ErrMalformed, Detail: "payload is not valid JSON"}
 	}
-	b, err := json.Marshal(wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts})
+	if t.Queue != "" {
+		if err := checkQueue(t.Queue); err != nil {
+			return "", err
+		}
+	}
+	w := wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts}
+	if t.Queue != "" {
+		w.Queue = &t.Queue
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return "", fmt.Errorf("encode token: %w", err)
 	}

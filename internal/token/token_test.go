@@ -25,6 +25,11 @@ func TestDecode(t *testing.T) {
 		{"inline full", `{"v":1,"kind":"k","id":"x","payload":{"a":1},"max_attempts":3}`,
 			token.Token{Version: 1, Kind: "k", ID: "x", Payload: json.RawMessage(`{"a":1}`), MaxAttempts: 3}, nil},
 		{"null payload is no payload", `{"v":1,"kind":"k","payload":null}`, token.Token{Version: 1, Kind: "k"}, nil},
+		{"inline with a queue", `{"v":1,"kind":"k","queue":"images-work"}`, token.Token{Version: 1, Kind: "k", Queue: "images-work"}, nil},
+		{"empty queue", `{"v":1,"kind":"k","queue":""}`, token.Token{}, token.ErrInvalidField},
+		{"fifo queue", `{"v":1,"kind":"k","queue":"q.fifo"}`, token.Token{}, token.ErrInvalidField},
+		{"queue name too long", `{"v":1,"kind":"k","queue":"` + strings.Repeat("q", 81) + `"}`, token.Token{}, token.ErrInvalidField},
+		{"queue on a reference", `{"v":1,"id":"a","queue":"q"}`, token.Token{}, token.ErrMissingField},
 		{"empty body", ``, token.Token{}, token.ErrMalformed},
 		{"not JSON", `hello`, token.Token{}, token.ErrMalformed},
 		{"array", `[]`, token.Token{}, token.ErrMalformed},
@@ -82,7 +87,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 // FuzzDecode: no body makes Decode panic, and whatever it accepts encodes
 // back to a body that decodes to the same token.
 func FuzzDecode(f *testing.F) {
-	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":2}`, `{`, ``} {
+	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":1,"kind":"k","queue":"q-1"}`, `{"v":2}`, `{`, ``} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -96,7 +101,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		var again string
 		if tok.Inline() {
-			again, err = token.Inline(tok.Kind, tok.ID, tok.Payload, tok.MaxAttempts)
+			again, err = tok.Encode()
 			if err != nil {
 				t.Fatalf("re-encode %+v: %v", tok, err)
 			}
@@ -104,7 +109,7 @@ func FuzzDecode(f *testing.F) {
 			again = token.Ref(tok.ID)
 		}
 		back, err := token.Decode(again)
-		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts {
+		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts || back.Queue != tok.Queue {
 			t.Fatalf("re-decode of %q = %+v, %v; want %+v", again, back, err, tok)
 		}
 	})
@@ -141,5 +146,20 @@ func TestDecodeRejectsBadIDs(t *testing.T) {
 		if name[0] == 'i' && (!errors.Is(err, token.ErrInvalidField) || !strings.Contains(err.Error(), `"id" contains U+`)) {
 			t.Errorf("%s: DecodeSubmission = %v, want ErrInvalidField naming the character", name, err)
 		}
+	}
+}
+
+func TestEncodeQueueRoundTrips(t *testing.T) {
+	t.Parallel()
+	body, err := token.Token{Kind: "k", ID: "x", Queue: "images"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := token.Decode(body)
+	if err != nil || got.Queue != "images" || got.Kind != "k" || got.ID != "x" {
+		t.Fatalf("Decode(%s) = %+v, %v", body, got, err)
+	}
+	if _, err := (token.Token{Kind: "k", Queue: "bad.fifo"}).Encode(); !errors.Is(err, token.ErrInvalidField) {
+		t.Fatalf("Encode with a FIFO queue = %v, want ErrInvalidField", err)
 	}
 }

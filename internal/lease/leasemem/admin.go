@@ -38,21 +38,21 @@ func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int)
 }
 
 // MarkDispatched implements lease.Admin.
-func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) error {
+func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
 	if err := lease.CheckMarkDispatched(id, seen, next); err != nil {
-		return err
+		return "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
-		return err
+		return "", err
 	}
 	rec, ok := s.tasks[id]
 	if !ok || rec.DispatchAt.IsZero() || !rec.DispatchAt.Equal(ms(seen)) {
-		return fmt.Errorf("mark dispatched %s: %w", id, lease.ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, lease.ErrDispatchRaced)
 	}
 	rec.DispatchAt = ms(next)
-	return nil
+	return rec.Queue, nil
 }
 
 // RequestCancel implements lease.Admin.

@@ -91,6 +91,7 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 		RunAt:       runAt,
 		CreatedAt:   now,
 		UpdatedAt:   now,
+		Queue:       t.Queue,
 	}
 }
 
@@ -273,6 +274,7 @@ func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease
 	s.end(rec, lease.StatusSucceeded, "", now)
 	rec.Result = bytes.Clone(result)
 	rec.Error = ""
+	rec.UnknownKindSince = time.Time{}
 	return clone(rec), nil
 }
 
@@ -303,10 +305,19 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 		if rec.DispatchAt.IsZero() {
 			rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
 		}
-		if r.RefundAttempt {
+		switch {
+		case r.UnknownKind:
+			rec.Attempt--
+			if rec.UnknownKindSince.IsZero() {
+				rec.UnknownKindSince = now
+			}
+		case r.RefundAttempt:
 			rec.Attempt--
 			rec.Snoozes++
 		}
+	}
+	if !r.UnknownKind {
+		rec.UnknownKindSince = time.Time{}
 	}
 	return clone(rec), nil
 }

@@ -38,6 +38,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"DueRejectsBadArguments", testDueRejectsBadArguments},
 		{"CreateWithDispatchAt", testCreateWithDispatchAt},
 		{"MarkDispatchedMovesEntry", testMarkDispatchedMoves},
+		{"MarkDispatchedReturnsQueue", testMarkDispatchedReturnsQueue},
 		{"MarkDispatchedConcurrentOneWins", testMarkDispatchedConcurrent},
 		{"CancelPending", testCancelPending},
 		{"CancelPendingAfterAnAttempt", testCancelPendingAfterAttempt},
@@ -214,8 +215,8 @@ func testMarkDispatchedMoves(t *testing.T, a *adminEnv) {
 	now := task.DispatchAt
 	sameDue(t, "at dispatch time", a.dueAll(now), map[string]time.Time{task.ID: task.DispatchAt})
 	next := now.Add(grace)
-	if err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next); err != nil {
-		t.Fatalf("MarkDispatched: %v", err)
+	if queue, err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next); err != nil || queue != "" {
+		t.Fatalf("MarkDispatched = %q, %v; want the default queue", queue, err)
 	}
 	want := task
 	want.DispatchAt = next
@@ -223,19 +224,29 @@ func testMarkDispatchedMoves(t *testing.T, a *adminEnv) {
 	sameDue(t, "after marking", a.dueAll(now), nil)
 	sameDue(t, "at the new time", a.dueAll(next), map[string]time.Time{task.ID: next})
 
-	err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next.Add(time.Minute))
+	_, err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next.Add(time.Minute))
 	wantErr(t, "MarkDispatched with a stale time", err, lease.ErrDispatchRaced)
 	a.stored(want)
-	err = a.admin.MarkDispatched(a.ctx, a.id(), task.DispatchAt, next)
+	_, err = a.admin.MarkDispatched(a.ctx, a.id(), task.DispatchAt, next)
 	wantErr(t, "MarkDispatched of an unknown id", err, lease.ErrDispatchRaced)
-	err = a.admin.MarkDispatched(a.ctx, task.ID, time.Time{}, next)
+	_, err = a.admin.MarkDispatched(a.ctx, task.ID, time.Time{}, next)
 	wantErr(t, "MarkDispatched without a seen time", err, lease.ErrInvalid)
 
 	// A finished task left the index.
 	done := a.finish(a.claim(want, "w1"), nil)
-	err = a.admin.MarkDispatched(a.ctx, task.ID, next, next.Add(grace))
+	_, err = a.admin.MarkDispatched(a.ctx, task.ID, next, next.Add(grace))
 	wantErr(t, "MarkDispatched of a finished task", err, lease.ErrDispatchRaced)
 	a.stored(done)
+}
+
+func testMarkDispatchedReturnsQueue(t *testing.T, a *adminEnv) {
+	n := a.newTask()
+	n.Queue = "images"
+	task := a.create(n)
+	queue, err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, task.DispatchAt.Add(grace))
+	if err != nil || queue != "images" {
+		t.Fatalf("MarkDispatched = %q, %v; want images", queue, err)
+	}
 }
 
 func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {
@@ -249,7 +260,7 @@ func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {
 		go func() {
 			defer wg.Done()
 			<-ready
-			errs[i] = a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, task.DispatchAt.Add(time.Duration(i+1)*time.Second))
+			_, errs[i] = a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, task.DispatchAt.Add(time.Duration(i+1)*time.Second))
 		}()
 	}
 	close(ready)

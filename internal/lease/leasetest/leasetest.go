@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ReleaseToPending", testReleaseToPending},
 		{"ReleaseWithDispatchAt", testReleaseWithDispatchAt},
 		{"ReleaseRefundsAttempt", testReleaseRefundsAttempt},
+		{"ReleaseUnknownKind", testReleaseUnknownKind},
+		{"QueueIsStored", testQueueIsStored},
 		{"ReleaseTerminal", testReleaseTerminal},
 		{"ReleaseRejectsInvalid", testReleaseRejectsInvalid},
 		{"ReleaseTruncatesError", testReleaseTruncatesError},
@@ -155,7 +157,7 @@ func (e *env) pending(n lease.NewTask) lease.Task {
 	return lease.Task{
 		ID: n.ID, Kind: n.Kind, Payload: n.Payload, Status: lease.StatusPending,
 		MaxAttempts: n.MaxAttempts, RunAt: runAt, CreatedAt: now, UpdatedAt: now,
-		DispatchAt: runAt.Add(grace),
+		DispatchAt: runAt.Add(grace), Queue: n.Queue,
 	}
 }
 
@@ -252,10 +254,19 @@ func (e *env) release(prev lease.Task, r lease.Release) lease.Task {
 		if !r.DispatchAt.IsZero() {
 			want.DispatchAt = ms(r.DispatchAt)
 		}
-		if r.RefundAttempt {
+		switch {
+		case r.UnknownKind:
+			want.Attempt--
+			if want.UnknownKindSince.IsZero() {
+				want.UnknownKindSince = e.now()
+			}
+		case r.RefundAttempt:
 			want.Attempt--
 			want.Snoozes++
 		}
+	}
+	if !r.UnknownKind {
+		want.UnknownKindSince = time.Time{}
 	}
 	e.same("Release", got, want)
 	return got
@@ -272,6 +283,7 @@ func (e *env) finish(prev lease.Task, result []byte) lease.Task {
 	}
 	want := e.ended(prev, lease.StatusSucceeded, "")
 	want.Result = result
+	want.UnknownKindSince = time.Time{}
 	e.same("Finish", got, want)
 	return got
 }
@@ -349,6 +361,8 @@ func diffTask(got, want lease.Task) []string {
 	at("DispatchAt", got.DispatchAt, want.DispatchAt)
 	num("HistoryDropped", int64(got.HistoryDropped), int64(want.HistoryDropped))
 	num("Snoozes", int64(got.Snoozes), int64(want.Snoozes))
+	text("Queue", got.Queue, want.Queue)
+	at("UnknownKindSince", got.UnknownKindSince, want.UnknownKindSince)
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d
@@ -951,6 +965,72 @@ func testReleaseRefundsAttempt(t *testing.T, newStore NewStoreFunc) {
 		t.Fatalf("history of the attempt after the refund: %+v, want attempt 1, fence 2", h)
 	}
 	e.stored(failed)
+}
+
+func testReleaseUnknownKind(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.MaxAttempts = 1
+	claimed := e.createClaimed(n, "w1")
+	first := e.now()
+	released := e.release(claimed, lease.Release{Status: lease.StatusPending, RunAt: e.now().Add(time.Minute), UnknownKind: true, Error: "unknown task kind"})
+	if released.Attempt != 0 || released.Snoozes != 0 || !released.UnknownKindSince.Equal(first) {
+		t.Fatalf("after an unknown-kind release: attempt %d, snoozes %d, unknown since %s; want 0, 0, %s",
+			released.Attempt, released.Snoozes, released.UnknownKindSince, first)
+	}
+	e.stored(released)
+
+	// A second finding keeps the first time.
+	e.clock.Advance(time.Minute)
+	again := e.claim(released, "w2")
+	released = e.release(again, lease.Release{Status: lease.StatusPending, RunAt: e.now().Add(time.Minute), UnknownKind: true, Error: "unknown task kind"})
+	if !released.UnknownKindSince.Equal(first) || released.Attempt != 0 {
+		t.Fatalf("after a second unknown-kind release: unknown since %s, attempt %d; want %s, 0", released.UnknownKindSince, released.Attempt, first)
+	}
+	e.stored(released)
+
+	// A worker that knows the kind ends the run of findings.
+	e.clock.Advance(time.Minute)
+	known := e.claim(released, "w3")
+	retried := e.release(known, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "boom"})
+	if !retried.UnknownKindSince.IsZero() {
+		t.Fatalf("unknown since %s after a known-kind release, want zero", retried.UnknownKindSince)
+	}
+	e.stored(retried)
+
+	_, err := e.store.Release(e.ctx, known.LeaseOf(), lease.Release{Status: lease.StatusFailed, UnknownKind: true})
+	wantErr(t, "an unknown-kind release to FAILED", err, lease.ErrInvalid)
+}
+
+func testQueueIsStored(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.Queue = "images-work_2"
+	task := e.create(n)
+	e.stored(task)
+	claimed := e.claim(task, "w1")
+	released := e.release(claimed, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "again"})
+	if released.Queue != n.Queue {
+		t.Fatalf("queue after release = %q, want %q", released.Queue, n.Queue)
+	}
+	done := e.finish(e.claim(released, "w2"), nil)
+	e.stored(done)
+
+	c := e.newTask()
+	c.Queue = "other"
+	claimedAtOnce, err := e.store.CreateClaimed(e.ctx, c, "w1")
+	if err != nil || claimedAtOnce.Queue != "other" {
+		t.Fatalf("CreateClaimed with a queue = %+v, %v", claimedAtOnce, err)
+	}
+	e.stored(claimedAtOnce)
+
+	for _, bad := range []string{"jobs.fifo", "has space", strings.Repeat("q", 81)} {
+		b := e.newTask()
+		b.Queue = bad
+		_, err := e.store.Create(e.ctx, b)
+		wantErr(t, "Create with queue "+bad, err, lease.ErrInvalid)
+		e.absent(b.ID)
+	}
 }
 
 func testReleaseTerminal(t *testing.T, newStore NewStoreFunc) {
