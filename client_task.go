@@ -85,8 +85,8 @@ type TaskInfo struct {
 	HistoryDropped int `json:"history_dropped,omitempty"`
 	Snoozes        int `json:"snoozes,omitempty"`
 	// Queue names the SQS queue the task's tokens go to; empty for the
-	// default work queue. Client.List leaves it out (the listing index does
-	// not hold it).
+	// default work queue. Client.List has it too (the listing index
+	// projects it).
 	Queue string `json:"queue,omitempty"`
 }
 

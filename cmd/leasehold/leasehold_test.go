@@ -458,7 +458,7 @@ func TestEnqueueStatusList(t *testing.T) {
 	}
 	table := s.run(t, "", "list", "--status", "pending")
 	lines := strings.Split(strings.TrimSpace(table.stdout), "\n")
-	if table.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^ID\s+KIND\s+STATUS\s+ATTEMPTS\s+CREATED\s+ERROR$`).MatchString(lines[0]) {
+	if table.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^ID\s+KIND\s+QUEUE\s+STATUS\s+ATTEMPTS\s+CREATED\s+ERROR$`).MatchString(lines[0]) {
 		t.Fatalf("list table: exit %d\n%s", table.code, table.stdout)
 	}
 }
@@ -679,6 +679,10 @@ func TestEnqueueToANamedQueue(t *testing.T) {
 	}
 	if r := s.run(t, "", "status", "routed"); !strings.Contains(r.stdout, "queue:") || !strings.Contains(r.stdout, name) {
 		t.Fatalf("status does not show the queue:\n%s", r.stdout)
+	}
+	listed := s.run(t, "", "list", "--status", "succeeded")
+	if row := regexp.MustCompile(`(?m)^routed\s+greet\s+(\S+)\s+SUCCEEDED`).FindStringSubmatch(listed.stdout); row == nil || row[1] != name {
+		t.Fatalf("list does not show the queue %s:\n%s", name, listed.stdout)
 	}
 
 	s.run(t, "", "enqueue", "--kind", "greet", "--id", "nowhere", "--queue", name+"-gone", "{}").expect(t, 4, "queue not found")

@@ -78,8 +78,9 @@ func TestNewTable(t *testing.T) {
 			t.Errorf("by_status key = %s", got)
 		}
 		if p := byStatus.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeInclude ||
-			!slices.Contains(p.NonKeyAttributes, "status") || !slices.Contains(p.NonKeyAttributes, "error") {
-			t.Errorf("by_status projection = %+v, want INCLUDE with status and error", p)
+			!slices.Contains(p.NonKeyAttributes, "status") || !slices.Contains(p.NonKeyAttributes, "error") ||
+			!slices.Contains(p.NonKeyAttributes, "queue") {
+			t.Errorf("by_status projection = %+v, want INCLUDE with status, error and queue", p)
 		}
 
 		ttl, err := client.DescribeTimeToLive(callCtx(t), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})

@@ -95,10 +95,14 @@ the same --status) to continue. --all fetches every page.`,
 // writeTable prints tasks as an aligned table.
 func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tATTEMPTS\tCREATED\tERROR")
+	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATUS\tATTEMPTS\tCREATED\tERROR")
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+		queue := t.Queue
+		if queue == "" {
+			queue = "-" // the default work queue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
+			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), queue, t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

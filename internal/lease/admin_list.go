@@ -32,6 +32,7 @@ func ListView(t Task) Task {
 		CreatedAt:   t.CreatedAt,
 		UpdatedAt:   t.UpdatedAt,
 		FinishedAt:  t.FinishedAt,
+		Queue:       t.Queue,
 	}
 }
 

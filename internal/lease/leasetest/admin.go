@@ -488,8 +488,11 @@ func testListPaging(t *testing.T, a *adminEnv) {
 	// so many share a creation time.
 	for round := range pending / 10 {
 		var wg sync.WaitGroup
-		for range 10 {
+		for i := range 10 {
 			n := a.newTask()
+			if i%3 == 0 {
+				n.Queue = "listed-queue" // List shows each task's queue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
