@@ -92,7 +92,18 @@ const (
 	IntakeDeadLetterQueue = "IntakeDeadLetterQueue"
 	WorkerLogGroup        = "WorkerLogGroup"
 	DispatchLogGroup      = "DispatchLogGroup"
+	// StackQueues are the queues named after the stack: every queue whose
+	// name is the stack's name, a '-' and more, granted in the template as
+	// !Sub "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-*".
+	// Tasks that name a queue of their own (docs/worker.md, "Queues") have
+	// their tokens sent there, by name, so a fleet's queue must be named
+	// this way. Its own work queue matches too; the grants on it by
+	// logical id stay, as the calls to it need no lookup.
+	StackQueues = "StackQueues"
 )
+
+// StackQueuesARN is how the template writes the ARN of StackQueues.
+const StackQueuesARN = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-*"
 
 // eventSourceMapping is what Lambda needs to poll queue for a function.
 func eventSourceMapping(queue string) []Grant {
@@ -122,6 +133,8 @@ var Worker = Function{
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
 		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
+		{"sqs:GetQueueUrl", StackQueues},           // the queue a task names, looked up once
+		{"sqs:SendMessage", StackQueues},           // fresh tokens of tasks on named queues
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
 	Env: []string{
@@ -144,6 +157,8 @@ var Dispatch = Function{
 		{"dynamodb:Query", SweepIndex},             // due tasks of a shard
 		{"sqs:SendMessage", WorkQueue},             // dispatch tokens (SendMessageBatch)
 		{"sqs:SendMessage", IntakeDeadLetterQueue}, // invalid submissions, with their reason
+		{"sqs:GetQueueUrl", StackQueues},           // the queue a task names, looked up once
+		{"sqs:SendMessage", StackQueues},           // tokens of tasks on named queues
 	},
 	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
 	Env: []string{
@@ -293,7 +308,7 @@ func Record(fn func(Call)) func(*middleware.Stack) error {
 }
 
 // targetOf reads the resource a request names from its TableName (and
-// IndexName) or QueueUrl field.
+// IndexName), QueueUrl or QueueName field.
 func targetOf(params any) string {
 	v := reflect.ValueOf(params)
 	if v.Kind() == reflect.Pointer {
@@ -315,5 +330,8 @@ func targetOf(params any) string {
 		}
 		return t
 	}
-	return str("QueueUrl")
+	if u := str("QueueUrl"); u != "" {
+		return u
+	}
+	return str("QueueName") // GetQueueUrl
 }

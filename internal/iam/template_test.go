@@ -143,7 +143,8 @@ func list(v any) []any {
 }
 
 // resourceID names the template resource an ARN expression stands for:
-// !GetAtt X.Arn is "X", !Sub "${X.Arn}/index/NAME" is "X/index/NAME".
+// !GetAtt X.Arn is "X", !Sub "${X.Arn}/index/NAME" is "X/index/NAME", and
+// the ARN of the queues named after the stack is iam.StackQueues.
 func resourceID(expr any) (string, error) {
 	m, ok := expr.(map[string]any)
 	if !ok {
@@ -151,6 +152,9 @@ func resourceID(expr any) (string, error) {
 	}
 	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 && ga[1] == "Arn" {
 		return fmt.Sprint(ga[0]), nil
+	}
+	if sub, ok := m["Fn::Sub"].(string); ok && sub == iam.StackQueuesARN {
+		return iam.StackQueues, nil
 	}
 	if sub, ok := m["Fn::Sub"].(string); ok && strings.HasPrefix(sub, "${") {
 		ref, rest, ok := strings.Cut(sub[2:], "}")

@@ -38,6 +38,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -52,15 +53,19 @@ type recorder struct {
 	unknown []iam.Call
 }
 
-func newRecorder(table string, q awstest.Queues) *recorder {
+// newRecorder maps the stack's resources to their logical ids; named is a
+// queue a task names, one of iam.StackQueues (by URL and by name).
+func newRecorder(table string, q awstest.Queues, named string) *recorder {
 	return &recorder{
 		targets: map[string]string{
-			table:                  iam.TasksTable,
-			table + "/index/sweep": iam.SweepIndex,
-			q.Work:                 iam.WorkQueue,
-			q.WorkDLQ:              iam.WorkDeadLetterQueue,
-			q.Intake:               iam.IntakeQueue,
-			q.IntakeDLQ:            iam.IntakeDeadLetterQueue,
+			table:                     iam.TasksTable,
+			table + "/index/sweep":    iam.SweepIndex,
+			q.Work:                    iam.WorkQueue,
+			q.WorkDLQ:                 iam.WorkDeadLetterQueue,
+			q.Intake:                  iam.IntakeQueue,
+			q.IntakeDLQ:               iam.IntakeDeadLetterQueue,
+			named:                     iam.StackQueues,
+			queues.NameFromURL(named): iam.StackQueues,
 		},
 		calls: map[iam.Grant]bool{},
 	}
@@ -156,13 +161,37 @@ type stack struct {
 	cfg    aws.Config
 	table  string
 	queues awstest.Queues
+	named  string // URL of a queue that tasks name (a fleet's own queue)
 	sqs    *sqs.Client
 }
 
 func setupStack(t *testing.T) *stack {
 	t.Helper()
 	cfg := awstest.Config(t)
-	return &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
+	return &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg),
+		named: awstest.NewQueues(t, cfg).Work, sqs: sqs.NewFromConfig(cfg)}
+}
+
+// namedToken is an inline token whose task names the queue s.named.
+func (s *stack) namedToken(t *testing.T, kind, id, payload string, maxAttempts int) string {
+	t.Helper()
+	body, err := token.Token{Kind: kind, ID: id, Payload: json.RawMessage(payload), MaxAttempts: maxAttempts,
+		Queue: queues.NameFromURL(s.named)}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// tokenOn waits for a token of task id on queue url.
+func (s *stack) tokenOn(t *testing.T, url, id string) {
+	t.Helper()
+	for _, r := range s.receive(t, url, 1).Records {
+		tok, err := token.Decode(r.Body)
+		if err != nil || tok.ID != id {
+			t.Fatalf("on %s: %q (%v), want a token of %s", url, r.Body, err, id)
+		}
+	}
 }
 
 // recorded returns a copy of the stack's config that records into r and
@@ -205,7 +234,7 @@ func inline(t *testing.T, kind, id string, payload any, maxAttempts int) string 
 func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
-	rec := newRecorder(s.table, s.queues)
+	rec := newRecorder(s.table, s.queues, s.named)
 	logs, emf := &syncBuffer{}, &syncBuffer{}
 
 	// The worker as functions/worker/main.go wires it (with the example
@@ -239,10 +268,11 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		`{"v":1,"kind":"greet","payload":{"name":"` + secret + `"},"unexpected":"` + secret + `"}`, // names no task: to the DLQ
 		token.Ref("held"), // leased elsewhere: hidden
 		token.Ref("held"), // leased elsewhere, near maxReceiveCount: replaced and deleted
+		s.namedToken(t, "flaky", "retry-named", `{"succeed_on_attempt":2}`, 2), // its retry goes to the queue it names
 	} {
 		s.send(t, s.queues.Work, body)
 	}
-	ev := s.receive(t, s.queues.Work, 5)
+	ev := s.receive(t, s.queues.Work, 6)
 	held := 0
 	for i, r := range ev.Records {
 		if r.Body == token.Ref("held") {
@@ -261,6 +291,9 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 {
 		t.Errorf("want only the leased task's message back, got %v", resp.BatchItemFailures)
 	}
+
+	// The task that names a queue has its next token there.
+	s.tokenOn(t, s.named, "retry-named")
 
 	// The retry's fresh token carries the next attempt, which succeeds.
 	ev = s.receive(t, s.queues.Work, 1)
@@ -301,7 +334,7 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
-	rec := newRecorder(s.table, s.queues)
+	rec := newRecorder(s.table, s.queues, s.named)
 	logs := &syncBuffer{}
 	clock := clockwork.NewFakeClockAt(time.Now())
 
@@ -332,10 +365,12 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		return events.SQSMessage{MessageId: id, Body: body, EventSource: "aws:sqs", ReceiptHandle: "rh-" + id}
 	}
 	invoke(events.SQSEvent{Records: []events.SQSMessage{
-		record("m-now", `{"v":1,"kind":"greet","id":"now","payload":{"name":"`+secret+`"}}`),                          // store, token now
-		record("m-later", `{"v":1,"kind":"greet","id":"later","payload":{"name":"`+secret+`"},"delay_seconds":3600}`), // store, sweep later
-		record("m-bad", `{"v":1,"kind":"greet","payload":{"name":"`+secret+`"},"bogus":1}`),                           // invalid: to the DLQ
+		record("m-now", `{"v":1,"kind":"greet","id":"now","payload":{"name":"`+secret+`"}}`),                            // store, token now
+		record("m-later", `{"v":1,"kind":"greet","id":"later","payload":{"name":"`+secret+`"},"delay_seconds":3600}`),   // store, sweep later
+		record("m-bad", `{"v":1,"kind":"greet","payload":{"name":"`+secret+`"},"bogus":1}`),                             // invalid: to the DLQ
+		record("m-named", `{"v":1,"kind":"greet","id":"named","payload":{},"queue":"`+queues.NameFromURL(s.named)+`"}`), // token to the queue it names
 	}})
+	s.tokenOn(t, s.named, "named")
 	// The sweep an hour and a bit later dispatches the delayed task.
 	clock.Advance(time.Hour + 5*time.Minute)
 	invoke(map[string]any{"source": "aws.events", "detail-type": "Scheduled Event", "detail": map[string]any{}})
