@@ -2,11 +2,14 @@ package iam_test
 
 import (
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/scaffold"
 )
 
@@ -82,4 +85,99 @@ func resolveNested(v any, nested string, outputs map[string]any) (any, error) {
 		return s, nil
 	}
 	return v, nil
+}
+
+// The second-fleet example of docs/deploy.md, added to a generated
+// project, is the project's worker again on queues of its own: its role
+// grants what WorkerRole grants with the fleet's queues and log group in
+// place of the work queue's, its function has WorkerFunction's environment
+// and event source on its own queue, and its queue is a work queue named
+// where leasehold's functions may send (the NamedQueuesArn pattern).
+func TestDeployDocFleetIsAWorkerOnQueuesOfItsOwn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := scaffold.Write(scaffold.Config{Dir: dir, Module: "example.com/thumbs"}); err != nil {
+		t.Fatal(err)
+	}
+	example, err := scaffold.FleetExample(moduleRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "template.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := scaffold.AddResources(string(raw), example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := loadTemplate(t)
+	project := loadTemplateFile(t, path)
+	outputs, _ := root["Outputs"].(map[string]any)
+	resolved, err := resolveNested(map[string]any(project), "Leasehold", outputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := template(resolved.(map[string]any))
+
+	own := map[string]string{iam.WorkQueue: "ImagesQueue", iam.WorkDeadLetterQueue: "ImagesDeadLetterQueue", iam.WorkerLogGroup: "ImagesWorkerLogGroup"}
+	var want []iam.Grant
+	for _, g := range granted(t, root, "WorkerRole") {
+		if r, ok := own[g.Resource]; ok {
+			g.Resource = r
+		}
+		want = append(want, g)
+	}
+	diffGrants(t, "the fleet's ImagesWorkerRole", granted(t, tp, "ImagesWorkerRole"), want)
+
+	getAtt := func(id, attr string) any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+	fn, worker := props(tp.resource(t, "ImagesWorkerFunction")), props(root.resource(t, "WorkerFunction"))
+	vars := func(p map[string]any) map[string]any {
+		return p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
+	gotEnv, wantEnv := vars(fn), maps.Clone(vars(worker))
+	wantEnv["LEASEHOLD_WORK_QUEUE_URL"] = getAtt("ImagesQueue", "QueueUrl")
+	wantEnv["LEASEHOLD_WORK_DLQ_URL"] = getAtt("ImagesDeadLetterQueue", "QueueUrl")
+	if !reflect.DeepEqual(gotEnv, wantEnv) {
+		t.Errorf("the fleet's environment is\n%v\nwant WorkerFunction's on its own queues\n%v", gotEnv, wantEnv)
+	}
+	for _, field := range []string{"Timeout", "MemorySize"} {
+		if !reflect.DeepEqual(fn[field], worker[field]) {
+			t.Errorf("the fleet's %s is %v, want WorkerFunction's %v", field, fn[field], worker[field])
+		}
+	}
+	wantSource := maps.Clone(worker["Events"].(map[string]any)["Work"].(map[string]any)["Properties"].(map[string]any))
+	wantSource["Queue"] = getAtt("ImagesQueue", "Arn")
+	if got := fn["Events"].(map[string]any)["Work"].(map[string]any)["Properties"]; !reflect.DeepEqual(got, wantSource) {
+		t.Errorf("the fleet's event source is\n%v\nwant\n%v", got, wantSource)
+	}
+
+	q, work := props(tp.resource(t, "ImagesQueue")), props(root.resource(t, "WorkQueue"))
+	for _, field := range []string{"VisibilityTimeout", "SqsManagedSseEnabled"} {
+		if !reflect.DeepEqual(q[field], work[field]) {
+			t.Errorf("ImagesQueue's %s is %v, want WorkQueue's %v", field, q[field], work[field])
+		}
+	}
+	rp, wrp := q["RedrivePolicy"].(map[string]any), work["RedrivePolicy"].(map[string]any)
+	if !reflect.DeepEqual(rp["deadLetterTargetArn"], getAtt("ImagesDeadLetterQueue", "Arn")) || rp["maxReceiveCount"] != wrp["maxReceiveCount"] {
+		t.Errorf("ImagesQueue's redrive policy is %v, want WorkQueue's %v to ImagesDeadLetterQueue", rp, wrp)
+	}
+	// Named after the nested stack, which is what NamedQueuesArn admits.
+	const name = "${Leasehold.Outputs.NamedQueuePrefix}images"
+	if got := q["QueueName"]; !reflect.DeepEqual(got, map[string]any{"Fn::Sub": name}) {
+		t.Errorf("ImagesQueue's name is %v, want !Sub %q", got, name)
+	}
+	prefix := outputs["NamedQueuePrefix"].(map[string]any)["Value"].(map[string]any)["Fn::Sub"]
+	pattern := outputs["NamedQueuesArn"].(map[string]any)["Value"].(map[string]any)["Fn::Sub"]
+	if pattern != iam.StackQueuesARN || pattern != "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"+fmt.Sprint(prefix)+"*" {
+		t.Errorf("outputs NamedQueuePrefix %v and NamedQueuesArn %v disagree (want %s)", prefix, pattern, iam.StackQueuesARN)
+	}
+	allow := props(tp.resource(t, "ImagesDeadLetterQueue"))["RedriveAllowPolicy"].(map[string]any)
+	if got, want := fmt.Sprint(allow["sourceQueueArns"]), fmt.Sprint([]any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + name}}); got != want {
+		t.Errorf("ImagesDeadLetterQueue admits %s, want only ImagesQueue %s", got, want)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/scaffold"
 )
 
 const envRequireStack = "LEASEHOLD_REQUIRE_STACK"
@@ -122,6 +123,8 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 	}
 }
 
+// The template check of a generated project, with the second-fleet example
+// of docs/deploy.md added to it.
 func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
 	t.Parallel()
 	root := moduleRoot(t)
@@ -136,12 +139,30 @@ func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
 		}
 	}
 	dir := initProject(t)
+	// With docs/deploy.md's second fleet added, which is checked with it.
+	path := filepath.Join(dir, "template.yaml")
+	example, err := scaffold.FleetExample(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := scaffold.AddResources(string(raw), example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
 	defer cancel()
-	out := run(t, ctx, dir, nil, filepath.Join(root, "scripts", "template-tools.sh"), "check", filepath.Join(dir, "template.yaml"))
+	out := run(t, ctx, dir, nil, filepath.Join(root, "scripts", "template-tools.sh"), "check", path)
 	for _, s := range []string{
 		"Failed checks: 0,",
 		"arm64 .aws-sam/build/WorkerFunction/bootstrap",
+		"arm64 .aws-sam/build/ImagesWorkerFunction/bootstrap",
 		"arm64 .aws-sam/build/Leasehold/DispatchFunction/bootstrap",
 		"all template checks passed",
 	} {

@@ -1,0 +1,42 @@
+package scaffold
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FleetExampleMarker is the line of docs/deploy.md that the second-fleet
+// example's ```yaml block follows.
+const FleetExampleMarker = "<!-- fleet-example -->"
+
+// FleetExample reads the second-fleet example of docs/deploy.md under
+// leasehold's checkout root: template resources, indented as entries of a
+// template's Resources. The tests add it to a generated project's template
+// and check it as they check the project's own worker.
+func FleetExample(root string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		return "", err
+	}
+	_, after, ok := strings.Cut(string(raw), "\n"+FleetExampleMarker+"\n```yaml\n")
+	if !ok {
+		return "", fmt.Errorf("docs/deploy.md has no ```yaml block after %s", FleetExampleMarker)
+	}
+	block, _, ok := strings.Cut(after, "\n```\n")
+	if !ok {
+		return "", fmt.Errorf("docs/deploy.md: the block after %s does not end", FleetExampleMarker)
+	}
+	return block + "\n", nil
+}
+
+// AddResources inserts resources (entries indented by two spaces) at the
+// top of the Resources section of a template's text.
+func AddResources(template, resources string) (string, error) {
+	before, after, ok := strings.Cut(template, "\nResources:\n")
+	if !ok {
+		return "", fmt.Errorf("the template has no Resources section")
+	}
+	return before + "\nResources:\n" + resources + "\n" + after, nil
+}
