@@ -6,9 +6,10 @@
 //
 // A deployment registers its own kinds in registerKinds (kinds.go), or
 // keeps them in a project of its own that `leasehold init` writes
-// (docs/deploy.md), whose template nests leasehold's with DeployWorker=false. Built as it is, it serves no kinds, so every
-// token it receives is retried until its task runs out of attempts. The
-// example kinds (examples.Register) are compiled in only with the
+// (docs/deploy.md), whose template nests leasehold's with
+// DeployWorker=false. Built as it is, it serves no kinds, so every task it
+// receives is offered again later as an unknown kind, without using an
+// attempt (docs/worker.md, "Unknown kinds"). The example kinds (examples.Register) are compiled in only with the
 // leasehold_demo build tag, for the demo and the Runtime Interface Emulator
 // test; see docs/operations.md.
 package main
