@@ -2,6 +2,7 @@ package awstest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,4 +68,25 @@ func ReceiveN(t testing.TB, client *sqs.Client, url string, n int, budget time.D
 		}
 	}
 	return ev
+}
+
+// Bodies is a keep function for ReceiveN that keeps each of bodies as many
+// times as it is listed, and nothing else: a send that SQS delivered twice
+// (the SDK resends when an answer is lost) does not take another's place
+// in a batch.
+func Bodies(bodies ...string) func(events.SQSMessage) bool {
+	var mu sync.Mutex
+	left := map[string]int{}
+	for _, b := range bodies {
+		left[b]++
+	}
+	return func(m events.SQSMessage) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if left[m.Body] == 0 {
+			return false
+		}
+		left[m.Body]--
+		return true
+	}
 }

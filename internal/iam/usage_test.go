@@ -262,17 +262,19 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, body := range []string{
+	sent := []string{
 		inline(t, "greet", "ok", examples.Greeting{Name: secret}, 3),                               // create-and-claim, finish
 		inline(t, "flaky", "retry", map[string]any{"succeed_on_attempt": 2, "note": secret}, 2),    // release, fresh delayed token
 		`{"v":1,"kind":"greet","payload":{"name":"` + secret + `"},"unexpected":"` + secret + `"}`, // names no task: to the DLQ
 		token.Ref("held"), // leased elsewhere: hidden
 		token.Ref("held"), // leased elsewhere, near maxReceiveCount: replaced and deleted
 		s.namedToken(t, "flaky", "retry-named", `{"succeed_on_attempt":2}`, 2), // its retry goes to the queue it names
-	} {
+	}
+	for _, body := range sent {
 		s.send(t, s.queues.Work, body)
 	}
-	ev := s.receive(t, s.queues.Work, 6)
+	// One batch of exactly these, even if SQS holds a send twice.
+	ev := awstest.ReceiveN(t, s.sqs, s.queues.Work, len(sent), 20*time.Second, 60, awstest.Bodies(sent...))
 	held := 0
 	for i, r := range ev.Records {
 		if r.Body == token.Ref("held") {
