@@ -411,13 +411,7 @@ func (e *clientEnv) seed(t *testing.T) map[leasehold.Status][]string {
 		}
 		return task
 	}
-	claim := func(id string) lease.Task {
-		task, err := e.store.Claim(ctx, id, "seed")
-		if err != nil {
-			t.Fatalf("claim %s: %v", id, err)
-		}
-		return task
-	}
+	claim := func(id string) lease.Task { return awstest.Claim(t, ctx, e.store, id, "seed") }
 	for i := range 3 {
 		id := fmt.Sprintf("pending-%d", i)
 		mk(id)
@@ -535,9 +529,7 @@ func TestClientCancel(t *testing.T) {
 	if _, err := e.store.Create(ctx, lease.NewTask{ID: "r", Kind: "greet", MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.Claim(ctx, "r", "someone"); err != nil {
-		t.Fatal(err)
-	}
+	awstest.Claim(t, ctx, e.store, "r", "someone")
 	info, err = e.client.Cancel(ctx, "r")
 	if err != nil || info.Status != leasehold.StatusRunning || !info.CancelRequested || info.LeaseOwner != "someone" {
 		t.Fatalf("Cancel running: %+v, %v", info, err)

@@ -181,9 +181,7 @@ func TestDynamoStoreIndexAttributes(t *testing.T) {
 		t.Fatalf("Create: %v", err)
 	}
 	check("created", task)
-	if task, err = store.Claim(ctx, task.ID, "w1"); err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
+	task = awstest.Claim(t, ctx, store, task.ID, "w1")
 	check("claimed", task)
 	if task, err = store.Release(ctx, task.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: at.Add(time.Minute), Error: "retry"}); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -193,9 +191,7 @@ func TestDynamoStoreIndexAttributes(t *testing.T) {
 		t.Fatalf("Claim before run-at: %v", err)
 	}
 	clock.Advance(time.Minute)
-	if task, err = store.Claim(ctx, task.ID, "w2"); err != nil {
-		t.Fatalf("Claim at run-at: %v", err)
-	}
+	task = awstest.Claim(t, ctx, store, task.ID, "w2")
 	check("claimed again", task)
 	if task, err = store.Release(ctx, task.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "gave up"}); err != nil {
 		t.Fatalf("Release FAILED: %v", err)
