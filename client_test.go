@@ -426,17 +426,13 @@ func (e *clientEnv) seed(t *testing.T) map[leasehold.Status][]string {
 	for i := range 4 {
 		id := fmt.Sprintf("succeeded-%d", i)
 		mk(id)
-		if _, err := e.store.Finish(ctx, claim(id).LeaseOf(), []byte(`"done"`)); err != nil {
-			t.Fatalf("finish: %v", err)
-		}
+		awstest.Finish(t, ctx, e.store, claim(id).LeaseOf(), []byte(`"done"`))
 		out[leasehold.StatusSucceeded] = append(out[leasehold.StatusSucceeded], id)
 	}
 	for i := range 2 {
 		id := fmt.Sprintf("failed-%d", i)
 		mk(id)
-		if _, err := e.store.Release(ctx, claim(id).LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom"}); err != nil {
-			t.Fatalf("release: %v", err)
-		}
+		awstest.Release(t, ctx, e.store, claim(id).LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom"})
 		out[leasehold.StatusFailed] = append(out[leasehold.StatusFailed], id)
 	}
 	mk("cancelled-0")

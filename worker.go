@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -77,6 +78,14 @@ const (
 	// EnvLogLevel is read by NewWorkerFromEnv and the function mains:
 	// DEBUG, INFO (default), WARN or ERROR.
 	EnvLogLevel = "LEASEHOLD_LOG_LEVEL"
+	// EnvBackoff sets WithBackoff(ExponentialBackoff(BASE, MAX)), written
+	// "BASE,MAX" ("2s,10m" is the default).
+	EnvBackoff = "LEASEHOLD_BACKOFF"
+	// EnvUnknownKindBackoff sets WithUnknownKindBackoff, written "MIN,MAX"
+	// ("10s,15m" is the default).
+	EnvUnknownKindBackoff = "LEASEHOLD_UNKNOWN_KIND_BACKOFF"
+	// EnvUnknownKindLimit sets WithUnknownKindLimit ("168h" is the default).
+	EnvUnknownKindLimit = "LEASEHOLD_UNKNOWN_KIND_LIMIT"
 )
 
 // ExponentialBackoff returns a backoff for WithBackoff that doubles from
@@ -114,6 +123,7 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		{EnvDeadlineMargin, WithDeadlineMargin},
 		{EnvDispatchGrace, WithDispatchGrace},
 		{EnvVisibilityMargin, WithVisibilityMargin},
+		{EnvUnknownKindLimit, WithUnknownKindLimit},
 	}
 	for _, d := range durations {
 		if v := os.Getenv(d.env); v != "" {
@@ -141,7 +151,41 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 			opts = append(opts, n.opt(i))
 		}
 	}
+	pairs := []struct {
+		env string
+		opt func(a, b time.Duration) WorkerOption
+	}{
+		{EnvBackoff, func(base, max time.Duration) WorkerOption { return WithBackoff(ExponentialBackoff(base, max)) }},
+		{EnvUnknownKindBackoff, WithUnknownKindBackoff},
+	}
+	for _, p := range pairs {
+		if v := os.Getenv(p.env); v != "" {
+			a, b, err := parseDurationPair(v)
+			if err != nil {
+				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, p.env, v, err)
+			}
+			opts = append(opts, p.opt(a, b))
+		}
+	}
 	return cfg, opts, nil
+}
+
+// parseDurationPair reads "A,B", two positive durations with A <= B.
+func parseDurationPair(v string) (a, b time.Duration, err error) {
+	first, second, ok := strings.Cut(v, ",")
+	if !ok {
+		return 0, 0, errors.New(`want two durations, "MIN,MAX"`)
+	}
+	if a, err = time.ParseDuration(strings.TrimSpace(first)); err != nil {
+		return 0, 0, err
+	}
+	if b, err = time.ParseDuration(strings.TrimSpace(second)); err != nil {
+		return 0, 0, err
+	}
+	if a <= 0 || b < a {
+		return 0, 0, fmt.Errorf("want 0 < %s <= %s", a, b)
+	}
+	return a, b, nil
 }
 
 // WorkerOption tunes a worker.

@@ -27,6 +27,10 @@ const (
 	// EnvWorkDLQName names the work dead-letter queue to look up when
 	// LEASEHOLD_WORK_DLQ_URL is not set.
 	EnvWorkDLQName = "LEASEHOLD_WORK_DLQ_NAME"
+	// EnvServeQueueURLs sets WorkerConfig.QueueURLs: the work queues
+	// Worker.Run polls, comma-separated, instead of LEASEHOLD_WORK_QUEUE_URL
+	// alone (which stays the default queue).
+	EnvServeQueueURLs = "LEASEHOLD_SERVE_QUEUE_URLS"
 )
 
 // lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ.
@@ -57,6 +61,13 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, EnvLogLevel, v)
 		}
 		wopts = append([]WorkerOption{WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))}, wopts...)
+	}
+	if v := os.Getenv(EnvServeQueueURLs); v != "" {
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.QueueURLs = append(cfg.QueueURLs, u)
+			}
+		}
 	}
 	ropts, err := RunOptionsFromEnv()
 	if err != nil {

@@ -3,8 +3,10 @@ package leasehold
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,8 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		EnvTable: "tasks", EnvWorkQueueURL: "https://sqs.example/work", EnvWorkDLQURL: "https://sqs.example/dlq",
 		EnvLogLevel: "DEBUG", EnvVisibilityMargin: "7s", EnvLeaseDuration: "30s", EnvRenewBefore: "12s",
 		EnvReceiveVisibility: "45s", EnvLongPoll: "3s", EnvPollers: "4", EnvBatchWindow: "2s",
+		EnvBackoff: "3s,1m", EnvUnknownKindBackoff: "20s, 30m", EnvUnknownKindLimit: "48h",
+		EnvServeQueueURLs: "https://sqs.example/work, https://sqs.example/images",
 	} {
 		t.Setenv(k, v)
 	}
@@ -37,6 +41,19 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 	lc := w.exec.Config()
 	if lc.VisibilityMargin != 7*time.Second || lc.LeaseDuration != 30*time.Second || lc.RenewBefore != 12*time.Second {
 		t.Errorf("visibility margin %s, lease %s, renew before %s; want 7s, 30s, 12s", lc.VisibilityMargin, lc.LeaseDuration, lc.RenewBefore)
+	}
+	if lc.UnknownKindBackoffMin != 20*time.Second || lc.UnknownKindBackoffMax != 30*time.Minute || lc.UnknownKindLimit != 48*time.Hour {
+		t.Errorf("unknown kinds: backoff %s..%s, limit %s; want 20s..30m, 48h", lc.UnknownKindBackoffMin, lc.UnknownKindBackoffMax, lc.UnknownKindLimit)
+	}
+	// ExponentialBackoff(3s, 1m) draws attempt n's delay from [d/2, d], d = min(3s·2^(n-1), 1m).
+	if d := lc.Backoff(1); d < 1500*time.Millisecond || d > 3*time.Second {
+		t.Errorf("backoff of attempt 1 = %s, want within [1.5s, 3s]", d)
+	}
+	if d := lc.Backoff(20); d < 30*time.Second || d > time.Minute {
+		t.Errorf("backoff of attempt 20 = %s, want within [30s, 1m]", d)
+	}
+	if got := w.QueueURLs(); !slices.Equal(got, []string{"https://sqs.example/work", "https://sqs.example/images"}) {
+		t.Errorf("served queues %v, want the work and images queues", got)
 	}
 	if !w.log.Enabled(t.Context(), slog.LevelDebug) {
 		t.Errorf("%s=DEBUG: the worker's logger does not log DEBUG", EnvLogLevel)
@@ -54,6 +71,15 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
 	if err != nil || w.log.Enabled(t.Context(), slog.LevelWarn) {
 		t.Errorf("with WithLogger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
+	}
+
+	for env, bad := range map[string]string{EnvBackoff: "2s", EnvUnknownKindBackoff: "1m,10s", EnvUnknownKindLimit: "soon"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, bad)
+			if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
+				t.Errorf("%s=%q: err %v, want ErrConfig naming it", env, bad, err)
+			}
+		})
 	}
 
 	t.Setenv(EnvLogLevel, "LOUD")

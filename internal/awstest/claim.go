@@ -22,3 +22,29 @@ func Claim(t testing.TB, ctx context.Context, store lease.Store, id, owner strin
 	}
 	return task
 }
+
+// Finish finishes the attempt held under l with result, as a test's setup,
+// failing the test on an error; a retried finish that meets its own landed
+// write (see Claim) is this finish.
+func Finish(t testing.TB, ctx context.Context, store lease.Store, l lease.Lease, result []byte) {
+	t.Helper()
+	_, err := store.Finish(ctx, l, result)
+	if seen, ok := lease.Observed(err); ok && lease.Landed(l, lease.StatusSucceeded, seen) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("finish %s: %v", l.TaskID, err)
+	}
+}
+
+// Release releases the attempt held under l, as Finish finishes it.
+func Release(t testing.TB, ctx context.Context, store lease.Store, l lease.Lease, r lease.Release) {
+	t.Helper()
+	_, err := store.Release(ctx, l, r)
+	if seen, ok := lease.Observed(err); ok && lease.Landed(l, r.Status, seen) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("release %s: %v", l.TaskID, err)
+	}
+}

@@ -142,7 +142,8 @@ var Worker = Function{
 		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
 		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
-		leasehold.EnvVisibilityMargin,
+		leasehold.EnvVisibilityMargin, leasehold.EnvBackoff, leasehold.EnvUnknownKindBackoff,
+		leasehold.EnvUnknownKindLimit,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -174,14 +175,16 @@ var (
 	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
 		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout, leasehold.EnvSweepEvery,
 		leasehold.EnvReceiveVisibility, leasehold.EnvLongPoll)
-	fromEnvOnly = unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
-		leasehold.EnvWorkDLQName)
+	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
+		leasehold.EnvWorkDLQName), unread("read by leasehold.NewWorkerFromEnv for the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
+		leasehold.EnvServeQueueURLs))
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvReplaceAtReceiveCount, leasehold.EnvVisibilityMargin)
+		leasehold.EnvReplaceAtReceiveCount, leasehold.EnvVisibilityMargin, leasehold.EnvBackoff,
+		leasehold.EnvUnknownKindBackoff, leasehold.EnvUnknownKindLimit)
 )
 
 func unread(why string, names ...string) map[string]string {
