@@ -3,7 +3,6 @@ package iam_test
 import (
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -99,20 +98,8 @@ func TestDeployDocFleetIsAWorkerOnQueuesOfItsOwn(t *testing.T) {
 	if _, err := scaffold.Write(scaffold.Config{Dir: dir, Module: "example.com/thumbs"}); err != nil {
 		t.Fatal(err)
 	}
-	example, err := scaffold.FleetExample(moduleRoot(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "template.yaml")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := scaffold.AddResources(string(raw), example)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := scaffold.AddFleetExample(moduleRoot(t), path); err != nil {
 		t.Fatal(err)
 	}
 	root := loadTemplate(t)

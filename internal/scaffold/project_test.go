@@ -141,19 +141,7 @@ func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
 	dir := initProject(t)
 	// With docs/deploy.md's second fleet added, which is checked with it.
 	path := filepath.Join(dir, "template.yaml")
-	example, err := scaffold.FleetExample(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := scaffold.AddResources(string(raw), example)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := scaffold.AddFleetExample(root, path); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
