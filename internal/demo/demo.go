@@ -69,6 +69,11 @@ type Config struct {
 	Terminal bool
 	// Log receives the worker's and the dispatcher's logs.
 	Log *slog.Logger
+	// TimeScale (at least 1; 0 means 1) stretches the worker's lease,
+	// renewal lead, clock skew and receive visibility, so a loaded machine
+	// whose emulator answers slowly does not cost the slow task its lease.
+	// Scale Slow along with it to keep its renewals.
+	TimeScale float64
 }
 
 // Run runs the demo. It returns nil when every task ended as it should,
@@ -81,6 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * max(cfg.TimeScale, 1)) }
 	res := cfg.Resources
 	q := sqs.NewFromConfig(cfg.AWS)
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), res.Table, lease.Options{})
@@ -91,8 +97,8 @@ func Run(ctx context.Context, cfg Config) error {
 		AWS: cfg.AWS, Table: res.Table, QueueURL: res.WorkQueueURL, DeadLetterQueueURL: res.WorkDLQURL, Handlers: hs,
 	},
 		leasehold.WithOwner("demo"),
-		leasehold.WithLeaseDuration(leaseDuration), leasehold.WithRenewBefore(renewBefore),
-		leasehold.WithClockSkew(clockSkew),
+		leasehold.WithLeaseDuration(scale(leaseDuration)), leasehold.WithRenewBefore(scale(renewBefore)),
+		leasehold.WithClockSkew(scale(clockSkew)),
 		leasehold.WithBackoff(func(attempt int) time.Duration { return time.Duration(attempt) * time.Second }),
 		leasehold.WithLogger(cfg.Log.With("part", "worker")))
 	if err != nil {
@@ -124,11 +130,11 @@ func Run(ctx context.Context, cfg Config) error {
 			// running task's message stays hidden: renewals extend it.
 			WorkerOptions: []leasehold.RunOption{
 				leasehold.WithPollers(2), leasehold.WithLongPoll(time.Second),
-				leasehold.WithReceiveVisibility(receiveVisibility),
+				leasehold.WithReceiveVisibility(scale(receiveVisibility)),
 				leasehold.WithInvocationTimeout(30 * time.Second),
 			},
 			Dispatcher: d, IntakeSQS: q, IntakeQueueURL: res.IntakeQueueURL,
-			Intake: eventsource.Config{WaitTime: time.Second, VisibilityTimeout: receiveVisibility,
+			Intake: eventsource.Config{WaitTime: time.Second, VisibilityTimeout: scale(receiveVisibility),
 				InvocationTimeout: 30 * time.Second},
 			SweepEvery: 5 * time.Second,
 			Logger:     cfg.Log,
