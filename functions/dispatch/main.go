@@ -6,16 +6,15 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
@@ -37,7 +36,10 @@ func main() {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
 	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	// From the environment only: Lambda passes the role's credentials and
+	// the region there (internal/awsenv says what else is read, and why
+	// not LoadDefaultConfig).
+	awsCfg, err := awsenv.Load()
 	if err != nil {
 		log.Error("load AWS configuration", "error", err)
 		os.Exit(1)

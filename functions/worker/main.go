@@ -15,14 +15,13 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/iam"
 )
 
@@ -35,7 +34,10 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	// From the environment only: Lambda passes the role's credentials and
+	// the region there (internal/awsenv says what else is read, and why
+	// not LoadDefaultConfig).
+	awsCfg, err := awsenv.Load()
 	if err != nil {
 		log.Error("load AWS configuration", "error", err)
 		os.Exit(1)

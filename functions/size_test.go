@@ -1,0 +1,77 @@
+// Package functions_test holds leasehold's Lambda bootstraps to a size
+// limit (issue 10): a smaller bootstrap is a smaller deployment package
+// and a faster cold start.
+package functions_test
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+)
+
+// maxBootstrap is the most bytes a function's bootstrap may take.
+const maxBootstrap = 10_000_000
+
+// buildTarget is a rule of the Makefile that sam runs (BuildMethod:
+// makefile), one per function of template.yaml.
+var buildTarget = regexp.MustCompile(`(?m)^(build-[A-Za-z0-9]+):`)
+
+// TestBootstrapSize builds every function the way `sam build` does, by
+// running its rule of this directory's Makefile with ARTIFACTS_DIR set, so
+// the flags measured are the Makefile's own, and fails if a bootstrap is
+// larger than maxBootstrap. With a warm build cache it takes seconds.
+func TestBootstrapSize(t *testing.T) {
+	t.Parallel()
+	makeTool, err := exec.LookPath("make")
+	if err != nil {
+		t.Skipf("no make on PATH, so the Makefile's rules cannot run: %v", err)
+	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, m := range buildTarget.FindAllSubmatch(makefile, -1) {
+		targets = append(targets, string(m[1]))
+	}
+	for _, want := range []string{"build-WorkerFunction", "build-DispatchFunction"} {
+		if !slices.Contains(targets, want) {
+			t.Fatalf("functions/Makefile has no rule %s (found %q)", want, targets)
+		}
+	}
+	for _, target := range targets {
+		dir := t.TempDir()
+		cmd := exec.CommandContext(t.Context(), makeTool, "--makefile", "Makefile", target)
+		// go test puts the go command that runs it first on PATH.
+		cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+dir)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make %s: %v\n%s", target, err, out)
+		}
+		bootstrap := filepath.Join(dir, "bootstrap")
+		fi, err := os.Stat(bootstrap)
+		if err != nil {
+			t.Fatalf("make %s: %v", target, err)
+		}
+		f, err := elf.Open(bootstrap)
+		if err != nil {
+			t.Fatalf("make %s: %v", target, err)
+		}
+		machine := f.Machine
+		f.Close()
+		if machine != elf.EM_AARCH64 {
+			t.Errorf("make %s built for %v, want arm64 as template.yaml's Architectures", target, machine)
+		}
+		t.Logf("make %s: bootstrap %d bytes (limit %d), built in %s",
+			target, fi.Size(), maxBootstrap, time.Since(start).Round(time.Millisecond))
+		if fi.Size() > maxBootstrap {
+			t.Errorf("make %s: bootstrap is %d bytes, more than %d: see what grew with `go tool nm -size -sort size` on an unstripped build (docs/operations.md, \"Bootstrap size\")",
+				target, fi.Size(), maxBootstrap)
+		}
+	}
+}
