@@ -57,8 +57,15 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A RUNNING task whose holder claimed it and then died: no renewal, no
-	// finish, no message anywhere.
-	held, err := store.CreateClaimed(ctx, lease.NewTask{ID: "dead-holder", Kind: "note", Payload: []byte(`"b"`), MaxAttempts: 3}, "gone-worker")
+	// finish, no message anywhere. It was stored PENDING first, so it has a
+	// sweep entry; the claim left it there, due while the lease is still
+	// live, so the sweep re-arms it before it dispatches it. (A task created
+	// RUNNING from an inline token has no entry: its own message brings it
+	// back, see docs/running.md.)
+	if _, err := store.Create(ctx, lease.NewTask{ID: "dead-holder", Kind: "note", Payload: []byte(`"b"`), MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := store.Claim(ctx, "dead-holder", "gone-worker")
 	if err != nil {
 		t.Fatal(err)
 	}

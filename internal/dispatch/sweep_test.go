@@ -104,8 +104,13 @@ func TestSweepFindsExpiredLeases(t *testing.T) {
 	e.sqs.take()
 	due := held.LeaseUntil.Add(lease.DefaultSkew + grace)
 	e.clock.Advance(due.Sub(e.clock.Now()) - time.Millisecond)
-	if st := e.sweep(t); st.Due != 0 {
+	// The entry from the create is due, but the claim left it in place:
+	// the sweep moves it to the lease's expiry plus skew plus grace.
+	if st := e.sweep(t); st.Dispatched != 0 || st.Raced != 1 {
 		t.Fatalf("sweep while the lease may still be live: %+v", st)
+	}
+	if st := e.sweep(t); st.Due != 0 {
+		t.Fatalf("sweep after the re-arm: %+v", st)
 	}
 	e.clock.Advance(time.Millisecond)
 	if st := e.sweep(t); st.Dispatched != 1 {

@@ -20,6 +20,10 @@ type Admin interface {
 	// wins and the other gets ErrDispatchRaced. A task that left the index
 	// in between also gives ErrDispatchRaced. It returns the task's queue
 	// (Task.Queue; empty for the default work queue), where the token goes.
+	// A RUNNING task the sweep still leaves to its holder (HolderWaits) also
+	// gives ErrDispatchRaced: claims and renewals leave the sweep entry where
+	// it is, so it can come due while the holder works; its DispatchAt then
+	// moves to the lease's expiry plus skew plus grace and no token is needed.
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
 	// RequestCancel cancels a PENDING task at once (CANCELLED, terminal) or
 	// sets CancelRequested on a RUNNING one, which its worker honours at the

@@ -24,8 +24,11 @@
 // # Indexes
 //
 // The sparse `sweep` index holds only tasks that wait for a (re)dispatch:
-// PENDING tasks from the time they should have started plus a grace, and
-// RUNNING tasks from their lease expiry plus skew plus grace. The `by_status`
+// PENDING tasks from the time they should have started plus a grace (a
+// RUNNING task keeps the entry it had). A task created RUNNING from an inline
+// token has none: its message brings it back. Claims and renewals do not move
+// an entry's key; the sweep re-arms an entry that comes due under a live
+// lease (MarkDispatched). The `by_status`
 // index serves listing. Both are sharded 16 ways by a hash of the id, so no
 // partition runs hot.
 //

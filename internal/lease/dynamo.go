@@ -152,7 +152,8 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	t.Status = StatusRunning
 	t.LeaseOwner = owner
 	t.LeaseUntil = now.Add(s.opts.LeaseDuration)
-	t.DispatchAt = s.dispatchAfterLease(t.LeaseUntil)
+	// No sweep entry: the message the task arrived in brings it back if
+	// this worker dies (see Store.CreateClaimed).
 	t.Attempt, t.Fence = 1, 1
 	return s.put(ctx, t, n)
 }
@@ -266,8 +267,7 @@ func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error)
 			"((#status = :pending AND #run_at <= :now) OR (#status = :running AND #lease_until < :takeover)) AND "+
 			"#attempt < #max_attempts",
 		"SET #status = :running, #status_shard = :status_shard, #lease_owner = :owner, #lease_until = :until, "+
-			"#attempt = #attempt + :one, #fence = #fence + :one, #updated_at = :now, "+
-			"#sweep_shard = :sweep_shard, #sweep_at = :sweep_at",
+			"#attempt = #attempt + :one, #fence = #fence + :one, #updated_at = :now",
 		map[string]types.AttributeValue{
 			":pending":      avS(string(StatusPending)),
 			":running":      avS(string(StatusRunning)),
@@ -277,8 +277,6 @@ func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error)
 			":owner":        avS(owner),
 			":until":        avMillis(until),
 			":one":          avN(1),
-			":sweep_shard":  avS(Shard(id)),
-			":sweep_at":     avMillis(s.dispatchAfterLease(until)),
 		},
 		func(old *Task) error { return ClassifyClaim(id, old, now, s.opts.Skew) })
 }
@@ -305,10 +303,11 @@ func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
 	values := heldValues(l)
 	values[":until"] = avMillis(until)
 	values[":now"] = avMillis(now)
-	values[":sweep_shard"] = avS(Shard(l.TaskID))
-	values[":sweep_at"] = avMillis(s.dispatchAfterLease(until))
+	// The sweep entry stays where it is: moving its key would cost two
+	// index writes per renewal. The sweep re-arms it while the lease is
+	// live (MarkDispatched).
 	return s.update(ctx, "renew", l.TaskID, heldCond,
-		"SET #lease_until = :until, #updated_at = :now, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at",
+		"SET #lease_until = :until, #updated_at = :now",
 		values,
 		func(old *Task) error { return ClassifyHeld("renew", l, old) })
 }

@@ -81,22 +81,33 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	cond := "#sweep_at = :seen"
+	now := s.now()
+	cond := "#sweep_at = :seen AND (#status <> :running OR #lease_until <= :expired)"
 	upd := "SET #sweep_at = :next"
 	// The new item comes back for its queue (the sweep index projects
 	// keys only); returned values cost no capacity.
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       map[string]types.AttributeValue{AttrID: avS(id)},
-		ConditionExpression:       &cond,
-		UpdateExpression:          &upd,
-		ExpressionAttributeNames:  namesIn(cond, upd),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":seen": avMillis(toMillis(seen)), ":next": avMillis(toMillis(next))},
-		ReturnValues:              types.ReturnValueAllNew,
+		TableName:                &s.table,
+		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
+		ConditionExpression:      &cond,
+		UpdateExpression:         &upd,
+		ExpressionAttributeNames: namesIn(cond, upd),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":seen":    avMillis(toMillis(seen)),
+			":next":    avMillis(toMillis(next)),
+			":running": avS(string(StatusRunning)),
+			":expired": avMillis(now.Add(-s.opts.Skew - s.opts.DispatchGrace)),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
+		old, derr := decodeOld(ccf.Item)
+		if derr == nil && old != nil && old.DispatchAt.Equal(toMillis(seen)) && HolderWaits(*old, now, s.opts.Skew, s.opts.DispatchGrace) {
+			return "", s.rearm(ctx, *old)
+		}
 		return "", fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
 	case err != nil:
 		return "", backendErr("mark dispatched", id, err)
@@ -107,6 +118,30 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 		return "", backendErr("mark dispatched", id, d.err)
 	}
 	return queue, nil
+}
+
+// rearm moves the sweep entry of old, which HolderWaits, to the
+// lease's expiry plus skew plus grace, if neither has changed since.
+func (s *DynamoStore) rearm(ctx context.Context, old Task) error {
+	cond := "#sweep_at = :seen AND #lease_until = :until"
+	upd := "SET #sweep_at = :next"
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.table,
+		Key:                      map[string]types.AttributeValue{AttrID: avS(old.ID)},
+		ConditionExpression:      &cond,
+		UpdateExpression:         &upd,
+		ExpressionAttributeNames: namesIn(cond, upd),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":seen":  avMillis(old.DispatchAt),
+			":until": avMillis(old.LeaseUntil),
+			":next":  avMillis(s.dispatchAfterLease(old.LeaseUntil)),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return backendErr("mark dispatched", old.ID, err)
+	}
+	return fmt.Errorf("mark dispatched %s: %w: its lease is live", old.ID, ErrDispatchRaced)
 }
 
 // errConditionFailed marks a conditional write whose condition failed; the

@@ -22,6 +22,10 @@ type Store interface {
 	// owner (attempt 1, fence 1), so an inline task costs one write to start.
 	// When the id exists it returns the stored task and ErrAlreadyExists
 	// (the caller falls back to Claim) or a *ConflictError, as Create does.
+	// The task gets no sweep entry (DispatchAt stays zero): the message it
+	// arrived in is still live and brings it back if the worker dies, and a
+	// worker replaces that message with a fresh token before it could reach
+	// the dead-letter queue. So an inline task moves no index key.
 	CreateClaimed(ctx context.Context, t NewTask, owner string) (Task, error)
 	// CreateFailed persists a task already FAILED with reason, never to run
 	// (attempt 0, no lease): a submission that names a task but cannot be
@@ -31,7 +35,7 @@ type Store interface {
 	CreateFailed(ctx context.Context, t NewTask, reason string) (Task, error)
 	// Claim takes the lease of a PENDING task that is due, or of a RUNNING
 	// task whose lease expired more than the skew bound ago. It returns the
-	// whole task, payload included.
+	// whole task, payload included. It leaves DispatchAt as it was.
 	Claim(ctx context.Context, id, owner string) (Task, error)
 	// Renew extends a held lease by the lease duration. The returned task
 	// carries CancelRequested.
@@ -219,4 +223,13 @@ func Claimable(t Task, now time.Time, skew time.Duration) bool {
 // entry an ending write records against a lease built by hand.
 func Holds(t Task, l Lease) bool {
 	return t.Status == StatusRunning && t.LeaseOwner == l.Owner && t.Fence == l.Fence && t.Attempt == l.Attempt
+}
+
+// HolderWaits reports whether the sweep, at now, still leaves t to its
+// holder: t is RUNNING and its lease expiry plus skew plus grace is after
+// now. Claims and renewals leave a task's sweep entry where it is, so the
+// entry can come due while the lease is live; the sweep then moves it to
+// that time instead of dispatching the task.
+func HolderWaits(t Task, now time.Time, skew, grace time.Duration) bool {
+	return t.Status == StatusRunning && t.LeaseUntil.Add(skew+grace).After(now)
 }

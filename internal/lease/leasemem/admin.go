@@ -51,6 +51,10 @@ func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.T
 	if !ok || rec.DispatchAt.IsZero() || !rec.DispatchAt.Equal(ms(seen)) {
 		return "", fmt.Errorf("mark dispatched %s: %w", id, lease.ErrDispatchRaced)
 	}
+	if lease.HolderWaits(*rec, s.now(), s.opts.Skew, s.opts.DispatchGrace) {
+		rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
+		return "", fmt.Errorf("mark dispatched %s: %w: its lease is live", id, lease.ErrDispatchRaced)
+	}
 	rec.DispatchAt = ms(next)
 	return rec.Queue, nil
 }

@@ -172,7 +172,10 @@ func (s *Store) hold(rec *lease.Task, owner string, now time.Time) {
 	rec.Status = lease.StatusRunning
 	rec.LeaseOwner = owner
 	rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
-	rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
+	// The sweep entry is left as it is: a task claimed from a message has
+	// that message to bring it back, and an entry already in the index
+	// keeps its time (the sweep re-arms it while the lease is live, see
+	// MarkDispatched).
 	rec.UpdatedAt = now
 }
 
@@ -229,7 +232,6 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 	}
 	now := s.now()
 	rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
-	rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
 	rec.UpdatedAt = now
 	return clone(rec), nil
 }

@@ -40,6 +40,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"MarkDispatchedMovesEntry", testMarkDispatchedMoves},
 		{"MarkDispatchedReturnsQueue", testMarkDispatchedReturnsQueue},
 		{"MarkDispatchedConcurrentOneWins", testMarkDispatchedConcurrent},
+		{"MarkDispatchedRearmsLiveLease", testMarkDispatchedRearmsLiveLease},
 		{"CancelPending", testCancelPending},
 		{"CancelPendingAfterAnAttempt", testCancelPendingAfterAttempt},
 		{"CancelRunningSetsFlagRenewReturns", testCancelRunning},
@@ -152,8 +153,8 @@ func testDueOldestFirst(t *testing.T, a *adminEnv) {
 		}
 	}
 
-	// A claimed task is due again only when its lease has expired, plus
-	// the skew and the grace.
+	// A claim leaves a task's entry where it was: due under the live
+	// lease, MarkDispatched re-arms it (MarkDispatchedRearmsLiveLease).
 	var some lease.Task
 	for id := range want {
 		got, err := a.store.Get(a.ctx, id)
@@ -166,12 +167,8 @@ func testDueOldestFirst(t *testing.T, a *adminEnv) {
 		}
 	}
 	claimed := a.claim(some, "w1")
-	until := claimed.LeaseUntil.Add(skew + grace)
-	if _, ok := a.dueAll(until.Add(-time.Millisecond))[some.ID]; ok {
-		t.Fatalf("a held task is due before its lease expired plus skew and grace")
-	}
-	if got := a.dueAll(until)[some.ID]; !got.Equal(until) {
-		t.Fatalf("held task due at %s, want %s", got.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	if got := a.dueAll(some.DispatchAt)[some.ID]; !got.Equal(some.DispatchAt) || !claimed.DispatchAt.Equal(some.DispatchAt) {
+		t.Fatalf("claimed task due at %s, want its entry's time %s", got.Format(time.RFC3339Nano), some.DispatchAt.Format(time.RFC3339Nano))
 	}
 }
 
@@ -247,6 +244,48 @@ func testMarkDispatchedReturnsQueue(t *testing.T, a *adminEnv) {
 	if err != nil || queue != "images" {
 		t.Fatalf("MarkDispatched = %q, %v; want images", queue, err)
 	}
+}
+
+// A claim leaves a task's sweep entry where it is, and so do renewals; when
+// the entry comes due under a live lease the sweep gets ErrDispatchRaced and
+// the entry moves to the lease's expiry plus skew plus grace. Once the lease
+// has expired the entry is dispatched as any other.
+func testMarkDispatchedRearmsLiveLease(t *testing.T, a *adminEnv) {
+	created := a.create(a.newTask())
+	first := created.DispatchAt
+	claimed := a.claim(created, "w1")
+	if !claimed.DispatchAt.Equal(first) {
+		t.Fatalf("Claim moved the sweep entry from %s to %s", first, claimed.DispatchAt)
+	}
+	// Keep the lease live past the entry's time.
+	renewed := claimed
+	for !a.now().After(first) {
+		a.clock.Advance(leaseFor / 2)
+		var err error
+		if renewed, err = a.store.Renew(a.ctx, renewed.LeaseOf()); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		if !renewed.DispatchAt.Equal(first) {
+			t.Fatalf("Renew moved the sweep entry from %s to %s", first, renewed.DispatchAt)
+		}
+	}
+	sameDue(t, "under a live lease", a.dueAll(a.now()), map[string]time.Time{created.ID: first})
+	_, err := a.admin.MarkDispatched(a.ctx, created.ID, first, a.now().Add(grace))
+	wantErr(t, "MarkDispatched under a live lease", err, lease.ErrDispatchRaced)
+	want := renewed
+	want.DispatchAt = renewed.LeaseUntil.Add(skew + grace)
+	a.stored(want)
+	sameDue(t, "after the re-arm", a.dueAll(a.now()), nil)
+
+	// The holder stops renewing: at the re-armed time the lease has
+	// expired and the entry is dispatched.
+	a.clock.Advance(want.DispatchAt.Sub(a.now()))
+	next := a.now().Add(grace)
+	if _, err := a.admin.MarkDispatched(a.ctx, created.ID, want.DispatchAt, next); err != nil {
+		t.Fatalf("MarkDispatched after the lease expired: %v", err)
+	}
+	want.DispatchAt = next
+	a.stored(want)
 }
 
 func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {

@@ -168,7 +168,8 @@ func (e *env) held(prev lease.Task, owner string) lease.Task {
 	want.Status = lease.StatusRunning
 	want.LeaseOwner = owner
 	want.LeaseUntil = now.Add(leaseFor)
-	want.DispatchAt = want.LeaseUntil.Add(skew + grace)
+	// A claim leaves the sweep entry as it was (none for a task created
+	// claimed; an entry keeps its time).
 	want.Attempt++
 	want.Fence++
 	want.UpdatedAt = now
@@ -613,7 +614,9 @@ func testCreateClaimed(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatalf("CreateClaimed: %v", err)
 	}
-	want := e.held(e.pending(n), "w1")
+	pending := e.pending(n)
+	pending.DispatchAt = time.Time{} // never in the sweep index: its message brings it back
+	want := e.held(pending, "w1")
 	e.same("CreateClaimed", got, want)
 	if got.Attempt != 1 || got.Fence != 1 {
 		t.Fatalf("attempt %d, fence %d; want 1, 1", got.Attempt, got.Fence)
@@ -783,7 +786,7 @@ func testRenewExtendsLease(t *testing.T, newStore NewStoreFunc) {
 		}
 		want := prev
 		want.LeaseUntil = e.now().Add(leaseFor)
-		want.DispatchAt = want.LeaseUntil.Add(skew + grace)
+		// A renewal leaves the sweep entry where it is.
 		want.UpdatedAt = e.now()
 		e.same("Renew", got, want)
 		return got
