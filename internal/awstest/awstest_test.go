@@ -70,17 +70,18 @@ func TestNewTable(t *testing.T) {
 		if sweep.Projection == nil || sweep.Projection.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
 			t.Errorf("sweep projection = %+v, want KEYS_ONLY", sweep.Projection)
 		}
-		byStatus, ok := gsis["by_status"]
+		byCreated, ok := gsis["by_created"]
 		if !ok {
-			t.Fatalf("GSI by_status missing; have %v", gsis)
+			t.Fatalf("GSI by_created missing; have %v", gsis)
 		}
-		if got := keys(byStatus.KeySchema); got != "status_shard:HASH created_at:RANGE" {
-			t.Errorf("by_status key = %s", got)
+		if got := keys(byCreated.KeySchema); got != "list_shard:HASH created_at:RANGE" {
+			t.Errorf("by_created key = %s", got)
 		}
-		if p := byStatus.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeInclude ||
-			!slices.Contains(p.NonKeyAttributes, "status") || !slices.Contains(p.NonKeyAttributes, "error") ||
-			!slices.Contains(p.NonKeyAttributes, "queue") {
-			t.Errorf("by_status projection = %+v, want INCLUDE with status, error and queue", p)
+		if p := byCreated.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
+			t.Errorf("by_created projection = %+v, want KEYS_ONLY", p)
+		}
+		if len(gsis) != 2 {
+			t.Errorf("GSIs %v, want sweep and by_created only", gsis)
 		}
 
 		ttl, err := client.DescribeTimeToLive(callCtx(t), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})

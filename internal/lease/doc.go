@@ -28,9 +28,10 @@
 // RUNNING task keeps the entry it had). A task created RUNNING from an inline
 // token has none: its message brings it back. Claims and renewals do not move
 // an entry's key; the sweep re-arms an entry that comes due under a live
-// lease (MarkDispatched). The `by_status`
-// index serves listing. Both are sharded 16 ways by a hash of the id, so no
-// partition runs hot.
+// lease (MarkDispatched). The `by_created` index (list_shard, created_at,
+// keys only) serves listing; its keys never change after the create, and List
+// reads each task's status from the item. Both are sharded 16 ways by a hash
+// of the id, so no partition runs hot.
 //
 // The in-memory store in leasemem follows the same rules, and both pass the
 // conformance suite in leasetest.

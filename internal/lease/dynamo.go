@@ -56,8 +56,9 @@ const (
 	// present exactly while Task.DispatchAt is set.
 	AttrSweepShard = "sweep_shard"
 	AttrSweepAt    = "sweep_at"
-	// AttrStatusShard keys the status index: StatusShard(status, id).
-	AttrStatusShard = "status_shard"
+	// AttrListShard keys the listing index with created_at: Shard(id), set
+	// by the create and never changed.
+	AttrListShard = "list_shard"
 )
 
 // Attribute names inside a history entry.
@@ -266,17 +267,16 @@ func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error)
 		"attribute_exists(#id) AND "+
 			"((#status = :pending AND #run_at <= :now) OR (#status = :running AND #lease_until < :takeover)) AND "+
 			"#attempt < #max_attempts",
-		"SET #status = :running, #status_shard = :status_shard, #lease_owner = :owner, #lease_until = :until, "+
+		"SET #status = :running, #lease_owner = :owner, #lease_until = :until, "+
 			"#attempt = #attempt + :one, #fence = #fence + :one, #updated_at = :now",
 		map[string]types.AttributeValue{
-			":pending":      avS(string(StatusPending)),
-			":running":      avS(string(StatusRunning)),
-			":now":          avMillis(now),
-			":takeover":     avMillis(now.Add(-s.opts.Skew)),
-			":status_shard": avS(StatusShard(StatusRunning, id)),
-			":owner":        avS(owner),
-			":until":        avMillis(until),
-			":one":          avN(1),
+			":pending":  avS(string(StatusPending)),
+			":running":  avS(string(StatusRunning)),
+			":now":      avMillis(now),
+			":takeover": avMillis(now.Add(-s.opts.Skew)),
+			":owner":    avS(owner),
+			":until":    avMillis(until),
+			":one":      avN(1),
 		},
 		func(old *Task) error { return ClassifyClaim(id, old, now, s.opts.Skew) })
 }
@@ -348,13 +348,12 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 	e := &ending{
 		cond: heldCond,
 		set: []string{
-			"#status = :status", "#status_shard = :status_shard", "#updated_at = :now",
+			"#status = :status", "#updated_at = :now",
 		},
 		remove: []string{"#lease_owner", "#lease_until"},
 		values: heldValues(l),
 	}
 	e.values[":status"] = avS(string(status))
-	e.values[":status_shard"] = avS(StatusShard(status, l.TaskID))
 	e.values[":now"] = avMillis(now)
 	e.appendHistory(l.history, l.historyKnown, Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
 	if status.Terminal() {
@@ -552,7 +551,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 		AttrID:              avS(t.ID),
 		AttrKind:            avS(t.Kind),
 		AttrStatus:          avS(string(t.Status)),
-		AttrStatusShard:     avS(StatusShard(t.Status, t.ID)),
+		AttrListShard:       avS(Shard(t.ID)),
 		AttrAttempt:         avN(int64(t.Attempt)),
 		AttrMaxAttempts:     avN(int64(t.MaxAttempts)),
 		AttrFence:           avN(t.Fence),

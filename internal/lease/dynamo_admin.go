@@ -21,9 +21,10 @@ const (
 	// IndexSweep is the sparse sweep index: (sweep_shard, sweep_at), keys
 	// only.
 	IndexSweep = "sweep"
-	// IndexByStatus is the status index: (status_shard, created_at),
-	// projecting the fields of ListView.
-	IndexByStatus = "by_status"
+	// IndexByCreated is the listing index: (list_shard, created_at), keys
+	// only. Its keys never change after the create, so no write but the
+	// create touches it; List reads each task's status from the item.
+	IndexByCreated = "by_created"
 )
 
 var _ Admin = (*DynamoStore)(nil)
@@ -194,19 +195,18 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
 	now := s.now()
 	values := map[string]types.AttributeValue{
-		":pending":      avS(string(StatusPending)),
-		":attempt":      avN(int64(prev.Attempt)),
-		":fence":        avN(prev.Fence),
-		":status":       avS(string(StatusCancelled)),
-		":status_shard": avS(StatusShard(StatusCancelled, prev.ID)),
-		":now":          avMillis(now),
-		":error":        avS(CancelledWhilePending),
-		":true":         &types.AttributeValueMemberBOOL{Value: true},
+		":pending": avS(string(StatusPending)),
+		":attempt": avN(int64(prev.Attempt)),
+		":fence":   avN(prev.Fence),
+		":status":  avS(string(StatusCancelled)),
+		":now":     avMillis(now),
+		":error":   avS(CancelledWhilePending),
+		":true":    &types.AttributeValueMemberBOOL{Value: true},
 	}
 	// prev was read whole, so its history is known (the condition pins it).
 	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
-	set := "SET #status = :status, #status_shard = :status_shard, #updated_at = :now, #finished_at = :now, " +
+	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
 		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ")
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
@@ -242,33 +242,32 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 	now := s.now()
 	return s.update(ctx, "retry", id,
 		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
-		"SET #status = :pending, #status_shard = :status_shard, #run_at = :now, #max_attempts = #attempt + :extra, "+
+		"SET #status = :pending, #run_at = :now, #max_attempts = #attempt + :extra, "+
 			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
 			"REMOVE #result, #finished_at, #expires_at",
 		map[string]types.AttributeValue{
-			":failed":       avS(string(StatusFailed)),
-			":cancelled":    avS(string(StatusCancelled)),
-			":most":         avN(int64(MaxAttemptsLimit - extraAttempts)),
-			":pending":      avS(string(StatusPending)),
-			":status_shard": avS(StatusShard(StatusPending, id)),
-			":now":          avMillis(now),
-			":extra":        avN(int64(extraAttempts)),
-			":false":        &types.AttributeValueMemberBOOL{Value: false},
-			":sweep_shard":  avS(Shard(id)),
-			":sweep_at":     avMillis(now.Add(s.opts.DispatchGrace)),
+			":failed":      avS(string(StatusFailed)),
+			":cancelled":   avS(string(StatusCancelled)),
+			":most":        avN(int64(MaxAttemptsLimit - extraAttempts)),
+			":pending":     avS(string(StatusPending)),
+			":now":         avMillis(now),
+			":extra":       avN(int64(extraAttempts)),
+			":false":       &types.AttributeValueMemberBOOL{Value: false},
+			":sweep_shard": avS(Shard(id)),
+			":sweep_at":    avMillis(now.Add(s.opts.DispatchGrace)),
 		},
 		func(old *Task) error { return ClassifyRetry(id, old, extraAttempts) })
 }
 
-// listPos is a position in one shard of the status index: the key of the
-// last task taken from it.
+// listPos is a position in one shard of the listing index: the key of the
+// last entry taken or passed over.
 type listPos struct {
 	CreatedAt int64  `json:"c"`
 	ID        string `json:"i"`
 }
 
-// dynamoCursor is List's cursor: where each shard of the status index stands.
-// A shard in neither map is read from its newest task.
+// dynamoCursor is List's cursor: where each shard of the listing index
+// stands. A shard in neither map is read from its newest task.
 type dynamoCursor struct {
 	Status Status             `json:"s"`
 	After  map[string]listPos `json:"a,omitempty"`
@@ -310,21 +309,40 @@ func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
 	return c, nil
 }
 
-// listStream is one shard of the status index, read newest first a chunk
+// listEntry is one entry of the listing index and, when the task has the
+// listed status, its list view.
+type listEntry struct {
+	pos  listPos
+	task *Task // nil: another status, or gone since the index was read
+}
+
+// listStream is one shard of the listing index, read newest first a chunk
 // at a time.
 type listStream struct {
 	shard string
 	key   map[string]types.AttributeValue // ExclusiveStartKey of the next chunk; nil: from the newest
-	buf   []Task                          // read, not yet taken
+	buf   []listEntry                     // read, not yet taken
 	ended bool                            // no chunk after buf
-	after *listPos                        // last task taken, or where the cursor started
+	after *listPos                        // last entry taken or passed over, or where the cursor started
 }
 
-// List implements Admin. The status index is sharded, so a page merges the
-// shards: each is read newest first a chunk at a time, the newest head is
-// taken until the page is full, and the cursor records each shard's
-// position. Every task of the status is listed once across the pages, none
-// missing, as long as it keeps its status meanwhile.
+// skip passes over the entries at the head of st that are not listed.
+func (st *listStream) skip() {
+	for len(st.buf) > 0 && st.buf[0].task == nil {
+		p := st.buf[0].pos
+		st.after = &p
+		st.buf = st.buf[1:]
+	}
+}
+
+// List implements Admin. The listing index is sharded by id and keyed on
+// creation time only, so a page merges the shards: each is read newest
+// first a chunk at a time, each entry's item is read for its status, the
+// newest matching head is taken until the page is full, and the cursor
+// records each shard's position. Every task of the status is listed once
+// across the pages, none missing, as long as it keeps its status
+// meanwhile. Entries of other statuses cost their item reads: a rare status
+// costs a read of every task newer than its tasks (docs/performance.md).
 func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error) {
 	if err := CheckList(status, limit); err != nil {
 		return nil, "", err
@@ -345,9 +363,9 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 		if p, ok := cur.After[shard]; ok {
 			st.after = &p
 			st.key = map[string]types.AttributeValue{
-				AttrID:          avS(p.ID),
-				AttrStatusShard: avS(statusShardKey(status, shard)),
-				AttrCreatedAt:   avN(p.CreatedAt),
+				AttrID:        avS(p.ID),
+				AttrListShard: avS(shard),
+				AttrCreatedAt: avN(p.CreatedAt),
 			}
 		}
 		streams = append(streams, st)
@@ -375,7 +393,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 	for len(page) < limit {
 		var next *listStream
 		for _, st := range streams {
-			if len(st.buf) == 0 && !st.ended {
+			for st.skip(); len(st.buf) == 0 && !st.ended; st.skip() {
 				if err := s.readChunk(ctx, status, st, chunk); err != nil {
 					return nil, "", err
 				}
@@ -383,21 +401,22 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 			if len(st.buf) == 0 {
 				continue
 			}
-			if next == nil || st.buf[0].CreatedAt.After(next.buf[0].CreatedAt) {
+			if next == nil || st.buf[0].task.CreatedAt.After(next.buf[0].task.CreatedAt) {
 				next = st
 			}
 		}
 		if next == nil {
 			break
 		}
-		t := next.buf[0]
+		e := next.buf[0]
 		next.buf = next.buf[1:]
-		next.after = &listPos{CreatedAt: t.CreatedAt.UnixMilli(), ID: t.ID}
-		page = append(page, t)
+		next.after = &e.pos
+		page = append(page, *e.task)
 	}
 
 	out := dynamoCursor{Status: status, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
 	for _, st := range streams {
+		st.skip()
 		switch {
 		case len(st.buf) == 0 && st.ended:
 			out.Done = append(out.Done, st.shard)
@@ -415,18 +434,19 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 	return page, next, nil
 }
 
-// statusShardKey is the status index partition of one shard of status.
-func statusShardKey(status Status, shard string) string { return string(status) + "#" + shard }
+// listReads bounds the item reads one chunk makes at once.
+const listReads = 8
 
-// readChunk reads up to n more tasks of st's shard into its buffer.
+// readChunk reads up to n more entries of st's shard, and their items, into
+// its buffer.
 func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStream, n int) error {
-	cond := "#status_shard = :status_shard"
+	cond := "#list_shard = :list_shard"
 	out, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
-		IndexName:                 aws.String(IndexByStatus),
+		IndexName:                 aws.String(IndexByCreated),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":status_shard": avS(statusShardKey(status, st.shard))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":list_shard": avS(st.shard)},
 		ScanIndexForward:          aws.Bool(false),
 		ExclusiveStartKey:         st.key,
 		Limit:                     aws.Int32(int32(n)),
@@ -434,14 +454,64 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 	if err != nil {
 		return backendErr("list", string(status), err)
 	}
-	for _, item := range out.Items {
-		t, err := TaskFromItem(item)
-		if err != nil {
-			return backendErr("list", string(status), err)
+	entries := make([]listEntry, len(out.Items))
+	for i, item := range out.Items {
+		d := decoder{item: item}
+		entries[i].pos = listPos{CreatedAt: d.num(AttrCreatedAt), ID: d.str(AttrID)}
+		if d.err != nil || entries[i].pos.ID == "" {
+			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", entries[i].pos.ID, d.err))
 		}
-		st.buf = append(st.buf, ListView(t))
 	}
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, listReads)
+	var wg sync.WaitGroup
+	for i := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t, err := s.getView(ctx, entries[i].pos.ID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				errs[i] = err
+			case t.Status == status:
+				entries[i].task = &t
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("list %s: %w", status, err)
+	}
+	st.buf = append(st.buf, entries...)
 	st.key = out.LastEvaluatedKey
 	st.ended = len(out.LastEvaluatedKey) == 0
 	return nil
+}
+
+// getView reads the list view of one task, eventually consistent (half
+// the read units of Get), only the attributes ListView keeps.
+func (s *DynamoStore) getView(ctx context.Context, id string) (Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at"
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                &s.table,
+		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
+		ProjectionExpression:     &proj,
+		ExpressionAttributeNames: namesIn(proj),
+	})
+	if err != nil {
+		return Task{}, backendErr("list", id, err)
+	}
+	if len(out.Item) == 0 {
+		return Task{}, fmt.Errorf("list %s: %w", id, ErrNotFound)
+	}
+	t, err := TaskFromItem(out.Item)
+	if err != nil {
+		return Task{}, backendErr("list", id, err)
+	}
+	return ListView(t), nil
 }

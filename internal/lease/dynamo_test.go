@@ -140,7 +140,7 @@ func TestDynamoStoreIndexAttributes(t *testing.T) {
 			}
 		}
 		wantS(lease.AttrStatus, string(task.Status))
-		wantS(lease.AttrStatusShard, lease.StatusShard(task.Status, task.ID))
+		wantS(lease.AttrListShard, lease.Shard(task.ID))
 		wantS(lease.AttrPayload, string(task.Payload))
 		wantN(lease.AttrRunAt, task.RunAt.UnixMilli())
 		wantN(lease.AttrFence, task.Fence)

@@ -64,7 +64,7 @@ const (
 	// Task.HistoryDropped counts the entries let go.
 	MaxHistory = 50
 	// ShardCount is the number of shards of the sparse sweep index and of
-	// the status index. Shards spread writes so no partition runs hot.
+	// the listing index. Shards spread writes so no partition runs hot.
 	ShardCount = 16
 )
 
@@ -226,9 +226,6 @@ func Shards() []string {
 	}
 	return out
 }
-
-// StatusShard is the partition key of the status index for a task.
-func StatusShard(s Status, id string) string { return string(s) + "#" + Shard(id) }
 
 // Truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
 func Truncate(s string, n int) string {
