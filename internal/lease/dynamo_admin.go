@@ -434,9 +434,6 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 	return page, next, nil
 }
 
-// listReads bounds the item reads one chunk makes at once.
-const listReads = 8
-
 // readChunk reads up to n more entries of st's shard, and their items, into
 // its buffer.
 func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStream, n int) error {
@@ -462,28 +459,14 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", entries[i].pos.ID, d.err))
 		}
 	}
-	errs := make([]error, len(entries))
-	sem := make(chan struct{}, listReads)
-	var wg sync.WaitGroup
-	for i := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t, err := s.getView(ctx, entries[i].pos.ID)
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
-				errs[i] = err
-			case t.Status == status:
-				entries[i].task = &t
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	views, err := s.getViews(ctx, entries)
+	if err != nil {
 		return fmt.Errorf("list %s: %w", status, err)
+	}
+	for i := range entries {
+		if t, ok := views[entries[i].pos.ID]; ok && t.Status == status {
+			entries[i].task = &t
+		}
 	}
 	st.buf = append(st.buf, entries...)
 	st.key = out.LastEvaluatedKey
@@ -491,27 +474,48 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 	return nil
 }
 
-// getView reads the list view of one task, eventually consistent (half
-// the read units of Get), only the attributes ListView keeps.
-func (s *DynamoStore) getView(ctx context.Context, id string) (Task, error) {
+// maxBatchGet is the most keys one BatchGetItem takes.
+const maxBatchGet = 100
+
+// maxBatchGetRounds bounds the calls spent on one batch's unprocessed keys.
+const maxBatchGetRounds = 8
+
+// getViews reads the list views of the tasks of entries with BatchGetItem,
+// eventually consistent (half the read units of Get), only the attributes
+// ListView keeps. A task that is gone is left out.
+func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[string]Task, error) {
+	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at"
+	names := namesIn(proj)
+	views := make(map[string]Task, len(entries))
+	for lo := 0; lo < len(entries); lo += maxBatchGet {
+		keys := make([]map[string]types.AttributeValue, 0, maxBatchGet)
+		for _, e := range entries[lo:min(lo+maxBatchGet, len(entries))] {
+			keys = append(keys, map[string]types.AttributeValue{AttrID: avS(e.pos.ID)})
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ProjectionExpression: &proj, ExpressionAttributeNames: names}}
+		for round := 0; len(req) > 0; round++ {
+			if round == maxBatchGetRounds {
+				return nil, backendErr("list", "", errors.New("unprocessed keys after every retry"))
+			}
+			out, err := s.batchGet(ctx, req)
+			if err != nil {
+				return nil, backendErr("list", "", err)
+			}
+			for _, item := range out.Responses[s.table] {
+				t, err := TaskFromItem(item)
+				if err != nil {
+					return nil, backendErr("list", "", err)
+				}
+				views[t.ID] = ListView(t)
+			}
+			req = out.UnprocessedKeys
+		}
+	}
+	return views, nil
+}
+
+func (s *DynamoStore) batchGet(ctx context.Context, req map[string]types.KeysAndAttributes) (*dynamodb.BatchGetItemOutput, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at"
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                &s.table,
-		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
-		ProjectionExpression:     &proj,
-		ExpressionAttributeNames: namesIn(proj),
-	})
-	if err != nil {
-		return Task{}, backendErr("list", id, err)
-	}
-	if len(out.Item) == 0 {
-		return Task{}, fmt.Errorf("list %s: %w", id, ErrNotFound)
-	}
-	t, err := TaskFromItem(out.Item)
-	if err != nil {
-		return Task{}, backendErr("list", id, err)
-	}
-	return ListView(t), nil
+	return s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 }

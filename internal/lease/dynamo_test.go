@@ -249,6 +249,11 @@ func (c *stubClient) Query(ctx context.Context, _ *dynamodb.QueryInput, _ ...fun
 	return nil, c.err
 }
 
+func (c *stubClient) BatchGetItem(ctx context.Context, _ *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.record(ctx)
+	return nil, c.err
+}
+
 // TestDynamoStoreBoundary checks, without a table, that every call runs
 // under CallTimeout and that a service failure comes back as ErrBackend
 // still wrapping the SDK's error.
