@@ -477,6 +477,10 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 // maxBatchGet is the most keys one BatchGetItem takes.
 const maxBatchGet = 100
 
+// batchGetBackoff is the first wait before unprocessed keys are asked for
+// again; it doubles each round.
+const batchGetBackoff = 25 * time.Millisecond
+
 // maxBatchGetRounds bounds the calls spent on one batch's unprocessed keys.
 const maxBatchGetRounds = 8
 
@@ -484,7 +488,7 @@ const maxBatchGetRounds = 8
 // eventually consistent (half the read units of Get), only the attributes
 // ListView keeps. A task that is gone is left out.
 func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[string]Task, error) {
-	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at"
+	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue"
 	names := namesIn(proj)
 	views := make(map[string]Task, len(entries))
 	for lo := 0; lo < len(entries); lo += maxBatchGet {
@@ -509,6 +513,15 @@ func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[st
 				views[t.ID] = ListView(t)
 			}
 			req = out.UnprocessedKeys
+			if len(req) > 0 {
+				// Throttled keys: back off before asking again, as
+				// DynamoDB advises for unprocessed keys.
+				select {
+				case <-ctx.Done():
+					return nil, backendErr("list", "", context.Cause(ctx))
+				case <-time.After(batchGetBackoff << round):
+				}
+			}
 		}
 	}
 	return views, nil
