@@ -82,8 +82,15 @@ unit: ## tests that need no stack (-short); integration tests skip
 vet: ## go vet
 	$(GO) vet ./...
 
-bench: ## benchmarks (those that need the stack skip unless it is configured)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# make bench: the Go micro-benchmarks, then the cost harness on the local
+# stack (internal/bench), which counts calls and write units per task and
+# rewrites the generated part of docs/performance.md. BENCH_TASKS per path.
+BENCH_TASKS ?= 100
+bench: stack-up ## micro-benchmarks, then calls, write units and cost per task on the local stack into docs/performance.md
+	@mkdir -p .stack/bench
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... | tee .stack/bench/micro.txt
+	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
+	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench | grep -v '^SDK'
 
 build: ## compile every package
 	$(GO) build ./...

@@ -1,0 +1,356 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// envOut names the file whose generated part (between beginMark and
+// endMark) TestCost replaces with its report: make bench sets it to
+// docs/performance.md. envTasks is the tasks per path; envMicro a file of
+// go test -bench output to include.
+const (
+	envOut    = "LEASEHOLD_BENCH_OUT"
+	envTasks  = "LEASEHOLD_BENCH_TASKS"
+	envMicro  = "LEASEHOLD_BENCH_MICRO"
+	beginMark = "<!-- bench:begin (make bench writes this part) -->"
+	endMark   = "<!-- bench:end -->"
+)
+
+type harness struct {
+	t      *testing.T
+	meter  *Meter
+	sqs    *sqs.Client
+	queues awstest.Queues
+	worker *leasehold.Worker
+	client *leasehold.Client
+}
+
+type echo struct {
+	N int `json:"n"`
+}
+
+func newHarness(t *testing.T, lease time.Duration) *harness {
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	queues := awstest.NewQueues(t, cfg)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+	defer cancel()
+	meter, err := NewMeter(ctx, cfg.HTTPClient, dynamodb.NewFromConfig(cfg), table)
+	if err != nil {
+		t.Fatalf("meter: %v", err)
+	}
+	counted := cfg.Copy()
+	counted.HTTPClient = meter
+	h := &harness{t: t, meter: meter, sqs: sqs.NewFromConfig(counted), queues: queues}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "echo", func(_ context.Context, task *leasehold.Task[echo]) (echo, error) {
+		return task.Payload, nil
+	})
+	leasehold.Handle(hs, "long", func(ctx context.Context, task *leasehold.Task[echo]) (echo, error) {
+		// Works until its lease has been renewed task.Payload.N times.
+		renewed := make(chan struct{}, 16)
+		stop := meter.Watch(task.ID, func(kind string) {
+			if kind == "renew" {
+				renewed <- struct{}{}
+			}
+		})
+		defer stop()
+		for range task.Payload.N {
+			select {
+			case <-renewed:
+			case <-ctx.Done():
+				return echo{}, ctx.Err()
+			}
+		}
+		return task.Payload, nil
+	})
+	opts := []leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}
+	if lease > 0 {
+		opts = append(opts, leasehold.WithLeaseDuration(lease), leasehold.WithRenewBefore(lease/2))
+	}
+	h.worker, err = leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: counted, Table: table, QueueURL: queues.Work, DeadLetterQueueURL: queues.WorkDLQ, Handlers: hs,
+	}, opts...)
+	if err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	h.client, err = leasehold.NewClient(leasehold.ClientConfig{AWS: counted, Table: table, WorkQueueURL: queues.Work})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return h
+}
+
+// drain plays the Lambda event source mapping: it receives batches of up to
+// ten from the work queue, hands them to the worker, and deletes what the
+// worker did not hand back, until n messages have been acknowledged.
+func (h *harness) drain(n int) {
+	t := h.t
+	deadline := time.Now().Add(awstest.Scale(60 * time.Second))
+	for acked := 0; acked < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("drain: %d of %d messages acknowledged", acked, n)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
+		out, err := h.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			cancel()
+			t.Fatalf("receive: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			cancel()
+			continue
+		}
+		ev := events.SQSEvent{}
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{
+				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+				Body: aws.ToString(m.Body), Attributes: m.Attributes,
+			})
+		}
+		resp, err := h.worker.HandleSQS(ctx, ev)
+		if err != nil {
+			cancel()
+			t.Fatalf("HandleSQS: %v", err)
+		}
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for i, r := range ev.Records {
+			if !failed[r.MessageId] {
+				del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r.ReceiptHandle)})
+			}
+		}
+		if len(del) > 0 {
+			if _, err := h.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &h.queues.Work, Entries: del}); err != nil {
+				cancel()
+				t.Fatalf("delete: %v", err)
+			}
+		}
+		cancel()
+		acked += len(del)
+	}
+}
+
+var seq atomic.Int64
+
+func nextID(path string) string { return fmt.Sprintf("%s-%d", path, seq.Add(1)) }
+
+// Path results.
+type pathResult struct {
+	name   string
+	tasks  int
+	counts Counts
+}
+
+// runPath runs tasks in rounds of ten (a bounded backlog) with send, which
+// puts one round's tokens on the queue.
+func (h *harness) runPath(name string, tasks int, send func(ids []string)) pathResult {
+	h.meter.Reset()
+	for done := 0; done < tasks; done += 10 {
+		ids := make([]string, min(10, tasks-done))
+		for i := range ids {
+			ids[i] = nextID(name)
+		}
+		send(ids)
+		h.drain(len(ids))
+	}
+	return pathResult{name: name, tasks: tasks, counts: h.meter.Snapshot()}
+}
+
+func (h *harness) sendInline(kind string, n int) func(ids []string) {
+	return func(ids []string) {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i, id := range ids {
+			body, err := token.Inline(kind, id, []byte(fmt.Sprintf(`{"n":%d}`, n)), 3)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body)})
+		}
+		ctx, cancel := context.WithTimeout(h.t.Context(), awstest.Scale(10*time.Second))
+		defer cancel()
+		out, err := h.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &h.queues.Work, Entries: entries})
+		if err != nil || len(out.Failed) > 0 {
+			h.t.Fatalf("send: %v %v", err, out)
+		}
+	}
+}
+
+func TestCost(t *testing.T) {
+	tasks := 50
+	if v, err := strconv.Atoi(os.Getenv(envTasks)); err == nil && v > 0 {
+		tasks = v
+	}
+	h := newHarness(t, 0)
+	results := []pathResult{
+		h.runPath("inline", tasks, h.sendInline("echo", 1)),
+		h.runPath("client", tasks, func(ids []string) {
+			for _, id := range ids {
+				ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+				if _, err := h.client.Enqueue(ctx, "echo", echo{N: 1}, leasehold.ID(id)); err != nil {
+					t.Fatalf("Enqueue: %v", err)
+				}
+				cancel()
+			}
+		}),
+		h.runPath("bulk", tasks, func(ids []string) {
+			subs := make([]leasehold.Submission, len(ids))
+			for i, id := range ids {
+				subs[i] = leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+			defer cancel()
+			if _, err := h.client.EnqueueMany(ctx, subs); err != nil {
+				t.Fatalf("EnqueueMany: %v", err)
+			}
+		}),
+	}
+	// A task that renews twice, on a short lease (renewed every second).
+	long := newHarness(t, 2*time.Second)
+	results = append(results, long.runPath("renews twice", 3, long.sendInline("long", 2)))
+
+	for _, r := range results {
+		if r.counts.WU == 0 || r.counts.Calls["DynamoDB PutItem"] == 0 {
+			t.Fatalf("%s: nothing counted: %+v", r.name, r.counts)
+		}
+		// Hot-path writes must not touch an index after the create.
+		for _, kind := range []string{"claim", "renew"} {
+			for _, u := range r.counts.ByWrite[kind] {
+				if u != 1 {
+					t.Errorf("%s: a %s cost %.0f write units, want 1", r.name, kind, u)
+				}
+			}
+		}
+	}
+	if n := len(results[3].counts.ByWrite["renew"]); n < 2*3 {
+		t.Errorf("renews twice: %d renewals of 3 tasks", n)
+	}
+	report := render(results, h.meter.Indexes())
+	if f := os.Getenv(envMicro); f != "" {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report += "\nGo micro-benchmarks (`go test -bench . -benchmem`, in-memory store; " + runtime.GOARCH + ", " + strconv.Itoa(runtime.NumCPU()) + " CPUs):\n\n```text\n"
+		for line := range strings.Lines(string(raw)) {
+			if strings.HasPrefix(line, "Benchmark") {
+				report += line
+			}
+		}
+		report += "```\n"
+	}
+	t.Log("\n" + report)
+	if out := os.Getenv(envOut); out != "" {
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := string(raw)
+		i, j := strings.Index(doc, beginMark), strings.Index(doc, endMark)
+		if i < 0 || j < i {
+			t.Fatalf("%s has no %q ... %q part", out, beginMark, endMark)
+		}
+		doc = doc[:i+len(beginMark)] + "\n" + report + doc[j:]
+		if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Prices, us-east-1, on-demand list prices.
+const (
+	priceWRU       = 0.625 / 1e6 // DynamoDB on-demand write request unit
+	priceRRU       = 0.125 / 1e6 // DynamoDB on-demand read request unit
+	priceSQS       = 0.40 / 1e6  // SQS standard request (64 KB chunk)
+	priceLambdaGBs = 0.0000133334
+	priceLambdaReq = 0.20 / 1e6
+	lambdaGB       = 128.0 / 1024
+	lambdaBatch    = 10
+	lambdaOverhead = 0.020 // seconds of non-handler time per invocation
+)
+
+func render(results []pathResult, indexes []Index) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Indexes read from the table: ")
+	for i, ix := range indexes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "`%s` (%s; %s)", ix.Name, strings.Join(ix.Keys, ", "), ix.Projection)
+	}
+	b.WriteString("\n\n| path | tasks | calls per task by operation | write units per task | of which index | cost per million tasks |\n|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		n := float64(r.tasks)
+		var ops []string
+		var sqsReq float64
+		for op, c := range r.counts.Calls {
+			ops = append(ops, fmt.Sprintf("%s %.2f", op, float64(c)/n))
+			if strings.HasPrefix(op, "SQS ") {
+				sqsReq += float64(c)
+			}
+		}
+		sort.Strings(ops)
+		var gsi []string
+		var gsiTotal float64
+		for name, u := range r.counts.GSIWU {
+			gsi = append(gsi, fmt.Sprintf("%s %.2f", name, u/n))
+			gsiTotal += u
+		}
+		sort.Strings(gsi)
+		wu := r.counts.WU / n
+		cost := costPerMillion(wu, 0, sqsReq/n)
+		fmt.Fprintf(&b, "| %s | %d | %s | **%.2f** | %.2f (%s) | $%.2f |\n", r.name, r.tasks, strings.Join(ops, ", "), wu, gsiTotal/n, strings.Join(gsi, ", "), cost)
+	}
+	b.WriteString("\nWrite units per write, by kind (mean over the run):\n\n| path | write | count | write units each |\n|---|---|---|---|\n")
+	for _, r := range results {
+		var kinds []string
+		for k := range r.counts.ByWrite {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			us := r.counts.ByWrite[k]
+			sum := 0.0
+			for _, u := range us {
+				sum += u
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %.2f |\n", r.name, k, len(us), sum/float64(len(us)))
+		}
+	}
+	fmt.Fprintf(&b, "\nPrices (us-east-1, list): DynamoDB on-demand $%.3f per million write request units and $%.3f per million read request units; SQS $%.2f per million requests; Lambda arm64 $%.10f per GB-s and $%.2f per million requests, at %.0f MB, batches of %d, %.0f ms of non-handler time per invocation. The SQS requests include the event source mapping's receive and delete, which the harness makes itself.\n",
+		priceWRU*1e6, priceRRU*1e6, priceSQS*1e6, priceLambdaGBs, priceLambdaReq*1e6, lambdaGB*1024, lambdaBatch, lambdaOverhead*1000)
+	return b.String()
+}
+
+// costPerMillion prices a million tasks of wu write units, ru read units and
+// sqs requests each, plus the Lambda invocations that run them.
+func costPerMillion(wu, ru, sqs float64) float64 {
+	lambda := (lambdaGB*lambdaOverhead*priceLambdaGBs + priceLambdaReq) / lambdaBatch
+	return 1e6 * (wu*priceWRU + ru*priceRRU + sqs*priceSQS + lambda)
+}

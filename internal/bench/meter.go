@@ -1,0 +1,391 @@
+// Package bench measures what a task costs on the local stack: the AWS
+// calls it makes, by operation, and the DynamoDB write units they consume,
+// index writes included. make bench runs it and writes docs/performance.md.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Index is one GSI of the table as the meter prices it.
+type Index struct {
+	Name       string
+	Keys       []string // partition key, then sort key if any
+	Projection types.ProjectionType
+	Include    []string
+}
+
+// Meter is an HTTP client for the SDK that counts every call by service
+// and operation and, for each DynamoDB write, the write units it consumed:
+// the item's (the larger of its size before and after, by the KB) plus each
+// index's, from the item before and after the write (an entry put or
+// deleted: 1; its key moved: 2; a projected attribute changed: 1). It reads
+// each written item before and after the write with its own client, so the
+// calls it makes itself are not counted. Writes to one item must not run
+// concurrently with each other for the before/after reads to be right.
+type Meter struct {
+	inner    aws.HTTPClient
+	reader   *dynamodb.Client
+	table    string
+	tableKey string
+	indexes  []Index
+
+	mu       sync.Mutex
+	calls    map[string]int     // "DynamoDB PutItem", "SQS SendMessageBatch"
+	wu       float64            // write units, table and indexes
+	gsiWU    map[string]float64 // per index
+	byWrite  map[string][]float64
+	watchers map[string]func(kind string)
+}
+
+// NewMeter reads the table's key and indexes with reader.
+func NewMeter(ctx context.Context, inner aws.HTTPClient, reader *dynamodb.Client, table string) (*Meter, error) {
+	out, err := reader.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		return nil, err
+	}
+	m := &Meter{inner: inner, reader: reader, table: table, watchers: map[string]func(string){}}
+	for _, k := range out.Table.KeySchema {
+		if k.KeyType == types.KeyTypeHash {
+			m.tableKey = aws.ToString(k.AttributeName)
+		}
+	}
+	for _, g := range out.Table.GlobalSecondaryIndexes {
+		ix := Index{Name: aws.ToString(g.IndexName)}
+		for _, ks := range g.KeySchema {
+			if ks.KeyType == types.KeyTypeHash {
+				ix.Keys = append([]string{aws.ToString(ks.AttributeName)}, ix.Keys...)
+			} else {
+				ix.Keys = append(ix.Keys, aws.ToString(ks.AttributeName))
+			}
+		}
+		if g.Projection != nil {
+			ix.Projection = g.Projection.ProjectionType
+			ix.Include = g.Projection.NonKeyAttributes
+		}
+		m.indexes = append(m.indexes, ix)
+	}
+	m.Reset()
+	return m, nil
+}
+
+// Indexes returns the table's indexes as read.
+func (m *Meter) Indexes() []Index { return m.indexes }
+
+// Reset zeroes the counts.
+func (m *Meter) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = map[string]int{}
+	m.wu = 0
+	m.gsiWU = map[string]float64{}
+	m.byWrite = map[string][]float64{}
+}
+
+// Counts is a snapshot of a Meter.
+type Counts struct {
+	Calls   map[string]int
+	WU      float64
+	GSIWU   map[string]float64
+	ByWrite map[string][]float64 // write kind: write units of each such write
+}
+
+// Snapshot returns the counts so far.
+func (m *Meter) Snapshot() Counts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := Counts{Calls: map[string]int{}, WU: m.wu, GSIWU: map[string]float64{}, ByWrite: map[string][]float64{}}
+	for k, v := range m.calls {
+		c.Calls[k] = v
+	}
+	for k, v := range m.gsiWU {
+		c.GSIWU[k] = v
+	}
+	for k, v := range m.byWrite {
+		c.ByWrite[k] = append([]float64(nil), v...)
+	}
+	return c
+}
+
+// Watch calls f with the kind of every successful write to the item id
+// until the returned function is called.
+func (m *Meter) Watch(id string, f func(kind string)) (stop func()) {
+	m.mu.Lock()
+	m.watchers[id] = f
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.watchers, id)
+		m.mu.Unlock()
+	}
+}
+
+// Do implements aws.HTTPClient.
+func (m *Meter) Do(req *http.Request) (*http.Response, error) {
+	target := req.Header.Get("X-Amz-Target")
+	service, op, _ := strings.Cut(target, ".")
+	switch {
+	case strings.HasPrefix(service, "DynamoDB"):
+		service = "DynamoDB"
+	case service == "AmazonSQS":
+		service = "SQS"
+	case target == "":
+		service, op = "other", req.URL.Path
+	}
+	m.mu.Lock()
+	m.calls[service+" "+op]++
+	m.mu.Unlock()
+	if service != "DynamoDB" || (op != "PutItem" && op != "UpdateItem" && op != "DeleteItem") {
+		return m.inner.Do(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	w := parseWrite(op, body, m.tableKey)
+	before, berr := m.read(req.Context(), w.id)
+	resp, err := m.inner.Do(req)
+	if err != nil || berr != nil || w.id == "" {
+		return resp, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		// A failed condition still consumes a write unit; nothing changed.
+		if resp.StatusCode == http.StatusBadRequest {
+			m.record("failed condition", 1, nil)
+		}
+		return resp, nil
+	}
+	after, aerr := m.read(req.Context(), w.id)
+	if aerr != nil {
+		return resp, nil
+	}
+	base := math.Ceil(math.Max(itemSize(before), itemSize(after)) / 1024)
+	base = math.Max(base, 1)
+	gsi := map[string]float64{}
+	for _, ix := range m.indexes {
+		if u := indexUnits(ix, m.tableKey, before, after); u > 0 {
+			gsi[ix.Name] = u
+		}
+	}
+	m.record(w.kind, base, gsi)
+	m.mu.Lock()
+	f := m.watchers[w.id]
+	m.mu.Unlock()
+	if f != nil {
+		f(w.kind)
+	}
+	return resp, nil
+}
+
+func (m *Meter) record(kind string, base float64, gsi map[string]float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	total := base
+	for name, u := range gsi {
+		m.gsiWU[name] += u
+		total += u
+	}
+	m.wu += total
+	m.byWrite[kind] = append(m.byWrite[kind], total)
+}
+
+func (m *Meter) read(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	if id == "" {
+		return nil, errors.New("no id")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := m.reader.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &m.table,
+		Key:            map[string]types.AttributeValue{m.tableKey: &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+type write struct{ id, kind string }
+
+// parseWrite reads the item id and names the kind of a write from its
+// request body.
+func parseWrite(op string, body []byte, key string) write {
+	var in struct {
+		Key, Item        map[string]map[string]any
+		UpdateExpression string
+	}
+	_ = json.Unmarshal(body, &in)
+	src := in.Key
+	if op == "PutItem" {
+		src = in.Item
+	}
+	id, _ := src[key]["S"].(string)
+	kind := strings.ToLower(op)
+	if op == "PutItem" {
+		status, _ := in.Item["status"]["S"].(string)
+		kind = "create (" + status + ")"
+	}
+	u := in.UpdateExpression
+	switch {
+	case strings.Contains(u, "#status = :running"):
+		kind = "claim"
+	case strings.HasPrefix(u, "SET #lease_until"):
+		kind = "renew"
+	case strings.Contains(u, "#status = :status"):
+		kind = "finish or release"
+	case strings.HasPrefix(u, "SET #sweep_at = :next"):
+		kind = "sweep mark"
+	}
+	return write{id: id, kind: kind}
+}
+
+// indexUnits prices one index's share of a write.
+func indexUnits(ix Index, tableKey string, before, after map[string]types.AttributeValue) float64 {
+	in := func(item map[string]types.AttributeValue) bool {
+		if item == nil {
+			return false
+		}
+		for _, k := range ix.Keys {
+			if _, ok := item[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	wasIn, isIn := in(before), in(after)
+	switch {
+	case !wasIn && !isIn:
+		return 0
+	case !wasIn:
+		return entryUnits(ix, tableKey, after)
+	case !isIn:
+		return entryUnits(ix, tableKey, before)
+	}
+	for _, k := range ix.Keys {
+		if !sameValue(before[k], after[k]) {
+			return entryUnits(ix, tableKey, before) + entryUnits(ix, tableKey, after)
+		}
+	}
+	for _, a := range projected(ix, before, after) {
+		if !sameValue(before[a], after[a]) {
+			return entryUnits(ix, tableKey, after)
+		}
+	}
+	return 0
+}
+
+// projected lists the non-key attributes ix projects.
+func projected(ix Index, before, after map[string]types.AttributeValue) []string {
+	switch ix.Projection {
+	case types.ProjectionTypeInclude:
+		return ix.Include
+	case types.ProjectionTypeAll:
+		var out []string
+		for _, item := range []map[string]types.AttributeValue{before, after} {
+			for k := range item {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	return nil
+}
+
+func entryUnits(ix Index, tableKey string, item map[string]types.AttributeValue) float64 {
+	entry := map[string]types.AttributeValue{tableKey: item[tableKey]}
+	for _, k := range ix.Keys {
+		entry[k] = item[k]
+	}
+	for _, a := range projected(ix, item, nil) {
+		if v, ok := item[a]; ok {
+			entry[a] = v
+		}
+	}
+	return math.Max(1, math.Ceil(itemSize(entry)/1024))
+}
+
+func sameValue(a, b types.AttributeValue) bool {
+	return valueKey(a) == valueKey(b)
+}
+
+func valueKey(v types.AttributeValue) string {
+	if v == nil {
+		return "<nil>"
+	}
+	b, _ := json.Marshal(v)
+	return string(b) + typeName(v)
+}
+
+func typeName(v types.AttributeValue) string {
+	switch v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S"
+	case *types.AttributeValueMemberN:
+		return "N"
+	case *types.AttributeValueMemberBOOL:
+		return "BOOL"
+	case *types.AttributeValueMemberL:
+		return "L"
+	case *types.AttributeValueMemberM:
+		return "M"
+	case *types.AttributeValueMemberB:
+		return "B"
+	case *types.AttributeValueMemberNULL:
+		return "NULL"
+	}
+	return "?"
+}
+
+// itemSize follows DynamoDB's item size rules closely enough for pricing:
+// names and string bytes, numbers by their digits, 3 bytes of overhead per
+// list or map plus one per element.
+func itemSize(item map[string]types.AttributeValue) float64 {
+	n := 0.0
+	for k, v := range item {
+		n += float64(len(k)) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) float64 {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		return float64(len(x.Value))
+	case *types.AttributeValueMemberN:
+		return math.Ceil(float64(len(strings.TrimLeft(x.Value, "-")))/2) + 1
+	case *types.AttributeValueMemberB:
+		return float64(len(x.Value))
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberL:
+		n := 3.0
+		for _, e := range x.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3.0
+		for k, e := range x.Value {
+			n += 1 + float64(len(k)) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
