@@ -29,19 +29,24 @@ import (
 // docs/performance.md. envTasks is the tasks per path; envMicro a file of
 // go test -bench output to include.
 const (
-	envOut    = "LEASEHOLD_BENCH_OUT"
-	envTasks  = "LEASEHOLD_BENCH_TASKS"
-	envMicro  = "LEASEHOLD_BENCH_MICRO"
-	beginMark = "<!-- bench:begin (make bench writes this part) -->"
-	endMark   = "<!-- bench:end -->"
+	envOut   = "LEASEHOLD_BENCH_OUT"
+	envTasks = "LEASEHOLD_BENCH_TASKS"
+	envMicro = "LEASEHOLD_BENCH_MICRO"
+	// envThroughput, when a positive number, also runs the throughput
+	// comparison with that many tasks per run.
+	envThroughput = "LEASEHOLD_BENCH_THROUGHPUT"
+	beginMark     = "<!-- bench:begin (make bench writes this part) -->"
+	endMark       = "<!-- bench:end -->"
 )
 
 type harness struct {
 	t      *testing.T
+	table  string
 	meter  *Meter
 	sqs    *sqs.Client
 	queues awstest.Queues
-	worker *leasehold.Worker
+	worker *leasehold.Worker // calls through the meter
+	plain  *leasehold.Worker // calls straight to the stack
 	client *leasehold.Client
 }
 
@@ -61,7 +66,7 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 	}
 	counted := cfg.Copy()
 	counted.HTTPClient = meter
-	h := &harness{t: t, meter: meter, sqs: sqs.NewFromConfig(counted), queues: queues}
+	h := &harness{t: t, table: table, meter: meter, sqs: sqs.NewFromConfig(counted), queues: queues}
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "echo", func(_ context.Context, task *leasehold.Task[echo]) (echo, error) {
 		return task.Payload, nil
@@ -90,6 +95,14 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 	}
 	h.worker, err = leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: counted, Table: table, QueueURL: queues.Work, DeadLetterQueueURL: queues.WorkDLQ, Handlers: hs,
+	}, opts...)
+	if err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	// The throughput runs use a worker without the meter, whose reads
+	// before and after every write would slow it.
+	h.plain, err = leasehold.NewWorker(leasehold.WorkerConfig{
+		AWS: cfg, Table: table, QueueURL: queues.Work, DeadLetterQueueURL: queues.WorkDLQ, Handlers: hs,
 	}, opts...)
 	if err != nil {
 		t.Fatalf("worker: %v", err)
@@ -252,6 +265,17 @@ func TestCost(t *testing.T) {
 		t.Errorf("renews twice: %d renewals of 3 tasks", n)
 	}
 	report := render(results, h.meter.Indexes())
+	if n, err := strconv.Atoi(os.Getenv(envThroughput)); err == nil && n > 0 {
+		cfg := awstest.Config(t)
+		cs := h.consumers(t, dynamodb.NewFromConfig(cfg), h.table)
+		rates := h.throughput(t, n, cs)
+		for _, c := range cs {
+			if len(rates[c.name]) != len(cs) {
+				t.Fatalf("%s: %d runs, want %d", c.name, len(rates[c.name]), len(cs))
+			}
+		}
+		report += renderThroughput(n, rates, []string{cs[0].name, cs[1].name, cs[2].name})
+	}
 	if f := os.Getenv(envMicro); f != "" {
 		raw, err := os.ReadFile(f)
 		if err != nil {
