@@ -35,8 +35,10 @@ const (
 	// envThroughput, when a positive number, also runs the throughput
 	// comparison with that many tasks per run.
 	envThroughput = "LEASEHOLD_BENCH_THROUGHPUT"
-	beginMark     = "<!-- bench:begin (make bench writes this part) -->"
-	endMark       = "<!-- bench:end -->"
+	// envChart names the PNG file of the cost and throughput chart.
+	envChart  = "LEASEHOLD_BENCH_CHART"
+	beginMark = "<!-- bench:begin (make bench writes this part) -->"
+	endMark   = "<!-- bench:end -->"
 )
 
 type harness struct {
@@ -265,6 +267,14 @@ func TestCost(t *testing.T) {
 		t.Errorf("renews twice: %d renewals of 3 tasks", n)
 	}
 	report := render(results, h.meter.Indexes())
+	var costBars, rateBars []bar
+	for _, r := range results {
+		costBars = append(costBars, bar{r.name, pathCost(r)})
+	}
+	// The naive idempotent consumer, priced the same way: a conditional
+	// PutItem and an UpdateItem of one unit each, no index, and the same
+	// SQS requests as the inline path.
+	costBars = append(costBars, bar{"naive consumer", costPerMillion(2, 0, sqsPerTask(results[0]))})
 	if n, err := strconv.Atoi(os.Getenv(envThroughput)); err == nil && n > 0 {
 		cfg := awstest.Config(t)
 		cs := h.consumers(t, dynamodb.NewFromConfig(cfg), h.table)
@@ -275,6 +285,15 @@ func TestCost(t *testing.T) {
 			}
 		}
 		report += renderThroughput(n, rates, []string{cs[0].name, cs[1].name, cs[2].name})
+		for _, c := range cs {
+			rateBars = append(rateBars, bar{c.name, median(rates[c.name])})
+		}
+	}
+	if f := os.Getenv(envChart); f != "" {
+		if err := renderChart(f, costBars, rateBars); err != nil {
+			t.Fatalf("chart: %v", err)
+		}
+		report += "\n![cost per million tasks and tasks/s](performance.png)\n"
 	}
 	if f := os.Getenv(envMicro); f != "" {
 		raw, err := os.ReadFile(f)
@@ -370,6 +389,22 @@ func render(results []pathResult, indexes []Index) string {
 	fmt.Fprintf(&b, "\nPrices (us-east-1, list): DynamoDB on-demand $%.3f per million write request units and $%.3f per million read request units; SQS $%.2f per million requests; Lambda arm64 $%.10f per GB-s and $%.2f per million requests, at %.0f MB, batches of %d, %.0f ms of non-handler time per invocation. The SQS requests include the event source mapping's receive and delete, which the harness makes itself.\n",
 		priceWRU*1e6, priceRRU*1e6, priceSQS*1e6, priceLambdaGBs, priceLambdaReq*1e6, lambdaGB*1024, lambdaBatch, lambdaOverhead*1000)
 	return b.String()
+}
+
+// sqsPerTask is the SQS requests per task of r.
+func sqsPerTask(r pathResult) float64 {
+	var n float64
+	for op, c := range r.counts.Calls {
+		if strings.HasPrefix(op, "SQS ") {
+			n += float64(c)
+		}
+	}
+	return n / float64(r.tasks)
+}
+
+// pathCost is r's cost per million tasks.
+func pathCost(r pathResult) float64 {
+	return costPerMillion(r.counts.WU/float64(r.tasks), 0, sqsPerTask(r))
 }
 
 // costPerMillion prices a million tasks of wu write units, ru read units and
