@@ -135,9 +135,12 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
 	}
 	t := s.newTask(n, s.now())
-	t.DispatchAt = t.RunAt.Add(s.opts.DispatchGrace)
-	if !n.DispatchAt.IsZero() {
+	switch {
+	case n.Carried: // its message brings it back; no sweep entry
+	case !n.DispatchAt.IsZero():
 		t.DispatchAt = toMillis(n.DispatchAt)
+	default:
+		t.DispatchAt = t.RunAt.Add(s.opts.DispatchGrace)
 	}
 	return s.put(ctx, t, n)
 }
@@ -197,7 +200,10 @@ const attrCreateToken = "create_token"
 func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) {
 	// A token unique to this create, so a retried put that finds its own
 	// earlier landing can tell it from another caller's create.
-	token := rand.Text()
+	token := n.CreateToken
+	if token == "" {
+		token = rand.Text()
+	}
 	for attempt := 1; ; attempt++ {
 		task, err := s.putOnce(ctx, t, n, token)
 		if attempt == putAttempts || ctx.Err() != nil || !noAnswer(err) {
@@ -236,12 +242,6 @@ func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token stri
 	if !errors.As(err, &ccf) {
 		return Task{}, backendErr("create", t.ID, err)
 	}
-	if seen, ok := ccf.Item[attrCreateToken].(*types.AttributeValueMemberS); ok && seen.Value == token {
-		// The stored item carries this create's own token: the SDK (or
-		// put, after a timeout) retried a put whose response was lost
-		// after it landed. That is this create, not a duplicate.
-		return t, nil
-	}
 	old, err := decodeOld(ccf.Item)
 	if err != nil {
 		return Task{}, backendErr("create", t.ID, err)
@@ -251,6 +251,13 @@ func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token stri
 		// was deleted in between. Report the id as taken; a retry
 		// decides.
 		return Task{}, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
+	}
+	if seen, ok := ccf.Item[attrCreateToken].(*types.AttributeValueMemberS); ok && seen.Value == token {
+		// The stored item carries this create's own token: the SDK (or
+		// put, after a timeout) retried a put whose response was lost
+		// after it landed, or the other holder of a shared token
+		// (NewTask.CreateToken) wrote it. Either way it is this task.
+		return SameCreate(t, *old, n)
 	}
 	return *old, CheckDuplicate(*old, n)
 }

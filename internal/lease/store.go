@@ -203,6 +203,19 @@ func ClaimedBy(owner string, observed Task) bool {
 	return owner != "" && observed.Status == StatusRunning && observed.LeaseOwner == owner
 }
 
+// SameCreate answers a create of want that found old stored under its own
+// create token: old is this task. A plain create succeeds with old. A
+// CreateClaimed succeeds only when old is held under want's own lease (its
+// own earlier put, whose answer was lost); when the other holder of the
+// token stored it first, the lease is not this caller's, and it gets old
+// with ErrAlreadyExists so that it claims the task instead.
+func SameCreate(want, old Task, n NewTask) (Task, error) {
+	if want.Status == StatusRunning && !(ClaimedBy(want.LeaseOwner, old) && old.Fence == want.Fence) {
+		return old, fmt.Errorf("create %s: %w", n.ID, ErrAlreadyExists)
+	}
+	return old, nil
+}
+
 // Claimable reports whether a claim of t at now may land: the condition
 // both stores evaluate.
 func Claimable(t Task, now time.Time, skew time.Duration) bool {

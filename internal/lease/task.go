@@ -175,7 +175,22 @@ type NewTask struct {
 	// Queue names the SQS queue the task's tokens go to (see Task.Queue);
 	// empty for the default work queue.
 	Queue string
+	// Carried says a message already on the task's queue carries its
+	// dispatch (a token sent before the create, which can create the task
+	// itself): the task gets no sweep entry, so the create moves no sweep
+	// key. DispatchAt must then be zero.
+	Carried bool
+	// CreateToken, when set, names this create across processes: a create
+	// or CreateClaimed that finds the id taken by an item written with the
+	// same token reports success, because that item is this very task,
+	// written by the other holder of the token (the worker that received a
+	// token sent before the create, or an earlier try whose answer was
+	// lost). Empty: each call uses a token of its own.
+	CreateToken string
 }
+
+// MaxCreateTokenBytes bounds NewTask.CreateToken.
+const MaxCreateTokenBytes = 64
 
 // Validate checks the submission against the store's limits.
 func (n NewTask) Validate() error {
@@ -194,6 +209,10 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrInvalid, n.MaxAttempts, MaxAttemptsLimit)
 	case n.Queue != "" && queues.CheckName(n.Queue) != nil:
 		return fmt.Errorf("%w: queue: %w", ErrInvalid, queues.CheckName(n.Queue))
+	case n.Carried && !n.DispatchAt.IsZero():
+		return fmt.Errorf("%w: a carried task has no dispatch time", ErrInvalid)
+	case len(n.CreateToken) > MaxCreateTokenBytes:
+		return fmt.Errorf("%w: create token is %d bytes, the limit is %d", ErrInvalid, len(n.CreateToken), MaxCreateTokenBytes)
 	}
 	return nil
 }

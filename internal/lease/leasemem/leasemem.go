@@ -19,9 +19,10 @@ import (
 type Store struct {
 	opts lease.Options
 
-	mu    sync.Mutex
-	tasks map[string]*lease.Task
-	calls Calls
+	mu     sync.Mutex
+	tasks  map[string]*lease.Task
+	tokens map[string]string // id: the create token of the create that stored it
+	calls  Calls
 }
 
 // Calls counts the store's operations, for tests that assert how many a path
@@ -35,7 +36,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}}
 }
 
 // Calls returns the operation counts so far.
@@ -105,16 +106,19 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	if old, ok := s.tasks[t.ID]; ok {
-		return clone(old), lease.CheckDuplicate(*old, t)
-	}
 	now := s.now()
 	rec := s.newRecord(t, now)
-	rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
-	if !t.DispatchAt.IsZero() {
+	switch {
+	case t.Carried: // its message brings it back; no sweep entry
+	case !t.DispatchAt.IsZero():
 		rec.DispatchAt = ms(t.DispatchAt)
+	default:
+		rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
 	}
-	s.tasks[t.ID] = rec
+	if old, ok := s.tasks[t.ID]; ok {
+		return s.taken(*rec, old, t)
+	}
+	s.store(rec, t)
 	return clone(rec), nil
 }
 
@@ -131,14 +135,14 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	if old, ok := s.tasks[t.ID]; ok {
-		return clone(old), lease.CheckDuplicate(*old, t)
-	}
 	now := s.now()
 	rec := s.newRecord(t, now)
 	s.hold(rec, owner, now)
 	rec.Attempt, rec.Fence = 1, 1
-	s.tasks[t.ID] = rec
+	if old, ok := s.tasks[t.ID]; ok {
+		return s.taken(*rec, old, t)
+	}
+	s.store(rec, t)
 	return clone(rec), nil
 }
 
@@ -165,6 +169,24 @@ func (s *Store) CreateFailed(ctx context.Context, t lease.NewTask, reason string
 	}
 	s.tasks[t.ID] = rec
 	return clone(rec), nil
+}
+
+// taken answers a create of want (the record it would store, of t) whose id
+// is taken by old: old is this very task when it was stored under t's own
+// create token, else a duplicate or a conflict.
+func (s *Store) taken(want lease.Task, old *lease.Task, t lease.NewTask) (lease.Task, error) {
+	if t.CreateToken != "" && s.tokens[t.ID] == t.CreateToken {
+		return lease.SameCreate(want, clone(old), t)
+	}
+	return clone(old), lease.CheckDuplicate(*old, t)
+}
+
+// store keeps rec, created by t.
+func (s *Store) store(rec *lease.Task, t lease.NewTask) {
+	s.tasks[t.ID] = rec
+	if t.CreateToken != "" {
+		s.tokens[t.ID] = t.CreateToken
+	}
 }
 
 // hold puts rec under a fresh lease for owner.

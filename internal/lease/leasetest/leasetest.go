@@ -66,6 +66,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
 		{"CreateClaimed", testCreateClaimed},
 		{"CreateFailed", testCreateFailed},
+		{"CreateCarriedHasNoSweepEntry", testCreateCarried},
+		{"SharedCreateToken", testSharedCreateToken},
 		{"ClaimUnknown", testClaimUnknown},
 		{"ClaimNotDue", testClaimNotDue},
 		{"ClaimPending", testClaimPending},
@@ -630,6 +632,84 @@ func testCreateClaimed(t *testing.T, newStore NewStoreFunc) {
 	_, err = e.store.Claim(e.ctx, n.ID, "w2")
 	wantLeased(t, err, "w1", want.LeaseUntil, leaseFor+skew-time.Second)
 	e.stored(want)
+}
+
+// A carried task (its token was sent before the create) gets no sweep
+// entry; a carried task with a dispatch time is invalid.
+func testCreateCarried(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.Carried = true
+	got, err := e.store.Create(e.ctx, n)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	want := e.pending(n)
+	want.DispatchAt = time.Time{}
+	e.same("Create", got, want)
+	e.stored(want)
+	// The claim leaves it without one.
+	claimed, err := e.store.Claim(e.ctx, n.ID, "w1")
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if !claimed.DispatchAt.IsZero() {
+		t.Fatalf("Claim gave a carried task a sweep entry at %s", claimed.DispatchAt)
+	}
+
+	bad := e.newTask()
+	bad.Carried, bad.DispatchAt = true, e.now().Add(time.Hour)
+	_, err = e.store.Create(e.ctx, bad)
+	wantErr(t, "Create of a carried task with a dispatch time", err, lease.ErrInvalid)
+	e.absent(bad.ID)
+}
+
+// Two writers of one task share a create token: a client that sends the
+// task's token before storing it, and the worker that receives the token
+// first and creates the task itself. Whichever lands second learns the task
+// is its own: a plain create succeeds with the stored task; a CreateClaimed
+// gets ErrAlreadyExists with the stored task, so that it claims instead of
+// believing it holds a lease it does not. Another token is a duplicate.
+func testSharedCreateToken(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+
+	// The worker first, then the client.
+	n := e.newTask()
+	n.CreateToken = "tok-" + runID
+	held, err := e.store.CreateClaimed(e.ctx, n, "w1")
+	if err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	client := n
+	client.Carried = true
+	got, err := e.store.Create(e.ctx, client)
+	if err != nil {
+		t.Fatalf("Create after the worker's CreateClaimed with the same token: %v", err)
+	}
+	e.same("Create after CreateClaimed", got, held)
+	e.stored(held)
+
+	// The client first, then the worker.
+	m := e.newTask()
+	m.CreateToken = "tok2-" + runID
+	m.Carried = true
+	pending, err := e.store.Create(e.ctx, m)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	worker := m
+	worker.Carried = false
+	got, err = e.store.CreateClaimed(e.ctx, worker, "w1")
+	wantErr(t, "CreateClaimed after the client's Create with the same token", err, lease.ErrAlreadyExists)
+	e.same("CreateClaimed after Create", got, pending)
+	e.stored(pending)
+
+	// Another token is someone else's create of the same task.
+	other := m
+	other.CreateToken = "other-" + runID
+	got, err = e.store.Create(e.ctx, other)
+	wantErr(t, "Create with another token", err, lease.ErrAlreadyExists)
+	e.same("Create with another token", got, pending)
 }
 
 func testClaimUnknown(t *testing.T, newStore NewStoreFunc) {
