@@ -55,6 +55,14 @@ type clientOptions struct {
 	maxAttempts int
 	endpoint    string
 	concurrency int
+	unlisted    bool
+}
+
+// WithClientUnlisted makes the tasks this client enqueues unlisted: no entry in
+// the listing index (one write unit less each), so List and `leasehold list`
+// do not show them. LEASEHOLD_LISTING=off sets it for the CLI.
+func WithClientUnlisted() ClientOption {
+	return func(o *clientOptions) { o.unlisted = true }
 }
 
 // Defaults of a client.
@@ -165,6 +173,7 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	store := lease.NewDynamoStore(ddb, cfg.Table, lease.Options{
 		Clock:       o.clock,
 		CallTimeout: o.callTimeout,
+		Unlisted:    o.unlisted,
 	})
 	return &Client{
 		store:      store,

@@ -86,6 +86,8 @@ const (
 	EnvUnknownKindBackoff = "LEASEHOLD_UNKNOWN_KIND_BACKOFF"
 	// EnvUnknownKindLimit sets WithUnknownKindLimit ("168h" is the default).
 	EnvUnknownKindLimit = "LEASEHOLD_UNKNOWN_KIND_LIMIT"
+	// EnvListing "off" sets WithoutListing; "on" (the default) lists.
+	EnvListing = "LEASEHOLD_LISTING"
 )
 
 // ExponentialBackoff returns a backoff for WithBackoff that doubles from
@@ -167,6 +169,13 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 			opts = append(opts, p.opt(a, b))
 		}
 	}
+	unlisted, err := lease.ParseListing(os.Getenv(EnvListing))
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%w: %s: %w", ErrConfig, EnvListing, err)
+	}
+	if unlisted {
+		opts = append(opts, WithoutListing())
+	}
 	return cfg, opts, nil
 }
 
@@ -199,6 +208,16 @@ type workerOptions struct {
 	concurrency *int
 	replaceAt   *int
 	metrics     io.Writer
+	unlisted    bool
+}
+
+// WithoutListing makes the tasks this worker creates from inline tokens
+// unlisted: they get no entry in the listing index, which saves one of the
+// three write units of an inline task, and neither `leasehold list` nor
+// Client.List shows them (status, Get and everything else still work). See
+// docs/performance.md. LEASEHOLD_LISTING=off sets it.
+func WithoutListing() WorkerOption {
+	return func(o *workerOptions) { o.unlisted = true }
 }
 
 // WithLeaseDuration sets how long a claim or renewal holds a task (default
@@ -385,6 +404,7 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 		LeaseDuration: o.lc.LeaseDuration,
 		Skew:          o.skew,
 		DispatchGrace: o.grace,
+		Unlisted:      o.unlisted,
 	})
 	q := sqs.NewFromConfig(cfg.AWS)
 	w, err := newWorker(store, q, cfg, o)

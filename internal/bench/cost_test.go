@@ -56,7 +56,7 @@ type echo struct {
 	N int `json:"n"`
 }
 
-func newHarness(t *testing.T, lease time.Duration) *harness {
+func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOption) *harness {
 	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
 	queues := awstest.NewQueues(t, cfg)
@@ -91,7 +91,7 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 		}
 		return task.Payload, nil
 	})
-	opts := []leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}
+	opts := append([]leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}, extra...)
 	if lease > 0 {
 		opts = append(opts, leasehold.WithLeaseDuration(lease), leasehold.WithRenewBefore(lease/2))
 	}
@@ -249,6 +249,9 @@ func TestCost(t *testing.T) {
 	// A task that renews twice, on a short lease (renewed every second).
 	long := newHarness(t, 2*time.Second)
 	results = append(results, long.runPath("renews twice", 3, long.sendInline("long", 2)))
+	// The inline path of a deployment with TaskListing off.
+	unlisted := newHarness(t, 0, leasehold.WithoutListing())
+	results = append(results, unlisted.runPath("inline, listing off", tasks, unlisted.sendInline("echo", 1)))
 
 	for _, r := range results {
 		if r.counts.WU == 0 || r.counts.Calls["DynamoDB PutItem"] == 0 {
@@ -265,6 +268,21 @@ func TestCost(t *testing.T) {
 	}
 	if n := len(results[3].counts.ByWrite["renew"]); n < 2*3 {
 		t.Errorf("renews twice: %d renewals of 3 tasks", n)
+	}
+	// Issue 10's targets, in write units per task counted with every index
+	// write (deterministic: the paths run one round at a time, so no token
+	// meets its task before the create lands).
+	for _, target := range []struct {
+		path int
+		most float64
+	}{{0, 3}, {1, 4}, {2, 4}, {4, 2}} {
+		r := results[target.path]
+		if wu := r.counts.WU / float64(r.tasks); wu > target.most {
+			t.Errorf("%s: %.2f write units per task, target at most %.0f", r.name, wu, target.most)
+		}
+	}
+	if c := pathCost(results[4]); c > 1.80 {
+		t.Errorf("%s: $%.2f per million tasks, target at most $1.80", results[4].name, c)
 	}
 	report := render(results, h.meter.Indexes())
 	var costBars, rateBars []bar

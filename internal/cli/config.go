@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Environment variables and defaults of the global configuration.
@@ -99,6 +101,14 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 		return nil, err
 	}
 	opts := []leasehold.ClientOption{leasehold.WithCallTimeout(a.callTimeout)}
+	// The deployment's listing choice (template parameter TaskListing).
+	unlisted, err := lease.ParseListing(os.Getenv(leasehold.EnvListing))
+	if err != nil {
+		return nil, usageErrorf("%s: %v", leasehold.EnvListing, err)
+	}
+	if unlisted {
+		opts = append(opts, leasehold.WithClientUnlisted())
+	}
 	if a.endpoint != "" {
 		opts = append(opts, leasehold.WithEndpoint(a.endpoint))
 	}

@@ -152,6 +152,8 @@ const (
 	EnvMaxAttempts      = "LEASEHOLD_MAX_ATTEMPTS"
 	EnvConcurrency      = "LEASEHOLD_DISPATCH_CONCURRENCY"
 	EnvSweepConcurrency = "LEASEHOLD_SWEEP_CONCURRENCY"
+	// EnvListing "off" stores submissions unlisted (lease.Options.Unlisted).
+	EnvListing = "LEASEHOLD_LISTING"
 )
 
 // Settings is the dispatch function's configuration from its environment.
@@ -163,6 +165,7 @@ type Settings struct {
 	MaxAttempts      int
 	Concurrency      int
 	SweepConcurrency int
+	Unlisted         bool
 }
 
 // SettingsFromEnv reads Settings from the LEASEHOLD_* variables.
@@ -188,6 +191,11 @@ func SettingsFrom(getenv func(string) string) (Settings, error) {
 		}
 		s.DispatchGrace = d
 	}
+	unlisted, err := lease.ParseListing(getenv(EnvListing))
+	if err != nil {
+		return s, fmt.Errorf("%w: %s: %w", ErrConfig, EnvListing, err)
+	}
+	s.Unlisted = unlisted
 	ints := []struct {
 		env string
 		dst *int
@@ -210,7 +218,7 @@ func SettingsFrom(getenv func(string) string) (Settings, error) {
 
 // StoreOptions are the lease store options the settings ask for.
 func (s Settings) StoreOptions() lease.Options {
-	return lease.Options{DispatchGrace: s.DispatchGrace}
+	return lease.Options{DispatchGrace: s.DispatchGrace, Unlisted: s.Unlisted}
 }
 
 // Config builds the dispatcher's configuration on store and q.

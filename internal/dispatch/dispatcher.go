@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ type ref struct {
 	id    string
 	delay time.Duration
 	queue string
+	// body is the token to send; empty means a reference to id.
+	body string
+	// createToken is the create token body carries, if any.
+	createToken string
 }
 
 // tokenFor decides whether task needs a token now, and with which delay: a
@@ -151,7 +156,7 @@ func (d *Dispatcher) sendChunk(ctx context.Context, queueURL string, refs []ref,
 	for i, r := range refs {
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:           aws.String(strconv.Itoa(i)),
-			MessageBody:  aws.String(token.Ref(r.id)),
+			MessageBody:  aws.String(cmp.Or(r.body, token.Ref(r.id))),
 			DelaySeconds: delaySeconds(r.delay),
 		}
 	}

@@ -2,10 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // ErrIncomplete: some tasks of an Enqueue were not enqueued, or not
@@ -59,14 +63,57 @@ func (d *Dispatcher) Enqueue(ctx context.Context, tasks []lease.NewTask) ([]Enqu
 }
 
 func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, results []EnqueueResult) {
+	// Send first: each task due within SQS's delay cap gets a token that
+	// carries the task itself and a create token, and is stored after it
+	// (Carried: no sweep entry). No crash between the send and the create
+	// can then leave a stored task without a message: the worker claims the
+	// task, or creates it from the token when it is not stored (yet, or
+	// ever). A task whose token could not be sent is stored in the sweep
+	// index and gets a reference token after the create, as intake does.
+	now := d.cfg.Clock.Now()
+	prepared := make([]lease.NewTask, len(tasks))
+	skip := make([]bool, len(tasks))
+	var carriers []ref
+	var carried []int
+	for i, n := range tasks {
+		n = d.prepare(n, now)
+		prepared[i] = n
+		if err := n.Validate(); err != nil {
+			results[i] = EnqueueResult{Err: fmt.Errorf("create %s: %w", n.ID, err)}
+			skip[i] = true
+			continue
+		}
+		if r, ok := carrierFor(n, now); ok {
+			carriers = append(carriers, r)
+			carried = append(carried, i)
+		}
+	}
+	sentFirst := make([]bool, len(tasks))
+	for j, err := range d.sendRefs(ctx, carriers) {
+		if err != nil {
+			continue // stored in the sweep index instead, and sent again below
+		}
+		i := carried[j]
+		sentFirst[i] = true
+		prepared[i].Carried = true
+		prepared[i].CreateToken = carriers[j].createToken
+	}
+
 	refs := make([]*ref, len(tasks))
 	started := each(ctx, len(tasks), d.cfg.Concurrency, func(i int) {
-		task, dup, r, err := d.persist(ctx, tasks[i])
-		results[i] = EnqueueResult{Task: task, Duplicate: dup, Err: err}
-		refs[i] = r
+		if skip[i] {
+			return
+		}
+		task, dup, r, err := d.persist(ctx, prepared[i])
+		results[i] = EnqueueResult{Task: task, Duplicate: dup, Err: err, Sent: sentFirst[i]}
+		if !sentFirst[i] {
+			refs[i] = r
+		}
 	})
 	for i := started; i < len(tasks); i++ {
-		results[i].Err = fmt.Errorf("enqueue %s: %w", tasks[i].ID, context.Cause(ctx))
+		if !skip[i] {
+			results[i].Err = fmt.Errorf("enqueue %s: %w", tasks[i].ID, context.Cause(ctx))
+		}
 	}
 	var batch []ref
 	var owners []int
@@ -86,15 +133,9 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 	}
 }
 
-// persist creates the task of n, or finds the one with its id, and returns
-// the token it needs now, if any. An id taken by another kind or payload is
-// a conflict: the stored task is returned with the error, and no token is
-// sent. A duplicate still gets a token when it is
-// PENDING and due soon: the first delivery may have stopped between the
-// write and the send. The claim keeps a second token from running the task
-// twice.
-func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, bool, *ref, error) {
-	now := d.cfg.Clock.Now()
+// prepare fills in what the dispatcher decides about n: its max attempts
+// and its sweep-index time.
+func (d *Dispatcher) prepare(n lease.NewTask, now time.Time) lease.NewTask {
 	if n.MaxAttempts == 0 {
 		n.MaxAttempts = d.cfg.DefaultMaxAttempts
 	}
@@ -104,6 +145,44 @@ func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, 
 	}
 	if n.DispatchAt.IsZero() {
 		n.DispatchAt = dispatchAt(runAt, now)
+	}
+	return n
+}
+
+// carrierFor is the token sent before n is stored: an inline token naming
+// n's id, with the whole task and a fresh create token, delayed until n is
+// due. A task due beyond SQS's delay cap, or with a dispatch time of its
+// own, has none.
+func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
+	if !n.DispatchAt.IsZero() {
+		return ref{}, false
+	}
+	wait := time.Duration(0)
+	if !n.RunAt.IsZero() {
+		wait = max(n.RunAt.Sub(now), 0)
+	}
+	if wait > lifecycle.MaxSQSDelay {
+		return ref{}, false
+	}
+	createToken := rand.Text()
+	body, err := token.Token{Kind: n.Kind, ID: n.ID, Payload: n.Payload, MaxAttempts: n.MaxAttempts, Queue: n.Queue, CreateToken: createToken}.Encode()
+	if err != nil {
+		return ref{}, false // not a JSON payload: stored first, as intake does
+	}
+	return ref{id: n.ID, delay: wait, queue: n.Queue, body: body, createToken: createToken}, true
+}
+
+// persist creates the task of n, or finds the one with its id, and returns
+// the token it needs now, if any. An id taken by another kind or payload is
+// a conflict: the stored task is returned with the error, and no token is
+// sent. A duplicate still gets a token when it is
+// PENDING and due soon: the first delivery may have stopped between the
+// write and the send. The claim keeps a second token from running the task
+// twice.
+func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, bool, *ref, error) {
+	now := d.cfg.Clock.Now()
+	if !n.Carried {
+		n = d.prepare(n, now)
 	}
 	task, err := d.creator.Create(ctx, n)
 	dup := errors.Is(err, lease.ErrAlreadyExists)

@@ -55,6 +55,13 @@ func TestEnqueueThousands(t *testing.T) {
 			t.Fatalf("result %d: %+v", i, r)
 		}
 	}
+	// A task whose token went first is not in the sweep index; the one
+	// due in 2 hours is, at its start.
+	for i, r := range res {
+		if i != 100 && i != 300 && !r.Task.DispatchAt.IsZero() {
+			t.Fatalf("task %d, sent before its create, has a sweep entry at %s", i, r.Task.DispatchAt)
+		}
+	}
 	if !res[3].Duplicate && !res[7].Duplicate {
 		t.Fatalf("neither copy of a duplicated id is reported as a duplicate")
 	}
@@ -66,6 +73,10 @@ func TestEnqueueThousands(t *testing.T) {
 		t.Fatalf("%d tokens, want %d", len(tokens), n-2)
 	}
 	for _, tk := range tokens {
+		// Each token went out before its task was stored, carrying it.
+		if tk.CreateToken == "" {
+			t.Fatalf("token of %s has no create token", tk.ID)
+		}
 		if want := int32(0); tk.ID == tasks[200].ID {
 			want = 600
 			if tk.Delay != want {
@@ -95,6 +106,11 @@ func TestEnqueueSendFailureKeepsTheTask(t *testing.T) {
 	}
 	if !errors.Is(res[1].Err, dispatch.ErrSend) || res[1].Sent || res[1].Task.Status != lease.StatusPending {
 		t.Fatalf("b: %+v", res[1])
+	}
+	// a's token went before its create, so a is not in the sweep index; b,
+	// whose tokens (before and after the create) were both refused, is.
+	if !res[0].Task.DispatchAt.IsZero() || res[1].Task.DispatchAt.IsZero() {
+		t.Fatalf("sweep entries: a %s, b %s; want none for a and one for b", res[0].Task.DispatchAt, res[1].Task.DispatchAt)
 	}
 	// Enqueueing again sends the token for the stored task.
 	e.sqs.set(func(f *fakeSQS) { clear(f.failIDs) })

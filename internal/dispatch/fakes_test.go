@@ -30,6 +30,9 @@ type sentToken struct {
 	ID    string // task id the token refers to
 	Delay int32
 	Queue string // the queue URL it was sent to
+	// CreateToken is set on a token sent before its task was stored (an
+	// inline token that carries the task).
+	CreateToken string
 }
 
 // fakeSQS records what is sent. Entries for the task ids in failIDs are
@@ -70,8 +73,8 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 		}
 		ids[aws.ToString(e.Id)] = true
 		tok, err := token.Decode(aws.ToString(e.MessageBody))
-		if err != nil || tok.Inline() {
-			return nil, fmt.Errorf("fake: body %q is not a reference token: %v", aws.ToString(e.MessageBody), err)
+		if err != nil || (tok.Inline() && tok.CreateToken == "") {
+			return nil, fmt.Errorf("fake: body %q is neither a reference token nor one sent before its create: %v", aws.ToString(e.MessageBody), err)
 		}
 		if f.failAll || f.failCall[tok.ID] {
 			return nil, errors.New("fake: service unavailable")
@@ -82,7 +85,7 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 			})
 			continue
 		}
-		sent = append(sent, sentToken{ID: tok.ID, Delay: e.DelaySeconds, Queue: aws.ToString(in.QueueUrl)})
+		sent = append(sent, sentToken{ID: tok.ID, Delay: e.DelaySeconds, Queue: aws.ToString(in.QueueUrl), CreateToken: tok.CreateToken})
 		f.nextMsgID++
 		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{
 			Id: e.Id, MessageId: aws.String("m-" + strconv.Itoa(f.nextMsgID)),

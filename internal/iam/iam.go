@@ -143,7 +143,7 @@ var Worker = Function{
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
 		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
 		leasehold.EnvVisibilityMargin, leasehold.EnvBackoff, leasehold.EnvUnknownKindBackoff,
-		leasehold.EnvUnknownKindLimit,
+		leasehold.EnvUnknownKindLimit, leasehold.EnvListing,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -165,7 +165,7 @@ var Dispatch = Function{
 	Env: []string{
 		dispatch.EnvTable, dispatch.EnvWorkQueueURL, dispatch.EnvIntakeDLQURL,
 		dispatch.EnvDispatchGrace, dispatch.EnvMaxAttempts, dispatch.EnvConcurrency,
-		dispatch.EnvSweepConcurrency, leasehold.EnvLogLevel,
+		dispatch.EnvSweepConcurrency, leasehold.EnvLogLevel, dispatch.EnvListing,
 	},
 	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
 }

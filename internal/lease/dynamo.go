@@ -228,6 +228,9 @@ func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token stri
 	cond := "attribute_not_exists(#id)"
 	item := itemOf(t)
 	item[attrCreateToken] = avS(token)
+	if s.opts.Unlisted {
+		delete(item, AttrListShard)
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,

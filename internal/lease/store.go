@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -99,6 +100,18 @@ const (
 	DefaultCallTimeout   = 5 * time.Second
 )
 
+// ParseListing reads a LEASEHOLD_LISTING value: "on" (listed, the default
+// when empty) or "off" (Options.Unlisted).
+func ParseListing(v string) (unlisted bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on":
+		return false, nil
+	case "off":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: listing %q is neither on nor off", ErrInvalid, v)
+}
+
 // Options configure a store. The zero value of each field takes its default.
 type Options struct {
 	// Clock is the time source; tests inject a fake one.
@@ -116,6 +129,10 @@ type Options struct {
 	Retention time.Duration
 	// CallTimeout bounds each call to the backing service.
 	CallTimeout time.Duration
+	// Unlisted creates tasks without a listing entry: no index write at
+	// all, and List does not see them (Get still does). It saves one write
+	// unit per task; docs/performance.md has the numbers.
+	Unlisted bool
 }
 
 // WithDefaults returns o with every unset field at its default.

@@ -122,6 +122,9 @@ type execution struct {
 	// inline payload): the task is recorded and failed, never run, whichever
 	// way it gets claimed.
 	tokenErr error
+	// fallback is the task a claim creates when the id is not stored: an
+	// inline token with a create token is claimed first.
+	fallback *lease.NewTask
 	// replaced: a fresh token for the task was sent and this message
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
@@ -194,8 +197,6 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		return x.reject(ctx, err.Error())
 	}
 	x.tokenErr = err
-	cctx, cancel := x.call(ctx)
-	defer cancel()
 	if tok.Inline() {
 		id := tok.ID
 		if id == "" {
@@ -207,35 +208,54 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		}
 		x.log = x.log.With("task_id", id, "kind", tok.Kind)
 		queue := tok.Queue
-		if queue == "" {
+		if queue == "" && tok.CreateToken == "" {
+			// A token sent before its create names the task's queue as
+			// the client stores it ("" is the default work queue); any
+			// other records the queue it arrived on.
 			queue = x.msg.Queue
 		}
-		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue}
+		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken}
 		if x.tokenErr != nil {
 			return x.createFailed(ctx, nt)
 		}
-		task, cerr := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
-		switch {
-		case cerr == nil:
-			x.task = task
-			return StateClaimed
-		case errors.Is(cerr, lease.ErrAlreadyExists) && lease.ClaimedBy(x.owner(), task):
-			// The create landed but its response was lost; the SDK's
-			// retry met the task this execution had just created.
-			x.log.Info("create response lost; the task is held by this execution")
-			x.task = task
-			return StateClaimed
-		case errors.Is(cerr, lease.ErrConflict): // the id names another task
-			return x.reject(ctx, cerr.Error())
-		case errors.Is(cerr, lease.ErrAlreadyExists):
+		if tok.CreateToken != "" {
+			// The sender stores this task too, most likely before this
+			// token arrives: claim it, and create it only if it is not
+			// stored (yet, or ever: the sender stopped after the send).
+			x.fallback = &nt
 			return x.claim(ctx, id)
-		default:
-			x.log.Warn("could not create task", "error", cerr)
-			return x.keep(ctx, 0, cerr.Error())
 		}
+		return x.createClaimed(ctx, nt)
 	}
 	x.log = x.log.With("task_id", tok.ID)
 	return x.claim(ctx, tok.ID)
+}
+
+// createClaimed creates the inline task nt already claimed by this
+// execution, or claims it when it exists.
+func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
+	cctx, cancel := x.call(ctx)
+	defer cancel()
+	task, err := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
+	switch {
+	case err == nil:
+		x.task = task
+		return StateClaimed
+	case errors.Is(err, lease.ErrAlreadyExists) && lease.ClaimedBy(x.owner(), task):
+		// The create landed but its response was lost; the SDK's
+		// retry met the task this execution had just created.
+		x.log.Info("create response lost; the task is held by this execution")
+		x.task = task
+		return StateClaimed
+	case errors.Is(err, lease.ErrConflict): // the id names another task
+		return x.reject(ctx, err.Error())
+	case errors.Is(err, lease.ErrAlreadyExists):
+		x.fallback = nil
+		return x.claim(ctx, nt.ID)
+	default:
+		x.log.Warn("could not create task", "error", err)
+		return x.keep(ctx, 0, err.Error())
+	}
 }
 
 func (x *execution) owner() string { return x.ownerName }
@@ -283,6 +303,11 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		exhausted *lease.ExhaustedError
 	)
 	switch {
+	case errors.Is(err, lease.ErrNotFound) && x.fallback != nil:
+		// Not stored yet: the token carries the task, so create it.
+		nt := *x.fallback
+		x.fallback = nil
+		return x.createClaimed(ctx, nt)
 	case errors.Is(err, lease.ErrNotFound):
 		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
 	case errors.As(err, &leased) && lease.ClaimedBy(x.owner(), leased.Task):

@@ -14,6 +14,12 @@
 // (retries, snoozes, sweeps) go to. Without it the worker records the queue
 // the token arrived on.
 //
+// An inline token with "create_token" was sent by a client that stores the
+// same task right after sending it (the Go client does, so that no crash
+// between the two leaves a stored task without a message): the worker claims
+// the task first and creates it, under that create token, only when it is not
+// stored yet.
+//
 // Unknown fields are rejected so that a misspelt field fails loudly instead of
 // being ignored.
 package token
@@ -68,6 +74,9 @@ type Token struct {
 	Payload     json.RawMessage // inline only; nil when absent
 	MaxAttempts int             // inline only; 0 means the worker's default
 	Queue       string          // inline only; "" means the queue the token arrived on
+	// CreateToken (inline only, with ID): the sender stores the task too,
+	// under this create token; claim first, create only if it is missing.
+	CreateToken string
 }
 
 // Inline reports whether the token carries the task itself.
@@ -80,6 +89,7 @@ type wire struct {
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Queue       *string         `json:"queue,omitempty"`
+	CreateToken string          `json:"create_token,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -108,7 +118,7 @@ func Decode(body string) (Token, error) {
 	if *w.V != Version {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", *w.V, Version)}
 	}
-	t := Token{Version: *w.V, ID: w.ID, Kind: w.Kind, MaxAttempts: w.MaxAttempts}
+	t := Token{Version: *w.V, ID: w.ID, Kind: w.Kind, MaxAttempts: w.MaxAttempts, CreateToken: w.CreateToken}
 	if w.Queue != nil {
 		if err := checkQueue(*w.Queue); err != nil {
 			return Token{}, err
@@ -138,8 +148,8 @@ func (t Token) validate() error {
 		switch {
 		case t.ID == "":
 			return &Error{Reason: ErrMissingField, Detail: `a token needs "id" (a reference to a stored task) or "kind" (an inline task)`}
-		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "":
-			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts" and "queue" need "kind"`}
+		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "":
+			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts", "queue" and "create_token" need "kind"`}
 		}
 		return nil
 	}
@@ -150,8 +160,21 @@ func (t Token) validate() error {
 		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"max_attempts" %d is outside 1..%d`, t.MaxAttempts, lease.MaxAttemptsLimit)}
 	case len(t.Payload) > lease.MaxPayloadBytes:
 		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(t.Payload), lease.MaxPayloadBytes)}
+	case t.CreateToken != "" && t.ID == "":
+		return &Error{Reason: ErrMissingField, Detail: `"create_token" needs "id"`}
+	case len(t.CreateToken) > lease.MaxCreateTokenBytes || !printableASCII(t.CreateToken):
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"create_token" must be at most %d printable ASCII characters`, lease.MaxCreateTokenBytes)}
 	}
 	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // checkQueue checks a "queue" field that is present: a standard SQS queue
@@ -269,7 +292,7 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
-	w := wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts}
+	w := wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts, CreateToken: t.CreateToken}
 	if t.Queue != "" {
 		w.Queue = &t.Queue
 	}

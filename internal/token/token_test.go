@@ -163,3 +163,27 @@ func TestEncodeQueueRoundTrips(t *testing.T) {
 		t.Fatalf("Encode with a FIFO queue = %v, want ErrInvalidField", err)
 	}
 }
+
+func TestCreateTokenRoundTripsAndNeedsKindAndID(t *testing.T) {
+	body, err := token.Token{Kind: "echo", ID: "t-1", Payload: []byte(`{"n":1}`), CreateToken: "ABCdef234"}.Encode()
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	if want := `{"v":1,"id":"t-1","kind":"echo","payload":{"n":1},"create_token":"ABCdef234"}`; body != want {
+		t.Fatalf("Encode = %s, want %s", body, want)
+	}
+	tok, err := token.Decode(body)
+	if err != nil || tok.CreateToken != "ABCdef234" || tok.ID != "t-1" || !tok.Inline() {
+		t.Fatalf("Decode = %+v, %v", tok, err)
+	}
+	for body, want := range map[string]error{
+		`{"v":1,"id":"t-1","create_token":"x"}`:                                             token.ErrMissingField, // no kind
+		`{"v":1,"kind":"echo","create_token":"x"}`:                                          token.ErrMissingField, // no id
+		`{"v":1,"id":"t-1","kind":"echo","create_token":"a b"}`:                             token.ErrInvalidField,
+		`{"v":1,"id":"t-1","kind":"echo","create_token":"` + strings.Repeat("a", 65) + `"}`: token.ErrInvalidField,
+	} {
+		if _, err := token.Decode(body); !errors.Is(err, want) {
+			t.Errorf("Decode(%s) = %v, want %v", body, err, want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	}
 	var all []lease.Task
 	for _, rec := range s.tasks {
-		if rec.Status != status {
+		if rec.Status != status || s.hidden[rec.ID] {
 			continue
 		}
 		if after != nil {

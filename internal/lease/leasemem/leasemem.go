@@ -22,6 +22,7 @@ type Store struct {
 	mu     sync.Mutex
 	tasks  map[string]*lease.Task
 	tokens map[string]string // id: the create token of the create that stored it
+	hidden map[string]bool   // ids created without a listing entry (Options.Unlisted)
 	calls  Calls
 }
 
@@ -36,7 +37,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}}
 }
 
 // Calls returns the operation counts so far.
@@ -167,7 +168,7 @@ func (s *Store) CreateFailed(ctx context.Context, t lease.NewTask, reason string
 	if s.opts.Retention > 0 {
 		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 	}
-	s.tasks[t.ID] = rec
+	s.store(rec, t)
 	return clone(rec), nil
 }
 
@@ -184,6 +185,9 @@ func (s *Store) taken(want lease.Task, old *lease.Task, t lease.NewTask) (lease.
 // store keeps rec, created by t.
 func (s *Store) store(rec *lease.Task, t lease.NewTask) {
 	s.tasks[t.ID] = rec
+	if s.opts.Unlisted {
+		s.hidden[t.ID] = true
+	}
 	if t.CreateToken != "" {
 		s.tokens[t.ID] = t.CreateToken
 	}

@@ -50,6 +50,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"RetryRejects", testRetryRejects},
 		{"ListPagesEachTaskOnce", testListPaging},
 		{"ListEmptyAndBadArguments", testListBadArguments},
+		{"UnlistedTasksAreNotListed", testUnlisted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,14 +58,15 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 			clock := clockwork.NewFakeClockAt(start)
 			opts := lease.Options{Clock: clock, LeaseDuration: leaseFor, Skew: skew, DispatchGrace: grace, Retention: retention}
 			store := newStore(t, opts)
-			c.run(t, &adminEnv{env: &env{t: t, ctx: t.Context(), clock: clock, store: store, opts: opts}, admin: store})
+			c.run(t, &adminEnv{env: &env{t: t, ctx: t.Context(), clock: clock, store: store, opts: opts}, admin: store, newStore: newStore})
 		})
 	}
 }
 
 type adminEnv struct {
 	*env
-	admin AdminStore
+	admin    AdminStore
+	newStore NewAdminStoreFunc
 }
 
 // dueIn returns every due entry of shard at now.
@@ -633,4 +635,37 @@ func testListBadArguments(t *testing.T, a *adminEnv) {
 	cancel()
 	_, _, err = a.admin.List(ctx, lease.StatusPending, 1, "")
 	wantErr(t, "List with a cancelled context", err, lease.ErrBackend)
+}
+
+// A store with Options.Unlisted creates tasks that List does not see; Get
+// and every other operation still do.
+func testUnlisted(t *testing.T, a *adminEnv) {
+	opts := a.opts
+	opts.Unlisted = true
+	unlisted := a.newStore(t, opts)
+	n := a.newTask()
+	if _, err := unlisted.Create(a.ctx, n); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	m := a.newTask()
+	if _, err := unlisted.CreateClaimed(a.ctx, m, "w1"); err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	for _, st := range []lease.Status{lease.StatusPending, lease.StatusRunning} {
+		page, _, err := unlisted.List(a.ctx, st, 100, "")
+		if err != nil {
+			t.Fatalf("List %s: %v", st, err)
+		}
+		for _, task := range page {
+			if task.ID == n.ID || task.ID == m.ID {
+				t.Fatalf("List %s shows %s, created unlisted", st, task.ID)
+			}
+		}
+	}
+	if got, err := unlisted.Get(a.ctx, n.ID); err != nil || got.ID != n.ID {
+		t.Fatalf("Get of an unlisted task = %+v, %v", got, err)
+	}
+	if _, err := unlisted.Claim(a.ctx, n.ID, "w2"); err != nil {
+		t.Fatalf("Claim of an unlisted task: %v", err)
+	}
 }
