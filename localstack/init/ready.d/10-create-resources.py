@@ -2,8 +2,9 @@
 """Create leasehold's tasks table and queues from localstack/resources.json.
 
 Idempotent: existing resources are kept; queue attributes and the table's
-TTL are brought in line with the definition (an existing table's keys and
-indexes are not altered). Endpoints come from AWS_ENDPOINT_URL_DYNAMODB and
+TTL are brought in line with the definition. A table whose indexes differ
+from the definition (made by an older checkout) is deleted and created anew:
+the local stack's tasks are disposable. Endpoints come from AWS_ENDPOINT_URL_DYNAMODB and
 AWS_ENDPOINT_URL_SQS, which must both be set, so this never touches a real
 account by accident. LEASEHOLD_RESOURCE_SUFFIX, if set, is appended to every
 name (for example "-dev"). LEASEHOLD_RESOURCES_ENV, if set, names a file that
@@ -82,13 +83,38 @@ def error_code(err):
     return err.response.get("Error", {}).get("Code", "")
 
 
+def index_shapes(indexes):
+    """The name, keys and projection of each GSI, comparable across a
+    CreateTable request and a DescribeTable answer."""
+    shapes = set()
+    for ix in indexes:
+        keys = tuple((k["AttributeName"], k["KeyType"]) for k in ix["KeySchema"])
+        proj = ix.get("Projection", {})
+        shapes.add((ix["IndexName"], keys, proj.get("ProjectionType", "ALL"),
+                    tuple(sorted(proj.get("NonKeyAttributes", [])))))
+    return shapes
+
+
 def ensure_table(ddb, spec, suffix):
     create = dict(spec["CreateTable"])
     name = create["TableName"] + suffix
     create["TableName"] = name
     try:
-        ddb.describe_table(TableName=name)
-        print(f"table {name}: exists")
+        table = ddb.describe_table(TableName=name)["Table"]
+        if index_shapes(table.get("GlobalSecondaryIndexes", [])) != index_shapes(create.get("GlobalSecondaryIndexes", [])):
+            # A table made from an older resources.json (for example
+            # before the listing index became by_created). The local
+            # stack's tasks are disposable; the code needs the indexes
+            # it was written for.
+            print(f"table {name}: its indexes differ from resources.json; deleting it and creating it anew (its tasks are lost)")
+            ddb.delete_table(TableName=name)
+            ddb.get_waiter("table_not_exists").wait(
+                TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+            )
+            ddb.create_table(**create)
+            print(f"table {name}: created")
+        else:
+            print(f"table {name}: exists")
     except ClientError as err:
         if error_code(err) != "ResourceNotFoundException":
             raise
