@@ -34,9 +34,11 @@ func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Res
 	}
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	var nonceHex [2 * len(nonce)]byte
+	hex.Encode(nonceHex[:], nonce[:])
 	x := &execution{
-		cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting,
-		ownerName: e.cfg.Owner + "/" + m.ID + "/" + hex.EncodeToString(nonce[:]),
+		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateWaiting,
+		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
 	}
 	return x.run(ctx)
 }
