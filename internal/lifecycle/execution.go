@@ -151,6 +151,11 @@ type execution struct {
 	finished bool // the handler returned (false: abandoned at the deadline)
 	cause    error
 
+	// claimInfo is the claim of this attempt, for the Observer; hasClaim
+	// says it is set.
+	claimInfo Claim
+	hasClaim  bool
+
 	result Result
 }
 
@@ -328,8 +333,12 @@ func (x *execution) claim(ctx context.Context, id string) State {
 // runClaimed starts the handler and the renewer (seed: TaskClaimed).
 func (x *execution) runClaimed(ctx context.Context) State {
 	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
-	if o := x.cfg.Observer; o != nil {
-		o.Claimed(x.task, x.cfg.Clock.Since(x.task.CreatedAt))
+	if x.cfg.Observer != nil {
+		x.claimInfo = Claim{
+			Attempt: x.task.Attempt, CreatedAt: x.task.CreatedAt, RunAt: x.task.RunAt,
+			SinceEnqueue: x.cfg.Clock.Since(x.task.CreatedAt),
+		}
+		x.hasClaim = true
 	}
 	if x.task.CancelRequested {
 		// Cancelled while a worker that has since vanished held it.
@@ -522,7 +531,9 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		x.task = task
 		x.result.Outcome = OutcomeSucceeded
 		x.observe(OutcomeSucceeded, elapsed)
-		x.log.info("task succeeded")
+		// DEBUG: a success is the common case, and its metrics line
+		// (Observer) already names the task, attempt and outcome.
+		x.log.debug("task succeeded")
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.warn("finished, but the lease was lost; another worker took over", "error", err)
@@ -851,7 +862,12 @@ const (
 )
 
 func (x *execution) observe(o Outcome, d time.Duration) {
-	if x.cfg.Observer != nil {
-		x.cfg.Observer.Ended(x.task, o, d)
+	if x.cfg.Observer == nil {
+		return
 	}
+	e := Ended{Task: x.task, Outcome: o, HandlerTime: d}
+	if x.hasClaim {
+		e.Claim = &x.claimInfo
+	}
+	x.cfg.Observer.Ended(e)
 }
