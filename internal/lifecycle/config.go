@@ -19,6 +19,9 @@ import (
 // satisfies it.
 type SQSClient interface {
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	// ChangeMessageVisibilityBatch extends the running messages of one
+	// batch together when their renewals come due (batchVisibility).
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	// DeleteMessage deletes a message that was replaced by a fresh token at
 	// once, so it cannot come back and use up its receives.

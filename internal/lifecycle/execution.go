@@ -131,6 +131,9 @@ type execution struct {
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
 	replaced bool
+	// vis extends this message's visibility together with the rest of its
+	// batch while the handler runs; nil for a message processed on its own.
+	vis *batchVisibility
 
 	// Running.
 	invocationDeadline time.Time
@@ -375,6 +378,9 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	rctx, stop := context.WithCancel(x.detached)
 	x.stopRenewer = stop
 	x.renewer = renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
+	if x.vis != nil && !x.replaced {
+		x.vis.join(x)
+	}
 	x.renewerRunning.Go(func() { x.renewer.run(rctx) })
 
 	x.handlerDone = make(chan struct{})
@@ -465,6 +471,9 @@ func (x *execution) runRunning(ctx context.Context) State {
 	// renewer keeps every goroutine owned by this invocation.
 	x.stopRenewer()
 	x.renewerRunning.Wait()
+	if x.vis != nil {
+		x.vis.leave(x) // waits for a batch call still extending the message
+	}
 	x.cancelHandler(context.Canceled)
 	return StateFinishing
 }

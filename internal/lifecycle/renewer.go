@@ -107,16 +107,22 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	if r.x.replaced {
 		return nil // the message is gone; a fresh token stands for the task
 	}
-	vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
-	defer vcancel()
-	_, verr := cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl:          aws.String(r.x.msgQueueURL()),
-		ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
-		VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
-	})
-	if verr != nil {
+	var verr error
+	if r.x.vis != nil {
+		verr = r.x.vis.extend(ctx, r.x)
+	} else {
+		vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
+		_, verr = cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl:          aws.String(r.x.msgQueueURL()),
+			ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
+			VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
+		})
+		vcancel()
+	}
+	if verr != nil && ctx.Err() == nil {
 		// The lease, not the message, is what guards the task; a message
-		// that reappears early meets a live lease and is hidden again.
+		// that reappears early meets a live lease and is hidden again. (A
+		// renewer stopped mid-call has nothing to report.)
 		r.x.log.warn("could not extend message visibility", "error", verr)
 	}
 	return nil
