@@ -2,6 +2,7 @@ package token
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"unicode/utf8"
 )
@@ -84,4 +85,36 @@ func TestScanSeedsDecodeAlike(t *testing.T) {
 			t.Errorf("%q: scanFields %+v, encoding/json %+v, %v", body, fast, slow, err)
 		}
 	}
+}
+
+// FuzzEncodeMatchesMarshal: Encode and Ref write exactly the bytes
+// json.Marshal writes for the same wire struct, whatever the strings and
+// payload hold.
+func FuzzEncodeMatchesMarshal(f *testing.F) {
+	f.Add("k", "id", `{"a": [1, "<b>&\u2028", {"c" : null}]}`, 3, "q")
+	f.Add("résumé<>&\"\\\x01\x7f", "a\u2028b\u2029c\xff", " \"x\" ", 0, "")
+	f.Add("k", "", "", 0, "images-1")
+	f.Add("k", "\t\n\r\b\f", "[\"\\u003c\", \"\\\"<\", 1e5, true]", 100, "")
+	f.Fuzz(func(t *testing.T, kind, id, payload string, maxAttempts int, queue string) {
+		tok := Token{Kind: kind, ID: id, MaxAttempts: maxAttempts, Queue: queue}
+		if payload != "" {
+			tok.Payload = json.RawMessage(payload)
+		}
+		got, err := tok.Encode()
+		v := Version
+		w := wire{V: &v, ID: id, Kind: kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		if queue != "" {
+			w.Queue = &queue
+		}
+		if err == nil {
+			want, merr := json.Marshal(w)
+			if merr != nil || got != string(want) {
+				t.Fatalf("Encode(%+v) = %s\njson.Marshal writes %s (%v)", tok, got, want, merr)
+			}
+		}
+		want, _ := json.Marshal(wire{V: &v, ID: id})
+		if got := Ref(id); got != string(want) {
+			t.Fatalf("Ref(%q) = %s, json.Marshal writes %s", id, got, want)
+		}
+	})
 }

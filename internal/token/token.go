@@ -261,8 +261,8 @@ func jsonValueName(v string) string {
 
 // Ref encodes a reference token for a stored task.
 func Ref(id string) string {
-	b, _ := json.Marshal(wire{V: ptr(Version), ID: id})
-	return string(b)
+	var buf [128]byte
+	return string(appendWire(buf[:0], id, "", nil, 0, ""))
 }
 
 // Inline encodes an inline token. payload must be valid JSON or nil.
@@ -289,15 +289,6 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
-	w := wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts}
-	if t.Queue != "" {
-		w.Queue = &t.Queue
-	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return "", fmt.Errorf("encode token: %w", err)
-	}
-	return string(b), nil
+	var buf [256]byte
+	return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue)), nil
 }
-
-func ptr[T any](v T) *T { return &v }
