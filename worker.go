@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
+	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
@@ -307,9 +308,10 @@ func WithLogger(l *slog.Logger) WorkerOption {
 }
 
 // WithMetrics writes CloudWatch metrics in embedded metric format to w, one
-// JSON line per task event (claimed; succeeded, failed, retried, lease lost,
-// ...; with handler duration and time from enqueue to claim), in the
-// namespace "Leasehold" with the task kind as dimension. In Lambda, w is
+// JSON line per attempt when it ends (its outcome: succeeded, failed,
+// retried, lease lost, ...; with handler duration and the claim's time from
+// enqueue and from due), in the namespace "Leasehold" with the task kind as
+// dimension. In Lambda, w is
 // os.Stdout and CloudWatch Logs extracts the metrics; see internal/metrics
 // for the list. Off by default.
 func WithMetrics(w io.Writer) WorkerOption {
@@ -362,42 +364,9 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 			return nil, fmt.Errorf("%w: work queue URL %q: %w", ErrConfig, u, err)
 		}
 	}
-	o := workerOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.lc.Logger == nil {
-		o.lc.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	}
-	if o.lc.Owner == "" {
-		o.lc.Owner = defaultOwner()
-	}
-	if o.maxAttempts != nil {
-		if *o.maxAttempts < 1 {
-			return nil, fmt.Errorf("%w: max attempts must be at least 1, got %d", ErrConfig, *o.maxAttempts)
-		}
-		o.lc.DefaultMaxAttempts = *o.maxAttempts
-	}
-	if o.concurrency != nil {
-		if *o.concurrency < 1 {
-			return nil, fmt.Errorf("%w: concurrency must be at least 1, got %d", ErrConfig, *o.concurrency)
-		}
-		o.lc.Concurrency = *o.concurrency
-	}
-	if o.replaceAt != nil {
-		if *o.replaceAt < 1 {
-			return nil, fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1, got %d", ErrConfig, *o.replaceAt)
-		}
-		o.lc.ReplaceAtReceiveCount = *o.replaceAt
-	}
-	if o.grace < 0 {
-		return nil, fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
-	}
-	if o.skew < 0 {
-		return nil, fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
-	}
-	if o.lc.LeaseDuration == 0 {
-		o.lc.LeaseDuration = lease.DefaultLeaseDuration
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
 		Clock:         o.lc.Clock,
@@ -413,6 +382,49 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 	}
 	w.source = q // Run polls the work queue with it
 	return w, nil
+}
+
+// applyOptions applies opts over the defaults and checks what newWorker
+// does not.
+func applyOptions(opts []WorkerOption) (workerOptions, error) {
+	o := workerOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.lc.Logger == nil {
+		o.lc.Logger = lambdalog.New(os.Stderr, slog.LevelInfo)
+	}
+	if o.lc.Owner == "" {
+		o.lc.Owner = defaultOwner()
+	}
+	if o.maxAttempts != nil {
+		if *o.maxAttempts < 1 {
+			return o, fmt.Errorf("%w: max attempts must be at least 1, got %d", ErrConfig, *o.maxAttempts)
+		}
+		o.lc.DefaultMaxAttempts = *o.maxAttempts
+	}
+	if o.concurrency != nil {
+		if *o.concurrency < 1 {
+			return o, fmt.Errorf("%w: concurrency must be at least 1, got %d", ErrConfig, *o.concurrency)
+		}
+		o.lc.Concurrency = *o.concurrency
+	}
+	if o.replaceAt != nil {
+		if *o.replaceAt < 1 {
+			return o, fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1, got %d", ErrConfig, *o.replaceAt)
+		}
+		o.lc.ReplaceAtReceiveCount = *o.replaceAt
+	}
+	if o.grace < 0 {
+		return o, fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
+	}
+	if o.skew < 0 {
+		return o, fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
+	}
+	if o.lc.LeaseDuration == 0 {
+		o.lc.LeaseDuration = lease.DefaultLeaseDuration
+	}
+	return o, nil
 }
 
 func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o workerOptions) (*Worker, error) {

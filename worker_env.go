@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/lambdalog"
 )
 
 // More environment variables read by NewWorkerFromEnv (and, for the first
@@ -60,7 +62,7 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 		if err := level.UnmarshalText([]byte(v)); err != nil {
 			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, EnvLogLevel, v)
 		}
-		wopts = append([]WorkerOption{WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))}, wopts...)
+		wopts = append([]WorkerOption{WithLogger(lambdalog.New(os.Stderr, level))}, wopts...)
 	}
 	if v := os.Getenv(EnvServeQueueURLs); v != "" {
 		for _, u := range strings.Split(v, ",") {

@@ -326,6 +326,72 @@ func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 	}
 }
 
+// The long tasks of one batch keep their messages hidden with
+// ChangeMessageVisibilityBatch calls that carry all of them, not one
+// ChangeMessageVisibility per message and renewal, on the real API.
+func TestLongTasksOfOneBatchShareVisibilityCalls(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	var counter leasetest.CallCounter
+	e.cfg.APIOptions = append(e.cfg.APIOptions, counter.APIOption())
+	unit := awstest.Scale(time.Second)
+	e.setVisibilityTimeout(t, e.queues.Work, int(2*unit/time.Second))
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
+		timer := time.NewTimer(5 * unit)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return "done", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
+		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
+	const n = 3
+	var bodies []string
+	for i := range n {
+		bodies = append(bodies, inlineBody(t, "slow", fmt.Sprintf("batch-long-%d", i), empty{}, 0))
+		e.send(t, e.queues.Work, bodies[i])
+	}
+	ev := awstest.ReceiveN(t, e.sqs, e.queues.Work, n, 20*time.Second, int32(2*unit/time.Second), awstest.Bodies(bodies...))
+	ours := map[string]bool{}
+	for _, r := range ev.Records {
+		ours[r.MessageId] = true
+	}
+
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { done <- e.deliver(t, w, t.Context(), ev) }()
+	for running := true; running; {
+		select {
+		case resp := <-done:
+			if len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("failures: %+v", resp.BatchItemFailures)
+			}
+			running = false
+		default:
+			for _, r := range e.receive(t, e.queues.Work, 10, time.Second, 30).Records {
+				if ours[r.MessageId] {
+					t.Fatalf("a message of the batch became visible while its task ran")
+				}
+			}
+		}
+	}
+	for i := range n {
+		if got := e.get(t, fmt.Sprintf("batch-long-%d", i)); got.Status != lease.StatusSucceeded || got.Attempt != 1 {
+			t.Fatalf("task %d: %s attempt %d, want one successful attempt", i, got.Status, got.Attempt)
+		}
+	}
+	single, batch := counter.Count("ChangeMessageVisibility"), counter.Count("ChangeMessageVisibilityBatch")
+	renewals := counter.Count("UpdateItem") - n // the rest are the finishes
+	t.Logf("%d lease renewals, %d batch visibility calls, %d single ones", renewals, batch, single)
+	if single != 0 || batch == 0 || renewals < n || 2*batch > renewals {
+		t.Errorf("%d renewals made %d ChangeMessageVisibilityBatch and %d ChangeMessageVisibility calls; want only batch calls, carrying two messages or more on average",
+			renewals, batch, single)
+	}
+}
+
 func TestFailingTaskBacksOffToFailedWithoutDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)

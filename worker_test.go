@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -21,7 +22,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
-// recordingSQS stands in for the two SQS calls the worker makes.
+// recordingSQS stands in for the SQS calls the worker makes.
 type recordingSQS struct {
 	mu   sync.Mutex
 	sent []sqs.SendMessageInput
@@ -29,6 +30,14 @@ type recordingSQS struct {
 
 func (r *recordingSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+func (r *recordingSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
 }
 
 func (r *recordingSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {

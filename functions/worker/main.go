@@ -23,11 +23,12 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/iam"
+	"github.com/leasehold/leasehold/internal/lambdalog"
 )
 
 func main() {
 	level := new(slog.LevelVar) // INFO
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := lambdalog.New(os.Stderr, level)
 	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
 			log.Error("read configuration", "error", err)

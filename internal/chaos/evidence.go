@@ -33,7 +33,7 @@ func (e HandlerEvent) At() time.Time { return time.UnixMicro(e.AtUS) }
 type MetricEvent struct {
 	Task    string `json:"task_id"`
 	Attempt int    `json:"attempt"`
-	Outcome string `json:"outcome"` // "claimed", "succeeded", "lease_lost", ...
+	Outcome string `json:"outcome"` // "succeeded", "lease_lost", ... (one line per attempt, when it ends)
 	Worker  string `json:"-"`
 }
 

@@ -1,8 +1,10 @@
-// Package lambdalog adds the Lambda request id to structured log records.
+// Package lambdalog is how the Lambda functions log: JSON lines, with the
+// request id of the invocation.
 package lambdalog
 
 import (
 	"context"
+	"io"
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -10,6 +12,13 @@ import (
 
 // RequestIDKey is the attribute that carries the Lambda request id.
 const RequestIDKey = "request_id"
+
+// New returns the worker's logger: JSON lines on w (in Lambda, stderr) at
+// level. Its lines about a batch carry the request id because the worker
+// adds it (Worker.HandleSQS), not through the context.
+func New(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
 
 // Handler wraps h so that every record logged with a context from a Lambda
 // invocation (the *Context logging methods) carries its request id.

@@ -51,6 +51,11 @@ func IDProblem(id string) string {
 // Cc, Cf, Zl and Zp. Categories this broad are stable across Unicode
 // versions, so every build agrees on which ids are valid.
 func idRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		// The only ASCII characters of these categories are the Cc
+		// controls; most ids are ASCII, and the tables cost a search each.
+		return r >= 0x20 && r != 0x7f
+	}
 	return !unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 

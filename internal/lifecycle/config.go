@@ -19,6 +19,9 @@ import (
 // satisfies it.
 type SQSClient interface {
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	// ChangeMessageVisibilityBatch extends the running messages of one
+	// batch together when their renewals come due (batchVisibility).
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	// DeleteMessage deletes a message that was replaced by a fresh token at
 	// once, so it cannot come back and use up its receives.
@@ -144,11 +147,35 @@ type QueueResolver interface {
 	URL(ctx context.Context, name string) (string, error)
 }
 
-// Observer hears about what happens to tasks. Calls are made from the
-// goroutine processing the task and must not block.
+// Observer hears how each attempt ended, once per attempt, from the
+// goroutine processing the task; it must not block. An attempt whose outcome
+// could not be recorded (the store failed; the token is kept for a later
+// try) is not reported.
 type Observer interface {
-	Claimed(t lease.Task, sinceEnqueue time.Duration)
-	Ended(t lease.Task, outcome Outcome, handlerTime time.Duration)
+	Ended(a Ended)
+}
+
+// Ended is what an Observer hears about an attempt that ended.
+type Ended struct {
+	// Task is the task as the attempt's last write left it.
+	Task    lease.Task
+	Outcome Outcome
+	// HandlerTime is how long the handler ran (zero if it did not).
+	HandlerTime time.Duration
+	// Claim is the claim that started the attempt; nil when the outcome
+	// was recorded without one (a task failed as it was created, or an
+	// attempt whose holder vanished failed by the next claimer).
+	Claim *Claim
+}
+
+// Claim describes the claim of an attempt.
+type Claim struct {
+	// Attempt, CreatedAt and RunAt are the task's as claimed.
+	Attempt   int
+	CreatedAt time.Time
+	RunAt     time.Time
+	// SinceEnqueue is the time from CreatedAt to the claim.
+	SinceEnqueue time.Duration
 }
 
 // Errors that reject a Config.

@@ -27,7 +27,10 @@
 //     retried before the lease runs out.
 //   - Each renewal also sets the message's visibility to LeaseDuration plus
 //     VisibilityMargin: the message stays hidden exactly while the lease is
-//     alive.
+//     alive. The running messages of one batch (ProcessBatch) share that
+//     call: one ChangeMessageVisibilityBatch of up to ten per queue and
+//     renewal round, each entry's failure that message's own
+//     (batchVisibility).
 //   - The worker trusts its lease only until the send time of its last
 //     successful renewal plus LeaseDuration. Past that, the handler's context
 //     is cancelled with ErrLeaseLost. Others take over only after expiry plus

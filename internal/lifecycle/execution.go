@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -108,8 +109,12 @@ type handlerResult struct {
 // execution carries one message through the states.
 type execution struct {
 	cfg *Config
-	log *slog.Logger
+	log taskLog
 	msg Message
+	// detached is the invocation's context without its cancellation: the
+	// parent of the handler's and the renewer's contexts and of each remote
+	// call's timeout.
+	detached context.Context
 
 	state   State
 	tok     token.Token
@@ -124,32 +129,46 @@ type execution struct {
 	tokenErr error
 	// fallback is the task a claim creates when the id is not stored: an
 	// inline token with a create token is claimed first.
-	fallback *lease.NewTask
+	fallback    lease.NewTask
+	hasFallback bool
 	// replaced: a fresh token for the task was sent and this message
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
 	replaced bool
+	// vis extends this message's visibility together with the rest of its
+	// batch while the handler runs; nil for a message processed on its own.
+	vis *batchVisibility
 
 	// Running.
 	invocationDeadline time.Time
 	startedAt          time.Time
 	handlerTime        time.Duration // from start to the handler's return (or abandonment)
-	handlerDone        chan handlerResult
-	cancelHandler      context.CancelCauseFunc
-	handlerCtx         context.Context
-	stopRenewer        context.CancelFunc
-	renewerDone        chan struct{}
+	// handlerDone is closed when the handler's goroutine has left its
+	// result in handlerResult, which is read only after that.
+	handlerDone    chan struct{}
+	handlerResult  handlerResult
+	cancelHandler  context.CancelCauseFunc
+	handlerCtx     context.Context
+	renewer        renewer
+	stopRenewer    context.CancelFunc
+	renewerRunning sync.WaitGroup
 
 	// Finishing.
 	res      handlerResult
 	finished bool // the handler returned (false: abandoned at the deadline)
 	cause    error
 
+	// claimInfo is the claim of this attempt, for the Observer; hasClaim
+	// says it is set.
+	claimInfo Claim
+	hasClaim  bool
+
 	result Result
 }
 
 // run drives the execution until it exits.
 func (x *execution) run(ctx context.Context) Result {
+	x.detached = context.WithoutCancel(ctx)
 	for x.state != StateExited {
 		prev := x.state
 		switch x.state {
@@ -164,7 +183,9 @@ func (x *execution) run(ctx context.Context) Result {
 		default:
 			panic(fmt.Sprintf("lifecycle: no transition from %s", x.state))
 		}
-		x.log.Debug("task state changed", "from", prev.String(), "to", x.state.String())
+		if x.log.enabled(slog.LevelDebug) {
+			x.log.debug("task state changed", "from", prev.String(), "to", x.state.String())
+		}
 	}
 	x.result.Final = x.state
 	return x.result
@@ -182,8 +203,8 @@ func (x *execution) exit(ack bool, reason string) State {
 // call bounds one remote call by the call timeout. It is detached from the
 // invocation's cancellation so that clean-up writes still land after a
 // shutdown signal; the timeout still bounds them.
-func (x *execution) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), x.cfg.CallTimeout)
+func (x *execution) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(x.detached, x.cfg.CallTimeout)
 }
 
 // runWaiting decodes the token and claims the task (seed: WaitingForTask).
@@ -206,7 +227,7 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		if maxAttempts == 0 {
 			maxAttempts = x.cfg.DefaultMaxAttempts
 		}
-		x.log = x.log.With("task_id", id, "kind", tok.Kind)
+		x.log.taskID, x.log.kind = id, tok.Kind
 		queue := tok.Queue
 		if queue == "" && tok.CreateToken == "" {
 			// A token sent before its create names the task's queue as
@@ -222,21 +243,21 @@ func (x *execution) runWaiting(ctx context.Context) State {
 			// The sender stores this task too, most likely before this
 			// token arrives: claim it, and create it only if it is not
 			// stored (yet, or ever: the sender stopped after the send).
-			x.fallback = &nt
+			x.fallback, x.hasFallback = nt, true
 			return x.claim(ctx, id)
 		}
 		return x.createClaimed(ctx, nt)
 	}
-	x.log = x.log.With("task_id", tok.ID)
+	x.log.taskID = tok.ID
 	return x.claim(ctx, tok.ID)
 }
 
 // createClaimed creates the inline task nt already claimed by this
 // execution, or claims it when it exists.
 func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
-	cctx, cancel := x.call(ctx)
-	defer cancel()
+	cctx, cancel := x.call()
 	task, err := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
+	cancel()
 	switch {
 	case err == nil:
 		x.task = task
@@ -244,16 +265,16 @@ func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 	case errors.Is(err, lease.ErrAlreadyExists) && lease.ClaimedBy(x.owner(), task):
 		// The create landed but its response was lost; the SDK's
 		// retry met the task this execution had just created.
-		x.log.Info("create response lost; the task is held by this execution")
+		x.log.info("create response lost; the task is held by this execution")
 		x.task = task
 		return StateClaimed
 	case errors.Is(err, lease.ErrConflict): // the id names another task
 		return x.reject(ctx, err.Error())
 	case errors.Is(err, lease.ErrAlreadyExists):
-		x.fallback = nil
+		x.hasFallback = false
 		return x.claim(ctx, nt.ID)
 	default:
-		x.log.Warn("could not create task", "error", err)
+		x.log.warn("could not create task", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
 }
@@ -265,7 +286,7 @@ func (x *execution) owner() string { return x.ownerName }
 // ever claim and run it without its payload.
 func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 	reason := x.tokenErr.Error()
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	task, err := x.cfg.Store.CreateFailed(cctx, nt, reason)
 	switch {
@@ -273,7 +294,7 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 		x.task = task
 		x.result.Outcome = OutcomeFailed
 		x.observe(OutcomeFailed, 0)
-		x.log.Warn("task rejected", "reason", reason)
+		x.log.warn("task rejected", "reason", reason)
 		return x.exit(true, reason)
 	case errors.Is(err, lease.ErrAlreadyExists):
 		// Recorded before (this message's earlier receive, or a create
@@ -282,19 +303,19 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 		// (runClaimed), never run.
 		return x.claim(ctx, nt.ID)
 	default:
-		x.log.Warn("could not create task", "error", err)
+		x.log.warn("could not create task", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
 }
 
 // claim takes the lease of a stored task and sorts out every way that fails.
 func (x *execution) claim(ctx context.Context, id string) State {
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	task, err := x.cfg.Store.Claim(cctx, id, x.owner())
 	if err == nil {
 		x.task = task
-		x.log = x.log.With("kind", task.Kind)
+		x.log.kind = task.Kind
 		return StateClaimed
 	}
 	var (
@@ -303,27 +324,26 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		exhausted *lease.ExhaustedError
 	)
 	switch {
-	case errors.Is(err, lease.ErrNotFound) && x.fallback != nil:
+	case errors.Is(err, lease.ErrNotFound) && x.hasFallback:
 		// Not stored yet: the token carries the task, so create it.
-		nt := *x.fallback
-		x.fallback = nil
-		return x.createClaimed(ctx, nt)
+		x.hasFallback = false
+		return x.createClaimed(ctx, x.fallback)
 	case errors.Is(err, lease.ErrNotFound):
 		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
 	case errors.As(err, &leased) && lease.ClaimedBy(x.owner(), leased.Task):
 		// The claim landed but its response was lost; the SDK's retry met
 		// this execution's own lease.
-		x.log.Info("claim response lost; the task is held by this execution")
+		x.log.info("claim response lost; the task is held by this execution")
 		x.task = leased.Task
-		x.log = x.log.With("kind", x.task.Kind)
+		x.log.kind = x.task.Kind
 		return StateClaimed
 	case errors.As(err, &leased):
 		// Someone else holds it: keep this token until the lease can be
 		// taken over instead of spinning on it.
-		x.log.Info("task leased elsewhere; keeping the token for later", "remaining", leased.Remaining)
+		x.log.info("task leased elsewhere; keeping the token for later", "remaining", leased.Remaining)
 		return x.keep(ctx, leased.Remaining+x.cfg.VisibilityMargin, err.Error())
 	case errors.Is(err, lease.ErrFinished):
-		x.log.Info("duplicate delivery of a finished task acknowledged", "error", err)
+		x.log.info("duplicate delivery of a finished task acknowledged", "error", err)
 		return x.exit(true, "")
 	case errors.As(err, &notDue):
 		return x.redispatch(ctx, id, notDue.RunAt)
@@ -333,16 +353,20 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		msg := fmt.Sprintf("lease of attempt %d of %d expired without a result", exhausted.Task.Attempt, exhausted.Task.MaxAttempts)
 		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
 	default:
-		x.log.Warn("claim failed", "error", err)
+		x.log.warn("claim failed", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
 }
 
 // runClaimed starts the handler and the renewer (seed: TaskClaimed).
 func (x *execution) runClaimed(ctx context.Context) State {
-	x.log = x.log.With("attempt", x.task.Attempt, "fence", x.task.Fence)
-	if o := x.cfg.Observer; o != nil {
-		o.Claimed(x.task, x.cfg.Clock.Since(x.task.CreatedAt))
+	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
+	if x.cfg.Observer != nil {
+		x.claimInfo = Claim{
+			Attempt: x.task.Attempt, CreatedAt: x.task.CreatedAt, RunAt: x.task.RunAt,
+			SinceEnqueue: x.cfg.Clock.Since(x.task.CreatedAt),
+		}
+		x.hasClaim = true
 	}
 	if x.task.CancelRequested {
 		// Cancelled while a worker that has since vanished held it.
@@ -370,35 +394,37 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	hctx, cancel := context.WithCancelCause(x.detached)
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
 		x.invocationDeadline = dl
 	}
 
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	rctx, stop := context.WithCancel(x.detached)
 	x.stopRenewer = stop
-	x.renewerDone = make(chan struct{})
-	r := &renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
-	go func() {
-		defer close(x.renewerDone)
-		r.run(rctx)
-	}()
+	x.renewer = renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
+	if x.vis != nil && !x.replaced {
+		x.vis.join(x)
+	}
+	x.renewerRunning.Go(func() { x.renewer.run(rctx) })
 
-	x.handlerDone = make(chan handlerResult, 1)
+	x.handlerDone = make(chan struct{})
 	x.startedAt = x.cfg.Clock.Now()
-	task := x.task
-	go func() {
-		var res handlerResult
-		defer func() {
-			if v := recover(); v != nil {
-				res = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
-			}
-			x.handlerDone <- res
-		}()
-		res.result, res.err = h(hctx, task)
-	}()
+	go x.runHandler(hctx, h, x.task)
 	return StateRunning
+}
+
+// runHandler is the handler's goroutine. It leaves the result in
+// handlerResult and then closes handlerDone; nothing else touches
+// handlerResult, so a handler abandoned at the deadline races with nobody.
+func (x *execution) runHandler(ctx context.Context, h Handler, task lease.Task) {
+	defer func() {
+		if v := recover(); v != nil {
+			x.handlerResult = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
+		}
+		close(x.handlerDone)
+	}()
+	x.handlerResult.result, x.handlerResult.err = h(ctx, task)
 }
 
 // unknownKind answers a claimed task whose kind has no handler here. The
@@ -429,7 +455,7 @@ func (x *execution) unknownKind(ctx context.Context) State {
 	}
 	reason := fmt.Sprintf("unknown task kind %q: no handler on this worker; offered again in %s without using an attempt",
 		x.task.Kind, wait.Round(time.Second))
-	x.log.Warn("no handler for the task's kind; task released without using an attempt",
+	x.log.warn("no handler for the task's kind; task released without using an attempt",
 		"reason", reason, "unknown_since", since, "retry_in", wait, "queue", x.task.Queue)
 	x.result.Reason = reason
 	return x.reschedule(ctx, lease.Release{
@@ -448,18 +474,18 @@ func (x *execution) runRunning(ctx context.Context) State {
 		deadline = t.Chan()
 	}
 	select {
-	case x.res = <-x.handlerDone:
-		x.finished = true
+	case <-x.handlerDone:
+		x.res, x.finished = x.handlerResult, true
 	case <-deadline:
 		x.cancelHandler(ErrDeadline)
 		// Give the handler half the margin to wind down, then move on
 		// without it: its writes are fenced, so it can do no harm.
 		grace := x.cfg.Clock.NewTimer(x.cfg.DeadlineMargin / 2)
 		select {
-		case x.res = <-x.handlerDone:
-			x.finished = true
+		case <-x.handlerDone:
+			x.res, x.finished = x.handlerResult, true
 		case <-grace.Chan():
-			x.log.Warn("handler ignored its cancelled context; abandoning it")
+			x.log.warn("handler ignored its cancelled context; abandoning it")
 		}
 		grace.Stop()
 	}
@@ -469,7 +495,10 @@ func (x *execution) runRunning(ctx context.Context) State {
 	// racing the finish write would only fail harmlessly, but a joined
 	// renewer keeps every goroutine owned by this invocation.
 	x.stopRenewer()
-	<-x.renewerDone
+	x.renewerRunning.Wait()
+	if x.vis != nil {
+		x.vis.leave(x) // waits for a batch call still extending the message
+	}
 	x.cancelHandler(context.Canceled)
 	return StateFinishing
 }
@@ -478,10 +507,10 @@ func (x *execution) runRunning(ctx context.Context) State {
 func (x *execution) runFinishing(ctx context.Context) State {
 	res, cause := x.res, x.cause
 	elapsed := x.handlerTime
-	x.log = x.log.With("duration_ms", elapsed.Milliseconds())
+	x.log.timed, x.log.durationMS = true, elapsed.Milliseconds()
 	switch {
 	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
-		x.log.Warn("lease lost; the result of this attempt is discarded")
+		x.log.warn("lease lost; the result of this attempt is discarded")
 		x.observe(OutcomeLeaseLost, elapsed)
 		return x.lost(ctx, cause)
 	case x.finished && res.err == nil:
@@ -504,7 +533,7 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	}
 	var panicked *PanicError
 	if errors.As(err, &panicked) {
-		x.log.Error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
+		x.log.error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
 	}
 	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 }
@@ -523,12 +552,12 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 	if err := checkResult(result); err != nil {
 		return x.failClaimed(ctx, err.Error())
 	}
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	l := x.task.LeaseOf()
 	task, err := x.cfg.Store.Finish(cctx, l, result)
-	if obs, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeaseLost) && lease.Landed(l, lease.StatusSucceeded, obs) {
-		x.log.Info("finish response lost; the retried write met this execution's own result")
+	if obs, ok := ownWriteLanded(err, l, lease.StatusSucceeded); ok {
+		x.log.info("finish response lost; the retried write met this execution's own result")
 		task, err = obs, nil
 	}
 	switch {
@@ -536,10 +565,12 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		x.task = task
 		x.result.Outcome = OutcomeSucceeded
 		x.observe(OutcomeSucceeded, elapsed)
-		x.log.Info("task succeeded")
+		// DEBUG: a success is the common case, and its metrics line
+		// (Observer) already names the task, attempt and outcome.
+		x.log.debug("task succeeded")
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
-		x.log.Warn("finished, but the lease was lost; another worker took over", "error", err)
+		x.log.warn("finished, but the lease was lost; another worker took over", "error", err)
 		x.observe(OutcomeLeaseLost, elapsed)
 		return x.lost(ctx, err)
 	case errors.Is(err, lease.ErrInvalid):
@@ -547,9 +578,21 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 	default:
 		// The result could not be stored. Keep the token: the task will be
 		// taken over once the lease expires.
-		x.log.Error("could not record result", "error", err)
+		x.log.error("could not record result", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
+}
+
+// ownWriteLanded reports whether err, from a write of status under l, says
+// the lease was lost only because the write had already landed: the SDK's
+// retry met this execution's own write. It returns the item the failed write
+// saw.
+func ownWriteLanded(err error, l lease.Lease, status lease.Status) (lease.Task, bool) {
+	if err == nil || !errors.Is(err, lease.ErrLeaseLost) {
+		return lease.Task{}, false // (and no allocation for a nil error)
+	}
+	obs, ok := lease.Observed(err)
+	return obs, ok && lease.Landed(l, status, obs)
 }
 
 // retryOrFail schedules another attempt after delay, or fails the task when
@@ -592,12 +635,12 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 
 // release gives the lease up as r says.
 func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcome) State {
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	l := x.task.LeaseOf()
 	task, err := x.cfg.Store.Release(cctx, l, r)
-	if obs, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeaseLost) && lease.Landed(l, r.Status, obs) {
-		x.log.Info("release response lost; the retried write met this execution's own release")
+	if obs, ok := ownWriteLanded(err, l, r.Status); ok {
+		x.log.info("release response lost; the retried write met this execution's own release")
 		task, err = obs, nil
 	}
 	switch {
@@ -605,20 +648,20 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 		x.task = task
 		x.result.Outcome = outcome
 		x.observe(outcome, x.handlerTime)
-		x.log.Info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
+		x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
 		return x.exit(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
-		x.log.Warn("could not release: lease already lost", "error", err)
+		x.log.warn("could not release: lease already lost", "error", err)
 		return x.lost(ctx, err)
 	default:
-		x.log.Error("could not release lease", "error", err)
+		x.log.error("could not release lease", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
 }
 
 // failClaimed fails a task this execution holds without running it.
 func (x *execution) failClaimed(ctx context.Context, reason string) State {
-	x.log.Warn("task rejected", "reason", reason)
+	x.log.warn("task rejected", "reason", reason)
 	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
 	x.result.Reason = reason
 	return st
@@ -648,16 +691,16 @@ func (x *execution) send(ctx context.Context, body string, delay time.Duration) 
 	if x.task.ID != "" {
 		// Resolved like any clean-up call: detached from shutdown, bounded
 		// by the call timeout (a cached name makes no call).
-		rctx, cancel := x.call(ctx)
+		rctx, cancel := x.call()
 		u, err := x.cfg.Queues.URL(rctx, x.task.Queue)
 		cancel()
 		if err != nil {
-			x.log.Warn("could not find the task's queue; the task waits for a later sweep", "queue", x.task.Queue, "reason", err)
+			x.log.warn("could not find the task's queue; the task waits for a later sweep", "queue", x.task.Queue, "reason", err)
 			return fmt.Errorf("send token: %w", err)
 		}
 		queueURL = u
 	}
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	secs := int32(math.Ceil(max(delay, 0).Seconds()))
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
@@ -670,7 +713,7 @@ func (x *execution) send(ctx context.Context, body string, delay time.Duration) 
 		err = fmt.Errorf("%w: %w", queues.ErrNotFound, err)
 	}
 	if err != nil {
-		x.log.Warn("could not send dispatch token", "queue_url", queueURL, "error", err)
+		x.log.warn("could not send dispatch token", "queue_url", queueURL, "error", err)
 		return fmt.Errorf("send token: %w", err)
 	}
 	return nil
@@ -743,17 +786,17 @@ func (x *execution) replace(ctx context.Context, d time.Duration, reason string)
 		return x.exit(false, reason)
 	}
 	x.replaced = true
-	x.log.Info("token replaced by a fresh one", "delay", d, "receive_count", x.msg.ReceiveCount, "reason", reason)
+	x.log.info("token replaced by a fresh one", "delay", d, "receive_count", x.msg.ReceiveCount, "reason", reason)
 	// Delete this message now rather than with the batch's answer: an
 	// invocation that dies before answering would otherwise bring it back
 	// with one more receive.
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	if _, err := x.cfg.SQS.DeleteMessage(cctx, &sqs.DeleteMessageInput{
 		QueueUrl:      aws.String(x.msgQueueURL()),
 		ReceiptHandle: aws.String(x.msg.ReceiptHandle),
 	}); err != nil {
-		x.log.Warn("could not delete the replaced message; the batch answer acknowledges it", "error", err)
+		x.log.warn("could not delete the replaced message; the batch answer acknowledges it", "error", err)
 	}
 	return x.exit(true, reason)
 }
@@ -791,7 +834,7 @@ func (x *execution) replacementBody() string {
 
 // hide makes the message invisible for d.
 func (x *execution) hide(ctx context.Context, d time.Duration) {
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	_, err := x.cfg.SQS.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl:          aws.String(x.msgQueueURL()),
@@ -799,7 +842,7 @@ func (x *execution) hide(ctx context.Context, d time.Duration) {
 		VisibilityTimeout: visibilitySeconds(d),
 	})
 	if err != nil {
-		x.log.Warn("could not change message visibility", "error", err)
+		x.log.warn("could not change message visibility", "error", err)
 	}
 }
 
@@ -825,11 +868,11 @@ func visibilitySeconds(d time.Duration) int32 {
 // dead-letter queue. Without a dead-letter URL the message is left to the
 // queue's redrive policy, which moves it after maxReceiveCount receives.
 func (x *execution) reject(ctx context.Context, reason string) State {
-	x.log.Warn("message rejected", "reason", reason, "receive_count", x.msg.ReceiveCount)
+	x.log.warn("message rejected", "reason", reason, "receive_count", x.msg.ReceiveCount)
 	if x.cfg.DeadLetterURL == "" {
 		return x.exit(false, reason)
 	}
-	cctx, cancel := x.call(ctx)
+	cctx, cancel := x.call()
 	defer cancel()
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
 		QueueUrl:    aws.String(x.cfg.DeadLetterURL),
@@ -840,7 +883,7 @@ func (x *execution) reject(ctx context.Context, reason string) State {
 		},
 	})
 	if err != nil {
-		x.log.Error("could not forward rejected message to the dead-letter queue", "error", err)
+		x.log.error("could not forward rejected message to the dead-letter queue", "error", err)
 		return x.exit(false, reason)
 	}
 	return x.exit(true, reason)
@@ -853,7 +896,12 @@ const (
 )
 
 func (x *execution) observe(o Outcome, d time.Duration) {
-	if x.cfg.Observer != nil {
-		x.cfg.Observer.Ended(x.task, o, d)
+	if x.cfg.Observer == nil {
+		return
 	}
+	e := Ended{Task: x.task, Outcome: o, HandlerTime: d}
+	if x.hasClaim {
+		e.Claim = &x.claimInfo
+	}
+	x.cfg.Observer.Ended(e)
 }

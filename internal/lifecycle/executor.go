@@ -29,21 +29,31 @@ func (e *Executor) Config() Config { return e.cfg }
 // be deleted. It returns only when every goroutine it started has stopped,
 // except a handler that ignored its cancelled context past the deadline.
 func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Result {
+	return e.process(ctx, log, m, nil)
+}
+
+// process is Process; vis, when not nil, extends m's visibility together
+// with the other running messages of its batch.
+func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis *batchVisibility) Result {
 	if log == nil {
 		log = e.cfg.Logger
 	}
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	var nonceHex [2 * len(nonce)]byte
+	hex.Encode(nonceHex[:], nonce[:])
 	x := &execution{
-		cfg: &e.cfg, log: log.With("message_id", m.ID), msg: m, state: StateWaiting,
-		ownerName: e.cfg.Owner + "/" + m.ID + "/" + hex.EncodeToString(nonce[:]),
+		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateWaiting,
+		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
+		vis:       vis,
 	}
 	return x.run(ctx)
 }
 
 // ProcessBatch processes msgs concurrently, at most Concurrency at a time,
 // and returns one Result per message, in order. It returns once all are
-// done.
+// done. The running messages of a batch of more than one extend their
+// visibility together, with ChangeMessageVisibilityBatch.
 func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Message) []Result {
 	return e.ProcessBatchEach(ctx, log, msgs, nil)
 }
@@ -54,13 +64,17 @@ func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Me
 // before the rest of its batch ends.
 func (e *Executor) ProcessBatchEach(ctx context.Context, log *slog.Logger, msgs []Message, done func(i int, r Result)) []Result {
 	results := make([]Result, len(msgs))
+	var vis *batchVisibility
+	if len(msgs) > 1 {
+		vis = newBatchVisibility(&e.cfg)
+	}
 	sem := make(chan struct{}, e.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, m := range msgs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results[i] = e.Process(ctx, log, m)
+			results[i] = e.process(ctx, log, m, vis)
 			if done != nil {
 				done(i, results[i])
 			}

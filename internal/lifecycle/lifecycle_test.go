@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,15 +35,29 @@ func TestMain(m *testing.M) {
 
 var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeSQS records the two calls the lifecycle makes.
+// fakeSQS records the calls the lifecycle makes.
 type fakeSQS struct {
 	mu         sync.Mutex
-	visibility []sqs.ChangeMessageVisibilityInput
-	sent       []sqs.SendMessageInput
-	deleted    []string // receipt handles
-	failSend   bool
-	goneURL    string        // a queue deleted since its URL was looked up
-	changed    chan struct{} // one tick per call
+	visibility []sqs.ChangeMessageVisibilityInput // single calls and batch entries alike
+	// batchCalls counts ChangeMessageVisibilityBatch calls, batchSizes
+	// their entries; singleCalls counts ChangeMessageVisibility calls.
+	batchCalls  int
+	batchSizes  []int
+	singleCalls int
+	// failEntries fails the batch entries of these receipt handles;
+	// failBatch fails whole batch calls; omitEntries leaves these
+	// handles out of the answer.
+	failEntries map[string]bool
+	omitEntries map[string]bool
+	failBatch   error
+	// gate, when set, holds every batch call until it is closed (or the
+	// call's context ends).
+	gate     chan struct{}
+	sent     []sqs.SendMessageInput
+	deleted  []string // receipt handles
+	failSend bool
+	goneURL  string        // a queue deleted since its URL was looked up
+	changed  chan struct{} // one tick per call
 }
 
 func newFakeSQS() *fakeSQS { return &fakeSQS{changed: make(chan struct{}, 1000)} }
@@ -50,9 +65,56 @@ func newFakeSQS() *fakeSQS { return &fakeSQS{changed: make(chan struct{}, 1000)}
 func (f *fakeSQS) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	f.mu.Lock()
 	f.visibility = append(f.visibility, *in)
+	f.singleCalls++
 	f.mu.Unlock()
 	f.changed <- struct{}{}
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// ChangeMessageVisibilityBatch records each entry that succeeds as a change
+// and ticks changed once per call.
+func (f *fakeSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	defer func() { f.changed <- struct{}{} }()
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batchCalls++
+	f.batchSizes = append(f.batchSizes, len(in.Entries))
+	if f.failBatch != nil {
+		return nil, f.failBatch
+	}
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		rh := aws.ToString(e.ReceiptHandle)
+		switch {
+		case f.omitEntries[rh]:
+		case f.failEntries[rh]:
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{
+				Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("The receipt handle is not valid."), SenderFault: true,
+			})
+		default:
+			f.visibility = append(f.visibility, sqs.ChangeMessageVisibilityInput{
+				QueueUrl: in.QueueUrl, ReceiptHandle: e.ReceiptHandle, VisibilityTimeout: e.VisibilityTimeout,
+			})
+			out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) calls() (single, batch int, sizes []int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.singleCalls, f.batchCalls, slices.Clone(f.batchSizes)
 }
 
 func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {

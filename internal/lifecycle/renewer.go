@@ -65,7 +65,7 @@ func (r *renewer) run(ctx context.Context) {
 		now := cfg.Clock.Now()
 		if !now.Before(r.trustUntil) {
 			r.x.cancelHandler(&lostError{err: errors.New("renewals kept failing")})
-			r.x.log.Warn("lease expired locally before a renewal landed; handler cancelled")
+			r.x.log.warn("lease expired locally before a renewal landed; handler cancelled")
 			return
 		}
 		err := r.renew(ctx, now)
@@ -74,12 +74,12 @@ func (r *renewer) run(ctx context.Context) {
 			next = r.trustUntil.Add(-cfg.RenewBefore)
 		case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 			r.x.cancelHandler(&lostError{definite: true, err: err})
-			r.x.log.Warn("lease lost; handler cancelled", "error", err)
+			r.x.log.warn("lease lost; handler cancelled", "error", err)
 			return
 		case ctx.Err() != nil:
 			return
 		default:
-			r.x.log.Warn("lease renewal failed; will retry", "error", err)
+			r.x.log.warn("lease renewal failed; will retry", "error", err)
 			next = now.Add(r.retryInterval())
 		}
 	}
@@ -101,23 +101,29 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	r.lease.Until = task.LeaseUntil
 	if task.CancelRequested && !r.cancelRequested {
 		r.cancelRequested = true
-		r.x.log.Info("cancellation requested; handler cancelled")
+		r.x.log.info("cancellation requested; handler cancelled")
 		r.x.cancelHandler(ErrCancelRequested)
 	}
 	if r.x.replaced {
 		return nil // the message is gone; a fresh token stands for the task
 	}
-	vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
-	defer vcancel()
-	_, verr := cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl:          aws.String(r.x.msgQueueURL()),
-		ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
-		VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
-	})
-	if verr != nil {
+	var verr error
+	if r.x.vis != nil {
+		verr = r.x.vis.extend(ctx, r.x)
+	} else {
+		vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
+		_, verr = cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl:          aws.String(r.x.msgQueueURL()),
+			ReceiptHandle:     aws.String(r.x.msg.ReceiptHandle),
+			VisibilityTimeout: visibilitySeconds(cfg.LeaseDuration + cfg.VisibilityMargin),
+		})
+		vcancel()
+	}
+	if verr != nil && ctx.Err() == nil {
 		// The lease, not the message, is what guards the task; a message
-		// that reappears early meets a live lease and is hidden again.
-		r.x.log.Warn("could not extend message visibility", "error", verr)
+		// that reappears early meets a live lease and is hidden again. (A
+		// renewer stopped mid-call has nothing to report.)
+		r.x.log.warn("could not extend message visibility", "error", verr)
 	}
 	return nil
 }

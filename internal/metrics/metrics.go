@@ -8,9 +8,8 @@
 // All are in the namespace "Leasehold", each both per task kind (dimension
 // Kind) and across kinds (no dimension):
 //
-//	TasksClaimed     Count         a worker took the lease of a task
 //	EnqueueToClaim   Milliseconds  first attempts: from the task's creation to its claim
-//	DueToClaim       Milliseconds  every attempt: from when it was due (run_at) to its claim
+//	DueToClaim       Milliseconds  every claimed attempt: from when it was due (run_at) to its claim
 //	TasksSucceeded   Count         the result was recorded
 //	TasksFailed      Count         failed for good (no attempts left, or a permanent error)
 //	TasksRetried     Count         failed; another attempt is scheduled with backoff
@@ -18,18 +17,24 @@
 //	TasksSnoozed     Count         the handler asked to run later
 //	TasksCancelled   Count         cancelled on request or by the handler
 //	LeasesLost       Count         another worker took the task over; this attempt's result was discarded
+//	TasksUnknownKind Count         no handler for the kind here; released without using an attempt
 //	HandlerDuration  Milliseconds  how long the attempt ran, for every outcome above
 //
-// Each line also carries task_id, attempt and outcome as plain properties
+// An attempt writes one line, when it ends: its outcome's counter,
+// HandlerDuration, and the claim's EnqueueToClaim and DueToClaim. There is
+// no claim counter of its own: every claim whose outcome is recorded ends in
+// exactly one of the counters above, so their sum counts the claims. Each
+// line also carries task_id, attempt and outcome as plain properties
 // (searchable in CloudWatch Logs Insights, not dimensions). Payloads and
 // results never appear.
 package metrics
 
 import (
-	"encoding/json"
 	"io"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
@@ -45,7 +50,6 @@ const DimensionKind = "Kind"
 
 // Metric names.
 const (
-	TasksClaimed   = "TasksClaimed"
 	EnqueueToClaim = "EnqueueToClaim"
 	DueToClaim     = "DueToClaim"
 	TasksSucceeded = "TasksSucceeded"
@@ -79,8 +83,9 @@ var outcomeMetric = map[lifecycle.Outcome]string{
 	lifecycle.OutcomeUnknownKind: TasksUnknownKind,
 }
 
-// EMF writes one EMF line per task event to a writer. It implements
-// lifecycle.Observer and is safe for concurrent use: lines never interleave.
+// EMF writes one EMF line per attempt to a writer, when the attempt ends.
+// It implements lifecycle.Observer and is safe for concurrent use: lines
+// never interleave.
 type EMF struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -105,84 +110,112 @@ type value struct {
 	value float64
 }
 
-// Claimed implements lifecycle.Observer.
-func (e *EMF) Claimed(t lease.Task, sinceEnqueue time.Duration) {
-	vals := []value{{TasksClaimed, UnitCount, 1}}
-	if t.Attempt <= 1 {
-		vals = append(vals, value{EnqueueToClaim, UnitMilliseconds, millis(sinceEnqueue)})
-	}
-	if !t.RunAt.IsZero() && !t.CreatedAt.IsZero() {
-		// since enqueue minus the wait that was asked for: the lateness.
-		late := sinceEnqueue - t.RunAt.Sub(t.CreatedAt)
-		vals = append(vals, value{DueToClaim, UnitMilliseconds, millis(max(late, 0))})
-	}
-	e.write(t, "claimed", vals)
-}
-
-// Ended implements lifecycle.Observer.
-func (e *EMF) Ended(t lease.Task, outcome lifecycle.Outcome, handlerTime time.Duration) {
-	name, ok := outcomeMetric[outcome]
+// Ended implements lifecycle.Observer: one line with the outcome's counter,
+// the handler's duration and, for a claimed attempt, how late the claim
+// came.
+func (e *EMF) Ended(a lifecycle.Ended) {
+	name, ok := outcomeMetric[a.Outcome]
 	if !ok {
 		return
 	}
-	e.write(t, string(outcome), []value{
-		{name, UnitCount, 1},
-		{HandlerDuration, UnitMilliseconds, millis(handlerTime)},
-	})
+	var buf [4]value
+	vals := append(buf[:0],
+		value{name, UnitCount, 1},
+		value{HandlerDuration, UnitMilliseconds, millis(a.HandlerTime)})
+	if c := a.Claim; c != nil {
+		if c.Attempt <= 1 {
+			vals = append(vals, value{EnqueueToClaim, UnitMilliseconds, millis(c.SinceEnqueue)})
+		}
+		if !c.RunAt.IsZero() && !c.CreatedAt.IsZero() {
+			// since enqueue minus the wait that was asked for: the lateness.
+			late := c.SinceEnqueue - c.RunAt.Sub(c.CreatedAt)
+			vals = append(vals, value{DueToClaim, UnitMilliseconds, millis(max(late, 0))})
+		}
+	}
+	e.write(a.Task, string(a.Outcome), vals)
 }
 
-func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// definition and directive are EMF's MetricDefinition and MetricDirective.
-type definition struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 {
+	return float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
 }
 
-type directive struct {
-	Namespace  string       `json:"Namespace"`
-	Dimensions [][]string   `json:"Dimensions"`
-	Metrics    []definition `json:"Metrics"`
-}
+// linePool holds line buffers: one line per attempt should not cost an
+// allocation.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-type metadata struct {
-	Timestamp         int64       `json:"Timestamp"`
-	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
-}
-
-// write emits one line: the metadata, the Kind dimension, the values and
-// the task's id, attempt and outcome as properties.
+// write emits one line: the metadata, the Kind dimension, the task's id,
+// attempt and outcome, and the values. It is built by hand, in the order
+// EMF documents show: about half the allocations and none of the reflection
+// of encoding/json, for a shape that never changes.
 func (e *EMF) write(t lease.Task, outcome string, vals []value) {
-	doc := map[string]any{
-		"task_id": t.ID,
-		"attempt": t.Attempt,
-		"outcome": outcome,
-	}
-	defs := make([]definition, len(vals))
-	for i, v := range vals {
-		defs[i] = definition{Name: v.name, Unit: v.unit}
-		doc[v.name] = v.value
-	}
 	kind := t.Kind
 	if kind == "" {
 		kind = "unknown" // CloudWatch rejects an empty dimension value
 	}
-	doc[DimensionKind] = kind
-	doc["_aws"] = metadata{
-		Timestamp: e.clock.Now().UnixMilli(),
-		CloudWatchMetrics: []directive{{
-			Namespace: Namespace,
-			// Per kind, and across kinds (an empty dimension set).
-			Dimensions: [][]string{{DimensionKind}, {}},
-			Metrics:    defs,
-		}},
+	bp := linePool.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, `{"_aws":{"Timestamp":`...)
+	b = strconv.AppendInt(b, e.clock.Now().UnixMilli(), 10)
+	b = append(b, `,"CloudWatchMetrics":[{"Namespace":"`+Namespace+`","Dimensions":[["`+DimensionKind+`"],[]],"Metrics":[`...)
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"Name":"`...)
+		b = append(b, v.name...)
+		b = append(b, `","Unit":"`...)
+		b = append(b, v.unit...)
+		b = append(b, `"}`...)
 	}
-	line, err := json.Marshal(doc)
-	if err != nil {
-		return // cannot happen: every value is a string or a number
+	b = append(b, `]}]},"`+DimensionKind+`":`...)
+	b = appendString(b, kind)
+	b = append(b, `,"task_id":`...)
+	b = appendString(b, t.ID)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(t.Attempt), 10)
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, outcome)
+	for _, v := range vals {
+		b = append(b, ',', '"')
+		b = append(b, v.name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendFloat(b, v.value, 'f', -1, 64)
 	}
-	line = append(line, '\n')
+	b = append(b, '}', '\n')
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	_, _ = e.w.Write(line) // metrics are best effort; a task never fails for them
+	_, _ = e.w.Write(b) // metrics are best effort; a task never fails for them
+	e.mu.Unlock()
+	*bp = b
+	linePool.Put(bp)
+}
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }

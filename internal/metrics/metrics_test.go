@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -84,29 +85,28 @@ func checkShape(t *testing.T, l emfLine, want map[string]string) {
 	}
 }
 
-func TestClaimedLine(t *testing.T) {
+// A claimed attempt's line carries how late its claim came, with the
+// outcome, when it ends; nothing is written at the claim.
+func TestEndedLineCarriesTheClaim(t *testing.T) {
 	t.Parallel()
 	clock := clockwork.NewFakeClockAt(time.UnixMilli(1_700_000_000_123))
 	created := time.UnixMilli(1_700_000_000_000)
 	cases := []struct {
 		name    string
-		task    lease.Task
-		since   time.Duration
+		claim   lifecycle.Claim
 		metrics map[string]string
 		due     float64
 	}{
 		{
 			name:    "first attempt",
-			task:    lease.Task{ID: "t1", Kind: "resize", Attempt: 1, CreatedAt: created, RunAt: created},
-			since:   1500 * time.Millisecond,
-			metrics: map[string]string{"TasksClaimed": "Count", "EnqueueToClaim": "Milliseconds", "DueToClaim": "Milliseconds"},
+			claim:   lifecycle.Claim{Attempt: 1, CreatedAt: created, RunAt: created, SinceEnqueue: 1500 * time.Millisecond},
+			metrics: map[string]string{"TasksSucceeded": "Count", "HandlerDuration": "Milliseconds", "EnqueueToClaim": "Milliseconds", "DueToClaim": "Milliseconds"},
 			due:     1500,
 		},
 		{
 			name:    "retry due later",
-			task:    lease.Task{ID: "t2", Kind: "resize", Attempt: 3, CreatedAt: created, RunAt: created.Add(time.Minute)},
-			since:   time.Minute + 250*time.Millisecond,
-			metrics: map[string]string{"TasksClaimed": "Count", "DueToClaim": "Milliseconds"},
+			claim:   lifecycle.Claim{Attempt: 3, CreatedAt: created, RunAt: created.Add(time.Minute), SinceEnqueue: time.Minute + 250*time.Millisecond},
+			metrics: map[string]string{"TasksSucceeded": "Count", "HandlerDuration": "Milliseconds", "DueToClaim": "Milliseconds"},
 			due:     250,
 		},
 	}
@@ -114,7 +114,10 @@ func TestClaimedLine(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var buf bytes.Buffer
-			metrics.NewEMF(&buf, clock).Claimed(c.task, c.since)
+			// The task as the finish left it: a later run_at must not
+			// change the claim's lateness.
+			task := lease.Task{ID: "t1", Kind: "resize", Attempt: c.claim.Attempt, CreatedAt: created, RunAt: created.Add(time.Hour)}
+			metrics.NewEMF(&buf, clock).Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: 7 * time.Millisecond, Claim: &c.claim})
 			lines := parseLines(t, buf.String())
 			if len(lines) != 1 {
 				t.Fatalf("want 1 line, got %d: %s", len(lines), buf.String())
@@ -124,11 +127,11 @@ func TestClaimedLine(t *testing.T) {
 			if l.AWS.Timestamp != 1_700_000_000_123 {
 				t.Errorf("timestamp %d", l.AWS.Timestamp)
 			}
-			if l.raw["Kind"] != "resize" || l.raw["task_id"] != c.task.ID || l.raw["TasksClaimed"] != 1.0 || l.raw["DueToClaim"] != c.due {
+			if l.raw["Kind"] != "resize" || l.raw["task_id"] != "t1" || l.raw["TasksSucceeded"] != 1.0 || l.raw["DueToClaim"] != c.due || l.raw["HandlerDuration"] != 7.0 {
 				t.Errorf("values: %v", l.raw)
 			}
-			if _, ok := c.metrics["EnqueueToClaim"]; ok && l.raw["EnqueueToClaim"] != float64(c.since.Milliseconds()) {
-				t.Errorf("EnqueueToClaim = %v, want %d", l.raw["EnqueueToClaim"], c.since.Milliseconds())
+			if _, ok := c.metrics["EnqueueToClaim"]; ok && l.raw["EnqueueToClaim"] != float64(c.claim.SinceEnqueue.Milliseconds()) {
+				t.Errorf("EnqueueToClaim = %v, want %d", l.raw["EnqueueToClaim"], c.claim.SinceEnqueue.Milliseconds())
 			}
 		})
 	}
@@ -151,7 +154,7 @@ func TestEndedLines(t *testing.T) {
 			t.Parallel()
 			var buf bytes.Buffer
 			task := lease.Task{ID: "t", Kind: "k", Attempt: 2, Payload: []byte(`{"secret":"s3cr3t"}`), Result: []byte(`"r3sult"`)}
-			metrics.NewEMF(&buf, clockwork.NewFakeClock()).Ended(task, outcome, 42*time.Millisecond)
+			metrics.NewEMF(&buf, clockwork.NewFakeClock()).Ended(lifecycle.Ended{Task: task, Outcome: outcome, HandlerTime: 42 * time.Millisecond})
 			if strings.Contains(buf.String(), "s3cr3t") || strings.Contains(buf.String(), "r3sult") {
 				t.Fatalf("payload or result in a metrics line: %s", buf.String())
 			}
@@ -170,7 +173,7 @@ func TestEndedLines(t *testing.T) {
 func TestEmptyKindStillMakesAMetric(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	metrics.NewEMF(&buf, nil).Ended(lease.Task{ID: "t"}, lifecycle.OutcomeFailed, 0)
+	metrics.NewEMF(&buf, nil).Ended(lifecycle.Ended{Task: lease.Task{ID: "t"}, Outcome: lifecycle.OutcomeFailed})
 	l := parseLines(t, buf.String())
 	if len(l) != 1 || l[0].raw["Kind"] != "unknown" {
 		t.Fatalf("got %s", buf.String())
@@ -184,11 +187,38 @@ func TestConcurrentLinesDoNotInterleave(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			e.Ended(lease.Task{ID: strings.Repeat("x", i), Kind: "k"}, lifecycle.OutcomeSucceeded, time.Duration(i))
+			e.Ended(lifecycle.Ended{Task: lease.Task{ID: strings.Repeat("x", i), Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Duration(i)})
 		})
 	}
 	wg.Wait()
 	if got := len(parseLines(t, buf.String())); got != 50 {
 		t.Fatalf("want 50 lines, got %d", got)
+	}
+}
+
+// Strings are written as encoding/json writes them, whatever they hold.
+func TestStringsAreJSON(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"plain", `q"uote\back`, "ctl\x00\x1f\n\t", "é€😀", "bad\xffutf8\xc3", "\u2028"} {
+		var buf bytes.Buffer
+		metrics.NewEMF(&buf, nil).Ended(lifecycle.Ended{Task: lease.Task{ID: id, Kind: id}, Outcome: lifecycle.OutcomeFailed})
+		l := parseLines(t, buf.String())
+		want := strings.ToValidUTF8(id, "\ufffd")
+		if len(l) != 1 || l[0].raw["task_id"] != want || l[0].raw["Kind"] != want {
+			t.Errorf("%q: got %s", id, buf.String())
+		}
+	}
+}
+
+// A line costs no more than a handful of allocations (the observer's
+// argument and the writer's own are outside it).
+func TestLineAllocations(t *testing.T) {
+	e := metrics.NewEMF(io.Discard, clockwork.NewFakeClock())
+	end := lifecycle.Ended{
+		Task: lease.Task{ID: "4f6c1a52-9d0e-4a53-8f7e-2f5b4a1c0001", Kind: "resize", Attempt: 1}, Outcome: lifecycle.OutcomeSucceeded,
+		HandlerTime: 1234567 * time.Nanosecond, Claim: &lifecycle.Claim{Attempt: 1, SinceEnqueue: 42 * time.Millisecond},
+	}
+	if n := testing.AllocsPerRun(200, func() { e.Ended(end) }); n > 1 {
+		t.Errorf("%v allocations per line, want at most 1", n)
 	}
 }

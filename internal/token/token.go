@@ -103,30 +103,25 @@ func Decode(body string) (Token, error) {
 	if !utf8.ValidString(body) {
 		return Token{}, &Error{Reason: ErrMalformed, Detail: "body is not valid UTF-8"}
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
-	dec.DisallowUnknownFields()
-	var w wire
-	if err := dec.Decode(&w); err != nil {
-		return Token{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Token{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
-	}
-	if w.V == nil {
-		return Token{}, &Error{Reason: ErrMissingField, Detail: `"v" (the token version) is required`}
-	}
-	if *w.V != Version {
-		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", *w.V, Version)}
-	}
-	t := Token{Version: *w.V, ID: w.ID, Kind: w.Kind, MaxAttempts: w.MaxAttempts, CreateToken: w.CreateToken}
-	if w.Queue != nil {
-		if err := checkQueue(*w.Queue); err != nil {
+	f, ok := scanFields(body)
+	if !ok {
+		var err error
+		if f, err = decodeJSON(body); err != nil {
 			return Token{}, err
 		}
-		t.Queue = *w.Queue
 	}
-	if len(w.Payload) > 0 && !bytes.Equal(w.Payload, []byte("null")) {
-		t.Payload = w.Payload
+	if !f.hasV {
+		return Token{}, &Error{Reason: ErrMissingField, Detail: `"v" (the token version) is required`}
+	}
+	if f.v != Version {
+		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
+	}
+	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken}
+	if f.hasQueue {
+		if err := checkQueue(f.queue); err != nil {
+			return Token{}, err
+		}
+		t.Queue = f.queue
 	}
 	if err := t.validate(); err != nil {
 		if errors.Is(err, ErrPayloadTooBig) {
@@ -136,6 +131,31 @@ func Decode(body string) (Token, error) {
 		return Token{}, err
 	}
 	return t, nil
+}
+
+// decodeJSON reads any body with encoding/json, strictly: unknown fields and
+// trailing data are refused.
+func decodeJSON(body string) (fields, error) {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	var w wire
+	if err := dec.Decode(&w); err != nil {
+		return fields{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
+	}
+	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken}
+	if w.V != nil {
+		f.v, f.hasV = *w.V, true
+	}
+	if w.Queue != nil {
+		f.queue, f.hasQueue = *w.Queue, true
+	}
+	if len(w.Payload) > 0 && !bytes.Equal(w.Payload, []byte("null")) {
+		f.payload = w.Payload
+	}
+	return f, nil
 }
 
 func (t Token) validate() error {
@@ -264,8 +284,8 @@ func jsonValueName(v string) string {
 
 // Ref encodes a reference token for a stored task.
 func Ref(id string) string {
-	b, _ := json.Marshal(wire{V: ptr(Version), ID: id})
-	return string(b)
+	var buf [128]byte
+	return string(appendWire(buf[:0], id, "", nil, 0, "", ""))
 }
 
 // Inline encodes an inline token. payload must be valid JSON or nil.
@@ -292,15 +312,6 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
-	w := wire{V: ptr(Version), ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts, CreateToken: t.CreateToken}
-	if t.Queue != "" {
-		w.Queue = &t.Queue
-	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return "", fmt.Errorf("encode token: %w", err)
-	}
-	return string(b), nil
+	var buf [256]byte
+	return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
 }
-
-func ptr[T any](v T) *T { return &v }
