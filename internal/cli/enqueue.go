@@ -38,8 +38,9 @@ func (a *app) enqueueCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enqueue [PAYLOAD | -]",
 		Short: "Enqueue a task, or many from a JSON Lines file",
-		Long: `Enqueue stores a task in the tasks table and sends its dispatch token to the
-work queue. The payload is a JSON document: the argument, the file named by
+		Long: `Enqueue sends a task's dispatch token to the work queue and stores the task in
+the tasks table. The token goes first and carries the task, so a command
+stopped in between loses nothing: the worker creates the task from it. The payload is a JSON document: the argument, the file named by
 --payload-file, or stdin when the argument (or the file) is "-". Without one the
 task has no payload.
 
