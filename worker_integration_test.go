@@ -256,6 +256,28 @@ func TestInlineHappyPathIsTwoWritesNoReads(t *testing.T) {
 	}
 }
 
+// slowWorker sets the work queue's own visibility timeout to 2 units and
+// returns a worker on a 2-unit lease renewed a unit before expiry (margin a
+// unit, skew half of one), whose kind "slow" returns "done" after run: only
+// the renewals' visibility extensions keep a running message hidden.
+func (e *stackEnv) slowWorker(t *testing.T, unit, run time.Duration) *leasehold.Worker {
+	t.Helper()
+	e.setVisibilityTimeout(t, e.queues.Work, int(2*unit/time.Second))
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
+		timer := time.NewTimer(run)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return "done", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	return e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
+		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
+}
+
 func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)
@@ -266,21 +288,8 @@ func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
 	// the claim and the first renewal together may take longer than 2s, and
 	// the test would then measure the machine, not the renewals.
 	unit := awstest.Scale(time.Second)
-	e.setVisibilityTimeout(t, e.queues.Work, int(2*unit/time.Second))
-	hs := leasehold.NewHandlers()
+	w := e.slowWorker(t, unit, 6*unit)
 	var renewalsSeen atomic.Int64
-	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
-		timer := time.NewTimer(6 * unit)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return "done", nil
-		case <-ctx.Done():
-			return "", context.Cause(ctx)
-		}
-	})
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
-		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
 	e.send(t, e.queues.Work, inlineBody(t, "slow", "long-1", empty{}, 0))
 	ev := e.receiveSome(t, e.queues.Work, 1, 5*time.Second, int32(2*unit/time.Second))
 	if len(ev.Records) != 1 {
@@ -335,20 +344,7 @@ func TestLongTasksOfOneBatchShareVisibilityCalls(t *testing.T) {
 	var counter leasetest.CallCounter
 	e.cfg.APIOptions = append(e.cfg.APIOptions, counter.APIOption())
 	unit := awstest.Scale(time.Second)
-	e.setVisibilityTimeout(t, e.queues.Work, int(2*unit/time.Second))
-	hs := leasehold.NewHandlers()
-	leasehold.Handle(hs, "slow", func(ctx context.Context, task *leasehold.Task[empty]) (string, error) {
-		timer := time.NewTimer(5 * unit)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return "done", nil
-		case <-ctx.Done():
-			return "", context.Cause(ctx)
-		}
-	})
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
-		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
+	w := e.slowWorker(t, unit, 5*unit)
 	const n = 3
 	var bodies []string
 	for i := range n {

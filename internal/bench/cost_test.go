@@ -127,56 +127,78 @@ func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOpti
 // acknowledged messages instead would stop early when a loaded queue
 // delivers a message twice, and leave a task's writes to the next path.)
 func (h *harness) drain(ids []string) {
-	t := h.t
 	deadline := time.Now().Add(awstest.Scale(60 * time.Second))
 	for acked := 0; !h.allSucceeded(ids); {
 		if time.Now().After(deadline) {
-			t.Fatalf("drain: %d messages acknowledged, not every task of %v succeeded", acked, ids)
+			h.t.Fatalf("drain: %d messages acknowledged, not every task of %v succeeded", acked, ids)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
-		out, err := h.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			cancel()
-			t.Fatalf("receive: %v", err)
-		}
-		if len(out.Messages) == 0 {
+		n, empty := h.poll(h.viaWorker(h.worker, h.t.Fatalf))
+		if empty {
 			h.empty++
-			cancel()
-			continue
 		}
+		acked += n
+	}
+}
+
+// poll receives one batch of up to ten from the work queue, hands it to
+// process and deletes the messages process returns. It returns how many it
+// deleted, and whether the receive brought nothing.
+func (h *harness) poll(process func(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message) (deleted int, empty bool) {
+	t := h.t
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
+	defer cancel()
+	out, err := h.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if len(out.Messages) == 0 {
+		return 0, true
+	}
+	del := process(ctx, out.Messages)
+	if len(del) == 0 {
+		return 0, false
+	}
+	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(del))
+	for i, m := range del {
+		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	if _, err := h.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &h.queues.Work, Entries: entries}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	return len(del), false
+}
+
+// viaWorker processes a batch as Lambda would with w: the messages w does
+// not hand back as failures are the ones to delete. A HandleSQS error goes
+// to report, and nothing is deleted.
+func (h *harness) viaWorker(w *leasehold.Worker, report func(format string, args ...any)) func(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
+	return func(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
 		ev := events.SQSEvent{}
-		for _, m := range out.Messages {
+		for _, m := range msgs {
 			ev.Records = append(ev.Records, events.SQSMessage{
 				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
 				Body: aws.ToString(m.Body), Attributes: m.Attributes,
 			})
 		}
-		resp, err := h.worker.HandleSQS(ctx, ev)
+		resp, err := w.HandleSQS(ctx, ev)
 		if err != nil {
-			cancel()
-			t.Fatalf("HandleSQS: %v", err)
+			report("HandleSQS: %v", err)
+			return nil
 		}
 		failed := map[string]bool{}
 		for _, f := range resp.BatchItemFailures {
 			failed[f.ItemIdentifier] = true
 		}
-		var del []sqstypes.DeleteMessageBatchRequestEntry
-		for i, r := range ev.Records {
-			if !failed[r.MessageId] {
-				del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r.ReceiptHandle)})
+		var del []sqstypes.Message
+		for _, m := range msgs {
+			if !failed[aws.ToString(m.MessageId)] {
+				del = append(del, m)
 			}
 		}
-		if len(del) > 0 {
-			if _, err := h.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &h.queues.Work, Entries: del}); err != nil {
-				cancel()
-				t.Fatalf("delete: %v", err)
-			}
-		}
-		cancel()
-		acked += len(del)
+		return del
 	}
 }
 

@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/awstest"
@@ -57,28 +54,8 @@ func (h *harness) consume(t *testing.T, want int, c consumer) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d of %d messages acknowledged", c.name, acked, want)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
-		out, err := h.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			cancel()
-			t.Fatalf("receive: %v", err)
-		}
-		del := c.process(ctx, out.Messages)
-		if len(del) > 0 {
-			entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(del))
-			for i, m := range del {
-				entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-			}
-			if _, err := h.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &h.queues.Work, Entries: entries}); err != nil {
-				cancel()
-				t.Fatalf("delete: %v", err)
-			}
-		}
-		cancel()
-		acked += len(del)
+		n, _ := h.poll(c.process)
+		acked += n
 	}
 }
 
@@ -120,31 +97,7 @@ func (h *harness) consumers(t *testing.T, ddb *dynamodb.Client, table string) []
 		}
 		return del
 	}}
-	lh := consumer{name: "leasehold", process: func(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
-		ev := events.SQSEvent{}
-		for _, m := range msgs {
-			ev.Records = append(ev.Records, events.SQSMessage{
-				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-				Body: aws.ToString(m.Body), Attributes: m.Attributes,
-			})
-		}
-		resp, err := h.plain.HandleSQS(ctx, ev)
-		if err != nil {
-			t.Errorf("HandleSQS: %v", err)
-			return nil
-		}
-		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-		var del []sqstypes.Message
-		for _, m := range msgs {
-			if !failed[aws.ToString(m.MessageId)] {
-				del = append(del, m)
-			}
-		}
-		return del
-	}}
+	lh := consumer{name: "leasehold", process: h.viaWorker(h.plain, t.Errorf)}
 	return []consumer{bare, naive, lh}
 }
 

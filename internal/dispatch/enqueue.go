@@ -179,11 +179,10 @@ func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
 // PENDING and due soon: the first delivery may have stopped between the
 // write and the send. The claim keeps a second token from running the task
 // twice.
+//
+// n comes through prepare first.
 func (d *Dispatcher) persist(ctx context.Context, n lease.NewTask) (lease.Task, bool, *ref, error) {
 	now := d.cfg.Clock.Now()
-	if !n.Carried {
-		n = d.prepare(n, now)
-	}
 	task, err := d.creator.Create(ctx, n)
 	dup := errors.Is(err, lease.ErrAlreadyExists)
 	switch {

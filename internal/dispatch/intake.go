@@ -91,14 +91,14 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 			return nil, false
 		}
 	}
-	task, dup, r, err := d.persist(ctx, lease.NewTask{
+	task, dup, r, err := d.persist(ctx, d.prepare(lease.NewTask{
 		ID:          id,
 		Kind:        sub.Kind,
 		Payload:     sub.Payload,
 		MaxAttempts: sub.MaxAttempts,
 		RunAt:       sub.RunAt,
 		Queue:       sub.Queue,
-	})
+	}, d.cfg.Clock.Now()))
 	switch {
 	case errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrConflict):
 		return nil, d.reject(ctx, msg, err.Error())
