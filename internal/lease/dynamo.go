@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,16 @@ const (
 	// AttrListShard keys the listing index with created_at: Shard(id), set
 	// by the create and never changed.
 	AttrListShard = "list_shard"
+	// Waits (wait.go): Task.Parent, Task.Waiters (a string set of
+	// Waiter.String), Task.Wait, Task.WaitFor (a list), Task.Ended (a string
+	// set), Task.WaitUntil (unix ms) and Task.CallbackNonce.
+	AttrParent    = "parent"
+	AttrWaiters   = "waiters"
+	AttrWait      = "wait"
+	AttrWaitFor   = "wait_for"
+	AttrEnded     = "ended"
+	AttrWaitUntil = "wait_until"
+	AttrCallback  = "callback"
 )
 
 // Attribute names inside a history entry.
@@ -116,7 +127,7 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 	if runAt.IsZero() {
 		runAt = now
 	}
-	return Task{
+	t := Task{
 		ID:          n.ID,
 		Kind:        n.Kind,
 		Payload:     bytes.Clone(n.Payload),
@@ -127,6 +138,8 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 		UpdatedAt:   now,
 		Queue:       n.Queue,
 	}
+	ApplyWaits(&t, n)
+	return t
 }
 
 // Create implements Store.
@@ -136,6 +149,7 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 	}
 	t := s.newTask(n, s.now())
 	switch {
+	case t.Status == StatusWaiting: // the ends of its dependencies wake it
 	case n.Carried: // its message brings it back; no sweep entry
 	case !n.DispatchAt.IsZero():
 		t.DispatchAt = toMillis(n.DispatchAt)
@@ -152,6 +166,9 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 	}
 	if owner == "" {
 		return Task{}, fmt.Errorf("create %s: %w: owner is required", n.ID, ErrInvalid)
+	}
+	if len(n.After) > 0 {
+		return Task{}, fmt.Errorf("create %s: %w: a task with dependencies is created WAITING, not claimed", n.ID, ErrInvalid)
 	}
 	now := s.now()
 	t := s.newTask(n, now)
@@ -608,7 +625,33 @@ func itemOf(t Task) map[string]types.AttributeValue {
 		history[i] = attemptItem(a)
 	}
 	item[AttrHistory] = &types.AttributeValueMemberL{Value: history}
+	text(AttrParent, t.Parent)
+	text(AttrWait, string(t.Wait))
+	text(AttrCallback, t.CallbackNonce)
+	millis(AttrWaitUntil, t.WaitUntil)
+	if len(t.Waiters) > 0 {
+		ws := make([]string, len(t.Waiters))
+		for i, w := range t.Waiters {
+			ws[i] = w.String()
+		}
+		item[AttrWaiters] = &types.AttributeValueMemberSS{Value: ws}
+	}
+	if len(t.Ended) > 0 {
+		item[AttrEnded] = &types.AttributeValueMemberSS{Value: t.Ended}
+	}
+	if len(t.WaitFor) > 0 {
+		item[AttrWaitFor] = avList(t.WaitFor)
+	}
 	return item
+}
+
+// avList encodes ids as a list of strings.
+func avList(ids []string) types.AttributeValue {
+	l := make([]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		l[i] = avS(id)
+	}
+	return &types.AttributeValueMemberL{Value: l}
 }
 
 func attemptItem(a Attempt) types.AttributeValue {
@@ -660,6 +703,21 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Snoozes:          int(d.num(AttrSnoozes)),
 		Queue:            d.str(AttrQueue),
 		UnknownKindSince: d.millis(AttrUnknownKindSince),
+		Parent:           d.str(AttrParent),
+		Wait:             WaitMode(d.str(AttrWait)),
+		WaitFor:          d.strList(AttrWaitFor),
+		Ended:            d.strSet(AttrEnded),
+		WaitUntil:        d.millis(AttrWaitUntil),
+		CallbackNonce:    d.str(AttrCallback),
+	}
+	for _, e := range d.strSet(AttrWaiters) {
+		w, err := ParseWaiter(e)
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+		if err == nil {
+			t.Waiters = append(t.Waiters, w)
+		}
 	}
 	if p := d.str(AttrPayload); p != "" {
 		t.Payload = []byte(p)
@@ -744,6 +802,43 @@ func (d *decoder) num(name string) int64 {
 		d.err = fmt.Errorf("attribute %s: %w", name, err)
 	}
 	return n
+}
+
+func (d *decoder) strSet(name string) []string {
+	av, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	v, ok := av.(*types.AttributeValueMemberSS)
+	if !ok {
+		d.fail(name, "SS", av)
+		return nil
+	}
+	out := slices.Clone(v.Value)
+	slices.Sort(out)
+	return out
+}
+
+func (d *decoder) strList(name string) []string {
+	av, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	v, ok := av.(*types.AttributeValueMemberL)
+	if !ok {
+		d.fail(name, "L", av)
+		return nil
+	}
+	out := make([]string, 0, len(v.Value))
+	for _, e := range v.Value {
+		s, ok := e.(*types.AttributeValueMemberS)
+		if !ok {
+			d.fail(name, "L of S", e)
+			return nil
+		}
+		out = append(out, s.Value)
+	}
+	return out
 }
 
 func (d *decoder) millis(name string) time.Time {

@@ -49,6 +49,34 @@ type Store interface {
 	Release(ctx context.Context, l Lease, r Release) (Task, error)
 	// Get reads one task (strongly consistent).
 	Get(ctx context.Context, id string) (Task, error)
+
+	// Suspend ends the attempt held under l and parks the task WAITING for
+	// w, without a lease and without a sweep entry (the messages that end
+	// the wait are sent before it). The attempt is handed back: a
+	// suspension is not a failure. A history entry records it.
+	Suspend(ctx context.Context, l Lease, w Wait) (Task, error)
+	// Watch registers w on task id, to be notified when id ends. A task
+	// that has ended gives *FinishedError with the task (the caller
+	// notifies w itself); a missing one ErrNotFound.
+	Watch(ctx context.Context, id string, w Waiter) (Task, error)
+	// Notify tells waiter w that ended has ended and returns w's task
+	// after the write. It adds ended.ID to the waiter's Ended set, or, for a
+	// strict dependency that did not succeed, cancels the WAITING waiter
+	// with the reason. A waiter that heard of it already gives a
+	// *WaitError matching ErrNotified, a terminal one *FinishedError, both
+	// with the task.
+	Notify(ctx context.Context, w Waiter, ended Task) (Task, error)
+	// Resume ends the wait of a WAITING task whose wait is over (the
+	// caller checked Complete on the task it saw), only while it still
+	// waits under fence. With owner "" the task becomes PENDING, due now
+	// and carried by a token the caller sent before (no sweep entry);
+	// otherwise it is claimed for owner at once, as Claim would.
+	Resume(ctx context.Context, id string, fence int64, owner string) (Task, error)
+	// EndWait ends a callback wait with the token's fence and nonce: the
+	// task SUCCEEDS with the result, FAILS, or is released for a retry.
+	// Exactly one EndWait per wait lands; the rest get a *WaitError or a
+	// *FinishedError.
+	EndWait(ctx context.Context, e WaitEnd) (Task, error)
 }
 
 // Release says how a lease is given up.
@@ -168,6 +196,8 @@ func ClassifyClaim(id string, old *Task, now time.Time, skew time.Duration) erro
 	switch {
 	case old.Status.Terminal():
 		return &FinishedError{TaskID: id, Status: old.Status, Task: *old}
+	case old.Status == StatusWaiting:
+		return &WaitingError{Task: *old}
 	case old.Status == StatusPending && old.RunAt.After(now):
 		return &NotDueError{TaskID: id, RunAt: old.RunAt}
 	case old.Status == StatusRunning && !old.LeaseUntil.Add(skew).Before(now):

@@ -23,7 +23,7 @@ const (
 )
 
 // Statuses lists every status in lifecycle order.
-var Statuses = []Status{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+var Statuses = []Status{StatusPending, StatusRunning, StatusWaiting, StatusSucceeded, StatusFailed, StatusCancelled}
 
 // Terminal reports whether no further attempt will be made without an
 // explicit retry.
@@ -110,6 +110,26 @@ type Task struct {
 	// release with Release.UnknownKind, cleared by any other ending. Zero
 	// when the last attempt found a handler.
 	UnknownKindSince time.Time
+
+	// Parent is the task that spawned this one (a child), or "".
+	Parent string
+	// Waiters are the tasks to notify when this one ends: its parent and
+	// the tasks that run after it.
+	Waiters []Waiter
+	// Wait is what the task waits for while WAITING, and after it resumes
+	// what it last waited for ("" when it never waited).
+	Wait WaitMode
+	// WaitFor lists the tasks waited for (children in spawn order, or
+	// dependencies); it is kept after the resume, for the handler.
+	WaitFor []string
+	// Ended lists the tasks of WaitFor known to have ended (cleared by the
+	// resume).
+	Ended []string
+	// WaitUntil is a callback wait's deadline.
+	WaitUntil time.Time
+	// CallbackNonce is the secret of a callback wait's token. Never print
+	// it.
+	CallbackNonce string
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one
@@ -187,6 +207,15 @@ type NewTask struct {
 	// token sent before the create, or an earlier try whose answer was
 	// lost). Empty: each call uses a token of its own.
 	CreateToken string
+	// Parent makes the task a child of that task: it is notified (a
+	// WaitChildren waiter) when the task ends.
+	Parent string
+	// After creates the task WAITING until every one of these tasks has
+	// SUCCEEDED (cancelled if one does not), or, with AfterAny, has ended.
+	// The tasks are not told by the create: the creator registers the new
+	// task on each (Store.Watch).
+	After    []string
+	AfterAny bool
 }
 
 // MaxCreateTokenBytes bounds NewTask.CreateToken.
@@ -213,8 +242,32 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: a carried task has no dispatch time", ErrInvalid)
 	case len(n.CreateToken) > MaxCreateTokenBytes:
 		return fmt.Errorf("%w: create token is %d bytes, the limit is %d", ErrInvalid, len(n.CreateToken), MaxCreateTokenBytes)
+	case n.Parent != "" && CheckID(n.Parent) != nil:
+		return fmt.Errorf("%w: parent: %w", ErrInvalid, CheckID(n.Parent))
+	case len(n.After) > MaxAfter:
+		return fmt.Errorf("%w: %d dependencies, the limit is %d", ErrInvalid, len(n.After), MaxAfter)
+	case n.AfterAny && len(n.After) == 0:
+		return fmt.Errorf("%w: after-any needs dependencies", ErrInvalid)
+	}
+	for i, id := range n.After {
+		switch {
+		case CheckID(id) != nil:
+			return fmt.Errorf("%w: dependency: %w", ErrInvalid, CheckID(id))
+		case id == n.ID:
+			return fmt.Errorf("%w: task %s depends on itself", ErrInvalid, id)
+		case slices.Contains(n.After[:i], id):
+			return fmt.Errorf("%w: dependency %s is named twice", ErrInvalid, id)
+		}
 	}
 	return nil
+}
+
+// WaitModeOf is the wait of a task created from n with dependencies.
+func (n NewTask) WaitModeOf() WaitMode {
+	if n.AfterAny {
+		return WaitAfterAny
+	}
+	return WaitAfter
 }
 
 // CheckResult checks a handler's result against the store's limits: it is

@@ -64,6 +64,9 @@ func clone(t *lease.Task) lease.Task {
 	c.Payload = bytes.Clone(t.Payload)
 	c.Result = bytes.Clone(t.Result)
 	c.History = slices.Clone(t.History)
+	c.Waiters = slices.Clone(t.Waiters)
+	c.WaitFor = slices.Clone(t.WaitFor)
+	c.Ended = slices.Clone(t.Ended)
 	return c
 }
 
@@ -84,7 +87,7 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 	if runAt.IsZero() {
 		runAt = now
 	}
-	return &lease.Task{
+	rec := &lease.Task{
 		ID:          t.ID,
 		Kind:        t.Kind,
 		Payload:     bytes.Clone(t.Payload),
@@ -95,6 +98,8 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 		UpdatedAt:   now,
 		Queue:       t.Queue,
 	}
+	lease.ApplyWaits(rec, t)
+	return rec
 }
 
 // Create implements lease.Store.
@@ -110,6 +115,7 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	now := s.now()
 	rec := s.newRecord(t, now)
 	switch {
+	case rec.Status == lease.StatusWaiting: // the ends of its dependencies wake it
 	case t.Carried: // its message brings it back; no sweep entry
 	case !t.DispatchAt.IsZero():
 		rec.DispatchAt = ms(t.DispatchAt)
@@ -130,6 +136,9 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	}
 	if owner == "" {
 		return lease.Task{}, fmt.Errorf("create %s: %w: owner is required", t.ID, lease.ErrInvalid)
+	}
+	if len(t.After) > 0 {
+		return lease.Task{}, fmt.Errorf("create %s: %w: a task with dependencies is created WAITING, not claimed", t.ID, lease.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

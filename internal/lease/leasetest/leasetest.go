@@ -97,6 +97,13 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"FailedWritesCarryTheObservedTask", testFailedWritesCarryObserved},
 		{"HistoryIsBounded", testHistoryIsBounded},
 		{"RetriedWritesRecogniseTheirOwnLanding", testRetriedWritesRecogniseOwn},
+		{"FanInResumesOnce", testFanInResumesOnce},
+		{"ChildEndingBeforeSuspendCounts", testChildEndingBeforeSuspend},
+		{"DependenciesWaitThenRun", testDependenciesWaitThenRun},
+		{"FailedDependencyCancels", testFailedDependencyCancels},
+		{"CallbackLandsOnce", testCallbackLandsOnce},
+		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
+		{"ResumeClaims", testResumeClaims},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -366,6 +373,13 @@ func diffTask(got, want lease.Task) []string {
 	num("Snoozes", int64(got.Snoozes), int64(want.Snoozes))
 	text("Queue", got.Queue, want.Queue)
 	at("UnknownKindSince", got.UnknownKindSince, want.UnknownKindSince)
+	text("Parent", got.Parent, want.Parent)
+	text("Waiters", fmt.Sprint(got.Waiters), fmt.Sprint(want.Waiters))
+	text("Wait", string(got.Wait), string(want.Wait))
+	text("WaitFor", strings.Join(got.WaitFor, ","), strings.Join(want.WaitFor, ","))
+	text("Ended", strings.Join(got.Ended, ","), strings.Join(want.Ended, ","))
+	at("WaitUntil", got.WaitUntil, want.WaitUntil)
+	text("CallbackNonce", got.CallbackNonce, want.CallbackNonce)
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d

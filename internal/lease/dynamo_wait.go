@@ -1,0 +1,205 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// notEndedCond holds while the task has not ended.
+const notEndedCond = "NOT (#status IN (:succeeded, :failed, :cancelled))"
+
+func terminalValues(values map[string]types.AttributeValue) map[string]types.AttributeValue {
+	values[":succeeded"] = avS(string(StatusSucceeded))
+	values[":failed"] = avS(string(StatusFailed))
+	values[":cancelled"] = avS(string(StatusCancelled))
+	return values
+}
+
+// Suspend implements Store.
+func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error) {
+	if err := l.Validate(); err != nil {
+		return Task{}, fmt.Errorf("suspend: %w", err)
+	}
+	if err := w.Validate(); err != nil {
+		return Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
+	}
+	e := s.end(l, StatusWaiting, "", s.now())
+	e.set = append(e.set, "#wait = :wait")
+	e.values[":wait"] = avS(string(w.Mode))
+	// Any sweep entry goes: the messages that end the wait were sent
+	// before the suspension.
+	e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
+	switch w.Mode {
+	case WaitChildren:
+		// The resumed run is the same attempt, not a new failure-counted
+		// one: hand it back.
+		e.set = append(e.set, "#wait_for = :wait_for", "#attempt = #attempt - :one")
+		e.values[":wait_for"] = avList(w.For)
+		e.values[":one"] = avN(1)
+		e.remove = append(e.remove, "#wait_until", "#callback")
+	case WaitCallback:
+		e.set = append(e.set, "#wait_until = :wait_until", "#callback = :callback")
+		e.values[":wait_until"] = avMillis(toMillis(w.Until))
+		e.values[":callback"] = avS(w.Nonce)
+		e.remove = append(e.remove, "#wait_for")
+	}
+	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
+		func(old *Task) error { return ClassifyHeld("suspend", l, old) })
+}
+
+// Watch implements Store.
+func (s *DynamoStore) Watch(ctx context.Context, id string, w Waiter) (Task, error) {
+	if noSuchID(id) {
+		return Task{}, fmt.Errorf("watch %s: %w", id, ErrNotFound)
+	}
+	if _, err := ParseWaiter(w.String()); err != nil {
+		return Task{}, fmt.Errorf("watch %s: %w", id, err)
+	}
+	values := terminalValues(map[string]types.AttributeValue{
+		":waiter":      &types.AttributeValueMemberSS{Value: []string{w.String()}},
+		":max_waiters": avN(MaxWaiters),
+	})
+	return s.update(ctx, "watch", id,
+		"attribute_exists(#id) AND "+notEndedCond+" AND (attribute_not_exists(#waiters) OR size(#waiters) < :max_waiters)",
+		"ADD #waiters :waiter",
+		values,
+		func(old *Task) error {
+			if old != nil && !old.Status.Terminal() {
+				return fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, ErrInvalid, len(old.Waiters), MaxWaiters)
+			}
+			return classifyWait("watch", id, old, func(Task) error { return ErrNotWaiting })
+		})
+}
+
+// Notify implements Store.
+func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, error) {
+	if noSuchID(w.ID) {
+		return Task{}, fmt.Errorf("notify %s: %w", w.ID, ErrNotFound)
+	}
+	now := s.now()
+	values := map[string]types.AttributeValue{
+		":ended": &types.AttributeValueMemberSS{Value: []string{ended.ID}},
+		":id":    avS(ended.ID),
+		":now":   avMillis(now),
+	}
+	var cond, upd string
+	if NotifyCancels(w, ended) {
+		cond = "#status = :waiting"
+		upd = "SET #status = :cancelled, #error = :reason, #finished_at = :now, #updated_at = :now"
+		values[":waiting"] = avS(string(StatusWaiting))
+		values[":cancelled"] = avS(string(StatusCancelled))
+		values[":reason"] = avS(DependencyReason(ended))
+		if s.opts.Retention > 0 {
+			upd += ", #expires_at = :expires_at"
+			values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
+		}
+		upd += " ADD #ended :ended REMOVE #sweep_shard, #sweep_at, #wait_until, #callback"
+	} else {
+		cond = "attribute_exists(#id) AND " + notEndedCond + " AND NOT contains(#ended, :id)"
+		upd = "SET #updated_at = :now ADD #ended :ended"
+		terminalValues(values)
+	}
+	return s.updateOld(ctx, "notify", w.ID, cond, upd, values,
+		func(old *Task) error { return ClassifyNotify(w, ended, old) })
+}
+
+// Resume implements Store.
+func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner string) (Task, error) {
+	if noSuchID(id) {
+		return Task{}, fmt.Errorf("resume %s: %w", id, ErrNotFound)
+	}
+	now := s.now()
+	values := map[string]types.AttributeValue{
+		":waiting": avS(string(StatusWaiting)),
+		":fence":   avN(fence),
+		":now":     avMillis(now),
+	}
+	cond := "#status = :waiting AND #fence = :fence"
+	var upd string
+	if owner == "" {
+		upd = "SET #status = :pending, #run_at = :now, #updated_at = :now"
+		values[":pending"] = avS(string(StatusPending))
+	} else {
+		cond += " AND #attempt < #max_attempts"
+		upd = "SET #status = :running, #lease_owner = :owner, #lease_until = :until, " +
+			"#attempt = #attempt + :one, #fence = #fence + :one, #run_at = :now, #updated_at = :now"
+		values[":running"] = avS(string(StatusRunning))
+		values[":owner"] = avS(owner)
+		values[":until"] = avMillis(now.Add(s.opts.LeaseDuration))
+		values[":one"] = avN(1)
+	}
+	upd += " REMOVE #ended, #wait_until, #callback"
+	return s.updateOld(ctx, "resume", id, cond, upd, values,
+		func(old *Task) error {
+			if old != nil && old.Status == StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {
+				return &ExhaustedError{Task: *old}
+			}
+			return ClassifyResume(id, old)
+		})
+}
+
+// EndWait implements Store.
+func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
+	if err := e.Validate(); err != nil {
+		return Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
+	}
+	now := s.now()
+	msg := Truncate(e.Error, MaxErrorBytes)
+	en := &ending{
+		cond: "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt",
+		set:  []string{"#status = :status", "#updated_at = :now"},
+		values: map[string]types.AttributeValue{
+			":waiting":       avS(string(StatusWaiting)),
+			":callback_wait": avS(string(WaitCallback)),
+			":fence":         avN(e.Fence),
+			":nonce":         avS(e.Nonce),
+			":attempt":       avN(int64(e.Attempt)),
+			":status":        avS(string(e.Status)),
+			":now":           avMillis(now),
+		},
+		remove: []string{"#wait_until", "#callback"},
+	}
+	en.appendHistory(nil, false, Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+	en.text(AttrError, msg)
+	switch e.Status {
+	case StatusSucceeded:
+		en.text(AttrResult, string(e.Result))
+	case StatusPending:
+		runAt := toMillis(e.RunAt)
+		en.set = append(en.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
+		en.values[":run_at"] = avMillis(runAt)
+		en.values[":sweep_shard"] = avS(Shard(e.ID))
+		en.values[":sweep_at"] = avMillis(runAt.Add(s.opts.DispatchGrace))
+	}
+	if e.Status.Terminal() {
+		en.set = append(en.set, "#finished_at = :now")
+		en.remove = append(en.remove, "#sweep_shard", "#sweep_at")
+		if s.opts.Retention > 0 {
+			en.set = append(en.set, "#expires_at = :expires_at")
+			en.values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
+		}
+	}
+	return s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
+		func(old *Task) error { return ClassifyEndWait(e, old) })
+}
+
+// updateOld is update that also returns the item a failed condition saw,
+// for the callers that act on it (a waiter notified twice, a resume that
+// someone else made).
+func (s *DynamoStore) updateOld(ctx context.Context, op, id, cond, upd string,
+	values map[string]types.AttributeValue, classify func(old *Task) error,
+) (Task, error) {
+	var seen Task
+	t, err := s.update(ctx, op, id, cond, upd, values, func(old *Task) error {
+		if old != nil {
+			seen = *old
+		}
+		return classify(old)
+	})
+	if err != nil {
+		return seen, err
+	}
+	return t, nil
+}

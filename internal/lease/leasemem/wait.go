@@ -1,0 +1,191 @@
+package leasemem
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Suspend implements lease.Store.
+func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("suspend: %w", err)
+	}
+	if err := w.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("suspend", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	s.end(rec, lease.StatusWaiting, "", now)
+	rec.Wait = w.Mode
+	rec.DispatchAt = time.Time{}
+	switch w.Mode {
+	case lease.WaitChildren:
+		rec.WaitFor = slices.Clone(w.For)
+		rec.Attempt--
+		rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+	case lease.WaitCallback:
+		rec.WaitUntil, rec.CallbackNonce = ms(w.Until), w.Nonce
+		rec.WaitFor = nil
+	}
+	return clone(rec), nil
+}
+
+// Watch implements lease.Store.
+func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Task, error) {
+	if _, err := lease.ParseWaiter(w.String()); err != nil {
+		return lease.Task{}, fmt.Errorf("watch %s: %w", id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[id]
+	switch {
+	case !ok:
+		return lease.Task{}, fmt.Errorf("watch %s: %w", id, lease.ErrNotFound)
+	case rec.Status.Terminal():
+		return lease.Task{}, &lease.FinishedError{TaskID: id, Status: rec.Status, Task: clone(rec)}
+	case slices.Contains(rec.Waiters, w):
+		return clone(rec), nil
+	case len(rec.Waiters) >= lease.MaxWaiters:
+		return lease.Task{}, fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, lease.ErrInvalid, len(rec.Waiters), lease.MaxWaiters)
+	}
+	rec.Waiters = append(rec.Waiters, w)
+	slices.SortFunc(rec.Waiters, func(a, b lease.Waiter) int { return cmpString(a.String(), b.String()) })
+	return clone(rec), nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Notify implements lease.Store.
+func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[w.ID]
+	if !ok || !lease.Notifiable(*rec, w, ended) {
+		var old *lease.Task
+		if ok {
+			c := clone(rec)
+			old = &c
+		}
+		err := lease.ClassifyNotify(w, ended, old)
+		if old == nil {
+			return lease.Task{}, err
+		}
+		return *old, err
+	}
+	now := s.now()
+	if !slices.Contains(rec.Ended, ended.ID) {
+		rec.Ended = append(rec.Ended, ended.ID)
+		slices.Sort(rec.Ended)
+	}
+	rec.UpdatedAt = now
+	if lease.NotifyCancels(w, ended) {
+		rec.Status = lease.StatusCancelled
+		rec.Error = lease.DependencyReason(ended)
+		rec.FinishedAt = now
+		rec.DispatchAt = time.Time{}
+		rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+		if s.opts.Retention > 0 {
+			rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+		}
+	}
+	return clone(rec), nil
+}
+
+// Resume implements lease.Store.
+func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string) (lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[id]
+	if !ok {
+		return lease.Task{}, lease.ClassifyResume(id, nil)
+	}
+	if rec.Status != lease.StatusWaiting || rec.Fence != fence {
+		old := clone(rec)
+		return old, lease.ClassifyResume(id, &old)
+	}
+	if owner != "" && rec.Attempt >= rec.MaxAttempts {
+		old := clone(rec)
+		return old, &lease.ExhaustedError{Task: old}
+	}
+	now := s.now()
+	rec.RunAt, rec.UpdatedAt = now, now
+	rec.Ended, rec.WaitUntil, rec.CallbackNonce = nil, time.Time{}, ""
+	if owner == "" {
+		rec.Status = lease.StatusPending
+	} else {
+		s.hold(rec, owner, now)
+		rec.Attempt++
+		rec.Fence++
+	}
+	return clone(rec), nil
+}
+
+// EndWait implements lease.Store.
+func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
+	if err := e.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[e.ID]
+	if !ok {
+		return lease.Task{}, lease.ClassifyEndWait(e, nil)
+	}
+	if !lease.EndWaitLands(e, *rec) || rec.Attempt != e.Attempt {
+		old := clone(rec)
+		return old, lease.ClassifyEndWait(e, &old)
+	}
+	now := s.now()
+	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
+	rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+	rec.Status, rec.Error, rec.UpdatedAt = e.Status, msg, now
+	rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+	switch e.Status {
+	case lease.StatusSucceeded:
+		rec.Result = bytes.Clone(e.Result)
+	case lease.StatusPending:
+		rec.RunAt = ms(e.RunAt)
+		rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
+	}
+	if e.Status.Terminal() {
+		rec.FinishedAt = now
+		rec.DispatchAt = time.Time{}
+		if s.opts.Retention > 0 {
+			rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
+		}
+	}
+	return clone(rec), nil
+}

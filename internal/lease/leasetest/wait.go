@@ -1,0 +1,295 @@
+package leasetest
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// child creates and claims a child of parent.
+func (e *env) child(parent lease.Task, owner string) lease.Task {
+	e.t.Helper()
+	n := e.newTask()
+	n.Parent = parent.ID
+	got, err := e.store.CreateClaimed(e.ctx, n, owner)
+	if err != nil {
+		e.t.Fatalf("CreateClaimed(child of %s): %v", parent.ID, err)
+	}
+	if got.Parent != parent.ID || !slices.Equal(got.Waiters, []lease.Waiter{{ID: parent.ID, Mode: lease.WaitChildren}}) {
+		e.t.Fatalf("child: parent %q waiters %v, want %s and it as a children waiter", got.Parent, got.Waiters, parent.ID)
+	}
+	return got
+}
+
+func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
+	e.t.Helper()
+	got, err := e.store.Suspend(e.ctx, prev.LeaseOf(), w)
+	if err != nil {
+		e.t.Fatalf("Suspend(%s): %v", prev.ID, err)
+	}
+	want := e.ended(prev, lease.StatusWaiting, "")
+	want.Wait = w.Mode
+	want.DispatchAt = time.Time{}
+	want.Ended = prev.Ended
+	switch w.Mode {
+	case lease.WaitChildren:
+		want.WaitFor = w.For
+		want.Attempt--
+	case lease.WaitCallback:
+		want.WaitUntil, want.CallbackNonce = ms(w.Until), w.Nonce
+		want.WaitFor = nil
+	}
+	e.same("Suspend", got, want)
+	return got
+}
+
+func (e *env) notify(w lease.Waiter, ended lease.Task) lease.Task {
+	e.t.Helper()
+	got, err := e.store.Notify(e.ctx, w, ended)
+	if err != nil {
+		e.t.Fatalf("Notify(%s of %s): %v", w, ended.ID, err)
+	}
+	if !slices.Contains(got.Ended, ended.ID) {
+		e.t.Fatalf("Notify(%s of %s): Ended = %v", w, ended.ID, got.Ended)
+	}
+	return got
+}
+
+func testFanInResumesOnce(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	a, b := e.child(parent, "w1"), e.child(parent, "w2")
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID, b.ID}})
+	if lease.Complete(waiting) {
+		t.Fatal("Complete before any child ended")
+	}
+	if _, err := e.store.Claim(e.ctx, parent.ID, "p2"); !errors.Is(err, lease.ErrWaiting) {
+		t.Fatalf("Claim of a waiting task: %v, want ErrWaiting", err)
+	}
+	w := lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}
+	aDone := e.finish(a, []byte(`1`))
+	got := e.notify(w, aDone)
+	if lease.Complete(got) || got.Status != lease.StatusWaiting {
+		t.Fatalf("after one of two children: complete %v status %s", lease.Complete(got), got.Status)
+	}
+	// A duplicate notification (a redelivered message) changes nothing.
+	_, err := e.store.Notify(e.ctx, w, aDone)
+	var we *lease.WaitError
+	if !errors.As(err, &we) || !errors.Is(err, lease.ErrNotified) || !slices.Equal(we.Task.Ended, []string{a.ID}) {
+		t.Fatalf("second Notify: %v, want ErrNotified with the task", err)
+	}
+	// A failed child counts as ended for a fan-in.
+	bDone := e.release(b, lease.Release{Status: lease.StatusFailed, Error: "boom"})
+	got = e.notify(w, bDone)
+	if !lease.Complete(got) {
+		t.Fatalf("after both children: not complete: %+v", got.Ended)
+	}
+	// Two resumers race (the last notifier and a redelivered token): one
+	// wins.
+	var wins, lost int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			_, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, lease.ErrNotWaiting):
+				lost++
+			default:
+				t.Errorf("Resume: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 || lost != 3 {
+		t.Fatalf("resume race: %d wins, %d lost; want 1 and 3", wins, lost)
+	}
+	resumed, err := e.store.Get(e.ctx, parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Status != lease.StatusPending || len(resumed.Ended) != 0 || !slices.Equal(resumed.WaitFor, []string{a.ID, b.ID}) ||
+		!resumed.DispatchAt.IsZero() || resumed.Attempt != 0 {
+		t.Fatalf("resumed: status %s ended %v wait_for %v dispatch %v attempt %d", resumed.Status, resumed.Ended, resumed.WaitFor, resumed.DispatchAt, resumed.Attempt)
+	}
+	again := e.claim(resumed, "p3")
+	if again.Attempt != 1 || again.Fence != 2 {
+		t.Fatalf("resumed claim: attempt %d fence %d, want 1 and 2", again.Attempt, again.Fence)
+	}
+}
+
+func testChildEndingBeforeSuspend(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	a := e.child(parent, "w1")
+	got := e.notify(lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}, e.finish(a, nil))
+	if got.Status != lease.StatusRunning {
+		t.Fatalf("notify of a running parent: status %s", got.Status)
+	}
+	parent.Ended = got.Ended
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}})
+	if !lease.Complete(waiting) {
+		t.Fatalf("suspended after its only child ended: not complete (ended %v)", waiting.Ended)
+	}
+}
+
+func testDependenciesWaitThenRun(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	a, b := e.create(e.newTask()), e.create(e.newTask())
+	n := e.newTask()
+	n.After = []string{a.ID, b.ID}
+	n.Carried = true
+	dep, err := e.store.Create(e.ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Status != lease.StatusWaiting || dep.Wait != lease.WaitAfter || !slices.Equal(dep.WaitFor, n.After) || !dep.DispatchAt.IsZero() {
+		t.Fatalf("created with dependencies: %+v", dep)
+	}
+	w := lease.Waiter{ID: dep.ID, Mode: lease.WaitAfter}
+	for _, id := range n.After {
+		got, err := e.store.Watch(e.ctx, id, w)
+		if err != nil || !slices.Contains(got.Waiters, w) {
+			t.Fatalf("Watch(%s): %v, waiters %v", id, err, got.Waiters)
+		}
+		if _, err := e.store.Watch(e.ctx, id, w); err != nil { // idempotent
+			t.Fatalf("second Watch(%s): %v", id, err)
+		}
+	}
+	aDone := e.finish(e.claim(mustGet(e, a.ID), "w1"), []byte(`"a"`))
+	if !slices.Contains(aDone.Waiters, w) {
+		t.Fatalf("finished dependency lost its waiters: %v", aDone.Waiters)
+	}
+	if _, err := e.store.Watch(e.ctx, a.ID, w); !errors.Is(err, lease.ErrFinished) {
+		t.Fatalf("Watch of a finished task: %v, want ErrFinished", err)
+	}
+	if _, err := e.store.Watch(e.ctx, e.id(), w); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("Watch of a missing task: %v, want ErrNotFound", err)
+	}
+	e.notify(w, aDone)
+	got := e.notify(w, e.finish(e.claim(mustGet(e, b.ID), "w2"), nil))
+	if !lease.Complete(got) {
+		t.Fatalf("both dependencies succeeded; not complete: %v", got.Ended)
+	}
+	if _, err := e.store.Resume(e.ctx, dep.ID, 0, ""); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	e.claim(mustGet(e, dep.ID), "w3")
+}
+
+func mustGet(e *env, id string) lease.Task {
+	e.t.Helper()
+	got, err := e.store.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("Get(%s): %v", id, err)
+	}
+	return got
+}
+
+func testFailedDependencyCancels(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	a := e.create(e.newTask())
+	strict, anyway := e.newTask(), e.newTask()
+	strict.After, anyway.After, anyway.AfterAny = []string{a.ID}, []string{a.ID}, true
+	for _, n := range []lease.NewTask{strict, anyway} {
+		if _, err := e.store.Create(e.ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := e.release(e.claim(a, "w1"), lease.Release{Status: lease.StatusFailed, Error: "disk full"})
+	got, err := e.store.Notify(e.ctx, lease.Waiter{ID: strict.ID, Mode: lease.WaitAfter}, failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != lease.StatusCancelled || got.Error != "dependency "+a.ID+" ended FAILED: disk full" || got.FinishedAt.IsZero() {
+		t.Fatalf("strict dependent: status %s error %q", got.Status, got.Error)
+	}
+	_, err = e.store.Notify(e.ctx, lease.Waiter{ID: strict.ID, Mode: lease.WaitAfter}, failed)
+	if !errors.Is(err, lease.ErrFinished) {
+		t.Fatalf("notify of a cancelled dependent: %v, want ErrFinished", err)
+	}
+	got = e.notify(lease.Waiter{ID: anyway.ID, Mode: lease.WaitAfterAny}, failed)
+	if got.Status != lease.StatusWaiting || !lease.Complete(got) {
+		t.Fatalf("after-any dependent: status %s complete %v", got.Status, lease.Complete(got))
+	}
+}
+
+func testCallbackLandsOnce(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	until := e.clock.Now().Add(time.Hour)
+	waiting := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: "n0nce"})
+	if waiting.Attempt != 1 {
+		t.Fatalf("a callback wait keeps its attempt: %d", waiting.Attempt)
+	}
+	end := lease.WaitEnd{ID: held.ID, Fence: held.Fence, Attempt: held.Attempt, Nonce: "n0nce", Status: lease.StatusSucceeded, Result: []byte(`{"ok":true}`)}
+	forged := end
+	forged.Nonce = "guess"
+	if _, err := e.store.EndWait(e.ctx, forged); !errors.Is(err, lease.ErrBadCallback) {
+		t.Fatalf("forged callback: %v, want ErrBadCallback", err)
+	}
+	stale := end
+	stale.Fence += 5 // the token of another attempt
+	if _, err := e.store.EndWait(e.ctx, stale); !errors.Is(err, lease.ErrNotWaiting) {
+		t.Fatalf("stale callback: %v, want ErrNotWaiting", err)
+	}
+	e.clock.Advance(time.Second)
+	got, err := e.store.EndWait(e.ctx, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != lease.StatusSucceeded || string(got.Result) != `{"ok":true}` || got.CallbackNonce != "" || got.FinishedAt.IsZero() ||
+		got.History[len(got.History)-1].Status != lease.StatusSucceeded {
+		t.Fatalf("completed: %+v", got)
+	}
+	if _, err := e.store.EndWait(e.ctx, end); !errors.Is(err, lease.ErrFinished) {
+		t.Fatalf("second callback: %v, want ErrFinished", err)
+	}
+}
+
+func testCallbackTimeoutRetries(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	waiting := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: "n"})
+	e.clock.Advance(2 * time.Minute)
+	runAt := e.clock.Now().Add(10 * time.Second)
+	got, err := e.store.EndWait(e.ctx, lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Nonce: waiting.CallbackNonce,
+		Status: lease.StatusPending, RunAt: runAt, Error: "callback timed out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != lease.StatusPending || !got.RunAt.Equal(ms(runAt)) || !got.DispatchAt.Equal(ms(runAt).Add(grace)) || got.Error != "callback timed out" {
+		t.Fatalf("timed out: %+v", got)
+	}
+	e.clock.Advance(10 * time.Second)
+	if again := e.claim(got, "w2"); again.Attempt != 2 {
+		t.Fatalf("retry attempt %d, want 2", again.Attempt)
+	}
+}
+
+func testResumeClaims(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	a := e.child(parent, "w1")
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}})
+	e.notify(lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}, e.finish(a, nil))
+	got, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != lease.StatusRunning || got.LeaseOwner != "p2" || got.Attempt != 1 || got.Fence != 2 {
+		t.Fatalf("resume-claim: status %s owner %s attempt %d fence %d", got.Status, got.LeaseOwner, got.Attempt, got.Fence)
+	}
+	if _, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "p3"); !errors.Is(err, lease.ErrNotWaiting) {
+		t.Fatalf("second resume: %v, want ErrNotWaiting", err)
+	}
+	e.finish(got, []byte(`"joined"`))
+}

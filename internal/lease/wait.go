@@ -1,0 +1,287 @@
+package lease
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// StatusWaiting: the task holds no lease and waits for something outside
+// itself: its children, its dependencies or a callback (Task.Wait says
+// which). It is not claimable until the wait ends.
+const StatusWaiting Status = "WAITING"
+
+// WaitMode says what a WAITING task waits for. It is also how a waiter is
+// registered on the tasks it waits for (Waiter.Mode), which decides what
+// their end does to it.
+type WaitMode string
+
+const (
+	// WaitChildren: the task spawned Task.WaitFor and resumes when every
+	// one of them has ended, however it ended.
+	WaitChildren WaitMode = "children"
+	// WaitAfter: the task runs once every task in WaitFor has SUCCEEDED;
+	// if one fails or is cancelled, the task is cancelled with the reason.
+	WaitAfter WaitMode = "after"
+	// WaitAfterAny: the task runs once every task in WaitFor has ended,
+	// whatever the outcome.
+	WaitAfterAny WaitMode = "after_any"
+	// WaitCallback: an outside system ends the attempt with a callback
+	// token (EndWait), or the attempt fails at Task.WaitUntil.
+	WaitCallback WaitMode = "callback"
+)
+
+// Valid reports whether m is a known mode.
+func (m WaitMode) Valid() bool {
+	switch m {
+	case WaitChildren, WaitAfter, WaitAfterAny, WaitCallback:
+		return true
+	}
+	return false
+}
+
+// Limits of waits: they keep a waiting item well inside DynamoDB's 400 KB.
+const (
+	// MaxChildren bounds the children one suspension waits for.
+	MaxChildren = 100
+	// MaxAfter bounds a task's dependencies.
+	MaxAfter = 20
+	// MaxWaiters bounds how many tasks may wait for one task.
+	MaxWaiters = 100
+)
+
+// Waiter is a task registered to hear of another task's end.
+type Waiter struct {
+	ID   string
+	Mode WaitMode
+}
+
+// String is the waiter's entry in the waiters set: mode, a colon, the id.
+func (w Waiter) String() string { return string(w.Mode) + ":" + w.ID }
+
+// ParseWaiter reads a waiters-set entry.
+func ParseWaiter(s string) (Waiter, error) {
+	mode, id, ok := strings.Cut(s, ":")
+	w := Waiter{ID: id, Mode: WaitMode(mode)}
+	if !ok || !w.Mode.Valid() || w.Mode == WaitCallback || CheckID(id) != nil {
+		return Waiter{}, fmt.Errorf("%w: waiter entry %q", ErrInvalid, s)
+	}
+	return w, nil
+}
+
+// Wait is how a holder suspends its task (Store.Suspend).
+type Wait struct {
+	Mode WaitMode // WaitChildren or WaitCallback
+	// For lists the children (WaitChildren), in spawn order.
+	For []string
+	// Until is the callback's deadline (WaitCallback).
+	Until time.Time
+	// Nonce is the callback token's secret part (WaitCallback).
+	Nonce string
+}
+
+// Validate checks w.
+func (w Wait) Validate() error {
+	switch w.Mode {
+	case WaitChildren:
+		if len(w.For) == 0 || len(w.For) > MaxChildren {
+			return fmt.Errorf("%w: a suspension waits for 1..%d children, not %d", ErrInvalid, MaxChildren, len(w.For))
+		}
+		for _, id := range w.For {
+			if err := CheckID(id); err != nil {
+				return err
+			}
+		}
+	case WaitCallback:
+		if w.Until.IsZero() || w.Nonce == "" {
+			return fmt.Errorf("%w: a callback wait needs a deadline and a nonce", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: cannot suspend to wait for %q", ErrInvalid, w.Mode)
+	}
+	return nil
+}
+
+// Complete reports whether every task t waits for has ended (children and
+// dependencies), so that it may resume.
+func Complete(t Task) bool {
+	if t.Status != StatusWaiting || t.Wait == WaitCallback {
+		return false
+	}
+	for _, id := range t.WaitFor {
+		if !slices.Contains(t.Ended, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitEnd ends a callback wait from outside (Store.EndWait): its token's
+// id, fence and nonce must match the waiting task.
+type WaitEnd struct {
+	ID    string
+	Fence int64
+	Nonce string
+	// Status is StatusSucceeded (the callback's result), StatusFailed (the
+	// task fails for good), or StatusPending: the attempt failed (a timed
+	// out callback) and is retried at RunAt.
+	Status Status
+	// Attempt is the waiting attempt's number (a callback token carries
+	// it): the history entry records it.
+	Attempt int
+	Result  []byte
+	Error   string
+	RunAt   time.Time
+}
+
+// Validate checks e.
+func (e WaitEnd) Validate() error {
+	switch {
+	case CheckID(e.ID) != nil:
+		return CheckID(e.ID)
+	case e.Fence < 1 || e.Nonce == "":
+		return fmt.Errorf("%w: a callback needs the waiting attempt's fence and nonce", ErrInvalid)
+	}
+	switch e.Status {
+	case StatusSucceeded:
+		return CheckResult(e.Result)
+	case StatusFailed:
+	case StatusPending:
+		if e.RunAt.IsZero() {
+			return fmt.Errorf("%w: a retried wait needs a run-at time", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: a wait cannot end in %q", ErrInvalid, e.Status)
+	}
+	return nil
+}
+
+// Errors of the wait transitions.
+var (
+	// ErrWaiting: the task is WAITING (see *WaitingError).
+	ErrWaiting = errors.New("task is waiting")
+	// ErrNotWaiting: a resume or callback found the task no longer (or not
+	// yet) waiting under the expected fence.
+	ErrNotWaiting = errors.New("task is not waiting")
+	// ErrNotified: the waiter already heard of this task's end.
+	ErrNotified = errors.New("waiter already notified")
+	// ErrBadCallback: a callback whose nonce does not match the waiting
+	// attempt's: forged, or meant for another wait.
+	ErrBadCallback = errors.New("callback token does not match the task")
+)
+
+// WaitingError reports a claim of a WAITING task.
+type WaitingError struct{ Task Task }
+
+func (e *WaitingError) Error() string {
+	return fmt.Sprintf("task %s is waiting for %s", e.Task.ID, e.Task.Wait)
+}
+
+func (e *WaitingError) Is(target error) bool { return target == ErrWaiting }
+
+// WaitError reports a resume, notify or callback that did not land, with
+// the item the write saw.
+type WaitError struct {
+	Op     string
+	TaskID string
+	Err    error // ErrNotWaiting, ErrNotified or ErrBadCallback
+	Task   Task
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("%s %s: %v (status %s, fence %d)", e.Op, e.TaskID, e.Err, e.Task.Status, e.Task.Fence)
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// classifyWait explains a failed wait transition from the item it saw.
+func classifyWait(op, id string, old *Task, why func(Task) error) error {
+	if old == nil {
+		return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
+	}
+	if old.Status.Terminal() {
+		return &FinishedError{TaskID: id, Status: old.Status, Task: *old}
+	}
+	return &WaitError{Op: op, TaskID: id, Err: why(*old), Task: *old}
+}
+
+// ClassifyEndWait explains why EndWait(e) did not land on old.
+func ClassifyEndWait(e WaitEnd, old *Task) error {
+	return classifyWait("callback", e.ID, old, func(t Task) error {
+		if t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence &&
+			subtle.ConstantTimeCompare([]byte(t.CallbackNonce), []byte(e.Nonce)) != 1 {
+			return ErrBadCallback
+		}
+		if t.Fence > e.Fence {
+			return fmt.Errorf("%w: the token is for attempt fence %d; the task has moved on to fence %d", ErrNotWaiting, e.Fence, t.Fence)
+		}
+		return ErrNotWaiting
+	})
+}
+
+// EndWaitLands reports whether EndWait(e) may land on t: the condition both
+// stores evaluate. The nonce is compared in constant time.
+func EndWaitLands(e WaitEnd, t Task) bool {
+	return t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence && t.Attempt == e.Attempt &&
+		subtle.ConstantTimeCompare([]byte(t.CallbackNonce), []byte(e.Nonce)) == 1
+}
+
+// NotifyCancels reports whether ended's end cancels w instead of counting
+// as one of its ended tasks: a strict dependency that did not succeed.
+func NotifyCancels(w Waiter, ended Task) bool {
+	return w.Mode == WaitAfter && ended.Status != StatusSucceeded
+}
+
+// DependencyReason is the error a dependent cancelled by ended's end keeps.
+func DependencyReason(ended Task) string {
+	if ended.Status == "" {
+		return Truncate(fmt.Sprintf("dependency %s does not exist", ended.ID), MaxErrorBytes)
+	}
+	msg := fmt.Sprintf("dependency %s ended %s", ended.ID, ended.Status)
+	if ended.Error != "" {
+		msg += ": " + ended.Error
+	}
+	return Truncate(msg, MaxErrorBytes)
+}
+
+// Notifiable reports whether a notify of w by ended may add to t's ended
+// set: t is not terminal and has not heard of ended yet. A strict
+// dependency's failure needs t WAITING instead (it cancels t).
+func Notifiable(t Task, w Waiter, ended Task) bool {
+	if NotifyCancels(w, ended) {
+		return t.Status == StatusWaiting
+	}
+	return !t.Status.Terminal() && !slices.Contains(t.Ended, ended.ID)
+}
+
+// ClassifyNotify explains why a notify of w by ended did not land on old.
+func ClassifyNotify(w Waiter, ended Task, old *Task) error {
+	return classifyWait("notify", w.ID, old, func(t Task) error {
+		if slices.Contains(t.Ended, ended.ID) {
+			return ErrNotified
+		}
+		return ErrNotWaiting
+	})
+}
+
+// ClassifyResume explains why a resume of id under fence did not land.
+func ClassifyResume(id string, old *Task) error {
+	return classifyWait("resume", id, old, func(Task) error { return ErrNotWaiting })
+}
+
+// ApplyWaits sets the wait fields of t, the new record of n: both stores
+// create alike.
+func ApplyWaits(t *Task, n NewTask) {
+	if n.Parent != "" {
+		t.Parent = n.Parent
+		t.Waiters = []Waiter{{ID: n.Parent, Mode: WaitChildren}}
+	}
+	if len(n.After) > 0 {
+		t.Status = StatusWaiting
+		t.Wait = n.WaitModeOf()
+		t.WaitFor = slices.Clone(n.After)
+	}
+}
