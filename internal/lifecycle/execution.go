@@ -135,6 +135,9 @@ type execution struct {
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
 	replaced bool
+	// wf is the handler context's workflow state (callback token, wait
+	// results).
+	wf *workflowCtx
 	// vis extends this message's visibility together with the rest of its
 	// batch while the handler runs; nil for a message processed on its own.
 	vis *batchVisibility
@@ -218,6 +221,9 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		return x.reject(ctx, err.Error())
 	}
 	x.tokenErr = err
+	if tok.IsCallback() {
+		return x.callback(ctx)
+	}
 	if tok.Inline() {
 		id := tok.ID
 		if id == "" {
@@ -235,9 +241,15 @@ func (x *execution) runWaiting(ctx context.Context) State {
 			// other records the queue it arrived on.
 			queue = x.msg.Queue
 		}
-		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken}
+		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken,
+			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny}
 		if x.tokenErr != nil {
+			nt.After, nt.AfterAny = nil, false
 			return x.createFailed(ctx, nt)
+		}
+		if len(nt.After) > 0 {
+			nt.Carried = true // this message brings it back until it is created and registered
+			return x.createWaiting(ctx, nt)
 		}
 		if tok.CreateToken != "" {
 			// The sender stores this task too, most likely before this
@@ -295,7 +307,7 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 		x.result.Outcome = OutcomeFailed
 		x.observe(OutcomeFailed, 0)
 		x.log.warn("task rejected", "reason", reason)
-		return x.exit(true, reason)
+		return x.afterEnd(ctx, x.exit(true, reason))
 	case errors.Is(err, lease.ErrAlreadyExists):
 		// Recorded before (this message's earlier receive, or a create
 		// whose response was lost), or submitted otherwise: a finished task
@@ -322,6 +334,8 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		leased    *lease.LeasedError
 		notDue    *lease.NotDueError
 		exhausted *lease.ExhaustedError
+		waiting   *lease.WaitingError
+		finished  *lease.FinishedError
 	)
 	switch {
 	case errors.Is(err, lease.ErrNotFound) && x.hasFallback:
@@ -342,9 +356,14 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		// taken over instead of spinning on it.
 		x.log.info("task leased elsewhere; keeping the token for later", "remaining", leased.Remaining)
 		return x.keep(ctx, leased.Remaining+x.cfg.VisibilityMargin, err.Error())
-	case errors.Is(err, lease.ErrFinished):
+	case errors.As(err, &finished):
 		x.log.info("duplicate delivery of a finished task acknowledged", "error", err)
-		return x.exit(true, "")
+		// Its waiters may not have heard yet (the worker that ended it
+		// stopped first): tell them again, idempotently.
+		x.task = finished.Task
+		return x.afterEnd(ctx, x.exit(true, ""))
+	case errors.As(err, &waiting):
+		return x.waitingClaimed(ctx, waiting.Task)
 	case errors.As(err, &notDue):
 		return x.redispatch(ctx, id, notDue.RunAt)
 	case errors.As(err, &exhausted):
@@ -389,12 +408,17 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		return x.unknownKind(ctx)
 	}
 	x.handler = h
+	results, err := x.loadWaitResults()
+	if err != nil {
+		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+	}
+	x.wf = &workflowCtx{task: x.task, results: results}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	hctx, cancel := context.WithCancelCause(x.detached)
+	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, x.wf))
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
 		x.invocationDeadline = dl
@@ -521,6 +545,16 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
 	}
 	err := res.err
+	var (
+		children *AwaitChildrenError
+		callback *AwaitCallbackError
+	)
+	switch {
+	case errors.As(err, &children):
+		return x.spawn(ctx, children)
+	case errors.As(err, &callback):
+		return x.awaitCallback(ctx, callback)
+	}
 	steer, delay := SteerOf(err)
 	switch steer {
 	case SteerSnooze:
@@ -568,7 +602,7 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		// DEBUG: a success is the common case, and its metrics line
 		// (Observer) already names the task, attempt and outcome.
 		x.log.debug("task succeeded")
-		return x.exit(true, "")
+		return x.afterEnd(ctx, x.exit(true, ""))
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.warn("finished, but the lease was lost; another worker took over", "error", err)
 		x.observe(OutcomeLeaseLost, elapsed)
@@ -649,7 +683,7 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 		x.result.Outcome = outcome
 		x.observe(outcome, x.handlerTime)
 		x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
-		return x.exit(true, "")
+		return x.afterEnd(ctx, x.exit(true, ""))
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.warn("could not release: lease already lost", "error", err)
 		return x.lost(ctx, err)
@@ -687,19 +721,27 @@ func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) 
 // names once it is known, else the queue this message came from. A queue
 // that does not exist gives an error wrapping queues.ErrNotFound.
 func (x *execution) send(ctx context.Context, body string, delay time.Duration) error {
-	queueURL := x.msgQueueURL()
 	if x.task.ID != "" {
-		// Resolved like any clean-up call: detached from shutdown, bounded
-		// by the call timeout (a cached name makes no call).
-		rctx, cancel := x.call()
-		u, err := x.cfg.Queues.URL(rctx, x.task.Queue)
-		cancel()
-		if err != nil {
-			x.log.warn("could not find the task's queue; the task waits for a later sweep", "queue", x.task.Queue, "reason", err)
-			return fmt.Errorf("send token: %w", err)
-		}
-		queueURL = u
+		return x.sendTo(ctx, x.task.Queue, body, delay)
 	}
+	return x.sendURL(ctx, x.msgQueueURL(), body, delay)
+}
+
+// sendTo puts body on the queue named queue ("" is the default work queue).
+func (x *execution) sendTo(ctx context.Context, queue, body string, delay time.Duration) error {
+	// Resolved like any clean-up call: detached from shutdown, bounded by
+	// the call timeout (a cached name makes no call).
+	rctx, cancel := x.call()
+	u, err := x.cfg.Queues.URL(rctx, queue)
+	cancel()
+	if err != nil {
+		x.log.warn("could not find the task's queue; the task waits for a later sweep", "queue", queue, "reason", err)
+		return fmt.Errorf("send token: %w", err)
+	}
+	return x.sendURL(ctx, u, body, delay)
+}
+
+func (x *execution) sendURL(ctx context.Context, queueURL, body string, delay time.Duration) error {
 	cctx, cancel := x.call()
 	defer cancel()
 	secs := int32(math.Ceil(max(delay, 0).Seconds()))

@@ -16,6 +16,13 @@ type fields struct {
 	queue       string
 	hasQueue    bool
 	createToken string
+	// Read only by decodeJSON (the scanner leaves such bodies to it).
+	parent   string
+	after    []string
+	afterAny bool
+	callback string
+	result   json.RawMessage
+	errMsg   *string
 }
 
 // scanFields reads the shape every encoder of this package writes, without

@@ -77,7 +77,24 @@ type Token struct {
 	// CreateToken (inline only, with ID): the sender stores the task too,
 	// under this create token; claim first, create only if it is missing.
 	CreateToken string
+	// Parent (inline only, with ID): the task is a child of that task,
+	// spawned by its handler; it notifies the parent when it ends.
+	Parent string
+	// After (inline only, with ID): the task waits until these tasks have
+	// SUCCEEDED (or, with AfterAny, ended).
+	After    []string
+	AfterAny bool
+	// Callback is a callback token (callback form only: no id, no kind):
+	// the message completes the waiting task with Result, or fails it with
+	// Error.
+	Callback string
+	Result   json.RawMessage
+	Error    string
+	HasError bool
 }
+
+// IsCallback reports whether the token is the callback form.
+func (t Token) IsCallback() bool { return t.Callback != "" }
 
 // Inline reports whether the token carries the task itself.
 func (t Token) Inline() bool { return t.Kind != "" }
@@ -90,6 +107,12 @@ type wire struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Queue       *string         `json:"queue,omitempty"`
 	CreateToken string          `json:"create_token,omitempty"`
+	Parent      string          `json:"parent,omitempty"`
+	After       []string        `json:"after,omitempty"`
+	AfterAny    bool            `json:"after_any,omitempty"`
+	Callback    string          `json:"callback,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       *string         `json:"error,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -116,7 +139,11 @@ func Decode(body string) (Token, error) {
 	if f.v != Version {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
 	}
-	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken}
+	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
+		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result}
+	if f.errMsg != nil {
+		t.Error, t.HasError = *f.errMsg, true
+	}
 	if f.hasQueue {
 		if err := checkQueue(f.queue); err != nil {
 			return Token{}, err
@@ -145,7 +172,8 @@ func decodeJSON(body string) (fields, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
 	}
-	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken}
+	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -164,12 +192,18 @@ func (t Token) validate() error {
 			return err
 		}
 	}
+	if err := t.validateWorkflow(); err != nil {
+		return err
+	}
+	if t.IsCallback() {
+		return nil
+	}
 	if !t.Inline() {
 		switch {
 		case t.ID == "":
 			return &Error{Reason: ErrMissingField, Detail: `a token needs "id" (a reference to a stored task) or "kind" (an inline task)`}
-		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "":
-			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts", "queue" and "create_token" need "kind"`}
+		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "" || t.Parent != "" || len(t.After) > 0 || t.AfterAny:
+			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts", "queue", "create_token", "parent", "after" and "after_any" need "kind"`}
 		}
 		return nil
 	}
@@ -312,6 +346,22 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
+	if t.Parent != "" || len(t.After) > 0 || t.AfterAny {
+		// Workflow tokens are rare enough for encoding/json.
+		b, err := json.Marshal(wire{V: &t.Version, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
+			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny})
+		if err != nil {
+			return "", &Error{Reason: ErrMalformed, Detail: err.Error()}
+		}
+		return string(b), nil
+	}
 	var buf [256]byte
 	return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

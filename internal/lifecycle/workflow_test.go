@@ -1,0 +1,255 @@
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// drainSent processes every message sent to the work queue since mark, in
+// order, and returns the new mark.
+func (e *env) drainSent(t *testing.T, mark int) int {
+	t.Helper()
+	for {
+		sent := e.sqs.sentTo(workURL)
+		if mark >= len(sent) {
+			return mark
+		}
+		m := sent[mark]
+		mark++
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("s%d", mark), aws.ToString(m.MessageBody)))
+	}
+}
+
+func fanInHandlers(e *env, runs *int) {
+	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		*runs++
+		if r, ok := lifecycle.WaitResultsOf(ctx); ok {
+			var parts []string
+			for _, c := range r.Tasks {
+				parts = append(parts, fmt.Sprintf("%s=%s:%s", c.ID[len(task.ID)+1:], c.Status, c.Result))
+			}
+			return json.Marshal(strings.Join(parts, ","))
+		}
+		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{
+			{Kind: "child", Payload: []byte(`1`)}, {Kind: "child", Payload: []byte(`2`)}, {Kind: "fails", MaxAttempts: 1},
+		}}
+	}
+	e.handlers["child"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	e.handlers["fails"] = func(context.Context, lease.Task) ([]byte, error) { return nil, errors.New("no luck") }
+}
+
+func TestFanOutFanInResumesOnceWithEveryChild(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var runs int
+	fanInHandlers(e, &runs)
+	res := e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
+	if !res.Ack || res.Outcome != lifecycle.OutcomeSuspended {
+		t.Fatalf("parent: %+v, want acked and suspended", res)
+	}
+	if got := e.get(t, "p"); got.Status != lease.StatusWaiting || len(got.WaitFor) != 3 || got.Attempt != 0 {
+		t.Fatalf("parent after spawn: status %s wait_for %v attempt %d", got.Status, got.WaitFor, got.Attempt)
+	}
+	if n := len(e.sqs.sentTo(workURL)); n != 3 {
+		t.Fatalf("%d messages sent, want the 3 children", n)
+	}
+	e.drainSent(t, 0)
+	got := e.get(t, "p")
+	if got.Status != lease.StatusSucceeded || string(got.Result) != `"0=SUCCEEDED:1,1=SUCCEEDED:2,2=FAILED:"` {
+		t.Fatalf("parent: %s %s", got.Status, got.Result)
+	}
+	if runs != 2 || got.Attempt != 1 || got.Fence != 2 {
+		t.Fatalf("parent ran %d times, attempt %d fence %d; want 2 runs of attempt 1, fence 2", runs, got.Attempt, got.Fence)
+	}
+	// Every child's message delivered again (an at-least-once queue): the
+	// parent must not resume again.
+	before := len(e.sqs.sentTo(workURL))
+	for i := range 3 {
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("dup%d", i), token.Ref(lifecycle.ChildID("p", i))))
+	}
+	if after := len(e.sqs.sentTo(workURL)); after != before || runs != 2 {
+		t.Fatalf("duplicates sent %d tokens and ran the parent %d times", after-before, runs)
+	}
+}
+
+// A worker that dies after a child finished but before the parent heard:
+// the child's message comes back, and its redelivery notifies the parent.
+func TestChildEndLostBeforeNotifyIsRedone(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var runs int
+	fanInHandlers(e, &runs)
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
+	children := e.sqs.sentTo(workURL)
+	// Finish the first child behind the worker's back: as if its worker
+	// died between the finish write and the notification.
+	first := e.get(t, "p")
+	_ = first
+	held, err := e.store.CreateClaimed(t.Context(), lease.NewTask{ID: "p/0", Kind: "child", Payload: []byte(`1`), MaxAttempts: 3, Parent: "p"}, "ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Finish(t.Context(), held.LeaseOf(), []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, "p"); len(got.Ended) != 0 {
+		t.Fatalf("parent heard of a child nobody notified it of: %v", got.Ended)
+	}
+	// The redelivered token of child 0, then the others.
+	for i, m := range children {
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("c%d", i), aws.ToString(m.MessageBody)))
+	}
+	e.drainSent(t, len(children))
+	if got := e.get(t, "p"); got.Status != lease.StatusSucceeded || runs != 2 {
+		t.Fatalf("parent %s after %d runs, want SUCCEEDED after 2", got.Status, runs)
+	}
+}
+
+func TestDependenciesRunInOrderAndFailureCancels(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var order []string
+	e.handlers["step"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		order = append(order, task.ID)
+		if r, ok := lifecycle.WaitResultsOf(ctx); ok {
+			return r.Tasks[0].Result, nil
+		}
+		return task.Payload, nil
+	}
+	e.handlers["boom"] = func(context.Context, lease.Task) ([]byte, error) {
+		return nil, &lifecycle.PermanentError{Err: errors.New("bad input")}
+	}
+	dep := func(id string, after []string, any bool) lifecycle.Message {
+		body, err := token.Token{ID: id, Kind: "step", Payload: []byte(`"from ` + id + `"`), After: after, AfterAny: any}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := msg("m-"+id, body)
+		m.SentAt = e.clock.Now()
+		return m
+	}
+	// b's token is taken before a's: b waits for a to appear.
+	if res := e.exec.Process(t.Context(), nil, dep("b", []string{"a"}, false)); res.Ack {
+		t.Fatalf("b with a missing dependency: %+v, want the message kept", res)
+	}
+	e.exec.Process(t.Context(), nil, msg("a", inline(t, "step", "a", `"from a"`, 0)))
+	e.exec.Process(t.Context(), nil, dep("c", []string{"b"}, false))
+	if got := e.get(t, "c"); got.Status != lease.StatusWaiting {
+		t.Fatalf("c: %s, want WAITING", got.Status)
+	}
+	e.exec.Process(t.Context(), nil, dep("b", []string{"a"}, false)) // redelivered
+	e.drainSent(t, 0)
+	if got := e.get(t, "c"); got.Status != lease.StatusSucceeded || string(got.Result) != `"from a"` {
+		t.Fatalf("c: %s %s", got.Status, got.Result)
+	}
+	if strings.Join(order, ",") != "a,b,c" {
+		t.Fatalf("ran %v, want a,b,c", order)
+	}
+
+	e.exec.Process(t.Context(), nil, msg("z", inline(t, "boom", "z", "", 0)))
+	e.exec.Process(t.Context(), nil, dep("d", []string{"z"}, false))
+	e.exec.Process(t.Context(), nil, dep("f", []string{"z"}, true))
+	if got := e.get(t, "d"); got.Status != lease.StatusCancelled || got.Error != "dependency z ended FAILED: bad input" {
+		t.Fatalf("d: %s %q", got.Status, got.Error)
+	}
+	// A dependent of d hears of the cancellation in turn.
+	e.exec.Process(t.Context(), nil, dep("g", []string{"d"}, false))
+	if got := e.get(t, "g"); got.Status != lease.StatusCancelled {
+		t.Fatalf("g after cancelled d: %s", got.Status)
+	}
+	e.drainSent(t, 0)
+	if got := e.get(t, "f"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("f (after-any a failed task): %s", got.Status)
+	}
+	// A dependency that never appears cancels its dependent in the end.
+	old := dep("h", []string{"never"}, false)
+	old.SentAt = e.clock.Now().Add(-lifecycle.MissingDependencyGrace)
+	e.exec.Process(t.Context(), nil, old)
+	if got := e.get(t, "h"); got.Status != lease.StatusCancelled || got.Error != "dependency never does not exist" {
+		t.Fatalf("h: %s %q", got.Status, got.Error)
+	}
+}
+
+func TestCallbackCompletesOnceAndTimesOut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	tokens := make(chan string, 4)
+	e.handlers["approve"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		cb, err := lifecycle.CallbackTokenOf(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tokens <- cb
+		return nil, &lifecycle.AwaitCallbackError{Timeout: time.Minute}
+	}
+	res := e.exec.Process(t.Context(), nil, msg("x", inline(t, "approve", "x", "", 2)))
+	if res.Outcome != lifecycle.OutcomeSuspended {
+		t.Fatalf("%+v", res)
+	}
+	cb := <-tokens
+	timeout := e.sqs.sentTo(workURL)
+	if len(timeout) != 1 || timeout[0].DelaySeconds != 60 {
+		t.Fatalf("timeout token: %+v", timeout)
+	}
+	body := func(tok string, result string) string {
+		b, err := token.CallbackMessage(tok, json.RawMessage(result), false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	parsed, err := token.ParseCallback(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed.Nonce = strings.Repeat("A", len(parsed.Nonce))
+	forged := parsed.String()
+	if res := e.exec.Process(t.Context(), nil, msg("f", body(forged, `1`))); !res.Ack || !strings.Contains(res.Reason, "rejected") {
+		t.Fatalf("forged callback: %+v", res)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("ok", body(cb, `{"approved":true}`))); !res.Ack || res.Reason != "" {
+		t.Fatalf("callback: %+v", res)
+	}
+	if got := e.get(t, "x"); got.Status != lease.StatusSucceeded || string(got.Result) != `{"approved":true}` {
+		t.Fatalf("x: %s %s", got.Status, got.Result)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("again", body(cb, `{"approved":false}`))); !strings.Contains(res.Reason, "rejected") {
+		t.Fatalf("second callback: %+v", res)
+	}
+	if got := e.get(t, "x"); string(got.Result) != `{"approved":true}` {
+		t.Fatalf("second callback changed the result: %s", got.Result)
+	}
+
+	// A callback that never comes: the attempt fails at the timeout and is
+	// retried; the last attempt's timeout fails the task.
+	e.exec.Process(t.Context(), nil, msg("y", inline(t, "approve", "y", "", 2)))
+	<-tokens
+	for attempt := 1; attempt <= 2; attempt++ {
+		e.clock.Advance(2 * time.Minute)
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("t%d", attempt), token.Ref("y")))
+		got := e.get(t, "y")
+		if attempt == 1 {
+			if got.Status != lease.StatusPending || !strings.Contains(got.Error, "callback not received") {
+				t.Fatalf("after the first timeout: %s %q", got.Status, got.Error)
+			}
+			e.clock.Advance(time.Minute)
+			e.exec.Process(t.Context(), nil, msg("retry", token.Ref("y")))
+			<-tokens
+			continue
+		}
+		if got.Status != lease.StatusFailed {
+			t.Fatalf("after the last timeout: %s", got.Status)
+		}
+	}
+}
