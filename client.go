@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,6 +113,7 @@ type adminStore interface {
 	RequestCancel(ctx context.Context, id string) (lease.Task, error)
 	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
+	EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
 }
 
 // Client enqueues, inspects, cancels and retries tasks. It is safe for
@@ -230,6 +232,21 @@ func MaxAttempts(n int) EnqueueOption { return func(s *Submission) { s.MaxAttemp
 // matching ErrQueueNotFound, and nothing is stored.
 func Queue(name string) EnqueueOption { return func(s *Submission) { s.Queue = name } }
 
+// After makes the task wait, holding no lease, until every task named has
+// SUCCEEDED; if one fails or is cancelled, the task is cancelled with the
+// reason. A task with dependencies starts when they end: it takes no
+// Delay or At.
+func After(ids ...string) EnqueueOption {
+	return func(s *Submission) { s.After, s.AfterAny = ids, false }
+}
+
+// AfterAny is After, except that the task runs once every task named has
+// ended, whatever the outcome; its handler reads their outcomes with
+// Dependencies.
+func AfterAny(ids ...string) EnqueueOption {
+	return func(s *Submission) { s.After, s.AfterAny = ids, true }
+}
+
 // Submission is one task for EnqueueMany. Only Kind is required.
 type Submission struct {
 	Kind string
@@ -247,6 +264,9 @@ type Submission struct {
 	// the kind's queue from ClientConfig.KindQueues, else the default work
 	// queue.
 	Queue string
+	// After and AfterAny: see the options of the same names.
+	After    []string
+	AfterAny bool
 }
 
 // EnqueueResult is the outcome of one Submission of EnqueueMany.
@@ -371,7 +391,7 @@ const enqueueChunk = 400
 
 // newTask checks a submission and turns it into a task record.
 func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
-	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts, Queue: s.Queue}
+	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts, Queue: s.Queue, After: s.After, AfterAny: s.AfterAny}
 	if nt.Queue == "" {
 		nt.Queue = c.kindQueues[s.Kind]
 	}
@@ -382,6 +402,8 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		nt.MaxAttempts = c.opts.maxAttempts
 	}
 	switch {
+	case len(s.After) > 0 && (s.Delay != 0 || !s.RunAt.IsZero()):
+		return nt, fmt.Errorf("%w: a task with dependencies starts when they end; it takes no delay or start time", ErrInvalid)
 	case s.Delay < 0:
 		return nt, fmt.Errorf("%w: negative delay %s", ErrInvalid, s.Delay)
 	case s.Delay > 0 && !s.RunAt.IsZero():
@@ -558,6 +580,21 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	t, err := c.store.RequestCancel(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
+	}
+	if t.Status == lease.StatusCancelled {
+		// A parent cancelled while its children run takes them with it,
+		// and the tasks waiting for it hear of its end.
+		if t.Wait == lease.WaitChildren {
+			for _, child := range t.WaitFor {
+				if slices.Contains(t.Ended, child) {
+					continue
+				}
+				if _, err := c.Cancel(ctx, child); err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
+					return infoOf(t), fmt.Errorf("cancel %s: its child %s: %w", lease.DisplayID(id), lease.DisplayID(child), err)
+				}
+			}
+		}
+		c.wakeWaiters(ctx, t)
 	}
 	return infoOf(t), nil
 }

@@ -16,6 +16,9 @@ const (
 	StatusPending Status = "PENDING"
 	// StatusRunning: a worker holds its lease and runs the handler.
 	StatusRunning Status = "RUNNING"
+	// StatusWaiting: holding no lease, waiting for its children, its
+	// dependencies or a callback (TaskInfo.Wait says which).
+	StatusWaiting Status = "WAITING"
 	// StatusSucceeded: the handler returned a result. Terminal.
 	StatusSucceeded Status = "SUCCEEDED"
 	// StatusFailed: the last attempt failed, or the handler failed it for
@@ -28,7 +31,7 @@ const (
 
 // Statuses lists every status in lifecycle order.
 func Statuses() []Status {
-	return []Status{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+	return []Status{StatusPending, StatusRunning, StatusWaiting, StatusSucceeded, StatusFailed, StatusCancelled}
 }
 
 func (s Status) String() string { return string(s) }
@@ -47,7 +50,7 @@ func ParseStatus(name string) (Status, error) {
 			return s, nil
 		}
 	}
-	return "", invalidOption("unknown status %q (want one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)", name)
+	return "", invalidOption("unknown status %q (want one of PENDING, RUNNING, WAITING, SUCCEEDED, FAILED, CANCELLED)", name)
 }
 
 // TaskInfo is a client's view of one task. Times are UTC; a zero time means
@@ -88,6 +91,19 @@ type TaskInfo struct {
 	// default work queue. Client.List has it too (the listing index
 	// projects it).
 	Queue string `json:"queue,omitempty"`
+	// Parent is the task that spawned this one, if any.
+	Parent string `json:"parent,omitempty"`
+	// Wait is what the task waits for while WAITING (children, after,
+	// after_any, callback), and afterwards what it last waited for.
+	Wait string `json:"wait,omitempty"`
+	// WaitFor lists its children or dependencies; Ended those of them
+	// known to have ended while it waits.
+	WaitFor []string `json:"wait_for,omitempty"`
+	Ended   []string `json:"ended,omitempty"`
+	// WaitUntil is a callback wait's deadline.
+	WaitUntil time.Time `json:"wait_until,omitzero"`
+	// Waiters are the tasks told when this one ends.
+	Waiters []string `json:"waiters,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -137,6 +153,10 @@ func infoOf(t lease.Task) TaskInfo {
 	if t.Status == lease.StatusRunning {
 		info.LeaseOwner = t.LeaseOwner
 		info.LeaseUntil = utc(t.LeaseUntil)
+	}
+	info.Parent, info.Wait, info.WaitFor, info.Ended, info.WaitUntil = t.Parent, string(t.Wait), t.WaitFor, t.Ended, utc(t.WaitUntil)
+	for _, w := range t.Waiters {
+		info.Waiters = append(info.Waiters, w.ID)
 	}
 	for _, a := range t.History {
 		info.History = append(info.History, AttemptInfo{

@@ -27,6 +27,8 @@ type enqueueFlags struct {
 	file        string
 	concurrency int
 	jsonOut     bool
+	after       []string
+	afterAny    bool
 }
 
 func init() {
@@ -57,7 +59,11 @@ per line:
   {"kind":"resize","payload":{"w":64},"queue":"images-work"}
 
 --queue sends the task to the SQS queue of that name instead of the default
-work queue (--queue-url); its retries go there too. The queue must exist
+work queue (--queue-url); its retries go there too.
+
+--after a,b makes the task WAITING until tasks a and b have SUCCEEDED (it is
+cancelled with the reason if one of them fails or is cancelled); --after-any
+runs it once they have ended, whatever the outcome. See docs/workflows.md. The queue must exist
 (exit 4 otherwise; nothing is enqueued). In a file, a line's "queue" does the
 same, and --queue applies to the lines that name none.
 
@@ -74,6 +80,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
   leasehold enqueue --kind report --delay 2h --payload-file report.json
   leasehold enqueue --kind report --at 2027-06-01T09:00:00Z
   leasehold enqueue --kind resize --queue images-work '{"w":64}'
+  leasehold enqueue --kind report --id sum --after fetch-a,fetch-b
   leasehold enqueue --file tasks.jsonl > ids.txt`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +101,8 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	fl.StringVar(&f.file, "file", "", `enqueue every task of a JSON Lines file ("-" for stdin)`)
 	fl.IntVar(&f.concurrency, "concurrency", leasehold.DefaultEnqueueConcurrency, "with --file: DynamoDB/SQS calls in flight at once")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
+	fl.StringSliceVar(&f.after, "after", nil, "wait until these tasks (comma-separated ids) have SUCCEEDED; cancelled if one fails")
+	fl.BoolVar(&f.afterAny, "after-any", false, "with --after: run once they have ended, whatever the outcome")
 	return cmd
 }
 
@@ -113,6 +122,14 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 			return usageErrorf("--queue: %v", err)
 		}
 		opts = append(opts, leasehold.Queue(f.queue))
+	}
+	switch {
+	case f.afterAny && len(f.after) == 0:
+		return usageErrorf("--after-any needs --after")
+	case f.afterAny:
+		opts = append(opts, leasehold.AfterAny(f.after...))
+	case len(f.after) > 0:
+		opts = append(opts, leasehold.After(f.after...))
 	}
 	switch {
 	case f.delay != 0 && f.at != "":

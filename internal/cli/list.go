@@ -17,6 +17,7 @@ type listFlags struct {
 	cursor  string
 	all     bool
 	jsonOut bool
+	parent  string
 }
 
 func init() {
@@ -39,7 +40,8 @@ the same --status) to continue. --all fetches every page.`,
 		Example: `  leasehold list --status failed
   leasehold list --json --limit 500 > page1.json 2> next.txt
   leasehold list --json --limit 500 --cursor "$(sed -n 's/^next-cursor: //p' next.txt)"
-  leasehold list --all --json | jq length`,
+  leasehold list --all --json | jq length
+  leasehold list --parent report-2026-12`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := leasehold.ListOptions{Limit: f.limit, Cursor: f.cursor}
@@ -56,6 +58,19 @@ the same --status) to continue. --all fetches every page.`,
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if f.parent != "" {
+				if f.status != "" || f.cursor != "" {
+					return usageErrorf("--parent takes no --status or --cursor")
+				}
+				kids, err := c.Children(cmd.Context(), f.parent)
+				if err != nil {
+					return a.taskErr(f.parent, err)
+				}
+				if f.jsonOut {
+					return writeJSON(a.io.Out, kids)
+				}
+				return writeTable(a.io.Out, kids)
 			}
 			tasks := []leasehold.TaskInfo{} // an empty page prints "[]", not "null"
 			for {
@@ -89,6 +104,7 @@ the same --status) to continue. --all fetches every page.`,
 	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")
+	fl.StringVar(&f.parent, "parent", "", "only the children of this task (in spawn order)")
 	return cmd
 }
 

@@ -40,11 +40,62 @@ func (a *app) statusCommand() *cobra.Command {
 			if jsonOut {
 				return writeJSON(a.io.Out, info)
 			}
-			return writeTask(a.io.Out, info)
+			if err := writeTask(a.io.Out, info); err != nil {
+				return err
+			}
+			return writeTree(cmd.Context(), c, a.io.Out, info)
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
 	return cmd
+}
+
+// treeDepth bounds how deep status follows children and dependencies.
+const treeDepth = 4
+
+// writeTree prints the tasks t waits (or waited) for, as a tree: its
+// children, or its dependencies, each with its status, and theirs below.
+func writeTree(ctx context.Context, c *leasehold.Client, w io.Writer, t leasehold.TaskInfo) error {
+	if len(t.WaitFor) == 0 {
+		return nil
+	}
+	label := "children"
+	if t.Wait != "children" {
+		label = "after"
+		if t.Wait == "after_any" {
+			label = "after (any outcome)"
+		}
+	}
+	fmt.Fprintf(w, "%s:\n", label)
+	var walk func(ids []string, indent string, depth int) error
+	walk = func(ids []string, indent string, depth int) error {
+		for i, id := range ids {
+			branch, next := "├─ ", "│  "
+			if i == len(ids)-1 {
+				branch, next = "└─ ", "   "
+			}
+			info, err := c.Get(ctx, id)
+			switch {
+			case errors.Is(err, leasehold.ErrNotFound):
+				fmt.Fprintf(w, "%s%s%s  (not found)\n", indent, branch, lease.DisplayID(id))
+				continue
+			case err != nil:
+				return err
+			}
+			line := fmt.Sprintf("%s%s%s  %s", indent, branch, lease.DisplayID(id), info.Status)
+			if info.Error != "" {
+				line += "  " + clip(oneLine(info.Error), 60)
+			}
+			fmt.Fprintln(w, line)
+			if len(info.WaitFor) > 0 && depth < treeDepth {
+				if err := walk(info.WaitFor, indent+next, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(t.WaitFor, "  ", 1)
 }
 
 func (a *app) resultCommand() *cobra.Command {
@@ -157,6 +208,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 		queue = "(the default work queue)"
 	}
 	row("queue", queue)
+	row("parent", lease.DisplayID(t.Parent))
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
 		status += " (cancel requested)"
@@ -165,6 +217,16 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("attempts", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
 	if !t.Status.Terminal() {
 		row("run at", stamp(t.RunAt))
+	}
+	if t.Status == leasehold.StatusWaiting {
+		wait := t.Wait
+		switch t.Wait {
+		case "callback":
+			wait = "a callback until " + stamp(t.WaitUntil)
+		default:
+			wait = fmt.Sprintf("%s: %d of %d ended", t.Wait, len(t.Ended), len(t.WaitFor))
+		}
+		row("waiting for", wait)
 	}
 	if t.Status == leasehold.StatusRunning {
 		row("lease", fmt.Sprintf("%s until %s", t.LeaseOwner, stamp(t.LeaseUntil)))

@@ -90,6 +90,13 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 	}
 	sentFirst := make([]bool, len(tasks))
 	for j, err := range d.sendRefs(ctx, carriers) {
+		if err != nil && len(prepared[carried[j]].After) > 0 {
+			// Only its token registers a task on its dependencies (the
+			// worker does, idempotently): without it, nothing is stored.
+			results[carried[j]] = EnqueueResult{Err: err}
+			skip[carried[j]] = true
+			continue
+		}
 		if err != nil {
 			continue // stored in the sweep index instead, and sent again below
 		}
@@ -143,7 +150,8 @@ func (d *Dispatcher) prepare(n lease.NewTask, now time.Time) lease.NewTask {
 	if runAt.IsZero() {
 		runAt = now
 	}
-	if n.DispatchAt.IsZero() {
+	if n.DispatchAt.IsZero() && len(n.After) == 0 {
+		// (A task with dependencies waits in no index: their ends wake it.)
 		n.DispatchAt = dispatchAt(runAt, now)
 	}
 	return n
@@ -154,7 +162,7 @@ func (d *Dispatcher) prepare(n lease.NewTask, now time.Time) lease.NewTask {
 // due. A task due beyond SQS's delay cap, or with a dispatch time of its
 // own, has none.
 func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
-	if !n.DispatchAt.IsZero() {
+	if !n.DispatchAt.IsZero() && len(n.After) == 0 {
 		return ref{}, false
 	}
 	wait := time.Duration(0)
@@ -165,7 +173,8 @@ func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
 		return ref{}, false
 	}
 	createToken := rand.Text()
-	body, err := token.Token{Kind: n.Kind, ID: n.ID, Payload: n.Payload, MaxAttempts: n.MaxAttempts, Queue: n.Queue, CreateToken: createToken}.Encode()
+	body, err := token.Token{Kind: n.Kind, ID: n.ID, Payload: n.Payload, MaxAttempts: n.MaxAttempts, Queue: n.Queue, CreateToken: createToken,
+		After: n.After, AfterAny: n.AfterAny}.Encode()
 	if err != nil {
 		return ref{}, false // not a JSON payload: stored first, as intake does
 	}

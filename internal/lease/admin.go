@@ -25,7 +25,7 @@ type Admin interface {
 	// it is, so it can come due while the holder works; its DispatchAt then
 	// moves to the lease's expiry plus skew plus grace and no token is needed.
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
-	// RequestCancel cancels a PENDING task at once (CANCELLED, terminal) or
+	// RequestCancel cancels a PENDING or WAITING task at once (CANCELLED, terminal) or
 	// sets CancelRequested on a RUNNING one, which its worker honours at the
 	// next renewal. A terminal task gives *FinishedError.
 	RequestCancel(ctx context.Context, id string) (Task, error)

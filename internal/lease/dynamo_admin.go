@@ -169,7 +169,7 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 			err error
 		)
 		switch guess.Status {
-		case StatusPending:
+		case StatusPending, StatusWaiting:
 			t, err = s.cancelPending(ctx, guess, saw)
 		case StatusRunning:
 			t, err = s.flagCancel(ctx, id, saw)
@@ -189,13 +189,13 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 	return Task{}, fmt.Errorf("request cancel %s: %w: the task kept changing", id, ErrBackend)
 }
 
-// cancelPending ends a PENDING task that is at attempt and fence of prev as
+// cancelPending ends a PENDING (or WAITING) task that is at attempt and fence of prev as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
 func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
 	now := s.now()
 	values := map[string]types.AttributeValue{
-		":pending": avS(string(StatusPending)),
+		":pending": avS(string(prev.Status)), // PENDING or WAITING
 		":attempt": avN(int64(prev.Attempt)),
 		":fence":   avN(prev.Fence),
 		":status":  avS(string(StatusCancelled)),
@@ -213,7 +213,7 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify fun
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 	}
 	return s.update(ctx, "request cancel", prev.ID, e.cond,
-		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until",
+		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback",
 		values, classify)
 }
 

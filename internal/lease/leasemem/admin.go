@@ -72,12 +72,13 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error
 	}
 	now := s.now()
 	switch rec.Status {
-	case lease.StatusPending:
+	case lease.StatusPending, lease.StatusWaiting:
 		// Not running anywhere: cancel it outright. A token still in the
 		// queue finds it finished and is acknowledged.
 		s.end(rec, lease.StatusCancelled, lease.CancelledWhilePending, now)
 		rec.Error = lease.CancelledWhilePending
 		rec.CancelRequested = true
+		rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
 	case lease.StatusRunning:
 		rec.CancelRequested = true
 		rec.UpdatedAt = now

@@ -1,0 +1,130 @@
+package leasehold_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// workflowHandlers: "fanout" spawns n "square" children and sums their
+// results; "step" returns its payload plus its dependency's result;
+// "approve" waits for a callback, handing its token out on tokens.
+func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[int]) (int, error) {
+		if kids, ok := leasehold.Children(ctx); ok {
+			sum := 0
+			for _, k := range kids {
+				var v int
+				if k.Status != leasehold.StatusSucceeded || json.Unmarshal(k.Result, &v) != nil {
+					return 0, leasehold.Fail(fmt.Errorf("child %s: %s", k.ID, k.Status))
+				}
+				sum += v
+			}
+			return sum, nil
+		}
+		var kids []leasehold.Child
+		for i := 1; i <= t.Payload; i++ {
+			kids = append(kids, leasehold.Child{Kind: "square", Payload: i})
+		}
+		return 0, leasehold.AwaitChildren(kids...)
+	})
+	leasehold.Handle(hs, "square", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
+		return t.Payload * t.Payload, nil
+	})
+	leasehold.Handle(hs, "step", func(ctx context.Context, t *leasehold.Task[string]) (string, error) {
+		deps, _ := leasehold.Dependencies(ctx)
+		out := t.Payload
+		for _, d := range deps {
+			var s string
+			_ = json.Unmarshal(d.Result, &s)
+			out = s + "-" + out
+		}
+		return out, nil
+	})
+	leasehold.Handle(hs, "approve", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
+		tok, err := leasehold.CallbackToken(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tokens <- tok
+		return nil, leasehold.AwaitCallback(time.Hour)
+	})
+	return hs
+}
+
+// TestWorkflowsOnTheStack runs a fan-out/fan-in of 5, a chain of 3 and a
+// callback through the real worker and client on the local stack.
+func TestWorkflowsOnTheStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local AWS stack (make stack-up); -short skips it")
+	}
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	tokens := make(chan string, 4)
+	w := e.worker(t, workflowHandlers(tokens))
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+
+	if _, err := c.Enqueue(ctx, "fanout", 5, leasehold.ID("fan")); err != nil {
+		t.Fatal(err)
+	}
+	// The chain is enqueued last step first: each waits for its
+	// predecessor to appear.
+	if _, err := c.Enqueue(ctx, "step", "c", leasehold.ID("chain-c"), leasehold.After("chain-b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, "step", "b", leasehold.ID("chain-b"), leasehold.After("chain-a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, "step", "a", leasehold.ID("chain-a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
+		t.Fatal(err)
+	}
+	var tok string
+	e.pump(t, w, 90*time.Second, func() bool {
+		select {
+		case tok = <-tokens:
+		default:
+		}
+		return tok != "" && e.status(t, "fan") == lease.StatusSucceeded && e.status(t, "chain-c") == lease.StatusSucceeded &&
+			e.status(t, "cb") == lease.StatusWaiting
+	})
+	if got := e.get(t, "fan"); string(got.Result) != "55" || got.Fence != 2 {
+		t.Fatalf("fan-in: result %s fence %d, want 55 (1+4+9+16+25) after one resume", got.Result, got.Fence)
+	}
+	if got := e.get(t, "chain-c"); string(got.Result) != `"a-b-c"` {
+		t.Fatalf("chain: %s", got.Result)
+	}
+	// (The result shows each step ran with its predecessor's result.)
+	info, err := c.CompleteCallback(ctx, tok, map[string]bool{"approved": true})
+	if err != nil || info.Status != leasehold.StatusSucceeded || string(info.Result) != `{"approved":true}` {
+		t.Fatalf("CompleteCallback: %+v, %v", info, err)
+	}
+	if _, err := c.CompleteCallback(ctx, tok, nil); !errors.Is(err, leasehold.ErrBadCallback) {
+		t.Fatalf("second CompleteCallback: %v, want ErrBadCallback", err)
+	}
+	kids, err := c.Children(ctx, "fan")
+	if err != nil || len(kids) != 5 || kids[4].ID != "fan/4" || kids[4].Status != leasehold.StatusSucceeded {
+		t.Fatalf("Children: %+v, %v", kids, err)
+	}
+}
+
+func newClientOn(t *testing.T, e *stackEnv) *leasehold.Client {
+	t.Helper()
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, WorkQueueURL: e.queues.Work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
