@@ -196,3 +196,24 @@ func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error
 	}
 	return out, nil
 }
+
+// CallbackTokenOf returns the callback token of task id while it waits for a
+// callback: for operators (`leasehold callback-token`) who answer a wait by
+// hand. Anyone who can read the table can read it; the token guards
+// against mistakes and stale answers, not against the table's readers.
+func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error) {
+	if err := lease.CheckID(id); err != nil {
+		return "", err
+	}
+	t, err := c.store.Get(ctx, id)
+	if err != nil {
+		return "", c.translate(ctx, err)
+	}
+	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
+		return "", fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
+	}
+	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: t.CallbackNonce}.String(), nil
+}
+
+// ErrNotWaiting: the task does not wait for a callback.
+var ErrNotWaiting = errors.New("task is not waiting")

@@ -68,10 +68,61 @@ func Uppercase(_ context.Context, t *leasehold.Task[Upper]) (string, error) {
 	return strings.ToUpper(t.Payload.Text), nil
 }
 
+// Shout is the payload of the "shout" kind: a fan-out/fan-in.
+type Shout struct {
+	Texts []string `json:"texts"`
+}
+
+// ShoutAll spawns one "upper" child per text, then joins their results in
+// order: a fan-out/fan-in (docs/workflows.md).
+func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
+	if kids, ok := leasehold.Children(ctx); ok {
+		out := make([]string, len(kids))
+		for i, k := range kids {
+			if k.Status != leasehold.StatusSucceeded {
+				return nil, leasehold.Fail(fmt.Errorf("child %s ended %s: %s", k.ID, k.Status, k.Error))
+			}
+			out[i] = strings.Trim(string(k.Result), `"`)
+		}
+		return out, nil
+	}
+	if len(t.Payload.Texts) == 0 {
+		return nil, leasehold.Fail(errors.New("texts is required"))
+	}
+	kids := make([]leasehold.Child, len(t.Payload.Texts))
+	for i, text := range t.Payload.Texts {
+		kids[i] = leasehold.Child{Kind: "upper", Payload: Upper{Text: text}}
+	}
+	return nil, leasehold.AwaitChildren(kids...)
+}
+
+// Approval is the payload of the "approval" kind.
+type Approval struct {
+	// TimeoutSeconds bounds the wait for the callback (default 3600).
+	TimeoutSeconds int `json:"timeout_seconds"`
+}
+
+// AwaitApproval waits for an outside decision: it takes its callback token
+// and suspends. An operator reads the token with `leasehold callback-token
+// ID` and answers with `leasehold complete` or `leasehold fail`; a real
+// handler would hand the token to the outside system instead.
+func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
+	if _, err := leasehold.CallbackToken(ctx); err != nil {
+		return nil, err
+	}
+	timeout := time.Duration(t.Payload.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	return nil, leasehold.AwaitCallback(timeout)
+}
+
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "greet", Greet)
 	leasehold.Handle(hs, "sleep", SleepFor)
 	leasehold.Handle(hs, "flaky", FlakyWork)
 	leasehold.Handle(hs, "upper", Uppercase)
+	leasehold.Handle(hs, "shout", ShoutAll)
+	leasehold.Handle(hs, "approval", AwaitApproval)
 }

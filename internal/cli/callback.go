@@ -2,10 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -83,5 +86,46 @@ once; a forged, stale or used token is rejected with the reason (exit 1).`,
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	return cmd
+}
+
+func init() { register((*app).callbackTokenCommand) }
+
+func (a *app) callbackTokenCommand() *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "callback-token ID",
+		Short: "Print the callback token of a task waiting for a callback",
+		Long: `Callback-token prints the token of task ID's waiting attempt, for an operator
+who answers the wait by hand with leasehold complete or leasehold fail.
+With --wait it waits up to that long for the task to start waiting.`,
+		Example: `  TOKEN=$(leasehold callback-token --wait 30s order-7-approval)
+  leasehold complete "$TOKEN" '{"approved":true}'`,
+		Args: posArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				tok, err := c.CallbackTokenOf(cmd.Context(), args[0])
+				switch {
+				case err == nil:
+					_, err = fmt.Fprintln(a.io.Out, tok)
+					return err
+				case errors.Is(err, leasehold.ErrNotWaiting) && time.Now().Before(deadline):
+				default:
+					return a.taskErr(args[0], err)
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the task to wait for a callback")
 	return cmd
 }
