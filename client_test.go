@@ -478,7 +478,9 @@ func TestClientList(t *testing.T) {
 			order = append(order, info.Status)
 		}
 	}
-	if !slices.Equal(order, leasehold.Statuses()) || len(all) != 12 {
+	// (The seed has no WAITING task: workflows are tested elsewhere.)
+	seeded := slices.DeleteFunc(leasehold.Statuses(), func(s leasehold.Status) bool { return s == leasehold.StatusWaiting })
+	if !slices.Equal(order, seeded) || len(all) != 12 {
 		t.Fatalf("listing every status: %d tasks in status order %v", len(all), order)
 	}
 	page, err := e.client.List(ctx, leasehold.ListOptions{Status: "failed"})
