@@ -10,6 +10,7 @@
 package demo
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -18,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,6 +29,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -143,6 +147,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	tasks := plan(cfg.Slow, cfg.Delay)
 	w8 := newWatch(store, q, res.WorkDLQURL, runID, tasks, out)
+	w8.complete = func(ctx context.Context, id string) (string, error) { return completeWithCLI(ctx, res, id) }
 	for i, p := range tasks {
 		url := res.WorkQueueURL
 		if p.via == viaIntake {
@@ -174,6 +179,38 @@ func Run(ctx context.Context, cfg Config) error {
 		return ErrUnexpected
 	}
 	return nil
+}
+
+// completeWithCLI answers task id's callback the way a user would: the
+// token from `leasehold callback-token ID`, then `leasehold complete TOKEN
+// RESULT`, run in this process on the demo's resources.
+func completeWithCLI(ctx context.Context, res Resources, id string) (string, error) {
+	env := func(name string) string {
+		switch name {
+		case leasehold.EnvTable:
+			return res.Table
+		case leasehold.EnvWorkQueueURL:
+			return res.WorkQueueURL
+		}
+		return os.Getenv(name)
+	}
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: env}); code != cli.ExitOK {
+			return "", fmt.Errorf("leasehold %s: exit %d: %s", args[0], code, strings.TrimSpace(errOut.String()))
+		}
+		return strings.TrimSpace(out.String()), nil
+	}
+	tok, err := run("callback-token", id)
+	if err != nil {
+		return "", err
+	}
+	const result = `{"approved":true}`
+	said, err := run("complete", tok, result)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("$ leasehold complete \"$(leasehold callback-token %s)\" '%s'  ->  %s", id, result, said), nil
 }
 
 func countVia(ps []planned, r route) int {

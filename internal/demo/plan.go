@@ -39,6 +39,14 @@ type planned struct {
 	wantAttempts int    // exact attempts (0 for a dead-lettered message)
 	minRenewals  int    // lease renewals seen while it ran
 	minLatency   time.Duration
+	// Workflows: wantResult is the exact result; wantFence the fence it
+	// ends with (a resumed parent has 2); after names the planned task it
+	// depends on, which must have finished first; callback: the demo
+	// completes it with the CLI once it waits.
+	wantResult string
+	wantFence  int64
+	after      string
+	callback   bool
 }
 
 // message builds a body: an intake submission and an inline token have the
@@ -46,6 +54,14 @@ type planned struct {
 func message(kind, payload string, extra string) func(id string) string {
 	return func(id string) string {
 		return fmt.Sprintf(`{"v":1,"kind":%q,"id":%q,"payload":%s%s}`, kind, id, payload, extra)
+	}
+}
+
+// afterMessage is an inline token for a task that runs after the planned
+// task dep (whose id shares this one's run prefix).
+func afterMessage(kind, payload, self, dep string) func(id string) string {
+	return func(id string) string {
+		return fmt.Sprintf(`{"v":1,"kind":%q,"id":%q,"payload":%s,"after":[%q]}`, kind, id, payload, strings.TrimSuffix(id, self)+dep)
 	}
 }
 
@@ -73,6 +89,17 @@ func plan(slow, delay time.Duration) []planned {
 		{name: "delayed", kind: "greet", via: viaIntake,
 			body:  message("greet", `{"name":"later"}`, fmt.Sprintf(`,"delay_seconds":%d`, int(delay/time.Second))),
 			shows: fmt.Sprintf("delayed %s at submission", delay), want: succeeded, wantAttempts: 1, minLatency: delay},
+		{name: "fan-out", kind: "shout", via: viaWork, body: message("shout", `{"texts":["ada","grace","edsger","barbara","alan"]}`, ""),
+			shows: "spawns 5 children, resumes once with all their results", want: succeeded, wantAttempts: 1, wantFence: 2,
+			wantResult: `["ADA","GRACE","EDSGER","BARBARA","ALAN"]`},
+		{name: "chain-1", kind: "upper", via: viaWork, body: message("upper", `{"text":"one"}`, ""),
+			shows: "chain of 3, step 1", want: succeeded, wantAttempts: 1, wantResult: `"ONE"`},
+		{name: "chain-2", kind: "upper", via: viaWork, body: afterMessage("upper", `{"text":"two"}`, "chain-2", "chain-1"), after: "chain-1",
+			shows: "step 2: waits for chain-1", want: succeeded, wantAttempts: 1, wantResult: `"TWO"`},
+		{name: "chain-3", kind: "upper", via: viaWork, body: afterMessage("upper", `{"text":"three"}`, "chain-3", "chain-2"), after: "chain-2",
+			shows: "step 3: waits for chain-2", want: succeeded, wantAttempts: 1, wantResult: `"THREE"`},
+		{name: "approval", kind: "approval", via: viaWork, body: message("approval", `{"timeout_seconds":120}`, ""), callback: true,
+			shows: "waits for a callback: `leasehold complete`", want: succeeded, wantAttempts: 1, wantResult: `{"approved":true}`},
 		{name: "malformed", kind: "-", via: viaWork,
 			// Cut off mid-document: no task can be named from it.
 			body:  func(id string) string { return `{"v":1,"kind":"greet","id":"` + id + `","payload":{"name":"Bob` },
@@ -92,6 +119,15 @@ func (p planned) expectation() string {
 	}
 	if p.minLatency > 0 {
 		fmt.Fprintf(&b, ", not before %s", p.minLatency)
+	}
+	if p.after != "" {
+		fmt.Fprintf(&b, ", after %s", p.after)
+	}
+	if p.wantFence > 1 {
+		b.WriteString(", resumed once")
+	}
+	if p.callback {
+		b.WriteString(", by callback")
 	}
 	return b.String()
 }

@@ -41,6 +41,8 @@ type observed struct {
 	result     string
 	lastError  string
 	reason     string // dead-letter reason
+	finishedAt time.Time
+	completed  bool // the demo has answered its callback
 }
 
 func (o *observed) settled() bool {
@@ -58,6 +60,9 @@ type watch struct {
 	seen   []observed
 	out    *progress
 	start  time.Time
+	// complete answers the callback of a task waiting for one, as a user
+	// would with the CLI; it returns what to show.
+	complete func(ctx context.Context, id string) (string, error)
 }
 
 func newWatch(store taskReader, q dlqReader, dlq, runID string, p []planned, out *progress) *watch {
@@ -118,6 +123,14 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 			return fmt.Errorf("read task %s: %w", p.name, err)
 		}
 		w.observe(i, t)
+		if o := &w.seen[i]; p.callback && t.Status == lease.StatusWaiting && !o.completed && w.complete != nil {
+			shown, err := w.complete(ctx, w.id(i))
+			if err != nil {
+				return fmt.Errorf("complete %s: %w", p.name, err)
+			}
+			o.completed = true
+			w.event(p.name, "%s", shown)
+		}
 	}
 	if withDLQ {
 		return w.pollDLQ(ctx)
@@ -133,7 +146,9 @@ func (w *watch) observe(i int, t lease.Task) {
 	case string(t.Status) != o.state || t.Attempt != o.attempt:
 		switch t.Status {
 		case lease.StatusPending:
-			if t.Attempt == 0 {
+			if len(t.WaitFor) > 0 && o.state == string(lease.StatusWaiting) {
+				w.event(name, "woken: every task it waited for has ended")
+			} else if t.Attempt == 0 {
 				w.event(name, "stored by the dispatcher, due %s", w.rel(t.RunAt))
 			} else {
 				w.event(name, "attempt %d failed (%s); retry due %s", t.Attempt, t.Error, w.rel(t.RunAt))
@@ -144,6 +159,12 @@ func (w *watch) observe(i int, t lease.Task) {
 			w.event(name, "SUCCEEDED on attempt %d: %s", t.Attempt, t.Result)
 		case lease.StatusFailed:
 			w.event(name, "FAILED after %d attempt(s): %s", t.Attempt, t.Error)
+		case lease.StatusWaiting:
+			if t.Wait == lease.WaitCallback {
+				w.event(name, "WAITING for a callback until %s, holding no lease", w.rel(t.WaitUntil))
+			} else {
+				w.event(name, "WAITING for %d %s (%d ended), holding no lease", len(t.WaitFor), t.Wait, len(t.Ended))
+			}
 		default:
 			w.event(name, "%s after %d attempt(s)", t.Status, t.Attempt)
 		}
@@ -154,7 +175,7 @@ func (w *watch) observe(i int, t lease.Task) {
 	o.state, o.attempt, o.fence, o.leaseUntil = string(t.Status), t.Attempt, t.Fence, t.LeaseUntil
 	o.result, o.lastError = string(t.Result), t.Error
 	if t.Status.Terminal() {
-		o.settledAt = t.FinishedAt
+		o.settledAt, o.finishedAt = t.FinishedAt, t.FinishedAt
 	}
 }
 
@@ -224,7 +245,7 @@ func (w *watch) allSettled() bool {
 
 // counts returns how many messages are in each state, in display order.
 func (w *watch) counts() []stateCount {
-	order := []string{queued, string(lease.StatusPending), string(lease.StatusRunning),
+	order := []string{queued, string(lease.StatusPending), string(lease.StatusRunning), string(lease.StatusWaiting),
 		string(lease.StatusSucceeded), string(lease.StatusFailed), string(lease.StatusCancelled), deadLettered}
 	n := map[string]int{}
 	for _, o := range w.seen {
@@ -256,6 +277,19 @@ func (w *watch) asExpected(i int) (bool, string) {
 		return false, fmt.Sprintf("only %d renewals seen", o.renewals)
 	case o.settledAt.Sub(o.enqueuedAt) < p.minLatency:
 		return false, "ran too early"
+	case p.wantResult != "" && o.result != p.wantResult:
+		return false, "result " + o.result
+	case p.wantFence > 0 && o.fence != p.wantFence:
+		return false, fmt.Sprintf("fence %d: resumed %d times", o.fence, o.fence-1)
+	case p.callback && !o.completed:
+		return false, "the demo never completed its callback"
+	}
+	if p.after != "" {
+		for j, q := range w.plan {
+			if q.name == p.after && w.seen[j].finishedAt.After(o.finishedAt) {
+				return false, "finished before " + p.after
+			}
+		}
 	}
 	return true, ""
 }
