@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // workflowHandlers: "fanout" spawns n "square" children and sums their
@@ -127,4 +130,120 @@ func newClientOn(t *testing.T, e *stackEnv) *leasehold.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestCallbackMessagesAndCancelOnTheStack: the SQS callback form is
+// accepted once and a forged one is dead-lettered with its reason; a
+// cancelled parent takes its running children with it.
+func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local AWS stack (make stack-up); -short skips it")
+	}
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	tokens := make(chan string, 4)
+	hs := workflowHandlers(tokens)
+	release := make(chan struct{})
+	leasehold.Handle(hs, "hold", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
+		select { // runs until cancelled (or the test ends)
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-release:
+			return nil, nil
+		}
+	})
+	leasehold.Handle(hs, "parent", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
+		return nil, leasehold.AwaitChildren(leasehold.Child{Kind: "hold"}, leasehold.Child{Kind: "hold"})
+	})
+	defer close(release)
+	w := e.worker(t, hs, leasehold.WithLeaseDuration(awstest.Scale(4*time.Second)), leasehold.WithRenewBefore(awstest.Scale(2*time.Second)))
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+
+	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
+		t.Fatal(err)
+	}
+	var tok string
+	e.pump(t, w, 60*time.Second, func() bool {
+		select {
+		case tok = <-tokens:
+		default:
+		}
+		return tok != "" && e.status(t, "cb") == lease.StatusWaiting
+	})
+	cb, err := token.ParseCallback(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb.Nonce = strings.Repeat("x", len(cb.Nonce))
+	forged, _ := token.CallbackMessage(cb.String(), json.RawMessage(`1`), false, "")
+	good, _ := token.CallbackMessage(tok, json.RawMessage(`{"approved":true}`), false, "")
+	again, _ := token.CallbackMessage(tok, nil, true, "too late")
+	// One at a time: SQS does not keep order, and the first callback to
+	// land wins.
+	deadLetter := func(body, want string) {
+		t.Helper()
+		e.send(t, e.queues.Work, body)
+		for deadline := time.Now().Add(awstest.Scale(30 * time.Second)); ; {
+			if time.Now().After(deadline) {
+				t.Fatalf("callback not dead-lettered with %q", want)
+			}
+			if ev := e.receive(t, e.queues.Work, 10, time.Second, 30); len(ev.Records) > 0 {
+				e.deliver(t, w, t.Context(), ev)
+			}
+			for _, m := range e.receive(t, e.queues.WorkDLQ, 10, time.Second, 30).Records {
+				r := m.MessageAttributes[lifecycle.AttrReason].StringValue
+				if m.Body == body && r != nil && strings.Contains(*r, want) {
+					return
+				}
+				if m.Body == body {
+					t.Fatalf("callback dead-lettered with %v, want %q", r, want)
+				}
+			}
+		}
+	}
+	deadLetter(forged, "does not match")
+	e.send(t, e.queues.Work, good)
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "cb") == lease.StatusSucceeded })
+	if got := e.get(t, "cb"); string(got.Result) != `{"approved":true}` {
+		t.Fatalf("cb: %s", got.Result)
+	}
+	deadLetter(again, "finished")
+
+	// Cancel a parent while its children run: they end CANCELLED too.
+	if _, err := c.Enqueue(ctx, "parent", nil, leasehold.ID("p")); err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		return e.status(t, "p") == lease.StatusWaiting && e.status(t, "p/0") == lease.StatusRunning && e.status(t, "p/1") == lease.StatusRunning
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx, leasehold.WithLongPoll(time.Second)) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, 60*time.Second, running)
+	info, err := c.Cancel(ctx, "p")
+	if err != nil || info.Status != leasehold.StatusCancelled {
+		t.Fatalf("Cancel(p): %+v, %v", info, err)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		return e.status(t, "p/0") == lease.StatusCancelled && e.status(t, "p/1") == lease.StatusCancelled
+	})
+}
+
+// waitFor polls cond until it holds or the (scaled) budget runs out.
+func waitFor(t *testing.T, budget time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(awstest.Scale(budget)); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", awstest.Scale(budget))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
