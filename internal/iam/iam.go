@@ -129,6 +129,7 @@ var Worker = Function{
 	Calls: []Grant{
 		{"dynamodb:PutItem", TasksTable},           // create-and-claim of an inline task
 		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
+		{"dynamodb:GetItem", TasksTable},           // a resumed task reads the tasks it waited for
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
 		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount

@@ -300,7 +300,15 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	if resp, err := w.HandleSQS(ictx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("retry: %v %v", resp, err)
 	}
-	for id, want := range map[string]lease.Status{"ok": lease.StatusSucceeded, "retry": lease.StatusSucceeded, "held": lease.StatusRunning} {
+	// A fan-out: the parent spawns a child and suspends; the child's end
+	// wakes it; the resumed parent reads its child.
+	s.send(t, s.queues.Work, inline(t, "shout", "fan", map[string]any{"texts": []string{secret}}, 2))
+	for _, step := range []string{"parent spawns", "child runs", "parent resumes"} {
+		if resp, err := w.HandleSQS(ictx, s.receive(t, s.queues.Work, 1)); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("fan-out, %s: %v %v", step, resp, err)
+		}
+	}
+	for id, want := range map[string]lease.Status{"ok": lease.StatusSucceeded, "retry": lease.StatusSucceeded, "held": lease.StatusRunning, "fan": lease.StatusSucceeded} {
 		if got, err := store.Get(ctx, id); err != nil || got.Status != want {
 			t.Errorf("task %s: %v %v, want %s", id, got.Status, err, want)
 		}
