@@ -48,9 +48,9 @@ func (e *AwaitCallbackError) Error() string {
 // ChildID is the id of the i-th child (from 0) a task spawns.
 func ChildID(parent string, i int) string { return parent + "/" + strconv.Itoa(i) }
 
-// MissingDependencyGrace is how long after its message was sent a task
-// with a dependency that does not exist keeps waiting for it to appear;
-// after that it is cancelled with the reason.
+// MissingDependencyGrace is how long after its creation a task with a
+// dependency that does not exist keeps waiting for it to appear; after that
+// it is cancelled with the reason.
 const MissingDependencyGrace = 5 * time.Minute
 
 // MaxCallbackTimeout bounds AwaitCallbackError.Timeout.
@@ -414,7 +414,9 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		x.log.warn("could not create task", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
-	x.task = task
+	// x.task stays unset while this message must be kept: a token kept
+	// past ReplaceAtReceiveCount is replaced by this very body (not a
+	// reference), which still carries the dependencies to register.
 	w := lease.Waiter{ID: nt.ID, Mode: nt.WaitModeOf()}
 	for _, dep := range nt.After {
 		cctx, cancel := x.call()
@@ -427,7 +429,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 			continue
 		case errors.As(err, &fin):
 			ended = fin.Task
-		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(x.msg.SentAt) < MissingDependencyGrace:
+		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(task.CreatedAt) < MissingDependencyGrace:
 			// Its token may not have been taken yet (both sent together):
 			// look again shortly.
 			return x.keep(ctx, x.cfg.VisibilityMargin, fmt.Sprintf("dependency %s not found yet", dep))

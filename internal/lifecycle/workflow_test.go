@@ -173,9 +173,17 @@ func TestDependenciesRunInOrderAndFailureCancels(t *testing.T) {
 		t.Fatalf("f (after-any a failed task): %s", got.Status)
 	}
 	// A dependency that never appears cancels its dependent in the end.
-	old := dep("h", []string{"never"}, false)
-	old.SentAt = e.clock.Now().Add(-lifecycle.MissingDependencyGrace)
-	e.exec.Process(t.Context(), nil, old)
+	h := dep("h", []string{"never"}, false)
+	h.ReceiveCount = 10 // kept past the replace count: the same body goes back
+	if res := e.exec.Process(t.Context(), nil, h); res.Ack != true {
+		t.Fatalf("h kept near the receive limit: %+v, want replaced and acknowledged", res)
+	}
+	sent := e.sqs.sentTo(workURL)
+	if body := aws.ToString(sent[len(sent)-1].MessageBody); body != h.Body {
+		t.Fatalf("h's replacement is %s, want its own body (with its dependencies)", body)
+	}
+	e.clock.Advance(lifecycle.MissingDependencyGrace)
+	e.exec.Process(t.Context(), nil, msg("h-again", h.Body))
 	if got := e.get(t, "h"); got.Status != lease.StatusCancelled || got.Error != "dependency never does not exist" {
 		t.Fatalf("h: %s %q", got.Status, got.Error)
 	}
