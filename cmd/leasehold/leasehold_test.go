@@ -689,3 +689,50 @@ func TestEnqueueToANamedQueue(t *testing.T) {
 	s.run(t, "", "status", "nowhere").expect(t, 3, `no task with id "nowhere"`)
 	s.run(t, "", "enqueue", "--kind", "greet", "--queue", "jobs.fifo", "{}").expect(t, 2, "FIFO")
 }
+
+// TestWorkflowCommands runs the workflow commands as a user would: a chain
+// with --after, a fan-out shown as a tree and listed by parent, and a
+// callback answered with callback-token and complete.
+func TestWorkflowCommands(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.startWorker(t)
+
+	if r := s.run(t, "", "enqueue", "--kind", "upper", "--id", "two", "--after", "one", `{"text":"b"}`); r.code != 0 {
+		t.Fatalf("enqueue --after: %d %s", r.code, r.stderr)
+	}
+	s.run(t, "", "enqueue", "--kind", "upper", "--after-any", "--id", "x", "{}").expect(t, 2, "--after-any needs --after")
+	s.run(t, "", "enqueue", "--kind", "upper", "--id", "one", `{"text":"a"}`)
+	if r := s.run(t, "", "result", "--wait", "--timeout", "60s", "two"); r.code != 0 || r.stdout != "\"B\"\n" {
+		t.Fatalf("result of two: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := s.run(t, "", "status", "two"); !strings.Contains(r.stdout, "after:\n  └─ one  SUCCEEDED") {
+		t.Fatalf("status two shows no dependency tree:\n%s", r.stdout)
+	}
+
+	s.run(t, "", "enqueue", "--kind", "shout", "--id", "fan", `{"texts":["a","b","c"]}`)
+	if r := s.run(t, "", "result", "--wait", "--timeout", "60s", "fan"); r.code != 0 || r.stdout != "[\"A\",\"B\",\"C\"]\n" {
+		t.Fatalf("result of fan: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r := s.run(t, "", "status", "fan")
+	if !strings.Contains(r.stdout, "children:\n  ├─ fan/0  SUCCEEDED\n  ├─ fan/1  SUCCEEDED\n  └─ fan/2  SUCCEEDED") {
+		t.Fatalf("status fan shows no children tree:\n%s", r.stdout)
+	}
+	if r := s.run(t, "", "list", "--parent", "fan"); strings.Count(r.stdout, "SUCCEEDED") != 3 || !strings.Contains(r.stdout, "fan/2") {
+		t.Fatalf("list --parent fan:\n%s %s", r.stdout, r.stderr)
+	}
+
+	s.run(t, "", "enqueue", "--kind", "approval", "--id", "ok?", `{"timeout_seconds":600}`)
+	tok := strings.TrimSpace(s.run(t, "", "callback-token", "--wait", "60s", "ok?").stdout)
+	if !strings.HasPrefix(tok, "lhcb1.") {
+		t.Fatalf("callback-token: %q", tok)
+	}
+	s.run(t, "", "complete", tok, "{").expect(t, 2, "RESULT is not a JSON document")
+	if r := s.run(t, "", "complete", tok, `{"approved":true}`); r.code != 0 || r.stdout != "task ok? SUCCEEDED\n" {
+		t.Fatalf("complete: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	s.run(t, "", "complete", tok, `{}`).expect(t, 1, "callback token rejected")
+	s.run(t, "", "fail", tok, "no").expect(t, 1, "already finished as SUCCEEDED")
+	s.run(t, "", "fail", "lhcb1.garbage", "no").expect(t, 1, "callback token")
+	s.run(t, "", "callback-token", "fan").expect(t, 1, "not waiting for a callback")
+}
