@@ -219,12 +219,9 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 		row("run at", stamp(t.RunAt))
 	}
 	if t.Status == leasehold.StatusWaiting {
-		wait := t.Wait
-		switch t.Wait {
-		case "callback":
+		wait := fmt.Sprintf("%s: %d of %d ended", t.Wait, len(t.Ended), len(t.WaitFor))
+		if t.Wait == "callback" {
 			wait = "a callback until " + stamp(t.WaitUntil)
-		default:
-			wait = fmt.Sprintf("%s: %d of %d ended", t.Wait, len(t.Ended), len(t.WaitFor))
 		}
 		row("waiting for", wait)
 	}
