@@ -53,3 +53,27 @@ func TestReadUnits(t *testing.T) {
 		})
 	}
 }
+
+func TestHappyPathCountsWritesTheDesignDoesNotKnow(t *testing.T) {
+	t.Parallel()
+	w := workflow{name: "w", design: map[string]float64{"create (RUNNING)": 1, "finish or release": 1}, designWU: 3}
+	for _, tc := range []struct {
+		name    string
+		byWrite map[string][]float64
+		want    float64
+		missing int
+	}{
+		{"as designed", map[string][]float64{"create (RUNNING)": {2, 2}, "finish or release": {1, 1}}, 3, 0},
+		{"a retried write whose condition failed", map[string][]float64{"create (RUNNING)": {2, 2}, "finish or release": {1, 1}, "failed condition: claim": {1}}, 3, 0},
+		{"a write the design does not make", map[string][]float64{"create (RUNNING)": {2, 2}, "finish or release": {1, 1}, "renew": {1, 1}}, 4, 0},
+		{"a designed write that never happened", map[string][]float64{"create (RUNNING)": {2, 2}}, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := workflowResult{w: w, n: 2, counts: Counts{ByWrite: tc.byWrite}}
+			if wu, missing := r.happyPath(); wu != tc.want || len(missing) != tc.missing {
+				t.Errorf("happyPath = %v, %v; want %v and %d missing", wu, missing, tc.want, tc.missing)
+			}
+		})
+	}
+}
