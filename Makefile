@@ -84,8 +84,12 @@ vet: ## go vet
 
 # make bench: the Go micro-benchmarks, then the cost harness on the local
 # stack (internal/bench), which counts calls and write units per task and
-# rewrites the generated part of docs/performance.md. BENCH_TASKS per path.
+# per workflow and rewrites the generated part of docs/performance.md. BENCH_TASKS per path.
 BENCH_TASKS ?= 100
+# Runs of each workflow shape (a 3-step and a 4-step chain, a 10-child
+# fan-out/fan-in, a callback), priced next to Step Functions and durable
+# functions.
+BENCH_WORKFLOWS ?= 10
 # Tasks per throughput run (bare SQS, naive idempotent and leasehold
 # consumers, interleaved A B C, B C A, C A B); 0 skips the comparison.
 BENCH_THROUGHPUT ?= 200
@@ -93,7 +97,7 @@ bench: stack-up ## micro-benchmarks, then calls, write units and cost per task o
 	@mkdir -p .stack/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... > .stack/bench/micro.txt && cat .stack/bench/micro.txt
 	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_CHART=$(CURDIR)/docs/performance.png LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
-	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
+	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
 
 build: ## compile every package
 	$(GO) build ./...

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 
 	"gonum.org/v1/plot"
@@ -18,14 +19,16 @@ type bar struct {
 	value float64
 }
 
-// renderChart writes a PNG to path with two panels side by side: cost per
-// million tasks by path, and tasks per second by consumer (median of the
-// interleaved runs). An empty panel is drawn with a note instead of bars.
-func renderChart(path string, cost, rate []bar) error {
-	const w, h = 12 * vg.Inch, 4.5 * vg.Inch
+// renderChart writes a PNG to path with three panels side by side: cost
+// per million tasks by path, tasks per second by consumer (median of the
+// interleaved runs), and cost per million workflows next to Step Functions
+// and durable functions. An empty panel is drawn with a note instead of
+// bars.
+func renderChart(path string, cost, rate, workflows []bar) error {
+	const w, h = 20 * vg.Inch, 5 * vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadY: vg.Inch / 6, PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
+	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Inch / 3, PadY: vg.Inch / 6, PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
 	panels := []struct {
 		title, unit string
 		bars        []bar
@@ -33,6 +36,7 @@ func renderChart(path string, cost, rate []bar) error {
 	}{
 		{"Cost per million tasks (USD, us-east-1 list prices)", "USD", cost, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
 		{"Throughput on the local stack (tasks/s, median)", "tasks/s", rate, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}},
+		{"Cost per million workflows (USD): leasehold, Step Functions, durable", "USD", workflows, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
 	}
 	for i, p := range panels {
 		pl := plot.New()
@@ -58,6 +62,11 @@ func renderChart(path string, cost, rate []bar) error {
 		bars.LineStyle.Width = 0
 		pl.Add(bars)
 		pl.NominalX(names...)
+		if len(names) > 6 {
+			pl.X.Tick.Label.Rotation = math.Pi / 5
+			pl.X.Tick.Label.XAlign = draw.XRight
+			pl.X.Tick.Label.YAlign = draw.YCenter
+		}
 		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: xys(values), Labels: valueLabels(values)})
 		if err != nil {
 			return fmt.Errorf("chart %q: %w", p.title, err)

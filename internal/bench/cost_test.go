@@ -37,9 +37,11 @@ const (
 	// comparison with that many tasks per run.
 	envThroughput = "LEASEHOLD_BENCH_THROUGHPUT"
 	// envChart names the PNG file of the cost and throughput chart.
-	envChart  = "LEASEHOLD_BENCH_CHART"
-	beginMark = "<!-- bench:begin (make bench writes this part) -->"
-	endMark   = "<!-- bench:end -->"
+	envChart = "LEASEHOLD_BENCH_CHART"
+	// envWorkflows is the runs per workflow shape (workflow_test.go).
+	envWorkflows = "LEASEHOLD_BENCH_WORKFLOWS"
+	beginMark    = "<!-- bench:begin (make bench writes this part) -->"
+	endMark      = "<!-- bench:end -->"
 )
 
 type harness struct {
@@ -55,6 +57,11 @@ type harness struct {
 	// harness's polling, which an event source mapping does per poller
 	// whether or not there is work, so it is left out of a task's calls.
 	empty int
+	// delivered counts the messages receives brought (each one a tenth of
+	// a Lambda invocation in the cost model); acked those deleted.
+	delivered, acked int
+	// callbacks carries the callback tokens "approve" tasks hand out.
+	callbacks chan callbackToken
 }
 
 type echo struct {
@@ -73,8 +80,10 @@ func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOpti
 	}
 	counted := cfg.Copy()
 	counted.HTTPClient = meter
-	h := &harness{t: t, table: table, meter: meter, sqs: sqs.NewFromConfig(counted), queues: queues}
+	h := &harness{t: t, table: table, meter: meter, sqs: sqs.NewFromConfig(counted), queues: queues,
+		callbacks: make(chan callbackToken, 256)}
 	hs := leasehold.NewHandlers()
+	h.handleWorkflows(hs)
 	leasehold.Handle(hs, "echo", func(_ context.Context, task *leasehold.Task[echo]) (echo, error) {
 		return task.Payload, nil
 	})
@@ -132,12 +141,19 @@ func (h *harness) drain(ids []string) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("drain: %d messages acknowledged, not every task of %v succeeded", acked, ids)
 		}
-		n, empty := h.poll(h.viaWorker(h.worker, h.t.Fatalf))
-		if empty {
-			h.empty++
-		}
-		acked += n
+		acked += h.pollCounted()
 	}
+}
+
+// pollCounted polls once through the metered worker, counting empty
+// receives, and returns how many messages it acknowledged.
+func (h *harness) pollCounted() int {
+	n, empty := h.poll(h.viaWorker(h.worker, h.t.Fatalf))
+	if empty {
+		h.empty++
+	}
+	h.acked += n
+	return n
 }
 
 // poll receives one batch of up to ten from the work queue, hands it to
@@ -157,6 +173,7 @@ func (h *harness) poll(process func(ctx context.Context, msgs []sqstypes.Message
 	if len(out.Messages) == 0 {
 		return 0, true
 	}
+	h.delivered += len(out.Messages)
 	del := process(ctx, out.Messages)
 	if len(del) == 0 {
 		return 0, false
@@ -335,7 +352,26 @@ func TestCost(t *testing.T) {
 	if c := costPerMillion(happyPath(results[4]), 0, sqsPerTask(results[4])); c > 1.80 {
 		t.Errorf("%s: $%.2f per million tasks, target at most $1.80", results[4].name, c)
 	}
-	report := render(results, h.meter.Indexes())
+	// The workflows of docs/workflows.md, each against its design's write
+	// units along the happy path.
+	runs := 2
+	if v, err := strconv.Atoi(os.Getenv(envWorkflows)); err == nil && v > 0 {
+		runs = v
+	}
+	var wfs []workflowResult
+	for _, w := range []workflow{chain(3), chain(4), fanout(10), callback()} {
+		wfs = append(wfs, h.runWorkflows(w, runs))
+	}
+	for _, r := range wfs {
+		wu, missing := r.happyPath()
+		if wu > r.w.designWU {
+			t.Errorf("%s: %.2f write units per workflow along the happy path, the design says %.0f", r.w.name, wu, r.w.designWU)
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s: no write of kinds %v, which the design makes: the path is not the one designed", r.w.name, missing)
+		}
+	}
+	report := render(results, h.meter.Indexes()) + renderWorkflows(wfs)
 	var costBars, rateBars []bar
 	for _, r := range results {
 		costBars = append(costBars, bar{r.name, pathCost(r)})
@@ -360,10 +396,15 @@ func TestCost(t *testing.T) {
 		}
 	}
 	if f := os.Getenv(envChart); f != "" {
-		if err := renderChart(f, costBars, rateBars); err != nil {
+		var wfBars []bar
+		for _, r := range wfs {
+			short := strings.Fields(r.w.name)[0]
+			wfBars = append(wfBars, bar{short + " leasehold", r.cost()}, bar{short + " SFN", r.w.stepFunctions()}, bar{short + " durable", r.w.durable()})
+		}
+		if err := renderChart(f, costBars, rateBars, wfBars); err != nil {
 			t.Fatalf("chart: %v", err)
 		}
-		report += "\n![cost per million tasks and tasks/s](performance.png)\n"
+		report += "\n![cost per million tasks, tasks/s, and cost per million workflows next to Step Functions and durable functions](performance.png)\n"
 	}
 	if f := os.Getenv(envMicro); f != "" {
 		raw, err := os.ReadFile(f)

@@ -1,6 +1,7 @@
-// Package bench measures what a task costs on the local stack: the AWS
-// calls it makes, by operation, and the DynamoDB write units they consume,
-// index writes included. make bench runs it and writes docs/performance.md.
+// Package bench measures what a task and a workflow cost on the local
+// stack: the AWS calls they make, by operation, and the DynamoDB write and
+// read units those consume, index writes included. make bench runs it and
+// writes docs/performance.md.
 package bench
 
 import (
@@ -35,8 +36,9 @@ type Index struct {
 // index's, from the item before and after the write (an entry put or
 // deleted: 1; its key moved: 2; a projected attribute changed: 1). It reads
 // each written item before and after the write with its own client, so the
-// calls it makes itself are not counted. Writes to one item must not run
-// concurrently with each other for the before/after reads to be right.
+// calls it makes itself are not counted; writes to one item go through it
+// one at a time, so that those reads see only the write they price. Reads
+// are priced from their responses (read units).
 type Meter struct {
 	inner    aws.HTTPClient
 	reader   *dynamodb.Client
@@ -44,9 +46,13 @@ type Meter struct {
 	tableKey string
 	indexes  []Index
 
+	itemMu sync.Mutex
+	items  map[string]*sync.Mutex // per item id: one metered write at a time
+
 	mu       sync.Mutex
 	calls    map[string]int     // "DynamoDB PutItem", "SQS SendMessageBatch"
 	wu       float64            // write units, table and indexes
+	ru       float64            // read units
 	gsiWU    map[string]float64 // per index
 	byWrite  map[string][]float64
 	watchers map[string]func(kind string)
@@ -58,7 +64,7 @@ func NewMeter(ctx context.Context, inner aws.HTTPClient, reader *dynamodb.Client
 	if err != nil {
 		return nil, err
 	}
-	m := &Meter{inner: inner, reader: reader, table: table, watchers: map[string]func(string){}}
+	m := &Meter{inner: inner, reader: reader, table: table, watchers: map[string]func(string){}, items: map[string]*sync.Mutex{}}
 	for _, k := range out.Table.KeySchema {
 		if k.KeyType == types.KeyTypeHash {
 			m.tableKey = aws.ToString(k.AttributeName)
@@ -92,6 +98,7 @@ func (m *Meter) Reset() {
 	defer m.mu.Unlock()
 	m.calls = map[string]int{}
 	m.wu = 0
+	m.ru = 0
 	m.gsiWU = map[string]float64{}
 	m.byWrite = map[string][]float64{}
 }
@@ -100,6 +107,7 @@ func (m *Meter) Reset() {
 type Counts struct {
 	Calls   map[string]int
 	WU      float64
+	RU      float64 // read units
 	GSIWU   map[string]float64
 	ByWrite map[string][]float64 // write kind: write units of each such write
 }
@@ -108,7 +116,7 @@ type Counts struct {
 func (m *Meter) Snapshot() Counts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := Counts{Calls: map[string]int{}, WU: m.wu, GSIWU: map[string]float64{}, ByWrite: map[string][]float64{}}
+	c := Counts{Calls: map[string]int{}, WU: m.wu, RU: m.ru, GSIWU: map[string]float64{}, ByWrite: map[string][]float64{}}
 	for k, v := range m.calls {
 		c.Calls[k] = v
 	}
@@ -149,7 +157,14 @@ func (m *Meter) Do(req *http.Request) (*http.Response, error) {
 	m.mu.Lock()
 	m.calls[service+" "+op]++
 	m.mu.Unlock()
-	if service != "DynamoDB" || (op != "PutItem" && op != "UpdateItem" && op != "DeleteItem") {
+	if service != "DynamoDB" {
+		return m.inner.Do(req)
+	}
+	switch op {
+	case "GetItem", "BatchGetItem", "Query", "Scan":
+		return m.doRead(req, op)
+	case "PutItem", "UpdateItem", "DeleteItem":
+	default:
 		return m.inner.Do(req)
 	}
 	body, err := io.ReadAll(req.Body)
@@ -158,6 +173,10 @@ func (m *Meter) Do(req *http.Request) (*http.Response, error) {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	w := parseWrite(op, body, m.tableKey)
+	if w.id != "" {
+		unlock := m.lockItem(w.id)
+		defer unlock()
+	}
 	before, berr := m.read(req.Context(), w.id)
 	resp, err := m.inner.Do(req)
 	if err != nil || berr != nil || w.id == "" {
@@ -166,7 +185,7 @@ func (m *Meter) Do(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode != http.StatusOK {
 		// A failed condition still consumes a write unit; nothing changed.
 		if resp.StatusCode == http.StatusBadRequest {
-			m.record("failed condition", 1, nil)
+			m.record("failed condition: "+w.kind, 1, nil)
 		}
 		return resp, nil
 	}
@@ -190,6 +209,144 @@ func (m *Meter) Do(req *http.Request) (*http.Response, error) {
 		f(w.kind)
 	}
 	return resp, nil
+}
+
+// lockItem serialises the metered writes to one item.
+func (m *Meter) lockItem(id string) (unlock func()) {
+	m.itemMu.Lock()
+	mu, ok := m.items[id]
+	if !ok {
+		mu = &sync.Mutex{}
+		m.items[id] = mu
+	}
+	m.itemMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
+
+// doRead makes a read and prices it from its response: DynamoDB's read
+// units, 1 per 4 KB (a GetItem or each item of a BatchGetItem rounded on
+// its own, at least 1 even for an item not found; a Query or Scan on the
+// sum of what it returned), half that when eventually consistent.
+func (m *Meter) doRead(req *http.Request, op string) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	resp, err := m.inner.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	ru := readUnits(op, body, out)
+	m.mu.Lock()
+	m.ru += ru
+	m.mu.Unlock()
+	return resp, nil
+}
+
+// readUnits prices a read from its request and response bodies.
+func readUnits(op string, reqBody, respBody []byte) float64 {
+	type keysAndAttrs struct {
+		Keys           []map[string]any
+		ConsistentRead bool
+	}
+	var in struct {
+		ConsistentRead bool
+		RequestItems   map[string]keysAndAttrs
+	}
+	var out struct {
+		Item      map[string]any
+		Items     []map[string]any
+		Responses map[string][]map[string]any
+	}
+	_ = json.Unmarshal(reqBody, &in)
+	_ = json.Unmarshal(respBody, &out)
+	units := func(size float64, consistent bool) float64 {
+		u := math.Max(1, math.Ceil(size/4096))
+		if !consistent {
+			u /= 2
+		}
+		return u
+	}
+	switch op {
+	case "GetItem":
+		return units(jsonItemSize(out.Item), in.ConsistentRead)
+	case "BatchGetItem":
+		var ru float64
+		for table, req := range in.RequestItems {
+			got := out.Responses[table]
+			for _, item := range got {
+				ru += units(jsonItemSize(item), req.ConsistentRead)
+			}
+			if missing := len(req.Keys) - len(got); missing > 0 {
+				ru += float64(missing) * units(0, req.ConsistentRead)
+			}
+		}
+		return ru
+	}
+	var size float64
+	for _, item := range out.Items {
+		size += jsonItemSize(item)
+	}
+	return units(size, in.ConsistentRead)
+}
+
+// jsonItemSize is itemSize for an item in DynamoDB's JSON wire form.
+func jsonItemSize(item map[string]any) float64 {
+	n := 0.0
+	for k, v := range item {
+		n += float64(len(k)) + jsonValueSize(v)
+	}
+	return n
+}
+
+func jsonValueSize(v any) float64 {
+	av, _ := v.(map[string]any)
+	for typ, x := range av {
+		switch typ {
+		case "S":
+			s, _ := x.(string)
+			return float64(len(s))
+		case "N":
+			s, _ := x.(string)
+			return math.Ceil(float64(len(strings.TrimLeft(s, "-")))/2) + 1
+		case "B":
+			s, _ := x.(string)
+			return float64(len(s)) * 3 / 4
+		case "BOOL", "NULL":
+			return 1
+		case "SS", "NS", "BS":
+			l, _ := x.([]any)
+			n := 0.0
+			for _, e := range l {
+				s, _ := e.(string)
+				n += float64(len(s))
+			}
+			return n
+		case "L":
+			l, _ := x.([]any)
+			n := 3.0
+			for _, e := range l {
+				n += 1 + jsonValueSize(e)
+			}
+			return n
+		case "M":
+			mm, _ := x.(map[string]any)
+			n := 3.0
+			for k, e := range mm {
+				n += 1 + float64(len(k)) + jsonValueSize(e)
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 func (m *Meter) record(kind string, base float64, gsi map[string]float64) {
@@ -227,8 +384,9 @@ type write struct{ id, kind string }
 // request body.
 func parseWrite(op string, body []byte, key string) write {
 	var in struct {
-		Key, Item        map[string]map[string]any
-		UpdateExpression string
+		Key, Item           map[string]map[string]any
+		UpdateExpression    string
+		ConditionExpression string
 	}
 	_ = json.Unmarshal(body, &in)
 	src := in.Key
@@ -243,6 +401,21 @@ func parseWrite(op string, body []byte, key string) write {
 	}
 	u := in.UpdateExpression
 	switch {
+	case op == "PutItem":
+	case strings.Contains(u, "ADD #waiters"):
+		kind = "watch"
+	case strings.Contains(u, "ADD #ended") && strings.Contains(u, ":cancelled"):
+		kind = "notify (cancels)"
+	case strings.Contains(u, "ADD #ended"):
+		kind = "notify"
+	case strings.Contains(in.ConditionExpression, "#callback = :nonce"):
+		kind = "end wait (callback or timeout)"
+	case strings.Contains(u, "#wait = :wait"):
+		kind = "suspend"
+	case strings.Contains(u, "REMOVE #ended") && strings.Contains(u, "#status = :running"):
+		kind = "resume and claim"
+	case strings.Contains(u, "REMOVE #ended"):
+		kind = "resume"
 	case strings.Contains(u, "#status = :running"):
 		kind = "claim"
 	case strings.HasPrefix(u, "SET #lease_until"):
@@ -374,6 +547,18 @@ func valueSize(v types.AttributeValue) float64 {
 		return float64(len(x.Value))
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0.0
+		for _, e := range x.Value {
+			n += float64(len(e))
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0.0
+		for _, e := range x.Value {
+			n += math.Ceil(float64(len(strings.TrimLeft(e, "-")))/2) + 1
+		}
+		return n
 	case *types.AttributeValueMemberL:
 		n := 3.0
 		for _, e := range x.Value {

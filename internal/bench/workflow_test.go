@@ -1,0 +1,393 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
+)
+
+// The workflows make bench prices (docs/workflows.md): chains of "step"
+// tasks linked with After, a "fanout" parent that awaits "echo" children,
+// and an "approve" task that waits for a callback. Each starts with
+// Client.Enqueue, the documented way, and runs through the real worker.
+
+// callbackToken is what an "approve" task hands out.
+type callbackToken struct{ id, token string }
+
+// callbackTimeout is how long an "approve" task waits. The harness answers
+// as soon as the task waits; the timeout token comes later, finds the task
+// finished, and is acknowledged (a write whose condition fails).
+func callbackTimeout() time.Duration { return awstest.Scale(3 * time.Second) }
+
+// handleWorkflows registers the workflow kinds with hs.
+func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
+	leasehold.Handle(hs, "step", func(_ context.Context, t *leasehold.Task[echo]) (echo, error) {
+		return t.Payload, nil
+	})
+	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
+		if kids, ok := leasehold.Children(ctx); ok {
+			for _, k := range kids {
+				if k.Status != leasehold.StatusSucceeded {
+					return echo{}, leasehold.Fail(fmt.Errorf("child %s ended %s", k.ID, k.Status))
+				}
+			}
+			return echo{N: len(kids)}, nil
+		}
+		kids := make([]leasehold.Child, t.Payload.N)
+		for i := range kids {
+			kids[i] = leasehold.Child{Kind: "echo", Payload: echo{N: i}}
+		}
+		return echo{}, leasehold.AwaitChildren(kids...)
+	})
+	leasehold.Handle(hs, "approve", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
+		tok, err := leasehold.CallbackToken(ctx)
+		if err != nil {
+			return echo{}, err
+		}
+		select {
+		case h.callbacks <- callbackToken{id: t.ID, token: tok}:
+		case <-ctx.Done():
+			return echo{}, ctx.Err()
+		}
+		return echo{}, leasehold.AwaitCallback(callbackTimeout())
+	})
+}
+
+// workflow is one workflow shape the bench runs, with what its design
+// says it costs and what its counterparts on Step Functions Standard and
+// Lambda durable functions would be charged for.
+type workflow struct {
+	name     string
+	perRound int // workflows started together (a bounded backlog)
+	start    func(h *harness, id string) []string
+	callback bool // its tasks wait for a callback, which the harness gives
+	// design is the happy path's writes per workflow by kind, as the meter
+	// names them (docs/workflows.md); designWU their write units.
+	design   map[string]float64
+	designWU float64
+	// Step Functions Standard: state transitions, and the Lambda
+	// invocations its Task states make. Durable functions: durable
+	// operations, and invocations (the first and one per resume).
+	sfTransitions, sfInvocations float64
+	durableOps, durableInvokes   float64
+	counterpart                  string // the equivalent on the other two
+}
+
+// chain is a workflow of n "step" tasks, each After the one before.
+func chain(n int) workflow {
+	k := float64(n - 1) // dependents
+	return workflow{
+		name:     fmt.Sprintf("%d-step chain", n),
+		perRound: max(1, 10/n),
+		start: func(h *harness, id string) []string {
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("%s-%d", id, i+1)
+				opts := []leasehold.EnqueueOption{leasehold.ID(ids[i])}
+				if i > 0 {
+					opts = append(opts, leasehold.After(ids[i-1]))
+				}
+				h.enqueue("step", echo{N: i}, opts...)
+			}
+			return ids
+		},
+		design: map[string]float64{
+			"create (PENDING)": 1, "create (WAITING)": k, "failed condition: create (WAITING)": k,
+			"watch": k, "notify": k, "resume": k, "claim": float64(n), "finish or release": float64(n),
+		},
+		designWU:      2 + 2*k + k + k + k + k + float64(n) + float64(n),
+		sfTransitions: float64(n), sfInvocations: float64(n),
+		durableOps: float64(n) + 1, durableInvokes: 1,
+		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
+	}
+}
+
+// fanout is a parent that awaits n "echo" children.
+func fanout(n int) workflow {
+	k := float64(n)
+	return workflow{
+		name:     fmt.Sprintf("%d-child fan-out/fan-in", n),
+		perRound: 1,
+		start: func(h *harness, id string) []string {
+			h.enqueue("fanout", echo{N: n}, leasehold.ID(id))
+			return []string{id}
+		},
+		design: map[string]float64{
+			"create (PENDING)": 1, "claim": 2, "suspend": 1, "resume": 1, "finish or release": 1 + k,
+			"create (RUNNING)": k, "notify": k,
+		},
+		designWU:      2 + 2 + 1 + 1 + (1 + k) + 2*k + k,
+		sfTransitions: k + 3, sfInvocations: k + 2,
+		durableOps: k + 3, durableInvokes: 1,
+		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),
+	}
+}
+
+// callback is a task that waits for a callback, completed with
+// Client.CompleteCallback as soon as it waits.
+func callback() workflow {
+	return workflow{
+		name:     "callback",
+		perRound: 10,
+		callback: true,
+		start: func(h *harness, id string) []string {
+			h.enqueue("approve", echo{}, leasehold.ID(id))
+			return []string{id}
+		},
+		design: map[string]float64{
+			"create (PENDING)": 1, "claim": 1, "suspend": 1, "end wait (callback or timeout)": 1,
+			"failed condition: claim": 1,
+		},
+		designWU:      2 + 1 + 1 + 1 + 1,
+		sfTransitions: 1, sfInvocations: 1,
+		durableOps: 2, durableInvokes: 2,
+		counterpart: "SF: one Task state with .waitForTaskToken; durable: waitForCallback",
+	}
+}
+
+func (h *harness) enqueue(kind string, payload echo, opts ...leasehold.EnqueueOption) {
+	ctx, cancel := context.WithTimeout(h.t.Context(), awstest.Scale(10*time.Second))
+	defer cancel()
+	if _, err := h.client.Enqueue(ctx, kind, payload, opts...); err != nil {
+		h.t.Fatalf("Enqueue %s: %v", kind, err)
+	}
+}
+
+// workflowResult is what n workflows of w cost on the stack.
+type workflowResult struct {
+	w         workflow
+	n         int
+	counts    Counts
+	empty     int // receives that brought nothing, left out of counts
+	delivered int // messages handed to the worker
+}
+
+// runWorkflows runs n workflows of w, w.perRound at a time, and counts
+// everything they cost: each round is drained until its tasks have
+// succeeded (and, for callbacks, until the timeout tokens came back), then
+// the queue until a receive brings nothing.
+func (h *harness) runWorkflows(w workflow, n int) workflowResult {
+	h.meter.Reset()
+	h.empty, h.delivered, h.acked = 0, 0, 0
+	for done := 0; done < n; done += w.perRound {
+		var ids []string
+		for range min(w.perRound, n-done) {
+			ids = append(ids, w.start(h, nextID(strings.ReplaceAll(w.name, "/", "-")))...)
+		}
+		acked := h.acked
+		if w.callback {
+			h.drainUntil(w.name, func() bool { return h.allIn(ids, "WAITING") })
+			h.completeCallbacks(ids)
+			h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") && h.acked-acked >= 2*len(ids) })
+			continue
+		}
+		h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") })
+	}
+	for h.pollCounted(); h.empty == 0; h.pollCounted() {
+	}
+	counts := h.meter.Snapshot()
+	counts.Calls["SQS ReceiveMessage"] -= h.empty
+	return workflowResult{w: w, n: n, counts: counts, empty: h.empty, delivered: h.delivered}
+}
+
+// drainUntil polls through the metered worker until done holds.
+func (h *harness) drainUntil(name string, done func() bool) {
+	deadline := time.Now().Add(awstest.Scale(90 * time.Second))
+	for !done() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not done after %d messages acknowledged", name, h.acked)
+		}
+		h.pollCounted()
+	}
+}
+
+// allIn says whether every task of ids has status, read with the meter's
+// own client (not counted).
+func (h *harness) allIn(ids []string, status string) bool {
+	for _, id := range ids {
+		item, err := h.meter.read(h.t.Context(), id)
+		if err != nil {
+			h.t.Fatalf("read %s: %v", id, err)
+		}
+		if s, ok := item["status"].(*types.AttributeValueMemberS); !ok || s.Value != status {
+			return false
+		}
+	}
+	return true
+}
+
+// completeCallbacks completes each task of ids with the token its handler
+// handed out.
+func (h *harness) completeCallbacks(ids []string) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for len(want) > 0 {
+		var cb callbackToken
+		select {
+		case cb = <-h.callbacks:
+		case <-time.After(awstest.Scale(10 * time.Second)):
+			h.t.Fatalf("callback tokens missing for %v", want)
+		}
+		if !want[cb.id] {
+			continue
+		}
+		delete(want, cb.id)
+		ctx, cancel := context.WithTimeout(h.t.Context(), awstest.Scale(10*time.Second))
+		_, err := h.client.CompleteCallback(ctx, cb.token, echo{N: 1})
+		cancel()
+		if err != nil {
+			h.t.Fatalf("CompleteCallback %s: %v", cb.id, err)
+		}
+	}
+}
+
+// Per workflow.
+func (r workflowResult) per(v float64) float64 { return v / float64(r.n) }
+
+func (r workflowResult) sqsRequests() float64 {
+	var n float64
+	for op, c := range r.counts.Calls {
+		if strings.HasPrefix(op, "SQS ") {
+			n += float64(c)
+		}
+	}
+	return r.per(n)
+}
+
+// invocations is the Lambda invocations per workflow: the messages it
+// brought, in batches of lambdaBatch (the cost model of single tasks).
+func (r workflowResult) invocations() float64 {
+	return r.per(float64(r.delivered)) / lambdaBatch
+}
+
+// cost is r's cost per million workflows: its write and read units, its
+// SQS requests and its Lambda invocations (not the handlers' own time).
+func (r workflowResult) cost() float64 {
+	return 1e6 * (r.per(r.counts.WU)*priceWRU + r.per(r.counts.RU)*priceRRU + r.sqsRequests()*priceSQS +
+		r.invocations()*lambdaInvocation)
+}
+
+// happyPath is the write units per workflow along the design's path: each
+// write kind the design names, as many times as it says, at its mean
+// measured cost; plus any other kind of write that landed (a write the
+// design does not know of). Failed conditions the design does not name are
+// left out: on a loaded emulator an SDK retry of a write whose answer was
+// lost fails its condition, and a redelivered message finds its task taken.
+func (r workflowResult) happyPath() (wu float64, missing []string) {
+	for kind, us := range r.counts.ByWrite {
+		n, designed := r.w.design[kind]
+		if !designed {
+			if strings.HasPrefix(kind, "failed condition") {
+				continue
+			}
+			n = r.per(float64(len(us)))
+		}
+		wu += n * mean(us)
+	}
+	for kind := range r.w.design {
+		if len(r.counts.ByWrite[kind]) == 0 {
+			missing = append(missing, kind)
+		}
+	}
+	sort.Strings(missing)
+	return wu, missing
+}
+
+func mean(v []float64) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// Prices of the other two, us-east-1 list (docs/performance.md names the
+// sources).
+const (
+	priceSFTransition = 25.0 / 1e6 // Step Functions Standard, per state transition
+	priceDurableOp    = 8.0 / 1e6  // Lambda durable functions, per durable operation
+	priceDurableGB    = 0.25       // durable functions, per GB of data written
+	durableOpBytes    = 100        // data written per durable operation, estimated
+	// lambdaInvocation is one invocation in the model of cost_test.go:
+	// the request, and lambdaOverhead seconds at lambdaGB.
+	lambdaInvocation = priceLambdaReq + lambdaGB*lambdaOverhead*priceLambdaGBs
+)
+
+// stepFunctions is the cost per million workflows of w on Step Functions
+// Standard: its transitions, and one Lambda invocation per Task state run.
+func (w workflow) stepFunctions() float64 {
+	return 1e6 * (w.sfTransitions*priceSFTransition + w.sfInvocations*lambdaInvocation)
+}
+
+// durable is the cost per million workflows of w as a Lambda durable
+// function: its operations, the data they write, and its invocations.
+func (w workflow) durable() float64 {
+	return 1e6 * (w.durableOps*priceDurableOp + w.durableOps*durableOpBytes/1e9*priceDurableGB + w.durableInvokes*lambdaInvocation)
+}
+
+// renderWorkflows is the generated report on the workflows.
+func renderWorkflows(rs []workflowResult) string {
+	var b strings.Builder
+	b.WriteString("\n### Workflows\n\nPer workflow, each started with `Client.Enqueue` and run through the worker (`internal/bench/workflow_test.go`):\n\n")
+	b.WriteString("| workflow | runs | calls per workflow by operation | write units | of which index | design (happy path) | read units | SQS requests | messages | cost per million workflows |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		var ops []string
+		for op, c := range r.counts.Calls {
+			ops = append(ops, fmt.Sprintf("%s %.2f", op, r.per(float64(c))))
+		}
+		sort.Strings(ops)
+		var gsi float64
+		for _, u := range r.counts.GSIWU {
+			gsi += u
+		}
+		hp, _ := r.happyPath()
+		fmt.Fprintf(&b, "| %s | %d | %s | **%.2f** | %.2f | %.2f (design %.0f) | %.2f | %.2f | %.2f | **$%.2f** |\n",
+			r.w.name, r.n, strings.Join(ops, ", "), r.per(r.counts.WU), r.per(gsi), hp, r.w.designWU,
+			r.per(r.counts.RU), r.sqsRequests(), r.per(float64(r.delivered)), r.cost())
+	}
+	b.WriteString("\nWrites per workflow, by kind (count per workflow, mean write units each):\n\n| workflow | write | per workflow | design | write units each |\n|---|---|---|---|---|\n")
+	for _, r := range rs {
+		var kinds []string
+		for k := range r.counts.ByWrite {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			d := "-"
+			if n, ok := r.w.design[k]; ok {
+				d = fmt.Sprintf("%.0f", n)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %s | %.2f |\n", r.w.name, k, r.per(float64(len(r.counts.ByWrite[k]))), d, mean(r.counts.ByWrite[k]))
+		}
+	}
+	b.WriteString("\nNext to Step Functions Standard and Lambda durable functions (cost per million workflows; the handlers' own run time, the same on all three, left out):\n\n")
+	b.WriteString("| workflow | leasehold | Step Functions Standard | transitions | Lambda durable functions | durable operations | leasehold ÷ durable | counted as |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | **$%.2f** | $%.2f | %.0f | $%.2f | %.0f | %.2f | %s |\n", r.w.name, r.cost(), r.w.stepFunctions(), r.w.sfTransitions,
+			r.w.durable(), r.w.durableOps, r.cost()/r.w.durable(), r.w.counterpart)
+	}
+	for _, r := range rs {
+		if r.w.name != "4-step chain" {
+			continue
+		}
+		ratio := r.cost() / r.w.durable()
+		verdict := "**met**"
+		if ratio > 0.25 {
+			verdict = "**not met**"
+		}
+		fmt.Fprintf(&b, "\nGoal (issue 12): a 4-step workflow at most a quarter of durable functions' price, $%.2f. leasehold: $%.2f, %.2f of it: %s.\n",
+			r.w.durable()/4, r.cost(), ratio, verdict)
+	}
+	fmt.Fprintf(&b, "\nPrices: Step Functions Standard $%.0f per million state transitions, plus one Lambda invocation ($%.4f per million: the request and %.0f ms at %.0f MB) per Task state; Lambda durable functions $%.0f per million durable operations, $%.2f per GB written (%d B an operation, estimated), plus $%.4f per million per invocation. Lambda invocations of leasehold: the messages delivered, in batches of %d.\n",
+		priceSFTransition*1e6, lambdaInvocation*1e6, lambdaOverhead*1000, lambdaGB*1024, priceDurableOp*1e6, priceDurableGB, durableOpBytes, lambdaInvocation*1e6, lambdaBatch)
+	return b.String()
+}
