@@ -99,10 +99,10 @@ func chain(n int) workflow {
 			return ids
 		},
 		design: map[string]float64{
-			"create (PENDING)": 1, "create (WAITING)": k, "failed condition: create (WAITING)": k,
-			"watch": k, "notify": k, "resume": k, "claim": float64(n), "finish or release": float64(n),
+			"create (PENDING)": 1, "create (WAITING)": k,
+			"watch": k, "notify": k, "resume and claim": k, "claim": 1, "finish or release": float64(n),
 		},
-		designWU:      2 + 2*k + k + k + k + k + float64(n) + float64(n),
+		designWU:      2 + 2*k + k + k + k + 1 + float64(n),
 		sfTransitions: float64(n), sfInvocations: float64(n),
 		durableOps: float64(n) + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
@@ -120,10 +120,10 @@ func fanout(n int) workflow {
 			return []string{id}
 		},
 		design: map[string]float64{
-			"create (PENDING)": 1, "claim": 2, "suspend": 1, "resume": 1, "finish or release": 1 + k,
+			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "finish or release": 1 + k,
 			"create (RUNNING)": k, "notify": k,
 		},
-		designWU:      2 + 2 + 1 + 1 + (1 + k) + 2*k + k,
+		designWU:      2 + 1 + 1 + 1 + (1 + k) + 2*k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),

@@ -261,6 +261,9 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		return x.createClaimed(ctx, nt)
 	}
 	x.log.taskID = tok.ID
+	if tok.Resume > 0 {
+		return x.resumeClaim(ctx, tok.ID, tok.Resume)
+	}
 	return x.claim(ctx, tok.ID)
 }
 

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -8,6 +9,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
@@ -161,16 +166,52 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	// their ends wakes it. A crash between the sends and the suspension
 	// leaves the parent RUNNING, taken over when its lease expires; its
 	// handler then spawns the same children again, which exist already.
+	byQueue := map[string][]string{}
+	var order []string
 	for i, body := range bodies {
-		queue := ac.Children[i].Queue
-		if queue == "" {
-			queue = x.task.Queue
+		queue := cmp.Or(ac.Children[i].Queue, x.task.Queue)
+		if _, ok := byQueue[queue]; !ok {
+			order = append(order, queue)
 		}
-		if err := x.sendTo(ctx, queue, body, 0); err != nil {
-			return x.retryOrFail(ctx, fmt.Sprintf("await children: could not send child %d: %v", i, err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+		byQueue[queue] = append(byQueue[queue], body)
+	}
+	for _, queue := range order {
+		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
+			return x.retryOrFail(ctx, "await children: could not send the children's tokens: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 		}
 	}
 	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids})
+}
+
+// sendBatch puts bodies on the queue named queue, ten per
+// SendMessageBatch call. Any entry that fails fails the whole send (a
+// retry sends them all again: the children's ids make that harmless).
+func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string) error {
+	rctx, cancel := x.call()
+	url, err := x.cfg.Queues.URL(rctx, queue)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for start := 0; start < len(bodies); start += 10 {
+		chunk := bodies[start:min(start+10, len(bodies))]
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, b := range chunk {
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
+		}
+		cctx, cancel := x.call()
+		out, err := x.cfg.SQS.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		cancel()
+		switch {
+		case err != nil:
+			return err
+		case len(out.Failed) > 0:
+			return fmt.Errorf("%d of %d tokens refused: %s", len(out.Failed), len(chunk), aws.ToString(out.Failed[0].Message))
+		case len(out.Successful) != len(chunk):
+			return fmt.Errorf("%d of %d tokens confirmed", len(out.Successful), len(chunk))
+		}
+	}
+	return nil
 }
 
 // awaitCallback arms the timeout, then suspends the task for the callback.
@@ -222,27 +263,33 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 	return x.exit(true, "")
 }
 
-// wake sends a token for waiter t, whose wait is over, then makes it
-// PENDING. The token goes first: a crash in between leaves a token whose
-// worker resumes the task itself (waitingClaimed).
+// wake sends a token that resumes waiter t, whose wait is over: its
+// worker resumes and claims it in one write (resumeClaim). Nothing else is
+// written here, so a crash after the send loses nothing, and a crash
+// before it leaves this message to come back and notify again.
 func (x *execution) wake(ctx context.Context, t lease.Task) error {
-	if err := x.sendTo(ctx, t.Queue, token.Ref(t.ID), 0); err != nil {
+	if err := x.sendTo(ctx, t.Queue, token.Wake(t.ID, t.Fence), 0); err != nil {
 		return fmt.Errorf("wake %s: %w", t.ID, err)
 	}
-	cctx, cancel := x.call()
-	defer cancel()
-	_, err := x.cfg.Store.Resume(cctx, t.ID, t.Fence, "")
-	switch {
-	case err == nil, errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrNotFound):
-		// Resumed by someone else, or ended: the token sent is a harmless
-		// duplicate.
-		return nil
-	case errors.Is(err, lease.ErrAttemptsExhausted):
-		return nil
-	}
-	// The token sent resumes it.
-	x.log.warn("could not resume a task whose wait is over; its token will", "waiter", t.ID, "error", err)
 	return nil
+}
+
+// resumeClaim answers a wake token. It reads the task (a read costs a
+// fifth of a write whose condition fails) and, if it still waits and its
+// wait is over, resumes and claims it in one write (waitingClaimed). The
+// read is also what keeps a forged wake token harmless: a task whose wait
+// is not over is not resumed. Anything else is a reference token's claim.
+func (x *execution) resumeClaim(ctx context.Context, id string, fence int64) State {
+	cctx, cancel := x.call()
+	t, err := x.cfg.Store.Get(cctx, id)
+	cancel()
+	switch {
+	case err == nil && t.Status == lease.StatusWaiting && t.Fence == fence:
+		return x.waitingClaimed(ctx, t)
+	case err != nil && errors.Is(err, lease.ErrBackend):
+		return x.keep(ctx, 0, err.Error())
+	}
+	return x.claim(ctx, id)
 }
 
 // maxCascade bounds how far one execution follows cancellations down a
@@ -395,9 +442,24 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 // registers it on each dependency, and tells it of those that ended
 // already. Every step is idempotent, so a redelivery redoes them.
 func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
-	cctx, cancel := x.call()
-	task, err := x.cfg.Store.Create(cctx, nt)
-	cancel()
+	var task lease.Task
+	err := lease.ErrNotFound
+	if nt.CreateToken != "" {
+		// The client stores the task right after sending its token, so it
+		// is most likely there: a read costs a fifth of a create whose
+		// condition fails.
+		cctx, cancel := x.call()
+		task, err = x.cfg.Store.Get(cctx, nt.ID)
+		cancel()
+		if err == nil {
+			err = lease.CheckDuplicate(task, nt) // a duplicate or a conflict
+		}
+	}
+	if errors.Is(err, lease.ErrNotFound) {
+		cctx, cancel := x.call()
+		task, err = x.cfg.Store.Create(cctx, nt)
+		cancel()
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, lease.ErrAlreadyExists):

@@ -64,6 +64,12 @@ func TestFanOutFanInResumesOnceWithEveryChild(t *testing.T) {
 	if n := len(e.sqs.sentTo(workURL)); n != 3 {
 		t.Fatalf("%d messages sent, want the 3 children", n)
 	}
+	// A wake token for a parent whose children have not ended (forged, or
+	// a bug) must not resume it.
+	e.exec.Process(t.Context(), nil, msg("forged-wake", token.Wake("p", e.get(t, "p").Fence)))
+	if got := e.get(t, "p"); got.Status != lease.StatusWaiting || runs != 1 {
+		t.Fatalf("a wake token before the children ended: parent %s after %d runs", got.Status, runs)
+	}
 	e.drainSent(t, 0)
 	got := e.get(t, "p")
 	if got.Status != lease.StatusSucceeded || string(got.Result) != `"0=SUCCEEDED:1,1=SUCCEEDED:2,2=FAILED:"` {

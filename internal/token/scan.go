@@ -23,6 +23,7 @@ type fields struct {
 	callback string
 	result   json.RawMessage
 	errMsg   *string
+	resume   int64
 }
 
 // scanFields reads the shape every encoder of this package writes, without

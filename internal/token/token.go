@@ -91,6 +91,9 @@ type Token struct {
 	Result   json.RawMessage
 	Error    string
 	HasError bool
+	// Resume (reference only) wakes a WAITING task whose wait ended under
+	// this fence: the worker resumes and claims it in one write.
+	Resume int64
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -113,6 +116,7 @@ type wire struct {
 	Callback    string          `json:"callback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       *string         `json:"error,omitempty"`
+	Resume      int64           `json:"resume,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -140,7 +144,7 @@ func Decode(body string) (Token, error) {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
-		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result}
+		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result, Resume: f.resume}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -173,7 +177,7 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error}
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error, resume: w.Resume}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -314,6 +318,14 @@ func jsonValueName(v string) string {
 		return "this value"
 	}
 	return kind
+}
+
+// Wake encodes a reference token that wakes task id, whose wait under fence
+// is over.
+func Wake(id string, fence int64) string {
+	v := Version
+	b, _ := json.Marshal(wire{V: &v, ID: id, Resume: fence}) // (strings and numbers always encode)
+	return string(b)
 }
 
 // Ref encodes a reference token for a stored task.
