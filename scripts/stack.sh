@@ -246,9 +246,12 @@ start_localstack() {
 	# 0.0.0.0 whatever GATEWAY_LISTEN says; OVERRIDE_IN_DOCKER=0 and
 	# FILESYSTEM_ROOT keep LocalStack's files under .stack/ even on machines
 	# that have /.dockerenv; no DNS server, no certificate download, no
-	# analytics events.
+	# analytics events. scheduler: EventBridge Scheduler's API, for
+	# `leasehold schedule create|list|delete`; LocalStack stores schedules but
+	# never fires them, so `leasehold run` fires them itself
+	# (docs/workflows-schedules.md).
 	start localstack "$SQS_PORT" env \
-		SERVICES=sqs \
+		SERVICES=sqs,scheduler \
 		GATEWAY_LISTEN="$HOST:$SQS_PORT" \
 		LOCALSTACK_HOST="$HOST:$SQS_PORT" \
 		GATEWAY_SERVER=hypercorn \
@@ -336,6 +339,7 @@ cmd_env() {
 	endpoints
 	cat <<-EOF
 		export AWS_ENDPOINT_URL_SQS=$SQS_ENDPOINT
+		export AWS_ENDPOINT_URL_SCHEDULER=$SQS_ENDPOINT
 		export AWS_ENDPOINT_URL_DYNAMODB=$DDB_ENDPOINT
 		export AWS_REGION=us-east-1
 		export AWS_DEFAULT_REGION=us-east-1
