@@ -211,7 +211,7 @@ func (f *firer) fire(ctx context.Context, st *state, now time.Time) {
 			return
 		}
 		fired := Fired{Name: st.spec.Name, Slot: slot, TaskID: TaskID(st.spec.Name, slot)}
-		f.cfg.Logger.Info("schedule fired", "schedule", fired.Name, "slot", slot.UTC(), "task_id", fired.TaskID, "late", now.Sub(slot))
+		f.cfg.Logger.Info("schedule fired", "schedule", fired.Name, "slot", slot.UTC(), "task_id", fired.TaskID, "late", now.Sub(slot).Round(time.Millisecond).String())
 		if f.cfg.OnFire != nil {
 			f.cfg.OnFire(fired)
 		}

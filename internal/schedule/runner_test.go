@@ -15,7 +15,14 @@ import (
 	"github.com/leasehold/leasehold/internal/token"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every goroutine is joined; the HTTP client's idle keep-alive connections
+// of the stack tests are the only ones left.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
 
 // fakeSQS records the bodies sent; fail makes the next sends fail.
 type fakeSQS struct {
