@@ -274,7 +274,10 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "serves", w.QueueURLs(),
 		"intake_queue", intakeURL, "kinds", hs.Kinds())
 	if len(specs) > 0 || fireStored {
-		stop := a.startSchedules(ctx, cfg, q, workURL, specs, fireStored, scheduleGroup, log.With("part", "schedule"))
+		stop, err := a.startSchedules(ctx, cfg, q, workURL, specs, fireStored, scheduleGroup, log.With("part", "schedule"))
+		if err != nil {
+			return usageError{err}
+		}
 		defer stop()
 	}
 	err = serve.Run(ctx, sc)
@@ -291,42 +294,28 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	return nil
 }
 
-// startSchedules fires the schedules in a goroutine of its own until ctx
-// ends or the returned stop is called; stop cancels it and waits for it.
+// startSchedules starts firing the schedules (schedule.Start): until ctx
+// ends or the returned stop is called, which waits for the firer to return.
 func (a *app) startSchedules(ctx context.Context, cfg aws.Config, q *sqs.Client, workURL string, specs []schedule.Spec,
-	fireStored bool, group string, log *slog.Logger) (stop func()) {
+	fireStored bool, group string, log *slog.Logger) (stop func(), err error) {
 	sc := schedule.Config{
 		SQS: q, QueueURL: workURL, Specs: specs, CallTimeout: a.callTimeout, Logger: log,
 		QueueURLOf: func(ctx context.Context, name string) (string, error) { return a.queueByName(ctx, q, name) },
 	}
+	stored := ""
 	if fireStored {
 		if group == "" {
 			group = DefaultGroup
 		}
-		eb := schedule.EventBridge{API: scheduler.NewFromConfig(cfg, func(o *scheduler.Options) {
-			if a.endpoint != "" {
-				o.BaseEndpoint = aws.String(a.endpoint)
-			}
-		}), Group: group, CallTimeout: a.callTimeout}
-		sc.List = eb.Specs
+		eb := schedule.EventBridge{API: scheduler.NewFromConfig(cfg), Group: group, CallTimeout: a.callTimeout}
+		sc.List, stored = eb.Specs, group
 	}
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		names = append(names, s.Name)
 	}
-	log.Info("firing schedules", "schedules", names, "stored_group", map[bool]string{true: group}[fireStored])
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := schedule.Run(ctx, sc); err != nil {
-			log.Error("schedules not fired", "error", err)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	log.Info("firing schedules", "schedules", names, "stored_group", stored)
+	return schedule.Start(ctx, sc)
 }
 
 // checkTable fails fast when the tasks table does not exist. Any other

@@ -136,6 +136,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// Start checks cfg, then runs Run in a goroutine of its own until ctx ends
+// or stop is called. stop cancels it and returns once it has returned; it
+// may be called more than once. A bad Config is returned at once and
+// nothing is started.
+func Start(ctx context.Context, cfg Config) (stop func(), err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = Run(ctx, cfg) // cfg is checked: Run's only error
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
 type firer struct {
 	cfg    Config
 	states map[string]*state

@@ -154,3 +154,31 @@ func TestRunRefusesABadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Start refuses a bad config at once; stop cancels the firer and returns
+// only after it has (goleak checks nothing is left).
+func TestStartAndStop(t *testing.T) {
+	t.Parallel()
+	if stop, err := Start(t.Context(), Config{}); !errors.Is(err, ErrInvalid) || stop != nil {
+		t.Fatalf("Start(bad) = %v, want ErrInvalid and no stop", err)
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 10, 0, 5, 0, time.UTC))
+	e, _ := Parse("rate(10 seconds)", Local)
+	q := &fakeSQS{}
+	stop, err := Start(t.Context(), Config{SQS: q, QueueURL: "http://q", Clock: clock, Tolerance: time.Second,
+		Specs: []Spec{{Name: "tick", Expr: e, Kind: "greet", CatchUp: CatchUp{Mode: None}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stop()
+	clock.Advance(time.Minute) // nothing fires after stop
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.bodies) != 0 {
+		t.Fatalf("sent %v after stop", q.bodies)
+	}
+}
