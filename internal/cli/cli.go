@@ -45,7 +45,7 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  error
   2  usage: bad flags or arguments, a payload or input line that is not valid JSON
-  3  task (or schedule) not found
+  3  task not found (schedule delete: no such schedule)
   4  stack unreachable: the DynamoDB/SQS endpoint does not answer, or the
      table or queue does not exist
   5  result/watch: a task ended FAILED or CANCELLED
