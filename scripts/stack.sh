@@ -162,8 +162,8 @@ http_ok() {
 	EOF
 }
 
-# healthy NAME PORT: LocalStack's health endpoint reports sqs available or
-# running; moto answers its management API.
+# healthy NAME PORT: LocalStack's health endpoint reports sqs and scheduler
+# available or running; moto answers its management API.
 healthy() {
 	case $1 in
 	moto) http_ok "http://$HOST:$2/moto-api/" ;;
@@ -171,8 +171,11 @@ healthy() {
 		"$MOTO_VENV/bin/python" - "http://$HOST:$2/_localstack/health" <<-'EOF' 2>/dev/null
 			import json, sys, urllib.request
 			with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
-			    state = json.load(r).get("services", {}).get("sqs")
-			sys.exit(0 if state in ("available", "running") else 1)
+			    services = json.load(r).get("services", {})
+			# A LocalStack started before scheduler joined SERVICES reports it
+			# "disabled": not healthy, so stack-up restarts it.
+			ok = all(services.get(s) in ("available", "running") for s in ("sqs", "scheduler"))
+			sys.exit(0 if ok else 1)
 		EOF
 		;;
 	esac
