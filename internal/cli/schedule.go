@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/schedule"
 )
 
@@ -158,11 +157,6 @@ func (a *app) scheduleCreate(ctx context.Context, sf *scheduleFlags, f createFla
 	s, err := specFromFlags(name, f, schedule.AWS)
 	if err != nil {
 		return err
-	}
-	if f.queue != "" {
-		if err := queues.CheckName(f.queue); err != nil {
-			return usageErrorf("--queue: %v", err)
-		}
 	}
 	eb, cfg, err := a.eventBridge(ctx, sf)
 	if err != nil {
