@@ -141,7 +141,8 @@ FUZZ_TARGETS := \
 	FuzzDecode:./internal/token \
 	FuzzDecodeListCursor:. \
 	FuzzDecodeDynamoCursor:./internal/lease \
-	FuzzParseLine:./internal/cli
+	FuzzParseLine:./internal/cli \
+	FuzzParse:./internal/schedule
 
 fuzz-short: ## run every fuzz target for FUZZTIME (default 50000 inputs) each
 	@for t in $(FUZZ_TARGETS); do \

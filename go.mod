@@ -6,6 +6,7 @@ toolchain go1.26.10
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1
+	github.com/aws/aws-sdk-go-v2/service/scheduler v1.18.2
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2

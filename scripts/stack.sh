@@ -162,8 +162,8 @@ http_ok() {
 	EOF
 }
 
-# healthy NAME PORT: LocalStack's health endpoint reports sqs available or
-# running; moto answers its management API.
+# healthy NAME PORT: LocalStack's health endpoint reports sqs and scheduler
+# available or running; moto answers its management API.
 healthy() {
 	case $1 in
 	moto) http_ok "http://$HOST:$2/moto-api/" ;;
@@ -171,8 +171,11 @@ healthy() {
 		"$MOTO_VENV/bin/python" - "http://$HOST:$2/_localstack/health" <<-'EOF' 2>/dev/null
 			import json, sys, urllib.request
 			with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
-			    state = json.load(r).get("services", {}).get("sqs")
-			sys.exit(0 if state in ("available", "running") else 1)
+			    services = json.load(r).get("services", {})
+			# A LocalStack started before scheduler joined SERVICES reports it
+			# "disabled": not healthy, so stack-up restarts it.
+			ok = all(services.get(s) in ("available", "running") for s in ("sqs", "scheduler"))
+			sys.exit(0 if ok else 1)
 		EOF
 		;;
 	esac
@@ -246,9 +249,12 @@ start_localstack() {
 	# 0.0.0.0 whatever GATEWAY_LISTEN says; OVERRIDE_IN_DOCKER=0 and
 	# FILESYSTEM_ROOT keep LocalStack's files under .stack/ even on machines
 	# that have /.dockerenv; no DNS server, no certificate download, no
-	# analytics events.
+	# analytics events. scheduler: EventBridge Scheduler's API, for
+	# `leasehold schedule create|list|delete`; LocalStack stores schedules but
+	# never fires them, so `leasehold run` fires them itself
+	# (docs/workflows-schedules.md).
 	start localstack "$SQS_PORT" env \
-		SERVICES=sqs \
+		SERVICES=sqs,scheduler \
 		GATEWAY_LISTEN="$HOST:$SQS_PORT" \
 		LOCALSTACK_HOST="$HOST:$SQS_PORT" \
 		GATEWAY_SERVER=hypercorn \
@@ -336,6 +342,7 @@ cmd_env() {
 	endpoints
 	cat <<-EOF
 		export AWS_ENDPOINT_URL_SQS=$SQS_ENDPOINT
+		export AWS_ENDPOINT_URL_SCHEDULER=$SQS_ENDPOINT
 		export AWS_ENDPOINT_URL_DYNAMODB=$DDB_ENDPOINT
 		export AWS_REGION=us-east-1
 		export AWS_DEFAULT_REGION=us-east-1

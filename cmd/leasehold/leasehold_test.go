@@ -241,7 +241,7 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		t.Fatalf("--help exited %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{"Exit codes:", "0  success", "1  error", "2  usage", "3  task not found", "4  stack unreachable", "5  result/watch",
-		"enqueue", "status", "result", "list", "cancel", "retry", "watch", "init", "--table", "--queue-url", "--endpoint-url", "--region"} {
+		"enqueue", "status", "result", "list", "cancel", "retry", "watch", "schedule", "init", "--table", "--queue-url", "--endpoint-url", "--region"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--help does not mention %q", want)
 		}

@@ -45,11 +45,12 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  error
   2  usage: bad flags or arguments, a payload or input line that is not valid JSON
-  3  task not found
+  3  task not found (schedule delete: no such schedule)
   4  stack unreachable: the DynamoDB/SQS endpoint does not answer, or the
      table or queue does not exist
   5  result/watch: a task ended FAILED or CANCELLED
-  6  enqueue: the id names a task of another kind or payload (not enqueued)`
+  6  enqueue: the id names a task of another kind or payload (not enqueued);
+     schedule create: the schedule exists`
 
 // Streams is what a run of the command reads and writes.
 type Streams struct {

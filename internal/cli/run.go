@@ -17,6 +17,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -31,6 +32,7 @@ import (
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/schedule"
 	"github.com/leasehold/leasehold/internal/serve"
 )
 
@@ -58,6 +60,9 @@ type runFlags struct {
 	sweepEvery                      time.Duration
 	logLevel                        string
 	metrics                         bool
+	schedules                       []string
+	fireSchedules                   bool
+	scheduleGroup                   string
 
 	pollers, batchSize, concurrency, maxAttempts       int
 	batchWindow, invocationTimeout, lease, renewBefore time.Duration
@@ -94,6 +99,17 @@ second signal kills it at once; the leases it held then expire and other
 workers take the tasks over. To run your own task kinds, call Worker.Run in
 your own main (docs/running.md).
 
+--schedule NAME=EXPR;kind=KIND[;...] (repeatable) fires a schedule from this
+process: each slot sends the inline token EventBridge Scheduler would send,
+id sched:NAME:<slot time>, so a slot sent twice runs once; rates in seconds
+are allowed here, e.g. 'tick=rate(10 seconds);kind=greet;payload={"name":"tick"}'.
+--fire-schedules (env ` + EnvFireSchedules + `=true) also fires the leasehold
+schedules stored in the EventBridge Scheduler group (--schedule-group, env
+` + EnvScheduleGroup + `), listed again every 30s: for a local stack, which
+stores schedules but never fires them. Never use it beside a real
+EventBridge, which fires them already. Missed slots follow each schedule's
+catch-up policy (docs/workflows-schedules.md).
+
 Logs are JSON lines on stderr; with --metrics, CloudWatch metrics in embedded
 metric format are JSON lines on stdout (CloudWatch Logs extracts them, e.g.
 from ECS's awslogs driver).`,
@@ -101,7 +117,9 @@ from ECS's awslogs driver).`,
   leasehold run                                   # worker on leasehold-work
   leasehold run --intake-queue-url "$(aws sqs get-queue-url --queue-name leasehold-intake --query QueueUrl --output text)"
   leasehold run --serve-queue leasehold-images --serve-queue leasehold-work
-  LEASEHOLD_POLLERS=4 LEASEHOLD_CONCURRENCY=20 leasehold run --invocation-timeout 5m`,
+  LEASEHOLD_POLLERS=4 LEASEHOLD_CONCURRENCY=20 leasehold run --invocation-timeout 5m
+  leasehold run --schedule 'tick=rate(10 seconds);kind=greet;payload={"name":"tick"}'
+  leasehold run --fire-schedules                  # fire what leasehold schedule create stored locally`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.run(cmd.Context(), cmd.Flags(), f) },
 	}
@@ -121,6 +139,9 @@ from ECS's awslogs driver).`,
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts of an inline task that names none (env "+leasehold.EnvMaxAttempts+"; default 5)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+EnvLogLevel+"; default info)")
 	fl.BoolVar(&f.metrics, "metrics", false, "write CloudWatch metrics (embedded metric format) to stdout (env "+EnvMetrics+"=true)")
+	fl.StringArrayVar(&f.schedules, "schedule", nil, "fire this schedule, NAME=EXPR;kind=KIND[;catch-up=P][;timezone=TZ][;queue=Q][;payload=JSON]; repeat for several")
+	fl.BoolVar(&f.fireSchedules, "fire-schedules", false, "also fire the schedules stored in EventBridge Scheduler's group, for a local stack (env "+EnvFireSchedules+"=true)")
+	fl.StringVar(&f.scheduleGroup, "schedule-group", "", "the group --fire-schedules lists (env "+EnvScheduleGroup+"; default "+DefaultGroup+")")
 	return cmd
 }
 
@@ -172,8 +193,18 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if invocation != 0 {
 		ropts = append(ropts, leasehold.WithInvocationTimeout(invocation))
 	}
+	fireStored := v.bool("fire-schedules", f.fireSchedules, EnvFireSchedules)
+	scheduleGroup := v.str("schedule-group", f.scheduleGroup, EnvScheduleGroup)
 	if v.err != nil {
 		return v.err
+	}
+	var specs []schedule.Spec
+	for _, sv := range f.schedules {
+		s, err := parseScheduleFlag(sv)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, s)
 	}
 	for _, name := range f.serveQueues {
 		if err := queues.CheckName(name); err != nil {
@@ -242,6 +273,13 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "serves", w.QueueURLs(),
 		"intake_queue", intakeURL, "kinds", hs.Kinds())
+	if len(specs) > 0 || fireStored {
+		stop, err := a.startSchedules(ctx, cfg, q, workURL, specs, fireStored, scheduleGroup, log.With("part", "schedule"))
+		if err != nil {
+			return usageError{err}
+		}
+		defer stop()
+	}
 	err = serve.Run(ctx, sc)
 	var part *serve.PartError
 	switch {
@@ -254,6 +292,30 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log.Info("leasehold run stopped")
 	return nil
+}
+
+// startSchedules starts firing the schedules (schedule.Start): until ctx
+// ends or the returned stop is called, which waits for the firer to return.
+func (a *app) startSchedules(ctx context.Context, cfg aws.Config, q *sqs.Client, workURL string, specs []schedule.Spec,
+	fireStored bool, group string, log *slog.Logger) (stop func(), err error) {
+	sc := schedule.Config{
+		SQS: q, QueueURL: workURL, Specs: specs, CallTimeout: a.callTimeout, Logger: log,
+		QueueURLOf: func(ctx context.Context, name string) (string, error) { return a.queueByName(ctx, q, name) },
+	}
+	stored := ""
+	if fireStored {
+		if group == "" {
+			group = DefaultGroup
+		}
+		eb := schedule.EventBridge{API: scheduler.NewFromConfig(cfg), Group: group, CallTimeout: a.callTimeout}
+		sc.List, stored = eb.Specs, group
+	}
+	names := make([]string, 0, len(specs))
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	log.Info("firing schedules", "schedules", names, "stored_group", stored)
+	return schedule.Start(ctx, sc)
 }
 
 // checkTable fails fast when the tasks table does not exist. Any other

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/schedule"
 )
 
 // template is template.yaml with its short-form intrinsics (!Ref, !GetAtt,
@@ -380,5 +381,44 @@ func TestOnlyTracingPoliciesOutsideRoles(t *testing.T) {
 		if !attached[f.Role] {
 			t.Errorf("no TracingActive policy for %s: Tracing=Active would leave %s unable to send segments", f.Role, f.LogicalID)
 		}
+	}
+}
+
+// The role EventBridge Scheduler assumes sends a slot's token to the work
+// queue, and an undeliverable one to the schedule dead-letter queue; it can
+// do nothing else, and only scheduler.amazonaws.com, for this account, may
+// assume it.
+func TestSchedulerRoleOnlySendsSlotTokens(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	assume := fmt.Sprint(props(tp.resource(t, "SchedulerRole"))["AssumeRolePolicyDocument"])
+	if !strings.Contains(assume, "scheduler.amazonaws.com") || strings.Count(assume, "Principal") != 1 || !strings.Contains(assume, "aws:SourceAccount") {
+		t.Errorf("SchedulerRole must be assumable by EventBridge Scheduler of this account only: %s", assume)
+	}
+	diffGrants(t, "SchedulerRole", granted(t, tp, "SchedulerRole"), []iam.Grant{
+		{Action: "sqs:SendMessage", Resource: "WorkQueue"},
+		{Action: "sqs:SendMessage", Resource: "ScheduleDeadLetterQueue"},
+	})
+}
+
+// The template's example schedule sends the token `leasehold schedule
+// create` would: the same id rule, byte for byte.
+func TestExampleScheduleInputIsTheCLIs(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	target, _ := props(tp.resource(t, "ExampleScheduleResource"))["Target"].(map[string]any)
+	input, _ := target["Input"].(map[string]any)
+	sub, _ := input["Fn::Sub"].(string)
+	got := strings.Replace(sub, "${ExampleScheduleKind}", "greet", 1)
+	e, err := schedule.Parse("rate(1 hour)", schedule.AWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := schedule.Spec{Name: "example", Expr: e, Kind: "greet", Payload: []byte(`{"name":"schedule"}`)}.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("the example schedule's Input is\n%s\nleasehold schedule create writes\n%s", got, want)
 	}
 }
