@@ -33,6 +33,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/schedule"
 	"github.com/leasehold/leasehold/internal/serve"
 )
 
@@ -46,6 +47,8 @@ const (
 	// receiveVisibility must exceed leaseDuration - renewBefore, when the
 	// first renewal extends a running task's message.
 	receiveVisibility = 5 * time.Second
+	// scheduleEvery is the demo schedule's rate.
+	scheduleEvery = 10 * time.Second
 )
 
 // Defaults for Config.
@@ -148,12 +151,32 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks := plan(cfg.Slow, cfg.Delay)
 	w8 := newWatch(store, q, res.WorkDLQURL, runID, tasks, out)
 	w8.complete = func(ctx context.Context, id string) (string, error) { return completeWithCLI(ctx, res, id) }
+
+	// The schedule: fired by this process, as `leasehold run --schedule`
+	// does where there is no EventBridge, with the same slot id rule.
+	every, err := schedule.Parse(fmt.Sprintf("rate(%d seconds)", int(scheduleEvery/time.Second)), schedule.Local)
+	if err != nil {
+		return err
+	}
+	stopSchedule, err := schedule.Start(ctx, schedule.Config{
+		SQS: q, QueueURL: res.WorkQueueURL, Logger: cfg.Log.With("part", "schedule"),
+		Specs: []schedule.Spec{{Name: "demo-" + runID + "-tick", Expr: every, Kind: "greet",
+			Payload: []byte(`{"name":"tick"}`), CatchUp: schedule.CatchUp{Mode: schedule.None}}},
+		OnFire: func(f schedule.Fired) { w8.slotFired(f.TaskID) },
+	})
+	if err != nil {
+		return err
+	}
+	defer stopSchedule()
 	for i, p := range tasks {
+		w8.enqueued(i, time.Now())
+		if p.schedule {
+			continue // the firer sends its slots
+		}
 		url := res.WorkQueueURL
 		if p.via == viaIntake {
 			url = res.IntakeQueueURL
 		}
-		w8.enqueued(i, time.Now())
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, err := q.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(p.body(w8.id(i)))})
 		cancel()
@@ -165,6 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 		len(tasks), countVia(tasks, viaIntake), countVia(tasks, viaWork))
 
 	watchErr := w8.run(ctx, cfg.Timeout, runnerDone)
+	stopSchedule()
 	stopRunner()
 	runErr := <-runnerDone
 	out.done()

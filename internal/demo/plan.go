@@ -18,6 +18,9 @@ const (
 	// viaWork: an inline dispatch token on the work queue, as a plain
 	// `aws sqs send-message` would send it.
 	viaWork route = "work queue"
+	// viaSchedule: inline tokens sent by the schedule firer, one per slot,
+	// as `leasehold run --schedule` (or EventBridge Scheduler) sends them.
+	viaSchedule route = "schedule"
 )
 
 // deadLettered is the pseudo-state of a message that names no task and was
@@ -47,6 +50,11 @@ type planned struct {
 	wantFence  int64
 	after      string
 	callback   bool
+	// schedule: not one task but the slots of a schedule the demo fires
+	// every scheduleEvery; it must see wantSlots of them SUCCEEDED, each
+	// once.
+	schedule  bool
+	wantSlots int
 }
 
 // message builds a body: an intake submission and an inline token have the
@@ -100,6 +108,8 @@ func plan(slow, delay time.Duration) []planned {
 			shows: "step 3: waits for chain-2", want: succeeded, wantAttempts: 1, wantResult: `"THREE"`},
 		{name: "approval", kind: "approval", via: viaWork, body: message("approval", `{"timeout_seconds":120}`, ""), callback: true,
 			shows: "waits for a callback: `leasehold complete`", want: succeeded, wantAttempts: 1, wantResult: `{"approved":true}`},
+		{name: "tick", kind: "greet", via: viaSchedule, schedule: true, wantSlots: 2,
+			shows: fmt.Sprintf("a schedule firing every %s: each slot runs once", scheduleEvery), want: succeeded},
 		{name: "malformed", kind: "-", via: viaWork,
 			// Cut off mid-document: no task can be named from it.
 			body:  func(id string) string { return `{"v":1,"kind":"greet","id":"` + id + `","payload":{"name":"Bob` },
@@ -128,6 +138,9 @@ func (p planned) expectation() string {
 	}
 	if p.callback {
 		b.WriteString(", by callback")
+	}
+	if p.schedule {
+		fmt.Fprintf(&b, " x%d slots", p.wantSlots)
 	}
 	return b.String()
 }

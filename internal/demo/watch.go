@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,6 +65,51 @@ type watch struct {
 	// complete answers the callback of a task waiting for one, as a user
 	// would with the CLI; it returns what to show.
 	complete func(ctx context.Context, id string) (string, error)
+
+	// The schedule's fired slots (task ids), from the firer's goroutine.
+	firedMu sync.Mutex
+	fired   []string
+}
+
+// slotFired records a slot the schedule firer sent.
+func (w *watch) slotFired(taskID string) {
+	w.firedMu.Lock()
+	defer w.firedMu.Unlock()
+	w.fired = append(w.fired, taskID)
+}
+
+// pollSchedule reads the fired slots' tasks: planned i settles once
+// wantSlots of them have SUCCEEDED.
+func (w *watch) pollSchedule(ctx context.Context, i int) error {
+	w.firedMu.Lock()
+	fired := slices.Clone(w.fired)
+	w.firedMu.Unlock()
+	o, p := &w.seen[i], w.plan[i]
+	done := 0
+	for _, id := range fired {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		t, err := w.store.Get(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("read slot %s: %w", id, err)
+		}
+		o.state = string(lease.StatusRunning)
+		if t.Status == lease.StatusSucceeded && t.Attempt == 1 {
+			done++
+		}
+	}
+	if done > o.attempt {
+		w.event(p.name, "slot %d of the schedule SUCCEEDED (%d fired): %s", done, len(fired), fired[done-1])
+		o.attempt = done
+	}
+	if done >= p.wantSlots {
+		o.state, o.settledAt, o.finishedAt = string(lease.StatusSucceeded), time.Now(), time.Now()
+		o.result = fmt.Sprintf("%d slots", done)
+	}
+	return nil
 }
 
 func newWatch(store taskReader, q dlqReader, dlq, runID string, p []planned, out *progress) *watch {
@@ -111,6 +158,12 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 	for i, p := range w.plan {
 		o := &w.seen[i]
 		if o.settled() || p.want == deadLettered {
+			continue
+		}
+		if p.schedule {
+			if err := w.pollSchedule(ctx, i); err != nil {
+				return err
+			}
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -283,6 +336,8 @@ func (w *watch) asExpected(i int) (bool, string) {
 		return false, fmt.Sprintf("fence %d: resumed %d times", o.fence, o.fence-1)
 	case p.callback && !o.completed:
 		return false, "the demo never completed its callback"
+	case p.schedule && o.attempt < p.wantSlots:
+		return false, fmt.Sprintf("%d slots ran", o.attempt)
 	}
 	if p.after != "" {
 		for j, q := range w.plan {
