@@ -217,3 +217,38 @@ func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error)
 
 // ErrNotWaiting: the task does not wait for a callback.
 var ErrNotWaiting = errors.New("task is not waiting")
+
+// Step runs fn as the step called name of the handler's task, once per task:
+// the attempt that finishes it records its result (one write under the
+// lease), and every later call of that step, in this attempt or a retry,
+// returns the recorded result without running fn. A handler written as
+// steps therefore resumes after a failure or a lost lease where it left
+// off, as a durable function does. An error of fn records nothing and is
+// returned as it is.
+//
+// Step names must be unique within a task and stable across attempts.
+// Results are JSON, at most 64 KiB each and 128 KiB together, and stay in
+// the task's item: every later write of the item is priced by its size, so
+// keep them small (store big ones elsewhere and record their keys).
+func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	raw, err := lifecycle.StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Fail(fmt.Errorf("step %q: result does not encode as JSON: %w", name, err))
+		}
+		return b, nil
+	})
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, Fail(fmt.Errorf("step %q: recorded result does not decode into %T: %w", name, v, err))
+	}
+	return v, nil
+}

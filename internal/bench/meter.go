@@ -404,6 +404,8 @@ func parseWrite(op string, body []byte, key string) write {
 	case op == "PutItem":
 	case strings.Contains(u, "ADD #waiters"):
 		kind = "watch"
+	case strings.Contains(u, "#steps = list_append"):
+		kind = "checkpoint"
 	case strings.Contains(u, "ADD #ended") && strings.Contains(u, ":cancelled"):
 		kind = "notify (cancels)"
 	case strings.Contains(u, "ADD #ended"):

@@ -72,6 +72,8 @@ const (
 	AttrEnded     = "ended"
 	AttrWaitUntil = "wait_until"
 	AttrCallback  = "callback"
+	// AttrSteps is Task.Steps: a list of maps {name, result}.
+	AttrSteps = "steps"
 )
 
 // Attribute names inside a history entry.
@@ -642,7 +644,18 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	if len(t.WaitFor) > 0 {
 		item[AttrWaitFor] = avList(t.WaitFor)
 	}
+	if len(t.Steps) > 0 {
+		steps := make([]types.AttributeValue, len(t.Steps))
+		for i, st := range t.Steps {
+			steps[i] = stepItem(st)
+		}
+		item[AttrSteps] = &types.AttributeValueMemberL{Value: steps}
+	}
 	return item
+}
+
+func stepItem(s Step) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"name": avS(s.Name), "result": avS(string(s.Result))}}
 }
 
 // avList encodes ids as a list of strings.
@@ -727,6 +740,23 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	}
 	if sec := d.num(AttrExpiresAt); sec != 0 {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
+	}
+	if l, ok := item[AttrSteps].(*types.AttributeValueMemberL); ok {
+		for _, av := range l.Value {
+			m, ok := av.(*types.AttributeValueMemberM)
+			if !ok {
+				d.fail(AttrSteps, "L of M", av)
+				break
+			}
+			e := decoder{item: m.Value}
+			st := Step{Name: e.str("name"), Result: []byte(e.str("result"))}
+			if e.err != nil {
+				d.err = fmt.Errorf("steps: %w", e.err)
+			}
+			if _, dup := t.StepResult(st.Name); !dup { // a retried write's duplicate
+				t.Steps = append(t.Steps, st)
+			}
+		}
 	}
 	if h, ok := item[AttrHistory]; ok {
 		list, ok := h.(*types.AttributeValueMemberL)

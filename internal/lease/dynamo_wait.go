@@ -203,3 +203,17 @@ func (s *DynamoStore) updateOld(ctx context.Context, op, id, cond, upd string,
 	}
 	return t, nil
 }
+
+// Checkpoint implements Store.
+func (s *DynamoStore) Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error) {
+	if err := l.Validate(); err != nil {
+		return Task{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	values := heldValues(l)
+	values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(Step{Name: step, Result: result})}}
+	values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	return s.update(ctx, "checkpoint", l.TaskID, heldCond,
+		"SET #steps = list_append(if_not_exists(#steps, :no_steps), :step)",
+		values,
+		func(old *Task) error { return ClassifyHeld("checkpoint", l, old) })
+}

@@ -77,6 +77,9 @@ type Store interface {
 	// Exactly one EndWait per wait lands; the rest get a *WaitError or a
 	// *FinishedError.
 	EndWait(ctx context.Context, e WaitEnd) (Task, error)
+	// Checkpoint records a step's result under l, only while l is held:
+	// the handler's later attempts find it (Task.Steps) and skip the step.
+	Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error)
 }
 
 // Release says how a lease is given up.

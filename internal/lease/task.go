@@ -130,6 +130,8 @@ type Task struct {
 	// CallbackNonce is the secret of a callback wait's token. Never print
 	// it.
 	CallbackNonce string
+	// Steps are the handler's checkpointed steps, oldest first.
+	Steps []Step
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one

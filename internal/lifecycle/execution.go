@@ -415,7 +415,11 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.wf = &workflowCtx{task: x.task, results: results}
+	held := x.task.LeaseOf() // (the handler's goroutine must not read x.task)
+	x.wf = &workflowCtx{task: x.task, results: results, steps: x.task,
+		checkpoint: func(ctx context.Context, name string, result []byte) (lease.Task, error) {
+			return x.checkpoint(ctx, held, name, result)
+		}}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is

@@ -72,9 +72,45 @@ type WaitResults struct {
 type workflowCtx struct {
 	task    lease.Task
 	results *WaitResults
+	// checkpoint records a step under the attempt's lease.
+	checkpoint func(ctx context.Context, name string, result []byte) (lease.Task, error)
 
 	mu    sync.Mutex
 	nonce string
+	steps lease.Task // the task as its last checkpoint left it (its Steps)
+}
+
+// StepOf runs fn as the step named name of the handler's task, once per
+// task: the first attempt to finish it records its result under the
+// attempt's lease (one write), and every later call of that step, in this
+// attempt or a later one, returns the recorded result without running fn.
+// An error of fn is returned as it is, and nothing is recorded.
+func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	w.mu.Lock()
+	if r, done := w.steps.StepResult(name); done {
+		w.mu.Unlock()
+		return r, nil
+	}
+	w.mu.Unlock()
+	out, err := fn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := lease.CheckStep(w.steps, name, out); err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+	}
+	t, err := w.checkpoint(ctx, name, out)
+	if err != nil {
+		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
+	}
+	w.steps = t
+	return out, nil
 }
 
 type workflowKey struct{}
@@ -112,6 +148,14 @@ func (w *workflowCtx) callbackNonce() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.nonce
+}
+
+// checkpoint records a step of the running handler under this attempt's
+// lease.
+func (x *execution) checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error) {
+	cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
+	defer cancel()
+	return x.cfg.Store.Checkpoint(cctx, l, name, result)
 }
 
 // loadWaitResults reads the tasks a claimed task waited for, for its

@@ -267,3 +267,39 @@ func TestCallbackCompletesOnceAndTimesOut(t *testing.T) {
 		}
 	}
 }
+
+func TestStepsRunOncePerTask(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := map[string]int{}
+	e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		var out []string
+		for _, name := range []string{"a", "b", "c"} {
+			r, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+				runs[name]++
+				if name == "c" && task.Attempt == 1 {
+					return nil, errors.New("c fails once")
+				}
+				return json.Marshal(name + fmt.Sprint(task.Attempt))
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, string(r))
+		}
+		return json.Marshal(strings.Join(out, "+"))
+	}
+	e.exec.Process(t.Context(), nil, msg("s", inline(t, "steps", "s", "", 3)))
+	if got := e.get(t, "s"); got.Status != lease.StatusPending || len(got.Steps) != 2 {
+		t.Fatalf("after attempt 1: %s with %d steps", got.Status, len(got.Steps))
+	}
+	e.clock.Advance(time.Hour)
+	e.exec.Process(t.Context(), nil, msg("s2", token.Ref("s")))
+	got := e.get(t, "s")
+	if got.Status != lease.StatusSucceeded || string(got.Result) != `"\"a1\"+\"b1\"+\"c2\""` {
+		t.Fatalf("after attempt 2: %s %s", got.Status, got.Result)
+	}
+	if runs["a"] != 1 || runs["b"] != 1 || runs["c"] != 2 {
+		t.Fatalf("step runs %v: a and b must run once, c twice", runs)
+	}
+}

@@ -67,6 +67,7 @@ func clone(t *lease.Task) lease.Task {
 	c.Waiters = slices.Clone(t.Waiters)
 	c.WaitFor = slices.Clone(t.WaitFor)
 	c.Ended = slices.Clone(t.Ended)
+	c.Steps = slices.Clone(t.Steps)
 	return c
 }
 

@@ -189,3 +189,23 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	}
 	return clone(rec), nil
 }
+
+// Checkpoint implements lease.Store.
+func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("checkpoint", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	if _, dup := rec.StepResult(step); !dup {
+		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: bytes.Clone(result)})
+	}
+	return clone(rec), nil
+}

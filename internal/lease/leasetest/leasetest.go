@@ -104,6 +104,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackLandsOnce", testCallbackLandsOnce},
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumeClaims", testResumeClaims},
+		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

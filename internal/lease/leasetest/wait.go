@@ -293,3 +293,29 @@ func testResumeClaims(t *testing.T, newStore NewStoreFunc) {
 	}
 	e.finish(got, []byte(`"joined"`))
 }
+
+func testCheckpointOutlivesTheAttempt(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	got, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "fetch", []byte(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := got.StepResult("fetch"); !ok || string(r) != `{"n":1}` {
+		t.Fatalf("after Checkpoint: steps %+v", got.Steps)
+	}
+	if _, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "parse", []byte(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	released := e.release(held, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "boom"})
+	again, err := e.store.Claim(e.ctx, released.ID, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Steps) != 2 || again.Steps[0].Name != "fetch" || again.Steps[1].Name != "parse" || string(again.Steps[1].Result) != "2" {
+		t.Fatalf("the next attempt sees steps %+v", again.Steps)
+	}
+	if _, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "late", nil); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("checkpoint under an old lease: %v, want ErrLeaseLost", err)
+	}
+}
