@@ -54,6 +54,7 @@ type fakeSQS struct {
 	// call's context ends).
 	gate     chan struct{}
 	sent     []sqs.SendMessageInput
+	batches  []int    // bytes of each SendMessageBatch call
 	deleted  []string // receipt handles
 	failSend bool
 	goneURL  string        // a queue deleted since its URL was looked up
@@ -132,6 +133,13 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...
 
 // SendMessageBatch records each entry as a sent message.
 func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	size := 0
+	for _, e := range in.Entries {
+		size += len(aws.ToString(e.MessageBody))
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, size)
+	f.mu.Unlock()
 	out := &sqs.SendMessageBatchOutput{}
 	for _, e := range in.Entries {
 		if _, err := f.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, DelaySeconds: e.DelaySeconds}); err != nil {

@@ -227,7 +227,11 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids})
 }
 
-// sendBatch puts bodies on the queue named queue, ten per
+// maxBatchBytes bounds the bodies of one SendMessageBatch call, under SQS's
+// 256 KiB for a whole batch.
+const maxBatchBytes = 240 << 10
+
+// sendBatch puts bodies on the queue named queue, up to ten per
 // SendMessageBatch call. Any entry that fails fails the whole send (a
 // retry sends them all again: the children's ids make that harmless).
 func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string) error {
@@ -237,8 +241,16 @@ func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string
 	if err != nil {
 		return err
 	}
-	for start := 0; start < len(bodies); start += 10 {
-		chunk := bodies[start:min(start+10, len(bodies))]
+	for start := 0; start < len(bodies); {
+		// Up to ten entries and maxBatchBytes per call (SQS refuses a
+		// batch over 256 KiB in all).
+		end, size := start, 0
+		for end < len(bodies) && end-start < 10 && (end == start || size+len(bodies[end]) <= maxBatchBytes) {
+			size += len(bodies[end])
+			end++
+		}
+		chunk := bodies[start:end]
+		start = end
 		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
 		for i, b := range chunk {
 			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}

@@ -303,3 +303,31 @@ func TestStepsRunOncePerTask(t *testing.T) {
 		t.Fatalf("step runs %v: a and b must run once, c twice", runs)
 	}
 }
+
+// Children with large payloads go in batches that SQS accepts: at most ten
+// entries and 256 KiB a call.
+func TestLargeChildrenAreSentInBatchesSQSAccepts(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	big := `"` + strings.Repeat("x", 100<<10) + `"`
+	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		kids := make([]lifecycle.Child, 12)
+		for i := range kids {
+			kids[i] = lifecycle.Child{Kind: "child", Payload: []byte(big)}
+		}
+		return nil, &lifecycle.AwaitChildrenError{Children: kids}
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0))); res.Outcome != lifecycle.OutcomeSuspended {
+		t.Fatalf("%+v", res)
+	}
+	e.sqs.mu.Lock()
+	defer e.sqs.mu.Unlock()
+	if len(e.sqs.batches) != 6 || len(e.sqs.sent) != 12 {
+		t.Fatalf("%d batch calls for %d tokens, want 6 of 2 (each under 256 KiB)", len(e.sqs.batches), len(e.sqs.sent))
+	}
+	for _, b := range e.sqs.batches {
+		if b > 256<<10 {
+			t.Fatalf("a batch of %d bytes", b)
+		}
+	}
+}
