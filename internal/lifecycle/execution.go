@@ -261,8 +261,8 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		return x.createClaimed(ctx, nt)
 	}
 	x.log.taskID = tok.ID
-	if tok.Resume > 0 {
-		return x.resumeClaim(ctx, tok.ID, tok.Resume)
+	if tok.Wake {
+		return x.resumeClaim(ctx, tok.ID)
 	}
 	return x.claim(ctx, tok.ID)
 }

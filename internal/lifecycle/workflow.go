@@ -324,7 +324,7 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 // written here, so a crash after the send loses nothing, and a crash
 // before it leaves this message to come back and notify again.
 func (x *execution) wake(ctx context.Context, t lease.Task) error {
-	if err := x.sendTo(ctx, t.Queue, token.Wake(t.ID, t.Fence), 0); err != nil {
+	if err := x.sendTo(ctx, t.Queue, token.Wake(t.ID), 0); err != nil {
 		return fmt.Errorf("wake %s: %w", t.ID, err)
 	}
 	return nil
@@ -335,12 +335,12 @@ func (x *execution) wake(ctx context.Context, t lease.Task) error {
 // wait is over, resumes and claims it in one write (waitingClaimed). The
 // read is also what keeps a forged wake token harmless: a task whose wait
 // is not over is not resumed. Anything else is a reference token's claim.
-func (x *execution) resumeClaim(ctx context.Context, id string, fence int64) State {
+func (x *execution) resumeClaim(ctx context.Context, id string) State {
 	cctx, cancel := x.call()
 	t, err := x.cfg.Store.Get(cctx, id)
 	cancel()
 	switch {
-	case err == nil && t.Status == lease.StatusWaiting && t.Fence == fence:
+	case err == nil && t.Status == lease.StatusWaiting:
 		return x.waitingClaimed(ctx, t)
 	case err != nil && errors.Is(err, lease.ErrBackend):
 		return x.keep(ctx, 0, err.Error())

@@ -23,7 +23,7 @@ type fields struct {
 	callback string
 	result   json.RawMessage
 	errMsg   *string
-	resume   int64
+	wake     bool
 }
 
 // scanFields reads the shape every encoder of this package writes, without

@@ -91,9 +91,9 @@ type Token struct {
 	Result   json.RawMessage
 	Error    string
 	HasError bool
-	// Resume (reference only) wakes a WAITING task whose wait ended under
-	// this fence: the worker resumes and claims it in one write.
-	Resume int64
+	// Wake (reference only): the task was WAITING and its wait is over:
+	// the worker reads it and resumes and claims it in one write.
+	Wake bool
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -116,7 +116,7 @@ type wire struct {
 	Callback    string          `json:"callback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       *string         `json:"error,omitempty"`
-	Resume      int64           `json:"resume,omitempty"`
+	Wake        bool            `json:"wake,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -144,7 +144,7 @@ func Decode(body string) (Token, error) {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
-		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result, Resume: f.resume}
+		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result, Wake: f.wake}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -177,7 +177,7 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error, resume: w.Resume}
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -320,11 +320,10 @@ func jsonValueName(v string) string {
 	return kind
 }
 
-// Wake encodes a reference token that wakes task id, whose wait under fence
-// is over.
-func Wake(id string, fence int64) string {
+// Wake encodes a reference token that wakes task id, whose wait is over.
+func Wake(id string) string {
 	v := Version
-	b, _ := json.Marshal(wire{V: &v, ID: id, Resume: fence}) // (strings and numbers always encode)
+	b, _ := json.Marshal(wire{V: &v, ID: id, Wake: true}) // (strings and booleans always encode)
 	return string(b)
 }
 

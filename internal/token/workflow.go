@@ -18,7 +18,7 @@ func (t Token) validateWorkflow() error {
 	if t.IsCallback() {
 		switch {
 		case t.ID != "" || t.Kind != "" || t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "" ||
-			t.Parent != "" || len(t.After) > 0 || t.AfterAny || t.Resume != 0:
+			t.Parent != "" || len(t.After) > 0 || t.AfterAny || t.Wake:
 			return &Error{Reason: ErrInvalidField, Detail: `a callback message has only "v", "callback" and "result" or "error"`}
 		case t.HasError && t.Result != nil:
 			return &Error{Reason: ErrInvalidField, Detail: `a callback has "result" or "error", not both`}
@@ -30,8 +30,8 @@ func (t Token) validateWorkflow() error {
 		}
 		return nil
 	}
-	if t.Resume != 0 && (t.Inline() || t.ID == "" || t.Resume < 0) {
-		return &Error{Reason: ErrInvalidField, Detail: `"resume" is a positive fence on a reference token`}
+	if t.Wake && (t.Inline() || t.ID == "") {
+		return &Error{Reason: ErrInvalidField, Detail: `"wake" is for a reference token`}
 	}
 	if t.Result != nil || t.HasError {
 		return &Error{Reason: ErrMissingField, Detail: `"result" and "error" need "callback"`}
