@@ -416,7 +416,7 @@ func renderWorkflows(rs []workflowResult) string {
 		if ratio > 0.25 {
 			verdict = "**not met**"
 		}
-		fmt.Fprintf(&b, "\nGoal (issue 12): a 4-step workflow at most a quarter of durable functions' price, $%.2f. leasehold, as a %s: $%.2f, %.2f of it: %s.\n",
+		fmt.Fprintf(&b, "\nGoal (issue 12): a 4-step workflow at most a quarter of durable functions' price, $%.2f. leasehold (%s): $%.2f, %.2f of it: %s.\n",
 			r.w.durable()/4, r.w.name, r.cost(), ratio, verdict)
 	}
 	fmt.Fprintf(&b, "\nPrices: Step Functions Standard $%.0f per million state transitions, plus one Lambda invocation ($%.4f per million: the request and %.0f ms at %.0f MB) per Task state; Lambda durable functions $%.0f per million durable operations, $%.2f per GB written (%d B an operation, estimated), plus $%.4f per million per invocation. Lambda invocations of leasehold: the messages delivered, in batches of %d.\n",
