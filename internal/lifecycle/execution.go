@@ -137,7 +137,7 @@ type execution struct {
 	replaced bool
 	// wf is the handler context's workflow state (callback token, wait
 	// results).
-	wf *workflowCtx
+	wf workflowCtx
 	// vis extends this message's visibility together with the rest of its
 	// batch while the handler runs; nil for a message processed on its own.
 	vis *batchVisibility
@@ -415,17 +415,13 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	held := x.task.LeaseOf() // (the handler's goroutine must not read x.task)
-	x.wf = &workflowCtx{task: x.task, results: results, steps: x.task,
-		checkpoint: func(ctx context.Context, name string, result []byte) (lease.Task, error) {
-			return x.checkpoint(ctx, held, name, result)
-		}}
+	x.wf = workflowCtx{task: x.task, results: results, steps: x.task, x: x, held: x.task.LeaseOf()}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, x.wf))
+	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, &x.wf))
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
 		x.invocationDeadline = dl

@@ -72,8 +72,10 @@ type WaitResults struct {
 type workflowCtx struct {
 	task    lease.Task
 	results *WaitResults
-	// checkpoint records a step under the attempt's lease.
-	checkpoint func(ctx context.Context, name string, result []byte) (lease.Task, error)
+	// x and held record steps (checkpoint); the handler's goroutine reads
+	// only x's immutable config, never x.task.
+	x    *execution
+	held lease.Lease
 
 	mu    sync.Mutex
 	nonce string
@@ -105,7 +107,7 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	if err := lease.CheckStep(w.steps, name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
-	t, err := w.checkpoint(ctx, name, out)
+	t, err := w.x.checkpoint(ctx, w.held, name, out)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
