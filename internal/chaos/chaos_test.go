@@ -265,8 +265,21 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(endAnswers)
 
-	started := time.Now()
 	plan := makePlan(p)
+	// Every other parent's suspension kills a worker while its children run.
+	fanInCtx, stopFanIn := context.WithCancel(context.Background())
+	fanInKills := make(chan int, 1)
+	go func() { fanInKills <- killDuringFanIn(fanInCtx, t, ledger, fleet, plan.workflows.wf.Fans, p.seed) }()
+	fanInKilled := -1
+	endFanIn := func() {
+		if fanInKilled < 0 {
+			stopFanIn()
+			fanInKilled = <-fanInKills
+		}
+	}
+	t.Cleanup(endFanIn)
+
+	started := time.Now()
 	sendAll(t, sq, queues.Work, plan.messages)
 	wp := plan.workflows
 	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed; workflows: %d parents, %d chain steps, %d callback tasks) in %s",
@@ -274,6 +287,7 @@ func TestChaos(t *testing.T) {
 
 	waitTerminal(t, ddb, table, plan.valid, p)
 	endAnswers()
+	endFanIn()
 	endChaos()
 	if chaosErr != nil {
 		t.Errorf("chaos: the chaos loop stopped early: %v", chaosErr)
@@ -311,6 +325,9 @@ func TestChaos(t *testing.T) {
 	}
 	rep := chaos.Check(in)
 	w := rep.Workflow
+	if p.workflows && fanInKilled == 0 {
+		rep.Violations = append(rep.Violations, "kills_during_fan_in: no parent's suspension was seen, so no worker was killed during a fan-in")
+	}
 	if p.workflows && p.exitAfterFinish > 0 && w.ExitAfterChild == 0 {
 		rep.Violations = append(rep.Violations, "exit_after_child: no worker exited after a child's finish and before its notify: the fault never fired")
 	}
@@ -324,10 +341,10 @@ func TestChaos(t *testing.T) {
 				sqsRejected++
 			}
 		}
-		wfPart = fmt.Sprintf("parents=%d children=%d bad_resume=%d child_missed=%d resumed_runs=%d kills_during_fan_in=%d dependents=%d early_dependent=%d cancelled_dependents=%d "+
+		wfPart = fmt.Sprintf("parents=%d children=%d bad_resume=%d child_missed=%d resumed_runs=%d kills_during_fan_in=%d(on_suspension=%d) dependents=%d early_dependent=%d cancelled_dependents=%d "+
 			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
 			"exits_after_finish=%d exits_after_child=%d exits_restarted=%d ",
-			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, w.Dependents, w.EarlyDependent, w.Cancelled,
+			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.ExitAfterFinish, w.ExitAfterChild, fleet.Exits())
 	}

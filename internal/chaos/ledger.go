@@ -150,6 +150,17 @@ func (l *Ledger) Writes() (writes []Write, rejected, unknown int) {
 	return append([]Write(nil), l.writes...), l.rejected, l.unknown
 }
 
+// WritesFrom returns the applied writes from the n-th on (in the order they
+// were recorded), and the count recorded so far.
+func (l *Ledger) WritesFrom(n int) ([]Write, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n >= len(l.writes) {
+		return nil, len(l.writes)
+	}
+	return append([]Write(nil), l.writes[n:]...), len(l.writes)
+}
+
 // observeSQS records the deliveries and deletions of the work queue's
 // messages (SQS JSON protocol).
 func (l *Ledger) observeSQS(op string, ex Exchange) {

@@ -98,16 +98,6 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	// child's outcome.
 	type window struct{ from, to time.Time }
 	var fanIns []window
-	defer func() {
-		for _, d := range in.Downs {
-			for _, w := range fanIns {
-				if d.After(w.from) && d.Before(w.to) {
-					r.KillsDuringFanIn++
-					break
-				}
-			}
-		}
-	}()
 	for _, parent := range slices.Sorted(maps.Keys(wf.Fans)) {
 		kids := wf.Fans[parent]
 		r.Parents++
@@ -148,6 +138,15 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 					r.ChildMissed++
 					flag("child_missed", fmt.Sprintf("%s: run under fence %d (by %s): %s", parent, e.Fence, e.Worker, msg))
 				}
+			}
+		}
+	}
+
+	for _, d := range in.Downs {
+		for _, w := range fanIns {
+			if d.After(w.from) && d.Before(w.to) {
+				r.KillsDuringFanIn++
+				break
 			}
 		}
 	}

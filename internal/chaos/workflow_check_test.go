@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -65,6 +66,7 @@ func cleanWorkflows() Input {
 		},
 	}
 	in.Handler = append(in.Handler, HandlerEvent{Event: "exit_after_finish", Task: "p/0", Fence: 1, Status: "SUCCEEDED"})
+	in.Downs = []time.Time{at(50), at(260), at(900)} // one during p's fan-in (105..400)
 	return in
 }
 
@@ -74,7 +76,7 @@ func TestCheckWorkflowsClean(t *testing.T) {
 	wantOnly(t, r)
 	w := r.Workflow
 	if w.Parents != 1 || w.Children != 2 || w.ResumedRuns != 1 || w.Dependents != 2 || w.Cancelled != 1 ||
-		w.CallbackAccept != 1 || w.CallbackByCli != 1 || w.CallbackReject != 1 || w.CallbackSent != 4 || w.ExitAfterChild != 1 {
+		w.CallbackAccept != 1 || w.CallbackByCli != 1 || w.CallbackReject != 1 || w.CallbackSent != 4 || w.ExitAfterChild != 1 || w.KillsDuringFanIn != 1 {
 		t.Errorf("report = %+v", w)
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,8 +61,10 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		kids := make([]step, n)
 		for k := range kids {
 			id := leasehold.ChildID(parent, k)
-			kids[k] = step{N: 1000*i + k, WorkMS: 50 + rng.IntN(400)}
-			if rng.IntN(10) == 0 {
+			// Long enough for the fan-in to last seconds, in which
+			// workers are killed.
+			kids[k] = step{N: 1000*i + k, WorkMS: 300 + rng.IntN(1200)}
+			if rng.IntN(4) == 0 {
 				kids[k].WorkMS = 2200 + rng.IntN(1800) // renewed at least once
 			}
 			// Every fourth parent has a child that fails for good: the
@@ -146,7 +150,7 @@ func (a *answerer) run(ctx context.Context) {
 			// forms win some waits; the copies of each form race.
 			lag := time.Duration(0)
 			if len(a.answered)%2 == 0 {
-				lag = 1500 * time.Millisecond
+				lag = 6 * time.Second
 			}
 			for k := range callbackCopies {
 				a.wg.Add(1)
@@ -236,6 +240,42 @@ func (a *answerer) result() []chaos.CallbackAnswer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]chaos.CallbackAnswer(nil), a.answers...)
+}
+
+// killDuringFanIn SIGKILLs a random worker when every other parent's
+// suspension lands (seen in the ledger), while its children run, until ctx
+// ends; it returns how many it killed.
+func killDuringFanIn(ctx context.Context, t *testing.T, ledger *chaos.Ledger, fleet *chaos.Fleet, fans map[string][]string, seed uint64) int {
+	rng := rand.New(rand.NewPCG(seed, seed^7))
+	targets := map[string]bool{}
+	for i, parent := range slices.Sorted(maps.Keys(fans)) {
+		if i%2 == 0 {
+			targets[parent] = true
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	seen, kills := 0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return kills
+		case <-tick.C:
+		}
+		var ws []chaos.Write
+		ws, seen = ledger.WritesFrom(seen)
+		for _, w := range ws {
+			if !targets[w.Task] || w.FromWaiting || w.Status != string(lease.StatusWaiting) {
+				continue
+			}
+			delete(targets, w.Task)
+			if err := fleet.KillRandom(rng); err != nil {
+				t.Errorf("chaos: kill during fan-in: %v", err)
+				return kills
+			}
+			kills++
+		}
+	}
 }
 
 // viaProxy sends the DynamoDB calls of an SDK config (those to upstream) to
