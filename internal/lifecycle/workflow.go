@@ -415,6 +415,13 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		return x.keep(ctx, 0, err.Error())
 	}
 	x.task = task
+	// The grace for a missing dependency counts from the first sight of
+	// the dependent: a replaced message (keep) is sent anew, but the task
+	// was created when the first one was taken.
+	since := x.msg.SentAt
+	if !task.CreatedAt.IsZero() && task.CreatedAt.Before(since) {
+		since = task.CreatedAt
+	}
 	w := lease.Waiter{ID: nt.ID, Mode: nt.WaitModeOf()}
 	for _, dep := range nt.After {
 		cctx, cancel := x.call()
@@ -427,7 +434,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 			continue
 		case errors.As(err, &fin):
 			ended = fin.Task
-		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(x.msg.SentAt) < MissingDependencyGrace:
+		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(since) < MissingDependencyGrace:
 			// Its token may not have been taken yet (both sent together):
 			// look again shortly.
 			return x.keep(ctx, x.cfg.VisibilityMargin, fmt.Sprintf("dependency %s not found yet", dep))
