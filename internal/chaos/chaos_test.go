@@ -115,7 +115,13 @@ func readParams(t *testing.T) params {
 		p.factor = 1
 	}
 	p.workflows = os.Getenv("LEASEHOLD_CHAOS_WORKFLOWS") != "0"
-	p.exitAfterFinish = envFloat(t, "LEASEHOLD_CHAOS_EXIT_AFTER_FINISH", 0.3)
+	// A full-size run has some 160 children: 0.1 still fires a dozen times
+	// or more, without restarting workers every few seconds.
+	defExit := 0.3
+	if p.tasks >= 1000 {
+		defExit = 0.1
+	}
+	p.exitAfterFinish = envFloat(t, "LEASEHOLD_CHAOS_EXIT_AFTER_FINISH", defExit)
 	if p.exitAfterFinish > 1 {
 		t.Fatalf("LEASEHOLD_CHAOS_EXIT_AFTER_FINISH=%v: want a probability", p.exitAfterFinish)
 	}
