@@ -43,6 +43,12 @@ type params struct {
 	pauseFor          time.Duration
 	graceStop         time.Duration
 	invocationTimeout time.Duration
+	// workflows: send fan-outs, chains and callbacks too
+	// (LEASEHOLD_CHAOS_WORKFLOWS=0 leaves them out); exitAfterFinish: the
+	// probability that a worker exits right after ending a task somebody
+	// waits for, before notifying (LEASEHOLD_CHAOS_EXIT_AFTER_FINISH).
+	workflows       bool
+	exitAfterFinish float64
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -107,6 +113,17 @@ func readParams(t *testing.T) params {
 	}
 	if p.factor == 0 {
 		p.factor = 1
+	}
+	p.workflows = os.Getenv("LEASEHOLD_CHAOS_WORKFLOWS") != "0"
+	// A full-size run has some 160 children: 0.1 still fires a dozen times
+	// or more, without restarting workers every few seconds.
+	defExit := 0.3
+	if p.tasks >= 1000 {
+		defExit = 0.1
+	}
+	p.exitAfterFinish = envFloat(t, "LEASEHOLD_CHAOS_EXIT_AFTER_FINISH", defExit)
+	if p.exitAfterFinish > 1 {
+		t.Fatalf("LEASEHOLD_CHAOS_EXIT_AFTER_FINISH=%v: want a probability", p.exitAfterFinish)
 	}
 	if err := p.faults.Validate(); err != nil {
 		t.Fatal(err)
@@ -238,13 +255,45 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(endChaos)
 
-	started := time.Now()
+	// The callbacks the workers hand out are answered as they come, several
+	// times each, through the client and as messages.
+	ans := &answerer{t: t, dir: p.dir, sq: sq, queue: queues.Work, answered: map[string]bool{}, offsets: map[string]int{},
+		client: callbackClient(t, cfg, strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "/"), ledger, table, queues.Work)}
+	ansCtx, stopAnswers := context.WithCancel(context.Background())
+	ansDone := make(chan struct{})
+	go func() {
+		defer close(ansDone)
+		ans.run(ansCtx)
+	}()
+	endAnswers := func() {
+		stopAnswers()
+		<-ansDone
+	}
+	t.Cleanup(endAnswers)
+
 	plan := makePlan(p)
+	// Every other parent's suspension kills a worker while its children run.
+	fanInCtx, stopFanIn := context.WithCancel(context.Background())
+	fanInKills := make(chan int, 1)
+	go func() { fanInKills <- killDuringFanIn(fanInCtx, t, ledger, fleet, plan.workflows.wf.Fans, p.seed) }()
+	fanInKilled := -1
+	endFanIn := func() {
+		if fanInKilled < 0 {
+			stopFanIn()
+			fanInKilled = <-fanInKills
+		}
+	}
+	t.Cleanup(endFanIn)
+
+	started := time.Now()
 	sendAll(t, sq, queues.Work, plan.messages)
-	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed) in %s",
-		len(plan.messages), len(plan.valid), plan.duplicates, len(plan.malformed), time.Since(started).Round(time.Millisecond))
+	wp := plan.workflows
+	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed; workflows: %d parents, %d chain steps, %d callback tasks) in %s",
+		len(plan.messages), len(plan.valid), plan.duplicates, len(plan.malformed), len(wp.wf.Fans), len(wp.wf.After)*3/2, len(wp.wf.Callbacks), time.Since(started).Round(time.Millisecond))
 
 	waitTerminal(t, ddb, table, plan.valid, p)
+	endAnswers()
+	endFanIn()
 	endChaos()
 	if chaosErr != nil {
 		t.Errorf("chaos: the chaos loop stopped early: %v", chaosErr)
@@ -269,19 +318,48 @@ func TestChaos(t *testing.T) {
 	}
 	writes, rejected, unknown := ledger.Writes()
 	deliveries, deletions := ledger.Messages()
-	rep := chaos.Check(chaos.Input{
+	in := chaos.Input{
 		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: fleet.Fates(),
 		Handler: handler, Metrics: metrics,
 		Malformed: plan.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
-	})
+		Expect: wp.expect, Downs: fleet.Downs(),
+	}
+	if p.workflows {
+		wf := wp.wf
+		wf.Answers = ans.result()
+		in.Workflows = &wf
+	}
+	rep := chaos.Check(in)
+	w := rep.Workflow
+	if p.workflows && fanInKilled == 0 {
+		rep.Violations = append(rep.Violations, "kills_during_fan_in: no parent's suspension was seen, so no worker was killed during a fan-in")
+	}
+	if p.workflows && p.exitAfterFinish > 0 && w.ExitAfterChild == 0 {
+		rep.Violations = append(rep.Violations, "exit_after_child: no worker exited after a child's finish and before its notify: the fault never fired")
+	}
 
 	kills, stops := fleet.Counts()
-	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d double_finish=%d overlaps=%d stale_accepted=%d "+
-		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d "+
+	wfPart := ""
+	if p.workflows {
+		sqsRejected := 0
+		for _, d := range dlq {
+			if d.Reason != "" && strings.Contains(d.Body, `"callback":`) {
+				sqsRejected++
+			}
+		}
+		wfPart = fmt.Sprintf("parents=%d children=%d bad_resume=%d child_missed=%d resumed_runs=%d kills_during_fan_in=%d(on_suspension=%d) dependents=%d early_dependent=%d cancelled_dependents=%d "+
+			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
+			"exits_after_finish=%d exits_after_child=%d exits_restarted=%d ",
+			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
+			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
+			w.ExitAfterFinish, w.ExitAfterChild, fleet.Exits())
+	}
+	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+
+		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d %s"+
 		"kills=%d stops=%d requests=%d resets_before=%d resets_after=%d delayed=%d upstream_errors=%d executions=%d takeovers=%d lease_lost=%d "+
 		"handler_past_lease=%d fenced_out_deletes=%d redriven_valid=%d deliveries=%d deletes=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
-		rep.Tasks, rep.Succeeded, rep.Stuck, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
-		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races,
+		rep.Tasks, rep.Succeeded, rep.Stuck, rep.WrongEnd, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
+		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races, wfPart,
 		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed, proxyTotals.UpstreamErrors,
 		rep.Executions, rep.Takeovers, rep.LeaseLost,
 		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
@@ -290,7 +368,7 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(p.dir, "report.txt"), []byte(report), 0o644); err != nil {
 		t.Logf("chaos: write report: %v", err)
 	}
-	if rep.Failed() {
+	if len(rep.Violations) > 0 {
 		where := "rerun with LEASEHOLD_CHAOS_DIR=<dir> to keep the evidence"
 		if p.keepDir {
 			where = "evidence in " + p.dir

@@ -41,12 +41,21 @@ type Input struct {
 	Stderr map[string]string
 	// Now is when the records were read; it dates the stuck report.
 	Now time.Time
+	// Expect is the status each valid task must end in; a task not named
+	// must end SUCCEEDED.
+	Expect map[string]lease.Status
+	// Workflows describes the workflow tasks among Valid; nil when none
+	// were sent.
+	Workflows *Workflows
+	// Downs are the instants worker processes were killed or exited.
+	Downs []time.Time
 }
 
 // Report is what the checks found. Counters named in the summary line are
 // violations when non-zero, except those listed as information.
 type Report struct {
 	Tasks, Succeeded, Stuck int
+	WrongEnd                int // terminal, but not in the status the task must end in
 	DoubleFinish            int // tasks with more than one accepted finish
 	Overlaps                int // pairs of executions of one task whose held leases certainly overlapped
 	StaleAccepted           int // accepted finishes under a fence older than the task's latest
@@ -67,6 +76,9 @@ type Report struct {
 	// another worker's newer execution held the task: that holder is left
 	// without a message, and if it dies the task waits for a sweeper.
 	FencedOutDeletes int
+
+	// Workflow checks and counts (workflow.go).
+	Workflow WorkflowReport
 
 	// Violations explains each non-zero violation counter, task by task.
 	Violations []string
@@ -146,12 +158,15 @@ func Check(in Input) *Report {
 		fence int64
 	}
 	ends := map[key][]HandlerEvent{}
+	callbackHandedOut := map[key]bool{}
 	for _, e := range in.Handler {
 		switch e.Event {
 		case "start":
 			r.Executions++
 		case "end":
 			ends[key{e.Task, e.Fence}] = append(ends[key{e.Task, e.Fence}], e)
+		case "callback":
+			callbackHandedOut[key{e.Task, e.Fence}] = true
 		}
 	}
 	workerSays := map[string][]MetricEvent{}
@@ -199,11 +214,21 @@ func Check(in Input) *Report {
 		trail, fencedOut := messageTrail(id, xs, fences, deliveriesOf[id], deletionsOf[id], byHandle)
 		r.FencedOutDeletes += fencedOut
 
-		// 1. Every valid task succeeded.
+		// 1. Every valid task ended, in the status it must end in
+		// (SUCCEEDED unless Expect says otherwise).
+		want := lease.StatusSucceeded
+		if s, named := in.Expect[id]; named {
+			want = s
+		}
 		switch {
 		case !ok:
 			r.Stuck++
 			flag("stuck", fmt.Sprintf("%s: no task record%s messages=%s", id, dlqNote(id, in.DLQ), trail))
+		case rec.Status.Terminal() && rec.Status != want:
+			r.WrongEnd++
+			flag("wrong_end", fmt.Sprintf("%s: ended %s, want %s: %s", id, rec.Status, want, stuckLine(rec, in.Now, ws, in.DLQ)))
+		case rec.Status.Terminal() && rec.Status != lease.StatusSucceeded:
+			// Ended as it must (a planned failure, a cancelled dependent).
 		case rec.Status != lease.StatusSucceeded:
 			r.Stuck++
 			line := stuckLine(rec, in.Now, ws, in.DLQ) + " messages=" + trail
@@ -248,10 +273,14 @@ func Check(in Input) *Report {
 				flag("stale_accepted", fmt.Sprintf("%s: finish under fence %d accepted, but fence %d exists (record fence %d)", id, f.Fence, maxFence, rec.Fence))
 			}
 			// The accepted result came from a handler run of that fence
-			// that completed.
+			// that completed, or, for a task completed by a callback, from
+			// a callback to the attempt of that fence.
 			completed := false
 			for _, e := range ends[key{id, f.Fence}] {
 				completed = completed || e.Outcome == "ok"
+			}
+			if in.Workflows != nil && in.Workflows.Callbacks[id] {
+				completed = callbackHandedOut[key{id, f.Fence}]
 			}
 			if !completed {
 				r.FinishWithoutRun++
@@ -336,6 +365,11 @@ func Check(in Input) *Report {
 				}
 			}
 		}
+	}
+
+	// Workflows: resumes, children's outcomes, dependency order, callbacks.
+	if in.Workflows != nil {
+		r.Workflow = checkWorkflows(in, writesByTask, flag)
 	}
 
 	// 4. Every malformed message is on the DLQ with the reason.
@@ -466,7 +500,10 @@ func historyProblem(rec lease.Task, xs map[int64]*execution) string {
 	var last int64
 	succeeded := 0
 	for i, h := range rec.History {
-		if h.Fence <= last {
+		// A wait for a callback is ended under the fence that suspended
+		// the task: its end follows the WAITING entry with the same fence.
+		sameWait := i > 0 && rec.History[i-1].Status == lease.StatusWaiting && h.Fence == last
+		if h.Fence <= last && !sameWait {
 			return fmt.Sprintf("history entry %d has fence %d after fence %d", i, h.Fence, last)
 		}
 		last = h.Fence
@@ -488,6 +525,11 @@ func historyProblem(rec lease.Task, xs map[int64]*execution) string {
 	}
 	if succeeded > 1 {
 		return fmt.Sprintf("history holds %d SUCCEEDED entries", succeeded)
+	}
+	if rec.Status == lease.StatusCancelled && rec.Fence == 0 && len(rec.History) == 0 {
+		// Cancelled before it ever ran (a dependent whose dependency
+		// failed): no attempt, so no history.
+		return ""
 	}
 	if rec.Status.Terminal() {
 		if n := len(rec.History); n == 0 || rec.History[n-1].Status != rec.Status || rec.History[n-1].Fence != rec.Fence {

@@ -21,8 +21,17 @@ type HandlerEvent struct {
 	Worker  string `json:"worker"`
 	PID     int    `json:"pid"`
 	AtUS    int64  `json:"at_us"`
-	Outcome string `json:"outcome"` // end: "ok" or "cancelled"
+	Outcome string `json:"outcome"` // end: "ok", "cancelled", "failed" (a planned failure) or "await" (a workflow wait)
 	Cause   string `json:"cause"`
+	// Workflows: a fan's "spawn" or "resume" start and the children's
+	// outcomes it read ("id STATUS n"); the dependencies a step read ("id
+	// STATUS"); the token of a "callback" line; the status of the write an
+	// "exit_after_finish" line follows.
+	Phase  string   `json:"phase"`
+	Kids   []string `json:"kids"`
+	Deps   []string `json:"deps"`
+	Token  string   `json:"token"`
+	Status string   `json:"status"`
 }
 
 // At is the event's time.

@@ -27,6 +27,9 @@ type Fleet struct {
 	names []string // every process ever started
 	kills int
 	stops int
+	exits int // processes that exited on their own (CHAOS_EXIT_AFTER_FINISH)
+	// downs holds when each process was killed or found exited.
+	downs []time.Time
 	// fate records, per process name, when it was SIGKILLed or paused.
 	fate map[string][]string
 }
@@ -148,6 +151,7 @@ func (f *Fleet) KillRandom(rng *rand.Rand) error {
 		return err
 	}
 	f.kills++
+	f.downs = append(f.downs, time.Now())
 	f.note(p.name, "SIGKILLed")
 	next, err := f.spawn(p.slot, p.gen+1)
 	if err != nil {
@@ -155,6 +159,46 @@ func (f *Fleet) KillRandom(rng *rand.Rand) error {
 	}
 	f.slots[p.slot] = next
 	return nil
+}
+
+// RestartExited starts the next generation of every slot whose process
+// exited on its own (a fault the worker injects into itself), and returns how
+// many it restarted.
+func (f *Fleet) RestartExited() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for i, p := range f.slots {
+		select {
+		case <-p.done:
+		default:
+			continue
+		}
+		f.exits++
+		f.downs = append(f.downs, time.Now())
+		f.note(p.name, "exited on its own")
+		next, err := f.spawn(p.slot, p.gen+1)
+		if err != nil {
+			return n, err
+		}
+		f.slots[i] = next
+		n++
+	}
+	return n, nil
+}
+
+// Downs returns when each process was killed, or found to have exited.
+func (f *Fleet) Downs() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.downs...)
+}
+
+// Exits returns how many processes exited on their own and were restarted.
+func (f *Fleet) Exits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.exits
 }
 
 // Pause SIGSTOPs the process of a random slot and returns a function that
@@ -210,6 +254,9 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 	resumeT := time.NewTimer(time.Hour)
 	resumeT.Stop()
 	defer resumeT.Stop()
+	// Workers that exit on their own are restarted within a tick.
+	exitT := time.NewTicker(250 * time.Millisecond)
+	defer exitT.Stop()
 	var resume func()
 	defer func() {
 		if resume != nil {
@@ -231,6 +278,10 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 				resumeT.Reset(c.PauseFor)
 			}
 			pauseT.Reset(between(c.PauseEvery/2, c.PauseEvery*3/2))
+		case <-exitT.C:
+			if _, err := f.RestartExited(); err != nil {
+				return err
+			}
 		case <-resumeT.C:
 			if resume != nil {
 				resume()

@@ -83,6 +83,7 @@ func workerEnv(p params, endpoint map[string]string, table string, q awstest.Que
 		"LEASEHOLD_INVOCATION_TIMEOUT="+p.invocationTimeout.String(),
 		"LEASEHOLD_DEADLINE_MARGIN=3s",
 		"GORACE=halt_on_error=0",
+		fmt.Sprintf("CHAOS_EXIT_AFTER_FINISH=%g", p.exitAfterFinish),
 	)
 	if os.Getenv("AWS_REGION") == "" {
 		env = append(env, "AWS_REGION=us-east-1")
@@ -99,6 +100,7 @@ type plan struct {
 	malformed  []string // bodies that docs/tokens.md sends to the DLQ
 	duplicates int
 	messages   []string // every body, in sending order
+	workflows  workflowPlan
 }
 
 // malformedKinds are the bad messages of docs/tokens.md, each made unique
@@ -132,6 +134,11 @@ func makePlan(p params) plan {
 		if i%p.dupEvery == p.dupEvery/2 {
 			dups = append(dups, body)
 		}
+	}
+	if p.workflows {
+		pl.workflows = makeWorkflows(p, rng)
+		pl.valid = append(pl.valid, pl.workflows.valid...)
+		first = append(first, pl.workflows.bodies...)
 	}
 	copies := max(1, p.tasks/200)
 	for c := range copies {

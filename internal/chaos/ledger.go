@@ -23,6 +23,9 @@ type Write struct {
 	Answered   time.Time
 	Dropped    bool   // the answer never reached the worker
 	Worker     string // the worker that made the call (its SDK app id)
+	// FromWaiting: the write was conditional on the task being WAITING
+	// (a resume, a callback's end of a wait, a dependency's cancellation).
+	FromWaiting bool
 }
 
 // Delivery is one message handed to a worker by an applied ReceiveMessage.
@@ -88,8 +91,9 @@ func (l *Ledger) Observe(ex Exchange) {
 		return
 	}
 	var req struct {
-		TableName string
-		Item      map[string]wireValue
+		TableName                 string
+		Item                      map[string]wireValue
+		ExpressionAttributeValues map[string]wireValue
 	}
 	if json.Unmarshal(ex.Request, &req) != nil || req.TableName != l.table {
 		return
@@ -124,6 +128,9 @@ func (l *Ledger) Observe(ex Exchange) {
 		Answered:  ex.Answered,
 		Dropped:   ex.Dropped,
 		Worker:    workerOf(ex.UserAgent),
+		// The store names the WAITING status :waiting in every condition
+		// that requires it.
+		FromWaiting: req.ExpressionAttributeValues[":waiting"].S == "WAITING",
 	}
 	if ms := item["lease_until"].int(); ms > 0 {
 		w.LeaseUntil = time.UnixMilli(ms)
@@ -141,6 +148,17 @@ func (l *Ledger) Writes() (writes []Write, rejected, unknown int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Write(nil), l.writes...), l.rejected, l.unknown
+}
+
+// WritesFrom returns the applied writes from the n-th on (in the order they
+// were recorded), and the count recorded so far.
+func (l *Ledger) WritesFrom(n int) ([]Write, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n >= len(l.writes) {
+		return nil, len(l.writes)
+	}
+	return append([]Write(nil), l.writes[n:]...), len(l.writes)
 }
 
 // observeSQS records the deliveries and deletions of the work queue's

@@ -859,6 +859,11 @@ func (x *execution) msgQueueURL() string {
 // its task id made explicit ("" when that cannot be rebuilt).
 func (x *execution) replacementBody() string {
 	switch {
+	case len(x.tok.After) > 0 && x.task.Status == lease.StatusWaiting:
+		// A dependent whose registrations on its dependencies may be
+		// unfinished: only its own token redoes them (createWaiting). A
+		// reference would find it WAITING and acknowledge it.
+		return x.msg.Body
 	case x.task.ID != "":
 		return token.Ref(x.task.ID)
 	case !x.tok.Inline():

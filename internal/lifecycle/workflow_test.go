@@ -331,3 +331,57 @@ func TestLargeChildrenAreSentInBatchesSQSAccepts(t *testing.T) {
 		}
 	}
 }
+
+// A dependent whose dependency does not exist yet keeps its message; once
+// that message has been received often enough to be replaced by a fresh
+// one, the fresh one must still register the dependent on its dependency.
+// A reference token would find the task WAITING and acknowledge it, and
+// the dependent would never hear that its dependency ended.
+func TestReplacedTokenOfAWaitingDependentStillRegistersIt(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	body, err := token.Token{ID: "b", Kind: "step", Payload: []byte(`"b"`), After: []string{"a"}}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("m-b", body)
+	m.SentAt = e.clock.Now()
+	m.ReceiveCount = lifecycle.DefaultReplaceAtReceiveCount
+	mark := len(e.sqs.sentTo(workURL))
+	if res := e.exec.Process(t.Context(), nil, m); !res.Ack {
+		t.Fatalf("b at receive %d with a missing dependency: %+v, want its message replaced (acknowledged)", m.ReceiveCount, res)
+	}
+	if got := e.get(t, "b"); got.Status != lease.StatusWaiting {
+		t.Fatalf("b: %s, want WAITING", got.Status)
+	}
+	e.exec.Process(t.Context(), nil, msg("a", inline(t, "step", "a", `"a"`, 0)))
+	e.drainSent(t, mark) // the replacement, then whatever it leads to
+	if got := e.get(t, "b"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("b: %s (waiting for %v, ended %v), want SUCCEEDED: its dependency a ended", got.Status, got.WaitFor, got.Ended)
+	}
+}
+
+// A replaced token restarts the message's clock; the grace for a missing
+// dependency still counts from when the dependent was first taken.
+func TestMissingDependencyGraceOutlivesReplacement(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	body, err := token.Token{ID: "h", Kind: "step", After: []string{"never"}}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := msg("m-h", body)
+	first.SentAt = e.clock.Now()
+	e.exec.Process(t.Context(), nil, first)
+	if got := e.get(t, "h"); got.Status != lease.StatusWaiting {
+		t.Fatalf("h: %s, want WAITING", got.Status)
+	}
+	e.clock.Advance(lifecycle.MissingDependencyGrace)
+	fresh := msg("m-h2", body) // a replacement, sent just now
+	fresh.SentAt = e.clock.Now()
+	e.exec.Process(t.Context(), nil, fresh)
+	if got := e.get(t, "h"); got.Status != lease.StatusCancelled || got.Error != "dependency never does not exist" {
+		t.Fatalf("h: %s %q, want CANCELLED: its dependency never appeared within the grace", got.Status, got.Error)
+	}
+}

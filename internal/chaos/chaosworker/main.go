@@ -12,6 +12,19 @@
 // line is one write(2) on a file opened with O_APPEND, so a SIGKILL can at
 // worst lose or cut the last line; the reader skips a cut line.
 //
+// Three more kinds take part in workflows (docs/chaos.md, "Workflows"):
+// "step" (a chain step or a child: sleeps, or fails for good when its
+// payload says so, and records the dependencies it saw), "fan" (spawns the
+// children its payload lists with AwaitChildren, and on resume records every
+// child's outcome) and "cb" (takes its callback token, writes it to the
+// evidence file for the test to answer, and returns AwaitCallback).
+//
+// With CHAOS_EXIT_AFTER_FINISH=p the process exits (os.Exit) with
+// probability p right after the store answers a write that ended a task
+// somebody waits for (a child or a dependency), before the worker can notify
+// its waiters: the crash the workflows must survive. It writes an
+// "exit_after_finish" evidence line first.
+//
 // Environment (besides the LEASEHOLD_* variables of WorkerConfigFromEnv and
 // RunOptionsFromEnv):
 //
@@ -29,6 +42,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -64,6 +78,32 @@ type Evidence struct {
 	// first, with Cause).
 	Outcome string `json:"outcome,omitempty"`
 	Cause   string `json:"cause,omitempty"`
+	// Workflows (start lines): "spawn" or "resume" for a fan, the outcomes
+	// a resumed fan read ("id STATUS n"), the dependencies a step read
+	// ("id STATUS"); the callback token of a cb attempt (ev "callback").
+	Phase string   `json:"phase,omitempty"`
+	Kids  []string `json:"kids,omitempty"`
+	Deps  []string `json:"deps,omitempty"`
+	Token string   `json:"token,omitempty"`
+	// Status of the ending write an exit_after_finish line follows.
+	Status string `json:"status,omitempty"`
+}
+
+// StepPayload is the payload of a chain step or a child.
+type StepPayload struct {
+	N      int  `json:"n"`
+	WorkMS int  `json:"work_ms"`
+	Fail   bool `json:"fail,omitempty"`
+}
+
+// FanPayload is the payload of a parent: one child per entry.
+type FanPayload struct {
+	Children []StepPayload `json:"children"`
+}
+
+// CallbackPayload is the payload of a task that waits for a callback.
+type CallbackPayload struct {
+	TimeoutMS int `json:"timeout_ms"`
 }
 
 type evidenceFile struct{ f *os.File }
@@ -139,6 +179,8 @@ func main() {
 		}
 	})
 
+	registerWorkflows(handlers, ev, name, pid)
+
 	// One call budget for loading the config; the SDK calls the worker
 	// makes are bounded by the worker itself.
 	loadCtx, cancelLoad := context.WithTimeout(context.Background(), 30*time.Second)
@@ -146,6 +188,13 @@ func main() {
 	cancelLoad()
 	if err != nil {
 		log.Fatalf("chaosworker: AWS config: %v", err)
+	}
+	if v := os.Getenv("CHAOS_EXIT_AFTER_FINISH"); v != "" {
+		rate, err := strconv.ParseFloat(v, 64)
+		if err != nil || rate < 0 || rate > 1 {
+			log.Fatalf("chaosworker: CHAOS_EXIT_AFTER_FINISH=%q: want a probability", v)
+		}
+		awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
 	}
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
 	if err != nil {

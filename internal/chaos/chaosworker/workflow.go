@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+
+	"github.com/leasehold/leasehold"
+)
+
+// registerWorkflows registers the kinds the workflow part of the chaos test
+// sends: "step", "fan" and "cb".
+func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid int) {
+	begin := func(id string, fence int64, attempt int) Evidence {
+		return Evidence{Task: id, Fence: fence, Attempt: attempt, Worker: name, PID: pid}
+	}
+	// sleep waits d or until ctx ends, and writes the end line.
+	sleep := func(ctx context.Context, base Evidence, d time.Duration, outcome string) error {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		end := base
+		end.Event = "end"
+		select {
+		case <-timer.C:
+			end.Outcome, end.AtUS = outcome, time.Now().UnixMicro()
+			ev.write(end)
+			return nil
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			end.Outcome, end.Cause, end.AtUS = "cancelled", fmt.Sprint(cause), time.Now().UnixMicro()
+			ev.write(end)
+			return fmt.Errorf("chaos handler stopped: %w", cause)
+		}
+	}
+
+	leasehold.Handle(h, "step", func(ctx context.Context, t *leasehold.Task[StepPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		if deps, ok := leasehold.Dependencies(ctx); ok {
+			start.Deps = make([]string, len(deps))
+			for i, d := range deps {
+				start.Deps[i] = d.ID + " " + string(d.Status)
+			}
+		}
+		ev.write(start)
+		outcome := "ok"
+		if t.Payload.Fail {
+			outcome = "failed"
+		}
+		if err := sleep(ctx, base, time.Duration(t.Payload.WorkMS)*time.Millisecond, outcome); err != nil {
+			return Result{}, err
+		}
+		if t.Payload.Fail {
+			return Result{}, leasehold.Fail(errors.New("planned permanent failure"))
+		}
+		return Result{N: t.Payload.N, Fence: t.Fence, Owner: name}, nil
+	})
+
+	leasehold.Handle(h, "fan", func(ctx context.Context, t *leasehold.Task[FanPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		kids, resumed := leasehold.Children(ctx)
+		if !resumed {
+			start.Phase = "spawn"
+			ev.write(start)
+			children := make([]leasehold.Child, len(t.Payload.Children))
+			for i, c := range t.Payload.Children {
+				children[i] = leasehold.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+			}
+			end := base
+			end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
+			ev.write(end)
+			return Result{}, leasehold.AwaitChildren(children...)
+		}
+		start.Phase = "resume"
+		start.Kids = make([]string, len(kids))
+		for i, k := range kids {
+			n := -1
+			var r Result
+			if json.Unmarshal(k.Result, &r) == nil && len(k.Result) > 0 {
+				n = r.N
+			}
+			start.Kids[i] = fmt.Sprintf("%s %s %d", k.ID, k.Status, n)
+		}
+		ev.write(start)
+		if err := sleep(ctx, base, 20*time.Millisecond, "ok"); err != nil {
+			return Result{}, err
+		}
+		return Result{N: len(kids), Fence: t.Fence, Owner: name}, nil
+	})
+
+	leasehold.Handle(h, "cb", func(ctx context.Context, t *leasehold.Task[CallbackPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		ev.write(start)
+		tok, err := leasehold.CallbackToken(ctx)
+		if err != nil {
+			return Result{}, leasehold.Fail(err)
+		}
+		cb := base
+		cb.Event, cb.Token, cb.AtUS = "callback", tok, time.Now().UnixMicro()
+		ev.write(cb)
+		end := base
+		end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
+		ev.write(end)
+		return Result{}, leasehold.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
+	})
+}
+
+// exitAfterFinish is the SDK's HTTP client with one fault: after the store
+// answers a DynamoDB write that ended a task with waiters (a child's parent
+// or a dependency's dependents), it exits the process with probability
+// rate, before the answer reaches the worker and so before any notify.
+type exitAfterFinish struct {
+	next interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+	rate float64
+	ev   evidenceFile
+	name string
+	pid  int
+}
+
+func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
+	next := c.next
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
+	resp, err := next.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.UpdateItem" {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return resp, nil // the SDK sees the short body and retries
+	}
+	var out struct {
+		Attributes struct {
+			ID      struct{ S string }    `json:"id"`
+			Status  struct{ S string }    `json:"status"`
+			Fence   struct{ N string }    `json:"fence"`
+			Waiters struct{ SS []string } `json:"waiters"`
+		}
+	}
+	if json.Unmarshal(body, &out) != nil {
+		return resp, nil
+	}
+	a := out.Attributes
+	switch a.Status.S {
+	case "SUCCEEDED", "FAILED", "CANCELLED":
+	default:
+		return resp, nil
+	}
+	if len(a.Waiters.SS) == 0 || rand.Float64() >= c.rate {
+		return resp, nil
+	}
+	var fence int64
+	_, _ = fmt.Sscan(a.Fence.N, &fence)
+	c.ev.write(Evidence{Event: "exit_after_finish", Task: a.ID.S, Fence: fence, Status: a.Status.S,
+		Worker: c.name, PID: c.pid, AtUS: time.Now().UnixMicro()})
+	os.Exit(3)
+	return resp, nil
+}

@@ -1,0 +1,320 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/chaos"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// workflowPlan is the workflow part of a run: parents that fan out, chains
+// of dependencies (some with a head that fails for good) and tasks that wait
+// for a callback.
+type workflowPlan struct {
+	wf     chaos.Workflows
+	expect map[string]lease.Status
+	valid  []string // every workflow task, children included
+	bodies []string // the inline tokens to send (not the children's)
+}
+
+// Workflow sizes: per 1000 tasks, 20 parents of 5-10 children, 25 chains of
+// 3 and 20 callback tasks; at least a few of each in a small run.
+func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
+	wp := workflowPlan{
+		wf: chaos.Workflows{
+			Fans: map[string][]string{}, ChildN: map[string]int{},
+			After: map[string][]string{}, Callbacks: map[string]bool{},
+		},
+		expect: map[string]lease.Status{},
+	}
+	add := func(id, body string) {
+		wp.valid = append(wp.valid, id)
+		wp.bodies = append(wp.bodies, body)
+	}
+	for i := range max(3, p.tasks/50) {
+		parent := fmt.Sprintf("f%03d", i)
+		n := 5 + rng.IntN(6)
+		type step struct {
+			N      int  `json:"n"`
+			WorkMS int  `json:"work_ms"`
+			Fail   bool `json:"fail,omitempty"`
+		}
+		kids := make([]step, n)
+		for k := range kids {
+			id := leasehold.ChildID(parent, k)
+			// Long enough for the fan-in to last seconds, in which
+			// workers are killed.
+			kids[k] = step{N: 1000*i + k, WorkMS: 300 + rng.IntN(1200)}
+			if rng.IntN(4) == 0 {
+				kids[k].WorkMS = 2200 + rng.IntN(1800) // renewed at least once
+			}
+			// Every fourth parent has a child that fails for good: the
+			// parent still resumes, and reads the failure.
+			if i%4 == 2 && k == 0 {
+				kids[k].Fail = true
+				wp.expect[id] = lease.StatusFailed
+			}
+			wp.wf.Fans[parent] = append(wp.wf.Fans[parent], id)
+			wp.wf.ChildN[id] = kids[k].N
+			wp.valid = append(wp.valid, id)
+		}
+		payload, _ := json.Marshal(map[string]any{"children": kids})
+		add(parent, fmt.Sprintf(`{"v":1,"kind":"fan","id":%q,"payload":%s,"max_attempts":20}`, parent, payload))
+	}
+	for i := range max(4, p.tasks/40) {
+		prev := ""
+		for s := range 3 {
+			id := fmt.Sprintf("k%03d-%d", i, s)
+			fail := s == 0 && i%3 == 1 // its dependents must be cancelled
+			body := fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":20`,
+				id, s, 20+rng.IntN(300), fail)
+			if prev != "" {
+				body += fmt.Sprintf(`,"after":[%q]`, prev)
+				wp.wf.After[id] = []string{prev}
+			}
+			switch {
+			case fail:
+				wp.expect[id] = lease.StatusFailed
+			case s > 0 && i%3 == 1:
+				wp.expect[id] = lease.StatusCancelled
+			}
+			add(id, body+"}")
+			prev = id
+		}
+	}
+	for i := range max(3, p.tasks/50) {
+		id := fmt.Sprintf("b%03d", i)
+		wp.wf.Callbacks[id] = true
+		add(id, fmt.Sprintf(`{"v":1,"kind":"cb","id":%q,"payload":{"timeout_ms":45000},"max_attempts":20}`, id))
+	}
+	return wp
+}
+
+// callbackCopies is how many times each callback token is answered, at
+// once: half through the Go client, half as messages on the work queue.
+const callbackCopies = 4
+
+// answerer answers every callback token the workers hand out (their
+// "callback" evidence lines), callbackCopies times each, concurrently.
+type answerer struct {
+	t      *testing.T
+	dir    string
+	client *leasehold.Client
+	sq     *sqs.Client
+	queue  string
+
+	mu       sync.Mutex
+	answered map[string]bool // tokens answered
+	offsets  map[string]int  // evidence file -> bytes read
+	answers  []chaos.CallbackAnswer
+	wg       sync.WaitGroup
+}
+
+// run polls the evidence files until ctx ends, then waits for the answers
+// in flight.
+func (a *answerer) run(ctx context.Context) {
+	defer a.wg.Wait()
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, e := range a.newCallbacks() {
+			if e.Token == "" || a.answered[e.Token] {
+				continue
+			}
+			a.answered[e.Token] = true
+			// Every other token lets its messages go first, so that both
+			// forms win some waits; the copies of each form race.
+			lag := time.Duration(0)
+			if len(a.answered)%2 == 0 {
+				lag = 6 * time.Second
+			}
+			for k := range callbackCopies {
+				a.wg.Add(1)
+				go func() {
+					defer a.wg.Done()
+					if k%2 == 0 && lag > 0 {
+						select {
+						case <-ctx.Done():
+						case <-time.After(lag):
+						}
+					}
+					a.answer(ctx, e, k)
+				}()
+			}
+		}
+	}
+}
+
+// newCallbacks reads the "callback" lines added to the evidence files since
+// the last call (whole lines only; a line cut by a SIGKILL is skipped).
+func (a *answerer) newCallbacks() []chaos.HandlerEvent {
+	files, err := filepath.Glob(filepath.Join(a.dir, "evidence-*.jsonl"))
+	if err != nil {
+		return nil
+	}
+	var out []chaos.HandlerEvent
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) <= a.offsets[f] {
+			continue
+		}
+		b = b[a.offsets[f]:]
+		end := bytes.LastIndexByte(b, '\n')
+		if end < 0 {
+			continue
+		}
+		a.offsets[f] += end + 1
+		for line := range bytes.SplitSeq(b[:end], []byte("\n")) {
+			if !bytes.Contains(line, []byte(`"ev":"callback"`)) {
+				continue
+			}
+			var e chaos.HandlerEvent
+			if json.Unmarshal(line, &e) == nil {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+func (a *answerer) answer(ctx context.Context, e chaos.HandlerEvent, k int) {
+	ans := chaos.CallbackAnswer{Task: e.Task, Fence: e.Fence, Via: "client"}
+	result := map[string]any{"fence": e.Fence, "copy": k}
+	if k%2 == 1 {
+		ans.Via = "sqs"
+		result["via"] = "sqs"
+		raw, _ := json.Marshal(result)
+		body, err := token.CallbackMessage(e.Token, raw, false, "")
+		if err == nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			_, err = a.sq.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(a.queue), MessageBody: aws.String(body)})
+			cancel()
+		}
+		if err != nil {
+			ans.Err = err.Error()
+		}
+	} else {
+		result["via"] = "client"
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*callTimeout)
+		_, err := a.client.CompleteCallback(cctx, e.Token, result)
+		cancel()
+		switch {
+		case err == nil:
+			ans.Accepted = true
+		case errors.Is(err, leasehold.ErrBadCallback):
+			ans.Rejected = true
+		default:
+			ans.Err = err.Error()
+		}
+	}
+	a.mu.Lock()
+	a.answers = append(a.answers, ans)
+	a.mu.Unlock()
+}
+
+func (a *answerer) result() []chaos.CallbackAnswer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]chaos.CallbackAnswer(nil), a.answers...)
+}
+
+// killDuringFanIn SIGKILLs a random worker when every other parent's
+// suspension lands (seen in the ledger), while its children run, until ctx
+// ends; it returns how many it killed.
+func killDuringFanIn(ctx context.Context, t *testing.T, ledger *chaos.Ledger, fleet *chaos.Fleet, fans map[string][]string, seed uint64) int {
+	rng := rand.New(rand.NewPCG(seed, seed^7))
+	targets := map[string]bool{}
+	for i, parent := range slices.Sorted(maps.Keys(fans)) {
+		if i%2 == 0 {
+			targets[parent] = true
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	seen, kills := 0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return kills
+		case <-tick.C:
+		}
+		var ws []chaos.Write
+		ws, seen = ledger.WritesFrom(seen)
+		for _, w := range ws {
+			if !targets[w.Task] || w.FromWaiting || w.Status != string(lease.StatusWaiting) {
+				continue
+			}
+			delete(targets, w.Task)
+			if err := fleet.KillRandom(rng); err != nil {
+				t.Errorf("chaos: kill during fan-in: %v", err)
+				return kills
+			}
+			kills++
+		}
+	}
+}
+
+// viaProxy sends the DynamoDB calls of an SDK config (those to upstream) to
+// the proxy at proxyURL instead, leaving the others alone.
+type viaProxy struct {
+	next           aws.HTTPClient
+	upstream, repl *url.URL
+}
+
+func (v viaProxy) Do(req *http.Request) (*http.Response, error) {
+	if req.URL.Host == v.upstream.Host {
+		req = req.Clone(req.Context())
+		req.URL.Scheme, req.URL.Host = v.repl.Scheme, v.repl.Host
+		req.Host = v.repl.Host
+	}
+	return v.next.Do(req)
+}
+
+// callbackClient is a leasehold client whose DynamoDB calls go through a
+// proxy without faults that records them in the ledger under
+// chaos.ClientName, so that the callbacks it lands are seen.
+func callbackClient(t *testing.T, cfg aws.Config, dynamoUpstream string, ledger *chaos.Ledger, table, queue string) *leasehold.Client {
+	t.Helper()
+	px, err := chaos.StartProxy(dynamoUpstream, chaos.Faults{}, 1, ledger.Observe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close(10 * time.Second) })
+	up, err1 := url.Parse(dynamoUpstream)
+	repl, err2 := url.Parse(px.URL())
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Copy()
+	c.AppID = chaos.ClientName
+	c.HTTPClient = viaProxy{next: cfg.HTTPClient, upstream: up, repl: repl}
+	client, err := leasehold.NewClient(leasehold.ClientConfig{AWS: c, Table: table, WorkQueueURL: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
