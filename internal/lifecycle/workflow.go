@@ -70,7 +70,10 @@ type WaitResults struct {
 // workflowCtx is the handler context's view of its execution's workflow
 // state.
 type workflowCtx struct {
-	task    lease.Task
+	// The running attempt, for its callback token.
+	id      string
+	fence   int64
+	attempt int
 	results *WaitResults
 	// x and held record steps (checkpoint); the handler's goroutine reads
 	// only x's immutable config, never x.task.
@@ -79,7 +82,7 @@ type workflowCtx struct {
 
 	mu    sync.Mutex
 	nonce string
-	steps lease.Task // the task as its last checkpoint left it (its Steps)
+	steps []lease.Step // as the last checkpoint left them
 }
 
 // StepOf runs fn as the step named name of the handler's task, once per
@@ -93,7 +96,7 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 		return nil, ErrNoWorkflow
 	}
 	w.mu.Lock()
-	if r, done := w.steps.StepResult(name); done {
+	if r, done := (lease.Task{Steps: w.steps}).StepResult(name); done {
 		w.mu.Unlock()
 		return r, nil
 	}
@@ -104,14 +107,14 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := lease.CheckStep(w.steps, name, out); err != nil {
+	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
 	t, err := w.x.checkpoint(ctx, w.held, name, out)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
-	w.steps = t
+	w.steps = t.Steps
 	return out, nil
 }
 
@@ -143,7 +146,7 @@ func CallbackTokenOf(ctx context.Context) (string, error) {
 	if w.nonce == "" {
 		w.nonce = rand.Text()
 	}
-	return token.Callback{ID: w.task.ID, Fence: w.task.Fence, Attempt: w.task.Attempt, Nonce: w.nonce}.String(), nil
+	return token.Callback{ID: w.id, Fence: w.fence, Attempt: w.attempt, Nonce: w.nonce}.String(), nil
 }
 
 func (w *workflowCtx) callbackNonce() string {
