@@ -165,11 +165,9 @@ func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
 	if len(t.Waiters) == 0 {
 		return
 	}
-	url, err := c.queueOf(ctx, t.Queue)
-	if err == nil {
-		err = c.sendRef(ctx, url, t.ID)
+	if url, err := c.queueOf(ctx, t.Queue); err == nil {
+		_ = c.sendRef(ctx, url, t.ID) // see above: a failed send has a fallback
 	}
-	_ = err // see above: the timeout token is the fallback
 }
 
 // Children lists the children of parent, in spawn order: the tasks it

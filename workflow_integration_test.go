@@ -66,9 +66,6 @@ func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 // TestWorkflowsOnTheStack runs a fan-out/fan-in of 5, a chain of 3 and a
 // callback through the real worker and client on the local stack.
 func TestWorkflowsOnTheStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local AWS stack (make stack-up); -short skips it")
-	}
 	t.Parallel()
 	e := setupStack(t)
 	c := newClientOn(t, e)
@@ -94,13 +91,8 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
 		t.Fatal(err)
 	}
-	var tok string
-	e.pump(t, w, 90*time.Second, func() bool {
-		select {
-		case tok = <-tokens:
-		default:
-		}
-		return tok != "" && e.status(t, "fan") == lease.StatusSucceeded && e.status(t, "chain-c") == lease.StatusSucceeded &&
+	tok := e.pumpForToken(t, w, tokens, 90*time.Second, func() bool {
+		return e.status(t, "fan") == lease.StatusSucceeded && e.status(t, "chain-c") == lease.StatusSucceeded &&
 			e.status(t, "cb") == lease.StatusWaiting
 	})
 	if got := e.get(t, "fan"); string(got.Result) != "55" || got.Fence != 2 {
@@ -123,6 +115,22 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 	}
 }
 
+// pumpForToken delivers work-queue batches until an "approve" handler has
+// handed out its callback token on tokens and done reports true, and
+// returns the token.
+func (e *stackEnv) pumpForToken(t *testing.T, w *leasehold.Worker, tokens <-chan string, budget time.Duration, done func() bool) string {
+	t.Helper()
+	var tok string
+	e.pump(t, w, budget, func() bool {
+		select {
+		case tok = <-tokens:
+		default:
+		}
+		return tok != "" && done()
+	})
+	return tok
+}
+
 func newClientOn(t *testing.T, e *stackEnv) *leasehold.Client {
 	t.Helper()
 	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, WorkQueueURL: e.queues.Work})
@@ -136,9 +144,6 @@ func newClientOn(t *testing.T, e *stackEnv) *leasehold.Client {
 // accepted once and a forged one is dead-lettered with its reason; a
 // cancelled parent takes its running children with it.
 func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local AWS stack (make stack-up); -short skips it")
-	}
 	t.Parallel()
 	e := setupStack(t)
 	c := newClientOn(t, e)
@@ -164,14 +169,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
 		t.Fatal(err)
 	}
-	var tok string
-	e.pump(t, w, 60*time.Second, func() bool {
-		select {
-		case tok = <-tokens:
-		default:
-		}
-		return tok != "" && e.status(t, "cb") == lease.StatusWaiting
-	})
+	tok := e.pumpForToken(t, w, tokens, 60*time.Second, func() bool { return e.status(t, "cb") == lease.StatusWaiting })
 	cb, err := token.ParseCallback(tok)
 	if err != nil {
 		t.Fatal(err)

@@ -40,19 +40,9 @@ docs/workflows.md.`,
 				}
 				result = json.RawMessage(args[1])
 			}
-			c, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			info, err := c.CompleteCallback(cmd.Context(), args[0], result)
-			if err != nil {
-				return err
-			}
-			if jsonOut {
-				return writeJSON(a.io.Out, info)
-			}
-			_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", lease.DisplayID(info.ID), info.Status)
-			return err
+			return a.endWait(cmd, jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+				return c.CompleteCallback(cmd.Context(), args[0], result)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
@@ -70,23 +60,31 @@ once; a forged, stale or used token is rejected with the reason (exit 1).`,
 		Example: `  leasehold fail "$TOKEN" 'rejected by the reviewer'`,
 		Args:    posArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			info, err := c.FailCallback(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return err
-			}
-			if jsonOut {
-				return writeJSON(a.io.Out, info)
-			}
-			_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", lease.DisplayID(info.ID), info.Status)
-			return err
+			return a.endWait(cmd, jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+				return c.FailCallback(cmd.Context(), args[0], args[1])
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
 	return cmd
+}
+
+// endWait runs a callback's end with the client and prints the task it
+// left: its id and status, or, with jsonOut, the whole task.
+func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Client) (leasehold.TaskInfo, error)) error {
+	c, err := a.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	info, err := end(c)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return writeJSON(a.io.Out, info)
+	}
+	_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", lease.DisplayID(info.ID), info.Status)
+	return err
 }
 
 func init() { register((*app).callbackTokenCommand) }

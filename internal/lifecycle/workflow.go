@@ -587,7 +587,9 @@ func (x *execution) callback(ctx context.Context) State {
 			return x.reject(ctx, "callback: "+err.Error())
 		}
 	}
-	task, err := EndWait(x.detached, x.cfg.Store, e, x.cfg.CallTimeout)
+	cctx, cancel := x.call()
+	task, err := x.cfg.Store.EndWait(cctx, e)
+	cancel()
 	var we *lease.WaitError
 	switch {
 	case err == nil:
@@ -602,11 +604,4 @@ func (x *execution) callback(ctx context.Context) State {
 		return x.keep(ctx, 0, err.Error())
 	}
 	return x.reject(ctx, "callback rejected: "+err.Error())
-}
-
-// EndWait applies a callback through store within callTimeout.
-func EndWait(ctx context.Context, store lease.Store, e lease.WaitEnd, callTimeout time.Duration) (lease.Task, error) {
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return store.EndWait(cctx, e)
 }

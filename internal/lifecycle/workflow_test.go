@@ -100,8 +100,6 @@ func TestChildEndLostBeforeNotifyIsRedone(t *testing.T) {
 	children := e.sqs.sentTo(workURL)
 	// Finish the first child behind the worker's back: as if its worker
 	// died between the finish write and the notification.
-	first := e.get(t, "p")
-	_ = first
 	held, err := e.store.CreateClaimed(t.Context(), lease.NewTask{ID: "p/0", Kind: "child", Payload: []byte(`1`), MaxAttempts: 3, Parent: "p"}, "ghost")
 	if err != nil {
 		t.Fatal(err)

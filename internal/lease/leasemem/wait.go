@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -65,18 +66,8 @@ func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Tas
 		return lease.Task{}, fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, lease.ErrInvalid, len(rec.Waiters), lease.MaxWaiters)
 	}
 	rec.Waiters = append(rec.Waiters, w)
-	slices.SortFunc(rec.Waiters, func(a, b lease.Waiter) int { return cmpString(a.String(), b.String()) })
+	slices.SortFunc(rec.Waiters, func(a, b lease.Waiter) int { return strings.Compare(a.String(), b.String()) })
 	return clone(rec), nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Notify implements lease.Store.
