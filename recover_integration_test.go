@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -26,10 +27,12 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 		skew     = 500 * time.Millisecond
 		grace    = time.Second
 		every    = 500 * time.Millisecond
-		// slack covers what the bound leaves out: one sweep's run time, the
-		// receive, the claim and the handler on the emulator.
-		slack = 6 * time.Second
 	)
+	// slack covers what the bound leaves out: one sweep's run time, the
+	// receive, the claim and the handler on the emulator. It scales with
+	// LEASEHOLD_TEST_TIMESCALE (a busy machine is slower, not wrong); the
+	// lease, grace and sweep period are what is tested and do not.
+	slack := awstest.Scale(6 * time.Second)
 	// The store that plays the lost sender and the dead holder has the
 	// worker's timing, so it files the tasks in the sweep index alike.
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{

@@ -249,6 +249,7 @@ func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
 // next returns the child's next line of output.
 func (c *runnerChild) next(t *testing.T, timeout time.Duration) string {
 	t.Helper()
+	timeout = awstest.Scale(timeout) // a bound to give up, not a pass criterion
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -276,6 +277,7 @@ func (c *runnerChild) signal(t *testing.T, sig os.Signal) {
 // exit must be clean and come within timeout.
 func (c *runnerChild) stop(t *testing.T, timeout time.Duration) []string {
 	t.Helper()
+	timeout = awstest.Scale(timeout) // a bound to give up, not a pass criterion
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var out []string
@@ -415,9 +417,12 @@ func TestRunnerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Short leases, so that a lost one would show within the test; they
+	// scale with LEASEHOLD_TEST_TIMESCALE, which this process inherits, so
+	// a busy machine's late renewal does not lose one.
 	w, err := leasehold.NewWorker(wcfg,
-		leasehold.WithLeaseDuration(4*time.Second), leasehold.WithRenewBefore(2*time.Second),
-		leasehold.WithClockSkew(time.Second),
+		leasehold.WithLeaseDuration(awstest.Scale(4*time.Second)), leasehold.WithRenewBefore(awstest.Scale(2*time.Second)),
+		leasehold.WithClockSkew(awstest.Scale(time.Second)),
 		leasehold.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }),
 		leasehold.WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
@@ -425,7 +430,7 @@ func TestRunnerChild(t *testing.T) {
 	}
 	err = w.Run(ctx,
 		leasehold.WithPollers(2), leasehold.WithBatchSize(3), leasehold.WithLongPoll(time.Second),
-		leasehold.WithReceiveVisibility(3*time.Second), leasehold.WithInvocationTimeout(20*time.Second))
+		leasehold.WithReceiveVisibility(awstest.Scale(3*time.Second)), leasehold.WithInvocationTimeout(awstest.Scale(20*time.Second)))
 	fmt.Println("stopped")
 	if err != nil {
 		t.Fatal(err)

@@ -209,7 +209,10 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 	}
 	deadLetter(again, "finished")
 
-	// Cancel a parent while its children run: they end CANCELLED too.
+	// Cancel a parent while its children run: they end CANCELLED too. (A
+	// context of its own: the waits above may have used up the first.)
+	ctx, cancel = context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
 	if _, err := c.Enqueue(ctx, "parent", nil, leasehold.ID("p")); err != nil {
 		t.Fatal(err)
 	}

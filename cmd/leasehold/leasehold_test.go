@@ -514,7 +514,7 @@ func TestResultAndWatch(t *testing.T) {
 	s.run(t, "", "watch", "--all").expect(t, 5, "1 of 3 tasks ended FAILED")
 
 	next := strings.TrimSpace(s.run(t, "", "enqueue", "--kind", "upper", `{"text":"abc"}`).stdout)
-	r = s.run(t, "", "result", "--wait", "--timeout", "30s", next)
+	r = s.run(t, "", "result", "--wait", "--timeout", awstest.Scale(30*time.Second).String(), next)
 	if r.code != 0 || r.stdout != "\"ABC\"\n" {
 		t.Fatalf("result --wait: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}
@@ -632,7 +632,7 @@ func TestBulkEnqueue5000ThenListAll(t *testing.T) {
 	}
 	t.Logf("list --json --limit 1000 of %d tasks: %d pages in %s", n, pages+1, time.Since(listStart))
 
-	deadline := time.After(time.Minute)
+	deadline := time.After(awstest.Scale(time.Minute))
 	for tokens.Load() < n {
 		select {
 		case <-deadline:
@@ -703,7 +703,7 @@ func TestWorkflowCommands(t *testing.T) {
 	}
 	s.run(t, "", "enqueue", "--kind", "upper", "--after-any", "--id", "x", "{}").expect(t, 2, "--after-any needs --after")
 	s.run(t, "", "enqueue", "--kind", "upper", "--id", "one", `{"text":"a"}`)
-	if r := s.run(t, "", "result", "--wait", "--timeout", "60s", "two"); r.code != 0 || r.stdout != "\"B\"\n" {
+	if r := s.run(t, "", "result", "--wait", "--timeout", awstest.Scale(time.Minute).String(), "two"); r.code != 0 || r.stdout != "\"B\"\n" {
 		t.Fatalf("result of two: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	if r := s.run(t, "", "status", "two"); !strings.Contains(r.stdout, "after:\n  └─ one  SUCCEEDED") {
@@ -711,7 +711,7 @@ func TestWorkflowCommands(t *testing.T) {
 	}
 
 	s.run(t, "", "enqueue", "--kind", "shout", "--id", "fan", `{"texts":["a","b","c"]}`)
-	if r := s.run(t, "", "result", "--wait", "--timeout", "60s", "fan"); r.code != 0 || r.stdout != "[\"A\",\"B\",\"C\"]\n" {
+	if r := s.run(t, "", "result", "--wait", "--timeout", awstest.Scale(time.Minute).String(), "fan"); r.code != 0 || r.stdout != "[\"A\",\"B\",\"C\"]\n" {
 		t.Fatalf("result of fan: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	r := s.run(t, "", "status", "fan")
@@ -723,7 +723,7 @@ func TestWorkflowCommands(t *testing.T) {
 	}
 
 	s.run(t, "", "enqueue", "--kind", "approval", "--id", "ok?", `{"timeout_seconds":600}`)
-	tok := strings.TrimSpace(s.run(t, "", "callback-token", "--wait", "60s", "ok?").stdout)
+	tok := strings.TrimSpace(s.run(t, "", "callback-token", "--wait", awstest.Scale(time.Minute).String(), "ok?").stdout)
 	if !strings.HasPrefix(tok, "lhcb1.") {
 		t.Fatalf("callback-token: %q", tok)
 	}

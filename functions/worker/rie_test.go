@@ -65,8 +65,10 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	table := awstest.NewTable(t, cfg)
 	queues := awstest.NewQueues(t, cfg)
 	env := &rieEnv{
-		sqs:    sqs.NewFromConfig(cfg),
-		store:  lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{}),
+		sqs: sqs.NewFromConfig(cfg),
+		// Its claims (the held task's) last an hour: the worker must meet
+		// a live lease, however slow the build and the cold start are.
+		store:  lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{LeaseDuration: time.Hour}),
 		queues: queues,
 	}
 

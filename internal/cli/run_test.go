@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,8 +118,11 @@ func (e *runEnv) waitFor(t *testing.T, id string, want lease.Status, budget time
 	}
 }
 
+// waitExit waits for the process to exit, up to budget (scaled by
+// LEASEHOLD_TEST_TIMESCALE: a bound to give up, not a pass criterion).
 func waitExit(t *testing.T, exited chan error, budget time.Duration) error {
 	t.Helper()
+	budget = awstest.Scale(budget)
 	timer := time.NewTimer(budget)
 	defer timer.Stop()
 	select {
@@ -137,24 +141,28 @@ func waitExit(t *testing.T, exited chan error, budget time.Duration) error {
 func TestRunWorkerAndDispatcher(t *testing.T) {
 	t.Parallel()
 	e := setupRun(t)
+	// A lease shorter than the slow task, so it is renewed; all three scale
+	// with LEASEHOLD_TEST_TIMESCALE, so a busy machine's late renewal does
+	// not lose it, and the slow task is still running when it is looked at.
+	leaseFor, renew, slowFor := awstest.Scale(4*time.Second), awstest.Scale(2*time.Second), awstest.Scale(8*time.Second)
 	cmd, logs, exited := e.start(t, "--intake-queue-url", e.queues.Intake, "--intake-dlq-url", e.queues.IntakeDLQ,
-		"--lease-duration", "4s", "--renew-before", "2s", "--sweep-every", "2s")
+		"--lease-duration", leaseFor.String(), "--renew-before", renew.String(), "--sweep-every", "2s")
 
 	e.send(t, e.queues.Work, `{"v":1,"kind":"upper","id":"inline-1","payload":{"text":"run"}}`)
 	e.send(t, e.queues.Intake, `{"v":1,"kind":"greet","id":"submitted-1","payload":{"name":"intake"}}`)
-	e.send(t, e.queues.Intake, `{"v":1,"kind":"sleep","id":"slow-1","payload":{"seconds":3}}`)
+	e.send(t, e.queues.Intake, fmt.Sprintf(`{"v":1,"kind":"sleep","id":"slow-1","payload":{"seconds":%d}}`, int(slowFor.Seconds())))
+	e.waitFor(t, "slow-1", lease.StatusRunning, 30*time.Second)
 	if got := e.waitFor(t, "inline-1", lease.StatusSucceeded, 30*time.Second); string(got.Result) != `"RUN"` {
 		t.Errorf("inline-1 result %s", got.Result)
 	}
 	if got := e.waitFor(t, "submitted-1", lease.StatusSucceeded, 30*time.Second); string(got.Result) != `"hello, intake"` {
 		t.Errorf("submitted-1 result %s", got.Result)
 	}
-	e.waitFor(t, "slow-1", lease.StatusRunning, 30*time.Second)
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitExit(t, exited, 30*time.Second); err != nil {
+	if err := waitExit(t, exited, slowFor+30*time.Second); err != nil {
 		t.Fatalf("leasehold run exited with %v after SIGTERM, want 0", err)
 	}
 	slow := e.waitFor(t, "slow-1", lease.StatusSucceeded, time.Second)

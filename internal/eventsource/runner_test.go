@@ -427,7 +427,9 @@ func TestBatchWindowGathersAcrossReceives(t *testing.T) {
 	}
 
 	sizes := make(chan int, 4)
-	rn := s.start(t, Config{BatchSize: 20, BatchWindow: 3 * time.Second, Pollers: 1},
+	// The batch closes when all of them are in (BatchSize), long before a
+	// window that only bounds a slow machine's receives.
+	rn := s.start(t, Config{BatchSize: sent, BatchWindow: awstest.Scale(30 * time.Second), Pollers: 1},
 		func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			deliver(t, sizes, len(ev.Records))
 			return events.SQSEventResponse{}, nil

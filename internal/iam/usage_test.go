@@ -294,10 +294,15 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 			}
 		}
 	}
-	ictx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-7"})
-	ictx, icancel := context.WithTimeout(ictx, time.Minute)
-	defer icancel()
-	resp, err := w.HandleSQS(ictx, ev)
+	// Each invocation has its own deadline, as Lambda gives it (the worker
+	// stops starting handlers near it).
+	handle := func(ev events.SQSEvent) (events.SQSEventResponse, error) {
+		ictx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-7"})
+		ictx, icancel := context.WithTimeout(ictx, awstest.Scale(time.Minute))
+		defer icancel()
+		return w.HandleSQS(ictx, ev)
+	}
+	resp, err := handle(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,14 +315,14 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 
 	// The retry's fresh token carries the next attempt, which succeeds.
 	ev = s.receiveTask(t, s.queues.Work, "retry")
-	if resp, err := w.HandleSQS(ictx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+	if resp, err := handle(ev); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("retry: %v %v", resp, err)
 	}
 	// A fan-out: the parent spawns a child and suspends; the child's end
 	// wakes it; the resumed parent reads its child.
 	s.send(t, s.queues.Work, inline(t, "shout", "fan", map[string]any{"texts": []string{secret}}, 2))
 	for _, step := range []string{"parent spawns", "child runs", "parent resumes"} {
-		if resp, err := w.HandleSQS(ictx, s.receiveTask(t, s.queues.Work, "fan")); err != nil || len(resp.BatchItemFailures) != 0 {
+		if resp, err := handle(s.receiveTask(t, s.queues.Work, "fan")); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("fan-out, %s: %v %v", step, resp, err)
 		}
 	}
