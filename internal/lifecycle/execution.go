@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -128,9 +129,9 @@ type execution struct {
 	// way it gets claimed.
 	tokenErr error
 	// fallback is the task a claim creates when the id is not stored: an
-	// inline token with a create token is claimed first.
-	fallback    lease.NewTask
-	hasFallback bool
+	// inline token with a create token is claimed first. (A pointer: most
+	// executions have none, and the record stays in a smaller size class.)
+	fallback *lease.NewTask
 	// replaced: a fresh token for the task was sent and this message
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
@@ -155,6 +156,8 @@ type execution struct {
 	renewer        renewer
 	stopRenewer    context.CancelFunc
 	renewerRunning sync.WaitGroup
+	// renewerStart starts the renewer's goroutine at the first renewal.
+	renewerStart clockwork.Timer
 
 	// Finishing.
 	res      handlerResult
@@ -255,7 +258,8 @@ func (x *execution) runWaiting(ctx context.Context) State {
 			// The sender stores this task too, most likely before this
 			// token arrives: claim it, and create it only if it is not
 			// stored (yet, or ever: the sender stopped after the send).
-			x.fallback, x.hasFallback = nt, true
+			fallback := nt // a copy, so that only this path allocates one
+			x.fallback = &fallback
 			return x.claim(ctx, id)
 		}
 		return x.createClaimed(ctx, nt)
@@ -286,7 +290,7 @@ func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 	case errors.Is(err, lease.ErrConflict): // the id names another task
 		return x.reject(ctx, err.Error())
 	case errors.Is(err, lease.ErrAlreadyExists):
-		x.hasFallback = false
+		x.fallback = nil
 		return x.claim(ctx, nt.ID)
 	default:
 		x.log.warn("could not create task", "error", err)
@@ -341,10 +345,11 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		finished  *lease.FinishedError
 	)
 	switch {
-	case errors.Is(err, lease.ErrNotFound) && x.hasFallback:
+	case errors.Is(err, lease.ErrNotFound) && x.fallback != nil:
 		// Not stored yet: the token carries the task, so create it.
-		x.hasFallback = false
-		return x.createClaimed(ctx, x.fallback)
+		nt := *x.fallback
+		x.fallback = nil
+		return x.createClaimed(ctx, nt)
 	case errors.Is(err, lease.ErrNotFound):
 		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
 	case errors.As(err, &leased) && lease.ClaimedBy(x.owner(), leased.Task):
@@ -433,7 +438,15 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if x.vis != nil && !x.replaced {
 		x.vis.join(x)
 	}
-	x.renewerRunning.Go(func() { x.renewer.run(rctx) })
+	// The renewer's goroutine starts at the first renewal, so a handler
+	// that returns before then (most do) costs no goroutine and no wake-up
+	// for it. It is owned like any goroutine: runRunning stops the start or
+	// joins the goroutine it started.
+	x.renewerRunning.Add(1)
+	x.renewerStart = x.cfg.Clock.AfterFunc(max(x.cfg.Clock.Until(x.renewer.firstRenewal()), 0), func() {
+		defer x.renewerRunning.Done()
+		x.renewer.run(rctx)
+	})
 
 	x.handlerDone = make(chan struct{})
 	x.startedAt = x.cfg.Clock.Now()
@@ -522,6 +535,9 @@ func (x *execution) runRunning(ctx context.Context) State {
 	// racing the finish write would only fail harmlessly, but a joined
 	// renewer keeps every goroutine owned by this invocation.
 	x.stopRenewer()
+	if x.renewerStart.Stop() {
+		x.renewerRunning.Done() // never started
+	}
 	x.renewerRunning.Wait()
 	if x.vis != nil {
 		x.vis.leave(x) // waits for a batch call still extending the message

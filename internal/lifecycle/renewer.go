@@ -50,17 +50,19 @@ func (r *renewer) retryInterval() time.Duration {
 	return max(r.x.cfg.RenewBefore/4, 100*time.Millisecond)
 }
 
+// firstRenewal is when the first renewal is due.
+func (r *renewer) firstRenewal() time.Time {
+	return r.trustUntil.Add(-r.x.cfg.RenewBefore)
+}
+
+// run renews from the first renewal on, until ctx is done or the lease is
+// lost. The execution starts it at firstRenewal (see startRenewer): a
+// handler that returns before then never has a renewer goroutine.
 func (r *renewer) run(ctx context.Context) {
 	cfg := r.x.cfg
-	next := r.trustUntil.Add(-cfg.RenewBefore)
 	for {
-		wait := min(cfg.Clock.Until(next), cfg.Clock.Until(r.trustUntil))
-		t := cfg.Clock.NewTimer(max(wait, 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctx.Err() != nil {
 			return
-		case <-t.Chan():
 		}
 		now := cfg.Clock.Now()
 		if !now.Before(r.trustUntil) {
@@ -68,6 +70,7 @@ func (r *renewer) run(ctx context.Context) {
 			r.x.log.warn("lease expired locally before a renewal landed; handler cancelled")
 			return
 		}
+		var next time.Time
 		err := r.renew(ctx, now)
 		switch {
 		case err == nil:
@@ -81,6 +84,14 @@ func (r *renewer) run(ctx context.Context) {
 		default:
 			r.x.log.warn("lease renewal failed; will retry", "error", err)
 			next = now.Add(r.retryInterval())
+		}
+		wait := min(cfg.Clock.Until(next), cfg.Clock.Until(r.trustUntil))
+		t := cfg.Clock.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
 		}
 	}
 }

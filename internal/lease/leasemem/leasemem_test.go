@@ -2,6 +2,7 @@ package leasemem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -30,6 +31,37 @@ func TestCallsCountWritesAndReads(t *testing.T) {
 	}
 	if got := s.Calls(); got != (leasemem.Calls{Writes: 2}) {
 		t.Fatalf("calls %+v, want 2 writes and no read", got)
+	}
+}
+
+// Expire removes a finished task, as the table's TTL would, and nothing
+// else.
+func TestExpireRemovesOnlyFinishedTasks(t *testing.T) {
+	t.Parallel()
+	s := leasemem.New(lease.Options{})
+	ctx := t.Context()
+	task, err := s.CreateClaimed(ctx, lease.NewTask{ID: "t1", Kind: "k", Payload: []byte(`{}`), MaxAttempts: 1}, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Expire("t1") || s.Expire("absent") {
+		t.Fatal("Expire removed a running or absent task")
+	}
+	if _, err := s.Get(ctx, "t1"); err != nil {
+		t.Fatalf("running task after Expire: %v", err)
+	}
+	if _, err := s.Finish(ctx, task.LeaseOf(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Expire("t1") {
+		t.Fatal("Expire kept a finished task")
+	}
+	if _, err := s.Get(ctx, "t1"); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("expired task: %v, want ErrNotFound", err)
+	}
+	// As after a TTL deletion, the id can be used again.
+	if _, err := s.Create(ctx, lease.NewTask{ID: "t1", Kind: "k", Payload: []byte(`{}`), MaxAttempts: 1}); err != nil {
+		t.Fatalf("create after expiry: %v", err)
 	}
 }
 
