@@ -72,6 +72,9 @@ const (
 	AttrEnded     = "ended"
 	AttrWaitUntil = "wait_until"
 	AttrCallback  = "callback"
+	// AttrLastCall is Task.LastCall: the id of the last cancel, retry or
+	// callback answer that landed.
+	AttrLastCall = "last_call"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
 )
@@ -722,6 +725,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Ended:            d.strSet(AttrEnded),
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackNonce:    d.str(AttrCallback),
+		LastCall:         d.str(AttrLastCall),
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

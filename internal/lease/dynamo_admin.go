@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -161,6 +162,7 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
 	}
 	guess := Task{ID: id, Status: StatusPending}
+	call := rand.Text()
 	for range maxCancelTries {
 		var seen *Task
 		saw := func(old *Task) error { seen = old; return errConditionFailed }
@@ -170,7 +172,12 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 		)
 		switch guess.Status {
 		case StatusPending, StatusWaiting:
-			t, err = s.cancelPending(ctx, guess, saw)
+			t, err = s.cancelPending(ctx, guess, call, saw)
+			if errors.Is(err, errConditionFailed) && seen != nil && seen.LastCall == call && seen.Status == StatusCancelled {
+				// This very call's write landed and its response was lost;
+				// the SDK's retry met it.
+				return *seen, nil
+			}
 		case StatusRunning:
 			t, err = s.flagCancel(ctx, id, saw)
 		default:
@@ -192,7 +199,7 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 // cancelPending ends a PENDING (or WAITING) task that is at attempt and fence of prev as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
-func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
+func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string, classify func(*Task) error) (Task, error) {
 	now := s.now()
 	values := map[string]types.AttributeValue{
 		":pending": avS(string(prev.Status)), // PENDING or WAITING
@@ -202,12 +209,13 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify fun
 		":now":     avMillis(now),
 		":error":   avS(CancelledWhilePending),
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
+		":call":    avS(call),
 	}
 	// prev was read whole, so its history is known (the condition pins it).
 	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
 	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
-		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ")
+		"#error = :error, #cancel_requested = :true, #last_call = :call, " + strings.Join(e.set, ", ")
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
@@ -240,10 +248,11 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 		return Task{}, ClassifyRetry(id, nil, extraAttempts)
 	}
 	now := s.now()
-	return s.update(ctx, "retry", id,
+	call := rand.Text()
+	t, err := s.updateOld(ctx, "retry", id,
 		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
 		"SET #status = :pending, #run_at = :now, #max_attempts = #attempt + :extra, "+
-			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
+			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at, #last_call = :call "+
 			"REMOVE #result, #finished_at, #expires_at",
 		map[string]types.AttributeValue{
 			":failed":      avS(string(StatusFailed)),
@@ -255,8 +264,15 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 			":false":       &types.AttributeValueMemberBOOL{Value: false},
 			":sweep_shard": avS(Shard(id)),
 			":sweep_at":    avMillis(now.Add(s.opts.DispatchGrace)),
+			":call":        avS(call),
 		},
 		func(old *Task) error { return ClassifyRetry(id, old, extraAttempts) })
+	if err != nil && t.LastCall == call && t.Status == StatusPending {
+		// This very call's write landed and its response was lost; the
+		// SDK's retry met it.
+		return t, nil
+	}
+	return t, err
 }
 
 // listPos is a position in one shard of the listing index: the key of the

@@ -359,3 +359,75 @@ func TestDynamoCreateAfterItsCallTimedOut(t *testing.T) {
 		t.Fatalf("%d puts, want 2: the timed-out put and its retry", n)
 	}
 }
+
+// The admin writes a user makes (cancel, retry, a callback's answer) also
+// meet their own write when the SDK retries one whose response was lost:
+// the caller is told it landed, not "already finished" or "already used".
+func TestDynamoAdminWritesRecogniseTheirOwnLostResponse(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
+	lcfg := cfg.Copy()
+	lcfg.HTTPClient = losing
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{})
+	ctx := t.Context()
+	lose := func(marker string) {
+		t.Helper()
+		losing.LoseNext("DynamoDB_20120810.UpdateItem", marker)
+	}
+	dropped := 0
+	checkDropped := func(what string) {
+		t.Helper()
+		dropped++
+		if losing.Dropped() != dropped {
+			t.Fatalf("%s: %d responses dropped, want %d: the test did not hit the write", what, losing.Dropped(), dropped)
+		}
+	}
+
+	// Cancel of a PENDING task.
+	if _, err := store.Create(ctx, lease.NewTask{ID: "lost-cancel", Kind: "k", MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	lose(`"CANCELLED"`)
+	got, err := store.RequestCancel(ctx, "lost-cancel")
+	checkDropped("cancel")
+	if err != nil || got.Status != lease.StatusCancelled {
+		t.Fatalf("RequestCancel after a lost response: %s, %v; want CANCELLED and no error", got.Status, err)
+	}
+	var finished *lease.FinishedError
+	if _, err := store.RequestCancel(ctx, "lost-cancel"); !errors.As(err, &finished) {
+		t.Fatalf("a second, separate cancel: %v, want FinishedError", err)
+	}
+
+	// Retry of that CANCELLED task.
+	lose(`#max_attempts = #attempt + :extra`)
+	got, err = store.Retry(ctx, "lost-cancel", 2)
+	checkDropped("retry")
+	if err != nil || got.Status != lease.StatusPending || got.MaxAttempts != got.Attempt+2 {
+		t.Fatalf("Retry after a lost response: %+v, %v; want PENDING with 2 attempts more and no error", got, err)
+	}
+	if _, err := store.Retry(ctx, "lost-cancel", 2); !errors.Is(err, lease.ErrNotRetryable) {
+		t.Fatalf("a second, separate retry: %v, want ErrNotRetryable", err)
+	}
+
+	// A callback's answer.
+	held, err := store.CreateClaimed(ctx, lease.NewTask{ID: "lost-callback", Kind: "k", MaxAttempts: 3}, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Suspend(ctx, held.LeaseOf(), lease.Wait{Mode: lease.WaitCallback, Until: time.Now().Add(time.Hour), Nonce: "n0nce"}); err != nil {
+		t.Fatal(err)
+	}
+	end := lease.WaitEnd{ID: held.ID, Fence: held.Fence, Attempt: held.Attempt, Nonce: "n0nce", Status: lease.StatusSucceeded, Result: []byte(`{"ok":true}`)}
+	lose(`"SUCCEEDED"`)
+	got, err = store.EndWait(ctx, end)
+	checkDropped("callback")
+	if err != nil || got.Status != lease.StatusSucceeded || string(got.Result) != `{"ok":true}` {
+		t.Fatalf("EndWait after a lost response: %s, %v; want SUCCEEDED and no error", got.Status, err)
+	}
+	// The same token again is refused: it was accepted once.
+	if _, err := store.EndWait(ctx, end); !errors.Is(err, lease.ErrFinished) {
+		t.Fatalf("the token again: %v, want ErrFinished", err)
+	}
+}

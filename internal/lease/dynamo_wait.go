@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -146,11 +147,13 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 		return Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
 	}
 	now := s.now()
+	call := rand.Text()
 	msg := Truncate(e.Error, MaxErrorBytes)
 	en := &ending{
 		cond: "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt",
-		set:  []string{"#status = :status", "#updated_at = :now"},
+		set:  []string{"#status = :status", "#updated_at = :now", "#last_call = :call"},
 		values: map[string]types.AttributeValue{
+			":call":          avS(call),
 			":waiting":       avS(string(StatusWaiting)),
 			":callback_wait": avS(string(WaitCallback)),
 			":fence":         avN(e.Fence),
@@ -181,8 +184,15 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			en.values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 		}
 	}
-	return s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
+	t, err := s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
 		func(old *Task) error { return ClassifyEndWait(e, old) })
+	if err != nil && t.LastCall == call && t.Status == e.Status {
+		// This very call's write landed and its response was lost; the
+		// SDK's retry met it. Only this call knows its id, so a token is
+		// still accepted once.
+		return t, nil
+	}
+	return t, err
 }
 
 // updateOld is update that also returns the item a failed condition saw,
