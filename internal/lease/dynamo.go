@@ -72,9 +72,6 @@ const (
 	AttrEnded     = "ended"
 	AttrWaitUntil = "wait_until"
 	AttrCallback  = "callback"
-	// AttrLastCall is Task.LastCall: the id of the last cancel, retry or
-	// callback answer that landed.
-	AttrLastCall = "last_call"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
 )
@@ -210,6 +207,21 @@ func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
 
 // attrCreateToken holds the token of the put that created an item.
 const attrCreateToken = "create_token"
+
+// attrLastCall holds the random id of the last update that set it (a
+// cancel of a PENDING or WAITING task, a retry, a callback's answer): see
+// withCall.
+const attrLastCall = "last_call"
+
+// withCall stamps an update with a random call id: its update expression
+// must SET #last_call = :call. When the SDK retries the write because its
+// response was lost after it landed, the retry's condition fails on the
+// item the first try wrote, and update recognises that item by the id,
+// which only this call knows, and reports the write as landed.
+func withCall(values map[string]types.AttributeValue) map[string]types.AttributeValue {
+	values[":call"] = avS(rand.Text())
+	return values
+}
 
 // put writes t, the record of n, as a new item. When the id is taken it
 // returns the stored task and CheckDuplicate's verdict.
@@ -496,6 +508,11 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 		if err != nil {
 			return Task{}, backendErr(op, id, err)
 		}
+		if call, ok := values[":call"].(*types.AttributeValueMemberS); ok && old != nil {
+			if seen, ok := ccf.Item[attrLastCall].(*types.AttributeValueMemberS); ok && seen.Value == call.Value {
+				return *old, nil // this call's own write, whose response was lost
+			}
+		}
 		return Task{}, classify(old)
 	}
 	t, err := TaskFromItem(out.Attributes)
@@ -725,7 +742,6 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Ended:            d.strSet(AttrEnded),
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackNonce:    d.str(AttrCallback),
-		LastCall:         d.str(AttrLastCall),
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

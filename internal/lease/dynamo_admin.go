@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -162,7 +161,6 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
 	}
 	guess := Task{ID: id, Status: StatusPending}
-	call := rand.Text()
 	for range maxCancelTries {
 		var seen *Task
 		saw := func(old *Task) error { seen = old; return errConditionFailed }
@@ -172,12 +170,7 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 		)
 		switch guess.Status {
 		case StatusPending, StatusWaiting:
-			t, err = s.cancelPending(ctx, guess, call, saw)
-			if errors.Is(err, errConditionFailed) && seen != nil && seen.LastCall == call && seen.Status == StatusCancelled {
-				// This very call's write landed and its response was lost;
-				// the SDK's retry met it.
-				return *seen, nil
-			}
+			t, err = s.cancelPending(ctx, guess, saw)
 		case StatusRunning:
 			t, err = s.flagCancel(ctx, id, saw)
 		default:
@@ -199,9 +192,9 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 // cancelPending ends a PENDING (or WAITING) task that is at attempt and fence of prev as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
-func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string, classify func(*Task) error) (Task, error) {
+func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
 	now := s.now()
-	values := map[string]types.AttributeValue{
+	values := withCall(map[string]types.AttributeValue{
 		":pending": avS(string(prev.Status)), // PENDING or WAITING
 		":attempt": avN(int64(prev.Attempt)),
 		":fence":   avN(prev.Fence),
@@ -209,8 +202,7 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string,
 		":now":     avMillis(now),
 		":error":   avS(CancelledWhilePending),
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
-		":call":    avS(call),
-	}
+	})
 	// prev was read whole, so its history is known (the condition pins it).
 	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
@@ -248,13 +240,12 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 		return Task{}, ClassifyRetry(id, nil, extraAttempts)
 	}
 	now := s.now()
-	call := rand.Text()
-	t, err := s.updateOld(ctx, "retry", id,
+	return s.update(ctx, "retry", id,
 		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
 		"SET #status = :pending, #run_at = :now, #max_attempts = #attempt + :extra, "+
 			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at, #last_call = :call "+
 			"REMOVE #result, #finished_at, #expires_at",
-		map[string]types.AttributeValue{
+		withCall(map[string]types.AttributeValue{
 			":failed":      avS(string(StatusFailed)),
 			":cancelled":   avS(string(StatusCancelled)),
 			":most":        avN(int64(MaxAttemptsLimit - extraAttempts)),
@@ -264,15 +255,8 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 			":false":       &types.AttributeValueMemberBOOL{Value: false},
 			":sweep_shard": avS(Shard(id)),
 			":sweep_at":    avMillis(now.Add(s.opts.DispatchGrace)),
-			":call":        avS(call),
-		},
+		}),
 		func(old *Task) error { return ClassifyRetry(id, old, extraAttempts) })
-	if err != nil && t.LastCall == call && t.Status == StatusPending {
-		// This very call's write landed and its response was lost; the
-		// SDK's retry met it.
-		return t, nil
-	}
-	return t, err
 }
 
 // listPos is a position in one shard of the listing index: the key of the

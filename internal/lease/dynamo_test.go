@@ -295,18 +295,25 @@ func TestDynamoStoreBoundary(t *testing.T) {
 	}
 }
 
+// losingStore is a store on a new table of the local stack whose client
+// can be told to lose the response of a write that landed.
+func losingStore(t *testing.T) (*lease.DynamoStore, *awstest.LosingHTTP) {
+	t.Helper()
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
+	lcfg := cfg.Copy()
+	lcfg.HTTPClient = losing
+	return lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{}), losing
+}
+
 // A create whose response is lost after the put landed is retried by the
 // SDK; the retry finds the item this very call wrote and must report it as
 // created, not as a duplicate (bulk enqueues counted such tasks as "already
 // existed" under load).
 func TestDynamoCreateRecognisesItsOwnLostResponse(t *testing.T) {
 	t.Parallel()
-	cfg := awstest.Config(t)
-	table := awstest.NewTable(t, cfg)
-	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
-	lcfg := cfg.Copy()
-	lcfg.HTTPClient = losing
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{})
+	store, losing := losingStore(t)
 
 	losing.LoseNext("DynamoDB_20120810.PutItem", `"own-1"`)
 	task, err := store.Create(t.Context(), lease.NewTask{ID: "own-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3})
@@ -365,12 +372,7 @@ func TestDynamoCreateAfterItsCallTimedOut(t *testing.T) {
 // the caller is told it landed, not "already finished" or "already used".
 func TestDynamoAdminWritesRecogniseTheirOwnLostResponse(t *testing.T) {
 	t.Parallel()
-	cfg := awstest.Config(t)
-	table := awstest.NewTable(t, cfg)
-	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
-	lcfg := cfg.Copy()
-	lcfg.HTTPClient = losing
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{})
+	store, losing := losingStore(t)
 	ctx := t.Context()
 	lose := func(marker string) {
 		t.Helper()

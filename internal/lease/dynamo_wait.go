@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -147,13 +146,11 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 		return Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
 	}
 	now := s.now()
-	call := rand.Text()
 	msg := Truncate(e.Error, MaxErrorBytes)
 	en := &ending{
 		cond: "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt",
 		set:  []string{"#status = :status", "#updated_at = :now", "#last_call = :call"},
-		values: map[string]types.AttributeValue{
-			":call":          avS(call),
+		values: withCall(map[string]types.AttributeValue{
 			":waiting":       avS(string(StatusWaiting)),
 			":callback_wait": avS(string(WaitCallback)),
 			":fence":         avN(e.Fence),
@@ -161,7 +158,7 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			":attempt":       avN(int64(e.Attempt)),
 			":status":        avS(string(e.Status)),
 			":now":           avMillis(now),
-		},
+		}),
 		remove: []string{"#wait_until", "#callback"},
 	}
 	en.appendHistory(nil, false, Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
@@ -184,15 +181,8 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			en.values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 		}
 	}
-	t, err := s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
+	return s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
 		func(old *Task) error { return ClassifyEndWait(e, old) })
-	if err != nil && t.LastCall == call && t.Status == e.Status {
-		// This very call's write landed and its response was lost; the
-		// SDK's retry met it. Only this call knows its id, so a token is
-		// still accepted once.
-		return t, nil
-	}
-	return t, err
 }
 
 // updateOld is update that also returns the item a failed condition saw,

@@ -130,12 +130,6 @@ type Task struct {
 	// CallbackNonce is the secret of a callback wait's token. Never print
 	// it.
 	CallbackNonce string
-	// LastCall is the random id the DynamoDB store stamped with the last
-	// cancel of a PENDING or WAITING task, retry or callback answer that
-	// landed, so that a call whose response was lost knows its own write
-	// when the SDK's retry meets it ("" in the in-memory store, which loses
-	// no responses).
-	LastCall string
 	// Steps are the handler's checkpointed steps, oldest first.
 	Steps []Step
 }

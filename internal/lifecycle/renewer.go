@@ -56,8 +56,8 @@ func (r *renewer) firstRenewal() time.Time {
 }
 
 // run renews from the first renewal on, until ctx is done or the lease is
-// lost. The execution starts it at firstRenewal (see startRenewer): a
-// handler that returns before then never has a renewer goroutine.
+// lost. runClaimed arms a timer that starts it at firstRenewal: a handler
+// that returns before then never has a renewer goroutine.
 func (r *renewer) run(ctx context.Context) {
 	cfg := r.x.cfg
 	for {
