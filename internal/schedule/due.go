@@ -32,6 +32,14 @@ func (s Spec) Due(last, now time.Time, tolerance time.Duration) []time.Time {
 	if s.CatchUp.Mode == All {
 		keep = s.CatchUp.limit() + 1
 	}
+	// A rate's slots are a period apart, so only its last keep+1 periods
+	// can hold a slot that is kept: start there, not at the oldest slot
+	// the max age allows, which maxSlots might not get past.
+	if p := s.Expr.Period(); p > 0 {
+		if w := p * time.Duration(keep+1); w/p == time.Duration(keep+1) && now.Add(-w).After(from) {
+			from = now.Add(-w)
+		}
+	}
 	var due []time.Time // the most recent keep slots, oldest first
 	t := from
 	for range maxSlots {

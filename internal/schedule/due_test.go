@@ -55,6 +55,30 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// A fast rate with a long max age keeps the most recent slot: the decision
+// does not walk, and stop short in, the slots the max age would allow.
+func TestDueFastRateLongMaxAge(t *testing.T) {
+	t.Parallel()
+	e, err := Parse("rate(1 second)", Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 10, 0, 0, 500_000_000, time.UTC)
+	for _, c := range []struct {
+		catchUp CatchUp
+		n       int
+	}{
+		{CatchUp{Mode: Latest, MaxAge: 400 * time.Hour}, 1},        // the on-time slot
+		{CatchUp{Mode: All, Limit: 3, MaxAge: 400 * time.Hour}, 4}, // and the 3 missed before it
+	} {
+		s := Spec{Name: "fast", Expr: e, Kind: "k", CatchUp: c.catchUp, Anchor: now.Add(-500 * time.Hour).Truncate(time.Second)}
+		got := s.Due(time.Time{}, now, time.Second)
+		if len(got) != c.n || now.Sub(got[0]) > time.Duration(c.n)*time.Second {
+			t.Errorf("%s: Due = %v, want the slots of the last %d seconds before %v", c.catchUp, got, c.n, now)
+		}
+	}
+}
+
 // Deciding again from the same last (after a failed send) gives the same
 // slots; deciding from the new last gives none of them again.
 func TestDueDecidesEachSlotOnce(t *testing.T) {
