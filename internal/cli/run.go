@@ -300,7 +300,8 @@ func (a *app) startSchedules(ctx context.Context, cfg aws.Config, q *sqs.Client,
 	fireStored bool, group string, log *slog.Logger) (stop func(), err error) {
 	sc := schedule.Config{
 		SQS: q, QueueURL: workURL, Specs: specs, CallTimeout: a.callTimeout, Logger: log,
-		QueueURLOf: func(ctx context.Context, name string) (string, error) { return a.queueByName(ctx, q, name) },
+		// A resolver keeps the URLs it looked up: a slot's send costs no lookup.
+		QueueURLOf: queues.NewResolver(q, workURL, a.callTimeout).URL,
 	}
 	stored := ""
 	if fireStored {

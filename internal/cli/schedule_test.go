@@ -21,7 +21,7 @@ func TestParseScheduleFlag(t *testing.T) {
 			}
 		}, ""},
 		{"cron with everything", `rep=cron(0 2 * * ? *);kind=report;catch-up=all:2,30m;timezone=Europe/Paris;queue=leasehold-reports`, func(t *testing.T, s schedule.Spec) {
-			if s.Expr.IsRate() || s.Location.String() != "Europe/Paris" || s.Queue != "leasehold-reports" ||
+			if s.Expr.Period() != 0 || s.Location.String() != "Europe/Paris" || s.Queue != "leasehold-reports" ||
 				s.CatchUp != (schedule.CatchUp{Mode: schedule.All, Limit: 2, MaxAge: 30 * time.Minute}) {
 				t.Fatalf("got %+v", s)
 			}

@@ -21,9 +21,6 @@ type Expr struct {
 // String returns the expression as it was written.
 func (e Expr) String() string { return e.text }
 
-// IsRate reports whether e is a rate(...) expression.
-func (e Expr) IsRate() bool { return e.period > 0 }
-
 // Period returns the period of a rate expression, 0 for cron.
 func (e Expr) Period() time.Duration { return e.period }
 
