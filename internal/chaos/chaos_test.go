@@ -368,7 +368,7 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(p.dir, "report.txt"), []byte(report), 0o644); err != nil {
 		t.Logf("chaos: write report: %v", err)
 	}
-	if len(rep.Violations) > 0 {
+	if rep.Failed() {
 		where := "rerun with LEASEHOLD_CHAOS_DIR=<dir> to keep the evidence"
 		if p.keepDir {
 			where = "evidence in " + p.dir

@@ -420,7 +420,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.wf = workflowCtx{id: x.task.ID, fence: x.task.Fence, attempt: x.task.Attempt, results: results, steps: x.task.Steps, x: x, held: x.task.LeaseOf()}
+	x.wf = workflowCtx{results: results, steps: x.task.Steps, x: x, held: x.task.LeaseOf()}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is

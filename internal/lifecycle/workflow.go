@@ -70,13 +70,10 @@ type WaitResults struct {
 // workflowCtx is the handler context's view of its execution's workflow
 // state.
 type workflowCtx struct {
-	// The running attempt, for its callback token.
-	id      string
-	fence   int64
-	attempt int
 	results *WaitResults
-	// x and held record steps (checkpoint); the handler's goroutine reads
-	// only x's immutable config, never x.task.
+	// x and held record steps (checkpoint), and held names the running
+	// attempt in its callback token; the handler's goroutine reads only x's
+	// immutable config, never x.task.
 	x    *execution
 	held lease.Lease
 
@@ -146,7 +143,7 @@ func CallbackTokenOf(ctx context.Context) (string, error) {
 	if w.nonce == "" {
 		w.nonce = rand.Text()
 	}
-	return token.Callback{ID: w.id, Fence: w.fence, Attempt: w.attempt, Nonce: w.nonce}.String(), nil
+	return token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String(), nil
 }
 
 func (w *workflowCtx) callbackNonce() string {
@@ -440,8 +437,8 @@ func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 		}
 		return x.exit(true, "")
 	case lease.Complete(t):
-		// Woken by a token whose sender had not resumed it yet (or died
-		// before): resume and claim in one write.
+		// Its wait is over (the last ending sent a wake token, or this is
+		// another token of the task): resume and claim in one write.
 		cctx, cancel := x.call()
 		task, err := x.cfg.Store.Resume(cctx, t.ID, t.Fence, x.owner())
 		cancel()
@@ -450,7 +447,9 @@ func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 			x.task = task
 			return StateClaimed
 		case errors.Is(err, lease.ErrNotWaiting):
-			// Resumed by the waker, whose token runs it (or ran it).
+			// Another token's worker resumed it first, or it left WAITING
+			// otherwise (its callback's timeout made it PENDING, say):
+			// claim it if it can be claimed.
 			return x.claim(ctx, t.ID)
 		case errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrAttemptsExhausted):
 			return x.exit(true, "")

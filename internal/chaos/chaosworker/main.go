@@ -46,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/leasehold/leasehold"
@@ -194,7 +195,13 @@ func main() {
 		if err != nil || rate < 0 || rate > 1 {
 			log.Fatalf("chaosworker: CHAOS_EXIT_AFTER_FINISH=%q: want a probability", v)
 		}
-		awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
+		if rate > 0 {
+			next := awsCfg.HTTPClient
+			if next == nil { // the SDK's default, built once: one connection pool
+				next = awshttp.NewBuildableClient()
+			}
+			awsCfg.HTTPClient = &exitAfterFinish{next: next, rate: rate, ev: ev, name: name, pid: pid}
+		}
 	}
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
 	if err != nil {

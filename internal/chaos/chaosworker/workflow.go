@@ -12,8 +12,6 @@ import (
 	"os"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-
 	"github.com/leasehold/leasehold"
 )
 
@@ -134,11 +132,7 @@ type exitAfterFinish struct {
 }
 
 func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
-	next := c.next
-	if next == nil {
-		next = awshttp.NewBuildableClient()
-	}
-	resp, err := next.Do(req)
+	resp, err := c.next.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.UpdateItem" {
 		return resp, err
 	}
