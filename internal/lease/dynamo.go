@@ -761,7 +761,12 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	if sec := d.num(AttrExpiresAt); sec != 0 {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
 	}
-	if l, ok := item[AttrSteps].(*types.AttributeValueMemberL); ok {
+	if sv, ok := item[AttrSteps]; ok {
+		l, ok := sv.(*types.AttributeValueMemberL)
+		if !ok {
+			d.fail(AttrSteps, "L", sv)
+			l = &types.AttributeValueMemberL{}
+		}
 		for _, av := range l.Value {
 			m, ok := av.(*types.AttributeValueMemberM)
 			if !ok {

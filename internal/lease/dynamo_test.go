@@ -433,3 +433,20 @@ func TestDynamoAdminWritesRecogniseTheirOwnLostResponse(t *testing.T) {
 		t.Fatalf("the token again: %v, want ErrFinished", err)
 	}
 }
+
+// An item whose steps or history is not a list does not decode: the store
+// reports it instead of reading a task without them.
+func TestTaskFromItemRefusesAMalformedList(t *testing.T) {
+	t.Parallel()
+	for _, attr := range []string{lease.AttrSteps, lease.AttrHistory} {
+		item := map[string]types.AttributeValue{
+			lease.AttrID:     &types.AttributeValueMemberS{Value: "t1"},
+			lease.AttrKind:   &types.AttributeValueMemberS{Value: "k"},
+			lease.AttrStatus: &types.AttributeValueMemberS{Value: "RUNNING"},
+			attr:             &types.AttributeValueMemberS{Value: "not a list"},
+		}
+		if _, err := lease.TaskFromItem(item); err == nil {
+			t.Errorf("%s as a string: decoded without an error", attr)
+		}
+	}
+}
