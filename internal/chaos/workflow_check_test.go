@@ -123,6 +123,18 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 		{"callback accepted twice", func(in *Input) {
 			in.Writes = append(in.Writes, Write{Task: "c", Op: "UpdateItem", Status: "SUCCEEDED", Fence: 1, FromWaiting: true, Worker: "w1g1", Forwarded: at(710), Answered: at(715)})
 		}, []string{"callback_double_accept", "double_finish"}},
+		{"a task ended otherwise than planned", func(in *Input) {
+			in.Expect["h"] = lease.StatusCancelled // it ended FAILED
+		}, []string{"wrong_end"}},
+		{"callback task finished without its token handed out", func(in *Input) {
+			var hs []HandlerEvent
+			for _, h := range in.Handler {
+				if !(h.Task == "c" && h.Event == "callback") {
+					hs = append(hs, h)
+				}
+			}
+			in.Handler = hs
+		}, []string{"finish_without_run"}},
 		{"client told accepted, nothing landed", func(in *Input) {
 			in.Workflows.Answers = append(in.Workflows.Answers, CallbackAnswer{Task: "c", Fence: 1, Via: "client", Accepted: true})
 		}, []string{"callback_lost"}},
