@@ -146,6 +146,12 @@ type Listed struct {
 // List returns the group's schedules, each read in full (ListSchedules
 // does not return a target's Input).
 func (b EventBridge) List(ctx context.Context) ([]Listed, error) {
+	return b.list(ctx, false)
+}
+
+// list is List; enabledOnly leaves disabled schedules out without reading
+// them.
+func (b EventBridge) list(ctx context.Context, enabledOnly bool) ([]Listed, error) {
 	var out []Listed
 	var next *string
 	for {
@@ -156,6 +162,9 @@ func (b EventBridge) List(ctx context.Context) ([]Listed, error) {
 			return nil, b.translate("list", b.group(), err)
 		}
 		for _, sum := range page.Schedules {
+			if enabledOnly && sum.State == types.ScheduleStateDisabled {
+				continue
+			}
 			name := aws.ToString(sum.Name)
 			cctx, cancel := b.call(ctx)
 			got, err := b.API.GetSchedule(cctx, &scheduler.GetScheduleInput{Name: sum.Name, GroupName: aws.String(b.group())})
@@ -218,7 +227,7 @@ func read(g *scheduler.GetScheduleOutput) Listed {
 
 // Specs lists the group's enabled leasehold schedules, for Config.List.
 func (b EventBridge) Specs(ctx context.Context) ([]Spec, error) {
-	all, err := b.List(ctx)
+	all, err := b.list(ctx, true)
 	if err != nil {
 		return nil, err
 	}
