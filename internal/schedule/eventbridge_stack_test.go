@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -75,6 +76,35 @@ func TestEventBridgeCreateListDeleteOnStack(t *testing.T) {
 	if got.Name != "standup" || got.Expr.String() != e.String() || got.Location.String() != "Europe/Paris" || got.Kind != "greet" ||
 		string(got.Payload) != `{"name":"team"}` || got.CatchUp != spec.CatchUp {
 		t.Fatalf("read back %+v, want %+v", got, spec)
+	}
+	// A disabled schedule is listed but not fired.
+	paused := spec
+	paused.Name = "paused"
+	if err := eb.Create(t.Context(), paused, target); err != nil {
+		t.Fatal(err)
+	}
+	def, err := api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String("paused"), GroupName: aws.String(group)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.UpdateSchedule(ctx, &scheduler.UpdateScheduleInput{Name: def.Name, GroupName: def.GroupName,
+		ScheduleExpression: def.ScheduleExpression, ScheduleExpressionTimezone: def.ScheduleExpressionTimezone,
+		Description: def.Description, FlexibleTimeWindow: def.FlexibleTimeWindow, Target: def.Target,
+		State: schedtypes.ScheduleStateDisabled}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := eb.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs, err = eb.Specs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 2 || len(specs) != 1 || specs[0].Name != "standup" {
+		t.Fatalf("with one disabled: List = %d schedules, Specs = %+v; want 2 listed and standup only fired", len(listed), specs)
+	}
+	if err := eb.Delete(t.Context(), "paused"); err != nil {
+		t.Fatal(err)
 	}
 	if err := eb.Delete(t.Context(), "standup"); err != nil {
 		t.Fatal(err)
