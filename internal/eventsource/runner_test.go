@@ -136,10 +136,15 @@ func deliver[T any](t *testing.T, ch chan<- T, v T) {
 
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
+	return receiveWithin(t, ch, what, testTimeout)
+}
+
+func receiveWithin[T any](t *testing.T, ch <-chan T, what string, d time.Duration) T {
+	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(testTimeout):
+	case <-time.After(d):
 		t.Fatalf("timed out waiting for %s", what)
 		var zero T
 		return zero
@@ -428,13 +433,17 @@ func TestBatchWindowGathersAcrossReceives(t *testing.T) {
 
 	sizes := make(chan int, 4)
 	// The batch closes when all of them are in (BatchSize), long before a
-	// window that only bounds a slow machine's receives.
-	rn := s.start(t, Config{BatchSize: sent, BatchWindow: awstest.Scale(30 * time.Second), Pollers: 1},
+	// window that only bounds a slow machine's receives. A receive whose
+	// answer the emulator lost hides its messages for the visibility
+	// timeout (the test queue's minute): the window outlasts that, and the
+	// wait outlasts the window.
+	window := min(awstest.Scale(90*time.Second), 5*time.Minute)
+	rn := s.start(t, Config{BatchSize: sent, BatchWindow: window, Pollers: 1},
 		func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			deliver(t, sizes, len(ev.Records))
 			return events.SQSEventResponse{}, nil
 		})
-	if n := receive(t, sizes, "the batch"); n != sent {
+	if n := receiveWithin(t, sizes, "the batch", window+testTimeout); n != sent {
 		t.Fatalf("first batch has %d records, want all %d", n, sent)
 	}
 	if err := rn.stop(t); err != nil {
