@@ -3,6 +3,7 @@ package awstest
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +23,22 @@ type LosingHTTP struct {
 	target  string // X-Amz-Target of the request to lose, e.g. DynamoDB_20120810.UpdateItem
 	marker  string // and a string its body contains
 	dropped int
+	then    func() // runs once the armed request landed, before its loss is reported
+	// rng and rate: DropRandomly's mode, nil when off.
+	rng  *rand.Rand
+	rate float64
+}
+
+// DropRandomly makes the client drop the response of each request with an
+// X-Amz-Target with probability rate, drawn from a generator seeded with
+// seed, after the request reached the emulator: every kind of call, at any
+// moment, loses its answer now and then, as on a flaky network. The
+// draws are in the order requests arrive, so concurrent callers make the
+// run vary; the seed fixes the rate and the mix.
+func (l *LosingHTTP) DropRandomly(rate float64, seed uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rng, l.rate = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rate
 }
 
 // NewLosingHTTP wraps next (http.DefaultClient when nil).
@@ -37,7 +54,16 @@ func NewLosingHTTP(next aws.HTTPClient) *LosingHTTP {
 func (l *LosingHTTP) LoseNext(target, marker string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.target, l.marker = target, marker
+	l.target, l.marker, l.then = target, marker, nil
+}
+
+// LoseNextThen is LoseNext, and runs then after the request landed and
+// before the SDK hears of the loss (and retries): what other callers do
+// while a caller waits out a lost response.
+func (l *LosingHTTP) LoseNextThen(target, marker string, then func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.target, l.marker, l.then = target, marker, then
 }
 
 // Dropped is how many responses were dropped.
@@ -50,6 +76,7 @@ func (l *LosingHTTP) Dropped() int {
 // Do implements aws.HTTPClient.
 func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 	lose := false
+	var then func()
 	if r.Header.Get("X-Amz-Target") != "" && r.Body != nil {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -58,7 +85,12 @@ func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		l.mu.Lock()
 		if l.target != "" && r.Header.Get("X-Amz-Target") == l.target && strings.Contains(string(body), l.marker) {
-			lose, l.target = true, ""
+			lose, l.target, then, l.then = true, "", l.then, nil
+		}
+		if l.rng != nil && l.rng.Float64() < l.rate {
+			lose = true
+		}
+		if lose {
 			l.dropped++
 		}
 		l.mu.Unlock()
@@ -69,6 +101,9 @@ func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
+	if then != nil {
+		then()
+	}
 	return &http.Response{
 		StatusCode: http.StatusInternalServerError,
 		Status:     "500 Internal Server Error",

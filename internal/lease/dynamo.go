@@ -208,19 +208,86 @@ func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
 // attrCreateToken holds the token of the put that created an item.
 const attrCreateToken = "create_token"
 
-// attrLastCall holds the random id of the last update that set it (a
-// cancel of a PENDING or WAITING task, a retry, a callback's answer): see
-// withCall.
-const attrLastCall = "last_call"
+// attrCalls holds the ids of the latest user writes that landed on the
+// item (a cancel, a retry, a callback's answer), oldest first: see withCall.
+const attrCalls = "calls"
 
-// withCall stamps an update with a random call id: its update expression
-// must SET #last_call = :call. When the SDK retries the write because its
-// response was lost after it landed, the retry's condition fails on the
-// item the first try wrote, and update recognises that item by the id,
-// which only this call knows, and reports the write as landed.
+// maxCalls bounds attrCalls. A write that finds it full keeps the newest
+// keptCalls ids and its own: an id is forgotten only after keptCalls
+// later user writes landed on the task, far more than land while one call
+// waits out a lost response.
+const (
+	maxCalls  = 16
+	keptCalls = maxCalls / 2
+)
+
+// maxCallTrims bounds the writes of one update that finds the call list
+// full (or trimmed under it) and has to build its write again.
+const maxCallTrims = 3
+
+// withCall stamps an update with a new random call id (see withCallID).
 func withCall(values map[string]types.AttributeValue) map[string]types.AttributeValue {
-	values[":call"] = avS(rand.Text())
+	return withCallID(values, rand.Text())
+}
+
+// withCallID stamps an update with the call id call: update appends it to
+// the item's call list (attrCalls) and adds to the condition that the list
+// does not hold it yet. So each try of the call, whether the SDK's retry
+// after a lost response or a later write of the same call, lands at most
+// once: a try that finds the id in the item the condition failed on knows
+// that its call already took effect, whatever happened to the task since,
+// and reports that effect instead of acting again.
+func withCallID(values map[string]types.AttributeValue, call string) map[string]types.AttributeValue {
+	values[":call"] = avS(call)
 	return values
+}
+
+// stampCall adds the call list's part to a stamped write's condition and
+// update. With full nil the id is appended to a list that is not full;
+// otherwise full is the full list the last try saw, which the write
+// replaces by its newest ids and the call's, only if the list is still
+// that one (every write ends the list with a new unique id, so its length
+// and last id pin it).
+func stampCall(cond, upd string, values map[string]types.AttributeValue, full []string) (string, string) {
+	call := values[":call"]
+	cond = "(" + cond + ") AND NOT contains(#calls, :call)"
+	var set string
+	if full == nil {
+		cond += " AND (attribute_not_exists(#calls) OR size(#calls) < :max_calls)"
+		set = "#calls = list_append(if_not_exists(#calls, :no_calls), :call_list)"
+		values[":max_calls"] = avN(maxCalls)
+		values[":no_calls"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+		values[":call_list"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{call}}
+	} else {
+		cond += fmt.Sprintf(" AND size(#calls) = :calls_len AND #calls[%d] = :calls_last", len(full)-1)
+		set = "#calls = :calls"
+		kept := make([]types.AttributeValue, 0, keptCalls+1)
+		for _, id := range full[len(full)-keptCalls:] {
+			kept = append(kept, avS(id))
+		}
+		values[":calls"] = &types.AttributeValueMemberL{Value: append(kept, call)}
+		values[":calls_len"] = avN(int64(len(full)))
+		values[":calls_last"] = avS(full[len(full)-1])
+	}
+	if rest, ok := strings.CutPrefix(upd, "SET "); ok {
+		return cond, "SET " + set + ", " + rest
+	}
+	return cond, "SET " + set + " " + upd
+}
+
+// callsOf reads the call list of a raw item.
+func callsOf(item map[string]types.AttributeValue) []string {
+	l, ok := item[attrCalls].(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(l.Value))
+	for _, v := range l.Value {
+		if s, ok := v.(*types.AttributeValueMemberS); ok {
+			out = append(out, s.Value)
+		}
+	}
+	return out
 }
 
 // put writes t, the record of n, as a new item. When the id is taken it
@@ -483,23 +550,38 @@ func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, er
 
 // update runs one conditional UpdateItem returning the new item. When the
 // condition fails, classify explains why from the item it saw (nil when
-// there was none).
+// there was none). A write stamped with a call id (withCall) that finds
+// its id in that item has landed already: update returns that item, the
+// task as it is now, and no error.
 func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 	values map[string]types.AttributeValue, classify func(old *Task) error,
 ) (Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 map[string]types.AttributeValue{AttrID: avS(id)},
-		ConditionExpression:                 &cond,
-		UpdateExpression:                    &upd,
-		ExpressionAttributeNames:            namesIn(cond, upd),
-		ExpressionAttributeValues:           valuesIn(values, cond, upd),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
+	call, stamped := values[":call"].(*types.AttributeValueMemberS)
+	var full []string // the full call list the last try saw
+	for try := 0; ; try++ {
+		c, u := cond, upd
+		if stamped {
+			c, u = stampCall(cond, upd, values, full)
+		}
+		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                           &s.table,
+			Key:                                 map[string]types.AttributeValue{AttrID: avS(id)},
+			ConditionExpression:                 &c,
+			UpdateExpression:                    &u,
+			ExpressionAttributeNames:            namesIn(c, u),
+			ExpressionAttributeValues:           valuesIn(values, c, u),
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			t, err := TaskFromItem(out.Attributes)
+			if err != nil {
+				return Task{}, backendErr(op, id, err)
+			}
+			return t, nil
+		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			return Task{}, backendErr(op, id, err)
@@ -508,18 +590,26 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 		if err != nil {
 			return Task{}, backendErr(op, id, err)
 		}
-		if call, ok := values[":call"].(*types.AttributeValueMemberS); ok && old != nil {
-			if seen, ok := ccf.Item[attrLastCall].(*types.AttributeValueMemberS); ok && seen.Value == call.Value {
+		if stamped && old != nil {
+			calls := callsOf(ccf.Item)
+			if slices.Contains(calls, call.Value) {
 				return *old, nil // this call's own write, whose response was lost
+			}
+			// A full list refuses the append: write again, trimming it.
+			// A list trimmed meanwhile by another write: append again.
+			isFull := len(calls) >= maxCalls
+			switch {
+			case try >= maxCallTrims:
+			case isFull && !slices.Equal(calls, full):
+				full = calls
+				continue
+			case !isFull && full != nil:
+				full = nil
+				continue
 			}
 		}
 		return Task{}, classify(old)
 	}
-	t, err := TaskFromItem(out.Attributes)
-	if err != nil {
-		return Task{}, backendErr(op, id, err)
-	}
-	return t, nil
 }
 
 // Get implements Store.

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -155,11 +156,17 @@ const maxCancelTries = 4
 
 // RequestCancel implements Admin. It makes no read: the first write assumes
 // a PENDING task that never ran; when its condition fails, the item DynamoDB
-// returns with the failure says what to write instead.
+// returns with the failure says what to write instead. Every write of one
+// call carries the same call id (withCallID), so once one of them has
+// landed, the others (the SDK's retries after a lost response, the next
+// guesses) find it in the item and report that write's effect instead of
+// acting again: one cancel flags a running task or cancels a pending one,
+// never both, and a later retry of the task is never undone by it.
 func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error) {
 	if noSuchID(id) {
 		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
 	}
+	call := rand.Text()
 	guess := Task{ID: id, Status: StatusPending}
 	for range maxCancelTries {
 		var seen *Task
@@ -170,9 +177,9 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 		)
 		switch guess.Status {
 		case StatusPending, StatusWaiting:
-			t, err = s.cancelPending(ctx, guess, saw)
+			t, err = s.cancelPending(ctx, guess, call, saw)
 		case StatusRunning:
-			t, err = s.flagCancel(ctx, id, saw)
+			t, err = s.flagCancel(ctx, id, call, saw)
 		default:
 			return Task{}, &FinishedError{TaskID: id, Status: guess.Status}
 		}
@@ -192,9 +199,9 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 // cancelPending ends a PENDING (or WAITING) task that is at attempt and fence of prev as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
-func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify func(*Task) error) (Task, error) {
+func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string, classify func(*Task) error) (Task, error) {
 	now := s.now()
-	values := withCall(map[string]types.AttributeValue{
+	values := withCallID(map[string]types.AttributeValue{
 		":pending": avS(string(prev.Status)), // PENDING or WAITING
 		":attempt": avN(int64(prev.Attempt)),
 		":fence":   avN(prev.Fence),
@@ -202,12 +209,12 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify fun
 		":now":     avMillis(now),
 		":error":   avS(CancelledWhilePending),
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
-	})
+	}, call)
 	// prev was read whole, so its history is known (the condition pins it).
 	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
 	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
-		"#error = :error, #cancel_requested = :true, #last_call = :call, " + strings.Join(e.set, ", ")
+		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ")
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
@@ -218,16 +225,17 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, classify fun
 }
 
 // flagCancel sets cancel_requested on a RUNNING task; its holder sees it in
-// the task its next renewal returns.
-func (s *DynamoStore) flagCancel(ctx context.Context, id string, classify func(*Task) error) (Task, error) {
+// the task its next renewal returns. It is stamped with the cancel's call
+// id like every write of RequestCancel.
+func (s *DynamoStore) flagCancel(ctx context.Context, id, call string, classify func(*Task) error) (Task, error) {
 	return s.update(ctx, "request cancel", id,
 		"attribute_exists(#id) AND #status = :running",
 		"SET #cancel_requested = :true, #updated_at = :now",
-		map[string]types.AttributeValue{
+		withCallID(map[string]types.AttributeValue{
 			":running": avS(string(StatusRunning)),
 			":true":    &types.AttributeValueMemberBOOL{Value: true},
 			":now":     avMillis(s.now()),
-		},
+		}, call),
 		classify)
 }
 
@@ -243,7 +251,7 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 	return s.update(ctx, "retry", id,
 		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
 		"SET #status = :pending, #run_at = :now, #max_attempts = #attempt + :extra, "+
-			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at, #last_call = :call "+
+			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
 			"REMOVE #result, #finished_at, #expires_at",
 		withCall(map[string]types.AttributeValue{
 			":failed":      avS(string(StatusFailed)),

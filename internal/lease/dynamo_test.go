@@ -450,3 +450,143 @@ func TestTaskFromItemRefusesAMalformedList(t *testing.T) {
 		}
 	}
 }
+
+// losingPair is a store whose responses can be lost, and a plain store on
+// the same table for what other callers do meanwhile.
+func losingPair(t *testing.T) (*lease.DynamoStore, *lease.DynamoStore, *awstest.LosingHTTP, dynamoEnv) {
+	t.Helper()
+	cfg := awstest.Config(t)
+	env := dynamoEnv{client: dynamodb.NewFromConfig(cfg), table: awstest.NewTable(t, cfg)}
+	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
+	lcfg := cfg.Copy()
+	lcfg.HTTPClient = losing
+	// The losing store's calls outlast what other callers do while its
+	// response is lost (LoseNextThen).
+	return lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), env.table, lease.Options{CallTimeout: awstest.Scale(30 * time.Second)}),
+		lease.NewDynamoStore(env.client, env.table, lease.Options{}), losing, env
+}
+
+// Each user write takes effect at most once and reports its own effect,
+// even when its response is lost and the task moves on before the retry
+// (issue 18, items 3 to 5).
+func TestDynamoCancelTakesEffectOnceUnderALostResponse(t *testing.T) {
+	t.Parallel()
+	store, other, losing, _ := losingPair(t)
+	ctx := t.Context()
+	const update = "DynamoDB_20120810.UpdateItem"
+	running := func(id string) lease.Task {
+		t.Helper()
+		task, err := other.CreateClaimed(ctx, lease.NewTask{ID: id, Kind: "k", MaxAttempts: 3}, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	get := func(id string) lease.Task {
+		t.Helper()
+		task, err := other.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+
+	t.Run("FlagThenFinish", func(t *testing.T) {
+		// The flag lands on the running task, its answer is lost, and the
+		// task finishes before the retry: the cancel did take effect first.
+		held := running("flag-finish")
+		losing.LoseNextThen(update, `"RUNNING"`, func() {
+			if _, err := other.Finish(ctx, held.LeaseOf(), []byte(`1`)); err != nil {
+				t.Errorf("finish meanwhile: %v", err)
+			}
+		})
+		if _, err := store.RequestCancel(ctx, held.ID); err != nil {
+			t.Fatalf("RequestCancel whose flag landed before the finish: %v; want success", err)
+		}
+		if got := get(held.ID); got.Status != lease.StatusSucceeded || !got.CancelRequested {
+			t.Fatalf("task %s flag %v, want SUCCEEDED with the flag", got.Status, got.CancelRequested)
+		}
+	})
+
+	t.Run("FlagThenRelease", func(t *testing.T) {
+		// The flag lands, its answer is lost, the holder releases the task
+		// to PENDING: the cancel must not also cancel the PENDING task.
+		held := running("flag-release")
+		losing.LoseNextThen(update, `"RUNNING"`, func() {
+			if _, err := other.Release(ctx, held.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: time.Now()}); err != nil {
+				t.Errorf("release meanwhile: %v", err)
+			}
+		})
+		if _, err := store.RequestCancel(ctx, held.ID); err != nil {
+			t.Fatalf("RequestCancel: %v", err)
+		}
+		if got := get(held.ID); got.Status != lease.StatusPending || !got.CancelRequested {
+			t.Fatalf("task %s flag %v, want PENDING with the flag: one cancel had two effects", got.Status, got.CancelRequested)
+		}
+	})
+
+	t.Run("CancelThenRetryAndClaim", func(t *testing.T) {
+		// The cancel of a PENDING task lands, its answer is lost, a retry
+		// and a claim land: the cancel must not flag the new attempt.
+		id := "cancel-retry-claim"
+		if _, err := other.Create(ctx, lease.NewTask{ID: id, Kind: "k", MaxAttempts: 3}); err != nil {
+			t.Fatal(err)
+		}
+		losing.LoseNextThen(update, `"CANCELLED"`, func() {
+			if _, err := other.Retry(ctx, id, 1); err != nil {
+				t.Errorf("retry meanwhile: %v", err)
+			}
+			if _, err := other.Claim(ctx, id, "w2"); err != nil {
+				t.Errorf("claim meanwhile: %v", err)
+			}
+		})
+		if _, err := store.RequestCancel(ctx, id); err != nil {
+			t.Fatalf("RequestCancel: %v", err)
+		}
+		if got := get(id); got.Status != lease.StatusRunning || got.CancelRequested {
+			t.Fatalf("task %s flag %v, want RUNNING without the flag: the earlier cancel undid the later retry", got.Status, got.CancelRequested)
+		}
+	})
+
+	t.Run("CallbackThenRetry", func(t *testing.T) {
+		// A callback's FAIL lands, its answer is lost, a retry lands: the
+		// callback still reports its own effect.
+		held := running("callback-retry")
+		if _, err := other.Suspend(ctx, held.LeaseOf(), lease.Wait{Mode: lease.WaitCallback, Until: time.Now().Add(time.Hour), Nonce: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+		losing.LoseNextThen(update, `"FAILED"`, func() {
+			if _, err := other.Retry(ctx, held.ID, 1); err != nil {
+				t.Errorf("retry meanwhile: %v", err)
+			}
+		})
+		end := lease.WaitEnd{ID: held.ID, Fence: held.Fence, Attempt: held.Attempt, Nonce: "n1", Status: lease.StatusFailed, Error: "no"}
+		if _, err := store.EndWait(ctx, end); err != nil {
+			t.Fatalf("EndWait whose write landed before the retry: %v; want success", err)
+		}
+	})
+}
+
+// A checkpoint whose response is lost is retried by the SDK; the step is
+// recorded once (issue 18, item 2).
+func TestDynamoCheckpointRecordsAStepOnceUnderALostResponse(t *testing.T) {
+	t.Parallel()
+	store, other, losing, env := losingPair(t)
+	ctx := t.Context()
+	held, err := other.CreateClaimed(ctx, lease.NewTask{ID: "step-once", Kind: "k", MaxAttempts: 3}, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	losing.LoseNext("DynamoDB_20120810.UpdateItem", `"s2"`)
+	got, err := store.Checkpoint(ctx, held.LeaseOf(), "s2", []byte(`"two"`))
+	if losing.Dropped() != 1 {
+		t.Fatalf("%d responses dropped, want 1", losing.Dropped())
+	}
+	if err != nil || len(got.Steps) != 1 {
+		t.Fatalf("Checkpoint after a lost response: %+v, %v; want the step and no error", got.Steps, err)
+	}
+	steps, ok := env.rawItem(t, held.ID)[lease.AttrSteps].(*types.AttributeValueMemberL)
+	if !ok || len(steps.Value) != 1 {
+		t.Fatalf("the item holds steps %#v, want 1: the retried write appended the step again", steps)
+	}
+}

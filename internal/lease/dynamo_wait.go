@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -149,7 +150,7 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 	msg := Truncate(e.Error, MaxErrorBytes)
 	en := &ending{
 		cond: "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt",
-		set:  []string{"#status = :status", "#updated_at = :now", "#last_call = :call"},
+		set:  []string{"#status = :status", "#updated_at = :now"},
 		values: withCall(map[string]types.AttributeValue{
 			":waiting":       avS(string(StatusWaiting)),
 			":callback_wait": avS(string(WaitCallback)),
@@ -204,7 +205,18 @@ func (s *DynamoStore) updateOld(ctx context.Context, op, id, cond, upd string,
 	return t, nil
 }
 
-// Checkpoint implements Store.
+// attrStepNames is the string set of the names in the steps list: a
+// checkpoint's condition that its step is not recorded yet reads it.
+const attrStepNames = "step_names"
+
+// errStepRecorded: a checkpoint found its step recorded under its lease.
+var errStepRecorded = errors.New("step recorded")
+
+// Checkpoint implements Store. A step is recorded at most once: the write
+// is conditioned on its name not being in the step-name set, so the SDK's
+// retry of a checkpoint whose response was lost, or a second checkpoint of
+// the step, finds it recorded and returns the task without appending it
+// again.
 func (s *DynamoStore) Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error) {
 	if err := l.Validate(); err != nil {
 		return Task{}, fmt.Errorf("checkpoint: %w", err)
@@ -212,8 +224,23 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, l Lease, step string, resu
 	values := heldValues(l)
 	values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(Step{Name: step, Result: result})}}
 	values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
-	return s.update(ctx, "checkpoint", l.TaskID, heldCond,
-		"SET #steps = list_append(if_not_exists(#steps, :no_steps), :step)",
+	values[":step_name"] = avS(step)
+	values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{step}}
+	var seen Task
+	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name)",
+		"SET #steps = list_append(if_not_exists(#steps, :no_steps), :step) ADD #step_names :step_names",
 		values,
-		func(old *Task) error { return ClassifyHeld("checkpoint", l, old) })
+		func(old *Task) error {
+			if old != nil && Holds(*old, l) {
+				if _, ok := old.StepResult(step); ok {
+					seen = *old
+					return errStepRecorded
+				}
+			}
+			return ClassifyHeld("checkpoint", l, old)
+		})
+	if errors.Is(err, errStepRecorded) {
+		return seen, nil
+	}
+	return t, err
 }

@@ -1,0 +1,599 @@
+package lease_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// The history check: clients run claim, renew, finish, release, suspend,
+// cancel, retry, complete, fail and get against the real DynamoStore on the
+// stack, through an HTTP client that drops a fraction of the responses after
+// the table answered (the SDK then retries the same request). Every call is
+// recorded with when it was made, when it returned and what it reported;
+// porcupine then looks for an order of the calls, each at one instant
+// within its interval, in which a sequential task state machine
+// (histModel) gives every reported outcome. A call that reports a backend
+// error has an unknown outcome: it may or may not have taken effect, so it
+// is kept with no return time and any output.
+//
+// Each seed runs histClients clients over histTasks tasks (clients are
+// split evenly between the tasks, so each task is a partition of
+// histClients/histTasks concurrent clients), histOps calls per client.
+const (
+	histClients  = 12
+	histTasks    = 3
+	histOps      = 24
+	histDropRate = 0.10
+)
+
+var histSeeds = []uint64{1, 2, 3}
+
+type histOp int
+
+const (
+	hClaim histOp = iota
+	hRenew
+	hFinish
+	hRelease
+	hSuspend
+	hCancel
+	hRetry
+	hComplete
+	hFail
+	hGet
+)
+
+var histOpNames = [...]string{"claim", "renew", "finish", "release", "suspend", "cancel", "retry", "complete", "fail", "get"}
+
+// histIn is one call: the task it is on (the partition), its operation and
+// arguments.
+type histIn struct {
+	Task    int
+	Op      histOp
+	Owner   string       // claim, and the lease of renew/finish/release/suspend
+	Fence   int64        // the lease's, or the callback token's
+	Attempt int          // likewise
+	To      lease.Status // release
+	Nonce   string       // suspend, complete, fail
+}
+
+// histOut is what the call reported. Err is "" for success or the class of
+// the refusal; Unknown marks a backend error.
+type histOut struct {
+	Unknown bool
+	Err     string
+	// Of a successful claim (Fence, Attempt, Flag), renew (Flag) or get
+	// (all). FlagKnown is false when a claim was recognised from the item
+	// a retry saw, whose flag may be later than the claim.
+	Status    lease.Status
+	Fence     int64
+	Attempt   int
+	Flag      bool
+	FlagKnown bool
+}
+
+// histState is one task as the model sees it.
+type histState struct {
+	Status  lease.Status
+	Attempt int
+	Max     int
+	Fence   int64
+	Owner   string
+	Flag    bool   // cancel_requested
+	Nonce   string // of the callback wait, while WAITING
+}
+
+const histMaxAttempts = 3
+
+func histInit() histState {
+	return histState{Status: lease.StatusPending, Max: histMaxAttempts}
+}
+
+// histApply is the sequential specification: the state after in and the
+// outcome in reports.
+func histApply(s histState, in histIn) (histState, histOut) {
+	holds := s.Status == lease.StatusRunning && s.Owner == in.Owner && s.Fence == in.Fence && s.Attempt == in.Attempt
+	ok := histOut{}
+	switch in.Op {
+	case hClaim:
+		switch {
+		case s.Status.Terminal():
+			return s, histOut{Err: "finished"}
+		case s.Status == lease.StatusWaiting:
+			return s, histOut{Err: "waiting"}
+		case s.Status == lease.StatusRunning: // leases outlive the test
+			return s, histOut{Err: "leased"}
+		case s.Attempt >= s.Max:
+			return s, histOut{Err: "exhausted"}
+		}
+		s.Status, s.Owner = lease.StatusRunning, in.Owner
+		s.Attempt++
+		s.Fence++
+		return s, histOut{Fence: s.Fence, Attempt: s.Attempt, Flag: s.Flag, FlagKnown: true}
+	case hRenew:
+		if !holds {
+			return s, histOut{Err: "lost"}
+		}
+		return s, histOut{Flag: s.Flag, FlagKnown: true}
+	case hFinish, hRelease, hSuspend:
+		if !holds {
+			return s, histOut{Err: "lost"}
+		}
+		s.Owner = ""
+		switch in.Op {
+		case hFinish:
+			s.Status = lease.StatusSucceeded
+		case hRelease:
+			s.Status = in.To
+		case hSuspend:
+			s.Status, s.Nonce = lease.StatusWaiting, in.Nonce
+		}
+		return s, ok
+	case hCancel:
+		switch s.Status {
+		case lease.StatusPending, lease.StatusWaiting:
+			s.Status, s.Flag, s.Nonce = lease.StatusCancelled, true, ""
+		case lease.StatusRunning:
+			s.Flag = true
+		default:
+			return s, histOut{Err: "finished"}
+		}
+		return s, ok
+	case hRetry:
+		if s.Status != lease.StatusFailed && s.Status != lease.StatusCancelled {
+			return s, histOut{Err: "notretryable"}
+		}
+		s.Status, s.Max, s.Flag = lease.StatusPending, s.Attempt+1, false
+		return s, ok
+	case hComplete, hFail:
+		if s.Status != lease.StatusWaiting || s.Nonce != in.Nonce || s.Fence != in.Fence || s.Attempt != in.Attempt {
+			return s, histOut{Err: "rejected"}
+		}
+		s.Status, s.Nonce = lease.StatusSucceeded, ""
+		if in.Op == hFail {
+			s.Status = lease.StatusFailed
+		}
+		return s, ok
+	case hGet:
+		return s, histOut{Status: s.Status, Fence: s.Fence, Attempt: s.Attempt, Flag: s.Flag, FlagKnown: true}
+	}
+	panic(fmt.Sprintf("unknown op %d", in.Op))
+}
+
+// histMatches reports whether got, the reported outcome, is the one the
+// model gives (want).
+func histMatches(in histIn, got, want histOut) bool {
+	if got.Err != want.Err {
+		// A PENDING task released or retried "now" by a caller whose clock
+		// read a millisecond later than the claimant's is not due yet for
+		// it: a refusal that changes nothing, allowed for any PENDING task.
+		return got.Err == "notdue" && (want.Err == "" || want.Err == "exhausted") && in.Op == hClaim
+	}
+	if got.Err != "" {
+		return true
+	}
+	switch in.Op {
+	case hClaim:
+		return got.Fence == want.Fence && got.Attempt == want.Attempt && (!got.FlagKnown || got.Flag == want.Flag)
+	case hRenew:
+		return got.Flag == want.Flag
+	case hGet:
+		return got.Status == want.Status && got.Fence == want.Fence && got.Attempt == want.Attempt && got.Flag == want.Flag
+	}
+	return true
+}
+
+var histModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		parts := make([][]porcupine.Operation, histTasks)
+		for _, op := range history {
+			i := op.Input.(histIn).Task
+			parts[i] = append(parts[i], op)
+		}
+		return parts
+	},
+	Init: func() any { return histInit() },
+	Step: func(state, input, output any) (bool, any) {
+		in, got := input.(histIn), output.(histOut)
+		next, want := histApply(state.(histState), in)
+		if got.Unknown {
+			return true, next
+		}
+		if !histMatches(in, got, want) {
+			return false, state
+		}
+		if got.Err == "notdue" {
+			return true, state
+		}
+		return true, next
+	},
+	DescribeOperation: func(input, output any) string { return describeHist(input.(histIn), output.(histOut)) },
+	DescribeState: func(state any) string {
+		s := state.(histState)
+		return fmt.Sprintf("%s attempt %d/%d fence %d owner %q flag %v nonce %q", s.Status, s.Attempt, s.Max, s.Fence, s.Owner, s.Flag, s.Nonce)
+	},
+}
+
+func describeHist(in histIn, out histOut) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "t%d %s", in.Task, histOpNames[in.Op])
+	switch in.Op {
+	case hClaim:
+		fmt.Fprintf(&b, "(%s)", in.Owner)
+	case hRenew, hFinish, hSuspend:
+		fmt.Fprintf(&b, "(%s f%d a%d)", in.Owner, in.Fence, in.Attempt)
+	case hRelease:
+		fmt.Fprintf(&b, "(%s f%d a%d -> %s)", in.Owner, in.Fence, in.Attempt, in.To)
+	case hComplete, hFail:
+		fmt.Fprintf(&b, "(f%d a%d %s)", in.Fence, in.Attempt, in.Nonce)
+	}
+	switch {
+	case out.Unknown:
+		b.WriteString(" -> unknown")
+	case out.Err != "":
+		b.WriteString(" -> " + out.Err)
+	case in.Op == hClaim:
+		fmt.Fprintf(&b, " -> ok f%d a%d flag %v(known %v)", out.Fence, out.Attempt, out.Flag, out.FlagKnown)
+	case in.Op == hRenew:
+		fmt.Fprintf(&b, " -> ok flag %v", out.Flag)
+	case in.Op == hGet:
+		fmt.Fprintf(&b, " -> %s f%d a%d flag %v", out.Status, out.Fence, out.Attempt, out.Flag)
+	default:
+		b.WriteString(" -> ok")
+	}
+	return b.String()
+}
+
+// histToken is a callback token a suspension handed out.
+type histToken struct {
+	fence   int64
+	attempt int
+	nonce   string
+}
+
+// histTask is what the clients of one task share: its id and the
+// callback tokens its suspensions handed out.
+type histTask struct {
+	id     string
+	mu     sync.Mutex
+	tokens []histToken
+}
+
+func (h *histTask) addToken(tk histToken) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tokens = append(h.tokens, tk)
+}
+
+// token returns one of the two newest tokens, if any.
+func (h *histTask) token(rng *rand.Rand) (histToken, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.tokens) == 0 {
+		return histToken{}, false
+	}
+	return h.tokens[max(0, len(h.tokens)-1-rng.IntN(2))], true
+}
+
+// histRecorder collects the operations of a run.
+type histRecorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+}
+
+func (r *histRecorder) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *histRecorder) add(client int, in histIn, call int64, out histOut) {
+	ret := r.now()
+	if out.Unknown {
+		ret = math.MaxInt64 // it may take effect at any later moment, or never
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// histClient is one client: it holds at most one lease at a time.
+type histClient struct {
+	n     int
+	store *lease.DynamoStore
+	task  *histTask
+	rng   *rand.Rand
+	rec   *histRecorder
+	held  *lease.Lease
+	claim int
+}
+
+// outcome classifies err: a backend error is an unknown outcome.
+func outcome(err error, classes map[error]string) histOut {
+	if err == nil {
+		return histOut{}
+	}
+	for sentinel, class := range classes {
+		if errors.Is(err, sentinel) {
+			return histOut{Err: class}
+		}
+	}
+	return histOut{Unknown: true}
+}
+
+func (c *histClient) step(ctx context.Context) {
+	in := histIn{Task: c.taskIndex()}
+	r := c.rng.IntN(100)
+	if c.held != nil {
+		l := *c.held
+		in.Owner, in.Fence, in.Attempt = l.Owner, l.Fence, l.Attempt
+		switch {
+		case r < 25:
+			in.Op = hRenew
+		case r < 45:
+			in.Op = hFinish
+		case r < 70:
+			in.Op = hRelease
+			in.To = []lease.Status{lease.StatusPending, lease.StatusFailed, lease.StatusCancelled}[c.rng.IntN(3)]
+		case r < 90:
+			in.Op = hSuspend
+			in.Nonce = fmt.Sprintf("n%d.%d.%d", c.n, l.Fence, c.rng.IntN(1<<30))
+		default:
+			in.Op = hGet
+		}
+	} else {
+		switch {
+		case r < 30:
+			in.Op = hClaim
+			c.claim++
+			in.Owner = fmt.Sprintf("c%d#%d", c.n, c.claim)
+		case r < 50:
+			in.Op = hCancel
+		case r < 65:
+			in.Op = hRetry
+		case r < 85:
+			tk, ok := c.task.token(c.rng)
+			if !ok {
+				in.Op = hGet
+				break
+			}
+			in.Op = hComplete
+			if r >= 78 {
+				in.Op = hFail
+			}
+			in.Fence, in.Attempt, in.Nonce = tk.fence, tk.attempt, tk.nonce
+		default:
+			in.Op = hGet
+		}
+	}
+	call := c.rec.now()
+	out := c.run(ctx, in)
+	c.rec.add(c.n, in, call, out)
+}
+
+func (c *histClient) taskIndex() int { return c.n % histTasks }
+
+// run makes the call in describes and reports its outcome as a worker or
+// a user would read it: a lease write refused because its own earlier try
+// landed (lease.Landed, lease.ClaimedBy) is a success.
+func (c *histClient) run(ctx context.Context, in histIn) histOut {
+	id := c.task.id
+	var l lease.Lease
+	if c.held != nil {
+		l = *c.held
+	}
+	// endedBy reports an ending write under l refused because its own
+	// earlier try landed.
+	endedBy := func(err error, status lease.Status) error {
+		if seen, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeaseLost) && lease.Landed(l, status, seen) {
+			return nil
+		}
+		return err
+	}
+	lost := map[error]string{lease.ErrLeaseLost: "lost"}
+	switch in.Op {
+	case hClaim:
+		t, err := c.store.Claim(ctx, id, in.Owner)
+		flagKnown := true
+		if seen, ok := lease.Observed(err); ok && errors.Is(err, lease.ErrLeased) && lease.ClaimedBy(in.Owner, seen) {
+			t, err, flagKnown = seen, nil, false
+		}
+		out := outcome(err, map[error]string{
+			lease.ErrFinished: "finished", lease.ErrWaiting: "waiting", lease.ErrLeased: "leased",
+			lease.ErrAttemptsExhausted: "exhausted", lease.ErrNotDue: "notdue",
+		})
+		if err == nil {
+			lt := t.LeaseOf()
+			c.held = &lt
+			out.Fence, out.Attempt, out.Flag, out.FlagKnown = t.Fence, t.Attempt, t.CancelRequested, flagKnown
+		}
+		return out
+	case hRenew:
+		t, err := c.store.Renew(ctx, l)
+		out := outcome(err, lost)
+		if err == nil {
+			out.Flag, out.FlagKnown = t.CancelRequested, true
+		}
+		c.dropLeaseUnless(out)
+		return out
+	case hFinish:
+		_, err := c.store.Finish(ctx, l, []byte(`"done"`))
+		c.held = nil
+		return outcome(endedBy(err, lease.StatusSucceeded), lost)
+	case hRelease:
+		r := lease.Release{Status: in.To, Error: "history test"}
+		if in.To == lease.StatusPending {
+			// Due at once, for any claimant whose clock is behind ours.
+			r.RunAt = time.Now().Add(-time.Minute)
+		}
+		_, err := c.store.Release(ctx, l, r)
+		c.held = nil
+		return outcome(endedBy(err, in.To), lost)
+	case hSuspend:
+		_, err := c.store.Suspend(ctx, l, lease.Wait{Mode: lease.WaitCallback, Until: time.Now().Add(time.Hour), Nonce: in.Nonce})
+		c.held = nil
+		err = endedBy(err, lease.StatusWaiting)
+		if err == nil {
+			c.task.addToken(histToken{fence: in.Fence, attempt: in.Attempt, nonce: in.Nonce})
+		}
+		return outcome(err, lost)
+	case hCancel:
+		_, err := c.store.RequestCancel(ctx, id)
+		return outcome(err, map[error]string{lease.ErrFinished: "finished"})
+	case hRetry:
+		_, err := c.store.Retry(ctx, id, 1)
+		return outcome(err, map[error]string{lease.ErrNotRetryable: "notretryable"})
+	case hComplete, hFail:
+		e := lease.WaitEnd{ID: id, Fence: in.Fence, Attempt: in.Attempt, Nonce: in.Nonce, Status: lease.StatusSucceeded, Result: []byte(`"cb"`)}
+		if in.Op == hFail {
+			e.Status, e.Result, e.Error = lease.StatusFailed, nil, "callback failed"
+		}
+		_, err := c.store.EndWait(ctx, e)
+		return outcome(err, map[error]string{
+			lease.ErrFinished: "rejected", lease.ErrNotWaiting: "rejected", lease.ErrBadCallback: "rejected",
+		})
+	case hGet:
+		t, err := c.store.Get(ctx, id)
+		out := outcome(err, nil)
+		if err == nil {
+			out.Status, out.Fence, out.Attempt, out.Flag, out.FlagKnown = t.Status, t.Fence, t.Attempt, t.CancelRequested, true
+		}
+		return out
+	}
+	panic("unreachable")
+}
+
+// dropLeaseUnless forgets the lease once a renewal did not keep it.
+func (c *histClient) dropLeaseUnless(out histOut) {
+	if out.Unknown || out.Err != "" {
+		c.held = nil
+	}
+}
+
+// TestDynamoStoreHistoryIsLinearizable is the history check described
+// above, for each seed.
+func TestDynamoStoreHistoryIsLinearizable(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	table := awstest.NewTable(t, cfg)
+	for _, seed := range histSeeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			runHistory(t, cfg, table, seed)
+		})
+	}
+}
+
+func runHistory(t *testing.T, cfg aws.Config, table string, seed uint64) {
+	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
+	losing.DropRandomly(histDropRate, seed)
+	lcfg := cfg.Copy()
+	lcfg.HTTPClient = losing
+	client := dynamodb.NewFromConfig(lcfg, func(o *dynamodb.Options) {
+		// Enough tries that a call rarely runs out of them, no retry
+		// quota (the drops would drain it), and short backoffs.
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 6
+			so.MaxBackoff = time.Second
+			so.RateLimiter = ratelimit.None
+		})
+	})
+	store := lease.NewDynamoStore(client, table, lease.Options{
+		LeaseDuration: time.Hour, // no lease expires during the run
+		CallTimeout:   awstest.Scale(30 * time.Second),
+	})
+	ctx := t.Context()
+
+	tasks := make([]*histTask, histTasks)
+	for i := range tasks {
+		tasks[i] = &histTask{id: fmt.Sprintf("hist-%d-%d", seed, i)}
+		if _, err := store.Create(ctx, lease.NewTask{ID: tasks[i].id, Kind: "k", MaxAttempts: histMaxAttempts}); err != nil {
+			t.Fatalf("create %s: %v", tasks[i].id, err)
+		}
+	}
+	rec := &histRecorder{start: time.Now()}
+	var wg sync.WaitGroup
+	for n := range histClients {
+		c := &histClient{n: n, store: store, task: tasks[n%histTasks], rec: rec,
+			rng: rand.New(rand.NewPCG(seed, uint64(n)))}
+		wg.Go(func() {
+			for range histOps {
+				if ctx.Err() != nil {
+					return
+				}
+				c.step(ctx)
+			}
+		})
+	}
+	wg.Wait()
+
+	unknown := 0
+	for _, op := range rec.ops {
+		if op.Output.(histOut).Unknown {
+			unknown++
+		}
+	}
+	t.Logf("seed %d: %d calls, %d responses dropped, %d outcomes unknown", seed, len(rec.ops), losing.Dropped(), unknown)
+	if losing.Dropped() == 0 {
+		t.Fatal("no response was dropped: the check tested nothing")
+	}
+	res, info := porcupine.CheckOperationsVerbose(histModel, rec.ops, awstest.Scale(60*time.Second))
+	switch res {
+	case porcupine.Ok:
+		return
+	case porcupine.Unknown:
+		t.Fatalf("seed %d: the linearizability check timed out", seed)
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("leasehold-history-seed%d.html", seed))
+	if err := porcupine.VisualizePath(histModel, info, path); err != nil {
+		t.Logf("visualize: %v", err)
+	}
+	t.Errorf("seed %d: the history is not linearizable (visualization: %s); its calls, by task:\n%s", seed, path, dumpHistory(rec.ops, info))
+}
+
+// dumpHistory lists the calls of the partitions that could not be
+// linearized, in call order, each with its interval in ms, and the longest
+// linearizable prefix porcupine found.
+func dumpHistory(ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	var b strings.Builder
+	parts := histModel.Partition(ops)
+	partials := info.PartialLinearizationsOperations()
+	for i, part := range parts {
+		best := 0
+		if i < len(partials) {
+			for _, p := range partials[i] {
+				best = max(best, len(p))
+			}
+		}
+		if best == len(part) {
+			continue
+		}
+		fmt.Fprintf(&b, "task %d: longest linearizable prefix %d of %d calls\n", i, best, len(part))
+		sorted := append([]porcupine.Operation(nil), part...)
+		slices.SortFunc(sorted, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		for _, op := range sorted {
+			ret := "-"
+			if op.Return != math.MaxInt64 {
+				ret = fmt.Sprintf("%.1f", float64(op.Return)/1e6)
+			}
+			fmt.Fprintf(&b, "  c%-2d [%8.1f, %8s] %s\n", op.ClientId, float64(op.Call)/1e6, ret, describeHist(op.Input.(histIn), op.Output.(histOut)))
+		}
+	}
+	return b.String()
+}
