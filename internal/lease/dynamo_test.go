@@ -590,3 +590,68 @@ func TestDynamoCheckpointRecordsAStepOnceUnderALostResponse(t *testing.T) {
 		t.Fatalf("the item holds steps %#v, want 1: the retried write appended the step again", steps)
 	}
 }
+
+// The item's list of user-call ids stays bounded, and a call whose write
+// trimmed it still recognises its own landing.
+func TestDynamoCallListIsBounded(t *testing.T) {
+	t.Parallel()
+	store, other, losing, env := losingPair(t)
+	ctx := t.Context()
+	id := "calls-bounded"
+	if _, err := other.Create(ctx, lease.NewTask{ID: id, Kind: "k", MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() []types.AttributeValue {
+		t.Helper()
+		l, _ := env.rawItem(t, id)["calls"].(*types.AttributeValueMemberL)
+		if l == nil {
+			return nil
+		}
+		return l.Value
+	}
+	for i := range 9 { // 18 user writes: the 17th trims the list
+		if _, err := other.RequestCancel(ctx, id); err != nil {
+			t.Fatalf("cancel %d: %v", i, err)
+		}
+		if _, err := other.Retry(ctx, id, 1); err != nil {
+			t.Fatalf("retry %d: %v", i, err)
+		}
+		if n := len(calls()); n < 1 || n > 16 {
+			t.Fatalf("after %d cycles the call list holds %d ids, want 1..16", i+1, n)
+		}
+	}
+	// Fill the list up to its bound, then lose the answer of the write that
+	// has to trim it.
+	for len(calls()) < 16 {
+		if _, err := other.RequestCancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if len(calls()) == 16 {
+			break
+		}
+		if _, err := other.Retry(ctx, id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := calls()
+	last := before[len(before)-1].(*types.AttributeValueMemberS).Value
+	var task lease.Task
+	var err error
+	// Only the trimming write pins the list's last id.
+	losing.LoseNext("DynamoDB_20120810.UpdateItem", `:calls_last`)
+	if got, _ := other.Get(ctx, id); got.Status == lease.StatusCancelled {
+		task, err = store.Retry(ctx, id, 1)
+	} else {
+		task, err = store.RequestCancel(ctx, id)
+	}
+	if err != nil || losing.Dropped() != 1 {
+		t.Fatalf("the trimming write after a lost response: %s, %v (%d dropped); want success", task.Status, err, losing.Dropped())
+	}
+	after := calls()
+	if len(after) != 9 {
+		t.Fatalf("the trimmed list holds %d ids, want the newest 8 and the call's own", len(after))
+	}
+	if got := after[7].(*types.AttributeValueMemberS).Value; got != last {
+		t.Fatalf("the trimmed list's 8th id is %q, want the newest before the trim, %q", got, last)
+	}
+}

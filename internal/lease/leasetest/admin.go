@@ -45,6 +45,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"CancelPendingAfterAnAttempt", testCancelPendingAfterAttempt},
 		{"CancelRunningSetsFlagRenewReturns", testCancelRunning},
 		{"CancelFinishedOrUnknown", testCancelFinishedOrUnknown},
+		{"CancelFlagLifecycle", testCancelFlagLifecycle},
 		{"RetryFailed", testRetryFailed},
 		{"RetryCancelled", testRetryCancelled},
 		{"RetryRejects", testRetryRejects},
@@ -407,6 +408,46 @@ func testCancelFinishedOrUnknown(t *testing.T, a *adminEnv) {
 	wantFinished(t, err, lease.StatusFailed)
 	_, err = a.admin.RequestCancel(a.ctx, a.id())
 	wantErr(t, "RequestCancel of an unknown id", err, lease.ErrNotFound)
+}
+
+// The cancel flag a cancel of a RUNNING task sets stays through the
+// holder's release to PENDING and the next claim, and through the task's
+// end; only a retry clears it. A cancel of the PENDING task then cancels
+// it. (The history check, history_test.go, models the flag so.)
+func testCancelFlagLifecycle(t *testing.T, a *adminEnv) {
+	claimed, err := a.admin.RequestCancel(a.ctx, a.createClaimed(a.newTask(), "w1").ID)
+	if err != nil || !claimed.CancelRequested {
+		t.Fatalf("RequestCancel: flag %t, %v", claimed.CancelRequested, err)
+	}
+	released := a.release(claimed, lease.Release{Status: lease.StatusPending, RunAt: a.now(), Error: "again"})
+	if !released.CancelRequested {
+		t.Fatal("a release to PENDING cleared the cancel flag")
+	}
+	again := a.claim(released, "w2")
+	if !again.CancelRequested {
+		t.Fatal("the next claim cleared the cancel flag")
+	}
+	done := a.finish(again, []byte(`1`))
+	if !done.CancelRequested {
+		t.Fatal("the finish cleared the cancel flag")
+	}
+	failed := a.release(a.createClaimed(a.newTask(), "w1"), lease.Release{Status: lease.StatusFailed, Error: "x"})
+	cancelledFirst, err := a.admin.RequestCancel(a.ctx, a.createClaimed(a.newTask(), "w1").ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := a.release(cancelledFirst, lease.Release{Status: lease.StatusCancelled, Error: "cancelled"})
+	for _, prev := range []lease.Task{failed, ended} {
+		got, err := a.admin.Retry(a.ctx, prev.ID, 1)
+		if err != nil || got.CancelRequested {
+			t.Fatalf("Retry of %s: cancel requested %t, %v; want the flag cleared", prev.Status, got.CancelRequested, err)
+		}
+	}
+	pending := a.release(a.createClaimed(a.newTask(), "w1"), lease.Release{Status: lease.StatusPending, RunAt: a.now(), Error: "again"})
+	got, err := a.admin.RequestCancel(a.ctx, pending.ID)
+	if err != nil || got.Status != lease.StatusCancelled || !got.CancelRequested {
+		t.Fatalf("cancel of a PENDING task: %s, flag %t, %v; want CANCELLED with the flag", got.Status, got.CancelRequested, err)
+	}
 }
 
 // retried is prev put back to PENDING at now with extra attempts.

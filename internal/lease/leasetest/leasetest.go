@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
+		{"CheckpointRecordsAStepOnce", testCheckpointRecordsAStepOnce},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

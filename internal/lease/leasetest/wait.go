@@ -319,3 +319,34 @@ func testCheckpointOutlivesTheAttempt(t *testing.T, newStore NewStoreFunc) {
 		t.Fatalf("checkpoint under an old lease: %v, want ErrLeaseLost", err)
 	}
 }
+
+// A step is recorded at most once: a second checkpoint of it, under the
+// same lease or a later one, succeeds, keeps the first result and adds no
+// entry (the DynamoDB store's SDK retries a checkpoint whose answer was
+// lost, so it must be idempotent per step name).
+func testCheckpointRecordsAStepOnce(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	for i, result := range []string{`1`, `1`, `2`} {
+		got, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "s", []byte(result))
+		if err != nil {
+			t.Fatalf("checkpoint %d: %v", i, err)
+		}
+		if len(got.Steps) != 1 || string(got.Steps[0].Result) != `1` {
+			t.Fatalf("checkpoint %d: steps %+v, want s recorded once with the first result", i, got.Steps)
+		}
+	}
+	released := e.release(held, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: "boom"})
+	again, err := e.store.Claim(e.ctx, released.ID, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.Checkpoint(e.ctx, again.LeaseOf(), "s", []byte(`3`))
+	if err != nil || len(got.Steps) != 1 || string(got.Steps[0].Result) != `1` {
+		t.Fatalf("checkpoint under the next lease: steps %+v, %v; want s once with the first result", got.Steps, err)
+	}
+	got, err = e.store.Checkpoint(e.ctx, again.LeaseOf(), "t", []byte(`4`))
+	if err != nil || len(got.Steps) != 2 {
+		t.Fatalf("a new step under the next lease: steps %+v, %v", got.Steps, err)
+	}
+}
