@@ -128,6 +128,9 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 		return TaskInfo{}, fmt.Errorf("%w: %w", ErrBadCallback, err)
 	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}
+	if lease.IsCallbackHash(cb.Nonce) { // an operator's token (CallbackTokenOf)
+		e.Nonce, e.Hash = "", cb.Nonce
+	}
 	deadline := c.opts.clock.Now().Add(callbackRaceWait)
 	pause := 50 * time.Millisecond
 	for {
@@ -195,10 +198,14 @@ func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error
 	return out, nil
 }
 
-// CallbackTokenOf returns the callback token of task id while it waits for a
-// callback: for operators (`leasehold callback-token`) who answer a wait by
-// hand. Anyone who can read the table can read it; the token guards
-// against mistakes and stale answers, not against the table's readers.
+// CallbackTokenOf returns an operator's callback token for task id while
+// it waits for a callback: for operators (`leasehold callback-token`) who
+// answer a wait by hand. The table keeps only a hash of the handler's
+// token's secret, so this token carries that hash instead: CompleteCallback
+// and FailCallback accept it, as they write to the table themselves (only
+// a principal who may update the table can use it), but a worker rejects
+// it from a queue, so reading the table and sending to the work queue is
+// not enough to answer a wait.
 func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error) {
 	if err := lease.CheckID(id); err != nil {
 		return "", err
@@ -210,7 +217,7 @@ func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error)
 	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
 		return "", fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
 	}
-	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: t.CallbackNonce}.String(), nil
+	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: t.CallbackHash}.String(), nil
 }
 
 // ErrNotWaiting: the task does not wait for a callback.

@@ -47,8 +47,13 @@ func TestBootstrapSize(t *testing.T) {
 	for _, target := range targets {
 		dir := t.TempDir()
 		cmd := exec.CommandContext(t.Context(), makeTool, "--makefile", "Makefile", target)
-		// go test puts the go command that runs it first on PATH.
-		cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+dir)
+		// go test puts the go command that runs it first on PATH. The
+		// rule refuses a toolchain older than go.mod's toolchain line
+		// (TestBootstrapBuildRefusesAnOlderToolchain); GOTOOLCHAIN=auto
+		// lets the go command fetch that one from the module proxy when
+		// the local one is older, even where GOTOOLCHAIN=local is the
+		// default.
+		cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+dir, "GOTOOLCHAIN=auto")
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("make %s: %v\n%s", target, err, out)

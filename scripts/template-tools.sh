@@ -53,6 +53,11 @@ cmd_check() {
 	# --skip-download: use only the policies shipped in the package.
 	step "checkov" checkov --quiet --compact --skip-download --framework cloudformation -f "$template"
 
+	# The bootstrap builds refuse a toolchain older than go.mod's toolchain
+	# line (functions/checktoolchain); GOTOOLCHAIN=auto lets the go command
+	# fetch that one here, while the proxy is allowed, where the local go is
+	# older, even if GOTOOLCHAIN=local is its default.
+	export GOTOOLCHAIN=auto
 	step "go mod download" go mod download
 	# The build must not need the network: every module comes from the cache.
 	# samconfig.toml's [default.build] settings apply.

@@ -268,8 +268,11 @@ func exitCode(err error) int {
 	return ExitError
 }
 
-// message is the one line printed for err, with a hint where one helps.
-func message(err error) string {
+// message is the one line printed for err, with a hint where one helps,
+// escaped for a terminal: a task's error text is part of some errors.
+func message(err error) string { return escape(messageText(err)) }
+
+func messageText(err error) string {
 	var (
 		unreachable *leasehold.UnreachableError
 		missing     *leasehold.MissingResourceError

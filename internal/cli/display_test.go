@@ -35,3 +35,42 @@ func TestOutputsEscapeIDs(t *testing.T) {
 		t.Errorf("list: the id split the row: %q", lines)
 	}
 }
+
+// Task text comes from handlers and from whoever can send to the queues:
+// an error, a result, a queue name or a lease owner may hold terminal
+// escape sequences. Every human output prints them escaped (issue 18,
+// item 20).
+func TestOutputsEscapeTaskText(t *testing.T) {
+	t.Parallel()
+	const evil = "boom\x1b[31mred\rover\x9b2Jcsi\u009bC1\u202erev\x07\xff"
+	raw := []string{"\x1b", "\r", "\x9b", "\u009b", "\u202e", "\x07", "\xff"}
+	info := leasehold.TaskInfo{
+		ID: "t1", Kind: "k", Queue: "q\x1b[0m", Status: leasehold.StatusRunning, Attempt: 1, MaxAttempts: 3,
+		Error: evil, LeaseOwner: "w\x1b]0;title\x07",
+		Payload: []byte(`"\u001b` + "\u009b" + `"`), Result: []byte(`"` + "\u009b\u202e" + `"`),
+		History: []leasehold.AttemptInfo{{Attempt: 1, Status: leasehold.StatusFailed, Error: evil}},
+	}
+	var table, status bytes.Buffer
+	if err := writeTable(&table, []leasehold.TaskInfo{info}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTask(&status, info); err != nil {
+		t.Fatal(err)
+	}
+	msg := message(&leasehold.TaskError{ID: "t1", Status: leasehold.StatusFailed, Message: evil})
+	for name, out := range map[string]string{"list": table.String(), "status": status.String(), "error message": msg} {
+		for _, r := range raw {
+			if strings.Contains(out, r) {
+				t.Errorf("%s prints %q raw:\n%q", name, r, out)
+			}
+		}
+		if !strings.Contains(out, `boom\x1b[31mred`) || !strings.Contains(out, `\x9b2Jcsi\u009bC1\u202erev\a\xff`) {
+			t.Errorf("%s does not show the error text escaped:\n%s", name, out)
+		}
+	}
+	for _, want := range []string{`q\x1b[0m`, `w\x1b]0;title\a`, `\u009b\u202e`} {
+		if !strings.Contains(status.String(), want) {
+			t.Errorf("status does not show %s:\n%s", want, status.String())
+		}
+	}
+}

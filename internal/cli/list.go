@@ -118,7 +118,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 			queue = "-" // the default work queue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), queue, t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

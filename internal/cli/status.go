@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -207,7 +209,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	if queue == "" {
 		queue = "(the default work queue)"
 	}
-	row("queue", queue)
+	row("queue", escape(queue))
 	row("parent", lease.DisplayID(t.Parent))
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
@@ -219,21 +221,21 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 		row("run at", stamp(t.RunAt))
 	}
 	if t.Status == leasehold.StatusWaiting {
-		wait := fmt.Sprintf("%s: %d of %d ended", t.Wait, len(t.Ended), len(t.WaitFor))
+		wait := fmt.Sprintf("%s: %d of %d ended", escape(t.Wait), len(t.Ended), len(t.WaitFor))
 		if t.Wait == "callback" {
 			wait = "a callback until " + stamp(t.WaitUntil)
 		}
 		row("waiting for", wait)
 	}
 	if t.Status == leasehold.StatusRunning {
-		row("lease", fmt.Sprintf("%s until %s", t.LeaseOwner, stamp(t.LeaseUntil)))
+		row("lease", fmt.Sprintf("%s until %s", escape(t.LeaseOwner), stamp(t.LeaseUntil)))
 	}
 	row("created", stamp(t.CreatedAt))
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
 	row("error", oneLine(t.Error))
-	row("payload", string(t.Payload))
-	row("result", string(t.Result))
+	row("payload", escape(string(t.Payload)))
+	row("result", escape(string(t.Result)))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -255,4 +257,41 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine is s on one line, its runs of white space made one space, and
+// escaped for a terminal.
+func oneLine(s string) string { return escape(strings.Join(strings.Fields(s), " ")) }
+
+// escape makes task text (an error, a result, a queue name: anything a
+// handler or a sender to the queues wrote) safe to print to a terminal:
+// every rune strconv.IsPrint rejects (C0 and C1 controls such as ESC, CR,
+// BEL and CSI U+009B, DEL, bidirectional and other format characters) is
+// written as its Go escape (\x1b, \r, \u009b, \u202e), and every byte
+// that is not UTF-8 as \xNN. Printable text, spaces included, is kept.
+// Its output is all printable, so escaping twice changes nothing.
+func escape(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}

@@ -92,18 +92,15 @@ const (
 	IntakeDeadLetterQueue = "IntakeDeadLetterQueue"
 	WorkerLogGroup        = "WorkerLogGroup"
 	DispatchLogGroup      = "DispatchLogGroup"
-	// StackQueues are the queues named after the stack: every queue whose
-	// name is the stack's name, a '-' and more, granted in the template as
-	// !Sub "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-*".
-	// Tasks that name a queue of their own (docs/worker.md, "Queues") have
-	// their tokens sent there, by name, so a fleet's queue must be named
-	// this way. Its own work queue matches too; the grants on it by
-	// logical id stay, as the calls to it need no lookup.
-	StackQueues = "StackQueues"
+	// NamedQueues are the queues tasks may name (docs/worker.md,
+	// "Queues"): exactly the ARNs the deployer lists in the template's
+	// NamedQueueArns parameter, granted as !Ref NamedQueueArns in a
+	// statement kept only when the list is not empty (condition
+	// HasNamedQueues). Never a pattern such as ${AWS::StackName}-*, which
+	// also covers the intake queue, the dead-letter queues and the queues
+	// of every stack whose name starts the same.
+	NamedQueues = "NamedQueueArns"
 )
-
-// StackQueuesARN is how the template writes the ARN of StackQueues.
-const StackQueuesARN = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-*"
 
 // eventSourceMapping is what Lambda needs to poll queue for a function.
 func eventSourceMapping(queue string) []Grant {
@@ -134,8 +131,8 @@ var Worker = Function{
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
 		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
-		{"sqs:GetQueueUrl", StackQueues},           // the queue a task names, looked up once
-		{"sqs:SendMessage", StackQueues},           // fresh tokens of tasks on named queues
+		{"sqs:GetQueueUrl", NamedQueues},           // the queue a task names, looked up once
+		{"sqs:SendMessage", NamedQueues},           // fresh tokens of tasks on named queues
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
 	Env: []string{
@@ -159,8 +156,8 @@ var Dispatch = Function{
 		{"dynamodb:Query", SweepIndex},             // due tasks of a shard
 		{"sqs:SendMessage", WorkQueue},             // dispatch tokens (SendMessageBatch)
 		{"sqs:SendMessage", IntakeDeadLetterQueue}, // invalid submissions, with their reason
-		{"sqs:GetQueueUrl", StackQueues},           // the queue a task names, looked up once
-		{"sqs:SendMessage", StackQueues},           // tokens of tasks on named queues
+		{"sqs:GetQueueUrl", NamedQueues},           // the queue a task names, looked up once
+		{"sqs:SendMessage", NamedQueues},           // tokens of tasks on named queues
 	},
 	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
 	Env: []string{

@@ -145,7 +145,8 @@ func list(v any) []any {
 
 // resourceID names the template resource an ARN expression stands for:
 // !GetAtt X.Arn is "X", !Sub "${X.Arn}/index/NAME" is "X/index/NAME", and
-// the ARN of the queues named after the stack is iam.StackQueues.
+// !Ref NamedQueueArns, the parameter's list of queue ARNs, is
+// iam.NamedQueues.
 func resourceID(expr any) (string, error) {
 	m, ok := expr.(map[string]any)
 	if !ok {
@@ -154,8 +155,8 @@ func resourceID(expr any) (string, error) {
 	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 && ga[1] == "Arn" {
 		return fmt.Sprint(ga[0]), nil
 	}
-	if sub, ok := m["Fn::Sub"].(string); ok && sub == iam.StackQueuesARN {
-		return iam.StackQueues, nil
+	if m["Ref"] == iam.NamedQueues {
+		return iam.NamedQueues, nil // the parameter's list of queue ARNs
 	}
 	if sub, ok := m["Fn::Sub"].(string); ok && strings.HasPrefix(sub, "${") {
 		ref, rest, ok := strings.Cut(sub[2:], "}")
@@ -181,8 +182,7 @@ func granted(t *testing.T, tp template, role string) []iam.Grant {
 	var out []iam.Grant
 	for _, pol := range list(p["Policies"]) {
 		doc, _ := pol.(map[string]any)["PolicyDocument"].(map[string]any)
-		for _, st := range list(doc["Statement"]) {
-			st := st.(map[string]any)
+		for _, st := range statements(doc) {
 			if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil || st["Condition"] != nil {
 				t.Errorf("%s: statement %v: want a plain Allow of actions on resources", role, st["Sid"])
 				continue

@@ -54,7 +54,7 @@ type recorder struct {
 }
 
 // newRecorder maps the stack's resources to their logical ids; named is a
-// queue a task names, one of iam.StackQueues (by URL and by name).
+// queue a task names, one of iam.NamedQueues (by URL and by name).
 func newRecorder(table string, q awstest.Queues, named string) *recorder {
 	return &recorder{
 		targets: map[string]string{
@@ -64,8 +64,8 @@ func newRecorder(table string, q awstest.Queues, named string) *recorder {
 			q.WorkDLQ:                 iam.WorkDeadLetterQueue,
 			q.Intake:                  iam.IntakeQueue,
 			q.IntakeDLQ:               iam.IntakeDeadLetterQueue,
-			named:                     iam.StackQueues,
-			queues.NameFromURL(named): iam.StackQueues,
+			named:                     iam.NamedQueues,
+			queues.NameFromURL(named): iam.NamedQueues,
 		},
 		calls: map[iam.Grant]bool{},
 	}

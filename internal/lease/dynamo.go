@@ -64,7 +64,7 @@ const (
 	AttrListShard = "list_shard"
 	// Waits (wait.go): Task.Parent, Task.Waiters (a string set of
 	// Waiter.String), Task.Wait, Task.WaitFor (a list), Task.Ended (a string
-	// set), Task.WaitUntil (unix ms) and Task.CallbackNonce.
+	// set), Task.WaitUntil (unix ms) and Task.CallbackHash.
 	AttrParent    = "parent"
 	AttrWaiters   = "waiters"
 	AttrWait      = "wait"
@@ -739,7 +739,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	item[AttrHistory] = &types.AttributeValueMemberL{Value: history}
 	text(AttrParent, t.Parent)
 	text(AttrWait, string(t.Wait))
-	text(AttrCallback, t.CallbackNonce)
+	text(AttrCallback, t.CallbackHash)
 	millis(AttrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
 		ws := make([]string, len(t.Waiters))
@@ -831,7 +831,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		WaitFor:          d.strList(AttrWaitFor),
 		Ended:            d.strSet(AttrEnded),
 		WaitUntil:        d.millis(AttrWaitUntil),
-		CallbackNonce:    d.str(AttrCallback),
+		CallbackHash:     d.str(AttrCallback),
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

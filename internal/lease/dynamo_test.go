@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -654,4 +656,58 @@ func TestDynamoCallListIsBounded(t *testing.T) {
 	if got := after[7].(*types.AttributeValueMemberS).Value; got != last {
 		t.Fatalf("the trimmed list's 8th id is %q, want the newest before the trim, %q", got, last)
 	}
+}
+
+// TestDynamoStoreKeepsNoCallbackNonce: the item of a task waiting for a
+// callback holds no trace of the token's nonce, only its hash, so GetItem
+// on the table is not enough to answer the wait (issue 18, item 16).
+func TestDynamoStoreKeepsNoCallbackNonce(t *testing.T) {
+	t.Parallel()
+	env := setupDynamo(t)
+	store := lease.NewDynamoStore(env.client, env.table, lease.Options{})
+	ctx := t.Context()
+	held, err := store.CreateClaimed(ctx, lease.NewTask{ID: "nonce-hashed", Kind: "k", MaxAttempts: 3}, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nonce = "QWERTYUIOPASDFGHJKLZXCVBNM"
+	if _, err := store.Suspend(ctx, held.LeaseOf(), lease.Wait{Mode: lease.WaitCallback, Until: time.Now().Add(time.Hour), Nonce: nonce}); err != nil {
+		t.Fatal(err)
+	}
+	item := env.rawItem(t, held.ID)
+	if name, ok := holds(item, nonce); ok {
+		t.Fatalf("the item's %s holds the raw nonce", name)
+	}
+	v, ok := item[lease.AttrCallback].(*types.AttributeValueMemberS)
+	if !ok || v.Value == "" {
+		t.Fatalf("callback = %#v, want the nonce's hash", item[lease.AttrCallback])
+	}
+}
+
+// holds reports which attribute of item (searched through lists and maps)
+// has a string or binary value containing s.
+func holds(item map[string]types.AttributeValue, s string) (string, bool) {
+	var in func(v types.AttributeValue) bool
+	in = func(v types.AttributeValue) bool {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			return strings.Contains(v.Value, s)
+		case *types.AttributeValueMemberB:
+			return strings.Contains(string(v.Value), s)
+		case *types.AttributeValueMemberSS:
+			return slices.ContainsFunc(v.Value, func(x string) bool { return strings.Contains(x, s) })
+		case *types.AttributeValueMemberL:
+			return slices.ContainsFunc(v.Value, in)
+		case *types.AttributeValueMemberM:
+			_, ok := holds(v.Value, s)
+			return ok
+		}
+		return false
+	}
+	for name, v := range item {
+		if in(v) {
+			return name, true
+		}
+	}
+	return "", false
 }

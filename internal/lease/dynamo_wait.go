@@ -43,7 +43,7 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	case WaitCallback:
 		e.set = append(e.set, "#wait_until = :wait_until", "#callback = :callback")
 		e.values[":wait_until"] = avMillis(toMillis(w.Until))
-		e.values[":callback"] = avS(w.Nonce)
+		e.values[":callback"] = avS(CallbackHash(w.Nonce))
 		e.remove = append(e.remove, "#wait_for")
 	}
 	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
@@ -155,7 +155,7 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			":waiting":       avS(string(StatusWaiting)),
 			":callback_wait": avS(string(WaitCallback)),
 			":fence":         avN(e.Fence),
-			":nonce":         avS(e.Nonce),
+			":nonce":         avS(e.CallbackHash()),
 			":attempt":       avN(int64(e.Attempt)),
 			":status":        avS(string(e.Status)),
 			":now":           avMillis(now),

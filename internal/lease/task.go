@@ -127,9 +127,9 @@ type Task struct {
 	Ended []string
 	// WaitUntil is a callback wait's deadline.
 	WaitUntil time.Time
-	// CallbackNonce is the secret of a callback wait's token. Never print
-	// it.
-	CallbackNonce string
+	// CallbackHash is CallbackHash of the secret of a callback wait's
+	// token; the secret itself is not stored.
+	CallbackHash string
 	// Steps are the handler's checkpointed steps, oldest first.
 	Steps []Step
 }

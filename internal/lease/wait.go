@@ -1,7 +1,9 @@
 package lease
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -79,9 +81,26 @@ type Wait struct {
 	For []string
 	// Until is the callback's deadline (WaitCallback).
 	Until time.Time
-	// Nonce is the callback token's secret part (WaitCallback).
+	// Nonce is the callback token's secret part (WaitCallback). The store
+	// keeps only CallbackHash(Nonce).
 	Nonce string
 }
+
+// CallbackHashPrefix starts every CallbackHash.
+const CallbackHashPrefix = "sha256:"
+
+// CallbackHash is what a store keeps of a callback token's nonce
+// (Task.CallbackHash): its SHA-256, so that reading the table is not
+// enough to answer a wait. The nonce is random (128 bits or more), so an
+// unsalted hash cannot be reversed by guessing.
+func CallbackHash(nonce string) string {
+	sum := sha256.Sum256([]byte(nonce))
+	return CallbackHashPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// IsCallbackHash reports whether s has the form of a CallbackHash, which
+// a nonce drawn by a worker never has.
+func IsCallbackHash(s string) bool { return strings.HasPrefix(s, CallbackHashPrefix) }
 
 // Validate checks w.
 func (w Wait) Validate() error {
@@ -124,7 +143,14 @@ func Complete(t Task) bool {
 type WaitEnd struct {
 	ID    string
 	Fence int64
+	// Nonce is the token's nonce: the store compares CallbackHash(Nonce)
+	// with the hash it kept.
 	Nonce string
+	// Hash, set instead of Nonce, is the kept hash itself (Task.CallbackHash)
+	// for those who end a wait with write access to the store and never saw
+	// the nonce: the worker whose wait timed out, an operator. A callback
+	// message from a queue must never be turned into one.
+	Hash string
 	// Status is StatusSucceeded (the callback's result), StatusFailed (the
 	// task fails for good), or StatusPending: the attempt failed (a timed
 	// out callback) and is retried at RunAt.
@@ -137,13 +163,21 @@ type WaitEnd struct {
 	RunAt   time.Time
 }
 
+// CallbackHash is the hash the store must hold for e to land.
+func (e WaitEnd) CallbackHash() string {
+	if e.Hash != "" {
+		return e.Hash
+	}
+	return CallbackHash(e.Nonce)
+}
+
 // Validate checks e.
 func (e WaitEnd) Validate() error {
 	switch {
 	case CheckID(e.ID) != nil:
 		return CheckID(e.ID)
-	case e.Fence < 1 || e.Nonce == "":
-		return fmt.Errorf("%w: a callback needs the waiting attempt's fence and nonce", ErrInvalid)
+	case e.Fence < 1 || (e.Nonce == "") == (e.Hash == ""):
+		return fmt.Errorf("%w: a callback needs the waiting attempt's fence and either its nonce or its hash", ErrInvalid)
 	}
 	switch e.Status {
 	case StatusSucceeded:
@@ -212,7 +246,7 @@ func classifyWait(op, id string, old *Task, why func(Task) error) error {
 func ClassifyEndWait(e WaitEnd, old *Task) error {
 	return classifyWait("callback", e.ID, old, func(t Task) error {
 		if t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence &&
-			subtle.ConstantTimeCompare([]byte(t.CallbackNonce), []byte(e.Nonce)) != 1 {
+			subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) != 1 {
 			return ErrBadCallback
 		}
 		if t.Fence > e.Fence {
@@ -223,10 +257,10 @@ func ClassifyEndWait(e WaitEnd, old *Task) error {
 }
 
 // EndWaitLands reports whether EndWait(e) may land on t: the condition both
-// stores evaluate. The nonce is compared in constant time.
+// stores evaluate. The hash is compared in constant time.
 func EndWaitLands(e WaitEnd, t Task) bool {
 	return t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence && t.Attempt == e.Attempt &&
-		subtle.ConstantTimeCompare([]byte(t.CallbackNonce), []byte(e.Nonce)) == 1
+		subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) == 1
 }
 
 // NotifyCancels reports whether ended's end cancels w instead of counting

@@ -467,7 +467,7 @@ func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: t.CallbackNonce, Error: reason, Status: lease.StatusFailed}
+	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: t.CallbackHash, Error: reason, Status: lease.StatusFailed}
 	delay := x.cfg.Backoff(t.Attempt)
 	if t.Attempt < t.MaxAttempts {
 		e.Status, e.RunAt = lease.StatusPending, x.cfg.Clock.Now().Add(delay)
@@ -577,6 +577,12 @@ func (x *execution) callback(ctx context.Context) State {
 		return x.reject(ctx, err.Error())
 	}
 	x.log.taskID = cb.ID
+	if lease.IsCallbackHash(cb.Nonce) {
+		// An operator's token holds the stored hash, which any reader of
+		// the table knows: only a direct write (Client.CompleteCallback)
+		// may use it, never a message.
+		return x.reject(ctx, "callback token is an operator's (leasehold callback-token): answer it with leasehold complete or fail, not with a queue message")
+	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.tok.Result}
 	if x.tok.HasError {
 		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.tok.Error

@@ -230,6 +230,15 @@ func TestCallbackCompletesOnceAndTimesOut(t *testing.T) {
 	if res := e.exec.Process(t.Context(), nil, msg("f", body(forged, `1`))); !res.Ack || !strings.Contains(res.Reason, "rejected") {
 		t.Fatalf("forged callback: %+v", res)
 	}
+	// A reader of the table sees only the nonce's hash; a message with the
+	// hash for the nonce (an operator's token) is rejected from a queue.
+	parsed.Nonce = e.get(t, "x").CallbackHash
+	if res := e.exec.Process(t.Context(), nil, msg("h", body(parsed.String(), `1`))); !res.Ack || !strings.Contains(res.Reason, "operator") {
+		t.Fatalf("callback message with the stored hash: %+v", res)
+	}
+	if got := e.get(t, "x"); got.Status != lease.StatusWaiting {
+		t.Fatalf("x after a callback message with the stored hash: %s", got.Status)
+	}
 	if res := e.exec.Process(t.Context(), nil, msg("ok", body(cb, `{"approved":true}`))); !res.Ack || res.Reason != "" {
 		t.Fatalf("callback: %+v", res)
 	}

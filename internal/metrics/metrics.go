@@ -27,6 +27,12 @@
 // line also carries task_id, attempt and outcome as plain properties
 // (searchable in CloudWatch Logs Insights, not dimensions). Payloads and
 // results never appear.
+//
+// The Kind dimension is bounded, as each of its values makes new metrics
+// and whoever can send to the work queue chooses kinds: every task of a
+// kind no handler is registered for counts under Kind "(unknown)", and past
+// the first MaxKinds (100) kinds one worker process has seen, further kinds
+// count under "(other)". Such a line keeps the kind as its "kind" property.
 package metrics
 
 import (
@@ -65,6 +71,22 @@ const (
 	HandlerDuration  = "HandlerDuration"
 )
 
+// The Kind dimension's values are bounded (issue 18, item 17): whoever can
+// send to the work queue chooses kinds, and each new value makes four new
+// CloudWatch metrics.
+const (
+	// UnknownKind is the Kind of every line of OutcomeUnknownKind: kinds
+	// no handler is registered for share one series. The kind itself is
+	// the line's "kind" property (searchable, not a dimension).
+	UnknownKind = "(unknown)"
+	// OtherKind is the Kind of a line whose kind is not among the first
+	// MaxKinds kinds this EMF has written.
+	OtherKind = "(other)"
+	// MaxKinds bounds the distinct Kind values one EMF writes, besides
+	// UnknownKind and OtherKind.
+	MaxKinds = 100
+)
+
 // Units used.
 const (
 	UnitCount        = "Count"
@@ -90,6 +112,7 @@ type EMF struct {
 	mu    sync.Mutex
 	w     io.Writer
 	clock clockwork.Clock
+	kinds map[string]struct{} // the Kind values written, at most MaxKinds; under mu
 }
 
 var _ lifecycle.Observer = (*EMF)(nil)
@@ -100,7 +123,7 @@ func NewEMF(w io.Writer, clock clockwork.Clock) *EMF {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	return &EMF{w: w, clock: clock}
+	return &EMF{w: w, clock: clock, kinds: make(map[string]struct{})}
 }
 
 // value is one metric of a line.
@@ -149,10 +172,7 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // EMF documents show: about half the allocations and none of the reflection
 // of encoding/json, for a shape that never changes.
 func (e *EMF) write(t lease.Task, outcome string, vals []value) {
-	kind := t.Kind
-	if kind == "" {
-		kind = "unknown" // CloudWatch rejects an empty dimension value
-	}
+	kind, shared := e.dimension(t, outcome)
 	bp := linePool.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"_aws":{"Timestamp":`...)
@@ -170,6 +190,10 @@ func (e *EMF) write(t lease.Task, outcome string, vals []value) {
 	}
 	b = append(b, `]}]},"`+DimensionKind+`":`...)
 	b = appendString(b, kind)
+	if shared {
+		b = append(b, `,"kind":`...)
+		b = appendString(b, t.Kind)
+	}
 	b = append(b, `,"task_id":`...)
 	b = appendString(b, t.ID)
 	b = append(b, `,"attempt":`...)
@@ -188,6 +212,28 @@ func (e *EMF) write(t lease.Task, outcome string, vals []value) {
 	e.mu.Unlock()
 	*bp = b
 	linePool.Put(bp)
+}
+
+// dimension is the Kind value of a line of t's: its kind, or, when shared,
+// UnknownKind (no handler for it) or OtherKind (past MaxKinds kinds), with
+// the kind itself then written as the line's "kind" property.
+func (e *EMF) dimension(t lease.Task, outcome string) (kind string, shared bool) {
+	switch {
+	case outcome == string(lifecycle.OutcomeUnknownKind):
+		return UnknownKind, true
+	case t.Kind == "":
+		return "unknown", false // CloudWatch rejects an empty dimension value
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.kinds[t.Kind]; ok {
+		return t.Kind, false
+	}
+	if len(e.kinds) < MaxKinds {
+		e.kinds[t.Kind] = struct{}{}
+		return t.Kind, false
+	}
+	return OtherKind, true
 }
 
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as

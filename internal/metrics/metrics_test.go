@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -221,4 +222,66 @@ func TestLineAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(200, func() { e.Ended(end) }); n > 1 {
 		t.Errorf("%v allocations per line, want at most 1", n)
 	}
+}
+
+// kindsOf is the set of Kind dimension values of out's lines.
+func kindsOf(t *testing.T, out string) map[string]int {
+	t.Helper()
+	kinds := map[string]int{}
+	for _, l := range parseLines(t, out) {
+		k, _ := l.raw[metrics.DimensionKind].(string)
+		kinds[k]++
+	}
+	return kinds
+}
+
+// Kinds with no handler all count in one series, whatever kinds a sender
+// to the work queue makes up: a thousand of them make no new metrics.
+func TestUnknownKindsShareOneSeries(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
+	for i := range 1000 {
+		task := lease.Task{ID: "t", Kind: "made-up-" + strconv.Itoa(i), Attempt: 1}
+		e.Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeUnknownKind, Claim: &lifecycle.Claim{Attempt: 1}})
+	}
+	kinds := kindsOf(t, buf.String())
+	if len(kinds) != 1 || kinds[metrics.UnknownKind] != 1000 {
+		t.Fatalf("Kind values of 1000 unknown kinds: %d distinct (want 1, %q): %v", len(kinds), metrics.UnknownKind, first(kinds, 5))
+	}
+	l := parseLines(t, buf.String())[999]
+	if l.raw["kind"] != "made-up-999" {
+		t.Errorf("the unknown kind is not kept as the kind property: %v", l.raw)
+	}
+}
+
+// Any outcome can come with a kind a sender chose (a task failed as it was
+// created has no handler run): past MaxKinds distinct kinds, the rest share
+// OtherKind.
+func TestKindDimensionIsBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
+	for i := range 1000 {
+		task := lease.Task{ID: "t", Kind: "k" + strconv.Itoa(i), Attempt: 1}
+		e.Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeFailed})
+	}
+	// A kind seen before the bound keeps its own series after it.
+	e.Ended(lifecycle.Ended{Task: lease.Task{ID: "t", Kind: "k0"}, Outcome: lifecycle.OutcomeSucceeded})
+	kinds := kindsOf(t, buf.String())
+	if len(kinds) != metrics.MaxKinds+1 || kinds[metrics.OtherKind] != 1000-metrics.MaxKinds || kinds["k0"] != 2 {
+		t.Fatalf("Kind values of 1000 kinds: %d distinct, %d lines of %q, %d of k0; want %d, %d, 2",
+			len(kinds), kinds[metrics.OtherKind], metrics.OtherKind, kinds["k0"], metrics.MaxKinds+1, 1000-metrics.MaxKinds)
+	}
+}
+
+func first(m map[string]int, n int) []string {
+	var out []string
+	for k := range m {
+		if len(out) == n {
+			break
+		}
+		out = append(out, k)
+	}
+	return out
 }

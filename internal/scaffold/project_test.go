@@ -8,6 +8,7 @@ package scaffold_test
 import (
 	"bytes"
 	"context"
+	"go/version"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/scaffold"
+	"github.com/leasehold/leasehold/internal/toolchain"
 )
 
 const envRequireStack = "LEASEHOLD_REQUIRE_STACK"
@@ -157,5 +159,34 @@ func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("the template check does not say %q:\n%s", s, out)
 		}
+	}
+}
+
+// The project's bootstrap build (its Makefile's build-%Function rule, which
+// sam runs) refuses a Go toolchain older than go.mod's toolchain line, as
+// leasehold's own does (issue 18, item 21), and builds with a current one.
+func TestInitProjectBuildRefusesAnOlderToolchain(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancel()
+	local := strings.TrimSpace(run(t, ctx, dir, []string{"GOTOOLCHAIN=local"}, "go", "env", "GOVERSION"))
+	if version.Compare(local, toolchain.Minimum) >= 0 {
+		t.Skipf("the local toolchain %s is not older than %s; functions/toolchain_test.go covers an older one fetched from the proxy", local, toolchain.Minimum)
+	}
+	artifacts := t.TempDir()
+	cmd := exec.CommandContext(ctx, "make", "--makefile", "Makefile", "build-WorkerFunction")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+artifacts, "GOTOOLCHAIN=local")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refusing to build with "+local) {
+		t.Fatalf("make build-WorkerFunction with GOTOOLCHAIN=local (%s, older than %s): %v\n%s", local, toolchain.Minimum, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(artifacts, "bootstrap")); err == nil {
+		t.Error("a refused build left a bootstrap")
+	}
+	run(t, ctx, dir, []string{"ARTIFACTS_DIR=" + artifacts, "GOTOOLCHAIN=auto"}, "make", "--makefile", "Makefile", "build-WorkerFunction")
+	if _, err := os.Stat(filepath.Join(artifacts, "bootstrap")); err != nil {
+		t.Errorf("make build-WorkerFunction with GOTOOLCHAIN=auto: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/toolchain"
 )
 
 //go:embed all:files
@@ -64,6 +65,8 @@ type data struct {
 	Name    string // the last element of Module, for the stack and the command
 	Local   string
 	Version string
+	// Toolchain is go.mod's toolchain line: toolchain.Minimum.
+	Toolchain string
 }
 
 // CheckModule reports whether p can be the module path of go.mod. Like
@@ -86,7 +89,7 @@ func Write(cfg Config) ([]string, error) {
 	if err := CheckModule(cfg.Module); err != nil {
 		return nil, fmt.Errorf("module path: %w", err)
 	}
-	d := data{Module: cfg.Module, Name: name(cfg.Module), Version: version()}
+	d := data{Module: cfg.Module, Name: name(cfg.Module), Version: version(), Toolchain: toolchain.Minimum}
 	if cfg.Local != "" {
 		abs, err := filepath.Abs(cfg.Local)
 		if err != nil {

@@ -36,9 +36,9 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 	case lease.WaitChildren:
 		rec.WaitFor = slices.Clone(w.For)
 		rec.Attempt--
-		rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+		rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
 	case lease.WaitCallback:
-		rec.WaitUntil, rec.CallbackNonce = ms(w.Until), w.Nonce
+		rec.WaitUntil, rec.CallbackHash = ms(w.Until), lease.CallbackHash(w.Nonce)
 		rec.WaitFor = nil
 	}
 	return clone(rec), nil
@@ -101,7 +101,7 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 		rec.Error = lease.DependencyReason(ended)
 		rec.FinishedAt = now
 		rec.DispatchAt = time.Time{}
-		rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+		rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
 		if s.opts.Retention > 0 {
 			rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 		}
@@ -130,7 +130,7 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 	}
 	now := s.now()
 	rec.RunAt, rec.UpdatedAt = now, now
-	rec.Ended, rec.WaitUntil, rec.CallbackNonce = nil, time.Time{}, ""
+	rec.Ended, rec.WaitUntil, rec.CallbackHash = nil, time.Time{}, ""
 	if owner == "" {
 		rec.Status = lease.StatusPending
 	} else {
@@ -163,7 +163,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
 	rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
 	rec.Status, rec.Error, rec.UpdatedAt = e.Status, msg, now
-	rec.WaitUntil, rec.CallbackNonce = time.Time{}, ""
+	rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
 	switch e.Status {
 	case lease.StatusSucceeded:
 		rec.Result = bytes.Clone(e.Result)

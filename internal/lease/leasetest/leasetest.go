@@ -103,6 +103,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"FailedDependencyCancels", testFailedDependencyCancels},
 		{"CallbackLandsOnce", testCallbackLandsOnce},
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
+		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
 		{"CheckpointRecordsAStepOnce", testCheckpointRecordsAStepOnce},
@@ -381,7 +382,7 @@ func diffTask(got, want lease.Task) []string {
 	text("WaitFor", strings.Join(got.WaitFor, ","), strings.Join(want.WaitFor, ","))
 	text("Ended", strings.Join(got.Ended, ","), strings.Join(want.Ended, ","))
 	at("WaitUntil", got.WaitUntil, want.WaitUntil)
-	text("CallbackNonce", got.CallbackNonce, want.CallbackNonce)
+	text("CallbackHash", got.CallbackHash, want.CallbackHash)
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d

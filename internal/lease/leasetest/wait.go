@@ -3,6 +3,7 @@ package leasetest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 		want.WaitFor = w.For
 		want.Attempt--
 	case lease.WaitCallback:
-		want.WaitUntil, want.CallbackNonce = ms(w.Until), w.Nonce
+		want.WaitUntil, want.CallbackHash = ms(w.Until), lease.CallbackHash(w.Nonce)
 		want.WaitFor = nil
 	}
 	e.same("Suspend", got, want)
@@ -246,12 +247,36 @@ func testCallbackLandsOnce(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != lease.StatusSucceeded || string(got.Result) != `{"ok":true}` || got.CallbackNonce != "" || got.FinishedAt.IsZero() ||
+	if got.Status != lease.StatusSucceeded || string(got.Result) != `{"ok":true}` || got.CallbackHash != "" || got.FinishedAt.IsZero() ||
 		got.History[len(got.History)-1].Status != lease.StatusSucceeded {
 		t.Fatalf("completed: %+v", got)
 	}
 	if _, err := e.store.EndWait(e.ctx, end); !errors.Is(err, lease.ErrFinished) {
 		t.Fatalf("second callback: %v, want ErrFinished", err)
+	}
+}
+
+// testCallbackNonceNotStored: the store keeps only a hash of a callback's
+// nonce, so a reader of the store cannot answer the wait: the stored value
+// used as a token's nonce is rejected; the token's own nonce lands.
+func testCallbackNonceNotStored(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	const nonce = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Hour), Nonce: nonce})
+	stored := mustGet(e, held.ID)
+	if stored.CallbackHash != lease.CallbackHash(nonce) || strings.Contains(stored.CallbackHash, nonce) {
+		t.Fatalf("the store keeps %q for the nonce %q: want a hash of it", stored.CallbackHash, nonce)
+	}
+	end := lease.WaitEnd{ID: held.ID, Fence: held.Fence, Attempt: held.Attempt, Status: lease.StatusSucceeded, Result: []byte(`1`)}
+	read := end
+	read.Nonce = stored.CallbackHash // what a reader of the table sees
+	if _, err := e.store.EndWait(e.ctx, read); !errors.Is(err, lease.ErrBadCallback) {
+		t.Fatalf("callback with the stored value as its nonce: %v, want ErrBadCallback", err)
+	}
+	end.Nonce = nonce
+	if got, err := e.store.EndWait(e.ctx, end); err != nil || got.Status != lease.StatusSucceeded {
+		t.Fatalf("callback with the nonce: %v, %+v", err, got)
 	}
 }
 
@@ -261,7 +286,7 @@ func testCallbackTimeoutRetries(t *testing.T, newStore NewStoreFunc) {
 	waiting := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: "n"})
 	e.clock.Advance(2 * time.Minute)
 	runAt := e.clock.Now().Add(10 * time.Second)
-	got, err := e.store.EndWait(e.ctx, lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Nonce: waiting.CallbackNonce,
+	got, err := e.store.EndWait(e.ctx, lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Hash: waiting.CallbackHash,
 		Status: lease.StatusPending, RunAt: runAt, Error: "callback timed out"})
 	if err != nil {
 		t.Fatal(err)
