@@ -48,6 +48,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"RetryFailed", testRetryFailed},
 		{"RetryCancelled", testRetryCancelled},
 		{"RetryRejects", testRetryRejects},
+		{"RetryRefusesAPlaceholder", testRetryPlaceholder},
 		{"ListPagesEachTaskOnce", testListPaging},
 		{"ListEmptyAndBadArguments", testListBadArguments},
 		{"UnlistedTasksAreNotListed", testUnlisted},

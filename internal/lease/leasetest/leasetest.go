@@ -105,6 +105,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
+		{"CreateCancelledPlaceholder", testCreateCancelled},
+		{"EndWaiting", testEndWaiting},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
