@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -81,4 +83,66 @@ func ClassifyEndWaiting(prev Task, old *Task) error {
 // waits under prev's fence and attempt (the history entry records them).
 func EndWaitingLands(prev, t Task) bool {
 	return t.Status == StatusWaiting && t.Fence == prev.Fence && t.Attempt == prev.Attempt
+}
+
+// ChildCanceller is what cancelling a parent's children takes; both stores
+// have it.
+type ChildCanceller interface {
+	CreateCancelled(ctx context.Context, id, parent, reason string) (Task, error)
+	RequestCancel(ctx context.Context, id string) (Task, error)
+}
+
+// MaxCancelDepth bounds how far CancelChildren follows children that are
+// parents themselves.
+const MaxCancelDepth = 16
+
+// CancelChildren cancels every child of parent, a task WAITING for its
+// children as seen, that has not told it of its end, with reason:
+//   - a child with no item gets a placeholder (CreateCancelled), so its
+//     token, still on a queue, finds it ended and never creates or runs it;
+//   - a child of parent that exists and has not ended is cancelled
+//     (RequestCancel): at once when PENDING or WAITING, at its next lease
+//     renewal when RUNNING. A child that waits for children of its own has
+//     them cancelled first, in the same way;
+//   - an id taken by a task that is not parent's child is left alone.
+//
+// The caller ends parent afterwards, so that no child is created after its
+// parent ended. cancelled hears of each existing child cancelled outright,
+// whose waiters the caller tells. Every step is idempotent: a caller
+// interrupted half-way calls it again.
+func CancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task)) error {
+	return cancelChildren(ctx, s, parent, reason, cancelled, 0)
+}
+
+func cancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task), depth int) error {
+	if depth >= MaxCancelDepth {
+		return fmt.Errorf("cancel the children of %s: %w: children more than %d deep", DisplayID(parent.ID), ErrInvalid, MaxCancelDepth)
+	}
+	for _, id := range UnendedChildren(parent) {
+		got, err := s.CreateCancelled(ctx, id, parent.ID, reason)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, ErrAlreadyExists):
+			return fmt.Errorf("cancel child %s of %s: %w", DisplayID(id), DisplayID(parent.ID), err)
+		case got.Parent != parent.ID || got.Status.Terminal():
+			continue // another task's id, or the child ended
+		}
+		if len(UnendedChildren(got)) > 0 {
+			if err := cancelChildren(ctx, s, got, ParentEndedReason(got.ID, StatusCancelled, ""), cancelled, depth+1); err != nil {
+				return err
+			}
+		}
+		t, err := s.RequestCancel(ctx, id)
+		switch {
+		case err == nil && t.Status == StatusCancelled:
+			if cancelled != nil {
+				cancelled(t)
+			}
+		case err == nil, errors.Is(err, ErrFinished), errors.Is(err, ErrNotFound):
+		default:
+			return fmt.Errorf("cancel child %s of %s: %w", DisplayID(id), DisplayID(parent.ID), err)
+		}
+	}
+	return nil
 }
