@@ -308,6 +308,11 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 		x.log.error("could not suspend the task", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
+	if task.CancelRequested {
+		// Cancelled while its attempt ran, after the last renewal: end the
+		// wait at once, its children first.
+		return x.endWaiting(ctx, task, lease.StatusCancelled, CancelledOnRequest)
+	}
 	x.task = task
 	x.result.Outcome = OutcomeSuspended
 	x.observe(OutcomeSuspended, x.handlerTime)
@@ -425,6 +430,11 @@ func (x *execution) afterEnd(ctx context.Context, st State) State {
 func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 	x.task = t
 	x.log.kind = t.Kind
+	if t.CancelRequested {
+		// Flagged while running, then suspended (its worker stopped before
+		// ending the wait): finish the cancel.
+		return x.endWaiting(ctx, t, lease.StatusCancelled, CancelledOnRequest)
+	}
 	now := x.cfg.Clock.Now()
 	switch {
 	case t.Wait == lease.WaitCallback && !now.Before(t.WaitUntil):
