@@ -110,3 +110,17 @@ func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Tas
 	defer cancel()
 	return rc.RequestCancel(cctx, id)
 }
+
+// cancelUnspawned writes a CANCELLED placeholder for each of ids, the
+// children of the held task, which is about to fail with reason after some
+// of their tokens went out: a token taken later finds its child ended. A
+// child created already was created before its parent ended and runs on.
+// A write that fails is logged; that child may then run.
+func (x *execution) cancelUnspawned(ctx context.Context, ids []string, reason string) {
+	why := lease.ParentEndedReason(x.task.ID, lease.StatusFailed, reason)
+	for _, id := range ids {
+		if _, err := (childCanceller{x}).CreateCancelled(ctx, id, x.task.ID, why); err != nil && !errors.Is(err, lease.ErrAlreadyExists) {
+			x.log.warn("could not cancel a child of a failing parent", "child", id, "error", err)
+		}
+	}
+}

@@ -207,3 +207,23 @@ func TestDependentOfCancelledTaskNeverRuns(t *testing.T) {
 		t.Fatalf("dependent: %s %q after %d runs", got.Status, got.Error, ran.Load())
 	}
 }
+
+// A spawn whose later batch of tokens fails on the last attempt fails the
+// parent; the children whose tokens went out never run after it.
+func TestSpawnFailingOnLastAttemptCancelsSentChildren(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.sqs.sendBatchesOK = 1 // the first ten tokens go out, the last two do not
+	runs := kidHandlers(e, 12, nil)
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "fan", "p", "", 1)))
+	if got := e.get(t, "p"); got.Status != lease.StatusFailed {
+		t.Fatalf("parent: %s %q, want FAILED", got.Status, got.Error)
+	}
+	e.drainSent(t, 0)
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("%d children ran after their parent failed", n)
+	}
+	for i := range 10 {
+		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+	}
+}

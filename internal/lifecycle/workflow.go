@@ -223,7 +223,11 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	}
 	for _, queue := range order {
 		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
-			return x.retryOrFail(ctx, "await children: could not send the children's tokens: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+			reason := "await children: could not send the children's tokens: " + err.Error()
+			if x.task.Attempt >= x.task.MaxAttempts {
+				x.cancelUnspawned(ctx, ids, reason) // the parent fails next
+			}
+			return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 		}
 	}
 	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids})
