@@ -60,8 +60,8 @@ type fakeSQS struct {
 	// sendBatchesOK, when positive, fails every SendMessageBatch call
 	// after that many.
 	sendBatchesOK int
-	goneURL  string        // a queue deleted since its URL was looked up
-	changed  chan struct{} // one tick per call
+	goneURL       string        // a queue deleted since its URL was looked up
+	changed       chan struct{} // one tick per call
 }
 
 func newFakeSQS() *fakeSQS { return &fakeSQS{changed: make(chan struct{}, 1000)} }
