@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -111,6 +110,7 @@ type adminStore interface {
 	Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	Get(ctx context.Context, id string) (lease.Task, error)
 	RequestCancel(ctx context.Context, id string) (lease.Task, error)
+	CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error)
 	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
 	EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
@@ -577,24 +577,48 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	if err := lease.CheckID(id); err != nil {
 		return TaskInfo{}, err
 	}
+	// A parent that waits for its children has them cancelled first, so
+	// that no child is created or started after its parent ended: a child
+	// whose token is still on a queue gets a CANCELLED item naming the
+	// parent, which the token finds when it comes.
+	cur, err := c.store.Get(ctx, id)
+	if err != nil {
+		return TaskInfo{}, c.translate(ctx, err)
+	}
+	var endedKids []lease.Task
+	children := func(p lease.Task) error {
+		err := lease.CancelChildren(ctx, c.store, p, lease.ParentEndedReason(p.ID, lease.StatusCancelled, ""),
+			func(k lease.Task) { endedKids = append(endedKids, k) })
+		if err != nil {
+			return fmt.Errorf("cancel %s: %w", lease.DisplayID(id), c.translate(ctx, err))
+		}
+		return nil
+	}
+	if len(lease.UnendedChildren(cur)) > 0 {
+		if err := children(cur); err != nil {
+			return infoOf(cur), err
+		}
+	}
 	t, err := c.store.RequestCancel(ctx, id)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
 	}
 	if t.Status == lease.StatusCancelled {
-		// A parent cancelled while its children run takes them with it,
-		// and the tasks waiting for it hear of its end.
-		if t.Wait == lease.WaitChildren {
-			for _, child := range t.WaitFor {
-				if slices.Contains(t.Ended, child) {
-					continue
-				}
-				if _, err := c.Cancel(ctx, child); err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
-					return infoOf(t), fmt.Errorf("cancel %s: its child %s: %w", lease.DisplayID(id), lease.DisplayID(child), err)
-				}
+		if cur.Status == lease.StatusRunning && t.Wait == lease.WaitChildren && cur.Wait != lease.WaitChildren {
+			// It suspended for its children between the read and the
+			// cancel: their tokens were sent before.
+			waiting := t
+			waiting.Status = lease.StatusWaiting
+			if err := children(waiting); err != nil {
+				return infoOf(t), err
 			}
 		}
+		// The tasks waiting for it, and for the children cancelled
+		// outright, hear of their ends.
 		c.wakeWaiters(ctx, t)
+	}
+	for _, k := range endedKids {
+		c.wakeWaiters(ctx, k)
 	}
 	return infoOf(t), nil
 }

@@ -76,6 +76,9 @@ func ClassifyRetry(id string, old *Task, extraAttempts int) error {
 		return fmt.Errorf("retry %s: %w", id, ErrNotFound)
 	case old.Status != StatusFailed && old.Status != StatusCancelled:
 		return fmt.Errorf("retry %s: %w: it is %s", id, ErrNotRetryable, old.Status)
+	case IsPlaceholder(*old):
+		return fmt.Errorf("retry %s: %w: it was cancelled with its parent %s before it was created, so it has no kind or payload to run; retry the parent",
+			id, ErrNotRetryable, DisplayID(old.Parent))
 	case old.Attempt+extraAttempts > MaxAttemptsLimit:
 		return fmt.Errorf("retry %s: %w: %d used + %d more attempts is over the limit of %d",
 			id, ErrInvalid, old.Attempt, extraAttempts, MaxAttemptsLimit)

@@ -16,6 +16,10 @@ import (
 // with the item their conditional write saw, so it costs no extra read.
 func CheckDuplicate(stored Task, n NewTask) error {
 	switch {
+	case IsPlaceholder(stored) && stored.Parent == n.Parent:
+		// The child itself, cancelled with its parent before its token
+		// created it.
+		return fmt.Errorf("create %s: %w: it was cancelled before it was created", DisplayID(n.ID), ErrAlreadyExists)
 	case stored.Kind != n.Kind:
 		return fmt.Errorf("create %s: %w", DisplayID(n.ID), &ConflictError{TaskID: n.ID, Field: "kind", Status: stored.Status})
 	case !SamePayload(stored.Payload, n.Payload):

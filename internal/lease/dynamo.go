@@ -690,7 +690,6 @@ func avMillis(t time.Time) types.AttributeValue { return avN(t.UnixMilli()) }
 func itemOf(t Task) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		AttrID:              avS(t.ID),
-		AttrKind:            avS(t.Kind),
 		AttrStatus:          avS(string(t.Status)),
 		AttrListShard:       avS(Shard(t.ID)),
 		AttrAttempt:         avN(int64(t.Attempt)),
@@ -714,6 +713,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 			item[name] = avMillis(v)
 		}
 	}
+	text(AttrKind, t.Kind) // (none only on a placeholder, IsPlaceholder)
 	text(AttrPayload, string(t.Payload))
 	text(AttrLeaseOwner, t.LeaseOwner)
 	text(AttrResult, string(t.Result))

@@ -249,7 +249,7 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 	}
 	now := s.now()
 	return s.update(ctx, "retry", id,
-		"attribute_exists(#id) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
+		"attribute_exists(#id) AND attribute_exists(#kind) AND #status IN (:failed, :cancelled) AND #attempt <= :most",
 		"SET #status = :pending, #run_at = :now, #max_attempts = #attempt + :extra, "+
 			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
 			"REMOVE #result, #finished_at, #expires_at",

@@ -80,6 +80,21 @@ type Store interface {
 	// Checkpoint records a step's result under l, only while l is held:
 	// the handler's later attempts find it (Task.Steps) and skip the step.
 	Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error)
+
+	// CreateCancelled persists a placeholder for id, a child of parent
+	// that has no item yet: CANCELLED with reason, no kind, no payload,
+	// the parent as its waiter (see IsPlaceholder). A parent that ends
+	// before its children's tokens are taken writes one per child, so a
+	// token that comes later finds its task ended and never creates or
+	// runs it. When the id exists it returns the stored task and
+	// ErrAlreadyExists, whatever that task is.
+	CreateCancelled(ctx context.Context, id, parent, reason string) (Task, error)
+	// EndWaiting ends prev, a WAITING task as the caller saw it, as
+	// CANCELLED or FAILED with reason, only while it still waits under
+	// prev's fence and attempt; a history entry records it. A task that
+	// moved on gives a *WaitError matching ErrNotWaiting, a terminal one
+	// *FinishedError, both with the task.
+	EndWaiting(ctx context.Context, prev Task, status Status, reason string) (Task, error)
 }
 
 // Release says how a lease is given up.

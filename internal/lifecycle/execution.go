@@ -287,6 +287,8 @@ func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 		x.log.info("create response lost; the task is held by this execution")
 		x.task = task
 		return StateClaimed
+	case (errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrAlreadyExists)) && lease.ChildTaken(task, nt):
+		return x.childTaken(ctx, nt) // the child's id names another task
 	case errors.Is(err, lease.ErrConflict): // the id names another task
 		return x.reject(ctx, err.Error())
 	case errors.Is(err, lease.ErrAlreadyExists):

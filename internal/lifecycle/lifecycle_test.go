@@ -57,8 +57,11 @@ type fakeSQS struct {
 	batches  []int    // bytes of each SendMessageBatch call
 	deleted  []string // receipt handles
 	failSend bool
-	goneURL  string        // a queue deleted since its URL was looked up
-	changed  chan struct{} // one tick per call
+	// sendBatchesOK, when positive, fails every SendMessageBatch call
+	// after that many.
+	sendBatchesOK int
+	goneURL       string        // a queue deleted since its URL was looked up
+	changed       chan struct{} // one tick per call
 }
 
 func newFakeSQS() *fakeSQS { return &fakeSQS{changed: make(chan struct{}, 1000)} }
@@ -139,7 +142,11 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	}
 	f.mu.Lock()
 	f.batches = append(f.batches, size)
+	refuse := f.sendBatchesOK > 0 && len(f.batches) > f.sendBatchesOK
 	f.mu.Unlock()
+	if refuse {
+		return nil, errors.New("send batch: throttled")
+	}
 	out := &sqs.SendMessageBatchOutput{}
 	for _, e := range in.Entries {
 		if _, err := f.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, DelaySeconds: e.DelaySeconds}); err != nil {

@@ -223,7 +223,11 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	}
 	for _, queue := range order {
 		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
-			return x.retryOrFail(ctx, "await children: could not send the children's tokens: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+			reason := "await children: could not send the children's tokens: " + err.Error()
+			if x.task.Attempt >= x.task.MaxAttempts {
+				x.cancelUnspawned(ctx, ids, reason) // the parent fails next
+			}
+			return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 		}
 	}
 	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids})
@@ -307,6 +311,11 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 	default:
 		x.log.error("could not suspend the task", "error", err)
 		return x.keep(ctx, 0, err.Error())
+	}
+	if task.CancelRequested {
+		// Cancelled while its attempt ran, after the last renewal: end the
+		// wait at once, its children first.
+		return x.endWaiting(ctx, task, lease.StatusCancelled, CancelledOnRequest)
 	}
 	x.task = task
 	x.result.Outcome = OutcomeSuspended
@@ -425,6 +434,11 @@ func (x *execution) afterEnd(ctx context.Context, st State) State {
 func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 	x.task = t
 	x.log.kind = t.Kind
+	if t.CancelRequested {
+		// Flagged while running, then suspended (its worker stopped before
+		// ending the wait): finish the cancel.
+		return x.endWaiting(ctx, t, lease.StatusCancelled, CancelledOnRequest)
+	}
 	now := x.cfg.Clock.Now()
 	switch {
 	case t.Wait == lease.WaitCallback && !now.Before(t.WaitUntil):

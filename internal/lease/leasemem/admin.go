@@ -102,7 +102,7 @@ func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.
 	if !ok {
 		return lease.Task{}, lease.ClassifyRetry(id, nil, extraAttempts)
 	}
-	if (rec.Status != lease.StatusFailed && rec.Status != lease.StatusCancelled) || rec.Attempt+extraAttempts > lease.MaxAttemptsLimit {
+	if (rec.Status != lease.StatusFailed && rec.Status != lease.StatusCancelled) || lease.IsPlaceholder(*rec) || rec.Attempt+extraAttempts > lease.MaxAttemptsLimit {
 		old := clone(rec)
 		return lease.Task{}, lease.ClassifyRetry(id, &old, extraAttempts)
 	}

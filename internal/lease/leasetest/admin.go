@@ -49,6 +49,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"RetryFailed", testRetryFailed},
 		{"RetryCancelled", testRetryCancelled},
 		{"RetryRejects", testRetryRejects},
+		{"RetryRefusesAPlaceholder", testRetryPlaceholder},
 		{"ListPagesEachTaskOnce", testListPaging},
 		{"ListEmptyAndBadArguments", testListBadArguments},
 		{"UnlistedTasksAreNotListed", testUnlisted},

@@ -107,6 +107,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
 		{"CheckpointRecordsAStepOnce", testCheckpointRecordsAStepOnce},
+		{"CreateCancelledPlaceholder", testCreateCancelled},
+		{"EndWaiting", testEndWaiting},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,148 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A placeholder is the item a parent's cancel (or failure) writes for a child
+// that has no item yet (Store.CreateCancelled): CANCELLED, naming the parent,
+// with no kind and no payload. The child's token, still on a queue, then
+// finds its task ended and neither creates nor runs it.
+
+// IsPlaceholder reports whether t was written for a child cancelled before its
+// token created it: it has a parent and no kind.
+func IsPlaceholder(t Task) bool {
+	return t.Parent != "" && t.Kind == ""
+}
+
+// ChildTaken reports whether stored, the task found under the id of a child
+// that n would create, is some other task than that child: n names a parent,
+// and stored names another parent or none. A placeholder of the same parent
+// is the child itself, cancelled before it was created.
+func ChildTaken(stored Task, n NewTask) bool {
+	return n.Parent != "" && stored.Parent != n.Parent
+}
+
+// ChildTakenReason is the error a parent fails with when the id of its child
+// id names another task.
+func ChildTakenReason(id string) string {
+	return Truncate(fmt.Sprintf("child id %s is taken by another task", DisplayID(id)), MaxErrorBytes)
+}
+
+// ParentEndedReason is the error a child keeps when it is cancelled because
+// its parent ended (cancelled or failed) before it: why is the parent's
+// error, if any.
+func ParentEndedReason(parent string, status Status, why string) string {
+	msg := fmt.Sprintf("cancelled with its parent %s", DisplayID(parent))
+	if status != StatusCancelled {
+		msg = fmt.Sprintf("cancelled: its parent %s ended %s", DisplayID(parent), status)
+	}
+	if why != "" {
+		msg += ": " + why
+	}
+	return Truncate(msg, MaxErrorBytes)
+}
+
+// UnendedChildren lists the children t waits for that have not told it of
+// their end (none unless t is WAITING for children).
+func UnendedChildren(t Task) []string {
+	if t.Status != StatusWaiting || t.Wait != WaitChildren {
+		return nil
+	}
+	var out []string
+	for _, id := range t.WaitFor {
+		if !slices.Contains(t.Ended, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// CheckEndWaiting validates the arguments of Store.EndWaiting.
+func CheckEndWaiting(prev Task, status Status) error {
+	switch {
+	case CheckID(prev.ID) != nil:
+		return CheckID(prev.ID)
+	case status != StatusCancelled && status != StatusFailed:
+		return fmt.Errorf("%w: a wait is ended as CANCELLED or FAILED, not %q", ErrInvalid, status)
+	case prev.Status != StatusWaiting:
+		return fmt.Errorf("%w: end waiting %s: the task seen is %s, not WAITING", ErrInvalid, prev.ID, prev.Status)
+	}
+	return nil
+}
+
+// ClassifyEndWaiting explains why EndWaiting of prev did not land on old.
+func ClassifyEndWaiting(prev Task, old *Task) error {
+	return classifyWait("end waiting", prev.ID, old, func(Task) error { return ErrNotWaiting })
+}
+
+// EndWaitingLands reports whether EndWaiting of prev may land on t: it still
+// waits under prev's fence and attempt (the history entry records them).
+func EndWaitingLands(prev, t Task) bool {
+	return t.Status == StatusWaiting && t.Fence == prev.Fence && t.Attempt == prev.Attempt
+}
+
+// ChildCanceller is what cancelling a parent's children takes; both stores
+// have it.
+type ChildCanceller interface {
+	CreateCancelled(ctx context.Context, id, parent, reason string) (Task, error)
+	RequestCancel(ctx context.Context, id string) (Task, error)
+}
+
+// MaxCancelDepth bounds how far CancelChildren follows children that are
+// parents themselves.
+const MaxCancelDepth = 16
+
+// CancelChildren cancels every child of parent, a task WAITING for its
+// children as seen, that has not told it of its end, with reason:
+//   - a child with no item gets a placeholder (CreateCancelled), so its
+//     token, still on a queue, finds it ended and never creates or runs it;
+//   - a child of parent that exists and has not ended is cancelled
+//     (RequestCancel): at once when PENDING or WAITING, at its next lease
+//     renewal when RUNNING. A child that waits for children of its own has
+//     them cancelled first, in the same way;
+//   - an id taken by a task that is not parent's child is left alone.
+//
+// The caller ends parent afterwards, so that no child is created after its
+// parent ended. cancelled hears of each existing child cancelled outright,
+// whose waiters the caller tells. Every step is idempotent: a caller
+// interrupted half-way calls it again.
+func CancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task)) error {
+	return cancelChildren(ctx, s, parent, reason, cancelled, 0)
+}
+
+func cancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task), depth int) error {
+	if depth >= MaxCancelDepth {
+		return fmt.Errorf("cancel the children of %s: %w: children more than %d deep", DisplayID(parent.ID), ErrInvalid, MaxCancelDepth)
+	}
+	for _, id := range UnendedChildren(parent) {
+		got, err := s.CreateCancelled(ctx, id, parent.ID, reason)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, ErrAlreadyExists):
+			return fmt.Errorf("cancel child %s of %s: %w", DisplayID(id), DisplayID(parent.ID), err)
+		case got.Parent != parent.ID || got.Status.Terminal():
+			continue // another task's id, or the child ended
+		}
+		if len(UnendedChildren(got)) > 0 {
+			if err := cancelChildren(ctx, s, got, ParentEndedReason(got.ID, StatusCancelled, ""), cancelled, depth+1); err != nil {
+				return err
+			}
+		}
+		t, err := s.RequestCancel(ctx, id)
+		switch {
+		case err == nil && t.Status == StatusCancelled:
+			if cancelled != nil {
+				cancelled(t)
+			}
+		case err == nil, errors.Is(err, ErrFinished), errors.Is(err, ErrNotFound):
+		default:
+			return fmt.Errorf("cancel child %s of %s: %w", DisplayID(id), DisplayID(parent.ID), err)
+		}
+	}
+	return nil
+}

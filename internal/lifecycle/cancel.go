@@ -1,0 +1,126 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// CancelledOnRequest is the error of a task cancelled by a client's request.
+const CancelledOnRequest = "cancelled on request"
+
+// endWaiting ends t, a WAITING task as seen, as status with reason: first
+// its children that have not ended (placeholders for those whose token is
+// still queued, so none is created or started after the parent ended),
+// then t itself, then the tasks waiting for any of them. A failure keeps
+// this message, whose next delivery does it again: every step is
+// idempotent.
+func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.Status, reason string) State {
+	x.task = t
+	var cancelled []lease.Task
+	if len(lease.UnendedChildren(t)) > 0 {
+		err := lease.CancelChildren(ctx, childCanceller{x}, t, lease.ParentEndedReason(t.ID, status, reason),
+			func(k lease.Task) { cancelled = append(cancelled, k) })
+		if err != nil {
+			x.log.warn("could not cancel the children of an ending parent; the message comes back to retry", "error", err)
+			return x.keep(ctx, 0, err.Error())
+		}
+	}
+	cctx, cancel := x.call()
+	ended, err := x.cfg.Store.EndWaiting(cctx, t, status, reason)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrNotFound):
+		// It moved on (resumed, ended) since it was read: whoever moved it
+		// answers for it.
+		x.log.info("waiting task moved on before it could be ended", "status", string(status), "error", err)
+		return x.exit(true, "")
+	default:
+		return x.keep(ctx, 0, err.Error())
+	}
+	x.task = ended
+	outcome := OutcomeCancelled
+	if status == lease.StatusFailed {
+		outcome = OutcomeFailed
+	}
+	x.result.Outcome = outcome
+	x.observe(outcome, 0)
+	x.log.info("waiting task ended", "status", string(status), "reason", reason)
+	for _, k := range cancelled {
+		// Their waiters but the parent, which has ended.
+		k.Waiters = slices.DeleteFunc(slices.Clone(k.Waiters), func(w lease.Waiter) bool { return w.ID == t.ID })
+		if err := x.notifyWaiters(ctx, k); err != nil {
+			x.result.Ack, x.result.Reason = false, err.Error()
+			return x.exit(false, err.Error())
+		}
+	}
+	return x.afterEnd(ctx, x.exit(true, ""))
+}
+
+// childTaken answers the token of child n, whose id names another task:
+// its parent, once it waits for it, fails with the reason instead of
+// waiting for ever.
+func (x *execution) childTaken(ctx context.Context, n lease.NewTask) State {
+	reason := lease.ChildTakenReason(n.ID)
+	cctx, cancel := x.call()
+	p, err := x.cfg.Store.Get(cctx, n.Parent)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		x.log.warn("child id taken by another task; its parent does not exist", "parent", n.Parent)
+		return x.exit(true, reason)
+	case err != nil:
+		return x.keep(ctx, 0, err.Error())
+	case p.Status == lease.StatusWaiting && p.Wait == lease.WaitChildren && slices.Contains(p.WaitFor, n.ID):
+		x.log.warn("child id taken by another task; failing its parent", "parent", n.Parent)
+		return x.endWaiting(ctx, p, lease.StatusFailed, reason)
+	case p.Status == lease.StatusRunning:
+		// Its suspension has not landed yet: look again shortly.
+		return x.keep(ctx, x.cfg.VisibilityMargin, reason)
+	}
+	// The parent ended, or does not wait for this child (an earlier
+	// attempt's token): nothing waits on this id.
+	x.log.warn("child id taken by another task; its parent does not wait for it", "parent", n.Parent, "parent_status", string(p.Status))
+	return x.exit(true, reason)
+}
+
+// childCanceller is the store as CancelChildren uses it, each call bounded
+// by the call timeout. A store without RequestCancel (a test's wrapper)
+// leaves existing children to run on.
+type childCanceller struct{ x *execution }
+
+func (c childCanceller) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
+	cctx, cancel := c.x.call()
+	defer cancel()
+	return c.x.cfg.Store.CreateCancelled(cctx, id, parent, reason)
+}
+
+func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
+	rc, ok := c.x.cfg.Store.(interface {
+		RequestCancel(ctx context.Context, id string) (lease.Task, error)
+	})
+	if !ok {
+		c.x.log.warn("store cannot cancel a running child; it runs on", "child", id)
+		return lease.Task{}, nil
+	}
+	cctx, cancel := c.x.call()
+	defer cancel()
+	return rc.RequestCancel(cctx, id)
+}
+
+// cancelUnspawned writes a CANCELLED placeholder for each of ids, the
+// children of the held task, which is about to fail with reason after some
+// of their tokens went out: a token taken later finds its child ended. A
+// child created already was created before its parent ended and runs on.
+// A write that fails is logged; that child may then run.
+func (x *execution) cancelUnspawned(ctx context.Context, ids []string, reason string) {
+	why := lease.ParentEndedReason(x.task.ID, lease.StatusFailed, reason)
+	for _, id := range ids {
+		if _, err := (childCanceller{x}).CreateCancelled(ctx, id, x.task.ID, why); err != nil && !errors.Is(err, lease.ErrAlreadyExists) {
+			x.log.warn("could not cancel a child of a failing parent", "child", id, "error", err)
+		}
+	}
+}
