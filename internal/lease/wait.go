@@ -77,8 +77,13 @@ type Wait struct {
 	Mode WaitMode // WaitChildren or WaitCallback
 	// For lists the children (WaitChildren), in spawn order.
 	For []string
-	// Until is the callback's deadline (WaitCallback).
+	// Until is the wait's deadline: the callback's timeout
+	// (WaitCallback, required), or when a wait for children ends FAILED
+	// if they have not all ended (zero: DefaultWaitTimeout from now).
 	Until time.Time
+	// DispatchAt puts the waiting task in the sweep index: the sweep sends
+	// it a token then, if it still waits. Zero means Until.
+	DispatchAt time.Time
 	// Nonce is the callback token's secret part (WaitCallback).
 	Nonce string
 }
@@ -283,5 +288,6 @@ func ApplyWaits(t *Task, n NewTask) {
 		t.Status = StatusWaiting
 		t.Wait = n.WaitModeOf()
 		t.WaitFor = slices.Clone(n.After)
+		applyWaitDeadline(t, n)
 	}
 }

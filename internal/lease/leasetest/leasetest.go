@@ -105,6 +105,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
+		{"WaitsHaveDeadlines", testWaitsHaveDeadlines},
+		{"AbandonWait", testAbandonWait},
+		{"WatchWaiterLimit", testWatchWaiterLimit},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
