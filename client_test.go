@@ -233,6 +233,9 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		// The SDK would send "a\ufffdb": two different ids would be one.
 		{"id not UTF-8", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\xffb")}, leasehold.ErrInvalid},
 		{"id over the limit", "k", nil, []leasehold.EnqueueOption{leasehold.ID(strings.Repeat("i", lease.MaxIDBytes+1))}, leasehold.ErrInvalid},
+		{"wait timeout without dependencies", "k", nil, []leasehold.EnqueueOption{leasehold.WaitTimeout(time.Hour)}, leasehold.ErrInvalid},
+		{"negative wait timeout", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(-time.Hour)}, leasehold.ErrInvalid},
+		{"wait timeout over a year", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {

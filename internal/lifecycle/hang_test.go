@@ -181,6 +181,16 @@ func TestWaitDeadlineIsConfigurable(t *testing.T) {
 	if got := e.get(t, "q"); !got.WaitUntil.Equal(epoch.Add(time.Minute)) {
 		t.Fatalf("q waits until %s, want its await's minute", got.WaitUntil)
 	}
+	// A dependent's token names its own deadline (the client's WaitTimeout
+	// option), used when the worker creates it.
+	body, err := token.Token{ID: "d", Kind: "step", After: []string{"p"}, WaitTimeout: 2 * time.Hour}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec.Process(t.Context(), nil, msg("d", body))
+	if got := e.get(t, "d"); !got.WaitUntil.Equal(epoch.Add(2*time.Hour)) || !got.DispatchAt.Equal(got.WaitUntil) {
+		t.Fatalf("d waits until %s (sweep entry %s), want its token's 2 hours", got.WaitUntil, got.DispatchAt)
+	}
 	e.clock.Advance(time.Minute)
 	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("q")))
 	if got := e.get(t, "q"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "waited 1m0s for children q/0") {

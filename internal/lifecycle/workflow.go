@@ -530,7 +530,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		}
 	}
 	if errors.Is(err, lease.ErrNotFound) {
-		nt.WaitUntil = x.cfg.Clock.Now().Add(x.cfg.WaitTimeout)
+		nt.WaitUntil = x.cfg.Clock.Now().Add(cmp.Or(x.tok.WaitTimeout, x.cfg.WaitTimeout))
 		cctx, cancel := x.call()
 		task, err = x.cfg.Store.Create(cctx, nt)
 		cancel()
