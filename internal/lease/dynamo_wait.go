@@ -30,10 +30,15 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	e.values[":wait"] = avS(string(w.Mode))
 	// The wait's deadline, and the sweep entry that ends the wait there.
 	until, dispatchAt := w.Times(s.now())
-	e.set = append(e.set, "#wait_until = :wait_until", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
+	e.set = append(e.set, "#wait_until = :wait_until")
 	e.values[":wait_until"] = avMillis(until)
-	e.values[":sweep_shard"] = avS(Shard(l.TaskID))
-	e.values[":sweep_at"] = avMillis(dispatchAt)
+	if dispatchAt.IsZero() {
+		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
+	} else {
+		e.set = append(e.set, "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
+		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
+		e.values[":sweep_at"] = avMillis(dispatchAt)
+	}
 	switch w.Mode {
 	case WaitChildren:
 		// The resumed run is the same attempt, not a new failure-counted

@@ -84,6 +84,11 @@ type Wait struct {
 	// DispatchAt puts the waiting task in the sweep index: the sweep sends
 	// it a token then, if it still waits. Zero means Until.
 	DispatchAt time.Time
+	// Carried says a message already on the queue, delayed until Until,
+	// ends the wait (a callback's timeout token, sent before the
+	// suspension): the task gets no sweep entry, which saves its two index
+	// writes. DispatchAt must then be zero.
+	Carried bool
 	// Nonce is the callback token's secret part (WaitCallback).
 	Nonce string
 }
@@ -103,6 +108,9 @@ func (w Wait) Validate() error {
 	case WaitCallback:
 		if w.Until.IsZero() || w.Nonce == "" {
 			return fmt.Errorf("%w: a callback wait needs a deadline and a nonce", ErrInvalid)
+		}
+		if w.Carried && !w.DispatchAt.IsZero() {
+			return fmt.Errorf("%w: a carried wait has no dispatch time", ErrInvalid)
 		}
 	default:
 		return fmt.Errorf("%w: cannot suspend to wait for %q", ErrInvalid, w.Mode)

@@ -22,14 +22,17 @@ var ErrWaiterLimit = fmt.Errorf("%w: too many waiters", ErrInvalid)
 
 // Times returns the deadline and the sweep-index time of w suspended at
 // now: Until, or now plus DefaultWaitTimeout when it is zero; DispatchAt,
-// or the deadline when it is zero.
+// or the deadline when it is zero, or zero (no entry) when Carried.
 func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
 	until = w.Until
 	if until.IsZero() {
 		until = now.Add(DefaultWaitTimeout)
 	}
 	dispatchAt = w.DispatchAt
-	if dispatchAt.IsZero() {
+	switch {
+	case w.Carried:
+		return toMillis(until), time.Time{}
+	case dispatchAt.IsZero():
 		dispatchAt = until
 	}
 	return toMillis(until), toMillis(dispatchAt)

@@ -297,12 +297,12 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 		return x.suspend(ctx, w)
 	}
 	// A timeout SQS can delay a message for: one token, sent first, so a
-	// crash after the suspension cannot leave the wait without an end; the
-	// sweep entry, a grace later, is only the safety net.
+	// crash after the suspension cannot leave the wait without an end. It
+	// carries the deadline: no sweep entry (two index writes saved).
 	if err := x.send(ctx, token.Ref(x.task.ID), ac.Timeout); err != nil {
 		return x.retryOrFail(ctx, fmt.Sprintf("await callback: could not arm the timeout: %v", err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	w.DispatchAt = until.Add(lease.DefaultDispatchGrace)
+	w.Carried = true
 	return x.suspend(ctx, w)
 }
 

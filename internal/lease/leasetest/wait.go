@@ -41,7 +41,7 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 	if w.Until.IsZero() {
 		want.WaitUntil = e.now().Add(lease.DefaultWaitTimeout)
 	}
-	if w.DispatchAt.IsZero() {
+	if w.DispatchAt.IsZero() && !w.Carried {
 		want.DispatchAt = want.WaitUntil
 	}
 	switch w.Mode {
@@ -421,9 +421,16 @@ func testAbandonWait(t *testing.T, newStore NewStoreFunc) {
 	// A callback wait ends only by its token or its timeout.
 	held := e.createClaimed(e.newTask(), "w1")
 	cb := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.now().Add(time.Hour), Nonce: "n"})
+	if cb.DispatchAt.IsZero() {
+		t.Fatal("a callback wait that is not carried has no sweep entry")
+	}
 	if _, err := e.store.AbandonWait(e.ctx, lease.WaitAbandon{ID: cb.ID, Fence: cb.Fence, Status: lease.StatusFailed, Error: "x"}); !errors.Is(err, lease.ErrNotWaiting) {
 		t.Fatalf("AbandonWait of a callback wait: %v, want ErrNotWaiting", err)
 	}
+	// A carried callback wait (its timeout's token is on the queue) has
+	// none.
+	held = e.createClaimed(e.newTask(), "w1")
+	e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.now().Add(time.Minute), Nonce: "n", Carried: true})
 	if _, err := e.store.AbandonWait(e.ctx, lease.WaitAbandon{ID: e.id(), Status: lease.StatusFailed, Error: "x"}); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("AbandonWait of a missing task: %v, want ErrNotFound", err)
 	}
