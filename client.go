@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -426,8 +427,11 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	default:
 		nt.RunAt = s.RunAt
 	}
-	if s.WaitTimeout > 0 {
-		nt.WaitUntil = now.Add(s.WaitTimeout)
+	if len(s.After) > 0 {
+		// Set here, not left to the store's default, so that the token
+		// sent before the create carries it too (a worker that creates
+		// the task from it uses the same deadline).
+		nt.WaitUntil = now.Add(cmp.Or(s.WaitTimeout, lease.DefaultWaitTimeout))
 	}
 	payload, err := encodePayload(s.Payload)
 	if err != nil {
