@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -247,6 +248,11 @@ func AfterAny(ids ...string) EnqueueOption {
 	return func(s *Submission) { s.After, s.AfterAny = ids, true }
 }
 
+// WaitTimeout bounds how long a task enqueued with After or AfterAny waits
+// for its dependencies, from its enqueue (default 7 days, at most 365): if
+// they have not all ended by then, the task ends FAILED with the reason.
+func WaitTimeout(d time.Duration) EnqueueOption { return func(s *Submission) { s.WaitTimeout = d } }
+
 // Submission is one task for EnqueueMany. Only Kind is required.
 type Submission struct {
 	Kind string
@@ -267,6 +273,8 @@ type Submission struct {
 	// After and AfterAny: see the options of the same names.
 	After    []string
 	AfterAny bool
+	// WaitTimeout: see the option of the same name; 0 is the default.
+	WaitTimeout time.Duration
 }
 
 // EnqueueResult is the outcome of one Submission of EnqueueMany.
@@ -404,6 +412,10 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	switch {
 	case len(s.After) > 0 && (s.Delay != 0 || !s.RunAt.IsZero()):
 		return nt, fmt.Errorf("%w: a task with dependencies starts when they end; it takes no delay or start time", ErrInvalid)
+	case s.WaitTimeout != 0 && len(s.After) == 0:
+		return nt, fmt.Errorf("%w: a wait timeout is for a task with dependencies", ErrInvalid)
+	case s.WaitTimeout < 0 || s.WaitTimeout > token.MaxWaitTimeout:
+		return nt, fmt.Errorf("%w: wait timeout %s is outside (0, %s]", ErrInvalid, s.WaitTimeout, token.MaxWaitTimeout)
 	case s.Delay < 0:
 		return nt, fmt.Errorf("%w: negative delay %s", ErrInvalid, s.Delay)
 	case s.Delay > 0 && !s.RunAt.IsZero():
@@ -414,6 +426,12 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		nt.RunAt = now.Add(s.Delay)
 	default:
 		nt.RunAt = s.RunAt
+	}
+	if len(s.After) > 0 {
+		// Set here, not left to the store's default, so that the token
+		// sent before the create carries it too (a worker that creates
+		// the task from it uses the same deadline).
+		nt.WaitUntil = now.Add(cmp.Or(s.WaitTimeout, lease.DefaultWaitTimeout))
 	}
 	payload, err := encodePayload(s.Payload)
 	if err != nil {

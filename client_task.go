@@ -100,7 +100,7 @@ type TaskInfo struct {
 	// known to have ended while it waits.
 	WaitFor []string `json:"wait_for,omitempty"`
 	Ended   []string `json:"ended,omitempty"`
-	// WaitUntil is a callback wait's deadline.
+	// WaitUntil is the wait's deadline (a WAITING task's; every wait has one).
 	WaitUntil time.Time `json:"wait_until,omitzero"`
 	// Waiters are the tasks told when this one ends.
 	Waiters []string `json:"waiters,omitempty"`

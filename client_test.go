@@ -32,6 +32,7 @@ import (
 	"github.com/leasehold/leasehold/examples"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // clientEnv is one test's slice of the local stack and a client on it.
@@ -233,6 +234,9 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		// The SDK would send "a\ufffdb": two different ids would be one.
 		{"id not UTF-8", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\xffb")}, leasehold.ErrInvalid},
 		{"id over the limit", "k", nil, []leasehold.EnqueueOption{leasehold.ID(strings.Repeat("i", lease.MaxIDBytes+1))}, leasehold.ErrInvalid},
+		{"wait timeout without dependencies", "k", nil, []leasehold.EnqueueOption{leasehold.WaitTimeout(time.Hour)}, leasehold.ErrInvalid},
+		{"negative wait timeout", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(-time.Hour)}, leasehold.ErrInvalid},
+		{"wait timeout over a year", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
@@ -871,4 +875,46 @@ func compactJSON(t *testing.T, raw []byte) string {
 		t.Fatalf("compact %s: %v", raw, err)
 	}
 	return b.String()
+}
+
+// A task with dependencies is stored with its wait's deadline, and its token
+// (sent before the create) carries it, so a worker that creates the task
+// from the token uses the same one.
+func TestClientEnqueueWaitTimeout(t *testing.T) {
+	t.Parallel()
+	e := newClientEnv(t)
+	ctx := testCtx(t, time.Minute)
+	before := time.Now()
+	hour, err := e.client.Enqueue(ctx, "upper", nil, leasehold.ID("dep-hour"), leasehold.After("root"), leasehold.WaitTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	week, err := e.client.Enqueue(ctx, "upper", nil, leasehold.ID("dep-week"), leasehold.After("root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, c := range []struct {
+		info leasehold.TaskInfo
+		d    time.Duration
+	}{{hour, time.Hour}, {week, 7 * 24 * time.Hour}} {
+		got, err := e.client.Get(ctx, c.info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != leasehold.StatusWaiting || got.WaitUntil.Before(before.Add(c.d).Truncate(time.Millisecond)) || got.WaitUntil.After(after.Add(c.d)) {
+			t.Errorf("%s: %s until %s, want WAITING until %s after the enqueue", got.ID, got.Status, got.WaitUntil, c.d)
+		}
+	}
+	msgs := awstest.ReceiveN(t, e.sqs, e.queues.Work, 2, 2*time.Minute, 60, nil)
+	for _, m := range msgs.Records {
+		tok, err := token.Decode(m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]time.Duration{"dep-hour": time.Hour, "dep-week": 7 * 24 * time.Hour}[tok.ID]
+		if tok.WaitTimeout < want-time.Minute || tok.WaitTimeout > want {
+			t.Errorf("token of %s carries wait timeout %s, want about %s", tok.ID, tok.WaitTimeout, want)
+		}
+	}
 }

@@ -87,6 +87,8 @@ const (
 	EnvUnknownKindBackoff = "LEASEHOLD_UNKNOWN_KIND_BACKOFF"
 	// EnvUnknownKindLimit sets WithUnknownKindLimit ("168h" is the default).
 	EnvUnknownKindLimit = "LEASEHOLD_UNKNOWN_KIND_LIMIT"
+	// EnvWaitTimeout sets WithWaitTimeout ("168h" is the default).
+	EnvWaitTimeout = "LEASEHOLD_WAIT_TIMEOUT"
 	// EnvListing "off" sets WithoutListing; "on" (the default) lists.
 	EnvListing = "LEASEHOLD_LISTING"
 )
@@ -127,6 +129,7 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		{EnvDispatchGrace, WithDispatchGrace},
 		{EnvVisibilityMargin, WithVisibilityMargin},
 		{EnvUnknownKindLimit, WithUnknownKindLimit},
+		{EnvWaitTimeout, WithWaitTimeout},
 	}
 	for _, d := range durations {
 		if v := os.Getenv(d.env); v != "" {
@@ -300,6 +303,14 @@ func WithUnknownKindBackoff(minWait, maxWait time.Duration) WorkerOption {
 // good (default 7 days).
 func WithUnknownKindLimit(d time.Duration) WorkerOption {
 	return func(o *workerOptions) { o.lc.UnknownKindLimit = d }
+}
+
+// WithWaitTimeout sets the deadline of a wait for children or
+// dependencies that names none of its own (AwaitChildrenWithin, the
+// WaitTimeout enqueue option): at it the waiting task ends FAILED with the
+// reason. Default 7 days, at most 365.
+func WithWaitTimeout(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.lc.WaitTimeout = d }
 }
 
 // WithLogger sets the structured logger (default: JSON to stderr at Info).

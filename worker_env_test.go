@@ -29,7 +29,7 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		EnvTable: "tasks", EnvWorkQueueURL: "https://sqs.example/work", EnvWorkDLQURL: "https://sqs.example/dlq",
 		EnvLogLevel: "DEBUG", EnvVisibilityMargin: "7s", EnvLeaseDuration: "30s", EnvRenewBefore: "12s",
 		EnvReceiveVisibility: "45s", EnvLongPoll: "3s", EnvPollers: "4", EnvBatchWindow: "2s",
-		EnvBackoff: "3s,1m", EnvUnknownKindBackoff: "20s, 30m", EnvUnknownKindLimit: "48h",
+		EnvBackoff: "3s,1m", EnvUnknownKindBackoff: "20s, 30m", EnvUnknownKindLimit: "48h", EnvWaitTimeout: "72h",
 		EnvServeQueueURLs: "https://sqs.example/work, https://sqs.example/images",
 	} {
 		t.Setenv(k, v)
@@ -44,6 +44,9 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 	}
 	if lc.UnknownKindBackoffMin != 20*time.Second || lc.UnknownKindBackoffMax != 30*time.Minute || lc.UnknownKindLimit != 48*time.Hour {
 		t.Errorf("unknown kinds: backoff %s..%s, limit %s; want 20s..30m, 48h", lc.UnknownKindBackoffMin, lc.UnknownKindBackoffMax, lc.UnknownKindLimit)
+	}
+	if lc.WaitTimeout != 72*time.Hour {
+		t.Errorf("wait timeout %s, want 72h", lc.WaitTimeout)
 	}
 	// ExponentialBackoff(3s, 1m) draws attempt n's delay from [d/2, d], d = min(3s·2^(n-1), 1m).
 	if d := lc.Backoff(1); d < 1500*time.Millisecond || d > 3*time.Second {
@@ -73,7 +76,7 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		t.Errorf("with WithLogger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
 	}
 
-	for env, bad := range map[string]string{EnvBackoff: "2s", EnvUnknownKindBackoff: "1m,10s", EnvUnknownKindLimit: "soon"} {
+	for env, bad := range map[string]string{EnvBackoff: "2s", EnvUnknownKindBackoff: "1m,10s", EnvUnknownKindLimit: "soon", EnvWaitTimeout: "a week"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, bad)
 			if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {

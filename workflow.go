@@ -40,6 +40,18 @@ func AwaitChildren(children ...Child) error {
 	return &lifecycle.AwaitChildrenError{Children: out}
 }
 
+// AwaitChildrenWithin is AwaitChildren with a deadline for the wait: if
+// the children have not all ended within timeout (at most 365 days), the
+// task ends FAILED with the reason. AwaitChildren waits for the worker's
+// WithWaitTimeout (default 7 days).
+func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
+	err := AwaitChildren(children...)
+	if ac, ok := err.(*lifecycle.AwaitChildrenError); ok {
+		ac.Timeout = timeout
+	}
+	return err
+}
+
 // ChildID is the id of the i-th child (from 0) the task parent spawns.
 func ChildID(parent string, i int) string { return lifecycle.ChildID(parent, i) }
 

@@ -117,7 +117,10 @@ func chain(n int) workflow {
 			"create (PENDING)": 1, "create (WAITING)": k,
 			"watch": k, "notify": k, "resume and claim": k, "claim": 1, "finish or release": float64(n),
 		},
-		designWU:      2 + 2*k + k + k + k + 1 + float64(n),
+		// Each dependent sits in the sweep index at its wait's deadline:
+		// the create puts the entry (3 write units: the item, by_created and
+		// sweep), the resume removes it (2).
+		designWU:      2 + 3*k + k + k + 2*k + 1 + float64(n),
 		sfTransitions: float64(n), sfInvocations: float64(n),
 		durableOps: float64(n) + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
@@ -160,7 +163,9 @@ func fanout(n int) workflow {
 			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "finish or release": 1 + k,
 			"create (RUNNING)": k, "notify": k,
 		},
-		designWU:      2 + 1 + 1 + 1 + (1 + k) + 2*k + k,
+		// The suspension puts the parent in the sweep index at its wait's
+		// deadline (2 write units), the resume removes it (2).
+		designWU:      2 + 1 + 2 + 2 + (1 + k) + 2*k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),

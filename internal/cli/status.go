@@ -222,8 +222,11 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	}
 	if t.Status == leasehold.StatusWaiting {
 		wait := fmt.Sprintf("%s: %d of %d ended", escape(t.Wait), len(t.Ended), len(t.WaitFor))
-		if t.Wait == "callback" {
+		switch {
+		case t.Wait == "callback":
 			wait = "a callback until " + stamp(t.WaitUntil)
+		case !t.WaitUntil.IsZero():
+			wait += ", at most until " + stamp(t.WaitUntil)
 		}
 		row("waiting for", wait)
 	}

@@ -173,8 +173,12 @@ func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
 		return ref{}, false
 	}
 	createToken := rand.Text()
+	var waitTimeout time.Duration
+	if !n.WaitUntil.IsZero() {
+		waitTimeout = max(n.WaitUntil.Sub(now), time.Second)
+	}
 	body, err := token.Token{Kind: n.Kind, ID: n.ID, Payload: n.Payload, MaxAttempts: n.MaxAttempts, Queue: n.Queue, CreateToken: createToken,
-		After: n.After, AfterAny: n.AfterAny}.Encode()
+		After: n.After, AfterAny: n.AfterAny, WaitTimeout: waitTimeout}.Encode()
 	if err != nil {
 		return ref{}, false // not a JSON payload: stored first, as intake does
 	}

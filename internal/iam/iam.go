@@ -141,7 +141,7 @@ var Worker = Function{
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
 		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
 		leasehold.EnvVisibilityMargin, leasehold.EnvBackoff, leasehold.EnvUnknownKindBackoff,
-		leasehold.EnvUnknownKindLimit, leasehold.EnvListing,
+		leasehold.EnvUnknownKindLimit, leasehold.EnvWaitTimeout, leasehold.EnvListing,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -182,7 +182,7 @@ var (
 		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
 		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
 		leasehold.EnvReplaceAtReceiveCount, leasehold.EnvVisibilityMargin, leasehold.EnvBackoff,
-		leasehold.EnvUnknownKindBackoff, leasehold.EnvUnknownKindLimit)
+		leasehold.EnvUnknownKindBackoff, leasehold.EnvUnknownKindLimit, leasehold.EnvWaitTimeout)
 )
 
 func unread(why string, names ...string) map[string]string {

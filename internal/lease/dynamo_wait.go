@@ -29,9 +29,17 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	e := s.end(l, StatusWaiting, "", s.now())
 	e.set = append(e.set, "#wait = :wait")
 	e.values[":wait"] = avS(string(w.Mode))
-	// Any sweep entry goes: the messages that end the wait were sent
-	// before the suspension.
-	e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
+	// The wait's deadline, and the sweep entry that ends the wait there.
+	until, dispatchAt := w.Times(s.now())
+	e.set = append(e.set, "#wait_until = :wait_until")
+	e.values[":wait_until"] = avMillis(until)
+	if dispatchAt.IsZero() {
+		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
+	} else {
+		e.set = append(e.set, "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
+		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
+		e.values[":sweep_at"] = avMillis(dispatchAt)
+	}
 	switch w.Mode {
 	case WaitChildren:
 		// The resumed run is the same attempt, not a new failure-counted
@@ -39,10 +47,9 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 		e.set = append(e.set, "#wait_for = :wait_for", "#attempt = #attempt - :one")
 		e.values[":wait_for"] = avList(w.For)
 		e.values[":one"] = avN(1)
-		e.remove = append(e.remove, "#wait_until", "#callback")
+		e.remove = append(e.remove, "#callback")
 	case WaitCallback:
-		e.set = append(e.set, "#wait_until = :wait_until", "#callback = :callback")
-		e.values[":wait_until"] = avMillis(toMillis(w.Until))
+		e.set = append(e.set, "#callback = :callback")
 		e.values[":callback"] = avS(CallbackHash(w.Nonce))
 		e.remove = append(e.remove, "#wait_for")
 	}
@@ -60,15 +67,18 @@ func (s *DynamoStore) Watch(ctx context.Context, id string, w Waiter) (Task, err
 	}
 	values := terminalValues(map[string]types.AttributeValue{
 		":waiter":      &types.AttributeValueMemberSS{Value: []string{w.String()}},
+		":waiter_s":    avS(w.String()),
 		":max_waiters": avN(MaxWaiters),
 	})
+	// A waiter registered already may register again (a redelivered
+	// token redoes its registrations) when the set is full.
 	return s.update(ctx, "watch", id,
-		"attribute_exists(#id) AND "+notEndedCond+" AND (attribute_not_exists(#waiters) OR size(#waiters) < :max_waiters)",
+		"attribute_exists(#id) AND "+notEndedCond+" AND (attribute_not_exists(#waiters) OR size(#waiters) < :max_waiters OR contains(#waiters, :waiter_s))",
 		"ADD #waiters :waiter",
 		values,
 		func(old *Task) error {
 			if old != nil && !old.Status.Terminal() {
-				return fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, ErrInvalid, len(old.Waiters), MaxWaiters)
+				return waiterLimitError(id, len(old.Waiters))
 			}
 			return classifyWait("watch", id, old, func(Task) error { return ErrNotWaiting })
 		})
@@ -131,7 +141,7 @@ func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner 
 		values[":until"] = avMillis(now.Add(s.opts.LeaseDuration))
 		values[":one"] = avN(1)
 	}
-	upd += " REMOVE #ended, #wait_until, #callback"
+	upd += " REMOVE #ended, #wait_until, #callback, #sweep_shard, #sweep_at"
 	return s.updateOld(ctx, "resume", id, cond, upd, values,
 		func(old *Task) error {
 			if old != nil && old.Status == StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {

@@ -95,6 +95,7 @@ type Store interface {
 	// moved on gives a *WaitError matching ErrNotWaiting, a terminal one
 	// *FinishedError, both with the task.
 	EndWaiting(ctx context.Context, prev Task, status Status, reason string) (Task, error)
+	WaitAbandoner
 }
 
 // Release says how a lease is given up.
@@ -310,4 +311,18 @@ func Holds(t Task, l Lease) bool {
 // that time instead of dispatching the task.
 func HolderWaits(t Task, now time.Time, skew, grace time.Duration) bool {
 	return t.Status == StatusRunning && t.LeaseUntil.Add(skew+grace).After(now)
+}
+
+// WaitAbandoner is the Store method that ends a wait that is not over. It
+// is part of Store; it is declared apart so that its documentation sits
+// with the rule it serves (docs/states.md, "Every wait ends").
+type WaitAbandoner interface {
+	// AbandonWait ends the wait of a task WAITING for children or
+	// dependencies under a.Fence, FAILED or CANCELLED with a.Error,
+	// whether or not what it waits for has ended: its deadline passed, or
+	// the wait can never be over. It removes the task's sweep entry. A
+	// task that no longer waits under that fence gives a *WaitError
+	// matching ErrNotWaiting, a finished one *FinishedError, both with the
+	// task.
+	AbandonWait(ctx context.Context, a WaitAbandon) (Task, error)
 }

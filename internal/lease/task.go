@@ -125,7 +125,8 @@ type Task struct {
 	// Ended lists the tasks of WaitFor known to have ended (cleared by the
 	// resume).
 	Ended []string
-	// WaitUntil is a callback wait's deadline.
+	// WaitUntil is the wait's deadline (every wait has one; items
+	// suspended by older versions may have none for children).
 	WaitUntil time.Time
 	// CallbackHash is CallbackHash of the secret of a callback wait's
 	// token; the secret itself is not stored.
@@ -218,6 +219,9 @@ type NewTask struct {
 	// task on each (Store.Watch).
 	After    []string
 	AfterAny bool
+	// WaitUntil is the deadline of the wait for After (zero:
+	// DefaultWaitTimeout from the create); at it the task fails.
+	WaitUntil time.Time
 }
 
 // MaxCreateTokenBytes bounds NewTask.CreateToken.
@@ -250,6 +254,8 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: %d dependencies, the limit is %d", ErrInvalid, len(n.After), MaxAfter)
 	case n.AfterAny && len(n.After) == 0:
 		return fmt.Errorf("%w: after-any needs dependencies", ErrInvalid)
+	case !n.WaitUntil.IsZero() && len(n.After) == 0:
+		return fmt.Errorf("%w: a wait deadline needs dependencies", ErrInvalid)
 	}
 	for i, id := range n.After {
 		switch {

@@ -79,8 +79,18 @@ type Wait struct {
 	Mode WaitMode // WaitChildren or WaitCallback
 	// For lists the children (WaitChildren), in spawn order.
 	For []string
-	// Until is the callback's deadline (WaitCallback).
+	// Until is the wait's deadline: the callback's timeout
+	// (WaitCallback, required), or when a wait for children ends FAILED
+	// if they have not all ended (zero: DefaultWaitTimeout from now).
 	Until time.Time
+	// DispatchAt puts the waiting task in the sweep index: the sweep sends
+	// it a token then, if it still waits. Zero means Until.
+	DispatchAt time.Time
+	// Carried says a message already on the queue, delayed until Until,
+	// ends the wait (a callback's timeout token, sent before the
+	// suspension): the task gets no sweep entry, which saves its two index
+	// writes. DispatchAt must then be zero.
+	Carried bool
 	// Nonce is the callback token's secret part (WaitCallback). The store
 	// keeps only CallbackHash(Nonce).
 	Nonce string
@@ -117,6 +127,9 @@ func (w Wait) Validate() error {
 	case WaitCallback:
 		if w.Until.IsZero() || w.Nonce == "" {
 			return fmt.Errorf("%w: a callback wait needs a deadline and a nonce", ErrInvalid)
+		}
+		if w.Carried && !w.DispatchAt.IsZero() {
+			return fmt.Errorf("%w: a carried wait has no dispatch time", ErrInvalid)
 		}
 	default:
 		return fmt.Errorf("%w: cannot suspend to wait for %q", ErrInvalid, w.Mode)
@@ -317,5 +330,6 @@ func ApplyWaits(t *Task, n NewTask) {
 		t.Status = StatusWaiting
 		t.Wait = n.WaitModeOf()
 		t.WaitFor = slices.Clone(n.After)
+		applyWaitDeadline(t, n)
 	}
 }

@@ -70,6 +70,9 @@ const (
 	DefaultUnknownKindBackoffMin = 10 * time.Second
 	DefaultUnknownKindBackoffMax = 15 * time.Minute
 	DefaultUnknownKindLimit      = 7 * 24 * time.Hour
+	// DefaultWaitTimeout bounds a wait for children or dependencies
+	// (Config.WaitTimeout).
+	DefaultWaitTimeout = lease.DefaultWaitTimeout
 	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in
 	// template.yaml and localstack/resources.json.
 	DefaultMaxReceiveCount = 10
@@ -141,6 +144,9 @@ type Config struct {
 	// first worker that found no handler for it, before the task fails for
 	// good ("bad input is never retried forever").
 	UnknownKindLimit time.Duration
+	// WaitTimeout bounds a wait for children or dependencies that sets
+	// no deadline of its own (DefaultWaitTimeout).
+	WaitTimeout time.Duration
 }
 
 // QueueResolver turns a queue name into its URL ("" is the default work
@@ -227,6 +233,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.UnknownKindLimit == 0 {
 		c.UnknownKindLimit = DefaultUnknownKindLimit
 	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = DefaultWaitTimeout
+	}
 	if c.Queues == nil {
 		lookup, _ := c.SQS.(queues.SQSClient)
 		c.Queues = queues.NewResolver(lookup, c.QueueURL, c.CallTimeout)
@@ -266,6 +275,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: unknown-kind backoff %s..%s is not a positive range", ErrConfig, c.UnknownKindBackoffMin, c.UnknownKindBackoffMax)
 	case c.UnknownKindLimit <= 0:
 		return fmt.Errorf("%w: the unknown-kind limit must be positive", ErrConfig)
+	case c.WaitTimeout < 0 || c.WaitTimeout > MaxWaitTimeout:
+		return fmt.Errorf("%w: wait timeout %s is outside (0, %s]", ErrConfig, c.WaitTimeout, MaxWaitTimeout)
 	}
 	return nil
 }

@@ -35,7 +35,12 @@ type Child struct {
 // until every one has ended; the handler then runs again with their results
 // (WaitResultsOf). Child i gets the id ChildID(parent, i), so a retried
 // spawn makes no new children.
-type AwaitChildrenError struct{ Children []Child }
+type AwaitChildrenError struct {
+	Children []Child
+	// Timeout bounds the wait: at its end the task fails with the reason.
+	// 0 takes the worker's WaitTimeout.
+	Timeout time.Duration
+}
 
 func (e *AwaitChildrenError) Error() string {
 	return fmt.Sprintf("awaiting %d children", len(e.Children))
@@ -190,6 +195,8 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 		return x.failClaimed(ctx, fmt.Sprintf("await children: %d children, want 1..%d", len(ac.Children), lease.MaxChildren))
 	case x.task.Wait == lease.WaitChildren && len(x.task.WaitFor) > 0:
 		return x.failClaimed(ctx, "await children: this task has awaited its children already; a task awaits children once")
+	case ac.Timeout < 0 || ac.Timeout > MaxWaitTimeout:
+		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
 	}
 	ids := make([]string, len(ac.Children))
 	bodies := make([]string, len(ac.Children))
@@ -230,7 +237,8 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 			return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 		}
 	}
-	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids})
+	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
+	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until})
 }
 
 // maxBatchBytes bounds the bodies of one SendMessageBatch call, under SQS's
@@ -286,12 +294,20 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, MaxCallbackTimeout))
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
-	// The timeout's token goes first, so a crash after the suspension
-	// cannot leave the wait without an end.
-	if err := x.send(ctx, token.Ref(x.task.ID), min(ac.Timeout, MaxSQSDelay)); err != nil {
+	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce}
+	if ac.Timeout > MaxSQSDelay {
+		// The sweep index holds the deadline (the suspension writes the
+		// entry): no message keeps the time.
+		return x.suspend(ctx, w)
+	}
+	// A timeout SQS can delay a message for: one token, sent first, so a
+	// crash after the suspension cannot leave the wait without an end. It
+	// carries the deadline: no sweep entry (two index writes saved).
+	if err := x.send(ctx, token.Ref(x.task.ID), ac.Timeout); err != nil {
 		return x.retryOrFail(ctx, fmt.Sprintf("await callback: could not arm the timeout: %v", err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	return x.suspend(ctx, lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce})
+	w.Carried = true
+	return x.suspend(ctx, w)
 }
 
 // suspend parks the held task WAITING for w.
@@ -444,12 +460,7 @@ func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 	case t.Wait == lease.WaitCallback && !now.Before(t.WaitUntil):
 		return x.callbackTimedOut(ctx, t)
 	case t.Wait == lease.WaitCallback:
-		// The timeout's token came early (a wait beyond SQS's delay cap):
-		// pass it on.
-		if err := x.send(ctx, token.Ref(t.ID), min(t.WaitUntil.Sub(now), MaxSQSDelay)); err != nil {
-			return x.exit(false, err.Error())
-		}
-		return x.exit(true, "")
+		return x.earlyCallbackToken(ctx, t, now)
 	case lease.Complete(t):
 		// Its wait is over (the last ending sent a wake token, or this is
 		// another token of the task): resume and claim in one write.
@@ -469,9 +480,12 @@ func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
 			return x.exit(true, "")
 		}
 		return x.keep(ctx, 0, err.Error())
+	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
+		return x.waitTimedOut(ctx, t)
 	}
-	// Still waiting: its children's or dependencies' ends wake it. This
-	// token is a duplicate.
+	// Still waiting: its children's or dependencies' ends wake it, or its
+	// deadline's sweep entry. This token is a duplicate or forged: it is
+	// acknowledged and nothing is sent.
 	x.log.info("token for a waiting task acknowledged; the end of what it waits for wakes it", "wait", string(t.Wait))
 	return x.exit(true, "")
 }
@@ -530,6 +544,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		}
 	}
 	if errors.Is(err, lease.ErrNotFound) {
+		nt.WaitUntil = x.cfg.Clock.Now().Add(cmp.Or(x.tok.WaitTimeout, x.cfg.WaitTimeout))
 		cctx, cancel := x.call()
 		task, err = x.cfg.Store.Create(cctx, nt)
 		cancel()
@@ -556,13 +571,17 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 	w := lease.Waiter{ID: nt.ID, Mode: nt.WaitModeOf()}
 	for _, dep := range nt.After {
 		cctx, cancel := x.call()
-		_, err := x.cfg.Store.Watch(cctx, dep, w)
+		seen, err := x.cfg.Store.Watch(cctx, dep, w)
 		cancel()
 		var fin *lease.FinishedError
 		var ended lease.Task
 		switch {
+		case err == nil && waitsFor(seen, nt.ID):
+			return x.abandonWait(ctx, task, lease.StatusCancelled, cycleReason(nt.ID, seen))
 		case err == nil:
 			continue
+		case errors.Is(err, lease.ErrWaiterLimit):
+			return x.abandonWait(ctx, task, lease.StatusCancelled, fmt.Sprintf("dependency %s has %d waiters already, the limit; this task cannot wait for it", dep, lease.MaxWaiters))
 		case errors.As(err, &fin):
 			ended = fin.Task
 		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(task.CreatedAt) < MissingDependencyGrace:

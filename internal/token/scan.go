@@ -17,13 +17,14 @@ type fields struct {
 	hasQueue    bool
 	createToken string
 	// Read only by decodeJSON (the scanner leaves such bodies to it).
-	parent   string
-	after    []string
-	afterAny bool
-	callback string
-	result   json.RawMessage
-	errMsg   *string
-	wake     bool
+	parent      string
+	after       []string
+	afterAny    bool
+	waitTimeout int64
+	callback    string
+	result      json.RawMessage
+	errMsg      *string
+	wake        bool
 }
 
 // scanFields reads the shape every encoder of this package writes, without

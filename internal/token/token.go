@@ -32,6 +32,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -84,6 +85,10 @@ type Token struct {
 	// SUCCEEDED (or, with AfterAny, ended).
 	After    []string
 	AfterAny bool
+	// WaitTimeout (with After; whole seconds on the wire) is the deadline
+	// of the wait for After, from the task's creation; 0 takes the
+	// worker's default.
+	WaitTimeout time.Duration
 	// Callback is a callback token (callback form only: no id, no kind):
 	// the message completes the waiting task with Result, or fails it with
 	// Error.
@@ -113,6 +118,7 @@ type wire struct {
 	Parent      string          `json:"parent,omitempty"`
 	After       []string        `json:"after,omitempty"`
 	AfterAny    bool            `json:"after_any,omitempty"`
+	WaitTimeout int64           `json:"wait_timeout_seconds,omitempty"`
 	Callback    string          `json:"callback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       *string         `json:"error,omitempty"`
@@ -144,7 +150,7 @@ func Decode(body string) (Token, error) {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
-		Parent: f.parent, After: f.after, AfterAny: f.afterAny, Callback: f.callback, Result: f.result, Wake: f.wake}
+		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -177,7 +183,7 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake}
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -360,7 +366,8 @@ func (t Token) Encode() (string, error) {
 	if t.Parent != "" || len(t.After) > 0 || t.AfterAny {
 		// Workflow tokens are rare enough for encoding/json.
 		b, err := json.Marshal(wire{V: &t.Version, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
-			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny})
+			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny,
+			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second)})
 		if err != nil {
 			return "", &Error{Reason: ErrMalformed, Detail: err.Error()}
 		}

@@ -187,3 +187,28 @@ func TestCreateTokenRoundTripsAndNeedsKindAndID(t *testing.T) {
 		}
 	}
 }
+
+// A dependent's wait timeout travels in whole seconds and needs "after".
+func TestWaitTimeoutRoundTripsAndNeedsAfter(t *testing.T) {
+	t.Parallel()
+	body, err := token.Token{ID: "b", Kind: "k", After: []string{"a"}, WaitTimeout: 90*time.Minute + time.Millisecond}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, `"wait_timeout_seconds":5401`) {
+		t.Fatalf("body %s: want the timeout rounded up to whole seconds", body)
+	}
+	got, err := token.Decode(body)
+	if err != nil || got.WaitTimeout != 5401*time.Second {
+		t.Fatalf("Decode: %v, wait timeout %s", err, got.WaitTimeout)
+	}
+	for _, bad := range []string{
+		`{"v":1,"id":"b","kind":"k","wait_timeout_seconds":60}`,
+		`{"v":1,"id":"b","kind":"k","after":["a"],"wait_timeout_seconds":-1}`,
+		`{"v":1,"id":"b","kind":"k","after":["a"],"wait_timeout_seconds":40000000}`,
+	} {
+		if _, err := token.Decode(bad); !errors.Is(err, token.ErrInvalidField) {
+			t.Errorf("Decode(%s): %v, want ErrInvalidField", bad, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -50,6 +51,9 @@ func (t Token) validateWorkflow() error {
 	if t.AfterAny && len(t.After) == 0 {
 		return &Error{Reason: ErrMissingField, Detail: `"after_any" needs "after"`}
 	}
+	if t.WaitTimeout != 0 && (len(t.After) == 0 || t.WaitTimeout < time.Second || t.WaitTimeout > MaxWaitTimeout) {
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"wait_timeout_seconds" needs "after" and is 1..%d`, int64(MaxWaitTimeout/time.Second))}
+	}
 	if len(t.After) > lease.MaxAfter {
 		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"after" names %d tasks, the limit is %d`, len(t.After), lease.MaxAfter)}
 	}
@@ -63,6 +67,9 @@ func (t Token) validateWorkflow() error {
 	}
 	return nil
 }
+
+// MaxWaitTimeout bounds Token.WaitTimeout: a year.
+const MaxWaitTimeout = 365 * 24 * time.Hour
 
 // CallbackPrefix starts every callback token.
 const CallbackPrefix = "lhcb1."

@@ -31,14 +31,14 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 	now := s.now()
 	s.end(rec, lease.StatusWaiting, "", now)
 	rec.Wait = w.Mode
-	rec.DispatchAt = time.Time{}
+	rec.WaitUntil, rec.DispatchAt = w.Times(now)
 	switch w.Mode {
 	case lease.WaitChildren:
 		rec.WaitFor = slices.Clone(w.For)
 		rec.Attempt--
-		rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
+		rec.CallbackHash = ""
 	case lease.WaitCallback:
-		rec.WaitUntil, rec.CallbackHash = ms(w.Until), lease.CallbackHash(w.Nonce)
+		rec.CallbackHash = lease.CallbackHash(w.Nonce)
 		rec.WaitFor = nil
 	}
 	return clone(rec), nil
@@ -63,7 +63,7 @@ func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Tas
 	case slices.Contains(rec.Waiters, w):
 		return clone(rec), nil
 	case len(rec.Waiters) >= lease.MaxWaiters:
-		return lease.Task{}, fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, lease.ErrInvalid, len(rec.Waiters), lease.MaxWaiters)
+		return lease.Task{}, fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, lease.ErrWaiterLimit, len(rec.Waiters), lease.MaxWaiters)
 	}
 	rec.Waiters = append(rec.Waiters, w)
 	slices.SortFunc(rec.Waiters, func(a, b lease.Waiter) int { return strings.Compare(a.String(), b.String()) })
@@ -131,6 +131,7 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 	now := s.now()
 	rec.RunAt, rec.UpdatedAt = now, now
 	rec.Ended, rec.WaitUntil, rec.CallbackHash = nil, time.Time{}, ""
+	rec.DispatchAt = time.Time{}
 	if owner == "" {
 		rec.Status = lease.StatusPending
 	} else {
@@ -197,6 +198,34 @@ func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, resu
 	}
 	if _, dup := rec.StepResult(step); !dup {
 		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: bytes.Clone(result)})
+	}
+	return clone(rec), nil
+}
+
+// AbandonWait implements lease.Store.
+func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Task, error) {
+	if err := a.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("abandon wait %s: %w", a.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, ok := s.tasks[a.ID]
+	if !ok {
+		return lease.Task{}, lease.ClassifyAbandon(a, nil)
+	}
+	if !lease.AbandonLands(a, *rec) {
+		old := clone(rec)
+		return old, lease.ClassifyAbandon(a, &old)
+	}
+	now := s.now()
+	rec.Status, rec.Error = a.Status, lease.Truncate(a.Error, lease.MaxErrorBytes)
+	rec.FinishedAt, rec.UpdatedAt = now, now
+	rec.DispatchAt, rec.WaitUntil, rec.CallbackHash = time.Time{}, time.Time{}, ""
+	if s.opts.Retention > 0 {
+		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 	}
 	return clone(rec), nil
 }

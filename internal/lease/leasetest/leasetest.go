@@ -109,6 +109,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CheckpointRecordsAStepOnce", testCheckpointRecordsAStepOnce},
 		{"CreateCancelledPlaceholder", testCreateCancelled},
 		{"EndWaiting", testEndWaiting},
+		{"WaitsHaveDeadlines", testWaitsHaveDeadlines},
+		{"AbandonWait", testAbandonWait},
+		{"WatchWaiterLimit", testWatchWaiterLimit},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -34,14 +35,22 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 	}
 	want := e.ended(prev, lease.StatusWaiting, "")
 	want.Wait = w.Mode
-	want.DispatchAt = time.Time{}
 	want.Ended = prev.Ended
+	// Every wait has a deadline, and a sweep entry that ends it there
+	// (DispatchAt, the deadline unless set).
+	want.WaitUntil, want.DispatchAt = ms(w.Until), ms(w.DispatchAt)
+	if w.Until.IsZero() {
+		want.WaitUntil = e.now().Add(lease.DefaultWaitTimeout)
+	}
+	if w.DispatchAt.IsZero() && !w.Carried {
+		want.DispatchAt = want.WaitUntil
+	}
 	switch w.Mode {
 	case lease.WaitChildren:
 		want.WaitFor = w.For
 		want.Attempt--
 	case lease.WaitCallback:
-		want.WaitUntil, want.CallbackHash = ms(w.Until), lease.CallbackHash(w.Nonce)
+		want.CallbackHash = lease.CallbackHash(w.Nonce)
 		want.WaitFor = nil
 	}
 	e.same("Suspend", got, want)
@@ -152,7 +161,11 @@ func testDependenciesWaitThenRun(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dep.Status != lease.StatusWaiting || dep.Wait != lease.WaitAfter || !slices.Equal(dep.WaitFor, n.After) || !dep.DispatchAt.IsZero() {
+	// A carried dependent still gets a sweep entry: at its wait's
+	// deadline, DefaultWaitTimeout after its creation.
+	deadline := e.now().Add(lease.DefaultWaitTimeout)
+	if dep.Status != lease.StatusWaiting || dep.Wait != lease.WaitAfter || !slices.Equal(dep.WaitFor, n.After) ||
+		!dep.WaitUntil.Equal(deadline) || !dep.DispatchAt.Equal(deadline) {
 		t.Fatalf("created with dependencies: %+v", dep)
 	}
 	w := lease.Waiter{ID: dep.ID, Mode: lease.WaitAfter}
@@ -373,5 +386,127 @@ func testCheckpointRecordsAStepOnce(t *testing.T, newStore NewStoreFunc) {
 	got, err = e.store.Checkpoint(e.ctx, again.LeaseOf(), "t", []byte(`4`))
 	if err != nil || len(got.Steps) != 2 {
 		t.Fatalf("a new step under the next lease: steps %+v, %v", got.Steps, err)
+	}
+}
+
+// Every wait has a deadline, and a sweep entry at it (the one thing that
+// ends a wait whose tasks never end): set by the suspension or the create,
+// removed when the wait ends.
+func testWaitsHaveDeadlines(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	// Children, with a deadline of the caller's and a sweep time of its own.
+	parent := e.createClaimed(e.newTask(), "p1")
+	a := e.child(parent, "w1")
+	until := e.now().Add(time.Hour)
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}, Until: until, DispatchAt: until.Add(time.Minute)})
+	got := e.notify(lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}, e.finish(a, nil))
+	if !got.DispatchAt.Equal(until.Add(time.Minute)) {
+		t.Fatalf("a notify moved the sweep entry: %v", got.DispatchAt)
+	}
+	resumed, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resumed.DispatchAt.IsZero() || !resumed.WaitUntil.IsZero() {
+		t.Fatalf("resumed: sweep entry %v, deadline %v; want neither", resumed.DispatchAt, resumed.WaitUntil)
+	}
+	// Dependencies, with a deadline of the creator's.
+	n := e.newTask()
+	n.After = []string{e.create(e.newTask()).ID}
+	n.WaitUntil = e.now().Add(2 * time.Hour)
+	dep, err := e.store.Create(e.ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dep.WaitUntil.Equal(ms(n.WaitUntil)) || !dep.DispatchAt.Equal(ms(n.WaitUntil)) {
+		t.Fatalf("dependent: deadline %v sweep entry %v, want both %v", dep.WaitUntil, dep.DispatchAt, ms(n.WaitUntil))
+	}
+	if again := mustGet(e, dep.ID); !again.WaitUntil.Equal(dep.WaitUntil) || !again.DispatchAt.Equal(dep.DispatchAt) {
+		t.Fatalf("read back: deadline %v sweep entry %v", again.WaitUntil, again.DispatchAt)
+	}
+	bad := e.newTask()
+	bad.WaitUntil = e.now().Add(time.Hour)
+	if _, err := e.store.Create(e.ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("a wait deadline without dependencies: %v, want ErrInvalid", err)
+	}
+}
+
+// AbandonWait ends a wait for children or dependencies that is not over,
+// once, under the fence it was read at; never a callback wait.
+func testAbandonWait(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	a := e.child(parent, "w1")
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}})
+	ab := lease.WaitAbandon{ID: parent.ID, Fence: waiting.Fence, Status: lease.StatusFailed, Error: "deadline passed"}
+	for _, bad := range []lease.WaitAbandon{{ID: parent.ID, Fence: waiting.Fence, Status: lease.StatusSucceeded, Error: "x"}, {ID: parent.ID, Fence: waiting.Fence, Status: lease.StatusFailed}} {
+		if _, err := e.store.AbandonWait(e.ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("AbandonWait(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+	stale := ab
+	stale.Fence++
+	var we *lease.WaitError
+	if _, err := e.store.AbandonWait(e.ctx, stale); !errors.As(err, &we) || !errors.Is(err, lease.ErrNotWaiting) || we.Task.Status != lease.StatusWaiting {
+		t.Fatalf("AbandonWait under another fence: %v, want ErrNotWaiting with the task", err)
+	}
+	e.clock.Advance(time.Second)
+	got, err := e.store.AbandonWait(e.ctx, ab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != lease.StatusFailed || got.Error != "deadline passed" || !got.FinishedAt.Equal(e.now()) ||
+		!got.DispatchAt.IsZero() || !got.WaitUntil.IsZero() || got.ExpiresAt.IsZero() {
+		t.Fatalf("abandoned: %+v", got)
+	}
+	var fin *lease.FinishedError
+	if _, err := e.store.AbandonWait(e.ctx, ab); !errors.As(err, &fin) || fin.Task.Status != lease.StatusFailed {
+		t.Fatalf("second AbandonWait: %v, want *FinishedError with the task", err)
+	}
+	// A dependent, created WAITING at fence 0, cancelled.
+	n := e.newTask()
+	n.After = []string{e.create(e.newTask()).ID}
+	dep, err := e.store.Create(e.ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.store.AbandonWait(e.ctx, lease.WaitAbandon{ID: dep.ID, Fence: dep.Fence, Status: lease.StatusCancelled, Error: "dependency cycle"})
+	if err != nil || got.Status != lease.StatusCancelled || got.Error != "dependency cycle" {
+		t.Fatalf("abandoned dependent: %v %+v", err, got)
+	}
+	// A callback wait ends only by its token or its timeout.
+	held := e.createClaimed(e.newTask(), "w1")
+	cb := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.now().Add(time.Hour), Nonce: "n"})
+	if cb.DispatchAt.IsZero() {
+		t.Fatal("a callback wait that is not carried has no sweep entry")
+	}
+	if _, err := e.store.AbandonWait(e.ctx, lease.WaitAbandon{ID: cb.ID, Fence: cb.Fence, Status: lease.StatusFailed, Error: "x"}); !errors.Is(err, lease.ErrNotWaiting) {
+		t.Fatalf("AbandonWait of a callback wait: %v, want ErrNotWaiting", err)
+	}
+	// A carried callback wait (its timeout's token is on the queue) has
+	// none.
+	held = e.createClaimed(e.newTask(), "w1")
+	e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.now().Add(time.Minute), Nonce: "n", Carried: true})
+	if _, err := e.store.AbandonWait(e.ctx, lease.WaitAbandon{ID: e.id(), Status: lease.StatusFailed, Error: "x"}); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("AbandonWait of a missing task: %v, want ErrNotFound", err)
+	}
+}
+
+// The waiter limit has an error of its own (it also matches ErrInvalid), so
+// a dependent refused by it can say why.
+func testWatchWaiterLimit(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	root := e.create(e.newTask())
+	for i := range lease.MaxWaiters {
+		if _, err := e.store.Watch(e.ctx, root.ID, lease.Waiter{ID: fmt.Sprintf("w%d", i), Mode: lease.WaitAfter}); err != nil {
+			t.Fatalf("Watch %d: %v", i, err)
+		}
+	}
+	_, err := e.store.Watch(e.ctx, root.ID, lease.Waiter{ID: "one-too-many", Mode: lease.WaitAfter})
+	if !errors.Is(err, lease.ErrWaiterLimit) || !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("Watch %d: %v, want ErrWaiterLimit", lease.MaxWaiters+1, err)
+	}
+	if _, err := e.store.Watch(e.ctx, root.ID, lease.Waiter{ID: "w0", Mode: lease.WaitAfter}); err != nil {
+		t.Fatalf("a registered waiter's Watch again: %v", err)
 	}
 }

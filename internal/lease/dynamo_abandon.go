@@ -1,0 +1,35 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// AbandonWait implements Store: one write, conditional on the task waiting
+// under a.Fence for something other than a callback, stamped with a call
+// id so that the SDK's retry after a lost answer recognises its own write.
+func (s *DynamoStore) AbandonWait(ctx context.Context, a WaitAbandon) (Task, error) {
+	if err := a.Validate(); err != nil {
+		return Task{}, fmt.Errorf("abandon wait %s: %w", a.ID, err)
+	}
+	now := s.now()
+	values := withCall(map[string]types.AttributeValue{
+		":waiting":       avS(string(StatusWaiting)),
+		":callback_wait": avS(string(WaitCallback)),
+		":fence":         avN(a.Fence),
+		":status":        avS(string(a.Status)),
+		":reason":        avS(Truncate(a.Error, MaxErrorBytes)),
+		":now":           avMillis(now),
+	})
+	upd := "SET #status = :status, #error = :reason, #finished_at = :now, #updated_at = :now, #last_call = :call"
+	if s.opts.Retention > 0 {
+		upd += ", #expires_at = :expires_at"
+		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
+	}
+	upd += " REMOVE #sweep_shard, #sweep_at, #wait_until, #callback"
+	return s.updateOld(ctx, "abandon wait", a.ID,
+		"#status = :waiting AND #wait <> :callback_wait AND #fence = :fence", upd, values,
+		func(old *Task) error { return ClassifyAbandon(a, old) })
+}

@@ -1,0 +1,98 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Every wait has a deadline (docs/states.md, "Every wait ends"): a
+// callback wait its timeout, a wait for children or dependencies
+// DefaultWaitTimeout unless its creator names another. A waiting task sits
+// in the sweep index at its deadline (Task.DispatchAt), so the sweep sends
+// it one token when the deadline passes, and the worker that takes it
+// ends the wait. No message chain keeps a wait's time.
+
+// DefaultWaitTimeout is the deadline of a wait for children or
+// dependencies that names none.
+const DefaultWaitTimeout = 7 * 24 * time.Hour
+
+// ErrWaiterLimit: a Watch found MaxWaiters tasks waiting for the task
+// already. It matches ErrInvalid too.
+var ErrWaiterLimit = fmt.Errorf("%w: too many waiters", ErrInvalid)
+
+// Times returns the deadline and the sweep-index time of w suspended at
+// now: Until, or now plus DefaultWaitTimeout when it is zero; DispatchAt,
+// or the deadline when it is zero, or zero (no entry) when Carried.
+func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
+	until = w.Until
+	if until.IsZero() {
+		until = now.Add(DefaultWaitTimeout)
+	}
+	dispatchAt = w.DispatchAt
+	switch {
+	case w.Carried:
+		return toMillis(until), time.Time{}
+	case dispatchAt.IsZero():
+		dispatchAt = until
+	}
+	return toMillis(until), toMillis(dispatchAt)
+}
+
+// applyWaitDeadline sets the deadline of t, created WAITING from n, and its
+// sweep entry at it.
+func applyWaitDeadline(t *Task, n NewTask) {
+	t.WaitUntil = n.WaitUntil
+	if t.WaitUntil.IsZero() {
+		t.WaitUntil = t.CreatedAt.Add(DefaultWaitTimeout)
+	}
+	t.WaitUntil = toMillis(t.WaitUntil)
+	t.DispatchAt = t.WaitUntil
+}
+
+// WaitAbandon ends a wait for children or dependencies that is not over
+// (Store.AbandonWait): its deadline passed, or it can never be over (a
+// dependency cycle, a dependency it could not register on).
+type WaitAbandon struct {
+	ID string
+	// Fence is the waiting task's fence, as read: the write lands only
+	// while the task still waits under it.
+	Fence int64
+	// Status is StatusFailed or StatusCancelled.
+	Status Status
+	// Error is the reason the task keeps.
+	Error string
+}
+
+// Validate checks a.
+func (a WaitAbandon) Validate() error {
+	switch {
+	case CheckID(a.ID) != nil:
+		return CheckID(a.ID)
+	case a.Status != StatusFailed && a.Status != StatusCancelled:
+		return fmt.Errorf("%w: an abandoned wait ends FAILED or CANCELLED, not %q", ErrInvalid, a.Status)
+	case a.Error == "":
+		return fmt.Errorf("%w: an abandoned wait needs a reason", ErrInvalid)
+	}
+	return nil
+}
+
+// AbandonLands reports whether AbandonWait(a) may land on t: the condition
+// both stores evaluate. A callback wait ends only through EndWait.
+func AbandonLands(a WaitAbandon, t Task) bool {
+	return t.Status == StatusWaiting && t.Wait != WaitCallback && t.Fence == a.Fence
+}
+
+// ClassifyAbandon explains why AbandonWait(a) did not land on old.
+func ClassifyAbandon(a WaitAbandon, old *Task) error {
+	return classifyWait("abandon wait", a.ID, old, func(t Task) error {
+		if t.Status == StatusWaiting && t.Wait == WaitCallback {
+			return fmt.Errorf("%w: a callback wait ends by its token or its timeout", ErrNotWaiting)
+		}
+		return ErrNotWaiting
+	})
+}
+
+// waiterLimitError is the error of a Watch refused by MaxWaiters.
+func waiterLimitError(id string, n int) error {
+	return fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, ErrWaiterLimit, n, MaxWaiters)
+}

@@ -1,0 +1,296 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// maxFollowed bounds how many messages a chain test follows: enough to
+// show a chain, far fewer than the thousands a re-sending chain makes.
+const maxFollowed = 20
+
+// follow delivers every message sent to the work queue from mark on, each
+// once its delay has passed (the fake clock advances by it), and every
+// message those cause, up to maxFollowed of them. It returns how many
+// messages were sent from mark on.
+func (e *env) follow(t *testing.T, mark int) int {
+	t.Helper()
+	start := mark
+	for mark-start < maxFollowed {
+		sent := e.sqs.sentTo(workURL)
+		if mark >= len(sent) {
+			break
+		}
+		m := sent[mark]
+		mark++
+		e.clock.Advance(time.Duration(m.DelaySeconds) * time.Second)
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("f%d", mark), aws.ToString(m.MessageBody)))
+	}
+	return len(e.sqs.sentTo(workURL)) - start
+}
+
+// due reports whether the sweep index lists id as due at the fake clock's
+// now: what the sweep would dispatch.
+func (e *env) due(t *testing.T, id string) bool {
+	t.Helper()
+	due, err := e.store.Due(t.Context(), lease.Shard(id), e.clock.Now(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(due, func(d lease.DueTask) bool { return d.ID == id })
+}
+
+func awaitCallbackFor(e *env, timeout time.Duration) {
+	e.handlers["approve"] = func(ctx context.Context, _ lease.Task) ([]byte, error) {
+		if _, err := lifecycle.CallbackTokenOf(ctx); err != nil {
+			return nil, err
+		}
+		return nil, &lifecycle.AwaitCallbackError{Timeout: timeout}
+	}
+}
+
+// Issue 18, item 8: a forged wake or reference token for a task waiting
+// 30 days for a callback re-sent itself every 15 minutes until the
+// deadline (2,880 messages). Each must cause at most one further message.
+func TestForgedTokenOnALongCallbackWaitCausesAtMostOneMessage(t *testing.T) {
+	t.Parallel()
+	for name, forged := range map[string]string{"wake": token.Wake("x"), "ref": token.Ref("x")} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			awaitCallbackFor(e, 30*24*time.Hour)
+			if res := e.exec.Process(t.Context(), nil, msg("x", inline(t, "approve", "x", "", 1))); res.Outcome != lifecycle.OutcomeSuspended {
+				t.Fatalf("%+v", res)
+			}
+			mark := len(e.sqs.sentTo(workURL))
+			e.clock.Advance(time.Hour)
+			e.exec.Process(t.Context(), nil, msg("forged", forged))
+			if n := e.follow(t, mark); n > 1 {
+				t.Fatalf("one forged %s token on a 30-day callback wait caused %d messages (followed up to %d), want at most 1", name, n, maxFollowed)
+			}
+			if got := e.get(t, "x"); got.Status != lease.StatusWaiting {
+				t.Fatalf("x after a forged token: %s, want still WAITING", got.Status)
+			}
+		})
+	}
+}
+
+// Every message of a 30-day callback wait delivered twice (SQS delivers
+// at least once): the duplicates start no chains, and the wait still ends
+// at its deadline, through the sweep index.
+func TestDuplicateTimerTokensOfALongCallbackWaitStartNoChain(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	awaitCallbackFor(e, 30*24*time.Hour)
+	e.exec.Process(t.Context(), nil, msg("x", inline(t, "approve", "x", "", 1)))
+	deadline := e.clock.Now().Add(30 * 24 * time.Hour)
+	timers := e.sqs.sentTo(workURL)
+	mark := len(timers)
+	for i, m := range timers {
+		e.clock.Advance(time.Duration(m.DelaySeconds) * time.Second)
+		for d := range 2 {
+			e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("t%d-%d", i, d), aws.ToString(m.MessageBody)))
+		}
+	}
+	if n := e.follow(t, mark); n > len(timers) {
+		t.Fatalf("%d timer tokens each delivered twice caused %d messages (followed up to %d), want at most one each", len(timers), n, maxFollowed)
+	}
+	if got := e.get(t, "x"); got.Status != lease.StatusWaiting {
+		t.Fatalf("x: %s before its deadline, want WAITING", got.Status)
+	}
+	e.clock.Advance(deadline.Sub(e.clock.Now()) - time.Minute)
+	if e.due(t, "x") {
+		t.Fatal("x is due for the sweep a minute before its deadline")
+	}
+	e.clock.Advance(time.Minute)
+	if !e.due(t, "x") {
+		t.Fatal("x is not due for the sweep at its deadline: nothing would end the wait")
+	}
+	mark = len(e.sqs.sentTo(workURL))
+	for d := range 2 { // the sweep's token, delivered twice
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("sweep%d", d), token.Ref("x")))
+	}
+	if got := e.get(t, "x"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "callback not received") {
+		t.Fatalf("x at its deadline: %s %q, want FAILED: callback not received", got.Status, got.Error)
+	}
+	if n := len(e.sqs.sentTo(workURL)) - mark; n > 0 {
+		t.Fatalf("the deadline's token, twice, sent %d messages", n)
+	}
+}
+
+// A task waiting for children that never end fails at the wait's deadline
+// (the worker's default, 7 days), with a reason naming them.
+func TestChildrenWaitEndsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["parent"] = func(context.Context, lease.Task) ([]byte, error) {
+		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}, {Kind: "child"}}}
+	}
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
+	if got := e.get(t, "p"); got.Status != lease.StatusWaiting || !got.WaitUntil.Equal(epoch.Add(lifecycle.DefaultWaitTimeout)) {
+		t.Fatalf("p: %s until %s, want WAITING until %s", got.Status, got.WaitUntil, epoch.Add(lifecycle.DefaultWaitTimeout))
+	}
+	e.clock.Advance(lifecycle.DefaultWaitTimeout - time.Minute)
+	if e.due(t, "p") {
+		t.Fatal("p is due for the sweep before its deadline")
+	}
+	e.exec.Process(t.Context(), nil, msg("early", token.Ref("p")))
+	if got := e.get(t, "p"); got.Status != lease.StatusWaiting {
+		t.Fatalf("p before its deadline: %s", got.Status)
+	}
+	e.clock.Advance(time.Minute)
+	if !e.due(t, "p") {
+		t.Fatal("p is not due for the sweep at its deadline: nothing would end the wait")
+	}
+	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("p")))
+	got := e.get(t, "p")
+	if got.Status != lease.StatusFailed || got.Error != "waited 168h0m0s for children p/0, p/1 (2 not ended); the wait's deadline passed" {
+		t.Fatalf("p at its deadline: %s %q", got.Status, got.Error)
+	}
+	if e.due(t, "p") {
+		t.Fatal("p, FAILED, is still in the sweep index")
+	}
+}
+
+// The deadline is configurable per worker (Config.WaitTimeout) and per
+// await (AwaitChildrenError.Timeout).
+func TestWaitDeadlineIsConfigurable(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.WaitTimeout = time.Hour })
+	e.handlers["parent"] = func(context.Context, lease.Task) ([]byte, error) {
+		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}}}
+	}
+	e.handlers["quick"] = func(context.Context, lease.Task) ([]byte, error) {
+		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}}, Timeout: time.Minute}
+	}
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
+	e.exec.Process(t.Context(), nil, msg("q", inline(t, "quick", "q", "", 0)))
+	if got := e.get(t, "p"); !got.WaitUntil.Equal(epoch.Add(time.Hour)) {
+		t.Fatalf("p waits until %s, want the worker's hour", got.WaitUntil)
+	}
+	if got := e.get(t, "q"); !got.WaitUntil.Equal(epoch.Add(time.Minute)) {
+		t.Fatalf("q waits until %s, want its await's minute", got.WaitUntil)
+	}
+	// A dependent's token names its own deadline (the client's WaitTimeout
+	// option), used when the worker creates it.
+	body, err := token.Token{ID: "d", Kind: "step", After: []string{"p"}, WaitTimeout: 2 * time.Hour}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec.Process(t.Context(), nil, msg("d", body))
+	if got := e.get(t, "d"); !got.WaitUntil.Equal(epoch.Add(2*time.Hour)) || !got.DispatchAt.Equal(got.WaitUntil) {
+		t.Fatalf("d waits until %s (sweep entry %s), want its token's 2 hours", got.WaitUntil, got.DispatchAt)
+	}
+	e.clock.Advance(time.Minute)
+	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("q")))
+	if got := e.get(t, "q"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "waited 1m0s for children q/0") {
+		t.Fatalf("q: %s %q", got.Status, got.Error)
+	}
+	if _, err := lifecycle.New(lifecycle.Config{Store: e.store, SQS: e.sqs, QueueURL: workURL, WaitTimeout: -time.Second,
+		Handlers: func(string) (lifecycle.Handler, bool) { return nil, false }}); err == nil {
+		t.Fatal("a negative wait timeout was accepted")
+	}
+}
+
+func depToken(t *testing.T, e *env, id string, after []string, anyway bool) lifecycle.Message {
+	t.Helper()
+	body, err := token.Token{ID: id, Kind: "step", Payload: []byte(`"` + id + `"`), After: after, AfterAny: anyway}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("m-"+id, body)
+	m.SentAt = e.clock.Now()
+	return m
+}
+
+// A dependent whose dependency never ends fails at its deadline, and its
+// own dependents hear of it.
+func TestDependencyWaitEndsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "a", Kind: "step", MaxAttempts: 1, RunAt: epoch.Add(365 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	e.exec.Process(t.Context(), nil, depToken(t, e, "b", []string{"a"}, false))
+	e.exec.Process(t.Context(), nil, depToken(t, e, "c", []string{"b"}, false))
+	if got := e.get(t, "b"); got.Status != lease.StatusWaiting || !got.WaitUntil.Equal(epoch.Add(lifecycle.DefaultWaitTimeout)) {
+		t.Fatalf("b: %s until %s", got.Status, got.WaitUntil)
+	}
+	e.clock.Advance(lifecycle.DefaultWaitTimeout)
+	if !e.due(t, "b") {
+		t.Fatal("b is not due for the sweep at its deadline")
+	}
+	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("b")))
+	if got := e.get(t, "b"); got.Status != lease.StatusFailed || got.Error != "waited 168h0m0s for dependencies a (1 not ended); the wait's deadline passed" {
+		t.Fatalf("b at its deadline: %s %q", got.Status, got.Error)
+	}
+	if got := e.get(t, "c"); got.Status != lease.StatusCancelled || !strings.HasPrefix(got.Error, "dependency b ended FAILED: waited 168h0m0s") {
+		t.Fatalf("c after b's deadline: %s %q", got.Status, got.Error)
+	}
+}
+
+// Issue 18, item 6: a after b and b after a stayed WAITING forever. The
+// cycle is found when the second registers (its dependency waits for it)
+// and both end CANCELLED with a reason naming the cycle.
+func TestDependencyCycleIsCancelled(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := 0
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { runs++; return task.Payload, nil }
+	a, b := depToken(t, e, "a", []string{"b"}, false), depToken(t, e, "b", []string{"a"}, true)
+	e.exec.Process(t.Context(), nil, a) // b does not exist yet: kept
+	e.exec.Process(t.Context(), nil, b)
+	e.exec.Process(t.Context(), nil, a) // redelivered
+	e.drainSent(t, 0)
+	gotA, gotB := e.get(t, "a"), e.get(t, "b")
+	if gotB.Status != lease.StatusCancelled || gotB.Error != "dependency cycle: b waits for a, which waits for b" {
+		t.Fatalf("b: %s %q", gotB.Status, gotB.Error)
+	}
+	if gotA.Status != lease.StatusCancelled || !strings.Contains(gotA.Error, "dependency cycle") {
+		t.Fatalf("a: %s %q", gotA.Status, gotA.Error)
+	}
+	if runs != 0 {
+		t.Fatalf("a task of the cycle ran %d times", runs)
+	}
+}
+
+// Issue 18, item 11: the 101st dependent of one task was cancelled with
+// "dependency root ended FAILED" (root had not ended), and an after-any
+// 101st dependent ran. Both end CANCELLED with the true reason.
+func TestDependentOverTheWaiterLimitGetsTheTrueReason(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := 0
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { runs++; return task.Payload, nil }
+	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "root", Kind: "step", MaxAttempts: 1, RunAt: epoch.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range lease.MaxWaiters {
+		if _, err := e.store.Watch(t.Context(), "root", lease.Waiter{ID: fmt.Sprintf("w%d", i), Mode: lease.WaitAfter}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.exec.Process(t.Context(), nil, depToken(t, e, "strict", []string{"root"}, false))
+	e.exec.Process(t.Context(), nil, depToken(t, e, "anyway", []string{"root"}, true))
+	e.drainSent(t, 0)
+	want := "dependency root has 100 waiters already, the limit; this task cannot wait for it"
+	for _, id := range []string{"strict", "anyway"} {
+		if got := e.get(t, id); got.Status != lease.StatusCancelled || got.Error != want {
+			t.Errorf("%s: %s %q, want CANCELLED %q", id, got.Status, got.Error, want)
+		}
+	}
+	if runs != 0 {
+		t.Fatalf("a dependent that could not register ran %d times", runs)
+	}
+}

@@ -1,0 +1,125 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// Every wait ends (docs/states.md): at its deadline, found in the sweep
+// index, or sooner when it can never be over. Nothing here re-sends a
+// token for a wait that goes on, so a forged or duplicate token causes at
+// most one further message.
+
+// MaxWaitTimeout bounds Config.WaitTimeout and AwaitChildrenError.Timeout.
+const MaxWaitTimeout = MaxCallbackTimeout
+
+// earlyTimerTolerance is how early a token may come for a callback wait and
+// still be kept, hidden until the deadline, rather than dropped: the
+// timeout's own token, delayed by SQS by the whole timeout, may arrive a
+// moment before the deadline by another worker's clock.
+const earlyTimerTolerance = time.Minute
+
+// earlyCallbackToken answers a token for a task waiting for a callback whose
+// deadline has not come. The wait's end is already provided for: the
+// timeout's token (a wait SQS can delay it for) and the sweep entry at the
+// deadline. So this token is acknowledged and sends nothing, unless the
+// deadline is a moment away: then this very message is hidden until it (no
+// new message; from the replace count on, one fresh token replaces it).
+func (x *execution) earlyCallbackToken(ctx context.Context, t lease.Task, now time.Time) State {
+	left := t.WaitUntil.Sub(now)
+	switch {
+	case t.DispatchAt.IsZero() && left > earlyTimerTolerance:
+		// Suspended by a version that kept the time with a chain of
+		// tokens and wrote no sweep entry: this token may be the chain,
+		// the wait's only end. Pass it on, as that version did.
+		if err := x.send(ctx, token.Ref(t.ID), min(left, MaxSQSDelay)); err != nil {
+			return x.exit(false, err.Error())
+		}
+		return x.exit(true, "")
+	case left > earlyTimerTolerance:
+		x.log.info("token for a task waiting for a callback acknowledged; its timeout's token or sweep entry ends the wait", "wait_until", t.WaitUntil)
+		return x.exit(true, "")
+	}
+	return x.keep(ctx, left, "callback wait's deadline not reached yet")
+}
+
+// waitTimedOut fails t, whose wait for children or dependencies reached its
+// deadline before everything it waits for ended.
+func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
+	var missing []string
+	for _, id := range t.WaitFor {
+		if !slices.Contains(t.Ended, id) {
+			missing = append(missing, id)
+		}
+	}
+	what := "dependencies"
+	if t.Wait == lease.WaitChildren {
+		what = "children"
+	}
+	waited := "until " + t.WaitUntil.UTC().Format(time.RFC3339)
+	if start, ok := waitStart(t); ok {
+		waited = t.WaitUntil.Sub(start).String()
+	}
+	reason := fmt.Sprintf("waited %s for %s %s (%d not ended); the wait's deadline passed", waited, what, strings.Join(t.WaitFor, ", "), len(missing))
+	return x.abandonWait(ctx, t, lease.StatusFailed, reason)
+}
+
+// waitStart is when t's wait began: its creation for dependencies, its
+// suspension (the newest history entry, WAITING) for children.
+func waitStart(t lease.Task) (time.Time, bool) {
+	switch {
+	case t.Wait == lease.WaitAfter || t.Wait == lease.WaitAfterAny:
+		return t.CreatedAt, !t.CreatedAt.IsZero()
+	case len(t.History) > 0 && t.History[len(t.History)-1].Status == lease.StatusWaiting:
+		return t.History[len(t.History)-1].At, true
+	}
+	return time.Time{}, false
+}
+
+// abandonWait ends the wait of t with status and reason, then tells its
+// waiters, before the message is acknowledged.
+func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.Status, reason string) State {
+	cctx, cancel := x.call()
+	task, err := x.cfg.Store.AbandonWait(cctx, lease.WaitAbandon{ID: t.ID, Fence: t.Fence, Status: status, Error: reason})
+	cancel()
+	var fin *lease.FinishedError
+	switch {
+	case err == nil:
+	case errors.As(err, &fin):
+		// Ended otherwise (or by this write, whose answer was lost): its
+		// waiters may not have heard yet.
+		x.task = fin.Task
+		return x.afterEnd(ctx, x.exit(true, ""))
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrNotFound):
+		return x.exit(true, "") // resumed, or gone: nothing to end
+	default:
+		return x.keep(ctx, 0, err.Error())
+	}
+	x.task = task
+	outcome := OutcomeFailed
+	if status == lease.StatusCancelled {
+		outcome = OutcomeCancelled
+	}
+	x.result.Outcome = outcome
+	x.observe(outcome, 0)
+	x.log.warn("wait ended before it was over", "status", string(status), "reason", reason)
+	return x.afterEnd(ctx, x.exit(true, ""))
+}
+
+// waitsFor reports whether dep, as a Watch left it, waits for id: the
+// dependent id registering on dep closes a cycle.
+func waitsFor(dep lease.Task, id string) bool {
+	return dep.Status == lease.StatusWaiting && dep.Wait != lease.WaitCallback &&
+		slices.Contains(dep.WaitFor, id) && !slices.Contains(dep.Ended, id)
+}
+
+func cycleReason(id string, dep lease.Task) string {
+	return fmt.Sprintf("dependency cycle: %s waits for %s, which waits for %s", id, dep.ID, id)
+}
