@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/demo"
 )
 
@@ -41,7 +42,7 @@ func main() {
 		logs = f
 	}
 	// The SDK's own warnings go to the log file too, not into the display.
-	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.NewStandardLogger(logs)))
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.NewStandardLogger(logs)), config.WithHTTPClient(awsenv.HTTPClient(0)))
 	if err != nil {
 		fail(err)
 	}

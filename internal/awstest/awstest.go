@@ -15,13 +15,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/awsenv"
 )
 
 // Environment variables read by Config.
@@ -75,7 +76,9 @@ func Config(t testing.TB) aws.Config {
 	}
 
 	opts := []func(*config.LoadOptions) error{
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(httpTimeout)),
+		// awsenv.HTTPClient: the SDK cannot lose an answer by closing a
+		// request body early (see awsenv.GuardHTTP).
+		config.WithHTTPClient(awsenv.HTTPClient(httpTimeout)),
 	}
 	if os.Getenv("AWS_REGION") == "" {
 		opts = append(opts, config.WithRegion(defaultRegion))

@@ -12,12 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -129,7 +129,7 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{
 		// One HTTP round trip can never outlast a call.
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(a.callTimeout)),
+		config.WithHTTPClient(awsenv.HTTPClient(a.callTimeout)),
 		config.WithRetryer(newRetryer),
 		// The SDK's own log lines (such as "failed to discard remaining
 		// HTTP response body" after a cut call) go nowhere: each command

@@ -46,10 +46,10 @@ import (
 	"syscall"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 )
 
 // Payload is what the chaos test puts in each inline token.
@@ -185,7 +185,7 @@ func main() {
 	// One call budget for loading the config; the SDK calls the worker
 	// makes are bounded by the worker itself.
 	loadCtx, cancelLoad := context.WithTimeout(context.Background(), 30*time.Second)
-	awsCfg, err := config.LoadDefaultConfig(loadCtx)
+	awsCfg, err := config.LoadDefaultConfig(loadCtx, config.WithHTTPClient(awsenv.HTTPClient(0)))
 	cancelLoad()
 	if err != nil {
 		log.Fatalf("chaosworker: AWS config: %v", err)
@@ -196,11 +196,7 @@ func main() {
 			log.Fatalf("chaosworker: CHAOS_EXIT_AFTER_FINISH=%q: want a probability", v)
 		}
 		if rate > 0 {
-			next := awsCfg.HTTPClient
-			if next == nil { // the SDK's default, built once: one connection pool
-				next = awshttp.NewBuildableClient()
-			}
-			awsCfg.HTTPClient = &exitAfterFinish{next: next, rate: rate, ev: ev, name: name, pid: pid}
+			awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
 		}
 	}
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
