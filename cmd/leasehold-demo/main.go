@@ -42,10 +42,11 @@ func main() {
 		logs = f
 	}
 	// The SDK's own warnings go to the log file too, not into the display.
-	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.NewStandardLogger(logs)), config.WithHTTPClient(awsenv.HTTPClient(0)))
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.NewStandardLogger(logs)))
 	if err != nil {
 		fail(err)
 	}
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
 	res, err := demo.ResolveResources(ctx, awsCfg, os.Getenv)
 	if err != nil {
 		fail(err)

@@ -38,7 +38,15 @@ func HTTPClient(timeout time.Duration) aws.HTTPClient {
 //
 // The guard hands net/http the same body without its WriteTo: the late
 // check then reads io.EOF as the end of the body, which it is.
+//
+// A configuration from config.LoadDefaultConfig takes the guard after it is
+// loaded (cfg.HTTPClient = GuardHTTP(cfg.HTTPClient)): LoadDefaultConfig
+// adds AWS_CA_BUNDLE's certificates only to the SDK's own client type, and
+// fails on any other. A nil next is the SDK's default client.
 func GuardHTTP(next aws.HTTPClient) aws.HTTPClient {
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
 	return guarded{next: next}
 }
 

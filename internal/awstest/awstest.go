@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -76,9 +77,7 @@ func Config(t testing.TB) aws.Config {
 	}
 
 	opts := []func(*config.LoadOptions) error{
-		// awsenv.HTTPClient: the SDK cannot lose an answer by closing a
-		// request body early (see awsenv.GuardHTTP).
-		config.WithHTTPClient(awsenv.HTTPClient(httpTimeout)),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(httpTimeout)),
 	}
 	if os.Getenv("AWS_REGION") == "" {
 		opts = append(opts, config.WithRegion(defaultRegion))
@@ -95,6 +94,8 @@ func Config(t testing.TB) aws.Config {
 	if err != nil {
 		t.Fatalf("awstest: load AWS config: %v", err)
 	}
+	// The SDK cannot lose an answer by closing a request body early.
+	cfg.HTTPClient = awsenv.GuardHTTP(cfg.HTTPClient)
 	return cfg
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
@@ -129,7 +130,7 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{
 		// One HTTP round trip can never outlast a call.
-		config.WithHTTPClient(awsenv.HTTPClient(a.callTimeout)),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(a.callTimeout)),
 		config.WithRetryer(newRetryer),
 		// The SDK's own log lines (such as "failed to discard remaining
 		// HTTP response body" after a cut call) go nowhere: each command
@@ -150,6 +151,9 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	// After loading: LoadDefaultConfig adds AWS_CA_BUNDLE only to the
+	// SDK's own client type (see awsenv.GuardHTTP).
+	cfg.HTTPClient = awsenv.GuardHTTP(cfg.HTTPClient)
 	if cfg.Region == "" {
 		if a.endpoint == "" && a.io.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && a.io.Getenv("AWS_ENDPOINT_URL") == "" {
 			return aws.Config{}, usageErrorf("no AWS region: set --region or AWS_REGION")

@@ -185,11 +185,12 @@ func main() {
 	// One call budget for loading the config; the SDK calls the worker
 	// makes are bounded by the worker itself.
 	loadCtx, cancelLoad := context.WithTimeout(context.Background(), 30*time.Second)
-	awsCfg, err := config.LoadDefaultConfig(loadCtx, config.WithHTTPClient(awsenv.HTTPClient(0)))
+	awsCfg, err := config.LoadDefaultConfig(loadCtx)
 	cancelLoad()
 	if err != nil {
 		log.Fatalf("chaosworker: AWS config: %v", err)
 	}
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
 	if v := os.Getenv("CHAOS_EXIT_AFTER_FINISH"); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
 		if err != nil || rate < 0 || rate > 1 {
