@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,43 +91,6 @@ func blockUntilCancelled(ctx context.Context, t *leasehold.Task[struct{}]) (stri
 	<-ctx.Done()
 	blockCauses.Store(t.ID, context.Cause(ctx))
 	return "", context.Cause(ctx)
-}
-
-// drain deletes every message of url as it arrives until the test ends, as
-// workers would, and counts them. (moto's SendMessage costs time in
-// proportion to the messages already queued, so a bulk test must keep the
-// queue short to stay fast.)
-func drain(t *testing.T, client *sqs.Client, url string) *atomic.Int64 {
-	t.Helper()
-	var n atomic.Int64
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				rctx, cancel := context.WithTimeout(ctx, awstest.Scale(10*time.Second))
-				out, err := client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-				})
-				cancel()
-				if err != nil || len(out.Messages) == 0 {
-					continue
-				}
-				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
-				for i, m := range out.Messages {
-					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-				}
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				_, err = client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-				cancel()
-				if err == nil {
-					n.Add(int64(len(entries)))
-				}
-			}
-		})
-	}
-	t.Cleanup(func() { stop(); wg.Wait() })
-	return &n
 }
 
 // queueCounts reads the visible and the delayed message counts of url.
@@ -297,7 +259,7 @@ func TestClientEnqueueManyThousands(t *testing.T) {
 	t.Parallel()
 	e := newClientEnv(t)
 	ctx := testCtx(t, 5*time.Minute)
-	drained := drain(t, e.sqs, e.queues.Work)
+	drained := awstest.Drain(t, e.sqs, e.queues.Work, 2)
 
 	const n = 1500
 	subs := make([]leasehold.Submission, n)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/demo"
 )
 
@@ -45,6 +46,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
 	res, err := demo.ResolveResources(ctx, awsCfg, os.Getenv)
 	if err != nil {
 		fail(err)

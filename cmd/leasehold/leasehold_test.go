@@ -18,16 +18,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples"
@@ -176,44 +172,10 @@ func (s *stack) startWorker(t *testing.T) {
 	})
 }
 
-// drain deletes the work queue's messages as they arrive, as workers would,
-// until the test ends, and counts them. moto's SendMessage costs time in
-// proportion to the messages already queued, so a bulk test keeps the queue
-// short to stay fast.
+// drainers delete the work queue's messages as they arrive (awstest.Drain):
+// moto's SendMessage costs time in proportion to the messages already
+// queued, so a bulk test keeps the queue short to stay fast.
 var drainers = 4
-
-func (s *stack) drain(t *testing.T) *atomic.Int64 {
-	t.Helper()
-	var n atomic.Int64
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	var wg sync.WaitGroup
-	for range drainers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				rctx, cancel := context.WithTimeout(ctx, awstest.Scale(10*time.Second))
-				out, err := s.sqs.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(s.queues.Work), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-				})
-				cancel()
-				if err != nil || len(out.Messages) == 0 {
-					continue
-				}
-				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
-				for i, m := range out.Messages {
-					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-				}
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				_, err = s.sqs.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.queues.Work), Entries: entries})
-				cancel()
-				if err == nil {
-					n.Add(int64(len(entries)))
-				}
-			}
-		})
-	}
-	t.Cleanup(func() { stop(); wg.Wait() })
-	return &n
-}
 
 func decode[T any](t *testing.T, r result) T {
 	t.Helper()
@@ -572,7 +534,7 @@ func TestEnqueueFileReportsBadLines(t *testing.T) {
 func TestBulkEnqueue5000ThenListAll(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	tokens := s.drain(t)
+	tokens := awstest.Drain(t, s.sqs, s.queues.Work, drainers)
 
 	const n = 5000
 	var b strings.Builder

@@ -13,8 +13,9 @@
 // clients resolve AWS_ENDPOINT_URL_<SERVICE>, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS,
 // AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT and
 // AWS_ENABLE_ENDPOINT_DISCOVERY with the SDK's code, as they do from a
-// LoadDefaultConfig configuration. The HTTP client is left unset, as
-// LoadDefaultConfig leaves it: each service client makes the SDK's default.
+// LoadDefaultConfig configuration. The HTTP client is the SDK's default
+// behind GuardHTTP (HTTPClient), one for every service client of the
+// configuration.
 //
 // What a function does not get: credentials from anywhere but
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN and
@@ -73,6 +74,7 @@ func fromEnv(env config.EnvConfig) aws.Config {
 		ResponseChecksumValidation:  env.ResponseChecksumValidation,
 		RequestMinCompressSizeBytes: defaultMinCompressSize,
 		AuthSchemePreference:        env.AuthSchemePreference,
+		HTTPClient:                  HTTPClient(0),
 	}
 	if env.Credentials.HasKeys() {
 		cfg.Credentials = aws.NewCredentialsCache(credentials.StaticCredentialsProvider{

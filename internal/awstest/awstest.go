@@ -22,6 +22,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/awsenv"
 )
 
 // Environment variables read by Config.
@@ -92,6 +94,8 @@ func Config(t testing.TB) aws.Config {
 	if err != nil {
 		t.Fatalf("awstest: load AWS config: %v", err)
 	}
+	// The SDK cannot lose an answer by closing a request body early.
+	cfg.HTTPClient = awsenv.GuardHTTP(cfg.HTTPClient)
 	return cfg
 }
 

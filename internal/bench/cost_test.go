@@ -163,18 +163,15 @@ func (h *harness) poll(process func(ctx context.Context, msgs []sqstypes.Message
 	t := h.t
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer cancel()
-	out, err := h.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	msgs := awstest.Receive(t, h.sqs, &sqs.ReceiveMessageInput{
 		QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 	})
-	if err != nil {
-		t.Fatalf("receive: %v", err)
-	}
-	if len(out.Messages) == 0 {
+	if len(msgs) == 0 {
 		return 0, true
 	}
-	h.delivered += len(out.Messages)
-	del := process(ctx, out.Messages)
+	h.delivered += len(msgs)
+	del := process(ctx, msgs)
 	if len(del) == 0 {
 		return 0, false
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -150,6 +151,9 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	// After loading: LoadDefaultConfig adds AWS_CA_BUNDLE only to the
+	// SDK's own client type (see awsenv.GuardHTTP).
+	cfg.HTTPClient = awsenv.GuardHTTP(cfg.HTTPClient)
 	if cfg.Region == "" {
 		if a.endpoint == "" && a.io.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && a.io.Getenv("AWS_ENDPOINT_URL") == "" {
 			return aws.Config{}, usageErrorf("no AWS region: set --region or AWS_REGION")

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -218,7 +218,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(runHTTPTimeout)
+	cfg.HTTPClient = awsenv.HTTPClient(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}

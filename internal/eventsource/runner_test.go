@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/awstest"
 )
 
@@ -42,7 +43,7 @@ func setup(t *testing.T) stack {
 	// idle keep-alive connections are not reported as leaked goroutines.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
-	cfg.HTTPClient = &http.Client{Transport: tr, Timeout: testTimeout}
+	cfg.HTTPClient = awsenv.GuardHTTP(&http.Client{Transport: tr, Timeout: testTimeout})
 	qs := awstest.NewQueues(t, cfg)
 	return stack{client: sqs.NewFromConfig(cfg), queueURL: qs.Work, region: cfg.Region}
 }

@@ -46,10 +46,10 @@ import (
 	"syscall"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 )
 
 // Payload is what the chaos test puts in each inline token.
@@ -190,17 +190,14 @@ func main() {
 	if err != nil {
 		log.Fatalf("chaosworker: AWS config: %v", err)
 	}
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
 	if v := os.Getenv("CHAOS_EXIT_AFTER_FINISH"); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
 		if err != nil || rate < 0 || rate > 1 {
 			log.Fatalf("chaosworker: CHAOS_EXIT_AFTER_FINISH=%q: want a probability", v)
 		}
 		if rate > 0 {
-			next := awsCfg.HTTPClient
-			if next == nil { // the SDK's default, built once: one connection pool
-				next = awshttp.NewBuildableClient()
-			}
-			awsCfg.HTTPClient = &exitAfterFinish{next: next, rate: rate, ev: ev, name: name, pid: pid}
+			awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
 		}
 	}
 	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
