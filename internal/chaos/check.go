@@ -201,6 +201,9 @@ func Check(in Input) *Report {
 		}
 	}
 
+	// The children of a cancelled parent may end in any status, or never
+	// be created; the cancel check judges them (workflow.go).
+	free := in.Workflows.freeEnds(in.Records)
 	ids := slices.Sorted(slices.Values(in.Valid))
 	for _, id := range ids {
 		rec, ok := in.Records[id]
@@ -221,6 +224,10 @@ func Check(in Input) *Report {
 			want = s
 		}
 		switch {
+		case free[id] && (!ok || rec.Status.Terminal()):
+			if ok && rec.Status == lease.StatusSucceeded {
+				r.Succeeded++
+			}
 		case !ok:
 			r.Stuck++
 			flag("stuck", fmt.Sprintf("%s: no task record%s messages=%s", id, dlqNote(id, in.DLQ), trail))
