@@ -509,7 +509,10 @@ func historyProblem(rec lease.Task, xs map[int64]*execution) string {
 	for i, h := range rec.History {
 		// A wait for a callback is ended under the fence that suspended
 		// the task: its end follows the WAITING entry with the same fence.
-		sameWait := i > 0 && rec.History[i-1].Status == lease.StatusWaiting && h.Fence == last
+		// A task cancelled while PENDING (or WAITING) gets a CANCELLED
+		// entry under the fence of its last attempt.
+		sameWait := i > 0 && h.Fence == last && (rec.History[i-1].Status == lease.StatusWaiting ||
+			(rec.History[i-1].Status == lease.StatusPending && h.Status == lease.StatusCancelled))
 		if h.Fence <= last && !sameWait {
 			return fmt.Sprintf("history entry %d has fence %d after fence %d", i, h.Fence, last)
 		}
@@ -587,6 +590,12 @@ func writesText(ws []Write) string {
 		s := fmt.Sprintf("%s f%d %s@%s", w.Op, w.Fence, w.Status, stamp(w.Answered))
 		if w.Owner != "" {
 			s += " by " + w.Owner
+		}
+		if w.Worker == ClientName {
+			s += " by the test's client"
+		}
+		if w.CancelRequested {
+			s += " [cancel requested]"
 		}
 		if w.Dropped {
 			s += " (answer dropped)"

@@ -28,6 +28,8 @@ type Write struct {
 	FromWaiting bool
 	// Steps names the task's recorded steps after the write, in order.
 	Steps []string
+	// CancelRequested: the task carries a cancel request after the write.
+	CancelRequested bool
 }
 
 // Delivery is one message handed to a worker by an applied ReceiveMessage.
@@ -134,6 +136,7 @@ func (l *Ledger) Observe(ex Exchange) {
 		// that requires it.
 		FromWaiting: req.ExpressionAttributeValues[":waiting"].S == "WAITING",
 	}
+	w.CancelRequested = item["cancel_requested"].BOOL
 	for _, st := range item["steps"].L {
 		w.Steps = append(w.Steps, st.M["name"].S)
 	}
@@ -241,10 +244,11 @@ func (l *Ledger) Messages() ([]Delivery, []Deletion) {
 // wireValue is a DynamoDB attribute value in the JSON wire format; only the
 // forms the ledger reads are decoded.
 type wireValue struct {
-	S string               `json:"S"`
-	N string               `json:"N"`
-	L []wireValue          `json:"L"`
-	M map[string]wireValue `json:"M"`
+	S    string               `json:"S"`
+	N    string               `json:"N"`
+	BOOL bool                 `json:"BOOL"`
+	L    []wireValue          `json:"L"`
+	M    map[string]wireValue `json:"M"`
 }
 
 func (v wireValue) int() int64 {

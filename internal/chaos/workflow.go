@@ -437,8 +437,8 @@ func checkCancels(in Input, writesByTask map[string][]Write, starts map[string][
 			}
 			if len(problems) > 0 {
 				r.ChildAfterCancel++
-				flag("child_after_cancel", fmt.Sprintf("%s: its parent %s was cancelled by a call returned at %s (%s), yet it %s",
-					kid, parent, stamp(c.Returned), c.Status, strings.Join(problems, "; ")))
+				flag("child_after_cancel", fmt.Sprintf("%s: its parent %s was cancelled by a call sent at %s, returned at %s (%s), yet it %s; its writes: %s",
+					kid, parent, stamp(c.Sent), stamp(c.Returned), c.Status, strings.Join(problems, "; "), writesText(writesByTask[kid])))
 			}
 		}
 	}

@@ -79,6 +79,13 @@ func cleanWorkflows() Input {
 	add(succeeded("q/3", 1, entry(1, lease.StatusSucceeded)),
 		[]Write{claim("q/3", 1, 995, 3995), ending("q/3", 1, "SUCCEEDED", 1500)}, ran("q/3", 1, 1450))
 	in.Valid = append(in.Valid, "q/2")
+	// q/4 had been released for a retry (PENDING) and was cancelled so:
+	// its CANCELLED entry carries the fence of its last attempt.
+	add(lease.Task{ID: "q/4", Status: lease.StatusCancelled, Fence: 1, Attempt: 1, MaxAttempts: 20, Error: "cancelled while pending",
+		History: []lease.Attempt{entry(1, lease.StatusPending), entry(1, lease.StatusCancelled)}},
+		[]Write{claim("q/4", 1, 850, 3850), ending("q/4", 1, "PENDING", 900),
+			{Task: "q/4", Op: "UpdateItem", Status: "CANCELLED", Fence: 1, Attempt: 1, Worker: ClientName, Forwarded: at(1006), Answered: at(1008)}},
+		nil)
 
 	// s runs two steps; s1 fails transiently in attempt 1, so attempt 2
 	// takes s0's recorded result and runs s1 only.
@@ -103,8 +110,8 @@ func cleanWorkflows() Input {
 
 	in.Expect = map[string]lease.Status{"p/1": lease.StatusFailed, "h": lease.StatusFailed, "d": lease.StatusCancelled, "q": lease.StatusCancelled}
 	in.Workflows = &Workflows{
-		Fans:      map[string][]string{"p": {"p/0", "p/1"}, "q": {"q/0", "q/1", "q/2", "q/3"}},
-		ChildN:    map[string]int{"p/0": 7, "p/1": 8, "q/0": 0, "q/1": 1, "q/2": 2, "q/3": 3},
+		Fans:      map[string][]string{"p": {"p/0", "p/1"}, "q": {"q/0", "q/1", "q/2", "q/3", "q/4"}},
+		ChildN:    map[string]int{"p/0": 7, "p/1": 8, "q/0": 0, "q/1": 1, "q/2": 2, "q/3": 3, "q/4": 4},
 		After:     map[string][]string{"y": {"x"}, "d": {"h"}, "z": {"h"}},
 		AfterAny:  map[string]bool{"z": true},
 		Callbacks: map[string]bool{"c": true},
@@ -127,11 +134,11 @@ func TestCheckWorkflowsClean(t *testing.T) {
 	r := Check(cleanWorkflows())
 	wantOnly(t, r)
 	w := r.Workflow
-	if w.CancelCalls != 1 || w.CancelledParents != 1 || w.KidsCancelled != 1 || w.KidsNeverCreated != 1 || w.KidsRanFirst != 2 ||
+	if w.CancelCalls != 1 || w.CancelledParents != 1 || w.KidsCancelled != 2 || w.KidsNeverCreated != 1 || w.KidsRanFirst != 2 ||
 		w.StepTasks != 1 || w.StepRuns != 3 || w.StepFailures != 1 || w.StepRedone != 0 {
 		t.Errorf("report = %+v", w)
 	}
-	if w.Parents != 2 || w.Children != 6 || w.ResumedRuns != 1 || w.Dependents != 3 || w.Cancelled != 1 ||
+	if w.Parents != 2 || w.Children != 7 || w.ResumedRuns != 1 || w.Dependents != 3 || w.Cancelled != 1 ||
 		w.CallbackAccept != 1 || w.CallbackByCli != 1 || w.CallbackReject != 1 || w.CallbackSent != 4 || w.ExitAfterChild != 1 || w.KillsDuringFanIn != 1 {
 		t.Errorf("report = %+v", w)
 	}
