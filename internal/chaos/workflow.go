@@ -156,6 +156,11 @@ type WorkflowReport struct {
 	// them, and runs beyond the first completed one of a step (their
 	// checkpoint did not land: a lost lease).
 	StepTasks, StepRuns, StepFailures, StepRedone int
+	// StepCheckpoints: writes that recorded a step (its item holds more
+	// steps than the write before); StepLostAnswers: of those, the ones
+	// whose answer the proxy dropped (the case that can record a step
+	// twice).
+	StepCheckpoints, StepLostAnswers int
 }
 
 // checkWorkflows runs the workflow checks; flag records a violation.
@@ -507,6 +512,18 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 		// When each step was certainly recorded: the first write whose
 		// item holds it was answered.
 		recorded := map[string]time.Time{}
+		byAnswer := slices.Clone(writesByTask[id])
+		slices.SortStableFunc(byAnswer, func(a, b Write) int { return a.Answered.Compare(b.Answered) })
+		had := 0
+		for _, w := range byAnswer {
+			if len(w.Steps) > had {
+				r.StepCheckpoints++
+				if w.Dropped {
+					r.StepLostAnswers++
+				}
+			}
+			had = len(w.Steps)
+		}
 		for _, w := range writesByTask[id] {
 			for _, name := range w.Steps {
 				if t, ok := recorded[name]; !ok || w.Answered.Before(t) {

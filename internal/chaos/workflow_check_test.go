@@ -90,6 +90,7 @@ func cleanWorkflows() Input {
 	// s runs two steps; s1 fails transiently in attempt 1, so attempt 2
 	// takes s0's recorded result and runs s1 only.
 	withSteps := func(w Write, steps ...string) Write { w.Steps = steps; return w }
+	dropped := func(w Write) Write { w.Dropped = true; return w }
 	stepLine := func(f int64, step, phase, run string, ms int) HandlerEvent {
 		return HandlerEvent{Event: "step", Task: "s", Fence: f, Attempt: int(f), Step: step, Phase: phase, Run: run, AtUS: at(ms).UnixMicro()}
 	}
@@ -97,7 +98,7 @@ func cleanWorkflows() Input {
 		History: []lease.Attempt{entry(1, lease.StatusPending), entry(2, lease.StatusSucceeded)},
 		Steps:   []lease.Step{{Name: "s0", Result: []byte(`{"run":"r1","fence":1}`)}, {Name: "s1", Result: []byte(`{"run":"r3","fence":2}`)}}},
 		[]Write{claim("s", 1, 0, 3000), withSteps(claim("s", 1, 100, 3000), "s0"), withSteps(ending("s", 1, "PENDING", 200), "s0"),
-			withSteps(claim("s", 2, 300, 3300), "s0"), withSteps(claim("s", 2, 360, 3300), "s0", "s1"), withSteps(ending("s", 2, "SUCCEEDED", 400), "s0", "s1")},
+			withSteps(claim("s", 2, 300, 3300), "s0"), withSteps(dropped(claim("s", 2, 360, 3300)), "s0", "s1"), withSteps(ending("s", 2, "SUCCEEDED", 400), "s0", "s1")},
 		[]HandlerEvent{
 			{Event: "start", Task: "s", Fence: 1, Attempt: 1, AtUS: at(10).UnixMicro()},
 			stepLine(1, "s0", "run", "r1", 20), stepLine(1, "s0", "done", "r1", 90),
@@ -135,7 +136,7 @@ func TestCheckWorkflowsClean(t *testing.T) {
 	wantOnly(t, r)
 	w := r.Workflow
 	if w.CancelCalls != 1 || w.CancelledParents != 1 || w.KidsCancelled != 2 || w.KidsNeverCreated != 1 || w.KidsRanFirst != 2 ||
-		w.StepTasks != 1 || w.StepRuns != 3 || w.StepFailures != 1 || w.StepRedone != 0 {
+		w.StepTasks != 1 || w.StepRuns != 3 || w.StepFailures != 1 || w.StepRedone != 0 || w.StepCheckpoints != 2 || w.StepLostAnswers != 1 {
 		t.Errorf("report = %+v", w)
 	}
 	if w.Parents != 2 || w.Children != 7 || w.ResumedRuns != 1 || w.Dependents != 3 || w.Cancelled != 1 ||

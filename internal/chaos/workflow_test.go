@@ -41,8 +41,8 @@ type workflowPlan struct {
 
 // Workflow sizes: per 1000 tasks, 20 parents of 5-10 children (every fifth
 // of 20), 10 parents of 20 children that the test cancels, 25 chains of 3,
-// 20 after-any groups, 20 callback tasks and 40 tasks of 3-5 steps; at
-// least a few of each in a small run.
+// 20 after-any groups, 20 callback tasks and 83 tasks of 4-6 steps; at
+// least a few of each in a small run (16 step tasks).
 func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 	wp := workflowPlan{
 		wf: chaos.Workflows{
@@ -145,9 +145,11 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 	}
 	// Tasks written as steps: every other one has a step that fails
 	// transiently in its first one or two attempts.
-	for i := range max(4, p.tasks/25) {
+	// Enough checkpoints (some 80 in a 200-task run) that the proxy's
+	// lost answers (3 %) hit a few.
+	for i := range max(16, p.tasks/12) {
 		id := fmt.Sprintf("s%03d", i)
-		n := 3 + rng.IntN(3)
+		n := 4 + rng.IntN(3)
 		failAt, failTimes := -1, 0
 		if i%2 == 0 {
 			failAt, failTimes = rng.IntN(n), 1+rng.IntN(2)
