@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/chaos"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Worker timing: short leases so that takeovers happen within seconds.
@@ -257,8 +258,9 @@ func TestChaos(t *testing.T) {
 
 	// The callbacks the workers hand out are answered as they come, several
 	// times each, through the client and as messages.
-	ans := &answerer{t: t, dir: p.dir, sq: sq, queue: queues.Work, answered: map[string]bool{}, offsets: map[string]int{},
-		client: callbackClient(t, cfg, strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "/"), ledger, table, queues.Work)}
+	// The test's client (callbacks, cancels) records its writes too.
+	client := callbackClient(t, cfg, strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "/"), ledger, table, queues.Work)
+	ans := &answerer{t: t, dir: p.dir, sq: sq, queue: queues.Work, answered: map[string]bool{}, offsets: map[string]int{}, client: client}
 	ansCtx, stopAnswers := context.WithCancel(context.Background())
 	ansDone := make(chan struct{})
 	go func() {
@@ -284,15 +286,38 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	t.Cleanup(endFanIn)
+	// Some parents are cancelled once suspended, at once or while their
+	// children run.
+	cancelCtx, stopCancels := context.WithCancel(context.Background())
+	cancelsDone := make(chan []chaos.CancelCall, 1)
+	go func() { cancelsDone <- cancelParents(cancelCtx, ledger, client, plan.workflows.cancel) }()
+	var cancels []chaos.CancelCall
+	cancelsEnded := false
+	endCancels := func() {
+		if !cancelsEnded {
+			cancelsEnded = true
+			stopCancels()
+			cancels = <-cancelsDone
+		}
+	}
+	t.Cleanup(endCancels)
 
 	started := time.Now()
 	sendAll(t, sq, queues.Work, plan.messages)
 	wp := plan.workflows
-	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed; workflows: %d parents, %d chain steps, %d callback tasks) in %s",
-		len(plan.messages), len(plan.valid), plan.duplicates, len(plan.malformed), len(wp.wf.Fans), len(wp.wf.After)*3/2, len(wp.wf.Callbacks), time.Since(started).Round(time.Millisecond))
+	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed; workflows: %d parents (%d to cancel), %d children, %d dependents (%d after-any), %d callback tasks, %d step tasks) in %s",
+		len(plan.messages), len(plan.valid), plan.duplicates, len(plan.malformed), len(wp.wf.Fans), len(wp.cancel), len(wp.wf.ChildN),
+		len(wp.wf.After), len(wp.wf.AfterAny), len(wp.wf.Callbacks), len(wp.wf.Steps), time.Since(started).Round(time.Millisecond))
 
-	waitTerminal(t, ddb, table, plan.valid, p)
+	cancelledKids := map[string]string{}
+	for parent := range wp.cancel {
+		for _, kid := range wp.wf.Fans[parent] {
+			cancelledKids[kid] = parent
+		}
+	}
+	waitTerminal(t, ddb, table, plan.valid, cancelledKids, p)
 	endAnswers()
+	endCancels()
 	endFanIn()
 	endChaos()
 	if chaosErr != nil {
@@ -327,12 +352,23 @@ func TestChaos(t *testing.T) {
 	if p.workflows {
 		wf := wp.wf
 		wf.Answers = ans.result()
+		wf.Cancels = cancels
 		in.Workflows = &wf
+		// A parent the cancel found waiting must end CANCELLED; one it
+		// only marked (resumed already) may finish first (freeEnds).
+		for _, c := range cancels {
+			if c.Err == "" && c.Status == string(lease.StatusCancelled) {
+				in.Expect[c.Task] = lease.StatusCancelled
+			}
+		}
 	}
 	rep := chaos.Check(in)
 	w := rep.Workflow
 	if p.workflows && fanInKilled == 0 {
 		rep.Violations = append(rep.Violations, "kills_during_fan_in: no parent's suspension was seen, so no worker was killed during a fan-in")
+	}
+	if p.workflows && w.CancelledParents == 0 {
+		rep.Violations = append(rep.Violations, "cancelled_parents: no parent was cancelled while it waited: the cancel check saw nothing")
 	}
 	if p.workflows && p.exitAfterFinish > 0 && w.ExitAfterChild == 0 {
 		rep.Violations = append(rep.Violations, "exit_after_child: no worker exited after a child's finish and before its notify: the fault never fired")
@@ -349,9 +385,13 @@ func TestChaos(t *testing.T) {
 		}
 		wfPart = fmt.Sprintf("parents=%d children=%d bad_resume=%d child_missed=%d resumed_runs=%d kills_during_fan_in=%d(on_suspension=%d) dependents=%d early_dependent=%d cancelled_dependents=%d "+
 			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
+			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
+			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) "+
 			"exits_after_finish=%d exits_after_child=%d exits_restarted=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
+			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
+			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers,
 			w.ExitAfterFinish, w.ExitAfterChild, fleet.Exits())
 	}
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+

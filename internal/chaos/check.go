@@ -201,6 +201,9 @@ func Check(in Input) *Report {
 		}
 	}
 
+	// The children of a cancelled parent may end in any status, or never
+	// be created; the cancel check judges them (workflow.go).
+	free := in.Workflows.freeEnds(in.Records)
 	ids := slices.Sorted(slices.Values(in.Valid))
 	for _, id := range ids {
 		rec, ok := in.Records[id]
@@ -221,6 +224,10 @@ func Check(in Input) *Report {
 			want = s
 		}
 		switch {
+		case free[id] && (!ok || rec.Status.Terminal()):
+			if ok && rec.Status == lease.StatusSucceeded {
+				r.Succeeded++
+			}
 		case !ok:
 			r.Stuck++
 			flag("stuck", fmt.Sprintf("%s: no task record%s messages=%s", id, dlqNote(id, in.DLQ), trail))
@@ -502,7 +509,10 @@ func historyProblem(rec lease.Task, xs map[int64]*execution) string {
 	for i, h := range rec.History {
 		// A wait for a callback is ended under the fence that suspended
 		// the task: its end follows the WAITING entry with the same fence.
-		sameWait := i > 0 && rec.History[i-1].Status == lease.StatusWaiting && h.Fence == last
+		// A task cancelled while PENDING (or WAITING) gets a CANCELLED
+		// entry under the fence of its last attempt.
+		sameWait := i > 0 && h.Fence == last && (rec.History[i-1].Status == lease.StatusWaiting ||
+			(rec.History[i-1].Status == lease.StatusPending && h.Status == lease.StatusCancelled))
 		if h.Fence <= last && !sameWait {
 			return fmt.Sprintf("history entry %d has fence %d after fence %d", i, h.Fence, last)
 		}
@@ -580,6 +590,12 @@ func writesText(ws []Write) string {
 		s := fmt.Sprintf("%s f%d %s@%s", w.Op, w.Fence, w.Status, stamp(w.Answered))
 		if w.Owner != "" {
 			s += " by " + w.Owner
+		}
+		if w.Worker == ClientName {
+			s += " by the test's client"
+		}
+		if w.CancelRequested {
+			s += " [cancel requested]"
 		}
 		if w.Dropped {
 			s += " (answer dropped)"

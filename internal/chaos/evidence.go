@@ -32,6 +32,12 @@ type HandlerEvent struct {
 	Deps   []string `json:"deps"`
 	Token  string   `json:"token"`
 	Status string   `json:"status"`
+	// Step lines (Event "step"): the step's name and the id of this run of
+	// its function (also in the result it returns); Phase "run" (the
+	// function starts), "done" (it returned its result) or "fail" (a
+	// transient error).
+	Step string `json:"step"`
+	Run  string `json:"run"`
 }
 
 // At is the event's time.

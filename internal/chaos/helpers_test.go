@@ -214,22 +214,28 @@ func scan(t *testing.T, client *dynamodb.Client, table string, projection string
 }
 
 // waitTerminal polls the table until every valid task is terminal, nothing
-// has changed for p.stall, or p.bound has passed.
-func waitTerminal(t *testing.T, client *dynamodb.Client, table string, valid []string, p params) {
+// has changed for p.stall, or p.bound has passed. A child of a parent in
+// cancelled (child -> parent) that has no record while its parent is
+// CANCELLED counts as ended: a cancel may leave such a child uncreated.
+func waitTerminal(t *testing.T, client *dynamodb.Client, table string, valid []string, cancelled map[string]string, p params) {
 	t.Helper()
-	want := map[string]bool{}
-	for _, id := range valid {
-		want[id] = true
-	}
 	start := time.Now()
 	lastChange, lastLog := start, start
 	prev := -1
 	for {
-		terminal := 0
+		status := map[string]lease.Status{}
 		for _, it := range scan(t, client, table, "id, #s") {
 			id, _ := it["id"].(*ddbtypes.AttributeValueMemberS)
 			st, _ := it["status"].(*ddbtypes.AttributeValueMemberS)
-			if id != nil && st != nil && want[id.Value] && lease.Status(st.Value).Terminal() {
+			if id != nil && st != nil {
+				status[id.Value] = lease.Status(st.Value)
+			}
+		}
+		terminal := 0
+		for _, id := range valid {
+			st, ok := status[id]
+			parent, isChild := cancelled[id]
+			if st.Terminal() || (!ok && isChild && status[parent] == lease.StatusCancelled) {
 				terminal++
 			}
 		}

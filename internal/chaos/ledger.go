@@ -26,6 +26,10 @@ type Write struct {
 	// FromWaiting: the write was conditional on the task being WAITING
 	// (a resume, a callback's end of a wait, a dependency's cancellation).
 	FromWaiting bool
+	// Steps names the task's recorded steps after the write, in order.
+	Steps []string
+	// CancelRequested: the task carries a cancel request after the write.
+	CancelRequested bool
 }
 
 // Delivery is one message handed to a worker by an applied ReceiveMessage.
@@ -132,6 +136,10 @@ func (l *Ledger) Observe(ex Exchange) {
 		// that requires it.
 		FromWaiting: req.ExpressionAttributeValues[":waiting"].S == "WAITING",
 	}
+	w.CancelRequested = item["cancel_requested"].BOOL
+	for _, st := range item["steps"].L {
+		w.Steps = append(w.Steps, st.M["name"].S)
+	}
 	if ms := item["lease_until"].int(); ms > 0 {
 		w.LeaseUntil = time.UnixMilli(ms)
 	}
@@ -234,10 +242,13 @@ func (l *Ledger) Messages() ([]Delivery, []Deletion) {
 }
 
 // wireValue is a DynamoDB attribute value in the JSON wire format; only the
-// scalar forms the ledger reads are decoded.
+// forms the ledger reads are decoded.
 type wireValue struct {
-	S string `json:"S"`
-	N string `json:"N"`
+	S    string               `json:"S"`
+	N    string               `json:"N"`
+	BOOL bool                 `json:"BOOL"`
+	L    []wireValue          `json:"L"`
+	M    map[string]wireValue `json:"M"`
 }
 
 func (v wireValue) int() int64 {

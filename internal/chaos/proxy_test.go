@@ -109,7 +109,7 @@ func TestLedgerReadsWrites(t *testing.T) {
 		Request: []byte(`{"TableName":"tasks","Item":{"id":{"S":"a"},"status":{"S":"RUNNING"},"fence":{"N":"1"},"attempt":{"N":"1"},"lease_owner":{"S":"w/m"},"lease_until":{"N":"1700000000000"}}}`)})
 	l.Observe(Exchange{Target: "DynamoDB_20120810.UpdateItem", Status: 200, Dropped: true,
 		Request:  []byte(`{"TableName":"tasks","Key":{"id":{"S":"a"}}}`),
-		Response: []byte(`{"Attributes":{"id":{"S":"a"},"status":{"S":"SUCCEEDED"},"fence":{"N":"1"},"attempt":{"N":"1"}}}`)})
+		Response: []byte(`{"Attributes":{"id":{"S":"a"},"status":{"S":"SUCCEEDED"},"fence":{"N":"1"},"attempt":{"N":"1"},"cancel_requested":{"BOOL":true},"steps":{"L":[{"M":{"name":{"S":"s0"},"result":{"S":"{}"}}},{"M":{"name":{"S":"s1"},"result":{"S":"{}"}}}]}}}`)})
 	l.Observe(Exchange{Target: "DynamoDB_20120810.UpdateItem", Status: 400, Request: []byte(`{"TableName":"tasks"}`)})
 	l.Observe(Exchange{Target: "DynamoDB_20120810.UpdateItem", Status: 200, Request: []byte(`{"TableName":"other"}`)})
 	l.Observe(Exchange{Target: "DynamoDB_20120810.GetItem", Status: 200, Request: []byte(`{"TableName":"tasks"}`)})
@@ -120,7 +120,7 @@ func TestLedgerReadsWrites(t *testing.T) {
 	if w := ws[0]; w.Task != "a" || w.Status != "RUNNING" || w.Fence != 1 || w.Owner != "w/m" || w.LeaseUntil.UnixMilli() != 1700000000000 {
 		t.Errorf("put = %+v", w)
 	}
-	if w := ws[1]; w.Status != "SUCCEEDED" || !w.Dropped || !w.LeaseUntil.IsZero() {
+	if w := ws[1]; w.Status != "SUCCEEDED" || !w.Dropped || !w.LeaseUntil.IsZero() || strings.Join(w.Steps, ",") != "s0,s1" || !w.CancelRequested {
 		t.Errorf("update = %+v", w)
 	}
 }

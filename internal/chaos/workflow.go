@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,12 +19,70 @@ type Workflows struct {
 	// ChildN each child to the n its payload carries (its result's n).
 	Fans   map[string][]string
 	ChildN map[string]int
-	// After maps each task with dependencies to them.
-	After map[string][]string
+	// After maps each task with dependencies to them; AfterAny names those
+	// that run once every dependency has ended, whatever its outcome.
+	After    map[string][]string
+	AfterAny map[string]bool
 	// Callbacks names the tasks that wait for a callback.
 	Callbacks map[string]bool
 	// Answers are the callbacks the test sent.
 	Answers []CallbackAnswer
+	// Steps maps each task written as leasehold.Step calls to its number
+	// of steps.
+	Steps map[string]int
+	// Cancels are the cancels of parents (Fans) the test made.
+	Cancels []CancelCall
+}
+
+// CancelCall is one Client.Cancel of a parent by the test (the last try,
+// when it was retried after an error).
+type CancelCall struct {
+	Task string
+	// Sent and Returned bracket the call; Status is the status it
+	// returned (CANCELLED for a parent cancelled while it waited, RUNNING
+	// for one only marked), Err its error.
+	Sent, Returned time.Time
+	Status         string
+	Err            string
+	// Finished: Err matches leasehold.ErrFinished (the parent had ended).
+	Finished bool
+}
+
+// cancelledParents returns the cancel call of each parent that ended
+// CANCELLED by a cancel of the test that returned without an error.
+func (wf *Workflows) cancelledParents(recs map[string]lease.Task) map[string]CancelCall {
+	out := map[string]CancelCall{}
+	if wf == nil {
+		return out
+	}
+	for _, c := range wf.Cancels {
+		if rec, ok := recs[c.Task]; ok && c.Err == "" && rec.Status == lease.StatusCancelled {
+			out[c.Task] = c
+		}
+	}
+	return out
+}
+
+// freeEnds names the tasks whose end the cancel check judges rather than
+// Expect: the children of a cancelled parent (any end, or no record when
+// they were never created), and the parents whose cancel did not find them
+// waiting (it only marked a running parent, which may finish first).
+func (wf *Workflows) freeEnds(recs map[string]lease.Task) map[string]bool {
+	out := map[string]bool{}
+	if wf == nil {
+		return out
+	}
+	for parent := range wf.cancelledParents(recs) {
+		for _, kid := range wf.Fans[parent] {
+			out[kid] = true
+		}
+	}
+	for _, c := range wf.Cancels {
+		if c.Status != string(lease.StatusCancelled) {
+			out[c.Task] = true
+		}
+	}
+	return out
 }
 
 // CallbackAnswer is one callback the test sent for a token.
@@ -58,6 +117,17 @@ type WorkflowReport struct {
 	// CallbackLost: callbacks the client was told were accepted, but no
 	// write ended that wait.
 	CallbackLost int
+	// ChildAfterCancel: children of a cancelled parent that started a
+	// handler run under a fence claimed after the cancel returned, or that
+	// ended other than CANCELLED under such a fence. CancelFailed: cancels
+	// that returned an error other than "already finished".
+	ChildAfterCancel, CancelFailed int
+	// StepTwice: tasks whose steps list names a step more than once.
+	// StepRerun: runs of a step's function that started after a write
+	// recording that step had certainly been applied. StepUnrun: recorded
+	// steps whose result no completed run of the function made, and
+	// succeeded step tasks missing a step.
+	StepTwice, StepRerun, StepUnrun int
 
 	ResumedRuns int // runs of parents with their children's outcomes
 	// KillsDuringFanIn counts the worker processes killed (or exited)
@@ -75,6 +145,22 @@ type WorkflowReport struct {
 	// write ended a task with waiters, before notifying them; of those,
 	// ExitAfterChild ended a child of a parent.
 	ExitAfterFinish, ExitAfterChild int
+
+	// Cancels of parents: calls made, parents that ended CANCELLED by
+	// them, calls that found the parent finished; of the cancelled
+	// parents' children: ended CANCELLED, never created (no record), ended
+	// otherwise from a run claimed before the cancel returned.
+	CancelCalls, CancelledParents, CancelLate     int
+	KidsCancelled, KidsNeverCreated, KidsRanFirst int
+	// Step tasks; runs of step functions (started), transient failures of
+	// them, and runs beyond the first completed one of a step (their
+	// checkpoint did not land: a lost lease).
+	StepTasks, StepRuns, StepFailures, StepRedone int
+	// StepCheckpoints: writes that recorded a step (its item holds more
+	// steps than the write before); StepLostAnswers: of those, the ones
+	// whose answer the proxy dropped (the case that can record a step
+	// twice).
+	StepCheckpoints, StepLostAnswers int
 }
 
 // checkWorkflows runs the workflow checks; flag records a violation.
@@ -96,6 +182,16 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 
 	// Fan-out/fan-in: one resume per parent; every resumed run saw every
 	// child's outcome.
+	cancelled := wf.cancelledParents(in.Records)
+	// firstEnd is the first applied write that ended a task.
+	firstEnd := func(id string) *Write {
+		for i, w := range writesByTask[id] {
+			if lease.Status(w.Status).Terminal() {
+				return &writesByTask[id][i]
+			}
+		}
+		return nil
+	}
 	type window struct{ from, to time.Time }
 	var fanIns []window
 	for _, parent := range slices.Sorted(maps.Keys(wf.Fans)) {
@@ -121,9 +217,25 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 		if len(resumes) > 0 && !suspended.IsZero() {
 			fanIns = append(fanIns, window{suspended, resumes[0].Forwarded})
 		}
-		if len(resumes) != 1 {
+		_, wasCancelled := cancelled[parent]
+		switch {
+		case wasCancelled && len(resumes) <= 1:
+			// Cancelled while it waited (no resume), or marked after its
+			// resume.
+		case len(resumes) != 1:
 			r.BadResume++
 			flag("bad_resume", fmt.Sprintf("%s: resumed %d times: %s", parent, len(resumes), writesText(resumes)))
+		}
+		if len(resumes) > 0 {
+			for _, kid := range kids {
+				// (A child whose ending write was not observed is judged
+				// by child_missed, from what the resumed run read.)
+				if end := firstEnd(kid); end != nil && resumes[0].Answered.Before(end.Forwarded) {
+					r.BadResume++
+					flag("bad_resume", fmt.Sprintf("%s: resumed by a write answered at %s, before its child %s ended (write forwarded at %s)",
+						parent, stamp(resumes[0].Answered), kid, stamp(end.Forwarded)))
+				}
+			}
 		}
 		for _, e := range starts[parent] {
 			switch e.Phase {
@@ -154,8 +266,9 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	// Dependencies: no run before every dependency SUCCEEDED.
 	for _, id := range slices.Sorted(maps.Keys(wf.After)) {
 		deps := wf.After[id]
+		anyEnd := wf.AfterAny[id]
 		r.Dependents++
-		if rec, ok := in.Records[id]; ok && rec.Status == lease.StatusCancelled {
+		if rec, ok := in.Records[id]; ok && rec.Status == lease.StatusCancelled && !anyEnd {
 			r.Cancelled++
 			if !strings.Contains(rec.Error, "dependency") {
 				r.EarlyDependent++ // not a violation of order, but of the reason
@@ -164,20 +277,27 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 		}
 		for _, e := range starts[id] {
 			for _, dep := range deps {
+				// The write that let it run: the dependency's success,
+				// or with after-any its end, whatever it was.
+				want := "SUCCEEDED"
 				var done *Write
-				for i, w := range writesByTask[dep] {
-					if w.Status == string(lease.StatusSucceeded) {
-						done = &writesByTask[dep][i]
-						break
+				if anyEnd {
+					want, done = "ended", firstEnd(dep)
+				} else {
+					for i, w := range writesByTask[dep] {
+						if w.Status == string(lease.StatusSucceeded) {
+							done = &writesByTask[dep][i]
+							break
+						}
 					}
 				}
 				switch {
 				case done == nil:
 					r.EarlyDependent++
-					flag("early_dependent", fmt.Sprintf("%s: ran under fence %d (by %s at %s), but its dependency %s never SUCCEEDED", id, e.Fence, e.Worker, stamp(e.At()), dep))
+					flag("early_dependent", fmt.Sprintf("%s: ran under fence %d (by %s at %s), but its dependency %s never %s", id, e.Fence, e.Worker, stamp(e.At()), dep, want))
 				case e.At().Before(done.Forwarded):
 					r.EarlyDependent++
-					flag("early_dependent", fmt.Sprintf("%s: started at %s (by %s), before its dependency %s SUCCEEDED (write forwarded %s)", id, stamp(e.At()), e.Worker, dep, stamp(done.Forwarded)))
+					flag("early_dependent", fmt.Sprintf("%s: started at %s (by %s), before its dependency %s %s (write forwarded %s)", id, stamp(e.At()), e.Worker, dep, want, stamp(done.Forwarded)))
 				}
 			}
 			if len(e.Deps) != len(deps) {
@@ -186,7 +306,11 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 				continue
 			}
 			for i, d := range e.Deps {
-				if d != deps[i]+" "+string(lease.StatusSucceeded) {
+				want := lease.StatusSucceeded
+				if anyEnd {
+					want = in.Records[deps[i]].Status // its end, read as it is
+				}
+				if d != deps[i]+" "+string(want) || !want.Terminal() {
 					r.EarlyDependent++
 					flag("early_dependent", fmt.Sprintf("%s: run under fence %d read dependency %d as %q", id, e.Fence, i, d))
 				}
@@ -251,7 +375,180 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 			}
 		}
 	}
+
+	checkCancels(in, writesByTask, starts, &r, flag)
+	checkSteps(in, writesByTask, &r, flag)
 	return r
+}
+
+// checkCancels: no child of a cancelled parent starts a handler run after
+// the cancel returned, and every such child ends CANCELLED, was never
+// created, or ended from a run that began before the cancel returned (one
+// that ended before the cancel, or finished before its worker saw the
+// cancel at its next renewal). A run "began after the cancel" when the
+// write that claimed its fence was forwarded after the cancel call
+// returned: the store let it start although its parent had ended.
+func checkCancels(in Input, writesByTask map[string][]Write, starts map[string][]HandlerEvent, r *WorkflowReport, flag func(kind, detail string)) {
+	wf := in.Workflows
+	// claimOf is the first applied write that left id RUNNING under fence.
+	claimOf := func(id string, fence int64) *Write {
+		for i, w := range writesByTask[id] {
+			if w.Fence == fence && w.Status == string(lease.StatusRunning) {
+				return &writesByTask[id][i]
+			}
+		}
+		return nil
+	}
+	cancelled := wf.cancelledParents(in.Records)
+	for _, c := range wf.Cancels {
+		r.CancelCalls++
+		switch {
+		case c.Finished:
+			r.CancelLate++
+		case c.Err != "":
+			r.CancelFailed++
+			flag("cancel_failed", fmt.Sprintf("%s: cancel sent at %s returned %s", c.Task, stamp(c.Sent), c.Err))
+		}
+	}
+	for _, parent := range slices.Sorted(maps.Keys(cancelled)) {
+		c := cancelled[parent]
+		r.CancelledParents++
+		for _, kid := range wf.Fans[parent] {
+			var problems []string
+			for _, e := range starts[kid] {
+				cl := claimOf(kid, e.Fence)
+				switch {
+				case cl != nil && cl.Forwarded.After(c.Returned):
+					problems = append(problems, fmt.Sprintf("started a run under fence %d (by %s at %s), claimed by a write forwarded at %s",
+						e.Fence, e.Worker, stamp(e.At()), stamp(cl.Forwarded)))
+				case cl == nil && e.At().After(c.Returned):
+					problems = append(problems, fmt.Sprintf("started a run under fence %d (by %s at %s; its claim was not observed)", e.Fence, e.Worker, stamp(e.At())))
+				}
+			}
+			rec, ok := in.Records[kid]
+			switch {
+			case !ok:
+				if len(starts[kid]) == 0 {
+					r.KidsNeverCreated++
+				}
+			case rec.Status == lease.StatusCancelled:
+				r.KidsCancelled++
+			case rec.Status.Terminal():
+				if cl := claimOf(kid, rec.Fence); cl == nil || cl.Forwarded.After(c.Returned) {
+					problems = append(problems, fmt.Sprintf("ended %s under fence %d, not claimed before the cancel returned", rec.Status, rec.Fence))
+				} else {
+					r.KidsRanFirst++
+				}
+			}
+			if len(problems) > 0 {
+				r.ChildAfterCancel++
+				flag("child_after_cancel", fmt.Sprintf("%s: its parent %s was cancelled by a call sent at %s, returned at %s (%s), yet it %s; its writes: %s",
+					kid, parent, stamp(c.Sent), stamp(c.Returned), c.Status, strings.Join(problems, "; "), writesText(writesByTask[kid])))
+			}
+		}
+	}
+}
+
+// checkSteps: no step is recorded twice in a task's item, no step's function
+// runs once its result is recorded, and every recorded result comes from a
+// completed run of the function.
+func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, flag func(kind, detail string)) {
+	wf := in.Workflows
+	type stepKey struct{ task, step string }
+	runs := map[stepKey][]HandlerEvent{}
+	done := map[stepKey]map[string]bool{} // run ids that returned a result
+	for _, e := range in.Handler {
+		if e.Event != "step" {
+			continue
+		}
+		k := stepKey{e.Task, e.Step}
+		switch e.Phase {
+		case "run":
+			r.StepRuns++
+			runs[k] = append(runs[k], e)
+		case "done":
+			if done[k] == nil {
+				done[k] = map[string]bool{}
+			}
+			done[k][e.Run] = true
+		case "fail":
+			r.StepFailures++
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(wf.Steps)) {
+		r.StepTasks++
+		rec, ok := in.Records[id]
+		if !ok {
+			continue // stuck
+		}
+		seen := map[string]int{}
+		var twice []string
+		for _, st := range rec.Steps {
+			seen[st.Name]++
+			if seen[st.Name] == 2 {
+				twice = append(twice, st.Name)
+			}
+			var res struct {
+				Run   string `json:"run"`
+				Fence int64  `json:"fence"`
+			}
+			if json.Unmarshal(st.Result, &res) != nil || !done[stepKey{id, st.Name}][res.Run] {
+				r.StepUnrun++
+				flag("step_unrun", fmt.Sprintf("%s: step %s recorded with result %s, which no completed run of its function returned", id, st.Name, st.Result))
+			}
+		}
+		if len(twice) > 0 {
+			r.StepTwice++
+			names := make([]string, len(rec.Steps))
+			for i, st := range rec.Steps {
+				names[i] = st.Name + "=" + string(st.Result)
+			}
+			flag("step_twice", fmt.Sprintf("%s: steps %v recorded more than once: %v", id, twice, names))
+		}
+		if rec.Status == lease.StatusSucceeded && len(seen) != wf.Steps[id] {
+			r.StepUnrun++
+			flag("step_unrun", fmt.Sprintf("%s: SUCCEEDED with %d distinct steps recorded, want %d", id, len(seen), wf.Steps[id]))
+		}
+		// When each step was certainly recorded: the first write whose
+		// item holds it was answered.
+		recorded := map[string]time.Time{}
+		byAnswer := slices.Clone(writesByTask[id])
+		slices.SortStableFunc(byAnswer, func(a, b Write) int { return a.Answered.Compare(b.Answered) })
+		had := 0
+		for _, w := range byAnswer {
+			if len(w.Steps) > had {
+				r.StepCheckpoints++
+				if w.Dropped {
+					r.StepLostAnswers++
+				}
+			}
+			had = len(w.Steps)
+		}
+		for _, w := range writesByTask[id] {
+			for _, name := range w.Steps {
+				if t, ok := recorded[name]; !ok || w.Answered.Before(t) {
+					recorded[name] = w.Answered
+				}
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(seen)) {
+			k := stepKey{id, name}
+			if n := len(done[k]); n > 1 {
+				r.StepRedone += n - 1
+			}
+			t, ok := recorded[name]
+			if !ok {
+				continue
+			}
+			for _, e := range runs[k] {
+				if e.At().After(t) {
+					r.StepRerun++
+					flag("step_rerun", fmt.Sprintf("%s: step %s's function ran again under fence %d (by %s at %s), after a write recording it was answered at %s",
+						id, name, e.Fence, e.Worker, stamp(e.At()), stamp(t)))
+				}
+			}
+		}
+	}
 }
 
 // ClientName is the SDK app id of the test's own client, which answers

@@ -52,12 +52,72 @@ func cleanWorkflows() Input {
 			{Event: "callback", Task: "c", Fence: 1, Token: "lhcb1.x", AtUS: at(25).UnixMicro()},
 			{Event: "end", Task: "c", Fence: 1, Outcome: "await", AtUS: at(30).UnixMicro()},
 		})
-	in.Expect = map[string]lease.Status{"p/1": lease.StatusFailed, "h": lease.StatusFailed, "d": lease.StatusCancelled}
+	// z runs after h whatever its outcome (after-any).
+	z := ran("z", 1, 400)
+	z[0].Deps = []string{"h FAILED"}
+	add(succeeded("z", 1, entry(1, lease.StatusSucceeded)), []Write{claim("z", 1, 300, 3300), ending("z", 1, "SUCCEEDED", 410)}, z)
+
+	// q is cancelled by the test while it waits (call sent at 1000,
+	// returned at 1010): q/0 had ended before, q/1 was running and ended
+	// CANCELLED, q/2 had no item yet and never got one, q/3 was running and
+	// finished before its worker saw the cancel.
+	cancelWrite := Write{Task: "q", Op: "UpdateItem", Status: "CANCELLED", Fence: 1, FromWaiting: true, Worker: ClientName, Forwarded: at(1002), Answered: at(1005)}
+	add(lease.Task{ID: "q", Status: lease.StatusCancelled, Fence: 1, Attempt: 1, MaxAttempts: 20, Error: "cancelled on request",
+		History: []lease.Attempt{entry(1, lease.StatusWaiting), entry(1, lease.StatusCancelled)}},
+		[]Write{claim("q", 1, 800, 3800), ending("q", 1, "WAITING", 900), cancelWrite},
+		[]HandlerEvent{
+			{Event: "start", Task: "q", Fence: 1, Phase: "spawn", AtUS: at(820).UnixMicro()},
+			{Event: "end", Task: "q", Fence: 1, Outcome: "await", AtUS: at(830).UnixMicro()},
+		})
+	add(succeeded("q/0", 1, entry(1, lease.StatusSucceeded)),
+		[]Write{claim("q/0", 1, 850, 3850), ending("q/0", 1, "SUCCEEDED", 960)}, ran("q/0", 1, 950))
+	q1 := ran("q/1", 1, 1900)
+	q1[1].Outcome = "cancelled"
+	add(lease.Task{ID: "q/1", Status: lease.StatusCancelled, Fence: 1, Attempt: 1, MaxAttempts: 20, Error: "cancelled on request",
+		History: []lease.Attempt{entry(1, lease.StatusCancelled)}},
+		[]Write{claim("q/1", 1, 990, 3990), ending("q/1", 1, "CANCELLED", 1950)}, q1)
+	add(succeeded("q/3", 1, entry(1, lease.StatusSucceeded)),
+		[]Write{claim("q/3", 1, 995, 3995), ending("q/3", 1, "SUCCEEDED", 1500)}, ran("q/3", 1, 1450))
+	in.Valid = append(in.Valid, "q/2")
+	// q/4 had been released for a retry (PENDING) and was cancelled so:
+	// its CANCELLED entry carries the fence of its last attempt.
+	add(lease.Task{ID: "q/4", Status: lease.StatusCancelled, Fence: 1, Attempt: 1, MaxAttempts: 20, Error: "cancelled while pending",
+		History: []lease.Attempt{entry(1, lease.StatusPending), entry(1, lease.StatusCancelled)}},
+		[]Write{claim("q/4", 1, 850, 3850), ending("q/4", 1, "PENDING", 900),
+			{Task: "q/4", Op: "UpdateItem", Status: "CANCELLED", Fence: 1, Attempt: 1, Worker: ClientName, Forwarded: at(1006), Answered: at(1008)}},
+		nil)
+
+	// s runs two steps; s1 fails transiently in attempt 1, so attempt 2
+	// takes s0's recorded result and runs s1 only.
+	withSteps := func(w Write, steps ...string) Write { w.Steps = steps; return w }
+	dropped := func(w Write) Write { w.Dropped = true; return w }
+	stepLine := func(f int64, step, phase, run string, ms int) HandlerEvent {
+		return HandlerEvent{Event: "step", Task: "s", Fence: f, Attempt: int(f), Step: step, Phase: phase, Run: run, AtUS: at(ms).UnixMicro()}
+	}
+	add(lease.Task{ID: "s", Status: lease.StatusSucceeded, Fence: 2, Attempt: 2, MaxAttempts: 20,
+		History: []lease.Attempt{entry(1, lease.StatusPending), entry(2, lease.StatusSucceeded)},
+		Steps:   []lease.Step{{Name: "s0", Result: []byte(`{"run":"r1","fence":1}`)}, {Name: "s1", Result: []byte(`{"run":"r3","fence":2}`)}}},
+		[]Write{claim("s", 1, 0, 3000), withSteps(claim("s", 1, 100, 3000), "s0"), withSteps(ending("s", 1, "PENDING", 200), "s0"),
+			withSteps(claim("s", 2, 300, 3300), "s0"), withSteps(dropped(claim("s", 2, 360, 3300)), "s0", "s1"), withSteps(ending("s", 2, "SUCCEEDED", 400), "s0", "s1")},
+		[]HandlerEvent{
+			{Event: "start", Task: "s", Fence: 1, Attempt: 1, AtUS: at(10).UnixMicro()},
+			stepLine(1, "s0", "run", "r1", 20), stepLine(1, "s0", "done", "r1", 90),
+			stepLine(1, "s1", "run", "r2", 110), stepLine(1, "s1", "fail", "r2", 150),
+			{Event: "end", Task: "s", Fence: 1, Attempt: 1, Outcome: "error", AtUS: at(160).UnixMicro()},
+			{Event: "start", Task: "s", Fence: 2, Attempt: 2, AtUS: at(310).UnixMicro()},
+			stepLine(2, "s1", "run", "r3", 320), stepLine(2, "s1", "done", "r3", 350),
+			{Event: "end", Task: "s", Fence: 2, Attempt: 2, Outcome: "ok", AtUS: at(390).UnixMicro()},
+		})
+
+	in.Expect = map[string]lease.Status{"p/1": lease.StatusFailed, "h": lease.StatusFailed, "d": lease.StatusCancelled, "q": lease.StatusCancelled}
 	in.Workflows = &Workflows{
-		Fans:      map[string][]string{"p": {"p/0", "p/1"}},
-		ChildN:    map[string]int{"p/0": 7, "p/1": 8},
-		After:     map[string][]string{"y": {"x"}, "d": {"h"}},
+		Fans:      map[string][]string{"p": {"p/0", "p/1"}, "q": {"q/0", "q/1", "q/2", "q/3", "q/4"}},
+		ChildN:    map[string]int{"p/0": 7, "p/1": 8, "q/0": 0, "q/1": 1, "q/2": 2, "q/3": 3, "q/4": 4},
+		After:     map[string][]string{"y": {"x"}, "d": {"h"}, "z": {"h"}},
+		AfterAny:  map[string]bool{"z": true},
 		Callbacks: map[string]bool{"c": true},
+		Steps:     map[string]int{"s": 2},
+		Cancels:   []CancelCall{{Task: "q", Sent: at(1000), Returned: at(1010), Status: "CANCELLED"}},
 		Answers: []CallbackAnswer{
 			{Task: "c", Fence: 1, Via: "client", Accepted: true},
 			{Task: "c", Fence: 1, Via: "client", Rejected: true},
@@ -75,7 +135,11 @@ func TestCheckWorkflowsClean(t *testing.T) {
 	r := Check(cleanWorkflows())
 	wantOnly(t, r)
 	w := r.Workflow
-	if w.Parents != 1 || w.Children != 2 || w.ResumedRuns != 1 || w.Dependents != 2 || w.Cancelled != 1 ||
+	if w.CancelCalls != 1 || w.CancelledParents != 1 || w.KidsCancelled != 2 || w.KidsNeverCreated != 1 || w.KidsRanFirst != 2 ||
+		w.StepTasks != 1 || w.StepRuns != 3 || w.StepFailures != 1 || w.StepRedone != 0 || w.StepCheckpoints != 2 || w.StepLostAnswers != 1 {
+		t.Errorf("report = %+v", w)
+	}
+	if w.Parents != 2 || w.Children != 7 || w.ResumedRuns != 1 || w.Dependents != 3 || w.Cancelled != 1 ||
 		w.CallbackAccept != 1 || w.CallbackByCli != 1 || w.CallbackReject != 1 || w.CallbackSent != 4 || w.ExitAfterChild != 1 || w.KillsDuringFanIn != 1 {
 		t.Errorf("report = %+v", w)
 	}
@@ -135,6 +199,64 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 			}
 			in.Handler = hs
 		}, []string{"finish_without_run"}},
+		{"parent resumed before a child ended", func(in *Input) {
+			for i, w := range in.Writes {
+				if w.Task == "p/1" && w.Status == "FAILED" {
+					in.Writes[i].Forwarded, in.Writes[i].Answered = at(500), at(505)
+				}
+			}
+		}, []string{"bad_resume"}},
+		{"after-any dependent ran before its dependency ended", func(in *Input) {
+			in.Handler = append(in.Handler, HandlerEvent{Event: "start", Task: "z", Fence: 1, Deps: []string{"h FAILED"}, AtUS: at(50).UnixMicro()})
+		}, []string{"early_dependent"}},
+		{"after-any dependent read its dependency wrong", func(in *Input) {
+			in.Handler = append(in.Handler, HandlerEvent{Event: "start", Task: "z", Fence: 1, Deps: []string{"h SUCCEEDED"}, AtUS: at(350).UnixMicro()})
+		}, []string{"early_dependent"}},
+		{"child created and run after its parent's cancel", func(in *Input) {
+			// Issue 18, item 1: the queued token of a child with no item
+			// yet created it and ran it to SUCCEEDED.
+			in.Records["q/2"] = succeeded("q/2", 1, entry(1, lease.StatusSucceeded))
+			in.Writes = append(in.Writes, claim("q/2", 1, 1100, 4100), ending("q/2", 1, "SUCCEEDED", 1300))
+			in.Handler = append(in.Handler, ran("q/2", 1, 1250)...)
+		}, []string{"child_after_cancel"}},
+		{"child taken over after its parent's cancel ran again", func(in *Input) {
+			// q/1's worker died; the next claim ran the handler instead of
+			// ending it CANCELLED.
+			q1 := in.Records["q/1"]
+			q1.Fence, q1.Attempt, q1.History = 2, 2, []lease.Attempt{entry(2, lease.StatusCancelled)}
+			in.Records["q/1"] = q1
+			var ws []Write
+			for _, w := range in.Writes {
+				if !(w.Task == "q/1" && w.Status == "CANCELLED") {
+					ws = append(ws, w)
+				}
+			}
+			in.Writes = append(ws, claim("q/1", 2, 4000, 7000), ending("q/1", 2, "CANCELLED", 4500))
+			in.Handler = append(in.Handler, HandlerEvent{Event: "start", Task: "q/1", Fence: 2, Attempt: 2, AtUS: at(4010).UnixMicro()})
+		}, []string{"child_after_cancel"}},
+		{"cancel failed", func(in *Input) {
+			in.Workflows.Cancels = append(in.Workflows.Cancels, CancelCall{Task: "p", Sent: at(100), Returned: at(200), Err: "cancel p: its child p/1: timeout"})
+		}, []string{"cancel_failed"}},
+		{"a step recorded twice", func(in *Input) {
+			// Issue 18, item 2: the SDK's retry of a checkpoint whose
+			// answer was lost appended the step again.
+			s := in.Records["s"]
+			s.Steps = append(s.Steps, s.Steps[1])
+			in.Records["s"] = s
+		}, []string{"step_twice"}},
+		{"a recorded step ran again", func(in *Input) {
+			in.Handler = append(in.Handler, HandlerEvent{Event: "step", Task: "s", Fence: 2, Attempt: 2, Step: "s0", Phase: "run", Run: "r4", AtUS: at(330).UnixMicro()})
+		}, []string{"step_rerun"}},
+		{"a step recorded without its run", func(in *Input) {
+			s := in.Records["s"]
+			s.Steps = []lease.Step{s.Steps[0], {Name: "s1", Result: []byte(`{"run":"r9","fence":2}`)}}
+			in.Records["s"] = s
+		}, []string{"step_unrun"}},
+		{"a step task succeeded without a step", func(in *Input) {
+			s := in.Records["s"]
+			s.Steps = s.Steps[:1]
+			in.Records["s"] = s
+		}, []string{"step_unrun"}},
 		{"client told accepted, nothing landed", func(in *Input) {
 			in.Workflows.Answers = append(in.Workflows.Answers, CallbackAnswer{Task: "c", Fence: 1, Via: "client", Accepted: true})
 		}, []string{"callback_lost"}},

@@ -34,29 +34,51 @@ type workflowPlan struct {
 	expect map[string]lease.Status
 	valid  []string // every workflow task, children included
 	bodies []string // the inline tokens to send (not the children's)
+	// cancel maps the parents the test cancels to how long after their
+	// suspension it does.
+	cancel map[string]time.Duration
 }
 
-// Workflow sizes: per 1000 tasks, 20 parents of 5-10 children, 25 chains of
-// 3 and 20 callback tasks; at least a few of each in a small run.
+// Workflow sizes: per 1000 tasks, 20 parents of 5-10 children (every fifth
+// of 20), 10 parents of 20 children that the test cancels, 25 chains of 3,
+// 20 after-any groups, 20 callback tasks and 83 tasks of 4-6 steps; at
+// least a few of each in a small run (16 step tasks).
 func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 	wp := workflowPlan{
 		wf: chaos.Workflows{
 			Fans: map[string][]string{}, ChildN: map[string]int{},
-			After: map[string][]string{}, Callbacks: map[string]bool{},
+			After: map[string][]string{}, AfterAny: map[string]bool{}, Callbacks: map[string]bool{},
+			Steps: map[string]int{},
 		},
 		expect: map[string]lease.Status{},
+		cancel: map[string]time.Duration{},
 	}
 	add := func(id, body string) {
 		wp.valid = append(wp.valid, id)
 		wp.bodies = append(wp.bodies, body)
 	}
-	for i := range max(3, p.tasks/50) {
+	type step struct {
+		N      int  `json:"n"`
+		WorkMS int  `json:"work_ms"`
+		Fail   bool `json:"fail,omitempty"`
+	}
+	fans := max(3, p.tasks/50)
+	cancelled := max(2, p.tasks/100)
+	for i := range fans + cancelled {
 		parent := fmt.Sprintf("f%03d", i)
 		n := 5 + rng.IntN(6)
-		type step struct {
-			N      int  `json:"n"`
-			WorkMS int  `json:"work_ms"`
-			Fail   bool `json:"fail,omitempty"`
+		if i%5 == 0 || i >= fans {
+			n = 20
+		}
+		if i >= fans {
+			// Cancelled by the test once its suspension lands: every
+			// other one at once (most children have no item yet), the
+			// others while the children run.
+			parent = fmt.Sprintf("x%03d", i-fans)
+			wp.cancel[parent] = 0
+			if i%2 == 1 {
+				wp.cancel[parent] = time.Duration(500+rng.IntN(1000)) * time.Millisecond
+			}
 		}
 		kids := make([]step, n)
 		for k := range kids {
@@ -69,7 +91,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			}
 			// Every fourth parent has a child that fails for good: the
 			// parent still resumes, and reads the failure.
-			if i%4 == 2 && k == 0 {
+			if i%4 == 2 && k == 0 && i < fans {
 				kids[k].Fail = true
 				wp.expect[id] = lease.StatusFailed
 			}
@@ -100,6 +122,41 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			add(id, body+"}")
 			prev = id
 		}
+	}
+	// After-any groups: 2-3 heads, one of which fails for good in every
+	// other group; the dependent runs once they have all ended.
+	for i := range max(2, p.tasks/50) {
+		dep := fmt.Sprintf("g%03d-d", i)
+		var heads []string
+		for h := range 2 + rng.IntN(2) {
+			id := fmt.Sprintf("g%03d-h%d", i, h)
+			fail := i%2 == 0 && h == 0
+			if fail {
+				wp.expect[id] = lease.StatusFailed
+			}
+			add(id, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":20}`,
+				id, h, 20+rng.IntN(600), fail))
+			heads = append(heads, id)
+		}
+		wp.wf.After[dep], wp.wf.AfterAny[dep] = heads, true
+		after, _ := json.Marshal(heads)
+		add(dep, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":20,"after":%s,"after_any":true}`,
+			dep, i, 20+rng.IntN(300), after))
+	}
+	// Tasks written as steps: every other one has a step that fails
+	// transiently in its first one or two attempts.
+	// Enough checkpoints (some 80 in a 200-task run) that the proxy's
+	// lost answers (3 %) hit a few.
+	for i := range max(16, p.tasks/12) {
+		id := fmt.Sprintf("s%03d", i)
+		n := 4 + rng.IntN(3)
+		failAt, failTimes := -1, 0
+		if i%2 == 0 {
+			failAt, failTimes = rng.IntN(n), 1+rng.IntN(2)
+		}
+		wp.wf.Steps[id] = n
+		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d},"max_attempts":20}`,
+			id, n, 50+rng.IntN(350), failAt, failTimes))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)
@@ -276,6 +333,72 @@ func killDuringFanIn(ctx context.Context, t *testing.T, ledger *chaos.Ledger, fl
 			kills++
 		}
 	}
+}
+
+// cancelParents cancels each parent of targets with client once its
+// suspension lands (seen in the ledger), after its delay, until ctx ends,
+// and returns the calls. A call that fails otherwise than "already
+// finished" is tried again, at most 3 times, as docs/workflows.md advises.
+func cancelParents(ctx context.Context, ledger *chaos.Ledger, client *leasehold.Client, targets map[string]time.Duration) []chaos.CancelCall {
+	var (
+		mu    sync.Mutex
+		calls []chaos.CancelCall
+		wg    sync.WaitGroup
+	)
+	defer wg.Wait()
+	left := maps.Clone(targets)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	seen := 0
+	for len(left) > 0 {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return calls
+		case <-tick.C:
+		}
+		var ws []chaos.Write
+		ws, seen = ledger.WritesFrom(seen)
+		for _, w := range ws {
+			delay, ok := left[w.Task]
+			if !ok || w.FromWaiting || w.Status != string(lease.StatusWaiting) {
+				continue
+			}
+			delete(left, w.Task)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				c := chaos.CancelCall{Task: w.Task}
+				for range 3 {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*callTimeout)
+					c.Sent = time.Now()
+					info, err := client.Cancel(cctx, w.Task)
+					c.Returned = time.Now()
+					cancel()
+					c.Status, c.Err, c.Finished = string(info.Status), "", false
+					if err == nil {
+						break
+					}
+					c.Err, c.Finished = err.Error(), errors.Is(err, leasehold.ErrFinished)
+					if c.Finished {
+						break
+					}
+				}
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return calls
 }
 
 // viaProxy sends the DynamoDB calls of an SDK config (those to upstream) to

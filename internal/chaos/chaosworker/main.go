@@ -17,7 +17,9 @@
 // payload says so, and records the dependencies it saw), "fan" (spawns the
 // children its payload lists with AwaitChildren, and on resume records every
 // child's outcome) and "cb" (takes its callback token, writes it to the
-// evidence file for the test to answer, and returns AwaitCallback).
+// evidence file for the test to answer, and returns AwaitCallback); "steps"
+// runs its work as leasehold.Step calls, one of which may fail transiently,
+// and writes a "step" line when each step's function starts and ends.
 //
 // With CHAOS_EXIT_AFTER_FINISH=p the process exits (os.Exit) with
 // probability p right after the store answers a write that ended a task
@@ -88,6 +90,12 @@ type Evidence struct {
 	Token string   `json:"token,omitempty"`
 	// Status of the ending write an exit_after_finish line follows.
 	Status string `json:"status,omitempty"`
+	// Step lines (ev "step", of a "steps" task): the step's name and the
+	// run of its function (a random id, also in the step's result); Phase
+	// is "run" when the function starts, "done" when it returns its result
+	// and "fail" when it returns a transient error.
+	Step string `json:"step,omitempty"`
+	Run  string `json:"run,omitempty"`
 }
 
 // StepPayload is the payload of a chain step or a child.
@@ -100,6 +108,23 @@ type StepPayload struct {
 // FanPayload is the payload of a parent: one child per entry.
 type FanPayload struct {
 	Children []StepPayload `json:"children"`
+}
+
+// StepsPayload is the payload of a task written as steps: Steps steps of
+// WorkMS each; step FailAt (when >= 0) fails transiently in the first
+// FailTimes attempts, so that the retry must skip the recorded steps.
+type StepsPayload struct {
+	Steps     int `json:"steps"`
+	WorkMS    int `json:"work_ms"`
+	FailAt    int `json:"fail_at"`
+	FailTimes int `json:"fail_times"`
+}
+
+// StepResult is what a step's function returns, and so what is recorded:
+// the run that made it.
+type StepResult struct {
+	Run   string `json:"run"`
+	Fence int64  `json:"fence"`
 }
 
 // CallbackPayload is the payload of a task that waits for a callback.

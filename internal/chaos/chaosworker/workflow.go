@@ -115,6 +115,47 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		ev.write(end)
 		return Result{}, leasehold.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
 	})
+
+	leasehold.Handle(h, "steps", func(ctx context.Context, t *leasehold.Task[StepsPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		ev.write(start)
+		for i := range t.Payload.Steps {
+			step := fmt.Sprintf("s%d", i)
+			_, err := leasehold.Step(ctx, step, func(ctx context.Context) (StepResult, error) {
+				line := base
+				line.Event, line.Step, line.Run = "step", step, fmt.Sprintf("%016x", rand.Uint64())
+				line.Phase, line.AtUS = "run", time.Now().UnixMicro()
+				ev.write(line)
+				timer := time.NewTimer(time.Duration(t.Payload.WorkMS) * time.Millisecond)
+				defer timer.Stop()
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return StepResult{}, fmt.Errorf("chaos step stopped: %w", context.Cause(ctx))
+				}
+				if i == t.Payload.FailAt && t.Attempt <= t.Payload.FailTimes {
+					line.Phase, line.AtUS = "fail", time.Now().UnixMicro()
+					ev.write(line)
+					return StepResult{}, fmt.Errorf("planned transient failure of step %s in attempt %d", step, t.Attempt)
+				}
+				line.Phase, line.AtUS = "done", time.Now().UnixMicro()
+				ev.write(line)
+				return StepResult{Run: line.Run, Fence: t.Fence}, nil
+			})
+			if err != nil {
+				end := base
+				end.Event, end.Outcome, end.Cause, end.AtUS = "end", "error", err.Error(), time.Now().UnixMicro()
+				ev.write(end)
+				return Result{}, err
+			}
+		}
+		end := base
+		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
+		ev.write(end)
+		return Result{N: t.Payload.Steps, Fence: t.Fence, Owner: name}, nil
+	})
 }
 
 // exitAfterFinish is the SDK's HTTP client with one fault: after the store
