@@ -126,7 +126,9 @@ type Client struct {
 	queueName string
 	opts      clientOptions
 
-	// endpoints names, per SDK service id, where calls go: for errors.
+	// region and endpoints name, per SDK service id, where calls go: for
+	// errors.
+	region    string
 	endpoints map[string]string
 
 	// kindQueues is ClientConfig.KindQueues; named resolves queue names
@@ -187,6 +189,7 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 		opts:       o,
 		kindQueues: maps.Clone(cfg.KindQueues),
 		named:      queues.NewResolver(queue, "", o.callTimeout),
+		region:     cfg.AWS.Region,
 		endpoints: map[string]string{
 			"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
 			"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),

@@ -67,7 +67,9 @@ func (c *Client) queueOf(ctx context.Context, name string) (string, error) {
 	switch {
 	case err == nil:
 		return u, nil
-	case errors.Is(err, queues.ErrNotFound), errors.Is(err, queues.ErrInvalidName):
+	case errors.Is(err, queues.ErrNotFound):
+		return "", &MissingResourceError{Service: "SQS", Resource: name, Region: c.region, Endpoint: c.endpoints["SQS"], Err: err}
+	case errors.Is(err, queues.ErrInvalidName):
 		return "", err
 	}
 	if t := c.translate(ctx, err); t != err {
@@ -90,7 +92,9 @@ func (c *Client) checkQueues(ctx context.Context, tasks []lease.NewTask, index [
 				problem[t.Queue] = err
 			}
 			if err != nil {
-				results[index[j]].Err = fmt.Errorf("task %s: %w", lease.DisplayID(t.ID), err)
+				// Nothing was stored: name the queue, not an id that may
+				// have been generated for a task that does not exist.
+				results[index[j]].Err = fmt.Errorf("not enqueued: %w", err)
 				continue
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 
 	"github.com/aws/smithy-go"
@@ -93,10 +94,14 @@ func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachab
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// MissingResourceError reports a table or queue that does not exist.
+// MissingResourceError reports a table or queue that does not exist, and
+// where it was looked for: a table in another region or behind another
+// endpoint is the usual cause.
 type MissingResourceError struct {
 	Service  string // "DynamoDB" or "SQS"
 	Resource string // table name or queue URL
+	Region   string // the region of the call, when known
+	Endpoint string // where the call went, when known
 	Err      error
 }
 
@@ -105,7 +110,18 @@ func (e *MissingResourceError) Error() string {
 	if e.Service == "SQS" {
 		what = "queue"
 	}
-	return fmt.Sprintf("%s %s %s does not exist", e.Service, what, e.Resource)
+	msg := fmt.Sprintf("%s %s %s does not exist", e.Service, what, e.Resource)
+	var where []string
+	if e.Region != "" {
+		where = append(where, "region "+e.Region)
+	}
+	if e.Endpoint != "" {
+		where = append(where, "endpoint "+e.Endpoint)
+	}
+	if len(where) > 0 {
+		msg += " (" + strings.Join(where, ", ") + ")"
+	}
+	return msg
 }
 
 func (e *MissingResourceError) Is(target error) bool { return target == ErrStackMissing }
@@ -159,7 +175,7 @@ func (c *Client) translate(ctx context.Context, err error) error {
 	}
 	var ddbMissing *ddbtypes.ResourceNotFoundException
 	if errors.As(err, &ddbMissing) {
-		return &MissingResourceError{Service: "DynamoDB", Resource: c.table, Err: err}
+		return &MissingResourceError{Service: "DynamoDB", Resource: c.table, Region: c.region, Endpoint: c.endpoints["DynamoDB"], Err: err}
 	}
 	var queueMissing *sqstypes.QueueDoesNotExist
 	if errors.As(err, &queueMissing) {
@@ -169,7 +185,7 @@ func (c *Client) translate(ctx context.Context, err error) error {
 		if queue == "" {
 			queue = c.queueName
 		}
-		return &MissingResourceError{Service: "SQS", Resource: queue, Err: err}
+		return &MissingResourceError{Service: "SQS", Resource: queue, Region: c.region, Endpoint: c.endpoints["SQS"], Err: err}
 	}
 	if u := c.unreachable(err); u != nil {
 		return u

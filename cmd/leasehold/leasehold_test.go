@@ -698,3 +698,49 @@ func TestWorkflowCommands(t *testing.T) {
 	s.run(t, "", "fail", "lhcb1.garbage", "no").expect(t, 1, "callback token")
 	s.run(t, "", "callback-token", "fan").expect(t, 1, "not waiting for a callback")
 }
+
+// A task sent as a plain SQS message has no item until a worker takes the
+// message: `result --wait` waits for it to appear (up to --timeout), so the
+// README's send-message then result --wait does not race the worker.
+func TestResultWaitsForATaskNotYetCreated(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.run(t, "", "result", "--wait", "--timeout", "2s", "never").
+		expect(t, 3, `no task with id "never" in table `+s.table+` (waited 2s for it to appear)`)
+
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
+	defer cancel()
+	body := `{"kind":"upper","id":"sent-plain","payload":{"text":"plain"}}`
+	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &s.queues.Work, MessageBody: &body}); err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	got := make(chan result, 1)
+	go func() {
+		got <- run(t, s.env, "", 2*time.Minute, "result", "--wait", "--timeout", awstest.Scale(90*time.Second).String(), "sent-plain")
+	}()
+	// The worker starts only now: until it takes the message there is no
+	// item, whenever the command above made its first read.
+	s.startWorker(t)
+	r := <-got
+	if r.code != 0 || r.stdout != "\"PLAIN\"\n" {
+		t.Fatalf("result --wait of a task sent as a message: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Missing credentials give one line that says what to set, not the SDK's
+// provider chain; a table missing from the region in use names the region
+// and the endpoint.
+func TestConfigurationErrorsNameWhatToSet(t *testing.T) {
+	t.Parallel()
+	r := run(t, []string{"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1"},
+		"", time.Minute, "status", "x")
+	r.expect(t, 1, `no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`)
+	if strings.Contains(r.stderr, "IMDS") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("missing credentials: want one line without the SDK's chain, got %q", r.stderr)
+	}
+
+	s := newStack(t)
+	env := append(slices.Clone(s.env), "AWS_REGION=eu-north-1")
+	run(t, env, "", time.Minute, "status", "x").expect(t, 4,
+		"DynamoDB table "+s.table+" does not exist (region eu-north-1, endpoint "+os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")+")")
+}

@@ -291,7 +291,11 @@ func messageText(err error) string {
 		return msg + " — check --endpoint-url, the AWS_ENDPOINT_URL* variables and the network"
 	case errors.As(err, &missing):
 		msg = missing.Error()
-		if missing.Service == "SQS" {
+		switch {
+		case missing.Service == "SQS" && !strings.Contains(missing.Resource, "://"):
+			// A queue named by --queue or a submission's "queue".
+			return msg + " — create the queue, or name another with --queue"
+		case missing.Service == "SQS":
 			return msg + " — set --queue-url or LEASEHOLD_WORK_QUEUE_URL, or create the stack (make stack-up)"
 		}
 		return msg + " — set --table or LEASEHOLD_TABLE, or create the stack (make stack-up)"

@@ -111,6 +111,8 @@ func TestMessagesGiveHints(t *testing.T) {
 			"cannot reach SQS at https://sqs.eu-west-1.amazonaws.com: no answer in time — check --endpoint-url, the AWS_ENDPOINT_URL* variables and the network"},
 		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "tasks"},
 			"DynamoDB table tasks does not exist — set --table or LEASEHOLD_TABLE, or create the stack (make stack-up)"},
+		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "tasks", Region: "us-west-2", Endpoint: "http://127.0.0.1:4567"},
+			"DynamoDB table tasks does not exist (region us-west-2, endpoint http://127.0.0.1:4567) — set --table"},
 		{&leasehold.NotSentError{ID: "x", Err: &leasehold.MissingResourceError{Service: "SQS", Resource: "q"}},
 			"task x is stored but its dispatch token was not sent: SQS queue q does not exist — set --queue-url"},
 		{errors.New("two\nlines"), "two lines"},

@@ -126,8 +126,19 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 	return c, nil
 }
 
-// awsConfig loads the SDK configuration: the standard chain, then the flags.
+// awsConfig loads the SDK configuration (the standard chain, then the
+// flags) and checks that it has credentials.
 func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := a.loadAWSConfig(ctx)
+	if err != nil {
+		return aws.Config{}, err
+	}
+	return cfg, a.checkCredentials(ctx, cfg)
+}
+
+// loadAWSConfig loads the AWS configuration without checking its
+// credentials.
+func (a *app) loadAWSConfig(ctx context.Context) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{
 		// One HTTP round trip can never outlast a call.
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(a.callTimeout)),
@@ -162,6 +173,35 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	return cfg, nil
 }
+
+// checkCredentials finds out once, before any call, whether cfg has usable
+// credentials: without them every call fails with the SDK's whole provider
+// chain in its message, where one line can say what to set.
+func (a *app) checkCredentials(ctx context.Context, cfg aws.Config) error {
+	if cfg.Credentials == nil {
+		return &credentialsError{profile: a.profile}
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return &credentialsError{profile: a.profile, err: err}
+	}
+	return nil
+}
+
+// credentialsError is a configuration with no usable AWS credentials.
+type credentialsError struct {
+	profile string
+	err     error
+}
+
+func (e *credentialsError) Error() string {
+	if e.profile != "" {
+		return fmt.Sprintf("no AWS credentials for profile %q: check ~/.aws/credentials, or run `aws sso login --profile %s`", e.profile, e.profile)
+	}
+	return "no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY " +
+		"(for the local stack: eval \"$(scripts/stack.sh env)\")"
+}
+
+func (e *credentialsError) Unwrap() error { return e.err }
 
 // newRetryer is the SDK's standard retryer, except that a refused
 // connection fails at once: nothing listens there, and the user should hear

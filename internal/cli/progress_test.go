@@ -78,7 +78,7 @@ func TestSDKLoggerIsOff(t *testing.T) {
 	t.Parallel()
 	a := newApp(Streams{Getenv: func(string) string { return "" }})
 	a.callTimeout, a.region = time.Second, "us-east-1"
-	cfg, err := a.awsConfig(t.Context())
+	cfg, err := a.loadAWSConfig(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -284,7 +285,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	var part *serve.PartError
 	switch {
 	case errors.As(err, &part) && errors.Is(err, eventsource.ErrQueueNotFound):
-		return &leasehold.MissingResourceError{Service: "SQS", Resource: part.QueueURL, Err: err}
+		return missingIn("SQS", part.QueueURL, q.Options().Region, q.Options().BaseEndpoint, err)
 	case errors.Is(err, leasehold.ErrConfig), errors.Is(err, serve.ErrConfig):
 		return usageError{err}
 	case err != nil:
@@ -319,6 +320,17 @@ func (a *app) startSchedules(ctx context.Context, cfg aws.Config, q *sqs.Client,
 	return schedule.Start(ctx, sc)
 }
 
+// missingIn reports a table or queue that does not exist, naming the region
+// and endpoint the call went to: a resource in another region or behind
+// another endpoint is the usual cause.
+func missingIn(service, resource, region string, base *string, err error) error {
+	endpoint := aws.ToString(base)
+	if endpoint == "" && region != "" {
+		endpoint = "https://" + strings.ToLower(service) + "." + region + ".amazonaws.com"
+	}
+	return &leasehold.MissingResourceError{Service: service, Resource: resource, Region: region, Endpoint: endpoint, Err: err}
+}
+
 // checkTable fails fast when the tasks table does not exist. Any other
 // answer (a role without DescribeTable, say) is only logged: the worker's
 // own calls will tell.
@@ -328,7 +340,7 @@ func (a *app) checkTable(ctx context.Context, ddb *dynamodb.Client, log *slog.Lo
 	_, err := ddb.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.table)})
 	switch {
 	case errors.As(err, new(*ddbtypes.ResourceNotFoundException)):
-		return &leasehold.MissingResourceError{Service: "DynamoDB", Resource: a.table, Err: err}
+		return missingIn("DynamoDB", a.table, ddb.Options().Region, ddb.Options().BaseEndpoint, err)
 	case unreachableErr(err, a.callTimeout) != nil:
 		return unreachableErr(err, a.callTimeout)
 	case err != nil:
@@ -344,7 +356,7 @@ func (a *app) queueByName(ctx context.Context, q *sqs.Client, name string) (stri
 	out, err := q.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", &leasehold.MissingResourceError{Service: "SQS", Resource: name, Err: err}
+			return "", missingIn("SQS", name, q.Options().Region, q.Options().BaseEndpoint, err)
 		}
 		if u := unreachableErr(err, a.callTimeout); u != nil {
 			return "", u

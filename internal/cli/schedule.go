@@ -339,7 +339,7 @@ func (a *app) queueARN(ctx context.Context, q *sqs.Client, url string) (string, 
 	})
 	if err != nil {
 		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", &leasehold.MissingResourceError{Service: "SQS", Resource: url, Err: err}
+			return "", missingIn("SQS", url, q.Options().Region, q.Options().BaseEndpoint, err)
 		}
 		if u := unreachableErr(err, a.callTimeout); u != nil {
 			return "", u

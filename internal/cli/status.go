@@ -110,7 +110,9 @@ func (a *app) resultCommand() *cobra.Command {
 		Short: "Print a task's result (JSON) on stdout",
 		Long: `Result prints the result of a SUCCEEDED task on stdout. A task that ended
 FAILED or CANCELLED prints its error on stderr and exits 5. A task that has not
-finished is an error (exit 1), unless --wait waits for it to finish.
+finished is an error (exit 1), unless --wait waits for it to finish. With
+--wait, a task that does not exist yet (a message still on its way to a
+worker) is waited for too: up to --timeout, or one minute without one.
 
 ` + exitCodesHelp,
 		Example: `  leasehold result greet-ada
@@ -143,7 +145,10 @@ finished is an error (exit 1), unless --wait waits for it to finish.
 					}
 					fmt.Fprintf(a.io.Err, "waiting for task %s to finish (%s; Ctrl-C stops)...", lease.DisplayID(id), limit)
 				}
-				info, err = c.Wait(ctx, id)
+				err = a.awaitCreation(ctx, c, id, timeout)
+				if err == nil {
+					info, err = c.Wait(ctx, id)
+				}
 				if a.io.ErrIsTerminal {
 					fmt.Fprint(a.io.Err, "\r\x1b[K")
 				}
@@ -175,8 +180,51 @@ finished is an error (exit 1), unless --wait waits for it to finish.
 	return cmd
 }
 
+// appearWithin bounds how long `result --wait` without --timeout waits for
+// a task that does not exist yet: long enough for a message on its way to
+// a worker, short enough that a mistyped id does not hang a script.
+const appearWithin = time.Minute
+
+// awaitCreation waits until the task exists: a task sent as a plain SQS
+// message has no item until a worker takes its message. It waits up to
+// timeout, or appearWithin when there is none.
+func (a *app) awaitCreation(ctx context.Context, c *leasehold.Client, id string, timeout time.Duration) error {
+	limit := timeout
+	if limit == 0 {
+		limit = appearWithin
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	pause := 100 * time.Millisecond
+	for {
+		_, err := c.Get(ctx, id)
+		if !errors.Is(err, leasehold.ErrNotFound) {
+			if err != nil && ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+			pause = min(2*pause, 2*time.Second)
+			continue
+		}
+		break
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	return &notFoundError{id: id, table: a.table, waited: limit, err: leasehold.ErrNotFound}
+}
+
 // taskErr words a failed operation on the task id for the user.
 func (a *app) taskErr(id string, err error) error {
+	if errors.As(err, new(*notFoundError)) {
+		return err
+	}
 	if errors.Is(err, leasehold.ErrNotFound) {
 		return &notFoundError{id: id, table: a.table, err: err}
 	}
@@ -186,11 +234,16 @@ func (a *app) taskErr(id string, err error) error {
 // notFoundError words a missing task for the user.
 type notFoundError struct {
 	id, table string
+	waited    time.Duration // how long --wait waited for it to appear
 	err       error
 }
 
 func (e *notFoundError) Error() string {
-	return fmt.Sprintf("no task with id %q in table %s", e.id, e.table)
+	msg := fmt.Sprintf("no task with id %q in table %s", e.id, e.table)
+	if e.waited > 0 {
+		msg += fmt.Sprintf(" (waited %s for it to appear)", e.waited)
+	}
+	return msg
 }
 
 func (e *notFoundError) Unwrap() error { return e.err }

@@ -184,8 +184,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("send %s to the %s: %w", p.name, p.via, err)
 		}
 	}
+	intake, work := countVia(tasks, viaIntake), countVia(tasks, viaWork)
 	out.printf("sent %d messages with SendMessage: %d to the intake queue, %d to the work queue\n\n",
-		len(tasks), countVia(tasks, viaIntake), countVia(tasks, viaWork))
+		intake+work, intake, work)
 
 	watchErr := w8.run(ctx, cfg.Timeout, runnerDone)
 	stopSchedule()

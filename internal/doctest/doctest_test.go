@@ -12,8 +12,9 @@
 // of the repository (the files the root package embeds are copied: an embed
 // pattern refuses links), so `scripts/stack.sh`, `go install
 // ./cmd/leasehold` and relative paths work as in a clone, and files a
-// snippet writes land in the scratch directory. The directory also holds the two files the docs assume
-// the reader has written: tasks.jsonl and report.json. GOBIN is a scratch
+// snippet writes land in the scratch directory. Nothing else is prepared: a
+// file a snippet reads is written by a snippet the reader sees before it.
+// GOBIN is a scratch
 // bin directory at the front of PATH, and `leasehold` is installed there
 // before the first snippet.
 //
@@ -151,16 +152,6 @@ func TestDocsAreParsed(t *testing.T) {
 	}
 }
 
-// fixtures are the files the docs assume the reader has.
-var fixtures = map[string]string{
-	"tasks.jsonl": `{"kind":"greet","payload":{"name":"ada"}}
-{"kind":"greet","payload":{"name":"grace"},"id":"greet-grace"}
-{"kind":"upper","payload":{"text":"bulk"}}
-`,
-	"report.json": `{"day":"2027-06-01"}
-`,
-}
-
 func TestDocSnippets(t *testing.T) {
 	awstest.Config(t) // skips (or fails under LEASEHOLD_REQUIRE_STACK=1) without a stack
 	for _, v := range []string{"LEASEHOLD_TABLE", "LEASEHOLD_WORK_QUEUE_URL", "LEASEHOLD_INTAKE_QUEUE_URL", "LEASEHOLD_INTAKE_DLQ_URL"} {
@@ -185,15 +176,6 @@ func TestDocSnippets(t *testing.T) {
 		}
 	}
 	materializeEmbeds(t, root, work)
-	for name, content := range fixtures {
-		// A fixture shadows nothing of the repository's.
-		if _, err := os.Lstat(filepath.Join(work, name)); err == nil {
-			t.Fatalf("fixture %s would shadow a repository file", name)
-		}
-		if err := os.WriteFile(filepath.Join(work, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	bin := filepath.Join(t.TempDir(), "bin")
 	env := append(os.Environ(),
 		"GOBIN="+bin,
