@@ -647,7 +647,7 @@ func TestEnqueueToANamedQueue(t *testing.T) {
 		t.Fatalf("list does not show the queue %s:\n%s", name, listed.stdout)
 	}
 
-	s.run(t, "", "enqueue", "--kind", "greet", "--id", "nowhere", "--queue", name+"-gone", "{}").expect(t, 4, "queue not found")
+	s.run(t, "", "enqueue", "--kind", "greet", "--id", "nowhere", "--queue", name+"-gone", "{}").expect(t, 4, "SQS queue "+name+"-gone does not exist (region ")
 	s.run(t, "", "status", "nowhere").expect(t, 3, `no task with id "nowhere"`)
 	s.run(t, "", "enqueue", "--kind", "greet", "--queue", "jobs.fifo", "{}").expect(t, 2, "FIFO")
 }
@@ -710,7 +710,7 @@ func TestResultWaitsForATaskNotYetCreated(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer cancel()
-	body := `{"kind":"upper","id":"sent-plain","payload":{"text":"plain"}}`
+	body := `{"v":1,"kind":"upper","id":"sent-plain","payload":{"text":"plain"}}`
 	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &s.queues.Work, MessageBody: &body}); err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}

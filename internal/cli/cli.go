@@ -293,8 +293,9 @@ func messageText(err error) string {
 		msg = missing.Error()
 		switch {
 		case missing.Service == "SQS" && !strings.Contains(missing.Resource, "://"):
-			// A queue named by --queue or a submission's "queue".
-			return msg + " — create the queue, or name another with --queue"
+			// A queue known by its name: the work queue's default name, or
+			// one named by --queue or a submission's "queue".
+			return msg + " — create the queue (make stack-up creates the stack's), or name another with --queue or --queue-url"
 		case missing.Service == "SQS":
 			return msg + " — set --queue-url or LEASEHOLD_WORK_QUEUE_URL, or create the stack (make stack-up)"
 		}

@@ -114,7 +114,7 @@ func TestMessagesGiveHints(t *testing.T) {
 		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "tasks", Region: "us-west-2", Endpoint: "http://127.0.0.1:4567"},
 			"DynamoDB table tasks does not exist (region us-west-2, endpoint http://127.0.0.1:4567) — set --table"},
 		{&leasehold.NotSentError{ID: "x", Err: &leasehold.MissingResourceError{Service: "SQS", Resource: "q"}},
-			"task x is stored but its dispatch token was not sent: SQS queue q does not exist — set --queue-url"},
+			"task x is stored but its dispatch token was not sent: SQS queue q does not exist — create the queue (make stack-up creates the stack's), or name another with --queue or --queue-url"},
 		{errors.New("two\nlines"), "two lines"},
 	}
 	for _, tc := range cases {
