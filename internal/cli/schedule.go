@@ -150,6 +150,9 @@ func specFromFlags(name string, f createFlags, syntax schedule.Syntax) (schedule
 	if err := s.Validate(); err != nil {
 		return schedule.Spec{}, usageError{err}
 	}
+	if err := s.CheckFires(time.Now()); err != nil {
+		return schedule.Spec{}, usageError{err}
+	}
 	return s, nil
 }
 
