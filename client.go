@@ -213,7 +213,12 @@ type EnqueueOption func(*Submission)
 // ErrConflict, and nothing is enqueued. Without ID the client picks a random
 // one. An id is 1..256 bytes of UTF-8 without control, format (such as
 // bidirectional overrides) or separator characters; others give ErrInvalid.
-func ID(id string) EnqueueOption { return func(s *Submission) { s.ID = id } }
+//
+// ID("") is ErrInvalid, not a random id: an id variable that was never set
+// would otherwise lose the idempotency it was meant to give.
+func ID(id string) EnqueueOption {
+	return func(s *Submission) { s.ID, s.idGiven = id, true }
+}
 
 // Delay makes the task due d from now. Delays longer than SQS's 15 minutes
 // are kept in the table and dispatched by the sweeper when due.
@@ -255,6 +260,8 @@ type Submission struct {
 	Payload any
 	// ID names the task (see the ID option); empty picks a random one.
 	ID string
+	// idGiven: the ID option was used, so an empty ID is a mistake.
+	idGiven bool
 	// MaxAttempts is 1..100; 0 takes the client's default.
 	MaxAttempts int
 	// Delay or RunAt (not both) make the task due later.
@@ -396,6 +403,9 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		nt.Queue = c.kindQueues[s.Kind]
 	}
 	if nt.ID == "" {
+		if s.idGiven {
+			return nt, fmt.Errorf("%w: the ID option was given an empty id; leave it out for a random one", ErrInvalid)
+		}
 		nt.ID = newTaskID()
 	}
 	if nt.MaxAttempts == 0 {

@@ -233,6 +233,9 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		// The SDK would send "a\ufffdb": two different ids would be one.
 		{"id not UTF-8", "k", nil, []leasehold.EnqueueOption{leasehold.ID("a\xffb")}, leasehold.ErrInvalid},
 		{"id over the limit", "k", nil, []leasehold.EnqueueOption{leasehold.ID(strings.Repeat("i", lease.MaxIDBytes+1))}, leasehold.ErrInvalid},
+		// An empty id given on purpose (a variable that was never set)
+		// must not turn into a random id: the idempotency would be lost.
+		{"id given empty", "k", nil, []leasehold.EnqueueOption{leasehold.ID("")}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {

@@ -143,6 +143,24 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
+// An explicit --id '' (a script's unset variable) is an error, not a
+// random id: a random id would make every rerun a new task.
+func TestEnqueueRefusesAnEmptyID(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[*[]string]string{
+		{"enqueue", "--kind", "k", "--id", "", "{}"}: "--id is empty",
+		{"enqueue", "--kind", "k", "--id=", "{}"}:     "--id is empty",
+		{"enqueue", "--file", "-", "--id", ""}:        "--file takes every field from the file",
+	} {
+		args := *args
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, Streams{In: strings.NewReader(`{"kind":"k"}` + "\n"), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+		if code != ExitUsage || !strings.Contains(errOut.String(), want) || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want a usage error with %q", args, code, errOut.String(), out.String(), want)
+		}
+	}
+}
+
 // Main runs in-process too; its usage errors need no AWS.
 func TestMainInProcess(t *testing.T) {
 	t.Parallel()
