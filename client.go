@@ -444,14 +444,19 @@ func encodePayload(p any) ([]byte, error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+		if err := lease.CheckJSON("payload", v); err != nil {
+			return nil, err
 		}
 		return v, nil
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: payload does not encode as JSON: %w", ErrInvalid, err)
+	}
+	// Marshal nests as deep as the value does; a worker could not decode
+	// more than lease.MaxJSONDepth.
+	if err := lease.CheckJSON("payload", b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

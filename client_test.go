@@ -242,6 +242,11 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	// Too deep is its own error, naming the limit, not "not valid JSON".
+	deep := json.RawMessage(strings.Repeat("[", lease.MaxJSONDepth+1) + strings.Repeat("]", lease.MaxJSONDepth+1))
+	if _, err := e.client.Enqueue(ctx, "k", deep); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 10000 levels") {
+		t.Errorf("payload nested %d deep: err = %v, want ErrInvalid naming the depth limit", lease.MaxJSONDepth+1, err)
+	}
 	for _, id := range []string{"a\xffb", "a\x00b", "a\u2066b"} {
 		if _, err := e.client.Get(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {
 			t.Errorf("Get(%q): err = %v, want ErrInvalid", id, err)

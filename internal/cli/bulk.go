@@ -78,6 +78,8 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	if err := dec.Decode(&l); err != nil {
 		var syn *json.SyntaxError
 		switch {
+		case lease.JSONProblem(raw) == lease.TooDeep:
+			return leasehold.Submission{}, errors.New("the line " + lease.TooDeep)
 		case errors.As(err, &syn):
 			return leasehold.Submission{}, fmt.Errorf("not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
 		case errors.Is(err, io.ErrUnexpectedEOF):

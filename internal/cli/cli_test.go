@@ -26,6 +26,7 @@ func TestParseLine(t *testing.T) {
 		{"run at", `{"kind":"k","run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{Kind: "k", RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, ""},
 		{"not JSON", `{"kind":`, leasehold.Submission{}, "the line ends inside the object"},
 		{"syntax", `{"kind" "k"}`, leasehold.Submission{}, "not valid JSON"},
+		{"too deep", `{"kind":"k","payload":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, leasehold.Submission{}, "deeper than 10000 levels, the JSON depth limit"},
 		{"two values", `{"kind":"k"} {"kind":"k"}`, leasehold.Submission{}, "more than one JSON value"},
 		{"array", `[1]`, leasehold.Submission{}, "not a submission object"},
 		{"unknown field", `{"kind":"k","paylod":{}}`, leasehold.Submission{}, `unknown field "paylod"`},
@@ -132,6 +133,7 @@ func TestCheckJSON(t *testing.T) {
 		`{"a":}`:  "(at byte 6)",
 		`hello`:   `a string must be quoted`,
 		`{} {}`:   "after top-level value",
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001): "nests arrays and objects deeper than 10000 levels",
 	} {
 		err := checkJSON([]byte(in))
 		switch {

@@ -228,6 +228,9 @@ func checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return errors.New("it is empty")
 	}
+	if lease.JSONProblem(b) == lease.TooDeep {
+		return errors.New("it " + lease.TooDeep)
+	}
 	var v any
 	err := json.Unmarshal(b, &v)
 	var syn *json.SyntaxError

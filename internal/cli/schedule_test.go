@@ -32,6 +32,7 @@ func TestParseScheduleFlag(t *testing.T) {
 		{"unknown key", `tick=rate(1 minute);kind=k;colour=red`, nil, `unknown key "colour"`},
 		{"bad name", `a b=rate(1 minute);kind=k`, nil, "schedule name"},
 		{"bad payload", `tick=rate(1 minute);kind=k;payload={`, nil, "not valid JSON"},
+		{"deep payload", `tick=rate(1 minute);kind=k;payload=` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001), nil, "deeper than 10000 levels"},
 		{"bad zone", `tick=cron(0 2 * * ? *);kind=k;timezone=Mars/Base`, nil, "--timezone"},
 		{"L", `tick=cron(0 2 L * ? *);kind=k`, nil, "L, W and #"},
 		{"past years", `tick=cron(0 2 * * ? 2001-2020);kind=k`, nil, "never fire"},

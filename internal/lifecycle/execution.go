@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -918,8 +917,13 @@ func checkResult(result []byte) error {
 	if err := lease.CheckResult(result); err != nil {
 		return fmt.Errorf("result cannot be stored: %w", err)
 	}
-	if len(result) > 0 && !json.Valid(result) {
-		return fmt.Errorf("result cannot be stored: %w: result is not a JSON document", lease.ErrInvalid)
+	if len(result) > 0 {
+		if p := lease.JSONProblem(result); p != "" {
+			if p != lease.TooDeep {
+				p = "is not a JSON document"
+			}
+			return fmt.Errorf("result cannot be stored: %w: result %s", lease.ErrInvalid, p)
+		}
 	}
 	return nil
 }
