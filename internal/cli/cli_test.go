@@ -145,14 +145,14 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
-// An explicit --id '' (a script's unset variable) is an error, not a
+// An explicit --id ” (a script's unset variable) is an error, not a
 // random id: a random id would make every rerun a new task.
 func TestEnqueueRefusesAnEmptyID(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[*[]string]string{
 		{"enqueue", "--kind", "k", "--id", "", "{}"}: "--id is empty",
-		{"enqueue", "--kind", "k", "--id=", "{}"}:     "--id is empty",
-		{"enqueue", "--file", "-", "--id", ""}:        "--file takes every field from the file",
+		{"enqueue", "--kind", "k", "--id=", "{}"}:    "--id is empty",
+		{"enqueue", "--file", "-", "--id", ""}:       "--file takes every field from the file",
 	} {
 		args := *args
 		var out, errOut bytes.Buffer
