@@ -227,7 +227,7 @@ var ErrNotWaiting = errors.New("task is not waiting")
 // Step names must be unique within a task and stable across attempts. A
 // name is checked before fn runs: an invalid name, or one this run already
 // called (and whose call did not fail), fails the task without running fn.
-// Results are JSON, at most 64 KiB each and 128 KiB together, and stay in
+// Results are JSON, at most 64 KiB in all (see docs/limits.md), and stay in
 // the task's item: every later write of the item is priced by its size, so
 // keep them small (store big ones elsewhere and record their keys).
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
