@@ -56,7 +56,9 @@ func itemSize(item map[string]types.AttributeValue) int {
 // worstCaseTask has every field at its limit at once: the largest item the
 // limits allow.
 func worstCaseTask() Task {
-	id := func(p string, i int) string { return p + strings.Repeat("i", MaxIDBytes-len(p)-4) + fmt.Sprintf("%04d", i) }
+	id := func(p string, i int) string {
+		return p + strings.Repeat("i", MaxIDBytes-len(p)-4) + fmt.Sprintf("%04d", i)
+	}
 	now := time.Unix(1_800_000_000, 0)
 	t := Task{
 		ID: id("t", 0), Kind: strings.Repeat("k", MaxKindBytes), Status: StatusSucceeded,
