@@ -308,7 +308,10 @@ func TestUnstorableResultFailsAtOnce(t *testing.T) {
 		"not UTF-8":     []byte("\"\xff\""),
 		"not JSON":      []byte(`{"open":`),
 		"over the size": []byte(`"` + strings.Repeat("x", lease.MaxResultBytes) + `"`),
+		"too deep":      []byte(strings.Repeat("[", lease.MaxJSONDepth+1) + strings.Repeat("]", lease.MaxJSONDepth+1)),
 	}
+	// The reason names the limit that was broken.
+	wants := map[string]string{"not JSON": "is not a JSON document", "over the size": "over the 65536-byte limit", "too deep": "deeper than 10000 levels"}
 	for name, result := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -318,7 +321,7 @@ func TestUnstorableResultFailsAtOnce(t *testing.T) {
 			res := e.exec.Process(t.Context(), nil, msg("m1", inline(t, "k", "r1", "", 5)))
 			got := e.get(t, "r1")
 			if !res.Ack || res.Outcome != lifecycle.OutcomeFailed || runs != 1 || got.Status != lease.StatusFailed ||
-				!strings.Contains(got.Error, "result") || strings.Contains(got.Error, "expired") {
+				!strings.Contains(got.Error, "result") || !strings.Contains(got.Error, wants[name]) || strings.Contains(got.Error, "expired") {
 				t.Fatalf("result %+v, runs %d, stored %s %q; want FAILED at once with the result's problem", res, runs, got.Status, got.Error)
 			}
 		})
