@@ -217,7 +217,12 @@ type EnqueueOption func(*Submission)
 // ErrConflict, and nothing is enqueued. Without ID the client picks a random
 // one. An id is 1..256 bytes of UTF-8 without control, format (such as
 // bidirectional overrides) or separator characters; others give ErrInvalid.
-func ID(id string) EnqueueOption { return func(s *Submission) { s.ID = id } }
+//
+// ID("") is ErrInvalid, not a random id: an id variable that was never set
+// would otherwise lose the idempotency it was meant to give.
+func ID(id string) EnqueueOption {
+	return func(s *Submission) { s.ID, s.idGiven = id, true }
+}
 
 // Delay makes the task due d from now. Delays longer than SQS's 15 minutes
 // are kept in the table and dispatched by the sweeper when due.
@@ -264,6 +269,8 @@ type Submission struct {
 	Payload any
 	// ID names the task (see the ID option); empty picks a random one.
 	ID string
+	// idGiven: the ID option was used, so an empty ID is a mistake.
+	idGiven bool
 	// MaxAttempts is 1..100; 0 takes the client's default.
 	MaxAttempts int
 	// Delay or RunAt (not both) make the task due later.
@@ -407,6 +414,9 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		nt.Queue = c.kindQueues[s.Kind]
 	}
 	if nt.ID == "" {
+		if s.idGiven {
+			return nt, fmt.Errorf("%w: the ID option was given an empty id; leave it out for a random one", ErrInvalid)
+		}
 		nt.ID = newTaskID()
 	}
 	if nt.MaxAttempts == 0 {
@@ -455,14 +465,19 @@ func encodePayload(p any) ([]byte, error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+		if err := lease.CheckJSON("payload", v); err != nil {
+			return nil, err
 		}
 		return v, nil
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: payload does not encode as JSON: %w", ErrInvalid, err)
+	}
+	// Marshal nests as deep as the value does; a worker could not decode
+	// more than lease.MaxJSONDepth.
+	if err := lease.CheckJSON("payload", b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

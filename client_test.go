@@ -199,11 +199,19 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 		{"wait timeout without dependencies", "k", nil, []leasehold.EnqueueOption{leasehold.WaitTimeout(time.Hour)}, leasehold.ErrInvalid},
 		{"negative wait timeout", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(-time.Hour)}, leasehold.ErrInvalid},
 		{"wait timeout over a year", "k", nil, []leasehold.EnqueueOption{leasehold.After("a"), leasehold.WaitTimeout(400 * 24 * time.Hour)}, leasehold.ErrInvalid},
+		// An empty id given on purpose (a variable that was never set)
+		// must not turn into a random id: the idempotency would be lost.
+		{"id given empty", "k", nil, []leasehold.EnqueueOption{leasehold.ID("")}, leasehold.ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := e.client.Enqueue(ctx, tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
+	}
+	// Too deep is its own error, naming the limit, not "not valid JSON".
+	deep := json.RawMessage(strings.Repeat("[", lease.MaxJSONDepth+1) + strings.Repeat("]", lease.MaxJSONDepth+1))
+	if _, err := e.client.Enqueue(ctx, "k", deep); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 10000 levels") {
+		t.Errorf("payload nested %d deep: err = %v, want ErrInvalid naming the depth limit", lease.MaxJSONDepth+1, err)
 	}
 	for _, id := range []string{"a\xffb", "a\x00b", "a\u2066b"} {
 		if _, err := e.client.Get(ctx, id); !errors.Is(err, leasehold.ErrInvalid) {

@@ -471,6 +471,37 @@ func TestBatchWithMalformedMessages(t *testing.T) {
 	}
 }
 
+// An inline token whose payload is over the limit but under SQS's (200 KB)
+// is recorded as a FAILED task without its payload, so its body must not
+// be lost with the message: it goes to the dead-letter queue with the
+// reason, and the task's error says so.
+func TestOversizeInlinePayloadKeepsItsBody(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	hs := leasehold.NewHandlers()
+	ran := false
+	leasehold.Handle(hs, "upper", func(_ context.Context, task *leasehold.Task[string]) (string, error) {
+		ran = true
+		return strings.ToUpper(task.Payload), nil
+	})
+	w := e.worker(t, hs)
+	body := `{"v":1,"kind":"upper","id":"big","payload":"` + strings.Repeat("x", 200<<10) + `"}`
+	e.send(t, e.queues.Work, body)
+	ev := awstest.ReceiveN(t, e.sqs, e.queues.Work, 1, 20*time.Second, 30, awstest.Bodies(body))
+	if resp := e.deliver(t, w, t.Context(), ev); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures %+v, want none: the body is on the dead-letter queue", resp.BatchItemFailures)
+	}
+	got := e.get(t, "big")
+	if ran || got.Status != lease.StatusFailed || !strings.Contains(got.Error, "payload is") || !strings.Contains(got.Error, "dead-letter queue") {
+		t.Fatalf("ran=%v, task %s %q; want FAILED naming the limit and the dead-letter queue, never run", ran, got.Status, got.Error)
+	}
+	dead := awstest.ReceiveN(t, e.sqs, e.queues.WorkDLQ, 1, 20*time.Second, 30, awstest.Bodies(body))
+	reason := aws.ToString(dead.Records[0].MessageAttributes[lifecycle.AttrReason].StringValue)
+	if !strings.Contains(reason, "payload is") || !strings.Contains(reason, "the limit is") {
+		t.Fatalf("dead-letter reason %q, want the payload limit", reason)
+	}
+}
+
 func TestDeadlineReleasesForImmediateNextAttempt(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)

@@ -237,14 +237,16 @@ var ErrNotWaiting = errors.New("task is not waiting")
 
 // Step runs fn as the step called name of the handler's task, once per task:
 // the attempt that finishes it records its result (one write under the
-// lease), and every later call of that step, in this attempt or a retry,
-// returns the recorded result without running fn. A handler written as
+// lease), and the call of that step in every later run (a retry, or a
+// resume after a wait) returns the recorded result without running fn. A handler written as
 // steps therefore resumes after a failure or a lost lease where it left
 // off, as a durable function does. An error of fn records nothing and is
 // returned as it is.
 //
-// Step names must be unique within a task and stable across attempts.
-// Results are JSON, at most 64 KiB each and 128 KiB together, and stay in
+// Step names must be unique within a task and stable across attempts. A
+// name is checked before fn runs: an invalid name, or one this run already
+// called (and whose call did not fail), fails the task without running fn.
+// Results are JSON, at most 64 KiB in all (see docs/limits.md), and stay in
 // the task's item: every later write of the item is priced by its size, so
 // keep them small (store big ones elsewhere and record their keys).
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {

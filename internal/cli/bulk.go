@@ -78,6 +78,8 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	if err := dec.Decode(&l); err != nil {
 		var syn *json.SyntaxError
 		switch {
+		case lease.JSONProblem(raw) == lease.TooDeep:
+			return leasehold.Submission{}, errors.New("the line " + lease.TooDeep)
 		case errors.As(err, &syn):
 			return leasehold.Submission{}, fmt.Errorf("not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
 		case errors.Is(err, io.ErrUnexpectedEOF):
@@ -138,7 +140,7 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 const maxReportedLines = 20
 
 func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) error {
-	if len(args) > 0 || f.kind != "" || f.id != "" || f.payloadFile != "" || f.delay != 0 || f.at != "" || f.maxAttempts != 0 || f.jsonOut {
+	if len(args) > 0 || f.kind != "" || cmd.Flags().Changed("id") || f.payloadFile != "" || f.delay != 0 || f.at != "" || f.maxAttempts != 0 || f.jsonOut {
 		return usageErrorf("--file takes every field from the file: drop the payload argument and --kind, --id, --payload-file, --delay, --at, --max-attempts and --json")
 	}
 	if f.concurrency < 1 {

@@ -35,8 +35,11 @@ docs/workflows.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var result any
 			if len(args) == 2 {
-				if !json.Valid([]byte(args[1])) {
-					return usageErrorf("RESULT is not a JSON document")
+				if p := lease.JSONProblem([]byte(args[1])); p != "" {
+					if p != lease.TooDeep {
+						p = "is not a JSON document"
+					}
+					return usageErrorf("RESULT %s", p)
 				}
 				result = json.RawMessage(args[1])
 			}

@@ -26,6 +26,7 @@ func TestParseLine(t *testing.T) {
 		{"run at", `{"kind":"k","run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{Kind: "k", RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, ""},
 		{"not JSON", `{"kind":`, leasehold.Submission{}, "the line ends inside the object"},
 		{"syntax", `{"kind" "k"}`, leasehold.Submission{}, "not valid JSON"},
+		{"too deep", `{"kind":"k","payload":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, leasehold.Submission{}, "deeper than 10000 levels, the JSON depth limit"},
 		{"two values", `{"kind":"k"} {"kind":"k"}`, leasehold.Submission{}, "more than one JSON value"},
 		{"array", `[1]`, leasehold.Submission{}, "not a submission object"},
 		{"unknown field", `{"kind":"k","paylod":{}}`, leasehold.Submission{}, `unknown field "paylod"`},
@@ -134,6 +135,7 @@ func TestCheckJSON(t *testing.T) {
 		`{"a":}`:  "(at byte 6)",
 		`hello`:   `a string must be quoted`,
 		`{} {}`:   "after top-level value",
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001): "nests arrays and objects deeper than 10000 levels",
 	} {
 		err := checkJSON([]byte(in))
 		switch {
@@ -141,6 +143,24 @@ func TestCheckJSON(t *testing.T) {
 			t.Errorf("checkJSON(%q) = %v", in, err)
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 			t.Errorf("checkJSON(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// An explicit --id ” (a script's unset variable) is an error, not a
+// random id: a random id would make every rerun a new task.
+func TestEnqueueRefusesAnEmptyID(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[*[]string]string{
+		{"enqueue", "--kind", "k", "--id", "", "{}"}: "--id is empty",
+		{"enqueue", "--kind", "k", "--id=", "{}"}:    "--id is empty",
+		{"enqueue", "--file", "-", "--id", ""}:       "--file takes every field from the file",
+	} {
+		args := *args
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, Streams{In: strings.NewReader(`{"kind":"k"}` + "\n"), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+		if code != ExitUsage || !strings.Contains(errOut.String(), want) || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want a usage error with %q", args, code, errOut.String(), out.String(), want)
 		}
 	}
 }

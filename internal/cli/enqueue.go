@@ -47,7 +47,9 @@ stopped in between loses nothing: the worker creates the task from it. The paylo
 task has no payload.
 
 Enqueueing an --id that exists does nothing and says so on stderr: a retried
-script never makes a second task. Without --id a random id is picked. The id is
+script never makes a second task. Without --id a random id is picked; an
+empty --id ('') is a usage error, not a random id (an unset variable in a
+script would otherwise lose its idempotency). The id is
 printed on stdout (with --json, the stored task).
 
 --file enqueues many tasks from a JSON Lines file ("-" for stdin), one object
@@ -92,7 +94,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.kind, "kind", "", "task kind (required unless --file)")
-	fl.StringVar(&f.id, "id", "", "task id (default: random); an existing id is not enqueued again")
+	fl.StringVar(&f.id, "id", "", "task id (default: random; an empty --id is an error); an existing id is not enqueued again")
 	fl.StringVar(&f.payloadFile, "payload-file", "", `read the payload from FILE ("-" for stdin)`)
 	fl.DurationVar(&f.delay, "delay", 0, "start after this long, e.g. 90s, 20m, 36h (longer than 15m is fine)")
 	fl.StringVar(&f.at, "at", "", "start at this RFC 3339 time, e.g. 2027-06-01T09:00:00Z")
@@ -111,7 +113,12 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		return usageErrorf("--kind is required")
 	}
 	var opts []leasehold.EnqueueOption
-	if f.id != "" {
+	switch {
+	case cmd.Flags().Changed("id") && f.id == "":
+		// Most likely a script's unset variable: a random id would make
+		// every rerun a new task.
+		return usageErrorf("--id is empty; leave --id out for a random id")
+	case f.id != "":
 		opts = append(opts, leasehold.ID(f.id))
 	}
 	if f.maxAttempts != 0 {
@@ -220,6 +227,9 @@ const maxInputBytes = 4 << 20
 func checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return errors.New("it is empty")
+	}
+	if lease.JSONProblem(b) == lease.TooDeep {
+		return errors.New("it " + lease.TooDeep)
 	}
 	var v any
 	err := json.Unmarshal(b, &v)

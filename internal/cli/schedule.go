@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/schedule"
 )
 
@@ -134,8 +135,8 @@ func specFromFlags(name string, f createFlags, syntax schedule.Syntax) (schedule
 	}
 	s := schedule.Spec{Name: name, Expr: e, Kind: f.kind, Queue: f.queue}
 	if f.payload != "" {
-		if !json.Valid([]byte(f.payload)) {
-			return schedule.Spec{}, usageErrorf("--payload is not valid JSON")
+		if p := lease.JSONProblem([]byte(f.payload)); p != "" {
+			return schedule.Spec{}, usageErrorf("--payload %s", p)
 		}
 		s.Payload = json.RawMessage(f.payload)
 	}
@@ -148,6 +149,9 @@ func specFromFlags(name string, f createFlags, syntax schedule.Syntax) (schedule
 		return schedule.Spec{}, usageError{err}
 	}
 	if err := s.Validate(); err != nil {
+		return schedule.Spec{}, usageError{err}
+	}
+	if err := s.CheckFires(time.Now()); err != nil {
 		return schedule.Spec{}, usageError{err}
 	}
 	return s, nil

@@ -32,8 +32,10 @@ func TestParseScheduleFlag(t *testing.T) {
 		{"unknown key", `tick=rate(1 minute);kind=k;colour=red`, nil, `unknown key "colour"`},
 		{"bad name", `a b=rate(1 minute);kind=k`, nil, "schedule name"},
 		{"bad payload", `tick=rate(1 minute);kind=k;payload={`, nil, "not valid JSON"},
+		{"deep payload", `tick=rate(1 minute);kind=k;payload=` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001), nil, "deeper than 10000 levels"},
 		{"bad zone", `tick=cron(0 2 * * ? *);kind=k;timezone=Mars/Base`, nil, "--timezone"},
 		{"L", `tick=cron(0 2 L * ? *);kind=k`, nil, "L, W and #"},
+		{"past years", `tick=cron(0 2 * * ? 2001-2020);kind=k`, nil, "never fire"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +66,8 @@ func TestScheduleCreateRefusesWhatEventBridgeWould(t *testing.T) {
 		{[]string{"schedule", "create", "x", "--cron", "0 12 ? * 6#3 *", "--kind", "k"}, "L, W and #"},
 		{[]string{"schedule", "create", "x", "--rate", "1 minute"}, "--kind is required"},
 		{[]string{"schedule", "create", "x", "--rate", "1 minute", "--kind", "k", "--catch-up", "some"}, "catch-up"},
+		{[]string{"schedule", "create", "x", "--cron", "0 0 30 2 ? *", "--kind", "k"}, "never fires: no day-of-month 30 in month 2"},
+		{[]string{"schedule", "create", "x", "--cron", "0 12 * * ? 2020", "--kind", "k"}, "has no slot after"},
 	}
 	for _, tc := range cases {
 		var out, errOut strings.Builder

@@ -438,6 +438,7 @@ type ending struct {
 // entry, counts the dropped ones, and pins the stored history's length to
 // the known one in the condition.
 func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
+	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
 	if !isKnown || len(known) < MaxHistory {
 		e.set = append(e.set, "#history = list_append(if_not_exists(#history, :no_history), :entry)")
 		e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}

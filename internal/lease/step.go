@@ -17,8 +17,9 @@ type Step struct {
 const (
 	MaxSteps         = 100
 	MaxStepNameBytes = 128
-	// MaxStepsBytes bounds the results of all of a task's steps together.
-	MaxStepsBytes = 128 << 10
+	// MaxStepsBytes bounds the results of all of a task's steps together
+	// (64 KiB, so that every limit at once fits an item: see MaxItemBytes).
+	MaxStepsBytes = 64 << 10
 )
 
 // StepResult returns the result of the step named name, if t has one.

@@ -42,7 +42,10 @@ func (s Status) Valid() bool {
 }
 
 // Limits enforced by the store and by everything that feeds it. DynamoDB caps
-// an item at 400 KB; these keep payload, result and history well inside it.
+// an item at 400 KB (MaxItemBytes); these limits all at once (payload,
+// result, error, history, steps, waits) stay inside it with ItemMarginBytes
+// to spare, so no write within them fails for the item's size. A test
+// builds that worst-case item and measures it; docs/limits.md lists them.
 const (
 	// MaxPayloadBytes is the largest payload a task may carry.
 	MaxPayloadBytes = 128 << 10
@@ -50,6 +53,10 @@ const (
 	MaxResultBytes = 64 << 10
 	// MaxErrorBytes bounds a stored error message; longer ones are cut.
 	MaxErrorBytes = 2 << 10
+	// MaxHistoryErrorBytes bounds the error of each history entry (the
+	// task's current error keeps MaxErrorBytes): 50 entries of 2 KiB
+	// would take a quarter of the item.
+	MaxHistoryErrorBytes = 512
 	// MaxIDBytes bounds a task id (see CheckID for the characters it may
 	// hold).
 	MaxIDBytes = 256
@@ -319,10 +326,20 @@ func Truncate(s string, n int) string {
 	return s[:cut]
 }
 
-// AppendHistory returns history with entry appended, keeping the newest
-// MaxHistory entries, and how many old entries were dropped.
+// AppendHistory returns history with entry appended, its error cut to
+// MaxHistoryErrorBytes, keeping the newest MaxHistory entries, and how many
+// old entries were dropped.
 func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
+	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
 	out := append(slices.Clone(history), entry)
 	drop := max(len(out)-MaxHistory, 0)
 	return slices.Clone(out[drop:]), drop
 }
+
+// MaxItemBytes is DynamoDB's limit on an item: 400 KB, attribute names
+// included. ItemMarginBytes is kept free of the per-field limits for
+// bookkeeping attributes (call stamps and the like).
+const (
+	MaxItemBytes    = 400 << 10
+	ItemMarginBytes = 8 << 10
+)

@@ -251,12 +251,15 @@ func TestFencedOutWorkerReplacesTokenOfRunningTask(t *testing.T) {
 func TestOverLimitPayloadNeverRuns(t *testing.T) {
 	t.Parallel()
 	big := `{"v":1,"kind":"k","id":"big","payload":{"blob":"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"}}`
-	for _, c := range []string{"create response lost", "task already stored"} {
+	for _, c := range []string{"create response lost", "task already stored", "task already failed", "no dead-letter URL"} {
 		t.Run(c, func(t *testing.T) {
 			t.Parallel()
 			var tweak func(*lifecycle.Config)
-			if c == "create response lost" {
+			switch c {
+			case "create response lost":
 				tweak = replaying("create")
+			case "no dead-letter URL":
+				tweak = func(c *lifecycle.Config) { c.DeadLetterURL = "" }
 			}
 			e := setup(t, tweak)
 			if c == "task already stored" {
@@ -266,10 +269,32 @@ func TestOverLimitPayloadNeverRuns(t *testing.T) {
 			}
 			ran := false
 			e.handlers["k"] = func(context.Context, lease.Task) ([]byte, error) { ran = true; return nil, nil }
+			if c == "task already failed" { // an earlier receive recorded it, and its ack was lost
+				e.exec.Process(t.Context(), nil, msg("m1", big))
+			}
 			res := e.exec.Process(t.Context(), nil, msg("m1", big))
 			got := e.get(t, "big")
-			if ran || !res.Ack || got.Status != lease.StatusFailed || !strings.Contains(got.Error, "payload is") {
+			if ran || got.Status != lease.StatusFailed || !strings.Contains(got.Error, "payload is") {
 				t.Fatalf("ran=%v result %+v stored %s %q; want FAILED with the payload error, never run", ran, res, got.Status, got.Error)
+			}
+			// The stored task has no payload: the message is acknowledged
+			// only once its body is on the dead-letter queue. Without a
+			// dead-letter URL it is left to the queue's redrive policy,
+			// which moves it, body and all, after maxReceiveCount receives.
+			forwarded := 0
+			for _, d := range e.sqs.sentTo(dlqURL) {
+				if aws.ToString(d.MessageBody) == big && strings.Contains(aws.ToString(d.MessageAttributes[lifecycle.AttrReason].StringValue), "payload is") {
+					forwarded++
+				}
+			}
+			if c == "no dead-letter URL" {
+				if res.Ack || forwarded != 0 {
+					t.Fatalf("acked=%v, %d forwarded; want the message kept for the redrive policy", res.Ack, forwarded)
+				}
+				return
+			}
+			if !res.Ack || forwarded == 0 {
+				t.Fatalf("acked=%v, %d copies on the dead-letter queue; want acked after the body is there", res.Ack, forwarded)
 			}
 		})
 	}
@@ -283,7 +308,10 @@ func TestUnstorableResultFailsAtOnce(t *testing.T) {
 		"not UTF-8":     []byte("\"\xff\""),
 		"not JSON":      []byte(`{"open":`),
 		"over the size": []byte(`"` + strings.Repeat("x", lease.MaxResultBytes) + `"`),
+		"too deep":      []byte(strings.Repeat("[", lease.MaxJSONDepth+1) + strings.Repeat("]", lease.MaxJSONDepth+1)),
 	}
+	// The reason names the limit that was broken.
+	wants := map[string]string{"not JSON": "is not a JSON document", "over the size": "over the 65536-byte limit", "too deep": "deeper than 10000 levels"}
 	for name, result := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -293,7 +321,7 @@ func TestUnstorableResultFailsAtOnce(t *testing.T) {
 			res := e.exec.Process(t.Context(), nil, msg("m1", inline(t, "k", "r1", "", 5)))
 			got := e.get(t, "r1")
 			if !res.Ack || res.Outcome != lifecycle.OutcomeFailed || runs != 1 || got.Status != lease.StatusFailed ||
-				!strings.Contains(got.Error, "result") || strings.Contains(got.Error, "expired") {
+				!strings.Contains(got.Error, "result") || !strings.Contains(got.Error, wants[name]) || strings.Contains(got.Error, "expired") {
 				t.Fatalf("result %+v, runs %d, stored %s %q; want FAILED at once with the result's problem", res, runs, got.Status, got.Error)
 			}
 		})

@@ -20,6 +20,10 @@ var (
 	ErrCancelRequested = errors.New("task cancellation requested")
 )
 
+// ErrStepTwice: a handler called one step name twice in one run. Step
+// names must be unique within a task; the second call fails the task.
+var ErrStepTwice = errors.New("step name used twice in one run (step names must be unique within a task)")
+
 // SnoozeError asks for the task to run again after Delay without counting
 // this attempt.
 type SnoozeError struct{ Delay time.Duration }

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,6 +135,10 @@ type execution struct {
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
 	replaced bool
+	// keepMessage: the message must not be acknowledged, because its body
+	// is kept nowhere else (an over-limit inline token without a
+	// dead-letter URL: the queue's redrive policy moves it).
+	keepMessage bool
 	// wf is the handler context's workflow state (callback token, wait
 	// results).
 	wf workflowCtx
@@ -199,7 +202,7 @@ func (x *execution) run(ctx context.Context) Result {
 
 // exit ends the execution with ack deciding the message's fate.
 func (x *execution) exit(ack bool, reason string) State {
-	x.result.Ack = ack || x.replaced
+	x.result.Ack = ack && !x.keepMessage || x.replaced
 	if reason != "" {
 		x.result.Reason = reason
 	}
@@ -247,7 +250,16 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken,
 			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny}
 		if x.tokenErr != nil {
+			// The task is recorded without its payload, so the body goes
+			// to the dead-letter queue first: it is never lost with the
+			// message.
 			nt.After, nt.AfterAny = nil, false
+			if x.cfg.DeadLetterURL == "" {
+				x.keepMessage = true
+			} else if err := x.sendDead(x.tokenErr.Error()); err != nil {
+				x.log.error("could not forward an over-limit token to the dead-letter queue; the message is kept", "error", err)
+				return x.exit(false, x.tokenErr.Error())
+			}
 			return x.createFailed(ctx, nt)
 		}
 		if len(nt.After) > 0 {
@@ -306,7 +318,10 @@ func (x *execution) owner() string { return x.ownerName }
 // over-limit payload, not stored) as FAILED in one write, so no token can
 // ever claim and run it without its payload.
 func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
-	reason := x.tokenErr.Error()
+	reason := x.tokenErr.Error() + "; the message, payload included, is on the dead-letter queue"
+	if x.keepMessage {
+		reason = x.tokenErr.Error() + "; the message, payload included, is left to the queue's redrive policy, which moves it to the dead-letter queue"
+	}
 	cctx, cancel := x.call()
 	defer cancel()
 	task, err := x.cfg.Store.CreateFailed(cctx, nt, reason)
@@ -920,8 +935,13 @@ func checkResult(result []byte) error {
 	if err := lease.CheckResult(result); err != nil {
 		return fmt.Errorf("result cannot be stored: %w", err)
 	}
-	if len(result) > 0 && !json.Valid(result) {
-		return fmt.Errorf("result cannot be stored: %w: result is not a JSON document", lease.ErrInvalid)
+	if len(result) > 0 {
+		if p := lease.JSONProblem(result); p != "" {
+			if p != lease.TooDeep {
+				p = "is not a JSON document"
+			}
+			return fmt.Errorf("result cannot be stored: %w: result %s", lease.ErrInvalid, p)
+		}
 	}
 	return nil
 }
@@ -940,6 +960,15 @@ func (x *execution) reject(ctx context.Context, reason string) State {
 	if x.cfg.DeadLetterURL == "" {
 		return x.exit(false, reason)
 	}
+	if err := x.sendDead(reason); err != nil {
+		x.log.error("could not forward rejected message to the dead-letter queue", "error", err)
+		return x.exit(false, reason)
+	}
+	return x.exit(true, reason)
+}
+
+// sendDead sends the message's body to the dead-letter queue with reason.
+func (x *execution) sendDead(reason string) error {
 	cctx, cancel := x.call()
 	defer cancel()
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
@@ -950,11 +979,7 @@ func (x *execution) reject(ctx context.Context, reason string) State {
 			AttrSourceMessageID: {DataType: aws.String("String"), StringValue: aws.String(x.msg.ID)},
 		},
 	})
-	if err != nil {
-		x.log.error("could not forward rejected message to the dead-letter queue", "error", err)
-		return x.exit(false, reason)
-	}
-	return x.exit(true, reason)
+	return err
 }
 
 // Message attributes on a message forwarded to the dead-letter queue.

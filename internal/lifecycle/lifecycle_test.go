@@ -645,7 +645,11 @@ func TestBadInputIsRecordedNotRetried(t *testing.T) {
 				if got.Status != lease.StatusFailed || !strings.Contains(got.Error, c.reason) || len(got.Payload) != 0 && c.name == "oversize payload" {
 					t.Errorf("task %s: %s %q", id, got.Status, got.Error)
 				}
-				return
+				// The task is recorded without its payload, so the body
+				// must also go to the dead-letter queue: it is not lost.
+				if !strings.Contains(got.Error, "dead-letter queue") {
+					t.Errorf("task %s: error %q does not say where the body went", id, got.Error)
+				}
 			}
 			found := false
 			for _, d := range dead {

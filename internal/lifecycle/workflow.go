@@ -85,30 +85,53 @@ type workflowCtx struct {
 	mu    sync.Mutex
 	nonce string
 	steps []lease.Step // as the last checkpoint left them
+	// called holds the step names this run has called whose call has not
+	// failed: running, recorded or replayed. A second call of one of them
+	// is a programming error (ErrStepTwice).
+	called map[string]bool
 }
 
 // StepOf runs fn as the step named name of the handler's task, once per
 // task: the first attempt to finish it records its result under the
-// attempt's lease (one write), and every later call of that step, in this
-// attempt or a later one, returns the recorded result without running fn.
-// An error of fn is returned as it is, and nothing is recorded.
+// attempt's lease (one write), and the call of that step in every later
+// run (a retry, or a resume after a wait) returns the recorded result
+// without running fn.
+// An error of fn is returned as it is, and nothing is recorded; the step
+// may then be called again in the same run.
+//
+// A name is checked before fn runs: an invalid name, a step beyond
+// lease.MaxSteps, or a name this run has already called (and whose call
+// did not fail) fails the task (PermanentError) without running fn. A
+// repeated name would otherwise return the first step's result for a
+// different step.
 func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
 	w.mu.Lock()
+	if w.called[name] {
+		w.mu.Unlock()
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, ErrStepTwice)}
+	}
 	if r, done := (lease.Task{Steps: w.steps}).StepResult(name); done {
+		w.markCalled(name)
 		w.mu.Unlock()
 		return r, nil
 	}
+	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, nil); err != nil {
+		w.mu.Unlock()
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+	}
+	w.markCalled(name)
 	w.mu.Unlock()
 	out, err := fn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err != nil {
+		delete(w.called, name) // a failed step may be tried again
+		return nil, err
+	}
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
@@ -118,6 +141,14 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	}
 	w.steps = t.Steps
 	return out, nil
+}
+
+// markCalled records that this run called the step name; w.mu is held.
+func (w *workflowCtx) markCalled(name string) {
+	if w.called == nil {
+		w.called = map[string]bool{}
+	}
+	w.called[name] = true
 }
 
 type workflowKey struct{}

@@ -311,6 +311,79 @@ func TestStepsRunOncePerTask(t *testing.T) {
 	}
 }
 
+// A step name used twice in one run is a programming error: the second call
+// fails the task before running its function, with an error naming the
+// step, rather than returning the first step's result. An invalid name is
+// refused before its function runs. A step whose function failed may be
+// called again in the same run (a retry loop), and a retried attempt
+// replays each recorded step once.
+func TestStepNamesAreCheckedBeforeTheStepRuns(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		steps []string
+		want  string // in the task's error
+	}{
+		{"duplicate", []string{"a", "a"}, `step "a": step name used twice in one run`},
+		{"duplicate after others", []string{"a", "b", "a"}, `step "a": step name used twice in one run`},
+		{"empty name", []string{""}, "step name must be 1..128 bytes"},
+		{"long name", []string{strings.Repeat("n", lease.MaxStepNameBytes+1)}, "step name must be 1..128 bytes"},
+		{"not UTF-8", []string{"\xff"}, "step name must be 1..128 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			runs := 0
+			e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+				for i, name := range tc.steps {
+					if _, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+						runs++
+						return json.Marshal(i)
+					}); err != nil {
+						return nil, err
+					}
+				}
+				return nil, nil
+			}
+			e.exec.Process(t.Context(), nil, msg("s", inline(t, "steps", "s", "", 3)))
+			got := e.get(t, "s")
+			if got.Status != lease.StatusFailed || !strings.Contains(got.Error, tc.want) {
+				t.Fatalf("task: %s %q, want FAILED with %q", got.Status, got.Error, tc.want)
+			}
+			if want := len(tc.steps) - 1; runs != want {
+				t.Fatalf("%d step functions ran, want %d: the bad step's must not run", runs, want)
+			}
+		})
+	}
+}
+
+func TestStepMayBeCalledAgainAfterItsFunctionFails(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := 0
+	e.handlers["retry"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		var r []byte
+		var err error
+		for range 3 {
+			if r, err = lifecycle.StepOf(ctx, "fetch", func(context.Context) ([]byte, error) {
+				runs++
+				if runs < 3 {
+					return nil, errors.New("not yet")
+				}
+				return []byte(`"ok"`), nil
+			}); err == nil {
+				break
+			}
+		}
+		return r, err
+	}
+	e.exec.Process(t.Context(), nil, msg("r", inline(t, "retry", "r", "", 1)))
+	if got := e.get(t, "r"); got.Status != lease.StatusSucceeded || string(got.Result) != `"ok"` || runs != 3 {
+		t.Fatalf("task: %s %s after %d runs, want SUCCEEDED \"ok\" after 3", got.Status, got.Result, runs)
+	}
+}
+
 // Children with large payloads go in batches that SQS accepts: at most ten
 // entries and 256 KiB a call.
 func TestLargeChildrenAreSentInBatchesSQSAccepts(t *testing.T) {

@@ -77,12 +77,15 @@ func (b EventBridge) call(ctx context.Context) (context.Context, context.CancelF
 }
 
 // Create creates the schedule s with target t. s.Expr must parse with the
-// AWS syntax.
+// AWS syntax and have a slot to come (CheckFires).
 func (b EventBridge) Create(ctx context.Context, s Spec, t Target) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	if _, err := Parse(s.Expr.String(), AWS); err != nil {
+		return err
+	}
+	if err := s.CheckFires(time.Now()); err != nil {
 		return err
 	}
 	input, err := s.Input()

@@ -171,7 +171,36 @@ func parseCron(s string) (*cronFields, error) {
 		o := y - minYear
 		c.year[o/64] |= 1 << uint(o%64)
 	}
+	if !c.ever() {
+		return nil, fmt.Errorf("never fires: no day-of-month %s in month %s of year %s", f[2], f[3], f[5])
+	}
 	return &c, nil
+}
+
+// ever reports whether some allowed day exists: an allowed day-of-month
+// that an allowed month of an allowed year has (30 February never
+// occurs), or any allowed month of an allowed year when the days are
+// weekdays (every month has every weekday). Minutes and hours are never
+// empty.
+func (c *cronFields) ever() bool {
+	for y := minYear; y <= maxYear; y++ {
+		if !c.hasYear(y) {
+			continue
+		}
+		for m := time.January; m <= time.December; m++ {
+			if c.month&(1<<uint(m)) == 0 {
+				continue
+			}
+			if c.anyDOM {
+				return true
+			}
+			days := time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+			if c.dom&(1<<uint(days+1)-1) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parseField parses a comma-separated list of *, values, ranges a-b and

@@ -42,6 +42,9 @@ func TestParseRejects(t *testing.T) {
 		{"bad step", "cron(0/0 12 * * ? *)", AWS, "step"},
 		{"year", "cron(0 12 * * ? 1969)", AWS, "outside 1970-2199"},
 		{"at", "at(2030-01-01T00:00:00)", AWS, "one-time"},
+		{"30 February", "cron(0 0 30 2 ? *)", AWS, "never fires: no day-of-month 30 in month 2"},
+		{"31st of short months", "cron(0 12 31 APR,JUN,SEP,NOV ? *)", AWS, "never fires"},
+		{"29 February of common years", "cron(0 12 29 2 ? 2027/4)", AWS, "never fires"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +121,39 @@ func TestNext(t *testing.T) {
 	}
 }
 
+// TestCheckFires: a schedule whose slots are all past is refused when it is
+// created, with the reason; one with a slot to come is accepted.
+func TestCheckFires(t *testing.T) {
+	t.Parallel()
+	now := mustTime(t, "2026-12-03T10:00:00Z")
+	for _, tc := range []struct {
+		expr string
+		want string // "" when accepted
+	}{
+		{"cron(0 12 * * ? 2020)", "has no slot after 2026-12-03T10:00:00Z"},
+		{"cron(0 9 1 1 ? 1999-2025)", "has no slot after"},
+		{"cron(0 9 3 12 ? 2026)", "has no slot after"}, // 09:00 today was the last one
+		{"cron(0 11 3 12 ? 2026)", ""},
+		{"cron(0 0 1 1 ? 2199)", ""},
+		{"rate(5 minutes)", ""},
+	} {
+		e, err := Parse(tc.expr, AWS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Spec{Name: "s", Expr: e, Kind: "k"}.CheckFires(now)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want accepted", tc.expr, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrExpression) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrExpression containing %q", tc.expr, err, tc.want)
+		}
+	}
+}
+
 func TestNextEnds(t *testing.T) {
 	t.Parallel()
 	e, err := Parse("cron(0 0 1 1 ? 2027)", AWS)
@@ -144,6 +180,12 @@ func FuzzParse(f *testing.F) {
 		}
 		at := time.Unix(unix%(1<<33), 0).UTC()
 		got, ok := e.Next(at, time.Unix(0, 0), time.UTC)
+		if e.cron != nil {
+			// Parse accepts only a cron that fires at some time.
+			if _, ever := e.Next(time.Date(minYear, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Minute), time.Time{}, time.UTC); !ever {
+				t.Fatalf("%s: accepted, and it never fires", s)
+			}
+		}
 		if !ok {
 			return
 		}

@@ -226,3 +226,21 @@ func ParseCatchUp(s string) (CatchUp, error) {
 	}
 	return c, nil
 }
+
+// CheckFires refuses a schedule that has no slot after now: a cron whose
+// years are all past, or whose last slot has gone. Creating one would give
+// a schedule that never fires. (Parse already refuses a cron that never
+// fires at all, such as 30 February.)
+func (s Spec) CheckFires(now time.Time) error {
+	if s.Expr.cron == nil {
+		return nil
+	}
+	loc := s.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	if _, ok := s.Expr.Next(now, s.Anchor, loc); !ok {
+		return fmt.Errorf("%w: schedule %s: %s has no slot after %s: it would never fire", ErrExpression, s.Name, s.Expr, now.UTC().Format(timeLayout))
+	}
+	return nil
+}

@@ -18,6 +18,7 @@ func TestReasonsNameNoGoTypes(t *testing.T) {
 		`{"v":1,"kind":5}`:                      `field "kind" must be a string, not a number`,
 		`{"v":1,"kind":"k","max_attempts":1.5}`: `field "max_attempts" must be an integer, not a number`,
 		`{"v":1,"id":["a"]}`:                    `field "id" must be a string, not an array`,
+		`{"v":1,"kind":"k","payload":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`: "deeper than 10000 levels, the JSON depth limit",
 	} {
 		_, err := token.Decode(body)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -29,5 +30,15 @@ func TestReasonsNameNoGoTypes(t *testing.T) {
 		if _, err := token.DecodeSubmission(body, now); err != nil && (strings.Contains(err.Error(), "Wire") || strings.Contains(err.Error(), "wire")) {
 			t.Errorf("DecodeSubmission(%s) = %v names a Go type", body, err)
 		}
+	}
+}
+
+// Encoding a payload nested past the depth limit names the limit.
+func TestEncodeNamesTheDepthLimit(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	_, err := token.Token{Kind: "k", Payload: []byte(deep)}.Encode()
+	if err == nil || !strings.Contains(err.Error(), "deeper than 10000 levels, the JSON depth limit") {
+		t.Fatalf("Encode = %v, want an error naming the depth limit", err)
 	}
 }

@@ -177,6 +177,9 @@ func decodeJSON(body string) (fields, error) {
 	dec.DisallowUnknownFields()
 	var w wire
 	if err := dec.Decode(&w); err != nil {
+		if lease.JSONProblem([]byte(body)) == lease.TooDeep {
+			return fields{}, &Error{Reason: ErrMalformed, Detail: "the body " + lease.TooDeep}
+		}
 		return fields{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -355,8 +358,10 @@ func (t Token) Encode() (string, error) {
 	if err := t.validate(); err != nil {
 		return "", err
 	}
-	if payload != nil && !json.Valid(payload) {
-		return "", &Error{Reason: ErrMalformed, Detail: "payload is not valid JSON"}
+	if payload != nil {
+		if p := lease.JSONProblem(payload); p != "" {
+			return "", &Error{Reason: ErrMalformed, Detail: "payload " + p}
+		}
 	}
 	if t.Queue != "" {
 		if err := checkQueue(t.Queue); err != nil {

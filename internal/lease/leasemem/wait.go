@@ -162,7 +162,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	}
 	now := s.now()
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
-	rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+	rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: lease.Truncate(msg, lease.MaxHistoryErrorBytes), At: now})
 	rec.Status, rec.Error, rec.UpdatedAt = e.Status, msg, now
 	rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
 	switch e.Status {

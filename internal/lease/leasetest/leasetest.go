@@ -1179,8 +1179,11 @@ func testReleaseTruncatesError(t *testing.T, newStore NewStoreFunc) {
 	msg := "x" + strings.Repeat("é", lease.MaxErrorBytes)
 	claimed := e.createClaimed(e.newTask(), "w1")
 	released := e.release(claimed, lease.Release{Status: lease.StatusPending, RunAt: e.now(), Error: msg})
+	// The history entry keeps a shorter cut (MaxHistoryErrorBytes), so
+	// that every limit at once fits DynamoDB's 400 KB item.
 	if len(released.Error) != lease.MaxErrorBytes-1 || !utf8.ValidString(released.Error) ||
-		released.History[0].Error != released.Error || !strings.HasPrefix(msg, released.Error) {
+		len(released.History[0].Error) != lease.MaxHistoryErrorBytes-1 || !utf8.ValidString(released.History[0].Error) ||
+		!strings.HasPrefix(msg, released.History[0].Error) || !strings.HasPrefix(msg, released.Error) {
 		t.Fatalf("stored error of %d bytes (valid UTF-8 %v), history error of %d bytes",
 			len(released.Error), utf8.ValidString(released.Error), len(released.History[0].Error))
 	}

@@ -1,0 +1,104 @@
+package lease
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// avSize is the size DynamoDB counts for an attribute value: strings and
+// binaries by their bytes, numbers at most 21 bytes, booleans and nulls one
+// byte, lists and maps 3 bytes plus one byte per element plus their
+// elements (and a map's key names).
+func avSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return 21
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + avSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + avSize(e)
+		}
+		return n
+	}
+	panic(fmt.Sprintf("avSize: %T", v))
+}
+
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + avSize(v)
+	}
+	return n
+}
+
+// worstCaseTask has every field at its limit at once: the largest item the
+// limits allow.
+func worstCaseTask() Task {
+	id := func(p string, i int) string {
+		return p + strings.Repeat("i", MaxIDBytes-len(p)-4) + fmt.Sprintf("%04d", i)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	t := Task{
+		ID: id("t", 0), Kind: strings.Repeat("k", MaxKindBytes), Status: StatusSucceeded,
+		Attempt: MaxAttemptsLimit, MaxAttempts: MaxAttemptsLimit, Fence: 1 << 40,
+		Payload: []byte(strings.Repeat("p", MaxPayloadBytes)), Result: []byte(strings.Repeat("r", MaxResultBytes)),
+		Error: strings.Repeat("e", MaxErrorBytes), LeaseOwner: strings.Repeat("o", 256),
+		LeaseUntil: now, RunAt: now, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now, DispatchAt: now,
+		UnknownKindSince: now, HistoryDropped: 1 << 20, Snoozes: 1 << 20, Queue: strings.Repeat("q", 80),
+		Parent: id("p", 0), Wait: WaitChildren, CallbackNonce: strings.Repeat("n", 64), WaitUntil: now,
+	}
+	for i := range MaxHistory {
+		t.History = append(t.History, Attempt{Attempt: i, Fence: 1 << 40, Status: StatusPending, Error: strings.Repeat("e", MaxHistoryErrorBytes), At: now})
+	}
+	for i := range MaxWaiters {
+		t.Waiters = append(t.Waiters, Waiter{ID: id("w", i), Mode: WaitAfterAny})
+	}
+	for i := range MaxChildren {
+		t.WaitFor = append(t.WaitFor, id("c", i))
+		t.Ended = append(t.Ended, id("c", i))
+	}
+	for i := range MaxSteps {
+		r := MaxStepsBytes / MaxSteps
+		t.Steps = append(t.Steps, Step{Name: id("s", i)[:MaxStepNameBytes], Result: []byte(strings.Repeat("s", r))})
+	}
+	return t
+}
+
+// The limits together keep an item under DynamoDB's 400 KB, so no write
+// that stays inside each limit can fail for the item's size.
+func TestLimitsKeepTheItemUnderDynamoDBs(t *testing.T) {
+	t.Parallel()
+	item := itemOf(worstCaseTask())
+	size := itemSize(item)
+	t.Logf("worst-case item: %d bytes of %d", size, MaxItemBytes)
+	if size > MaxItemBytes-ItemMarginBytes {
+		for k, v := range item {
+			if s := len(k) + avSize(v); s > 1000 {
+				t.Logf("  %s: %d", k, s)
+			}
+		}
+		t.Fatalf("the limits allow an item of %d bytes; DynamoDB's limit is %d (with %d bytes kept for attributes this test does not know)", size, MaxItemBytes, ItemMarginBytes)
+	}
+}
