@@ -3,8 +3,11 @@ package iam_test
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,5 +168,89 @@ func TestDeployDocFleetIsAWorkerOnQueuesOfItsOwn(t *testing.T) {
 	allow := props(tp.resource(t, "ImagesDeadLetterQueue"))["RedriveAllowPolicy"].(map[string]any)
 	if got, want := fmt.Sprint(allow["sourceQueueArns"]), fmt.Sprint([]any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + name}}); got != want {
 		t.Errorf("ImagesDeadLetterQueue admits %s, want only ImagesQueue %s", got, want)
+	}
+}
+
+// outputRef is how the docs name a stack output: in a describe-stacks query
+// or as a nested stack's attribute.
+var outputRef = regexp.MustCompile(`OutputKey=='([A-Za-z0-9]+)'|\bOutputs\.([A-Za-z0-9]+)`)
+
+// Every output that leasehold's README and docs read from a stack exists in
+// leasehold's template and in the template of a project `leasehold init`
+// writes (issue 19: the project's lacked the schedule outputs
+// docs/workflows-schedules.md reads). The project passes every output of
+// the nested leasehold stack through under the same name, since
+// describe-stacks of the project's stack does not list the nested one's.
+func TestScaffoldHasEveryOutputTheDocsRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := scaffold.Write(scaffold.Config{Dir: dir, Module: "example.com/thumbs"}); err != nil {
+		t.Fatal(err)
+	}
+	rootOutputs, _ := loadTemplate(t)["Outputs"].(map[string]any)
+	projectOutputs, _ := loadTemplateFile(t, filepath.Join(dir, "template.yaml"))["Outputs"].(map[string]any)
+	if len(rootOutputs) == 0 || len(projectOutputs) == 0 {
+		t.Fatalf("no outputs parsed: leasehold's %d, the project's %d", len(rootOutputs), len(projectOutputs))
+	}
+
+	docs, err := filepath.Glob(filepath.Join(moduleRoot(t), "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join(moduleRoot(t), "README.md"))
+	read := map[string][]string{} // output name -> the docs that read it
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		for _, m := range outputRef.FindAllStringSubmatch(text, -1) {
+			read[m[1]+m[2]] = append(read[m[1]+m[2]], filepath.Base(doc))
+		}
+		// An output named in backquotes (the tables of outputs).
+		for name := range rootOutputs {
+			if strings.Contains(text, "`"+name+"`") {
+				read[name] = append(read[name], filepath.Base(doc))
+			}
+		}
+	}
+	for _, want := range []string{"ScheduleGroupName", "SchedulerRoleArn", "ScheduleDeadLetterQueueArn", "TasksTableName"} {
+		if _, ok := read[want]; !ok {
+			t.Errorf("the docs no longer read output %s: is outputRef still right?", want)
+		}
+	}
+	// Outputs the docs name only to say they were removed (the upgrade
+	// notes of docs/operations.md): neither template may have them.
+	removed := []string{"NamedQueuesArn", "NamedQueuePrefix"}
+	for _, name := range slices.Sorted(maps.Keys(read)) {
+		if slices.Contains(removed, name) {
+			_, inRoot := rootOutputs[name]
+			_, inProject := projectOutputs[name]
+			if inRoot || inProject {
+				t.Errorf("output %s, which the docs say was removed, is back (leasehold's: %t, the project's: %t)", name, inRoot, inProject)
+			}
+			continue
+		}
+		if _, ok := rootOutputs[name]; !ok {
+			t.Errorf("%s read output %s, which leasehold's template.yaml lacks", strings.Join(slices.Compact(read[name]), ", "), name)
+		}
+		if _, ok := projectOutputs[name]; !ok {
+			t.Errorf("%s read output %s, which the project's template.yaml lacks", strings.Join(slices.Compact(read[name]), ", "), name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(rootOutputs)) {
+		out, ok := projectOutputs[name].(map[string]any)
+		if !ok {
+			t.Errorf("the project's template.yaml does not pass leasehold's output %s through", name)
+			continue
+		}
+		if name == "WorkerFunctionName" { // the project's own worker
+			continue
+		}
+		want := map[string]any{"Fn::GetAtt": []any{"Leasehold", "Outputs." + name}}
+		if !reflect.DeepEqual(out["Value"], want) {
+			t.Errorf("the project's output %s is %v, want the nested stack's (%v)", name, out["Value"], want)
+		}
 	}
 }

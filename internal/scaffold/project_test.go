@@ -8,6 +8,7 @@ package scaffold_test
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"go/version"
 	"os"
 	"os/exec"
@@ -105,7 +106,8 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 		table := awstest.NewTable(t, cfg)
 		queues := awstest.NewQueues(t, cfg)
 		env = []string{"STACK_TESTS=1", "LEASEHOLD_TABLE=" + table,
-			"LEASEHOLD_WORK_QUEUE_URL=" + queues.Work, "LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ}
+			"LEASEHOLD_WORK_QUEUE_URL=" + queues.Work, "LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ,
+			"LEASEHOLD_INTAKE_QUEUE_URL=" + queues.Intake, "LEASEHOLD_INTAKE_DLQ_URL=" + queues.IntakeDLQ}
 	}
 
 	run(t, ctx, dir, nil, "go", "build", "./...")
@@ -116,12 +118,14 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 			t.Errorf("the project's %s did not pass:\n%s", name, out)
 		}
 	}
-	want := "--- SKIP: TestResizeOnTheStack "
-	if stack {
-		want = "--- PASS: TestResizeOnTheStack "
-	}
-	if !strings.Contains(out, want) {
-		t.Errorf("the project's go test does not say %q:\n%s", want, out)
+	for _, name := range []string{"TestResizeOnTheStack", "TestIntakeOnTheStack"} {
+		want := "--- SKIP: " + name + " "
+		if stack {
+			want = "--- PASS: " + name + " "
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("the project's go test does not say %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -188,5 +192,43 @@ func TestInitProjectBuildRefusesAnOlderToolchain(t *testing.T) {
 	run(t, ctx, dir, []string{"ARTIFACTS_DIR=" + artifacts, "GOTOOLCHAIN=auto"}, "make", "--makefile", "Makefile", "build-WorkerFunction")
 	if _, err := os.Stat(filepath.Join(artifacts, "bootstrap")); err != nil {
 		t.Errorf("make build-WorkerFunction with GOTOOLCHAIN=auto: %v", err)
+	}
+}
+
+// maxBootstrap is the most bytes a project's bootstrap may take: the limit
+// of leasehold's own (functions/size_test.go).
+const maxBootstrap = 10_000_000
+
+// The project's bootstrap, built as sam builds it (the Makefile's
+// build-%Function rule with ARTIFACTS_DIR set), is an arm64 binary no larger
+// than leasehold's own may be: built with lambda.norpc, stripped and
+// trimmed as leasehold's functions/Makefile builds them (issue 19: it was
+// 21.6 MB without).
+func TestInitProjectBootstrapSize(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancel()
+	artifacts := t.TempDir()
+	// GOTOOLCHAIN=auto: the rule refuses a toolchain older than go.mod's
+	// toolchain line, which the go command then fetches.
+	run(t, ctx, dir, []string{"ARTIFACTS_DIR=" + artifacts, "GOTOOLCHAIN=auto"}, "make", "--makefile", "Makefile", "build-WorkerFunction")
+	bootstrap := filepath.Join(artifacts, "bootstrap")
+	fi, err := os.Stat(bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine := f.Machine
+	f.Close()
+	if machine != elf.EM_AARCH64 {
+		t.Errorf("the bootstrap is built for %v, want arm64 as template.yaml's Architectures", machine)
+	}
+	t.Logf("the project's bootstrap: %d bytes (limit %d)", fi.Size(), maxBootstrap)
+	if fi.Size() > maxBootstrap {
+		t.Errorf("the project's bootstrap is %d bytes, more than %d: is the Makefile's build-%%Function rule building with -tags lambda.norpc -trimpath -ldflags='-s -w'?", fi.Size(), maxBootstrap)
 	}
 }

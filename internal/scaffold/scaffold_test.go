@@ -66,7 +66,7 @@ func TestWriteWithLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{".gitignore", "Makefile", "README.md", "go.mod", "kinds.go", "leasehold/functions/Makefile",
+	want := []string{".gitignore", "Makefile", "README.md", "awsconfig_lambda.go", "awsconfig_local.go", "go.mod", "kinds.go", "leasehold/functions/Makefile",
 		"leasehold/template.yaml", "main.go", "main_test.go", "samconfig.toml", "template.yaml"}
 	if !slices.Equal(written, want) {
 		t.Errorf("wrote %q, want %q", written, want)

@@ -1,0 +1,132 @@
+package scaffold_test
+
+// The README of a generated project is tested as internal/doctest tests
+// leasehold's own docs: its ```sh blocks run in order, in one bash with
+// `set -euo pipefail`, in the project's directory, against the local stack;
+// a block that cannot run here follows a `<!-- doctest: skip REASON -->`
+// line, and a skip without a reason fails.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/awstest"
+)
+
+type readmeBlock struct {
+	line int
+	code string
+	skip string
+}
+
+var (
+	shFence    = regexp.MustCompile("^```(sh|bash)\\s*$")
+	closeFence = regexp.MustCompile("^```\\s*$")
+	skipLine   = regexp.MustCompile(`^<!--\s*doctest:\s*skip\b\s*(.*?)\s*-->\s*$`)
+)
+
+// readmeBlocks returns the shell blocks of a README, in order.
+func readmeBlocks(t *testing.T, text string) []readmeBlock {
+	t.Helper()
+	var (
+		out   []readmeBlock
+		cur   *readmeBlock
+		body  strings.Builder
+		prev  string
+		other bool
+		n     int
+	)
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		switch {
+		case cur != nil:
+			if closeFence.MatchString(line) {
+				cur.code = body.String()
+				out = append(out, *cur)
+				cur = nil
+				body.Reset()
+				continue
+			}
+			body.WriteString(line + "\n")
+		case other:
+			if closeFence.MatchString(line) {
+				other, prev = false, ""
+			}
+		case shFence.MatchString(line):
+			cur = &readmeBlock{line: n}
+			if m := skipLine.FindStringSubmatch(prev); m != nil {
+				if cur.skip = m[1]; cur.skip == "" {
+					t.Errorf("README.md:%d: <!-- doctest: skip --> needs a reason", n)
+				}
+			}
+			prev = ""
+		case strings.HasPrefix(line, "```"):
+			other, prev = true, ""
+		case strings.TrimSpace(line) != "":
+			prev = line
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README.md:%d: unterminated code block", cur.line)
+	}
+	return out
+}
+
+func TestInitProjectReadmeSnippets(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	awstest.Config(t) // skips (or fails under LEASEHOLD_REQUIRE_STACK=1) without a stack
+	raw, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeBlocks(t, string(raw))
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	ran := 0
+	for i, b := range blocks {
+		if b.skip != "" {
+			t.Logf("README.md:%d: skipped: %s", b.line, b.skip)
+			continue
+		}
+		fmt.Fprintf(&script, "echo '>>> README block %d (README.md:%d)' >&2\n", i, b.line)
+		script.WriteString(b.code)
+		ran++
+	}
+	// make demo and make test; the eval before them.
+	if ran < 3 {
+		t.Fatalf("%d README blocks ran, want at least 3 (the stack's environment, make demo, make test)", ran)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true", "NO_COLOR=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's snippets failed after %s: %v\n--- stderr (the last marker names the block):\n%s\n--- stdout:\n%s",
+			time.Since(start).Round(time.Second), err, stderr.String(), stdout.String())
+	}
+	t.Logf("%d README blocks ran in %s", ran, time.Since(start).Round(time.Second))
+	// make demo prints both results: the enqueued task's and the intake
+	// submission's.
+	for _, want := range []string{`"url":"s3://pics/cat.png?w=64"`, "to the intake queue", `"url":"s3://pics/dog.png?w=32"`} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the README's snippets did not print %s:\n%s", want, stdout.String())
+		}
+	}
+}

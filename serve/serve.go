@@ -1,0 +1,74 @@
+// Package serve runs a leasehold worker of your own as one long-lived
+// process off Lambda, together with the intake dispatcher when an intake
+// queue is configured: what `leasehold run --intake-queue-url` does for
+// leasehold's example kinds, for a main package of yours (the project that
+// `leasehold init` writes calls it). On AWS the dispatcher is leasehold's
+// dispatch function instead, on the intake queue's event source mapping.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/internal/lease"
+	iserve "github.com/leasehold/leasehold/internal/serve"
+)
+
+// EnvIntakeQueueURL is the intake queue RunFromEnv consumes: unset, it runs
+// the worker alone.
+const EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
+
+// RunFromEnv runs w until ctx is done, as w.Run(ctx, opts...) does. When
+// LEASEHOLD_INTAKE_QUEUE_URL is set it also runs the dispatcher on that
+// queue: each submission becomes a task in LEASEHOLD_TABLE and a dispatch
+// token on LEASEHOLD_WORK_QUEUE_URL; an invalid one goes to
+// LEASEHOLD_INTAKE_DLQ_URL with its reason (or, unset, is left to the
+// queue's redrive policy). The dispatcher reads the variables leasehold's
+// dispatch function reads (LEASEHOLD_DISPATCH_GRACE, LEASEHOLD_MAX_ATTEMPTS,
+// LEASEHOLD_LISTING, ...) and logs JSON lines on stderr at
+// LEASEHOLD_LOG_LEVEL. A part that stops with an error stops the other,
+// and RunFromEnv returns that error; a bad variable wraps
+// leasehold.ErrConfig.
+func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opts ...leasehold.RunOption) error {
+	intakeURL := os.Getenv(EnvIntakeQueueURL)
+	if intakeURL == "" {
+		return w.Run(ctx, opts...)
+	}
+	settings, err := dispatch.SettingsFromEnv()
+	if err != nil {
+		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
+	}
+	level := slog.LevelInfo
+	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", leasehold.ErrConfig, leasehold.EnvLogLevel, v)
+		}
+	}
+	log := lambdalog.New(os.Stderr, level)
+	q := sqs.NewFromConfig(awsCfg)
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
+	d, err := dispatch.New(settings.Config(store, q, log.With("part", "dispatch")))
+	if err != nil {
+		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
+	}
+	// SweepEvery 0 leaves the sweep to opts (LEASEHOLD_SWEEP_EVERY) and the
+	// worker's default.
+	err = iserve.Run(ctx, iserve.Config{
+		Worker: w, WorkerOptions: opts,
+		Dispatcher: d, IntakeSQS: q, IntakeQueueURL: intakeURL,
+		Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
