@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func worstCaseTask() Task {
 		Error: strings.Repeat("e", MaxErrorBytes), LeaseOwner: strings.Repeat("o", 256),
 		LeaseUntil: now, RunAt: now, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now, DispatchAt: now,
 		UnknownKindSince: now, HistoryDropped: 1 << 20, Snoozes: 1 << 20, Queue: strings.Repeat("q", 80),
-		Parent: id("p", 0), Wait: WaitChildren, CallbackNonce: strings.Repeat("n", 64), WaitUntil: now,
+		Parent: id("p", 0), Wait: WaitChildren, CallbackHash: CallbackHash(strings.Repeat("n", 64)), WaitUntil: now,
 	}
 	for i := range MaxHistory {
 		t.History = append(t.History, Attempt{Attempt: i, Fence: 1 << 40, Status: StatusPending, Error: strings.Repeat("e", MaxHistoryErrorBytes), At: now})
@@ -90,7 +91,21 @@ func worstCaseTask() Task {
 // that stays inside each limit can fail for the item's size.
 func TestLimitsKeepTheItemUnderDynamoDBs(t *testing.T) {
 	t.Parallel()
-	item := itemOf(worstCaseTask())
+	task := worstCaseTask()
+	item := itemOf(task)
+	// Attributes only the DynamoDB store's writes keep: the names of the
+	// recorded steps (Checkpoint's once-only condition) and the call ids of
+	// the user's writes (at most maxCalls of them).
+	names := make([]string, len(task.Steps))
+	for i, st := range task.Steps {
+		names[i] = st.Name
+	}
+	item[attrStepNames] = &types.AttributeValueMemberSS{Value: names}
+	calls := make([]types.AttributeValue, maxCalls)
+	for i := range calls {
+		calls[i] = avS(rand.Text())
+	}
+	item[attrCalls] = &types.AttributeValueMemberL{Value: calls}
 	size := itemSize(item)
 	t.Logf("worst-case item: %d bytes of %d", size, MaxItemBytes)
 	if size > MaxItemBytes-ItemMarginBytes {

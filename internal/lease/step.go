@@ -16,7 +16,7 @@ type Step struct {
 // later write of the item is priced by its size, so keep them small.
 const (
 	MaxSteps         = 100
-	MaxStepNameBytes = 128
+	MaxStepNameBytes = 64
 	// MaxStepsBytes bounds the results of all of a task's steps together
 	// (64 KiB, so that every limit at once fits an item: see MaxItemBytes).
 	MaxStepsBytes = 64 << 10
