@@ -34,11 +34,11 @@ func TestRequired(t *testing.T) {
 	for _, tc := range []struct {
 		gomod, want string
 	}{
-		{"module m\n\ngo 1.26.0\n", toolchain.Minimum},                        // a project without a toolchain line: leasehold's
-		{"module m\n\ngo 1.26.0\n\ntoolchain go1.26.2\n", toolchain.Minimum},  // an older line does not lower it
-		{"module m\n\ngo 1.26.0\n\ntoolchain go1.99.1\n", "go1.99.1"},         // a newer line raises it
-		{"module m\n\ngo 1.99.3\n", "go1.99.3"},                                // so does a newer go line
-		{"module m\n\ngo 1.26.0\n\ntoolchain default\n", toolchain.Minimum},   // "default" names no version
+		{"module m\n\ngo 1.26.0\n", toolchain.Minimum},                       // a project without a toolchain line: leasehold's
+		{"module m\n\ngo 1.26.0\n\ntoolchain go1.26.2\n", toolchain.Minimum}, // an older line does not lower it
+		{"module m\n\ngo 1.26.0\n\ntoolchain go1.99.1\n", "go1.99.1"},        // a newer line raises it
+		{"module m\n\ngo 1.99.3\n", "go1.99.3"},                              // so does a newer go line
+		{"module m\n\ngo 1.26.0\n\ntoolchain default\n", toolchain.Minimum},  // "default" names no version
 	} {
 		got, err := toolchain.Required("go.mod", []byte(tc.gomod))
 		if err != nil || got != tc.want {
