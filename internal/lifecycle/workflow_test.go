@@ -326,9 +326,9 @@ func TestStepNamesAreCheckedBeforeTheStepRuns(t *testing.T) {
 	}{
 		{"duplicate", []string{"a", "a"}, `step "a": step name used twice in one run`},
 		{"duplicate after others", []string{"a", "b", "a"}, `step "a": step name used twice in one run`},
-		{"empty name", []string{""}, "step name must be 1..128 bytes"},
-		{"long name", []string{strings.Repeat("n", lease.MaxStepNameBytes+1)}, "step name must be 1..128 bytes"},
-		{"not UTF-8", []string{"\xff"}, "step name must be 1..128 bytes"},
+		{"empty name", []string{""}, fmt.Sprintf("step name must be 1..%d bytes", lease.MaxStepNameBytes)},
+		{"long name", []string{strings.Repeat("n", lease.MaxStepNameBytes+1)}, fmt.Sprintf("step name must be 1..%d bytes", lease.MaxStepNameBytes)},
+		{"not UTF-8", []string{"\xff"}, fmt.Sprintf("step name must be 1..%d bytes", lease.MaxStepNameBytes)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
