@@ -27,7 +27,7 @@ help: ## list the targets
 ## ---- local AWS stack (installs into the git-ignored .stack/) ----
 
 .PHONY: stack-install stack-up stack-down stack-status
-stack-install: ## install pinned LocalStack (.stack/localstack-venv) and moto (.stack/venv); no-op when current
+stack-install: ## install pinned LocalStack (.stack/localstack-venv) and moto with the template tools (.stack/py-venv); no-op when current
 	@$(STACK) install
 
 stack-up: ## start LocalStack (SQS, 127.0.0.1:4566) and moto (DynamoDB, :4567) and create the resources
@@ -39,7 +39,7 @@ stack-down: ## stop the local stack
 stack-status: ## show whether the local stack is installed and running
 	@$(STACK) status
 
-## ---- deployment template (tools install into the git-ignored .stack/tools-venv) ----
+## ---- deployment template (tools install into the git-ignored .stack/py-venv, shared with moto) ----
 
 .PHONY: check-template
 check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam build of template.yaml

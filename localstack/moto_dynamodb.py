@@ -11,7 +11,7 @@ other service moto serves (SQS in the moto-only fallback stack, whose long
 polls must not hold the lock) is passed through untouched.
 
 Usage: python moto_dynamodb.py HOST PORT
-Run by scripts/stack.sh with the venv built from localstack/requirements.txt
+Run by scripts/stack.sh with the venv built from tools/requirements.txt
 (served by waitress), and by docker-compose.yml in the moto image (served by
 werkzeug, which that image has).
 """

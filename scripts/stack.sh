@@ -5,7 +5,7 @@
 #   DynamoDB  moto 5.2.5 behind a front that applies DynamoDB
 #             requests one at a time (localstack/moto_dynamodb.py) port LEASEHOLD_STACK_DDB_PORT (4567)
 #
-#   scripts/stack.sh install   both venvs, pinned (localstack/requirements*.txt); no-op when current
+#   scripts/stack.sh install   the venvs, pinned (tools/requirements.txt, localstack/requirements-*.txt); no-op when current
 #   scripts/stack.sh up        install, start what is not already healthy, create the resources
 #   scripts/stack.sh down      stop what this checkout started (SIGTERM, then SIGKILL after 10s)
 #   scripts/stack.sh status    say what is installed and running (exit 3 when not running)
@@ -20,10 +20,15 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_DIR="$ROOT/.stack"
-MOTO_VENV="$STACK_DIR/venv"
+# One venv for moto and the template tools (scripts/template-tools.sh installs
+# the same one), one for LocalStack, and only in the moto-only fallback one
+# for the aws CLI, which LocalStack's venv otherwise provides.
+PY_VENV="$STACK_DIR/py-venv"
 LS_VENV="$STACK_DIR/localstack-venv"
-MOTO_REQUIREMENTS="$ROOT/localstack/requirements.txt"
+AWSCLI_VENV="$STACK_DIR/awscli-venv"
+PY_REQUIREMENTS="$ROOT/tools/requirements.txt"
 LS_REQUIREMENTS="$ROOT/localstack/requirements-localstack.txt"
+AWSCLI_REQUIREMENTS="$ROOT/localstack/requirements-awscli.txt"
 MOTO_FRONT="$ROOT/localstack/moto_dynamodb.py"
 RESOURCE_SCRIPT="$ROOT/localstack/init/ready.d/10-create-resources.py"
 RESOURCES_ENV="$STACK_DIR/resources.env"
@@ -101,12 +106,22 @@ find_py313() {
 }
 
 cmd_install() {
-	venv_install "$MOTO_VENV" "$MOTO_REQUIREMENTS" bin/moto_server "moto and the aws CLI" python3 "~480 MB, 30-60 s"
+	local aws old
+	# Before issue 19 moto and the template tools had a venv each; a
+	# checkout that has them can delete them once no server runs from them.
+	for old in venv tools-venv; do
+		[[ -d "$STACK_DIR/$old" ]] && say "note: .stack/$old ($(du -sh "$STACK_DIR/$old" | cut -f1)) is no longer used (now .stack/py-venv); remove it once no stack started from it runs: rm -rf .stack/$old"
+	done
+	venv_install "$PY_VENV" "$PY_REQUIREMENTS" bin/moto_server "moto and the template tools" python3 "~590 MB, 1-2 minutes"
 	if [[ "$SQS_MODE" == localstack ]]; then
 		local py
 		py=$(find_py313)
-		venv_install "$LS_VENV" "$LS_REQUIREMENTS" bin/python3 "LocalStack (Python $("$py" -c 'import platform; print(platform.python_version())'))" \
+		venv_install "$LS_VENV" "$LS_REQUIREMENTS" bin/python3 "LocalStack and the aws CLI (Python $("$py" -c 'import platform; print(platform.python_version())'))" \
 			"$py" "~500 MB, about 1 minute"
+		aws="$LS_VENV/bin/aws"
+	else
+		venv_install "$AWSCLI_VENV" "$AWSCLI_REQUIREMENTS" bin/aws "the aws CLI" python3 "~100 MB, about 20 s"
+		aws="$AWSCLI_VENV/bin/aws"
 	fi
 	# The aws CLI on PATH after `eval "$(scripts/stack.sh env)"`: awscli v1
 	# sends SQS calls in us-east-1 to queue.amazonaws.com whatever
@@ -115,19 +130,19 @@ cmd_install() {
 	mkdir -p "$BIN"
 	cat >"$BIN/aws" <<-EOF
 		#!/usr/bin/env bash
-		# Written by scripts/stack.sh: the stack venv's awscli, with SQS calls sent to
+		# Written by scripts/stack.sh: the pinned awscli of a stack venv, with SQS calls sent to
 		# \$AWS_ENDPOINT_URL_SQS (awscli v1 ignores that variable for SQS).
 		for a in "\$@"; do
-		  case \$a in --endpoint-url*) exec "$MOTO_VENV/bin/aws" "\$@" ;; esac
+		  case \$a in --endpoint-url*) exec "$aws" "\$@" ;; esac
 		done
 		for a in "\$@"; do
 		  case \$a in
 		    -*) ;;
-		    sqs) [[ -n "\${AWS_ENDPOINT_URL_SQS:-}" ]] && exec "$MOTO_VENV/bin/aws" --endpoint-url "\$AWS_ENDPOINT_URL_SQS" "\$@"; break ;;
+		    sqs) [[ -n "\${AWS_ENDPOINT_URL_SQS:-}" ]] && exec "$aws" --endpoint-url "\$AWS_ENDPOINT_URL_SQS" "\$@"; break ;;
 		    *) break ;;
 		  esac
 		done
-		exec "$MOTO_VENV/bin/aws" "\$@"
+		exec "$aws" "\$@"
 	EOF
 	chmod +x "$BIN/aws"
 }
@@ -155,7 +170,7 @@ alive() {
 
 # http_ok URL succeeds when URL answers 200 within 2 s.
 http_ok() {
-	"$MOTO_VENV/bin/python" - "$1" <<-'EOF' 2>/dev/null
+	"$PY_VENV/bin/python" - "$1" <<-'EOF' 2>/dev/null
 		import sys, urllib.request
 		with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
 		    sys.exit(0 if r.status == 200 else 1)
@@ -168,7 +183,7 @@ healthy() {
 	case $1 in
 	moto) http_ok "http://$HOST:$2/moto-api/" ;;
 	localstack)
-		"$MOTO_VENV/bin/python" - "http://$HOST:$2/_localstack/health" <<-'EOF' 2>/dev/null
+		"$PY_VENV/bin/python" - "http://$HOST:$2/_localstack/health" <<-'EOF' 2>/dev/null
 			import json, sys, urllib.request
 			with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
 			    services = json.load(r).get("services", {})
@@ -221,7 +236,7 @@ start() {
 
 	say "starting $name on http://$HOST:$port (log: .stack/$name.log)"
 	printf '\n==== %s start on %s\n' "$(date -u +%FT%TZ)" "$HOST:$port" >>"$log"
-	nohup "$MOTO_VENV/bin/python" -c \
+	nohup "$PY_VENV/bin/python" -c \
 		'import os, sys; os.setsid(); os.closerange(3, os.sysconf("SC_OPEN_MAX")); os.execvp(sys.argv[1], sys.argv[1:])' \
 		"$@" >>"$log" 2>&1 </dev/null &
 	local pid=$! deadline=$((SECONDS + WAIT_SECONDS)) begun=$SECONDS
@@ -285,7 +300,7 @@ cmd_up() {
 	mkdir -p "$STACK_DIR"
 	warn_fallback
 	cmd_install
-	start moto "$DDB_PORT" "$MOTO_VENV/bin/python" "$MOTO_FRONT" "$HOST" "$DDB_PORT"
+	start moto "$DDB_PORT" "$PY_VENV/bin/python" "$MOTO_FRONT" "$HOST" "$DDB_PORT"
 	if [[ "$SQS_MODE" == localstack ]]; then
 		start_localstack
 	else
@@ -294,7 +309,7 @@ cmd_up() {
 	printf 'STATE_SQS_PORT=%s\nSTATE_DDB_PORT=%s\nSTATE_SQS_MODE=%s\n' "$SQS_PORT" "$DDB_PORT" "$SQS_MODE" >"$STATE"
 	(
 		eval "$(cmd_env base)"
-		LEASEHOLD_RESOURCES_ENV="$RESOURCES_ENV.tmp" "$MOTO_VENV/bin/python" "$RESOURCE_SCRIPT"
+		LEASEHOLD_RESOURCES_ENV="$RESOURCES_ENV.tmp" "$PY_VENV/bin/python" "$RESOURCE_SCRIPT"
 	) 2>&1 | sed 's/^/stack: /' >&2
 	mv "$RESOURCES_ENV.tmp" "$RESOURCES_ENV"
 	endpoints
@@ -314,8 +329,8 @@ cmd_down() {
 
 cmd_status() {
 	local rc=0 name port
-	[[ -f "$MOTO_VENV/.leasehold-installed" ]] && say "installed: .stack/venv (moto, aws CLI)" || say "moto not installed (run: make stack-install)"
-	[[ -f "$LS_VENV/.leasehold-installed" ]] && say "installed: .stack/localstack-venv (LocalStack)" || say "LocalStack not installed (run: make stack-install)"
+	[[ -f "$PY_VENV/.leasehold-installed" ]] && say "installed: .stack/py-venv (moto, template tools)" || say "moto not installed (run: make stack-install)"
+	[[ -f "$LS_VENV/.leasehold-installed" ]] && say "installed: .stack/localstack-venv (LocalStack, aws CLI)" || say "LocalStack not installed (run: make stack-install)"
 	endpoints
 	for name in moto localstack; do
 		if alive "$name"; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks of the deployment template (template.yaml) with pinned tools
-# installed into the git-ignored .stack/tools-venv.
+# installed into the git-ignored .stack/py-venv, the venv scripts/stack.sh
+# runs moto from (one venv: they share most of their dependencies).
 #
-#   scripts/template-tools.sh install           venv + pinned aws-sam-cli, cfn-lint, checkov (tools/requirements.txt); no-op when current
+#   scripts/template-tools.sh install           venv + pinned aws-sam-cli, cfn-lint, checkov, moto (tools/requirements.txt); no-op when current
 #   scripts/template-tools.sh check [TEMPLATE]  install, then: sam validate --lint, cfn-lint, checkov, sam build (offline)
 #
 # TEMPLATE defaults to leasehold's template.yaml; another (such as the one
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VENV="$ROOT/.stack/tools-venv"
+VENV="$ROOT/.stack/py-venv"
 REQUIREMENTS="$ROOT/tools/requirements.txt"
 TEMPLATE="$ROOT/template.yaml"
 
@@ -25,7 +26,7 @@ die() { printf 'template: error: %s\n' "$*" >&2; exit 1; }
 . "$ROOT/scripts/venv.sh"
 
 cmd_install() {
-	venv_install "$VENV" "$REQUIREMENTS" bin/sam "aws-sam-cli, cfn-lint and checkov"
+	venv_install "$VENV" "$REQUIREMENTS" bin/moto_server "aws-sam-cli, cfn-lint, checkov and moto" python3 "~590 MB, 1-2 minutes"
 }
 
 # step NAME CMD... runs one check and prints how long it took.
@@ -78,7 +79,7 @@ case "${1:-}" in
 install) cmd_install ;;
 check) cmd_check "${2:-}" ;;
 *)
-	sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 	;;
 esac

@@ -1,6 +1,8 @@
 # Sourced by scripts/stack.sh and scripts/template-tools.sh: a Python venv
 # built from a pinned requirements file, rebuilt only when the pins or the
-# interpreter change. The sourcing script defines say and die.
+# interpreter change. The sourcing script defines say and die. Both scripts
+# install the same .stack/py-venv, so an install holds a lock on the venv
+# (`make -j test` runs them at once).
 
 # venv_install VENV REQUIREMENTS PROBE WHAT [PYTHON [SIZE]]
 #   VENV          where the venv lives (under the git-ignored .stack/)
@@ -13,6 +15,20 @@
 # A first install prints one line per package as pip collects it, then the
 # time it took, so a long install is never silent.
 venv_install() {
+	mkdir -p "$(dirname "$1")"
+	if command -v flock >/dev/null; then
+		# Released when the subshell exits; the second caller waits, then
+		# finds the venv current.
+		(
+			flock 9
+			venv_install_locked "$@"
+		) 9>"$1.lock"
+	else
+		venv_install_locked "$@"
+	fi
+}
+
+venv_install_locked() {
 	local venv=$1 requirements=$2 probe=$3 what=$4 python=${5:-python3} size=${6:-}
 	local stamp="$venv/.leasehold-installed" want req_hash py start=$SECONDS
 	command -v "$python" >/dev/null || die "$python not found; install Python 3.11+ with its venv module"
@@ -27,7 +43,6 @@ venv_install() {
 	fi
 	say "installing $what into ${venv#"$ROOT"/} (pinned by ${requirements#"$ROOT"/}${size:+; $size the first time})"
 	rm -rf "$venv"
-	mkdir -p "$(dirname "$venv")"
 	"$python" -m venv "$venv" || die "$python -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
 	local n=0 line last='' log="$venv.pip.log"
 	: >"$log"

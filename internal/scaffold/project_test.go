@@ -134,7 +134,7 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 func TestInitProjectTemplatePassesTheChecks(t *testing.T) {
 	t.Parallel()
 	root := moduleRoot(t)
-	bin := filepath.Join(root, ".stack", "tools-venv", "bin")
+	bin := filepath.Join(root, ".stack", "py-venv", "bin")
 	for _, tool := range []string{"sam", "cfn-lint", "checkov"} {
 		if _, err := os.Stat(filepath.Join(bin, tool)); err != nil {
 			msg := "the template tools are not installed (" + tool + " not in " + bin + "): run scripts/template-tools.sh install, or make test"
