@@ -265,6 +265,47 @@ func TestDependencyCycleIsCancelled(t *testing.T) {
 	}
 }
 
+// Issue 18: a cycle of three (a after b, b after c, c after a) passed the
+// registration check (no dependency waited for its registering dependent)
+// and ended only at the deadline, FAILED with a reason that did not name
+// the cycle. At the deadline the cycle is found and its tasks end
+// CANCELLED, the first with a reason naming it in order.
+func TestLongerDependencyCycleIsCancelledAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := 0
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { runs++; return task.Payload, nil }
+	a, b, c := depToken(t, e, "a", []string{"b"}, false), depToken(t, e, "b", []string{"c"}, false), depToken(t, e, "c", []string{"a"}, false)
+	e.exec.Process(t.Context(), nil, a) // b does not exist yet: kept
+	e.exec.Process(t.Context(), nil, b) // c does not exist yet: kept
+	e.exec.Process(t.Context(), nil, c)
+	e.exec.Process(t.Context(), nil, a) // redelivered
+	e.exec.Process(t.Context(), nil, b) // redelivered
+	mark := e.drainSent(t, 0)
+	for _, id := range []string{"a", "b", "c"} {
+		if got := e.get(t, id); got.Status != lease.StatusWaiting {
+			t.Fatalf("%s before the deadline: %s %q, want WAITING", id, got.Status, got.Error)
+		}
+	}
+	e.clock.Advance(lifecycle.DefaultWaitTimeout)
+	if !e.due(t, "a") {
+		t.Fatal("a is not due for the sweep at its deadline")
+	}
+	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("a")))
+	if got := e.get(t, "a"); got.Status != lease.StatusCancelled || got.Error != "dependency cycle: a waits for b, which waits for c, which waits for a" {
+		t.Fatalf("a at its deadline: %s %q", got.Status, got.Error)
+	}
+	e.drainSent(t, mark)
+	for _, id := range []string{"c", "b"} {
+		if got := e.get(t, id); got.Status != lease.StatusCancelled || !strings.Contains(got.Error, "dependency cycle: a waits for b") {
+			t.Errorf("%s after a's deadline: %s %q, want CANCELLED by the cycle", id, got.Status, got.Error)
+		}
+	}
+	if runs != 0 {
+		t.Fatalf("a task of the cycle ran %d times", runs)
+	}
+}
+
 // Issue 18, item 11: the 101st dependent of one task was cancelled with
 // "dependency root ended FAILED" (root had not ended), and an after-any
 // 101st dependent ran. Both end CANCELLED with the true reason.
@@ -292,5 +333,43 @@ func TestDependentOverTheWaiterLimitGetsTheTrueReason(t *testing.T) {
 	}
 	if runs != 0 {
 		t.Fatalf("a dependent that could not register ran %d times", runs)
+	}
+}
+
+// The search at the deadline reads at most 32 tasks: a cycle of n tasks
+// takes n-1 reads, so one of 33 is found and one of 34 ends as any wait
+// at its deadline.
+func TestDependencyCycleSearchIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		want lease.Status
+	}{{33, lease.StatusCancelled}, {34, lease.StatusFailed}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+			ids := make([]string, tc.n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("t%02d", i)
+			}
+			for i := tc.n - 1; i >= 0; i-- { // each after the next; the last after the first, which comes later
+				e.exec.Process(t.Context(), nil, depToken(t, e, ids[i], []string{ids[(i+1)%tc.n]}, false))
+			}
+			e.exec.Process(t.Context(), nil, depToken(t, e, ids[tc.n-1], []string{ids[0]}, false)) // redelivered
+			if got := e.get(t, ids[tc.n-1]); got.Status != lease.StatusWaiting {
+				t.Fatalf("%s before the deadline: %s %q", ids[tc.n-1], got.Status, got.Error)
+			}
+			e.clock.Advance(lifecycle.DefaultWaitTimeout)
+			e.exec.Process(t.Context(), nil, msg("sweep", token.Ref(ids[0])))
+			got := e.get(t, ids[0])
+			want := "waited 168h0m0s for dependencies t01 (1 not ended); the wait's deadline passed"
+			if tc.want == lease.StatusCancelled {
+				want = "dependency cycle: " + ids[0] + " waits for " + strings.Join(slices.Concat(ids[1:], ids[:1]), ", which waits for ")
+			}
+			if got.Status != tc.want || got.Error != want {
+				t.Fatalf("%s at its deadline: %s %q, want %s %q", ids[0], got.Status, got.Error, tc.want, want)
+			}
+		})
 	}
 }

@@ -51,14 +51,19 @@ func (x *execution) earlyCallbackToken(ctx context.Context, t lease.Task, now ti
 }
 
 // waitTimedOut fails t, whose wait for children or dependencies reached its
-// deadline before everything it waits for ended.
+// deadline before everything it waits for ended; a wait for dependencies
+// that is part of a cycle is cancelled instead, with a reason naming it.
 func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
-	var missing []string
-	for _, id := range t.WaitFor {
-		if !slices.Contains(t.Ended, id) {
-			missing = append(missing, id)
+	if dependencyWait(t) {
+		cycle, err := x.findCycle(ctx, t)
+		if err != nil {
+			return x.keep(ctx, 0, err.Error())
+		}
+		if cycle != nil {
+			return x.abandonWait(ctx, t, lease.StatusCancelled, cycleReason(cycle))
 		}
 	}
+	missing := unended(t)
 	what := "dependencies"
 	if t.Wait == lease.WaitChildren {
 		what = "children"
@@ -120,6 +125,88 @@ func waitsFor(dep lease.Task, id string) bool {
 		slices.Contains(dep.WaitFor, id) && !slices.Contains(dep.Ended, id)
 }
 
-func cycleReason(id string, dep lease.Task) string {
-	return fmt.Sprintf("dependency cycle: %s waits for %s, which waits for %s", id, dep.ID, id)
+// dependencyWait reports whether t waits for dependencies (After or
+// AfterAny), the only waits a cycle can hold.
+func dependencyWait(t lease.Task) bool {
+	return t.Status == lease.StatusWaiting && (t.Wait == lease.WaitAfter || t.Wait == lease.WaitAfterAny)
+}
+
+// unended lists what t waits for that has not ended, in t's order.
+func unended(t lease.Task) []string {
+	var ids []string
+	for _, id := range t.WaitFor {
+		if !slices.Contains(t.Ended, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// maxCycleReads bounds the reads findCycle makes for one deadline.
+const maxCycleReads = 32
+
+// findCycle looks, breadth first, for a path of unended dependency waits
+// from t back to t, reading each task on the way with the store's Get, at
+// most maxCycleReads of them. It returns the cycle's ids in order, t
+// first (the shortest such cycle), or nil when none is found within the
+// bound. It runs only at a deadline, never on the way of a wait that ends.
+// A task that is gone, has ended or waits for something else is not
+// followed; a failed read is returned.
+func (x *execution) findCycle(ctx context.Context, t lease.Task) ([]string, error) {
+	from := map[string]string{t.ID: ""} // each id reached, with the id that waits for it
+	queue := unended(t)
+	for _, id := range queue {
+		from[id] = t.ID
+	}
+	path := func(last string) []string {
+		var ids []string
+		for id := last; id != ""; id = from[id] {
+			ids = append(ids, id)
+		}
+		slices.Reverse(ids)
+		return ids
+	}
+	for reads := 0; len(queue) > 0 && reads < maxCycleReads; reads++ {
+		id := queue[0]
+		queue = queue[1:]
+		cctx, cancel := x.call()
+		dep, err := x.cfg.Store.Get(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("look for a dependency cycle through %s: %w", t.ID, err)
+		case !dependencyWait(dep):
+			continue
+		}
+		for _, next := range unended(dep) {
+			if next == t.ID {
+				return path(id), nil
+			}
+			if _, seen := from[next]; !seen {
+				from[next] = id
+				queue = append(queue, next)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// cycleReason names a dependency cycle in order: ids[0] waits for ids[1],
+// ..., and the last waits for ids[0]. The store cuts a long one to
+// lease.MaxErrorBytes.
+func cycleReason(ids []string) string {
+	var b strings.Builder
+	b.WriteString("dependency cycle: ")
+	b.WriteString(lease.DisplayID(ids[0]))
+	for i, id := range append(ids[1:len(ids):len(ids)], ids[0]) {
+		if i == 0 {
+			b.WriteString(" waits for ")
+		} else {
+			b.WriteString(", which waits for ")
+		}
+		b.WriteString(lease.DisplayID(id))
+	}
+	return b.String()
 }

@@ -608,7 +608,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		var ended lease.Task
 		switch {
 		case err == nil && waitsFor(seen, nt.ID):
-			return x.abandonWait(ctx, task, lease.StatusCancelled, cycleReason(nt.ID, seen))
+			return x.abandonWait(ctx, task, lease.StatusCancelled, cycleReason([]string{nt.ID, seen.ID}))
 		case err == nil:
 			continue
 		case errors.Is(err, lease.ErrWaiterLimit):
