@@ -18,7 +18,7 @@
 # SQS too; warns).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd -P "$(dirname "${BASH_SOURCE[0]}")" && cd .. && pwd) # the checkout the script lives in, through any symlink
 STACK_DIR="$ROOT/.stack"
 # One venv for moto and the template tools (scripts/template-tools.sh installs
 # the same one), one for LocalStack, and only in the moto-only fallback one
@@ -365,10 +365,22 @@ cmd_env() {
 		export AWS_SECRET_ACCESS_KEY=test
 	EOF
 	[[ "${1:-}" == base ]] && return
-	case ":$PATH:" in
-	*":$BIN:"*) ;;
-	*) printf 'export PATH=%q:"$PATH"\n' "$BIN" ;;
-	esac
+	# The stack's aws wrapper, and where `go install` puts the leasehold
+	# command (GOBIN, else the first GOPATH entry's bin), so that a fresh
+	# terminal finds both.
+	local gobin='' dir
+	if command -v go >/dev/null 2>&1; then
+		gobin=$(go env GOBIN 2>/dev/null || true)
+		[[ -n "$gobin" ]] || gobin="$(go env GOPATH 2>/dev/null | cut -d: -f1)/bin"
+		[[ "$gobin" != /bin ]] || gobin=''
+	fi
+	for dir in "$gobin" "$BIN"; do
+		[[ -n "$dir" ]] || continue
+		case ":$PATH:" in
+		*":$dir:"*) ;;
+		*) printf 'export PATH=%q:"$PATH"\n' "$dir" ;;
+		esac
+	done
 	if [[ -f "$RESOURCES_ENV" ]]; then
 		cat "$RESOURCES_ENV"
 	else

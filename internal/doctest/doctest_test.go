@@ -1,26 +1,43 @@
 // Package doctest runs the shell snippets of README.md and docs/*.md against
-// the local stack, as a reader would after `eval "$(scripts/stack.sh env)"`.
+// the local stack as a reader types them, in a fresh shell.
 //
-// Every ```sh (or bash) block is run, in order, one bash process per file
-// (so a block can use what an earlier block of the same page made), with
-// `set -euo pipefail`. A block that cannot run here is preceded by a line
+// The pages run in the order a reader meets them: README.md, then the docs
+// in the order the README first links them (any other page after those,
+// by name). Every ```sh (or bash) block runs, in order, with `set -euo
+// pipefail`. A page starts where the README left its reader: in the
+// repository's root, with the variables the README's snippets exported
+// (its `eval "$(scripts/stack.sh env)"` among them) and nothing else. The
+// README itself starts from a fresh login's environment: HOME, a system
+// PATH with the go command on it, the machine's Go settings (module and
+// build caches, proxy), and the stack's ports when they are not the
+// default. None of the test's own environment (the stack's endpoints,
+// credentials, table and queues) reaches a snippet unless a snippet sets it.
+//
+// A block that cannot run here is preceded by a line
 //
 //	<!-- doctest: skip REASON -->
 //
-// and the reason is printed; a skip without a reason fails the test. The
-// snippets run in a scratch directory that links to every top-level entry
-// of the repository (the files the root package embeds are copied: an embed
-// pattern refuses links), so `scripts/stack.sh`, `go install
-// ./cmd/leasehold` and relative paths work as in a clone, and files a
-// snippet writes land in the scratch directory. Nothing else is prepared: a
-// file a snippet reads is written by a snippet the reader sees before it.
-// GOBIN is a scratch
-// bin directory at the front of PATH, and `leasehold` is installed there
-// before the first snippet.
+// and the reason is printed; a skip without a reason fails the test. A
+// block the reader runs in a second terminal (a worker that runs until
+// stopped) is preceded by
 //
-// A worker (`leasehold run` with the intake queue, so dispatcher and sweep
-// too) serves the stack's named resources while the snippets run, as the
-// docs tell the reader to keep one running.
+//	<!-- doctest: background REASON -->
+//
+// and is started at that point in a fresh shell of its own (the fresh
+// login's environment, in the root), kept running while the later snippets
+// run, and stopped with SIGTERM after the last page; if it exits before
+// that, the test fails with its output.
+//
+// The snippets run in a scratch directory that links to every top-level
+// entry of the repository (the files the root package embeds are copied: an
+// embed pattern refuses links), so `scripts/stack.sh`, `go install
+// ./cmd/leasehold` and relative paths work as in a clone, and files a
+// snippet writes land in the scratch directory. GOPATH is a scratch
+// directory too (the module cache stays the machine's), so `go install`
+// writes where `$(go env GOPATH)/bin` says, as on a fresh machine. Nothing
+// else is prepared: a file a snippet reads is written by a snippet the
+// reader sees before it, and a worker a snippet needs is one the reader was
+// told to start.
 package doctest
 
 import (
@@ -34,6 +51,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,12 +66,14 @@ type snippet struct {
 	line int    // of the opening fence
 	code string
 	skip string // the reason, when marked skip
+	bg   string // the reason, when marked background (a second terminal)
 }
 
 var (
 	fenceOpen  = regexp.MustCompile("^```(sh|bash)\\s*$")
 	fenceClose = regexp.MustCompile("^```\\s*$")
-	skipMarker = regexp.MustCompile(`^<!--\s*doctest:\s*skip\b\s*(.*?)\s*-->\s*$`)
+	marker     = regexp.MustCompile(`^<!--\s*doctest:\s*(skip|background)\b\s*(.*?)\s*-->\s*$`)
+	docLink    = regexp.MustCompile(`\(docs/([A-Za-z0-9_.-]+\.md)[)#]`)
 )
 
 func repoRoot(t *testing.T) string {
@@ -65,17 +85,36 @@ func repoRoot(t *testing.T) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// pages lists the documents whose snippets run.
+// pages lists the documents whose snippets run, in the order a reader meets
+// them: README.md, then each page of docs/ in the order the README first
+// links it, then any page it does not link, by name.
 func pages(t *testing.T, root string) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{"README.md"}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := map[string]bool{}
 	for _, d := range docs {
-		rel, _ := filepath.Rel(root, d)
-		out = append(out, rel)
+		exists["docs/"+filepath.Base(d)] = true
+	}
+	out := []string{"README.md"}
+	seen := map[string]bool{}
+	for _, m := range docLink.FindAllStringSubmatch(string(readme), -1) {
+		rel := "docs/" + m[1]
+		if exists[rel] && !seen[rel] {
+			seen[rel] = true
+			out = append(out, rel)
+		}
+	}
+	for _, d := range docs { // Glob sorts by name
+		if rel := "docs/" + filepath.Base(d); !seen[rel] {
+			out = append(out, rel)
+		}
 	}
 	return out
 }
@@ -118,11 +157,16 @@ func parse(t *testing.T, root, file string) []snippet {
 		case fenceOpen.MatchString(line):
 			cur = &snippet{file: file, line: lineNo}
 			// A marker applies to the block right after it.
-			if m := skipMarker.FindStringSubmatch(prev); m != nil {
-				cur.skip = m[1]
-				if cur.skip == "" {
-					t.Errorf("%s:%d: <!-- doctest: skip --> needs a reason", file, lineNo)
-					cur.skip = "(no reason given)"
+			if m := marker.FindStringSubmatch(prev); m != nil {
+				reason := m[2]
+				if reason == "" {
+					t.Errorf("%s:%d: <!-- doctest: %s --> needs a reason", file, lineNo, m[1])
+					reason = "(no reason given)"
+				}
+				if m[1] == "skip" {
+					cur.skip = reason
+				} else {
+					cur.bg = reason
 				}
 			}
 			prev = ""
@@ -154,11 +198,9 @@ func TestDocsAreParsed(t *testing.T) {
 
 func TestDocSnippets(t *testing.T) {
 	awstest.Config(t) // skips (or fails under LEASEHOLD_REQUIRE_STACK=1) without a stack
-	for _, v := range []string{"LEASEHOLD_TABLE", "LEASEHOLD_WORK_QUEUE_URL", "LEASEHOLD_INTAKE_QUEUE_URL", "LEASEHOLD_INTAKE_DLQ_URL"} {
-		if os.Getenv(v) == "" {
-			t.Fatalf("%s is unset: run the doc test with the environment of `eval \"$(scripts/stack.sh env)\"` (make test does)", v)
-		}
-	}
+	// The README's worker serves the stack's named table and queues, which
+	// the `leasehold init` project's README test uses too.
+	awstest.LockNamedResources(t)
 	root := repoRoot(t)
 
 	// The scratch directory stands in for a clone.
@@ -176,55 +218,67 @@ func TestDocSnippets(t *testing.T) {
 		}
 	}
 	materializeEmbeds(t, root, work)
-	bin := filepath.Join(t.TempDir(), "bin")
-	env := append(os.Environ(),
-		"GOBIN="+bin,
-		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"AWS_EC2_METADATA_DISABLED=true",
-		"NO_COLOR=1",
-	)
-	build := exec.CommandContext(t.Context(), "go", "install", "./cmd/leasehold")
-	build.Dir, build.Env = work, env
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go install ./cmd/leasehold: %v\n%s", err, out)
-	}
+	fresh := freshEnv(t)
+	state := t.TempDir()
 
-	stop := startWorker(t, work, env, filepath.Join(bin, "leasehold"))
-	defer stop()
+	var bgs []*background
+	defer func() {
+		for _, b := range bgs {
+			b.stop(t)
+		}
+	}()
 
 	var ran, skipped int
+	readmeEnv := "" // where the README leaves its reader, once it has run
 	for _, p := range pages(t, root) {
 		snips := parse(t, root, p)
-		var script strings.Builder
-		script.WriteString("set -euo pipefail\n")
-		count := 0
+		// A page runs as segments split at its background blocks: each
+		// segment is one bash that starts where the one before it ended.
+		var segs []segment
+		cur := segment{}
 		for i, s := range snips {
-			if s.skip != "" {
+			switch {
+			case s.skip != "":
 				t.Logf("%s:%d: skipped: %s", s.file, s.line, s.skip)
 				skipped++
-				continue
+			case s.bg != "":
+				cur.then = &snips[i]
+				segs = append(segs, cur)
+				cur = segment{}
+			default:
+				// The marker goes to stderr, so a failure names its block.
+				fmt.Fprintf(&cur.script, "echo '>>> doctest block %d (%s:%d)' >&2\n", i, s.file, s.line)
+				cur.script.WriteString(s.code)
+				cur.blocks++
 			}
-			// The marker goes to stderr, so a failure names its block.
-			fmt.Fprintf(&script, "echo '>>> doctest block %d (%s:%d)' >&2\n", i, s.file, s.line)
-			script.WriteString(s.code)
-			count++
 		}
-		if count == 0 {
+		segs = append(segs, cur)
+		count := 0
+		for _, sg := range segs {
+			count += sg.blocks
+		}
+		if count == 0 && len(segs) == 1 {
 			continue
 		}
 		ran += count
 		t.Run(strings.ReplaceAll(p, "/", "_"), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
-			cmd.Dir, cmd.Env = work, env
-			cmd.Stdin = nil
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			cmd.WaitDelay = 5 * time.Second
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%s: the snippets failed: %v\n--- stderr (last block marker names the failing snippet):\n%s\n--- stdout:\n%s",
-					p, err, tail(stderr.String(), 60), tail(stdout.String(), 40))
+			if p != "README.md" && readmeEnv == "" {
+				t.Fatal("README.md's snippets did not run to the end, so no later page has the shell its reader would have")
+			}
+			from := readmeEnv // "" for the README: a fresh login
+			for n, sg := range segs {
+				out := filepath.Join(state, fmt.Sprintf("%s-%d.env", strings.ReplaceAll(p, "/", "_"), n))
+				runSegment(t, p, work, fresh, from, out, sg.script.String())
+				from = out
+				for _, b := range bgs {
+					b.check(t)
+				}
+				if sg.then != nil {
+					bgs = append(bgs, startBackground(t, *sg.then, work, fresh))
+				}
+			}
+			if p == "README.md" {
+				readmeEnv = from
 			}
 			t.Logf("%s: %d snippets ran", p, count)
 		})
@@ -232,41 +286,141 @@ func TestDocSnippets(t *testing.T) {
 	if ran == 0 {
 		t.Fatal("no snippet ran")
 	}
-	t.Logf("%d snippets ran, %d skipped with a reason", ran, skipped)
+	for _, b := range bgs {
+		b.check(t)
+	}
+	t.Logf("%d snippets ran, %d skipped with a reason, %d in the background", ran, skipped, len(bgs))
 }
 
-// startWorker runs `leasehold run` against the stack's named resources until
-// the returned function stops it (SIGTERM, then a bounded wait).
-func startWorker(t *testing.T, dir string, env []string, binary string) func() {
+// segment is the blocks of a page between two background blocks, and the
+// background block that follows them, if any.
+type segment struct {
+	script strings.Builder
+	blocks int
+	then   *snippet
+}
+
+// runSegment runs one segment's blocks in bash in the fresh environment,
+// first taking on the exported variables and directory that the file from
+// holds (none when from is ""), and leaves its own in the file out.
+func runSegment(t *testing.T, page, work string, fresh []string, from, out, blocks string) {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	if from != "" {
+		fmt.Fprintf(&script, ". %s\ncd \"$(cat %s.cwd)\"\n", shellQuote(from), shellQuote(from))
+	}
+	script.WriteString(blocks)
+	fmt.Fprintf(&script, "\nexport -p >%s\npwd >%s.cwd\n", shellQuote(out), shellQuote(out))
+
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd.Dir, cmd.Env, cmd.Stdin = work, fresh, nil
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: the snippets failed: %v\n--- stderr (last block marker names the failing snippet):\n%s\n--- stdout:\n%s",
+			page, err, tail(stderr.String(), 60), tail(stdout.String(), 40))
+	}
+}
+
+// freshEnv is the environment of a fresh login on this machine: HOME and
+// the user, a system PATH with the tools README.md asks for (go, Python
+// 3.11+ and 3.13+) where this machine has them, the machine's Go settings
+// (module and build caches, proxy, toolchain policy) and the stack's ports,
+// and a GOPATH of its own, so that `go install` goes where a fresh
+// machine's would.
+func freshEnv(t *testing.T) []string {
+	t.Helper()
+	path := []string{}
+	for _, tool := range []string{"go", "python3", "python3.13"} {
+		if p, err := exec.LookPath(tool); err == nil && !slices.Contains(path, filepath.Dir(p)) {
+			path = append(path, filepath.Dir(p))
+		}
+	}
+	path = append(path, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+	env := []string{"PATH=" + strings.Join(path, string(os.PathListSeparator)), "GOPATH=" + t.TempDir()}
+	for _, k := range []string{"HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYENV_ROOT",
+		"GOPROXY", "GONOPROXY", "GONOSUMDB", "GOPRIVATE", "GOSUMDB", "GOINSECURE", "GOFLAGS", "GOTOOLCHAIN",
+		"LEASEHOLD_STACK_PORT", "LEASEHOLD_STACK_DDB_PORT", "LEASEHOLD_PYTHON313"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE"} {
+		out, err := exec.CommandContext(t.Context(), "go", "env", k).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", k, err)
+		}
+		env = append(env, k+"="+strings.TrimSpace(string(out)))
+	}
+	return env
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// background is a block a reader runs in a second terminal: its own bash in
+// the fresh environment, in its own process group, owned by the test.
+type background struct {
+	s    snippet
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func startBackground(t *testing.T, s snippet, dir string, fresh []string) *background {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "background.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "run",
-		"--intake-queue-url", os.Getenv("LEASEHOLD_INTAKE_QUEUE_URL"),
-		"--intake-dlq-url", os.Getenv("LEASEHOLD_INTAKE_DLQ_URL"))
-	cmd.Dir, cmd.Env = dir, env
+	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+s.code)
+	cmd.Dir, cmd.Env = dir, fresh
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start leasehold run: %v", err)
+		t.Fatalf("%s:%d: start the background block: %v", s.file, s.line, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			var exit *exec.ExitError
-			if err != nil && !errors.As(err, &exit) {
-				t.Errorf("leasehold run: %v", err)
-			}
-		case <-time.After(awstest.Scale(90 * time.Second)):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("leasehold run did not stop within its graceful-stop bound after SIGTERM")
-		}
+	b := &background{s: s, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() {
+		b.done <- cmd.Wait()
 		logf.Close()
+	}()
+	return b
+}
+
+// check fails the test if the block has exited: a reader's worker that
+// stopped would leave every later snippet waiting.
+func (b *background) check(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-b.done:
+		b.done <- err // for stop
+		out, _ := os.ReadFile(b.log)
+		t.Fatalf("%s:%d: the background block exited before the last page: %v\n--- its output:\n%s", b.s.file, b.s.line, err, tail(string(out), 40))
+	default:
+	}
+}
+
+// stop sends SIGTERM to the block's process group, as Ctrl-C in its
+// terminal would end it, and waits a bounded time for it to exit.
+func (b *background) stop(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-b.done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Errorf("%s:%d: the background block: %v", b.s.file, b.s.line, err)
+		}
+	case <-time.After(awstest.Scale(90 * time.Second)):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+		out, _ := os.ReadFile(b.log)
+		t.Errorf("%s:%d: the background block did not stop within its graceful-stop bound after SIGTERM:\n%s", b.s.file, b.s.line, tail(string(out), 40))
 	}
 }
 

@@ -87,6 +87,9 @@ func TestInitProjectReadmeSnippets(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
 	awstest.Config(t) // skips (or fails under LEASEHOLD_REQUIRE_STACK=1) without a stack
+	// The project's make demo and make test run its worker on the stack's
+	// named queues, as the doc test's README worker does.
+	awstest.LockNamedResources(t)
 	raw, err := os.ReadFile(filepath.Join(dir, "README.md"))
 	if err != nil {
 		t.Fatal(err)
