@@ -2,6 +2,8 @@ package leasehold
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +159,88 @@ func (r *raceStore) CreateCancelled(ctx context.Context, id, parent, reason stri
 		r.create = nil
 	}
 	return r.Store.CreateCancelled(ctx, id, parent, reason)
+}
+
+// suspendingStore suspends the parent for its children just before the
+// client's cancel write (the worker's suspension lands between the client's
+// read and its write), and fails the first placeholder write.
+type suspendingStore struct {
+	*leasemem.Store
+	suspend func()
+	failed  bool
+}
+
+func (s *suspendingStore) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
+	if s.suspend != nil {
+		s.suspend()
+		s.suspend = nil
+	}
+	return s.Store.RequestCancel(ctx, id)
+}
+
+func (s *suspendingStore) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
+	if !s.failed {
+		s.failed = true
+		return lease.Task{}, fmt.Errorf("cancel child %s: %w: throttled", id, lease.ErrBackend)
+	}
+	return s.Store.CreateCancelled(ctx, id, parent, reason)
+}
+
+// A parent read RUNNING (or PENDING) suspends for its children before the
+// cancel's write, which then ends it at once; the cancel of its children
+// fails. The cancel reports the failure, and its repeat, finding the parent
+// CANCELLED, cancels the children left (it was ErrFinished at once, and a
+// child whose token was still queued then ran).
+func TestRepeatedCancelFinishesTheChildrenOfAnEndedParent(t *testing.T) {
+	t.Parallel()
+	for _, read := range []lease.Status{lease.StatusRunning, lease.StatusPending} {
+		t.Run(string(read), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			clock := clockwork.NewFakeClockAt(time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC))
+			store := leasemem.New(lease.Options{Clock: clock})
+			c := memClient(store, clock)
+			if _, err := store.Create(ctx, lease.NewTask{ID: "p", Kind: "fan", MaxAttempts: 3}); err != nil {
+				t.Fatal(err)
+			}
+			claim := func() lease.Task {
+				p, err := store.Claim(ctx, "p", "w1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			var p lease.Task
+			if read == lease.StatusRunning {
+				p = claim()
+			}
+			c.store = &suspendingStore{Store: store, suspend: func() {
+				if read == lease.StatusPending {
+					p = claim()
+				}
+				if _, err := store.Suspend(ctx, p.LeaseOf(), lease.Wait{Mode: lease.WaitChildren, For: []string{"p/0", "p/1"}}); err != nil {
+					t.Error(err)
+				}
+			}}
+			if _, err := c.Cancel(ctx, "p"); err == nil || errors.Is(err, ErrFinished) {
+				t.Fatalf("cancel whose children's cancel failed: %v, want the failure", err)
+			}
+			if got, _ := store.Get(ctx, "p"); got.Status != lease.StatusCancelled {
+				t.Fatalf("parent: %s, want CANCELLED (the cancel's write ended it)", got.Status)
+			}
+			if _, err := c.Cancel(ctx, "p"); !errors.Is(err, ErrFinished) {
+				t.Fatalf("repeated cancel: %v, want ErrFinished", err)
+			}
+			for _, id := range []string{"p/0", "p/1"} {
+				got, err := store.Get(ctx, id)
+				if err != nil || got.Status != lease.StatusCancelled || got.Parent != "p" {
+					t.Fatalf("%s after the repeated cancel: %s parent %q, %v; want a CANCELLED placeholder naming p", id, got.Status, got.Parent, err)
+				}
+			}
+			// p/0's token, still queued, comes now: the child is not created.
+			if _, err := store.CreateClaimed(ctx, lease.NewTask{ID: "p/0", Kind: "kid", MaxAttempts: 1, Parent: "p"}, "w2"); !errors.Is(err, lease.ErrAlreadyExists) {
+				t.Fatalf("p/0 created after its parent's cancel: %v", err)
+			}
+		})
+	}
 }

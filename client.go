@@ -608,7 +608,9 @@ func decodeListCursor(s string, statuses int) (listCursor, error) {
 // runs. A RUNNING task is marked: its worker cancels the handler's context
 // (cause ErrCancelRequested) at its next lease renewal, and the task ends
 // CANCELLED unless the handler finished first. A task that already ended
-// gives an error matching ErrFinished.
+// gives an error matching ErrFinished. A cancel that failed while it
+// cancelled the children of a parent it had ended can be repeated: the
+// repeat cancels the children that are left, then gives ErrFinished.
 func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	if err := lease.CheckID(id); err != nil {
 		return TaskInfo{}, err
@@ -630,8 +632,19 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 		}
 		return nil
 	}
-	if len(lease.UnendedChildren(cur)) > 0 {
+	switch {
+	case len(lease.UnendedChildren(cur)) > 0:
 		if err := children(cur); err != nil {
+			return infoOf(cur), err
+		}
+	case cur.Status == lease.StatusCancelled && cur.Wait == lease.WaitChildren:
+		// Cancelled while it waited for its children, perhaps by a
+		// cancel that failed on them after ending it (below): cancel
+		// those that are left, so that none whose token is still queued
+		// runs. Those already cancelled are found so.
+		waiting := cur
+		waiting.Status = lease.StatusWaiting
+		if err := children(waiting); err != nil {
 			return infoOf(cur), err
 		}
 	}
@@ -640,9 +653,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 		return TaskInfo{}, c.translate(ctx, err)
 	}
 	if t.Status == lease.StatusCancelled {
-		if cur.Status == lease.StatusRunning && t.Wait == lease.WaitChildren && cur.Wait != lease.WaitChildren {
+		if t.Wait == lease.WaitChildren && cur.Wait != lease.WaitChildren {
 			// It suspended for its children between the read and the
-			// cancel: their tokens were sent before.
+			// cancel (their tokens were sent before), and the cancel
+			// ended it: cancel them now. Should that fail, a repeat of
+			// this cancel does it (above).
 			waiting := t
 			waiting.Status = lease.StatusWaiting
 			if err := children(waiting); err != nil {

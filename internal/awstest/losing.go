@@ -24,6 +24,9 @@ type LosingHTTP struct {
 	marker  string // and a string its body contains
 	dropped int
 	then    func() // runs once the armed request landed, before its loss is reported
+	onDrop  func(*http.Request)
+	// dropIf: DropIf's rule, nil when off.
+	dropIf func(*http.Request) bool
 	// rng and rate: DropRandomly's mode, nil when off.
 	rng  *rand.Rand
 	rate float64
@@ -66,6 +69,25 @@ func (l *LosingHTTP) LoseNextThen(target, marker string, then func()) {
 	l.target, l.marker, l.then = target, marker, then
 }
 
+// DropIf makes the client also drop the response of each request with an
+// X-Amz-Target for which f reports true, after the request reached the
+// emulator: a test that must lose an answer of some call whatever the
+// random draws (DropRandomly) say names it so.
+func (l *LosingHTTP) DropIf(f func(*http.Request) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropIf = f
+}
+
+// OnDrop makes the client call f with each request whose response it
+// drops, after the request landed and before the SDK hears of the loss:
+// a test credits the loss to the call the request's context names.
+func (l *LosingHTTP) OnDrop(f func(*http.Request)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onDrop = f
+}
+
 // Dropped is how many responses were dropped.
 func (l *LosingHTTP) Dropped() int {
 	l.mu.Lock()
@@ -76,7 +98,7 @@ func (l *LosingHTTP) Dropped() int {
 // Do implements aws.HTTPClient.
 func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 	lose := false
-	var then func()
+	var then, dropped func()
 	if r.Header.Get("X-Amz-Target") != "" && r.Body != nil {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -84,14 +106,21 @@ func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		l.mu.Lock()
+		dropIf := l.dropIf
+		l.mu.Unlock()
+		forced := dropIf != nil && dropIf(r)
+		l.mu.Lock()
 		if l.target != "" && r.Header.Get("X-Amz-Target") == l.target && strings.Contains(string(body), l.marker) {
 			lose, l.target, then, l.then = true, "", l.then, nil
 		}
-		if l.rng != nil && l.rng.Float64() < l.rate {
+		if l.rng != nil && l.rng.Float64() < l.rate || forced {
 			lose = true
 		}
 		if lose {
 			l.dropped++
+			if f := l.onDrop; f != nil {
+				dropped = func() { f(r) }
+			}
 		}
 		l.mu.Unlock()
 	}
@@ -103,6 +132,9 @@ func (l *LosingHTTP) Do(r *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	if then != nil {
 		then()
+	}
+	if dropped != nil {
+		dropped()
 	}
 	return &http.Response{
 		StatusCode: http.StatusInternalServerError,

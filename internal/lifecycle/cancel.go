@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -115,12 +116,14 @@ func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Tas
 // children of the held task, which is about to fail with reason after some
 // of their tokens went out: a token taken later finds its child ended. A
 // child created already was created before its parent ended and runs on.
-// A write that fails is logged; that child may then run.
-func (x *execution) cancelUnspawned(ctx context.Context, ids []string, reason string) {
+// It stops at the first write that fails and returns its error: the parent
+// must not end then, or that child could be created and run after it.
+func (x *execution) cancelUnspawned(ctx context.Context, ids []string, reason string) error {
 	why := lease.ParentEndedReason(x.task.ID, lease.StatusFailed, reason)
 	for _, id := range ids {
 		if _, err := (childCanceller{x}).CreateCancelled(ctx, id, x.task.ID, why); err != nil && !errors.Is(err, lease.ErrAlreadyExists) {
-			x.log.warn("could not cancel a child of a failing parent", "child", id, "error", err)
+			return fmt.Errorf("cancel child %s: %w", lease.DisplayID(id), err)
 		}
 	}
+	return nil
 }

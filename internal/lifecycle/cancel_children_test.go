@@ -2,10 +2,12 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -217,6 +219,58 @@ func TestSpawnFailingOnLastAttemptCancelsSentChildren(t *testing.T) {
 	runs := kidHandlers(e, 12, nil)
 	e.exec.Process(t.Context(), nil, msg("p", inline(t, "fan", "p", "", 1)))
 	if got := e.get(t, "p"); got.Status != lease.StatusFailed {
+		t.Fatalf("parent: %s %q, want FAILED", got.Status, got.Error)
+	}
+	e.drainSent(t, 0)
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("%d children ran after their parent failed", n)
+	}
+	for i := range 10 {
+		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+	}
+}
+
+// failFirstPlaceholder fails the first CreateCancelled, as a throttled
+// table would.
+type failFirstPlaceholder struct {
+	lease.Store
+	failed atomic.Bool
+}
+
+func (f *failFirstPlaceholder) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
+	if !f.failed.Swap(true) {
+		return lease.Task{}, fmt.Errorf("cancel child %s: %w: throttled", id, lease.ErrBackend)
+	}
+	return f.Store.CreateCancelled(ctx, id, parent, reason)
+}
+
+// A spawn that fails on the last attempt after some tokens went out, and
+// whose first placeholder write fails too, does not fail the parent: a
+// child whose token went out and has no placeholder could then be created
+// and run after its parent ended. The attempt is handed back instead; the
+// next one spawns again, fails again, writes every placeholder and fails
+// the parent. The tokens sent the first time then run nothing.
+func TestSpawnFailingOnLastAttemptWaitsForEveryPlaceholder(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.Store = &failFirstPlaceholder{Store: c.Store} })
+	e.sqs.sendBatchesOK = 1 // the first ten tokens go out, then no batch does
+	runs := kidHandlers(e, 12, nil)
+	if res := e.exec.Process(t.Context(), nil, msg("p", inline(t, "fan", "p", "", 1))); !res.Ack || res.Outcome != lifecycle.OutcomeRetried {
+		t.Fatalf("parent's message: %+v, want acknowledged and retried", res)
+	}
+	got := e.get(t, "p")
+	if got.Status != lease.StatusPending || got.Attempt != 0 || !strings.Contains(got.Error, "cannot fail before its children are cancelled") {
+		t.Fatalf("parent after a failed placeholder: %s attempt %d %q; want PENDING with its attempt handed back", got.Status, got.Attempt, got.Error)
+	}
+	if _, err := e.store.Get(t.Context(), "p/0"); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("p/0 after its placeholder write failed: %v, want no item", err)
+	}
+	// The retry, due after its backoff, before any child's token is taken.
+	e.clock.Advance(time.Hour)
+	if res := e.exec.Process(t.Context(), nil, msg("p-retry", token.Ref("p"))); !res.Ack || res.Outcome != lifecycle.OutcomeFailed {
+		t.Fatalf("parent's retry: %+v, want it failed", res)
+	}
+	if got := e.get(t, "p"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "could not send the children's tokens") {
 		t.Fatalf("parent: %s %q, want FAILED", got.Status, got.Error)
 	}
 	e.drainSent(t, 0)

@@ -262,10 +262,21 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	for _, queue := range order {
 		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
 			reason := "await children: could not send the children's tokens: " + err.Error()
+			delay := x.cfg.Backoff(x.task.Attempt)
 			if x.task.Attempt >= x.task.MaxAttempts {
-				x.cancelUnspawned(ctx, ids, reason) // the parent fails next
+				// The parent fails next, once each child has a placeholder.
+				// Until then it may not end: its attempt is handed back,
+				// and the next one spawns again (and, failing again, cancels
+				// again).
+				if err := x.cancelUnspawned(ctx, ids, reason); err != nil {
+					x.log.warn("could not cancel the children of a failing parent; its attempt is handed back to try again", "error", err)
+					return x.reschedule(ctx, lease.Release{
+						Status: lease.StatusPending, RunAt: x.cfg.Clock.Now().Add(delay), RefundAttempt: true,
+						Error: reason + "; the parent cannot fail before its children are cancelled: " + err.Error(),
+					}, OutcomeRetried)
+				}
 			}
-			return x.retryOrFail(ctx, reason, x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+			return x.retryOrFail(ctx, reason, delay, OutcomeRetried)
 		}
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
