@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 )
 
@@ -52,7 +53,11 @@ const lookupTimeout = 10 * time.Second
 // function sets the URL and makes none. When no DLQ is found the worker
 // logs a warning at start-up: messages that name no task are then left to
 // the queue's redrive policy.
+//
+// Like NewWorker, it calls through a copy of awsCfg whose HTTPClient is
+// behind GuardHTTP.
 func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers, opts ...WorkerOption) (*Worker, []RunOption, error) {
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	cfg, wopts, err := WorkerConfigFromEnv(awsCfg, handlers)
 	if err != nil {
 		return nil, nil, err
