@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -141,6 +142,8 @@ type Client struct {
 }
 
 // NewClient checks cfg and opts and returns a client. It makes no call.
+// Its SDK clients use a copy of cfg.AWS whose HTTPClient (nil: the SDK's
+// default) is behind GuardHTTP, so no answer the server sent is lost.
 func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	if cfg.Table == "" {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
@@ -165,6 +168,7 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 			return nil, fmt.Errorf("%w: queue of kind %q: %w", ErrConfig, kind, err)
 		}
 	}
+	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	ddb := dynamodb.NewFromConfig(cfg.AWS, func(d *dynamodb.Options) {
 		if o.endpoint != "" {
 			d.BaseEndpoint = aws.String(o.endpoint)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lambdalog"
@@ -360,7 +361,8 @@ type Worker struct {
 
 // NewWorker checks cfg and opts and returns a worker. Impossible settings,
 // such as a lease shorter than twice the renewal period or zero attempts,
-// are rejected with an error wrapping ErrConfig.
+// are rejected with an error wrapping ErrConfig. Its SDK clients use a copy
+// of cfg.AWS whose HTTPClient is behind GuardHTTP.
 func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 	switch {
 	case cfg.Table == "":
@@ -379,6 +381,7 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
 		Clock:         o.lc.Clock,
 		LeaseDuration: o.lc.LeaseDuration,

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 )
 
@@ -52,7 +53,11 @@ const lookupTimeout = 10 * time.Second
 // function sets the URL and makes none. When no DLQ is found the worker
 // logs a warning at start-up: messages that name no task are then left to
 // the queue's redrive policy.
+//
+// Like NewWorker, it calls through a copy of awsCfg whose HTTPClient is
+// behind GuardHTTP.
 func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers, opts ...WorkerOption) (*Worker, []RunOption, error) {
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	cfg, wopts, err := WorkerConfigFromEnv(awsCfg, handlers)
 	if err != nil {
 		return nil, nil, err
@@ -94,11 +99,20 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 type queueLookup interface {
 	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
 	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	Options() sqs.Options
 }
 
 // findDeadLetterQueue returns the URL of the queue named name or, with no
-// name, of the work queue's redrive target; or "" and why not.
+// name, of the work queue's redrive target; or "" and why not. A queue that
+// does not exist is a MissingResourceError, naming the region and endpoint
+// of q.
 func findDeadLetterQueue(ctx context.Context, q queueLookup, workURL, name string) (string, string) {
+	// missing says that queue does not exist, and where it was looked for.
+	missing := func(queue string, err error) string {
+		o := q.Options()
+		return (&MissingResourceError{Service: "SQS", Resource: queue, Region: o.Region, Endpoint: endpointOf(o.BaseEndpoint, "sqs", o.Region), Err: err}).Error()
+	}
+	notExist := func(err error) bool { return errors.As(err, new(*sqstypes.QueueDoesNotExist)) }
 	if name == "" {
 		cctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 		out, err := q.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
@@ -106,7 +120,10 @@ func findDeadLetterQueue(ctx context.Context, q queueLookup, workURL, name strin
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
 		})
 		cancel()
-		if err != nil {
+		switch {
+		case notExist(err):
+			return "", "read the work queue's redrive policy: " + missing(workURL, err)
+		case err != nil:
 			return "", "read the work queue's redrive policy: " + err.Error()
 		}
 		var rp struct {
@@ -125,10 +142,10 @@ func findDeadLetterQueue(ctx context.Context, q queueLookup, workURL, name strin
 	cctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	out, err := q.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", "no queue named " + name
-		}
+	switch {
+	case notExist(err):
+		return "", missing(name, err)
+	case err != nil:
 		return "", "look up queue " + name + ": " + err.Error()
 	}
 	return aws.ToString(out.QueueUrl), ""

@@ -93,8 +93,18 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 
 // fakeLookup answers the DLQ lookups.
 type fakeLookup struct {
-	redrive string            // the work queue's RedrivePolicy attribute
-	queues  map[string]string // name -> URL
+	redrive     string            // the work queue's RedrivePolicy attribute
+	queues      map[string]string // name -> URL
+	workMissing bool              // the work queue does not exist
+	endpoint    string            // the client's base endpoint, if any
+}
+
+func (f fakeLookup) Options() sqs.Options {
+	o := sqs.Options{Region: "eu-west-1"}
+	if f.endpoint != "" {
+		o.BaseEndpoint = aws.String(f.endpoint)
+	}
+	return o
 }
 
 func (f fakeLookup) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
@@ -105,6 +115,9 @@ func (f fakeLookup) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ .
 }
 
 func (f fakeLookup) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	if f.workMissing {
+		return nil, &sqstypes.QueueDoesNotExist{}
+	}
 	attrs := map[string]string{}
 	if f.redrive != "" {
 		attrs[string(sqstypes.QueueAttributeNameRedrivePolicy)] = f.redrive
@@ -115,8 +128,9 @@ func (f fakeLookup) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesI
 func TestFindDeadLetterQueue(t *testing.T) {
 	t.Parallel()
 	q := fakeLookup{
-		redrive: `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:stack-work-dlq","maxReceiveCount":10}`,
-		queues:  map[string]string{"stack-work-dlq": "https://sqs.example/stack-work-dlq", "named": "https://sqs.example/named"},
+		redrive:  `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:stack-work-dlq","maxReceiveCount":10}`,
+		queues:   map[string]string{"stack-work-dlq": "https://sqs.example/stack-work-dlq", "named": "https://sqs.example/named"},
+		endpoint: "http://127.0.0.1:4566",
 	}
 	for _, c := range []struct {
 		name      string
@@ -125,12 +139,15 @@ func TestFindDeadLetterQueue(t *testing.T) {
 		want, why string
 	}{
 		{"by name", q, "named", "https://sqs.example/named", ""},
-		{"missing name", q, "nope", "", "no queue named nope"},
+		// A missing queue is named once, with where it was looked for.
+		{"missing name", q, "nope", "", "SQS queue nope does not exist (region eu-west-1, endpoint http://127.0.0.1:4566)"},
+		{"missing work queue", fakeLookup{workMissing: true}, "", "",
+			"read the work queue's redrive policy: SQS queue https://sqs.example/work does not exist (region eu-west-1, endpoint https://sqs.eu-west-1.amazonaws.com)"},
 		{"redrive target", q, "", "https://sqs.example/stack-work-dlq", ""},
-		{"no redrive policy", fakeLookup{}, "", "", "no redrive policy"},
+		{"no redrive policy", fakeLookup{}, "", "", "the work queue has no redrive policy"},
 	} {
 		url, why := findDeadLetterQueue(t.Context(), c.q, "https://sqs.example/work", c.dlqName)
-		if url != c.want || !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+		if url != c.want || why != c.why {
 			t.Errorf("%s: %q, %q; want %q, %q", c.name, url, why, c.want, c.why)
 		}
 	}

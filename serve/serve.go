@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -37,7 +38,8 @@ const EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
 // LEASEHOLD_LISTING, ...) and logs JSON lines on stderr at
 // LEASEHOLD_LOG_LEVEL. A part that stops with an error stops the other,
 // and RunFromEnv returns that error; a bad variable wraps
-// leasehold.ErrConfig.
+// leasehold.ErrConfig. The dispatcher's SDK clients use a copy of awsCfg
+// whose HTTPClient is behind leasehold.GuardHTTP, as w's do.
 func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opts ...leasehold.RunOption) error {
 	intakeURL := os.Getenv(EnvIntakeQueueURL)
 	if intakeURL == "" {
@@ -54,6 +56,7 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opt
 		}
 	}
 	log := lambdalog.New(os.Stderr, level)
+	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	q := sqs.NewFromConfig(awsCfg)
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
 	d, err := dispatch.New(settings.Config(store, q, log.With("part", "dispatch")))

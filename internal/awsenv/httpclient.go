@@ -42,12 +42,22 @@ func HTTPClient(timeout time.Duration) aws.HTTPClient {
 // A configuration from config.LoadDefaultConfig takes the guard after it is
 // loaded (cfg.HTTPClient = GuardHTTP(cfg.HTTPClient)): LoadDefaultConfig
 // adds AWS_CA_BUNDLE's certificates only to the SDK's own client type, and
-// fails on any other. A nil next is the SDK's default client.
+// fails on any other. A nil next is the SDK's default client; a next that
+// is already guarded is returned as it is.
 func GuardHTTP(next aws.HTTPClient) aws.HTTPClient {
 	if next == nil {
 		next = awshttp.NewBuildableClient()
 	}
+	if Guarded(next) {
+		return next
+	}
 	return guarded{next: next}
+}
+
+// Guarded reports whether c is a client that GuardHTTP returned.
+func Guarded(c aws.HTTPClient) bool {
+	_, ok := c.(guarded)
+	return ok
 }
 
 type guarded struct{ next aws.HTTPClient }

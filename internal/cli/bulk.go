@@ -153,7 +153,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	} else {
 		fh, err := os.Open(f.file)
 		if err != nil {
-			return usageErrorf("open %s: %w", f.file, err)
+			return usageErrorf("read tasks: %w", err)
 		}
 		defer fh.Close()
 		in = fh

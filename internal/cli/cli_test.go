@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,18 @@ func TestEnqueueRefusesAnEmptyID(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut.String(), want) || out.Len() != 0 {
 			t.Errorf("%q: exit %d, stderr %q, stdout %q; want a usage error with %q", args, code, errOut.String(), out.String(), want)
 		}
+	}
+}
+
+// A --file that cannot be opened is a usage error that names the path once.
+func TestEnqueueFileThatCannotBeOpened(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tasks.jsonl")
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"enqueue", "--file", path}, Streams{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	want := "leasehold: read tasks: open " + path + ": no such file or directory"
+	if code != ExitUsage || !strings.HasPrefix(errOut.String(), want+"\n") || strings.Count(errOut.String(), path) != 1 || out.Len() != 0 {
+		t.Errorf("exit %d, stderr %q, stdout %q; want a usage error starting %q", code, errOut.String(), out.String(), want)
 	}
 }
 
