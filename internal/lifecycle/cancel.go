@@ -50,15 +50,23 @@ func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.S
 	x.result.Outcome = outcome
 	x.observe(outcome, 0)
 	x.log.info("waiting task ended", "status", string(status), "reason", reason)
-	for _, k := range cancelled {
-		// Their waiters but the parent, which has ended.
-		k.Waiters = slices.DeleteFunc(slices.Clone(k.Waiters), func(w lease.Waiter) bool { return w.ID == t.ID })
-		if err := x.notifyWaiters(ctx, k); err != nil {
-			x.result.Ack, x.result.Reason = false, err.Error()
-			return x.exit(false, err.Error())
-		}
+	if err := x.notifyCancelledChildren(ctx, t.ID, cancelled); err != nil {
+		x.result.Ack, x.result.Reason = false, err.Error()
+		return x.exit(false, err.Error())
 	}
 	return x.afterEnd(ctx, x.exit(true, ""))
+}
+
+// notifyCancelledChildren tells the waiters of kids, children of parent
+// cancelled before it ended, of their end: all but parent, which has ended.
+func (x *execution) notifyCancelledChildren(ctx context.Context, parent string, kids []lease.Task) error {
+	for _, k := range kids {
+		k.Waiters = slices.DeleteFunc(slices.Clone(k.Waiters), func(w lease.Waiter) bool { return w.ID == parent })
+		if err := x.notifyWaiters(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // childTaken answers the token of child n, whose id names another task:

@@ -3,14 +3,17 @@ package lifecycle_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -160,6 +163,129 @@ func TestChildrenWaitEndsAtItsDeadline(t *testing.T) {
 	if e.due(t, "p") {
 		t.Fatal("p, FAILED, is still in the sweep index")
 	}
+}
+
+// childTokens returns the bodies of the tokens sent to the work queue for
+// parent's children, by child id.
+func childTokens(t *testing.T, e *env, parent string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range e.sqs.sentTo(workURL) {
+		tok, err := token.Decode(aws.ToString(m.MessageBody))
+		if err == nil && tok.Parent == parent {
+			out[tok.ID] = aws.ToString(m.MessageBody)
+		}
+	}
+	return out
+}
+
+// deadlineParent suspends p awaiting three kids, then ends p/0 SUCCEEDED
+// and creates p/1 (PENDING: its token's worker stopped before claiming
+// it); p/2's token is not taken yet. It returns the kids' tokens, p/0 as
+// it ended, and the kids' run count.
+func deadlineParent(t *testing.T, e *env) (map[string]string, lease.Task, *atomic.Int32) {
+	t.Helper()
+	runs := kidHandlers(e, 3, nil)
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "fan", "p", "", 0)))
+	kids := childTokens(t, e, "p")
+	if len(kids) != 3 {
+		t.Fatalf("kids' tokens: %v, want 3", kids)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("k0", kids["p/0"])); !res.Ack {
+		t.Fatalf("p/0's token: %+v", res)
+	}
+	done := e.get(t, "p/0")
+	if done.Status != lease.StatusSucceeded {
+		t.Fatalf("p/0: %s, want SUCCEEDED", done.Status)
+	}
+	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "p/1", Kind: "kid", Payload: []byte(`1`), MaxAttempts: 1, Parent: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(lifecycle.DefaultWaitTimeout)
+	return kids, done, runs
+}
+
+const deadlineReason = "waited 168h0m0s for children p/0, p/1, p/2 (2 not ended); the wait's deadline passed"
+
+// wantDeadlineEnd checks that p FAILED at its deadline after its unended
+// children were cancelled, p/0 untouched, and that the kids' queued tokens
+// then run nothing.
+func wantDeadlineEnd(t *testing.T, e *env, kids map[string]string, done lease.Task, runs *atomic.Int32) {
+	t.Helper()
+	if got := e.get(t, "p"); got.Status != lease.StatusFailed || got.Error != deadlineReason {
+		t.Fatalf("p at its deadline: %s %q, want FAILED %q", got.Status, got.Error, deadlineReason)
+	}
+	// Cancelled outright (Store.RequestCancel, which records its own reason).
+	if k := e.get(t, "p/1"); k.Status != lease.StatusCancelled || k.Parent != "p" {
+		t.Fatalf("p/1: %s parent %q %q, want CANCELLED, child of p", k.Status, k.Parent, k.Error)
+	}
+	want := lease.ParentEndedReason("p", lease.StatusFailed, deadlineReason)
+	if k := e.get(t, "p/2"); k.Status != lease.StatusCancelled || !lease.IsPlaceholder(k) || k.Error != want {
+		t.Fatalf("p/2: %s placeholder %v %q, want a CANCELLED placeholder %q", k.Status, lease.IsPlaceholder(k), k.Error, want)
+	}
+	if !strings.Contains(want, "parent p ended FAILED") || !strings.Contains(want, "deadline passed") {
+		t.Fatalf("children's reason %q names neither the parent's end nor its deadline", want)
+	}
+	if got := e.get(t, "p/0"); !reflect.DeepEqual(got, done) {
+		t.Fatalf("p/0 changed:\n%+v\nwas\n%+v", got, done)
+	}
+	for _, id := range []string{"p/1", "p/2"} {
+		if res := e.exec.Process(t.Context(), nil, msg("late-"+id, kids[id])); !res.Ack {
+			t.Fatalf("%s's late token: %+v", id, res)
+		}
+		if k := e.get(t, id); k.Status != lease.StatusCancelled {
+			t.Fatalf("%s after its token: %s", id, k.Status)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("kids ran %d times, want once (p/0): a child ran after its parent failed", n)
+	}
+}
+
+// A parent whose wait for its children reaches its deadline cancels every
+// child that has not ended before it fails (issue 18): a PENDING child
+// outright, one with no item yet by a placeholder, so its queued token
+// runs nothing; an ended child is left alone.
+func TestChildrenWaitDeadlineCancelsUnendedChildren(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	kids, done, runs := deadlineParent(t, e)
+	if res := e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("p"))); !res.Ack || res.Outcome != lifecycle.OutcomeFailed {
+		t.Fatalf("p's token at its deadline: %+v, want acknowledged and failed", res)
+	}
+	wantDeadlineEnd(t, e, kids, done, runs)
+}
+
+// failOncePlaceholder fails the first CreateCancelled, as a throttled table
+// would; it keeps leasemem's RequestCancel.
+type failOncePlaceholder struct {
+	*leasemem.Store
+	failed atomic.Bool
+}
+
+func (f *failOncePlaceholder) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
+	if !f.failed.Swap(true) {
+		return lease.Task{}, fmt.Errorf("cancel child %s: %w: throttled", id, lease.ErrBackend)
+	}
+	return f.Store.CreateCancelled(ctx, id, parent, reason)
+}
+
+// A child cancel that fails at the deadline does not fail the parent: its
+// message is kept, and its redelivery cancels every child, then fails it.
+func TestChildrenWaitDeadlineWaitsForEveryChildCancel(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.Store = &failOncePlaceholder{Store: c.Store.(*leasemem.Store)} })
+	kids, done, runs := deadlineParent(t, e)
+	if res := e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("p"))); res.Ack {
+		t.Fatalf("p's token after a failed child cancel: %+v, want it kept", res)
+	}
+	if got := e.get(t, "p"); got.Status != lease.StatusWaiting {
+		t.Fatalf("p after a failed child cancel: %s %q, want still WAITING", got.Status, got.Error)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("p"))); !res.Ack || res.Outcome != lifecycle.OutcomeFailed {
+		t.Fatalf("p's redelivered token: %+v, want acknowledged and failed", res)
+	}
+	wantDeadlineEnd(t, e, kids, done, runs)
 }
 
 // The deadline is configurable per worker (Config.WaitTimeout) and per

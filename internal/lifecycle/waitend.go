@@ -53,6 +53,11 @@ func (x *execution) earlyCallbackToken(ctx context.Context, t lease.Task, now ti
 // waitTimedOut fails t, whose wait for children or dependencies reached its
 // deadline before everything it waits for ended; a wait for dependencies
 // that is part of a cycle is cancelled instead, with a reason naming it.
+// The children of a wait for children that have not ended are cancelled
+// first (placeholders for those with no item yet), as endWaiting does, so
+// none is created or runs after t failed; a failed cancel keeps the
+// message, and t fails only once every child is cancelled. Dependencies
+// are not t's own and are left alone.
 func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 	if dependencyWait(t) {
 		cycle, err := x.findCycle(ctx, t)
@@ -73,7 +78,16 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 		waited = t.WaitUntil.Sub(start).String()
 	}
 	reason := fmt.Sprintf("waited %s for %s %s (%d not ended); the wait's deadline passed", waited, what, strings.Join(t.WaitFor, ", "), len(missing))
-	return x.abandonWait(ctx, t, lease.StatusFailed, reason)
+	var kids []lease.Task
+	if len(lease.UnendedChildren(t)) > 0 {
+		err := lease.CancelChildren(ctx, childCanceller{x}, t, lease.ParentEndedReason(t.ID, lease.StatusFailed, reason),
+			func(k lease.Task) { kids = append(kids, k) })
+		if err != nil {
+			x.log.warn("could not cancel the children of a parent whose wait's deadline passed; the message comes back to retry", "error", err)
+			return x.keep(ctx, 0, err.Error())
+		}
+	}
+	return x.abandonWait(ctx, t, lease.StatusFailed, reason, kids...)
 }
 
 // waitStart is when t's wait began: its creation for dependencies, its
@@ -89,8 +103,9 @@ func waitStart(t lease.Task) (time.Time, bool) {
 }
 
 // abandonWait ends the wait of t with status and reason, then tells its
-// waiters, before the message is acknowledged.
-func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.Status, reason string) State {
+// waiters and those of kids, its children cancelled just before, before the
+// message is acknowledged.
+func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.Status, reason string, kids ...lease.Task) State {
 	cctx, cancel := x.call()
 	task, err := x.cfg.Store.AbandonWait(cctx, lease.WaitAbandon{ID: t.ID, Fence: t.Fence, Status: status, Error: reason})
 	cancel()
@@ -101,6 +116,10 @@ func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.
 		// Ended otherwise (or by this write, whose answer was lost): its
 		// waiters may not have heard yet.
 		x.task = fin.Task
+		if err := x.notifyCancelledChildren(ctx, t.ID, kids); err != nil {
+			x.result.Ack, x.result.Reason = false, err.Error()
+			return x.exit(false, err.Error())
+		}
 		return x.afterEnd(ctx, x.exit(true, ""))
 	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrNotFound):
 		return x.exit(true, "") // resumed, or gone: nothing to end
@@ -115,6 +134,10 @@ func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.
 	x.result.Outcome = outcome
 	x.observe(outcome, 0)
 	x.log.warn("wait ended before it was over", "status", string(status), "reason", reason)
+	if err := x.notifyCancelledChildren(ctx, t.ID, kids); err != nil {
+		x.result.Ack, x.result.Reason = false, err.Error()
+		return x.exit(false, err.Error())
+	}
 	return x.afterEnd(ctx, x.exit(true, ""))
 }
 
