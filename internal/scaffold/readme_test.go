@@ -115,7 +115,7 @@ func TestInitProjectReadmeSnippets(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true", "NO_COLOR=1")
+	cmd.Env = awstest.FreshShellEnv(t) // a fresh shell: the README's first block points it at the stack
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
