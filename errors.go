@@ -3,6 +3,7 @@ package leasehold
 import (
 	"time"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
@@ -32,3 +33,9 @@ func Fail(err error) error { return &lifecycle.PermanentError{Err: err} }
 
 // Cancel returns an error that ends the task as CANCELLED.
 func Cancel(err error) error { return &lifecycle.CancelError{Err: err} }
+
+// CredentialsError is the error of a constructor (NewWorkerFromEnv,
+// serve.RunFromEnv) whose aws.Config has no usable credentials: one line
+// that says what to set, with the credentials provider's error behind
+// Unwrap. The constructors return it wrapped with ErrConfig.
+type CredentialsError = awsenv.CredentialsError

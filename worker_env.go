@@ -54,6 +54,10 @@ const lookupTimeout = 10 * time.Second
 // logs a warning at start-up: messages that name no task are then left to
 // the queue's redrive policy.
 //
+// When it looks a queue up, it first retrieves awsCfg's credentials; with
+// none it fails with a *CredentialsError (wrapping ErrConfig) whose one
+// line says what to set.
+//
 // Like NewWorker, it calls through a copy of awsCfg whose HTTPClient is
 // behind GuardHTTP.
 func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers, opts ...WorkerOption) (*Worker, []RunOption, error) {
@@ -82,6 +86,11 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 	}
 	var dlqProblem string
 	if cfg.DeadLetterQueueURL == "" && cfg.QueueURL != "" {
+		// The lookup is the first AWS call: without credentials it would
+		// fail with the SDK's whole provider chain.
+		if err := awsenv.CheckCredentials(ctx, awsCfg, "", lookupTimeout); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(awsCfg), cfg.QueueURL, os.Getenv(EnvWorkDLQName))
 	}
 	w, err := NewWorker(cfg, append(wopts, opts...)...)

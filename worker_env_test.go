@@ -193,3 +193,37 @@ func TestExponentialBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+// Without credentials, NewWorkerFromEnv fails before its first call (the
+// DLQ lookup) with one line that says what to set, not the SDK's provider
+// chain; the provider's error stays reachable.
+func TestNewWorkerFromEnvWithoutCredentials(t *testing.T) {
+	t.Setenv(EnvTable, "tasks")
+	t.Setenv(EnvWorkQueueURL, "http://sqs.example/000000000000/work")
+	t.Setenv(EnvWorkDLQURL, "")
+	t.Setenv(EnvWorkDLQName, "")
+	chain := errors.New("failed to refresh cached credentials, no EC2 IMDS role found, operation error ec2imds: GetMetadata")
+	failing := aws.Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{}, chain
+	})}
+	for name, cfg := range map[string]aws.Config{"failing provider": failing, "no provider": {Region: "us-east-1"}} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := NewWorkerFromEnv(t.Context(), cfg, NewHandlers())
+			if err == nil {
+				t.Fatal("NewWorkerFromEnv without credentials succeeded")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") || strings.Contains(msg, "IMDS") ||
+				!strings.Contains(msg, "AWS_PROFILE") || !strings.Contains(msg, "AWS_ACCESS_KEY_ID") {
+				t.Errorf("error %q: want one line naming AWS_PROFILE and AWS_ACCESS_KEY_ID, without the provider chain", msg)
+			}
+			var ce *CredentialsError
+			if !errors.Is(err, ErrConfig) || !errors.As(err, &ce) {
+				t.Errorf("error %v: want ErrConfig and a *CredentialsError", err)
+			}
+			if cfg.Credentials != nil && !errors.Is(err, chain) {
+				t.Errorf("error %v: the provider's error is not reachable", err)
+			}
+		})
+	}
+}

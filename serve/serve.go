@@ -55,6 +55,11 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opt
 			return fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", leasehold.ErrConfig, leasehold.EnvLogLevel, v)
 		}
 	}
+	// The dispatcher's calls are the first of awsCfg: without credentials
+	// they would fail with the SDK's whole provider chain.
+	if err := awsenv.CheckCredentials(ctx, awsCfg, "", leasehold.DefaultClientCallTimeout); err != nil {
+		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
+	}
 	log := lambdalog.New(os.Stderr, level)
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	q := sqs.NewFromConfig(awsCfg)

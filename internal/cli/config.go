@@ -175,33 +175,12 @@ func (a *app) loadAWSConfig(ctx context.Context) (aws.Config, error) {
 }
 
 // checkCredentials finds out once, before any call, whether cfg has usable
-// credentials: without them every call fails with the SDK's whole provider
-// chain in its message, where one line can say what to set.
+// credentials (awsenv.CheckCredentials): without them every call fails with
+// the SDK's whole provider chain in its message, where one line can say
+// what to set.
 func (a *app) checkCredentials(ctx context.Context, cfg aws.Config) error {
-	if cfg.Credentials == nil {
-		return &credentialsError{profile: a.profile}
-	}
-	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return &credentialsError{profile: a.profile, err: err}
-	}
-	return nil
+	return awsenv.CheckCredentials(ctx, cfg, a.profile, a.callTimeout)
 }
-
-// credentialsError is a configuration with no usable AWS credentials.
-type credentialsError struct {
-	profile string
-	err     error
-}
-
-func (e *credentialsError) Error() string {
-	if e.profile != "" {
-		return fmt.Sprintf("no AWS credentials for profile %q: check ~/.aws/credentials, or run `aws sso login --profile %s`", e.profile, e.profile)
-	}
-	return "no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY " +
-		"(for the local stack: eval \"$(scripts/stack.sh env)\")"
-}
-
-func (e *credentialsError) Unwrap() error { return e.err }
 
 // newRetryer is the SDK's standard retryer, except that a refused
 // connection fails at once: nothing listens there, and the user should hear
