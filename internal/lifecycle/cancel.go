@@ -50,7 +50,15 @@ func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.S
 	x.result.Outcome = outcome
 	x.observe(outcome, 0)
 	x.log.info("waiting task ended", "status", string(status), "reason", reason)
-	if err := x.notifyCancelledChildren(ctx, t.ID, cancelled); err != nil {
+	return x.endedAfterChildren(ctx, t.ID, cancelled)
+}
+
+// endedAfterChildren is the last step of a waiting task parent that has
+// ended: tell the waiters of kids, its children cancelled before it ended,
+// then acknowledge the message; a notification that fails keeps it, so the
+// redelivery tells them.
+func (x *execution) endedAfterChildren(ctx context.Context, parent string, kids []lease.Task) State {
+	if err := x.notifyCancelledChildren(ctx, parent, kids); err != nil {
 		x.result.Ack, x.result.Reason = false, err.Error()
 		return x.exit(false, err.Error())
 	}

@@ -116,11 +116,7 @@ func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.
 		// Ended otherwise (or by this write, whose answer was lost): its
 		// waiters may not have heard yet.
 		x.task = fin.Task
-		if err := x.notifyCancelledChildren(ctx, t.ID, kids); err != nil {
-			x.result.Ack, x.result.Reason = false, err.Error()
-			return x.exit(false, err.Error())
-		}
-		return x.afterEnd(ctx, x.exit(true, ""))
+		return x.endedAfterChildren(ctx, t.ID, kids)
 	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrNotFound):
 		return x.exit(true, "") // resumed, or gone: nothing to end
 	default:
@@ -134,11 +130,7 @@ func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.
 	x.result.Outcome = outcome
 	x.observe(outcome, 0)
 	x.log.warn("wait ended before it was over", "status", string(status), "reason", reason)
-	if err := x.notifyCancelledChildren(ctx, t.ID, kids); err != nil {
-		x.result.Ack, x.result.Reason = false, err.Error()
-		return x.exit(false, err.Error())
-	}
-	return x.afterEnd(ctx, x.exit(true, ""))
+	return x.endedAfterChildren(ctx, t.ID, kids)
 }
 
 // waitsFor reports whether dep, as a Watch left it, waits for id: the
