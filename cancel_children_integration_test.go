@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // TestCancelledParentsQueuedChildrenNeverRunOnTheStack: a fan-out of 12 is
@@ -31,14 +32,14 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 	var ran atomic.Int32
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "fan", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		if _, ok := leasehold.Children(ctx); ok {
+		if _, ok := workflow.Children(ctx); ok {
 			return "joined", nil
 		}
-		kids := make([]leasehold.Child, n)
+		kids := make([]workflow.Child, n)
 		for i := range kids {
-			kids[i] = leasehold.Child{Kind: "kid", Payload: i}
+			kids[i] = workflow.Child{Kind: "kid", Payload: i}
 		}
-		return nil, leasehold.AwaitChildren(kids...)
+		return nil, workflow.AwaitChildren(kids...)
 	})
 	leasehold.Handle(hs, "kid", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
 		ran.Add(1)

@@ -255,7 +255,7 @@ func After(ids ...string) EnqueueOption {
 
 // AfterAny is After, except that the task runs once every task named has
 // ended, whatever the outcome; its handler reads their outcomes with
-// Dependencies.
+// workflow.Dependencies.
 func AfterAny(ids ...string) EnqueueOption {
 	return func(s *Submission) { s.After, s.AfterAny = ids, true }
 }
@@ -450,7 +450,7 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		// the task from it uses the same deadline).
 		nt.WaitUntil = now.Add(cmp.Or(s.WaitTimeout, lease.DefaultWaitTimeout))
 	}
-	payload, err := encodePayload(s.Payload)
+	payload, err := lease.EncodeJSON("payload", s.Payload)
 	if err != nil {
 		return nt, err
 	}
@@ -462,28 +462,6 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		return nt, err
 	}
 	return nt, nil
-}
-
-func encodePayload(p any) ([]byte, error) {
-	switch v := p.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		if err := lease.CheckJSON("payload", v); err != nil {
-			return nil, err
-		}
-		return v, nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("%w: payload does not encode as JSON: %w", ErrInvalid, err)
-	}
-	// Marshal nests as deep as the value does; a worker could not decode
-	// more than lease.MaxJSONDepth.
-	if err := lease.CheckJSON("payload", b); err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // newTaskID returns a random version-4 UUID.

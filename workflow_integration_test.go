@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // workflowHandlers: "fanout" spawns n "square" children and sums their
@@ -22,7 +23,7 @@ import (
 func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[int]) (int, error) {
-		if kids, ok := leasehold.Children(ctx); ok {
+		if kids, ok := workflow.Children(ctx); ok {
 			sum := 0
 			for _, k := range kids {
 				var v int
@@ -33,17 +34,17 @@ func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 			}
 			return sum, nil
 		}
-		var kids []leasehold.Child
+		var kids []workflow.Child
 		for i := 1; i <= t.Payload; i++ {
-			kids = append(kids, leasehold.Child{Kind: "square", Payload: i})
+			kids = append(kids, workflow.Child{Kind: "square", Payload: i})
 		}
-		return 0, leasehold.AwaitChildren(kids...)
+		return 0, workflow.AwaitChildren(kids...)
 	})
 	leasehold.Handle(hs, "square", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
 		return t.Payload * t.Payload, nil
 	})
 	leasehold.Handle(hs, "step", func(ctx context.Context, t *leasehold.Task[string]) (string, error) {
-		deps, _ := leasehold.Dependencies(ctx)
+		deps, _ := workflow.Dependencies(ctx)
 		out := t.Payload
 		for _, d := range deps {
 			var s string
@@ -53,12 +54,12 @@ func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 		return out, nil
 	})
 	leasehold.Handle(hs, "approve", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		tok, err := leasehold.CallbackToken(ctx)
+		tok, err := workflow.CallbackToken(ctx)
 		if err != nil {
 			return nil, err
 		}
 		tokens <- tok
-		return nil, leasehold.AwaitCallback(time.Hour)
+		return nil, workflow.AwaitCallback(time.Hour)
 	})
 	return hs
 }
@@ -159,7 +160,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 		}
 	})
 	leasehold.Handle(hs, "parent", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		return nil, leasehold.AwaitChildren(leasehold.Child{Kind: "hold"}, leasehold.Child{Kind: "hold"})
+		return nil, workflow.AwaitChildren(workflow.Child{Kind: "hold"}, workflow.Child{Kind: "hold"})
 	})
 	defer close(release)
 	w := e.worker(t, hs, leasehold.WithLeaseDuration(awstest.Scale(4*time.Second)), leasehold.WithRenewBefore(awstest.Scale(2*time.Second)))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // Greeting is the payload of the "greet" kind.
@@ -76,7 +77,7 @@ type Shout struct {
 // ShoutAll spawns one "upper" child per text, then joins their results in
 // order: a fan-out/fan-in (docs/workflows.md).
 func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
-	if kids, ok := leasehold.Children(ctx); ok {
+	if kids, ok := workflow.Children(ctx); ok {
 		out := make([]string, len(kids))
 		for i, k := range kids {
 			if k.Status != leasehold.StatusSucceeded {
@@ -89,11 +90,11 @@ func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
 	if len(t.Payload.Texts) == 0 {
 		return nil, leasehold.Fail(errors.New("texts is required"))
 	}
-	kids := make([]leasehold.Child, len(t.Payload.Texts))
+	kids := make([]workflow.Child, len(t.Payload.Texts))
 	for i, text := range t.Payload.Texts {
-		kids[i] = leasehold.Child{Kind: "upper", Payload: Upper{Text: text}}
+		kids[i] = workflow.Child{Kind: "upper", Payload: Upper{Text: text}}
 	}
-	return nil, leasehold.AwaitChildren(kids...)
+	return nil, workflow.AwaitChildren(kids...)
 }
 
 // Approval is the payload of the "approval" kind.
@@ -107,14 +108,14 @@ type Approval struct {
 // ID` and answers with `leasehold complete` or `leasehold fail`; a real
 // handler would hand the token to the outside system instead.
 func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
-	if _, err := leasehold.CallbackToken(ctx); err != nil {
+	if _, err := workflow.CallbackToken(ctx); err != nil {
 		return nil, err
 	}
 	timeout := time.Duration(t.Payload.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	return nil, leasehold.AwaitCallback(timeout)
+	return nil, workflow.AwaitCallback(timeout)
 }
 
 // Register adds every example kind to hs.

@@ -56,7 +56,7 @@ func TestReadUnits(t *testing.T) {
 
 func TestHappyPathCountsWritesTheDesignDoesNotKnow(t *testing.T) {
 	t.Parallel()
-	w := workflow{name: "w", design: map[string]float64{"create (RUNNING)": 1, "finish or release": 1}, designWU: 3}
+	w := shape{name: "w", design: map[string]float64{"create (RUNNING)": 1, "finish or release": 1}, designWU: 3}
 	for _, tc := range []struct {
 		name    string
 		byWrite map[string][]float64

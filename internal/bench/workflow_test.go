@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // The workflows make bench prices (docs/workflows.md): chains of "step"
@@ -32,7 +33,7 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		return t.Payload, nil
 	})
 	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
-		if kids, ok := leasehold.Children(ctx); ok {
+		if kids, ok := workflow.Children(ctx); ok {
 			for _, k := range kids {
 				if k.Status != leasehold.StatusSucceeded {
 					return echo{}, leasehold.Fail(fmt.Errorf("child %s ended %s", k.ID, k.Status))
@@ -40,16 +41,16 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 			}
 			return echo{N: len(kids)}, nil
 		}
-		kids := make([]leasehold.Child, t.Payload.N)
+		kids := make([]workflow.Child, t.Payload.N)
 		for i := range kids {
-			kids[i] = leasehold.Child{Kind: "echo", Payload: echo{N: i}}
+			kids[i] = workflow.Child{Kind: "echo", Payload: echo{N: i}}
 		}
-		return echo{}, leasehold.AwaitChildren(kids...)
+		return echo{}, workflow.AwaitChildren(kids...)
 	})
 	leasehold.Handle(hs, "steps", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
 		sum := 0
 		for i := range t.Payload.N {
-			v, err := leasehold.Step(ctx, fmt.Sprintf("step-%d", i), func(context.Context) (int, error) { return i, nil })
+			v, err := workflow.Step(ctx, fmt.Sprintf("step-%d", i), func(context.Context) (int, error) { return i, nil })
 			if err != nil {
 				return echo{}, err
 			}
@@ -58,7 +59,7 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		return echo{N: sum}, nil
 	})
 	leasehold.Handle(hs, "approve", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
-		tok, err := leasehold.CallbackToken(ctx)
+		tok, err := workflow.CallbackToken(ctx)
 		if err != nil {
 			return echo{}, err
 		}
@@ -67,14 +68,14 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		case <-ctx.Done():
 			return echo{}, ctx.Err()
 		}
-		return echo{}, leasehold.AwaitCallback(callbackTimeout())
+		return echo{}, workflow.AwaitCallback(callbackTimeout())
 	})
 }
 
-// workflow is one workflow shape the bench runs, with what its design
+// shape is one workflow shape the bench runs, with what its design
 // says it costs and what its counterparts on Step Functions Standard and
 // Lambda durable functions would be charged for.
-type workflow struct {
+type shape struct {
 	name     string
 	perRound int // workflows started together (a bounded backlog)
 	start    func(h *harness, id string) []string
@@ -95,9 +96,9 @@ type workflow struct {
 }
 
 // chain is a workflow of n "step" tasks, each After the one before.
-func chain(n int) workflow {
+func chain(n int) shape {
 	k := float64(n - 1) // dependents
-	return workflow{
+	return shape{
 		name:     fmt.Sprintf("%d-step chain", n),
 		steps:    n,
 		perRound: max(1, 10/n),
@@ -127,11 +128,11 @@ func chain(n int) workflow {
 	}
 }
 
-// stepped is one task whose handler runs n steps (leasehold.Step), each
+// stepped is one task whose handler runs n steps (workflow.Step), each
 // recorded once: the durable-function way to write a workflow of n steps.
-func stepped(n int) workflow {
+func stepped(n int) shape {
 	k := float64(n)
-	return workflow{
+	return shape{
 		name:     fmt.Sprintf("%d steps of one task (Step)", n),
 		steps:    n,
 		perRound: 10,
@@ -150,9 +151,9 @@ func stepped(n int) workflow {
 }
 
 // fanout is a parent that awaits n "echo" children.
-func fanout(n int) workflow {
+func fanout(n int) shape {
 	k := float64(n)
-	return workflow{
+	return shape{
 		name:     fmt.Sprintf("%d-child fan-out/fan-in", n),
 		perRound: 1,
 		start: func(h *harness, id string) []string {
@@ -174,8 +175,8 @@ func fanout(n int) workflow {
 
 // callback is a task that waits for a callback, completed with
 // Client.CompleteCallback as soon as it waits.
-func callback() workflow {
-	return workflow{
+func callback() shape {
+	return shape{
 		name:     "callback",
 		perRound: 10,
 		callback: true,
@@ -204,7 +205,7 @@ func (h *harness) enqueue(kind string, payload echo, opts ...leasehold.EnqueueOp
 
 // workflowResult is what n workflows of w cost on the stack.
 type workflowResult struct {
-	w         workflow
+	w         shape
 	n         int
 	counts    Counts
 	empty     int // receives that brought nothing, left out of counts
@@ -215,7 +216,7 @@ type workflowResult struct {
 // everything they cost: each round is drained until its tasks have
 // succeeded (and, for callbacks, until the timeout tokens came back), then
 // the queue until a receive brings nothing.
-func (h *harness) runWorkflows(w workflow, n int) workflowResult {
+func (h *harness) runWorkflows(w shape, n int) workflowResult {
 	h.meter.Reset()
 	h.empty, h.delivered, h.acked = 0, 0, 0
 	for done := 0; done < n; done += w.perRound {
@@ -366,13 +367,13 @@ const (
 
 // stepFunctions is the cost per million workflows of w on Step Functions
 // Standard: its transitions, and one Lambda invocation per Task state run.
-func (w workflow) stepFunctions() float64 {
+func (w shape) stepFunctions() float64 {
 	return 1e6 * (w.sfTransitions*priceSFTransition + w.sfInvocations*lambdaInvocation)
 }
 
 // durable is the cost per million workflows of w as a Lambda durable
 // function: its operations, the data they write, and its invocations.
-func (w workflow) durable() float64 {
+func (w shape) durable() float64 {
 	return 1e6 * (w.durableOps*priceDurableOp + w.durableOps*durableOpBytes/1e9*priceDurableGB + w.durableInvokes*lambdaInvocation)
 }
 

@@ -27,7 +27,7 @@ type Workflows struct {
 	Callbacks map[string]bool
 	// Answers are the callbacks the test sent.
 	Answers []CallbackAnswer
-	// Steps maps each task written as leasehold.Step calls to its number
+	// Steps maps each task written as workflow.Step calls to its number
 	// of steps.
 	Steps map[string]int
 	// Cancels are the cancels of parents (Fans) the test made.

@@ -24,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/internal/chaos"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // workflowPlan is the workflow part of a run: parents that fan out, chains
@@ -82,7 +83,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		}
 		kids := make([]step, n)
 		for k := range kids {
-			id := leasehold.ChildID(parent, k)
+			id := workflow.ChildID(parent, k)
 			// Long enough for the fan-in to last seconds, in which
 			// workers are killed.
 			kids[k] = step{N: 1000*i + k, WorkMS: 300 + rng.IntN(1200)}

@@ -24,8 +24,8 @@ func (a *app) completeCommand() *cobra.Command {
 		Short: "Complete a task waiting for a callback",
 		Long: `Complete ends the waiting attempt that the callback TOKEN names: the task
 SUCCEEDS with RESULT, a JSON document (none when left out). The handler
-that took the token with leasehold.CallbackToken and returned
-leasehold.AwaitCallback does not run again.
+that took the token with workflow.CallbackToken and returned
+workflow.AwaitCallback does not run again.
 
 A token is accepted once, and only while its attempt waits. A forged,
 stale or used token is rejected with the reason (exit 1). See

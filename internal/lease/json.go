@@ -65,3 +65,29 @@ func jsonDepth(b []byte) int {
 	}
 	return deepest
 }
+
+// EncodeJSON encodes v, a payload or a result, as JSON for the table: nil
+// is no value, a json.RawMessage is checked and passes through, anything
+// else goes through json.Marshal. what names it in errors, which wrap
+// ErrInvalid.
+func EncodeJSON(what string, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if err := CheckJSON(what, v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not encode as JSON: %w", ErrInvalid, what, err)
+	}
+	// Marshal nests as deep as the value does; a worker could not decode
+	// more than MaxJSONDepth.
+	if err := CheckJSON(what, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

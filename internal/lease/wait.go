@@ -215,9 +215,10 @@ var (
 	ErrNotWaiting = errors.New("task is not waiting")
 	// ErrNotified: the waiter already heard of this task's end.
 	ErrNotified = errors.New("waiter already notified")
-	// ErrBadCallback: a callback whose nonce does not match the waiting
-	// attempt's: forged, or meant for another wait.
-	ErrBadCallback = errors.New("callback token does not match the task")
+	// ErrBadCallback: a callback token that does not match a waiting
+	// attempt: forged, stale, or used already. The store's own writes
+	// return it for a nonce that does not match the waiting attempt's.
+	ErrBadCallback = errors.New("callback token rejected")
 )
 
 // WaitingError reports a claim of a WAITING task.
@@ -260,7 +261,7 @@ func ClassifyEndWait(e WaitEnd, old *Task) error {
 	return classifyWait("callback", e.ID, old, func(t Task) error {
 		if t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence &&
 			subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) != 1 {
-			return ErrBadCallback
+			return fmt.Errorf("%w: it does not match the task", ErrBadCallback)
 		}
 		if t.Fence > e.Fence {
 			return fmt.Errorf("%w: the token is for attempt fence %d; the task has moved on to fence %d", ErrNotWaiting, e.Fence, t.Fence)

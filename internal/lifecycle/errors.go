@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Causes a handler's context can be cancelled with; the handler reads them
@@ -11,8 +13,9 @@ import (
 var (
 	// ErrLeaseLost: the lease could not be kept (taken over, released, or
 	// not renewed in time). Whatever the handler does next cannot be
-	// recorded.
-	ErrLeaseLost = errors.New("lease lost")
+	// recorded. It is the store's own lease.ErrLeaseLost: a write that
+	// found the lease gone and a renewal that did are one condition.
+	ErrLeaseLost = lease.ErrLeaseLost
 	// ErrDeadline: the invocation is about to end. The lease is released so
 	// the next attempt can start at once.
 	ErrDeadline = errors.New("invocation deadline reached")

@@ -18,7 +18,7 @@
 // children its payload lists with AwaitChildren, and on resume records every
 // child's outcome) and "cb" (takes its callback token, writes it to the
 // evidence file for the test to answer, and returns AwaitCallback); "steps"
-// runs its work as leasehold.Step calls, one of which may fail transiently,
+// runs its work as workflow.Step calls, one of which may fail transiently,
 // and writes a "step" line when each step's function starts and ends.
 //
 // With CHAOS_EXIT_AFTER_FINISH=p the process exits (os.Exit) with

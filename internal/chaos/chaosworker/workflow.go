@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/workflow"
 )
 
 // registerWorkflows registers the kinds the workflow part of the chaos test
@@ -44,7 +45,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		base := begin(t.ID, t.Fence, t.Attempt)
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
-		if deps, ok := leasehold.Dependencies(ctx); ok {
+		if deps, ok := workflow.Dependencies(ctx); ok {
 			start.Deps = make([]string, len(deps))
 			for i, d := range deps {
 				start.Deps[i] = d.ID + " " + string(d.Status)
@@ -68,18 +69,18 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		base := begin(t.ID, t.Fence, t.Attempt)
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
-		kids, resumed := leasehold.Children(ctx)
+		kids, resumed := workflow.Children(ctx)
 		if !resumed {
 			start.Phase = "spawn"
 			ev.write(start)
-			children := make([]leasehold.Child, len(t.Payload.Children))
+			children := make([]workflow.Child, len(t.Payload.Children))
 			for i, c := range t.Payload.Children {
-				children[i] = leasehold.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+				children[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
 			}
 			end := base
 			end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
 			ev.write(end)
-			return Result{}, leasehold.AwaitChildren(children...)
+			return Result{}, workflow.AwaitChildren(children...)
 		}
 		start.Phase = "resume"
 		start.Kids = make([]string, len(kids))
@@ -103,7 +104,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
 		ev.write(start)
-		tok, err := leasehold.CallbackToken(ctx)
+		tok, err := workflow.CallbackToken(ctx)
 		if err != nil {
 			return Result{}, leasehold.Fail(err)
 		}
@@ -113,7 +114,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		end := base
 		end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
 		ev.write(end)
-		return Result{}, leasehold.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
+		return Result{}, workflow.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
 	})
 
 	leasehold.Handle(h, "steps", func(ctx context.Context, t *leasehold.Task[StepsPayload]) (Result, error) {
@@ -123,7 +124,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		ev.write(start)
 		for i := range t.Payload.Steps {
 			step := fmt.Sprintf("s%d", i)
-			_, err := leasehold.Step(ctx, step, func(ctx context.Context) (StepResult, error) {
+			_, err := workflow.Step(ctx, step, func(ctx context.Context) (StepResult, error) {
 				line := base
 				line.Event, line.Step, line.Run = "step", step, fmt.Sprintf("%016x", rand.Uint64())
 				line.Phase, line.AtUS = "run", time.Now().UnixMicro()

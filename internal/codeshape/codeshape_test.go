@@ -1,0 +1,163 @@
+// Package codeshape holds tests of the code's shape rather than its
+// behaviour: rules a reviewer would otherwise check by hand (issue 20), so
+// that a change that breaks one fails `make test`.
+package codeshape
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// root is the module's directory, two levels up from this package.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("module root not found from %s: %v", dir, err)
+	}
+	return dir
+}
+
+// sourceFiles parses every non-test Go file of the module, skipping the
+// directories Go itself ignores (testdata, dot and underscore names).
+func sourceFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	dir := root(t)
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != dir && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = f
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 50 {
+		t.Fatalf("found only %d Go files under %s", len(files), dir)
+	}
+	return files
+}
+
+// TestErrorsDefinedOnce: no two sentinel errors, anywhere outside tests,
+// are made with errors.New from the same message. One condition has one
+// error value; another package that must name it refers to it.
+func TestErrorsDefinedOnce(t *testing.T) {
+	where := map[string][]string{}
+	for path, f := range sourceFiles(t) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, v := range vs.Values {
+				call, ok := v.(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					continue
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "New" {
+					continue
+				}
+				if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "errors" {
+					continue
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				msg, _ := strconv.Unquote(lit.Value)
+				name := "_"
+				if i < len(vs.Names) {
+					name = vs.Names[i].Name
+				}
+				where[msg] = append(where[msg], path+": "+name)
+			}
+			return true
+		})
+	}
+	if len(where) < 20 {
+		t.Fatalf("found only %d sentinel errors; the walk is broken", len(where))
+	}
+	for msg, defs := range where {
+		if len(defs) > 1 {
+			sort.Strings(defs)
+			t.Errorf("the error %q is defined %d times: %s", msg, len(defs), strings.Join(defs, ", "))
+		}
+	}
+}
+
+// maxRootAPI caps the root package's exported top-level identifiers
+// (functions, types, variables and constants; methods and fields are not
+// counted). It was 156 before issue 20.
+const maxRootAPI = 100
+
+// TestRootAPISize: the root package exports only what a user of the
+// client, the worker or a handler needs.
+func TestRootAPISize(t *testing.T) {
+	var names []string
+	for path, f := range sourceFiles(t) {
+		if filepath.Dir(path) != "." {
+			continue
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					names = append(names, d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							names = append(names, s.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								names = append(names, n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(names)
+	t.Logf("the root package exports %d top-level identifiers", len(names))
+	if len(names) == 0 {
+		t.Fatal("found no exported identifiers in the root package")
+	}
+	if len(names) > maxRootAPI {
+		t.Errorf("the root package exports %d top-level identifiers, more than %d: %s", len(names), maxRootAPI, strings.Join(names, " "))
+	}
+}

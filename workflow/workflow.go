@@ -1,0 +1,181 @@
+// Package workflow is what a leasehold handler uses to be more than one
+// attempt of one task: steps whose results are recorded once per task,
+// children it fans out to and waits for, the outcomes of the tasks it
+// depends on, and callbacks from outside systems.
+//
+// Every function here works inside a handler run by a leasehold.Worker (or
+// by leaseholdtest); elsewhere it returns an error saying so. A waiting
+// task holds no lease and costs nothing until what it waits for happens:
+// AwaitChildren and AwaitCallback are errors the handler returns, the
+// worker records the wait in one conditional write, and the handler runs
+// again, as the same attempt, when the wait ends. Steps make that re-run
+// cheap: a step that finished returns its recorded result without running
+// again.
+//
+//	func charge(ctx context.Context, t *leasehold.Task[Order]) (Receipt, error) {
+//		auth, err := workflow.Step(ctx, "authorize", func(ctx context.Context) (string, error) {
+//			return bank.Authorize(ctx, t.Payload.Card, t.Payload.Amount)
+//		})
+//		if err != nil {
+//			return Receipt{}, err
+//		}
+//		if _, waited := workflow.Children(ctx); !waited {
+//			return Receipt{}, workflow.AwaitChildren(
+//				workflow.Child{Kind: "ship", Payload: t.Payload},
+//				workflow.Child{Kind: "email", Payload: t.Payload},
+//			)
+//		}
+//		return Receipt{Auth: auth}, nil
+//	}
+//
+// Dependencies between tasks are declared when they are enqueued, with
+// leasehold.After and leasehold.AfterAny; a dependent reads its
+// dependencies' outcomes with Dependencies. docs/workflows.md has the
+// whole picture, the limits and the prices.
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+)
+
+// Child is a task a handler spawns with AwaitChildren.
+type Child struct {
+	Kind string
+	// Payload is encoded as JSON (a json.RawMessage passes through).
+	Payload any
+	// MaxAttempts: 0 takes the worker's default.
+	MaxAttempts int
+	// Queue names the child's queue; "" is the parent's.
+	Queue string
+}
+
+// AwaitChildren returns an error that spawns children and suspends the task
+// until every one of them has ended, holding no lease. The handler then
+// runs again, as the same attempt, and reads the children's outcomes with
+// Children. Child i gets the id ChildID(parent, i), so a retried handler
+// spawns no new children. A task awaits children once.
+func AwaitChildren(children ...Child) error {
+	out := make([]lifecycle.Child, len(children))
+	for i, c := range children {
+		p, err := lease.EncodeJSON("payload", c.Payload)
+		if err != nil {
+			return leasehold.Fail(fmt.Errorf("child %d: %w", i, err))
+		}
+		out[i] = lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
+	}
+	return &lifecycle.AwaitChildrenError{Children: out}
+}
+
+// AwaitChildrenWithin is AwaitChildren with a deadline for the wait: if
+// the children have not all ended within timeout (at most 365 days), the
+// task ends FAILED with the reason. AwaitChildren waits for the worker's
+// wait timeout (WorkerConfig, LEASEHOLD_WAIT_TIMEOUT; default 7 days).
+func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
+	err := AwaitChildren(children...)
+	if ac, ok := err.(*lifecycle.AwaitChildrenError); ok {
+		ac.Timeout = timeout
+	}
+	return err
+}
+
+// ChildID is the id of the i-th child (from 0) the task parent spawns.
+func ChildID(parent string, i int) string { return lifecycle.ChildID(parent, i) }
+
+// Outcome is how a child or a dependency ended, as its waiter sees it.
+type Outcome struct {
+	ID     string           `json:"id"`
+	Status leasehold.Status `json:"status"`
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  string           `json:"error,omitempty"`
+}
+
+// Children returns the outcomes of the children a resumed handler awaited,
+// in spawn order, and false when the task has not awaited children.
+func Children(ctx context.Context) ([]Outcome, bool) {
+	return outcomes(ctx, lease.WaitChildren)
+}
+
+// Dependencies returns the outcomes of the task's dependencies (enqueued
+// with leasehold.After or leasehold.AfterAny), in the order given, and
+// false when it has none.
+func Dependencies(ctx context.Context) ([]Outcome, bool) {
+	if o, ok := outcomes(ctx, lease.WaitAfter); ok {
+		return o, true
+	}
+	return outcomes(ctx, lease.WaitAfterAny)
+}
+
+func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
+	r, ok := lifecycle.WaitResultsOf(ctx)
+	if !ok || r.Mode != mode {
+		return nil, false
+	}
+	out := make([]Outcome, len(r.Tasks))
+	for i, t := range r.Tasks {
+		out[i] = Outcome{ID: t.ID, Status: leasehold.Status(t.Status), Error: t.Error}
+		if len(t.Result) > 0 {
+			out[i].Result = json.RawMessage(append([]byte(nil), t.Result...))
+		}
+	}
+	return out, true
+}
+
+// CallbackToken returns this attempt's callback token: hand it to the
+// outside system that will complete the task, then return AwaitCallback.
+// The token names the task and this attempt's fence and carries a secret
+// drawn for the attempt; it is accepted once, and only while the attempt
+// waits. Treat it as a secret.
+func CallbackToken(ctx context.Context) (string, error) { return lifecycle.CallbackTokenOf(ctx) }
+
+// AwaitCallback returns an error that suspends the task, holding no lease,
+// until an outside system completes or fails it with its callback token
+// (leasehold.Client's CompleteCallback and FailCallback, `leasehold
+// complete`, or a callback message on the work queue). If no callback
+// comes within timeout, the attempt fails and is retried like any failure.
+func AwaitCallback(timeout time.Duration) error {
+	return &lifecycle.AwaitCallbackError{Timeout: timeout}
+}
+
+// Step runs fn as the step called name of the handler's task, once per task:
+// the attempt that finishes it records its result (one write under the
+// lease), and the call of that step in every later run (a retry, or a
+// resume after a wait) returns the recorded result without running fn. A
+// handler written as steps therefore resumes after a failure or a lost
+// lease where it left off, as a durable function does. An error of fn
+// records nothing and is returned as it is.
+//
+// Step names must be unique within a task and stable across attempts. A
+// name is checked before fn runs: an invalid name, or one this run already
+// called (and whose call did not fail), fails the task without running fn.
+// Results are JSON, at most 64 KiB in all (see docs/limits.md), and stay in
+// the task's item: every later write of the item is priced by its size, so
+// keep them small (store big ones elsewhere and record their keys).
+func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	raw, err := lifecycle.StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, leasehold.Fail(fmt.Errorf("step %q: result does not encode as JSON: %w", name, err))
+		}
+		return b, nil
+	})
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, leasehold.Fail(fmt.Errorf("step %q: recorded result does not decode into %T: %w", name, v, err))
+	}
+	return v, nil
+}
