@@ -252,24 +252,36 @@ func (s *Store) held(op string, l lease.Lease) (*lease.Task, error) {
 	return rec, nil
 }
 
-// Renew implements lease.Store.
-func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
+// underLease is every write of a lease holder: it checks l and the write's
+// own arguments (args, already checked: nil when they are valid), then,
+// under the store's lock, applies write to the task l holds and returns a
+// copy of it. A lease that no longer holds gives the classified error.
+func (s *Store) underLease(ctx context.Context, op string, l lease.Lease, args error, write func(rec *lease.Task, now time.Time)) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("renew: %w", err)
+		return lease.Task{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if args != nil {
+		return lease.Task{}, fmt.Errorf("%s %s: %w", op, l.TaskID, args)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, err := s.held("renew", l)
+	rec, err := s.held(op, l)
 	if err != nil {
 		return lease.Task{}, err
 	}
-	now := s.now()
-	rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
-	rec.UpdatedAt = now
+	write(rec, s.now())
 	return clone(rec), nil
+}
+
+// Renew implements lease.Store.
+func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
+	return s.underLease(ctx, "renew", l, nil, func(rec *lease.Task, now time.Time) {
+		rec.LeaseUntil = now.Add(s.opts.LeaseDuration)
+		rec.UpdatedAt = now
+	})
 }
 
 func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now time.Time) {
@@ -293,71 +305,41 @@ func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now tim
 
 // Finish implements lease.Store.
 func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
-	if err := l.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("finish: %w", err)
-	}
-	if err := lease.CheckResult(result); err != nil {
-		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.begin(ctx, true); err != nil {
-		return lease.Task{}, err
-	}
-	rec, err := s.held("finish", l)
-	if err != nil {
-		return lease.Task{}, err
-	}
-	now := s.now()
-	s.end(rec, lease.StatusSucceeded, "", now)
-	rec.Result = bytes.Clone(result)
-	rec.Error = ""
-	rec.UnknownKindSince = time.Time{}
-	return clone(rec), nil
+	return s.underLease(ctx, "finish", l, lease.CheckResult(result), func(rec *lease.Task, now time.Time) {
+		s.end(rec, lease.StatusSucceeded, "", now)
+		rec.Result = bytes.Clone(result)
+		rec.Error = ""
+		rec.UnknownKindSince = time.Time{}
+	})
 }
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
-	if err := l.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("release: %w", err)
-	}
-	if err := r.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.begin(ctx, true); err != nil {
-		return lease.Task{}, err
-	}
-	rec, err := s.held("release", l)
-	if err != nil {
-		return lease.Task{}, err
-	}
-	now := s.now()
-	msg := lease.Truncate(r.Error, lease.MaxErrorBytes)
-	s.end(rec, r.Status, msg, now)
-	rec.Error = msg
-	if r.Status == lease.StatusPending {
-		rec.RunAt = ms(r.RunAt)
-		rec.DispatchAt = ms(r.DispatchAt)
-		if rec.DispatchAt.IsZero() {
-			rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
-		}
-		switch {
-		case r.UnknownKind:
-			rec.Attempt--
-			if rec.UnknownKindSince.IsZero() {
-				rec.UnknownKindSince = now
+	return s.underLease(ctx, "release", l, r.Validate(), func(rec *lease.Task, now time.Time) {
+		msg := lease.Truncate(r.Error, lease.MaxErrorBytes)
+		s.end(rec, r.Status, msg, now)
+		rec.Error = msg
+		if r.Status == lease.StatusPending {
+			rec.RunAt = ms(r.RunAt)
+			rec.DispatchAt = ms(r.DispatchAt)
+			if rec.DispatchAt.IsZero() {
+				rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
 			}
-		case r.RefundAttempt:
-			rec.Attempt--
-			rec.Snoozes++
+			switch {
+			case r.UnknownKind:
+				rec.Attempt--
+				if rec.UnknownKindSince.IsZero() {
+					rec.UnknownKindSince = now
+				}
+			case r.RefundAttempt:
+				rec.Attempt--
+				rec.Snoozes++
+			}
 		}
-	}
-	if !r.UnknownKind {
-		rec.UnknownKindSince = time.Time{}
-	}
-	return clone(rec), nil
+		if !r.UnknownKind {
+			rec.UnknownKindSince = time.Time{}
+		}
+	})
 }
 
 // Get implements lease.Store.

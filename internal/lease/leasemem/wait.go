@@ -13,35 +13,20 @@ import (
 
 // Suspend implements lease.Store.
 func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
-	if err := l.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("suspend: %w", err)
-	}
-	if err := w.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.begin(ctx, true); err != nil {
-		return lease.Task{}, err
-	}
-	rec, err := s.held("suspend", l)
-	if err != nil {
-		return lease.Task{}, err
-	}
-	now := s.now()
-	s.end(rec, lease.StatusWaiting, "", now)
-	rec.Wait = w.Mode
-	rec.WaitUntil, rec.DispatchAt = w.Times(now)
-	switch w.Mode {
-	case lease.WaitChildren:
-		rec.WaitFor = slices.Clone(w.For)
-		rec.Attempt--
-		rec.CallbackHash = ""
-	case lease.WaitCallback:
-		rec.CallbackHash = lease.CallbackHash(w.Nonce)
-		rec.WaitFor = nil
-	}
-	return clone(rec), nil
+	return s.underLease(ctx, "suspend", l, w.Validate(), func(rec *lease.Task, now time.Time) {
+		s.end(rec, lease.StatusWaiting, "", now)
+		rec.Wait = w.Mode
+		rec.WaitUntil, rec.DispatchAt = w.Times(now)
+		switch w.Mode {
+		case lease.WaitChildren:
+			rec.WaitFor = slices.Clone(w.For)
+			rec.Attempt--
+			rec.CallbackHash = ""
+		case lease.WaitCallback:
+			rec.CallbackHash = lease.CallbackHash(w.Nonce)
+			rec.WaitFor = nil
+		}
+	})
 }
 
 // Watch implements lease.Store.
@@ -184,22 +169,11 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 
 // Checkpoint implements lease.Store.
 func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
-	if err := l.Validate(); err != nil {
-		return lease.Task{}, fmt.Errorf("checkpoint: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.begin(ctx, true); err != nil {
-		return lease.Task{}, err
-	}
-	rec, err := s.held("checkpoint", l)
-	if err != nil {
-		return lease.Task{}, err
-	}
-	if _, dup := rec.StepResult(step); !dup {
-		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: bytes.Clone(result)})
-	}
-	return clone(rec), nil
+	return s.underLease(ctx, "checkpoint", l, nil, func(rec *lease.Task, _ time.Time) {
+		if _, dup := rec.StepResult(step); !dup {
+			rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: bytes.Clone(result)})
+		}
+	})
 }
 
 // AbandonWait implements lease.Store.
