@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Execution evidence written by the chaosworker processes (field names as
-// in chaosworker/main.go).
+// Execution evidence written by the chaosworker processes, which write it
+// with this type.
 
 // HandlerEvent is one line of a worker's evidence file.
 type HandlerEvent struct {
@@ -21,23 +21,23 @@ type HandlerEvent struct {
 	Worker  string `json:"worker"`
 	PID     int    `json:"pid"`
 	AtUS    int64  `json:"at_us"`
-	Outcome string `json:"outcome"` // end: "ok", "cancelled", "failed" (a planned failure) or "await" (a workflow wait)
-	Cause   string `json:"cause"`
+	Outcome string `json:"outcome,omitempty"` // end: "ok", "cancelled", "failed" (a planned failure) or "await" (a workflow wait)
+	Cause   string `json:"cause,omitempty"`
 	// Workflows: a fan's "spawn" or "resume" start and the children's
 	// outcomes it read ("id STATUS n"); the dependencies a step read ("id
 	// STATUS"); the token of a "callback" line; the status of the write an
 	// "exit_after_finish" line follows.
-	Phase  string   `json:"phase"`
-	Kids   []string `json:"kids"`
-	Deps   []string `json:"deps"`
-	Token  string   `json:"token"`
-	Status string   `json:"status"`
+	Phase  string   `json:"phase,omitempty"`
+	Kids   []string `json:"kids,omitempty"`
+	Deps   []string `json:"deps,omitempty"`
+	Token  string   `json:"token,omitempty"`
+	Status string   `json:"status,omitempty"`
 	// Step lines (Event "step"): the step's name and the id of this run of
 	// its function (also in the result it returns); Phase "run" (the
 	// function starts), "done" (it returned its result) or "fail" (a
 	// transient error).
-	Step string `json:"step"`
-	Run  string `json:"run"`
+	Step string `json:"step,omitempty"`
+	Run  string `json:"run,omitempty"`
 }
 
 // At is the event's time.

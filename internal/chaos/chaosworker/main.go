@@ -52,6 +52,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/chaos"
 )
 
 // Payload is what the chaos test puts in each inline token.
@@ -67,36 +68,9 @@ type Result struct {
 	Owner string `json:"owner"`
 }
 
-// Evidence is one line of the evidence file. Field names are read by
-// internal/chaos (evidence.go); keep them in step.
-type Evidence struct {
-	Event   string `json:"ev"` // "start" or "end"
-	Task    string `json:"task"`
-	Fence   int64  `json:"fence"`
-	Attempt int    `json:"attempt"`
-	Worker  string `json:"worker"`
-	PID     int    `json:"pid"`
-	AtUS    int64  `json:"at_us"` // unix microseconds
-	// End only: "ok" (returned a result) or "cancelled" (context ended
-	// first, with Cause).
-	Outcome string `json:"outcome,omitempty"`
-	Cause   string `json:"cause,omitempty"`
-	// Workflows (start lines): "spawn" or "resume" for a fan, the outcomes
-	// a resumed fan read ("id STATUS n"), the dependencies a step read
-	// ("id STATUS"); the callback token of a cb attempt (ev "callback").
-	Phase string   `json:"phase,omitempty"`
-	Kids  []string `json:"kids,omitempty"`
-	Deps  []string `json:"deps,omitempty"`
-	Token string   `json:"token,omitempty"`
-	// Status of the ending write an exit_after_finish line follows.
-	Status string `json:"status,omitempty"`
-	// Step lines (ev "step", of a "steps" task): the step's name and the
-	// run of its function (a random id, also in the step's result); Phase
-	// is "run" when the function starts, "done" when it returns its result
-	// and "fail" when it returns a transient error.
-	Step string `json:"step,omitempty"`
-	Run  string `json:"run,omitempty"`
-}
+// Evidence is one line of the evidence file: the type internal/chaos
+// reads it with.
+type Evidence = chaos.HandlerEvent
 
 // StepPayload is the payload of a chain step or a child.
 type StepPayload struct {
