@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
-	"syscall"
-
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -196,45 +191,11 @@ func (c *Client) translate(ctx context.Context, err error) error {
 // unreachable recognises a request that could not be sent or got no answer
 // within the call timeout (the caller's own ctx being still live).
 func (c *Client) unreachable(err error) *UnreachableError {
-	var send *smithyhttp.RequestSendError
-	timedOut := errors.Is(err, context.DeadlineExceeded)
-	if !errors.As(err, &send) && !timedOut {
+	u, ok := awsenv.ClassifyUnreachable(err, c.endpoints, c.opts.callTimeout)
+	if !ok {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	u := &UnreachableError{Service: "AWS", Endpoint: "its endpoint", Err: err}
-	var op *smithy.OperationError
-	if errors.As(err, &op) {
-		u.Service = op.ServiceID
-		if ep := c.endpoints[op.ServiceID]; ep != "" {
-			u.Endpoint = ep
-		}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if p, perr := url.Parse(ue.URL); perr == nil && p.Host != "" {
-			u.Endpoint = p.Scheme + "://" + p.Host
-		}
-	}
-	var dns *net.DNSError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		u.Reason = "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		u.Reason = "connection reset"
-	case errors.As(err, &dns):
-		u.Reason = "cannot resolve host " + dns.Name
-	case timedOut, errors.As(err, &netErr) && netErr.Timeout():
-		u.Reason = fmt.Sprintf("no answer within %s", c.opts.callTimeout)
-	case ue != nil:
-		u.Reason = ue.Err.Error()
-	default:
-		u.Reason = send.Err.Error()
-	}
-	return u
+	return &UnreachableError{Service: u.Service, Endpoint: u.Endpoint, Reason: u.Reason, Err: err}
 }
 
 // optionError is a bad option of a call that submits nothing (a list limit,

@@ -15,9 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
-	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/admin"
 )
 
 // bulkLine is one line of an enqueue --file input: an intake submission
@@ -40,7 +38,7 @@ type lineError struct {
 }
 
 // maxLineBytes bounds one input line, as the intake queue bounds a body.
-const maxLineBytes = token.MaxBodyBytes
+const maxLineBytes = admin.MaxSubmissionBytes
 
 // readSubmissions parses a JSON Lines input. Blank lines are skipped; each
 // bad line is reported, never fatal. lines[i] is the line of subs[i].
@@ -78,8 +76,9 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	if err := dec.Decode(&l); err != nil {
 		var syn *json.SyntaxError
 		switch {
-		case lease.JSONProblem(raw) == lease.TooDeep:
-			return leasehold.Submission{}, errors.New("the line " + lease.TooDeep)
+		case tooDeep(raw):
+			p, _ := admin.JSONProblem(raw)
+			return leasehold.Submission{}, errors.New("the line " + p)
 		case errors.As(err, &syn):
 			return leasehold.Submission{}, fmt.Errorf("not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
 		case errors.Is(err, io.ErrUnexpectedEOF):
@@ -93,8 +92,8 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	}
 	s := leasehold.Submission{Kind: l.Kind}
 	switch {
-	case l.V != nil && *l.V != token.Version:
-		return s, fmt.Errorf(`"v" is %d; this version understands %d`, *l.V, token.Version)
+	case l.V != nil && *l.V != admin.SubmissionVersion:
+		return s, fmt.Errorf(`"v" is %d; this version understands %d`, *l.V, admin.SubmissionVersion)
 	case l.Kind == "":
 		return s, errors.New(`"kind" is required`)
 	case l.ID != nil && *l.ID == "":
@@ -105,8 +104,8 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 		return s, errors.New(`"delay_seconds" and "run_at" are exclusive`)
 	case l.DelaySeconds != nil && *l.DelaySeconds < 0:
 		return s, errors.New(`"delay_seconds" cannot be negative`)
-	case l.DelaySeconds != nil && *l.DelaySeconds > int64(token.MaxSubmissionDelay/time.Second):
-		return s, fmt.Errorf(`"delay_seconds" is more than %d`, int64(token.MaxSubmissionDelay/time.Second))
+	case l.DelaySeconds != nil && *l.DelaySeconds > int64(admin.MaxSubmissionDelay/time.Second):
+		return s, fmt.Errorf(`"delay_seconds" is more than %d`, int64(admin.MaxSubmissionDelay/time.Second))
 	}
 	if len(l.Payload) > 0 && !bytes.Equal(l.Payload, []byte("null")) {
 		s.Payload = l.Payload
@@ -115,7 +114,7 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 		s.ID = *l.ID
 	}
 	if l.Queue != nil {
-		if err := queues.CheckName(*l.Queue); err != nil {
+		if err := admin.CheckQueueName(*l.Queue); err != nil {
 			return s, fmt.Errorf(`"queue": %w`, err)
 		}
 		s.Queue = *l.Queue
@@ -135,6 +134,8 @@ func parseLine(raw []byte) (leasehold.Submission, error) {
 	}
 	return s, nil
 }
+
+func tooDeep(b []byte) bool { _, deep := admin.JSONProblem(b); return deep }
 
 // maxReportedLines bounds the bad lines listed one by one.
 const maxReportedLines = 20
@@ -159,7 +160,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		in = fh
 	}
 	if f.queue != "" {
-		if err := queues.CheckName(f.queue); err != nil {
+		if err := admin.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 	}
@@ -192,7 +193,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			for _, r := range results {
 				if r.Err == nil {
 					enqueued++
-					fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
+					fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
 				}
 			}
 			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
@@ -235,7 +236,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 					continue // not stored: no id to print
 				}
 			}
-			fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
+			fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
 		}
 		if failed > maxReportedLines {
 			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/admin"
 )
 
 func init() {
@@ -35,8 +35,8 @@ docs/workflows.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var result any
 			if len(args) == 2 {
-				if p := lease.JSONProblem([]byte(args[1])); p != "" {
-					if p != lease.TooDeep {
+				if p, tooDeep := admin.JSONProblem([]byte(args[1])); p != "" {
+					if !tooDeep {
 						p = "is not a JSON document"
 					}
 					return usageErrorf("RESULT %s", p)
@@ -86,7 +86,7 @@ func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Clie
 	if jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", lease.DisplayID(info.ID), info.Status)
+	_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", admin.DisplayID(info.ID), info.Status)
 	return err
 }
 

@@ -18,8 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/admin"
 )
 
 // Environment variables and defaults of the global configuration.
@@ -103,7 +102,7 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 	}
 	opts := []leasehold.ClientOption{leasehold.WithCallTimeout(a.callTimeout)}
 	// The deployment's listing choice (template parameter TaskListing).
-	unlisted, err := lease.ParseListing(os.Getenv(leasehold.EnvListing))
+	unlisted, err := admin.ParseListing(os.Getenv(leasehold.EnvListing))
 	if err != nil {
 		return nil, usageErrorf("%s: %v", leasehold.EnvListing, err)
 	}
@@ -163,8 +162,8 @@ func (a *app) loadAWSConfig(ctx context.Context) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	// After loading: LoadDefaultConfig adds AWS_CA_BUNDLE only to the
-	// SDK's own client type (see awsenv.GuardHTTP).
-	cfg.HTTPClient = awsenv.GuardHTTP(cfg.HTTPClient)
+	// SDK's own client type (see leasehold.GuardHTTP).
+	cfg.HTTPClient = leasehold.GuardHTTP(cfg.HTTPClient)
 	if cfg.Region == "" {
 		if a.endpoint == "" && a.io.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && a.io.Getenv("AWS_ENDPOINT_URL") == "" {
 			return aws.Config{}, usageErrorf("no AWS region: set --region or AWS_REGION")
@@ -175,11 +174,11 @@ func (a *app) loadAWSConfig(ctx context.Context) (aws.Config, error) {
 }
 
 // checkCredentials finds out once, before any call, whether cfg has usable
-// credentials (awsenv.CheckCredentials): without them every call fails with
+// credentials (admin.CheckCredentials): without them every call fails with
 // the SDK's whole provider chain in its message, where one line can say
 // what to set.
 func (a *app) checkCredentials(ctx context.Context, cfg aws.Config) error {
-	return awsenv.CheckCredentials(ctx, cfg, a.profile, a.callTimeout)
+	return admin.CheckCredentials(ctx, cfg, a.profile, a.callTimeout)
 }
 
 // newRetryer is the SDK's standard retryer, except that a refused

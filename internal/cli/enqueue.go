@@ -12,8 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/admin"
 )
 
 type enqueueFlags struct {
@@ -125,7 +124,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
 	}
 	if f.queue != "" {
-		if err := queues.CheckName(f.queue); err != nil {
+		if err := admin.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 		opts = append(opts, leasehold.Queue(f.queue))
@@ -170,10 +169,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	case errors.As(err, &conflict):
 		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
-		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", lease.DisplayID(info.ID), info.Status)
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", admin.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):
 		// Stored: the id is worth printing even though the send failed.
-		fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
+		fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
 		return err
 	case err != nil:
 		return err
@@ -181,7 +180,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
+	_, err = fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
 	return err
 }
 
@@ -228,8 +227,8 @@ func checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return errors.New("it is empty")
 	}
-	if lease.JSONProblem(b) == lease.TooDeep {
-		return errors.New("it " + lease.TooDeep)
+	if p, tooDeep := admin.JSONProblem(b); tooDeep {
+		return errors.New("it " + p)
 	}
 	var v any
 	err := json.Unmarshal(b, &v)

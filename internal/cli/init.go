@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold/internal/scaffold"
+	"github.com/leasehold/leasehold/internal/cli/scaffold"
 )
 
 func init() { register((*app).initCommand) }

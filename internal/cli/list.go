@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/admin"
 )
 
 type listFlags struct {
@@ -118,7 +118,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 			queue = "-" // the default work queue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			admin.DisplayID(t.ID), admin.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

@@ -5,45 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
-	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/dispatch"
-	"github.com/leasehold/leasehold/internal/eventsource"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
-	"github.com/leasehold/leasehold/internal/schedule"
-	"github.com/leasehold/leasehold/internal/serve"
 )
 
 // Environment variables of `leasehold run` beyond the global ones.
 const (
 	EnvWorkDLQURL     = leasehold.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
 	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
-	EnvIntakeDLQURL   = dispatch.EnvIntakeDLQURL // LEASEHOLD_INTAKE_DLQ_URL
-	EnvSweepEvery     = leasehold.EnvSweepEvery  // LEASEHOLD_SWEEP_EVERY
-	EnvLogLevel       = leasehold.EnvLogLevel    // LEASEHOLD_LOG_LEVEL
+	EnvIntakeDLQURL   = "LEASEHOLD_INTAKE_DLQ_URL"
+	EnvSweepEvery     = leasehold.EnvSweepEvery // LEASEHOLD_SWEEP_EVERY
+	EnvLogLevel       = leasehold.EnvLogLevel   // LEASEHOLD_LOG_LEVEL
 	EnvMetrics        = "LEASEHOLD_METRICS"
 
 	DefaultWorkDLQName = "leasehold-work-dlq"
@@ -199,7 +183,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if v.err != nil {
 		return v.err
 	}
-	var specs []schedule.Spec
+	var specs []admin.Schedule
 	for _, sv := range f.schedules {
 		s, err := parseScheduleFlag(sv)
 		if err != nil {
@@ -208,7 +192,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		specs = append(specs, s)
 	}
 	for _, name := range f.serveQueues {
-		if err := queues.CheckName(name); err != nil {
+		if err := admin.CheckQueueName(name); err != nil {
 			return usageErrorf("--serve-queue: %v", err)
 		}
 	}
@@ -219,20 +203,20 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = awsenv.HTTPClient(runHTTPTimeout)
+	cfg.HTTPClient = admin.HTTPClient(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}
-	q := sqs.NewFromConfig(cfg)
+	adm := admin.New(admin.Config{AWS: cfg, Table: a.table, CallTimeout: a.callTimeout})
 	workURL := a.queueURL
 	if workURL == "" {
-		if workURL, err = a.queueByName(ctx, q, DefaultWorkQueueName); err != nil {
+		if workURL, err = adm.QueueURL(ctx, DefaultWorkQueueName); err != nil {
 			return err
 		}
 		if dlqURL == "" && !fl.Changed("dlq-url") {
 			// Optional: without it, malformed messages are left to the
 			// queue's redrive policy.
-			if url, err := a.queueByName(ctx, q, DefaultWorkDLQName); err == nil {
+			if url, err := adm.QueueURL(ctx, DefaultWorkDLQName); err == nil {
 				dlqURL = url
 			}
 		}
@@ -240,16 +224,21 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 
 	var serveURLs []string
 	for _, name := range f.serveQueues {
-		u, err := a.queueByName(ctx, q, name)
+		u, err := adm.QueueURL(ctx, name)
 		if err != nil {
 			return err
 		}
 		serveURLs = append(serveURLs, u)
 	}
 
-	ddb := dynamodb.NewFromConfig(cfg)
-	if err := a.checkTable(ctx, ddb, log); err != nil {
+	// Fail fast when the tasks table does not exist. Any other answer (a
+	// role without DescribeTable, say) is only logged: the worker's own
+	// calls will tell.
+	switch err := adm.CheckTable(ctx); {
+	case errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, leasehold.ErrUnreachable):
 		return err
+	case err != nil:
+		log.Warn("could not check the tasks table", "table", a.table, "error", err)
 	}
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)
@@ -259,111 +248,27 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	sc := serve.Config{Worker: w, WorkerOptions: ropts, SweepEvery: sweepEvery, Logger: log}
-	if intakeURL != "" {
-		store := lease.NewDynamoStore(ddb, a.table, lease.Options{})
-		d, err := dispatch.New(dispatch.Config{
-			Store: store, SQS: q, WorkQueueURL: workURL, IntakeDLQURL: intakeDLQURL,
-			Logger: log.With("part", "dispatch"),
-		})
-		if err != nil {
-			return usageError{err}
+	rc := admin.RunConfig{
+		Worker: w, WorkerOptions: ropts, SweepEvery: sweepEvery, WorkQueueURL: workURL,
+		IntakeQueueURL: intakeURL, IntakeDLQURL: intakeDLQURL, IntakeInvocationTimeout: invocation,
+		Schedules: specs, Logger: log,
+	}
+	if fireStored {
+		rc.FireGroup = scheduleGroup
+		if rc.FireGroup == "" {
+			rc.FireGroup = DefaultGroup
 		}
-		sc.Dispatcher, sc.IntakeSQS, sc.IntakeQueueURL = d, q, intakeURL
-		sc.Intake = eventsource.Config{InvocationTimeout: invocation}
 	}
 	log.Info("leasehold run starting", "table", a.table, "work_queue", workURL, "serves", w.QueueURLs(),
 		"intake_queue", intakeURL, "kinds", hs.Kinds())
-	if len(specs) > 0 || fireStored {
-		stop, err := a.startSchedules(ctx, cfg, q, workURL, specs, fireStored, scheduleGroup, log.With("part", "schedule"))
-		if err != nil {
-			return usageError{err}
-		}
-		defer stop()
-	}
-	err = serve.Run(ctx, sc)
-	var part *serve.PartError
-	switch {
-	case errors.As(err, &part) && errors.Is(err, eventsource.ErrQueueNotFound):
-		return missingIn("SQS", part.QueueURL, q.Options().Region, q.Options().BaseEndpoint, err)
-	case errors.Is(err, leasehold.ErrConfig), errors.Is(err, serve.ErrConfig):
+	switch err := adm.Run(ctx, rc); {
+	case errors.Is(err, leasehold.ErrConfig):
 		return usageError{err}
 	case err != nil:
 		return err
 	}
 	log.Info("leasehold run stopped")
 	return nil
-}
-
-// startSchedules starts firing the schedules (schedule.Start): until ctx
-// ends or the returned stop is called, which waits for the firer to return.
-func (a *app) startSchedules(ctx context.Context, cfg aws.Config, q *sqs.Client, workURL string, specs []schedule.Spec,
-	fireStored bool, group string, log *slog.Logger) (stop func(), err error) {
-	sc := schedule.Config{
-		SQS: q, QueueURL: workURL, Specs: specs, CallTimeout: a.callTimeout, Logger: log,
-		// A resolver keeps the URLs it looked up: a slot's send costs no lookup.
-		QueueURLOf: queues.NewResolver(q, workURL, a.callTimeout).URL,
-	}
-	stored := ""
-	if fireStored {
-		if group == "" {
-			group = DefaultGroup
-		}
-		eb := schedule.EventBridge{API: scheduler.NewFromConfig(cfg), Group: group, CallTimeout: a.callTimeout}
-		sc.List, stored = eb.Specs, group
-	}
-	names := make([]string, 0, len(specs))
-	for _, s := range specs {
-		names = append(names, s.Name)
-	}
-	log.Info("firing schedules", "schedules", names, "stored_group", stored)
-	return schedule.Start(ctx, sc)
-}
-
-// missingIn reports a table or queue that does not exist, naming the region
-// and endpoint the call went to: a resource in another region or behind
-// another endpoint is the usual cause.
-func missingIn(service, resource, region string, base *string, err error) error {
-	endpoint := aws.ToString(base)
-	if endpoint == "" && region != "" {
-		endpoint = "https://" + strings.ToLower(service) + "." + region + ".amazonaws.com"
-	}
-	return &leasehold.MissingResourceError{Service: service, Resource: resource, Region: region, Endpoint: endpoint, Err: err}
-}
-
-// checkTable fails fast when the tasks table does not exist. Any other
-// answer (a role without DescribeTable, say) is only logged: the worker's
-// own calls will tell.
-func (a *app) checkTable(ctx context.Context, ddb *dynamodb.Client, log *slog.Logger) error {
-	cctx, cancel := a.call(ctx)
-	defer cancel()
-	_, err := ddb.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.table)})
-	switch {
-	case errors.As(err, new(*ddbtypes.ResourceNotFoundException)):
-		return missingIn("DynamoDB", a.table, ddb.Options().Region, ddb.Options().BaseEndpoint, err)
-	case unreachableErr(err, a.callTimeout) != nil:
-		return unreachableErr(err, a.callTimeout)
-	case err != nil:
-		log.Warn("could not check the tasks table", "table", a.table, "error", err)
-	}
-	return nil
-}
-
-// queueByName looks a queue URL up.
-func (a *app) queueByName(ctx context.Context, q *sqs.Client, name string) (string, error) {
-	cctx, cancel := a.call(ctx)
-	defer cancel()
-	out, err := q.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", missingIn("SQS", name, q.Options().Region, q.Options().BaseEndpoint, err)
-		}
-		if u := unreachableErr(err, a.callTimeout); u != nil {
-			return "", u
-		}
-		return "", fmt.Errorf("look up queue %s: %w", name, err)
-	}
-	return aws.ToString(out.QueueUrl), nil
 }
 
 // flagEnv reads a flag if it was given, else its environment variable. The
@@ -423,44 +328,6 @@ func (v *flagEnv) dur(name string, flag time.Duration, env string) time.Duration
 		v.err = usageErrorf("%s=%q is not a duration such as 30s", env, s)
 	}
 	return d
-}
-
-// unreachableErr recognises a call of `leasehold run`'s own SDK clients that
-// never got an answer, as the library's client does for the other commands,
-// so that a stack that is down exits 4 with one line. Nil for other errors.
-func unreachableErr(err error, callTimeout time.Duration) *leasehold.UnreachableError {
-	var send *smithyhttp.RequestSendError
-	timedOut := errors.Is(err, context.DeadlineExceeded)
-	if err == nil || errors.Is(err, context.Canceled) || (!errors.As(err, &send) && !timedOut) {
-		return nil
-	}
-	u := &leasehold.UnreachableError{Service: "AWS", Endpoint: "its endpoint", Err: err}
-	var op *smithy.OperationError
-	if errors.As(err, &op) {
-		u.Service = op.ServiceID
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if p, perr := url.Parse(ue.URL); perr == nil && p.Host != "" {
-			u.Endpoint = p.Scheme + "://" + p.Host
-		}
-	}
-	var dns *net.DNSError
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		u.Reason = "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		u.Reason = "connection reset"
-	case errors.As(err, &dns):
-		u.Reason = "cannot resolve host " + dns.Name
-	case timedOut:
-		u.Reason = fmt.Sprintf("no answer within %s", callTimeout)
-	case ue != nil:
-		u.Reason = ue.Err.Error()
-	default:
-		u.Reason = send.Err.Error()
-	}
-	return u
 }
 
 // sdkLogger puts the SDK's log lines into the JSON log at DEBUG: they are

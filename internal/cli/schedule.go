@@ -10,15 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/schedule"
+	"github.com/leasehold/leasehold/admin"
 )
 
 // Environment variables of `leasehold schedule` (and `leasehold run
@@ -110,14 +105,14 @@ AGE (default 1h, at least 60s, at most 24h).`,
 	return cmd
 }
 
-// specFromFlags builds and checks a spec; syntax decides whether rates in
-// seconds are allowed.
-func specFromFlags(name string, f createFlags, syntax schedule.Syntax) (schedule.Spec, error) {
+// specFromFlags builds and checks a schedule; seconds allows rates in
+// seconds (admin.ParseSchedule).
+func specFromFlags(name string, f createFlags, seconds bool) (admin.Schedule, error) {
 	if (f.cron == "") == (f.rate == "") {
-		return schedule.Spec{}, usageErrorf("give exactly one of --cron and --rate")
+		return admin.Schedule{}, usageErrorf("give exactly one of --cron and --rate")
 	}
 	if f.kind == "" {
-		return schedule.Spec{}, usageErrorf("--kind is required")
+		return admin.Schedule{}, usageErrorf("--kind is required")
 	}
 	expr := f.cron
 	if expr != "" && !strings.HasPrefix(expr, "cron(") {
@@ -129,40 +124,32 @@ func specFromFlags(name string, f createFlags, syntax schedule.Syntax) (schedule
 			expr = "rate(" + expr + ")"
 		}
 	}
-	e, err := schedule.Parse(expr, syntax)
-	if err != nil {
-		return schedule.Spec{}, usageError{err}
-	}
-	s := schedule.Spec{Name: name, Expr: e, Kind: f.kind, Queue: f.queue}
+	spec := admin.ScheduleSpec{Name: name, Expression: expr, Kind: f.kind, Queue: f.queue, CatchUp: f.catchUp}
 	if f.payload != "" {
-		if p := lease.JSONProblem([]byte(f.payload)); p != "" {
-			return schedule.Spec{}, usageErrorf("--payload %s", p)
+		if p, _ := admin.JSONProblem([]byte(f.payload)); p != "" {
+			return admin.Schedule{}, usageErrorf("--payload %s", p)
 		}
-		s.Payload = json.RawMessage(f.payload)
+		spec.Payload = json.RawMessage(f.payload)
 	}
 	if f.timezone != "" {
-		if s.Location, err = time.LoadLocation(f.timezone); err != nil {
-			return schedule.Spec{}, usageErrorf("--timezone %q: %v", f.timezone, err)
+		var err error
+		if spec.Location, err = time.LoadLocation(f.timezone); err != nil {
+			return admin.Schedule{}, usageErrorf("--timezone %q: %v", f.timezone, err)
 		}
 	}
-	if s.CatchUp, err = schedule.ParseCatchUp(f.catchUp); err != nil {
-		return schedule.Spec{}, usageError{err}
-	}
-	if err := s.Validate(); err != nil {
-		return schedule.Spec{}, usageError{err}
-	}
-	if err := s.CheckFires(time.Now()); err != nil {
-		return schedule.Spec{}, usageError{err}
+	s, err := admin.ParseSchedule(spec, seconds)
+	if err != nil {
+		return admin.Schedule{}, usageError{err}
 	}
 	return s, nil
 }
 
 func (a *app) scheduleCreate(ctx context.Context, sf *scheduleFlags, f createFlags, name string) error {
-	s, err := specFromFlags(name, f, schedule.AWS)
+	s, err := specFromFlags(name, f, false)
 	if err != nil {
 		return err
 	}
-	eb, cfg, err := a.eventBridge(ctx, sf)
+	eb, adm, err := a.eventBridge(ctx, sf)
 	if err != nil {
 		return err
 	}
@@ -180,25 +167,24 @@ func (a *app) scheduleCreate(ctx context.Context, sf *scheduleFlags, f createFla
 	if dlq == "" {
 		dlq = a.io.Getenv(EnvScheduleDLQARN)
 	}
-	q := sqs.NewFromConfig(cfg, a.sqsEndpoint)
 	url := a.queueURL
 	switch {
 	case f.queue != "":
-		url, err = a.queueByName(ctx, q, f.queue)
+		url, err = adm.QueueURL(ctx, f.queue)
 	case url == "":
-		url, err = a.queueByName(ctx, q, DefaultWorkQueueName)
+		url, err = adm.QueueURL(ctx, DefaultWorkQueueName)
 	}
 	if err != nil {
 		return err
 	}
-	arn, err := a.queueARN(ctx, q, url)
+	arn, err := adm.QueueARN(ctx, url)
 	if err != nil {
 		return err
 	}
-	if err := eb.Create(ctx, s, schedule.Target{QueueARN: arn, RoleARN: role, DLQARN: dlq}); err != nil {
+	if err := eb.Create(ctx, s, admin.ScheduleTarget{QueueARN: arn, RoleARN: role, DLQARN: dlq}); err != nil {
 		return a.scheduleErr(err)
 	}
-	_, err = fmt.Fprintf(a.io.Out, "schedule %s created in group %s: %s, kind %s; tasks sched:%s:<slot time>\n", s.Name, eb.Group, s.Expr, s.Kind, s.Name)
+	_, err = fmt.Fprintf(a.io.Out, "schedule %s created in group %s: %s, kind %s; tasks sched:%s:<slot time>\n", s.Name(), eb.Name(), s.Expression(), s.Kind(), s.Name())
 	return err
 }
 
@@ -241,14 +227,13 @@ type scheduleRow struct {
 	Problem    string          `json:"problem,omitempty"`
 }
 
-func writeSchedules(w io.Writer, all []schedule.Listed, jsonOut bool) error {
+func writeSchedules(w io.Writer, all []admin.ListedSchedule, jsonOut bool) error {
 	rows := make([]scheduleRow, 0, len(all))
 	for _, l := range all {
-		r := scheduleRow{Name: l.Name, Expression: l.Expression, Timezone: l.Timezone, State: l.State, Problem: l.Problem}
-		if l.OK {
-			r.Kind, r.Payload, r.Queue, r.CatchUp = l.Spec.Kind, l.Spec.Payload, l.Spec.Queue, l.Spec.CatchUp.String()
-		}
-		rows = append(rows, r)
+		rows = append(rows, scheduleRow{
+			Name: l.Name, Expression: l.Expression, Timezone: l.Timezone, State: l.State, Problem: l.Problem,
+			Kind: l.Kind, Payload: l.Payload, Queue: l.Queue, CatchUp: l.CatchUp,
+		})
 	}
 	if jsonOut {
 		return writeJSON(w, rows)
@@ -290,38 +275,28 @@ kept. A schedule that does not exist exits 3.`,
 			if err := eb.Delete(cmd.Context(), args[0]); err != nil {
 				return a.scheduleErr(err)
 			}
-			_, err = fmt.Fprintf(a.io.Out, "schedule %s deleted from group %s\n", args[0], eb.Group)
+			_, err = fmt.Fprintf(a.io.Out, "schedule %s deleted from group %s\n", args[0], eb.Name())
 			return err
 		},
 	}
 }
 
-// eventBridge builds the EventBridge Scheduler client of the group and
-// returns the AWS config it was built from.
-func (a *app) eventBridge(ctx context.Context, sf *scheduleFlags) (schedule.EventBridge, aws.Config, error) {
+// eventBridge returns the schedule group and the admin client it was got
+// from.
+func (a *app) eventBridge(ctx context.Context, sf *scheduleFlags) (*admin.ScheduleGroup, *admin.Admin, error) {
 	if a.callTimeout <= 0 {
-		return schedule.EventBridge{}, aws.Config{}, usageErrorf("--call-timeout must be positive")
+		return nil, nil, usageErrorf("--call-timeout must be positive")
 	}
 	cfg, err := a.awsConfig(ctx)
 	if err != nil {
-		return schedule.EventBridge{}, aws.Config{}, err
+		return nil, nil, err
 	}
 	group := sf.group
 	if group == "" {
 		group = a.env(EnvScheduleGroup, DefaultGroup)
 	}
-	api := scheduler.NewFromConfig(cfg, func(o *scheduler.Options) {
-		if a.endpoint != "" {
-			o.BaseEndpoint = aws.String(a.endpoint)
-		}
-	})
-	return schedule.EventBridge{API: api, Group: group, CallTimeout: a.callTimeout}, cfg, nil
-}
-
-func (a *app) sqsEndpoint(o *sqs.Options) {
-	if a.endpoint != "" {
-		o.BaseEndpoint = aws.String(a.endpoint)
-	}
+	adm := admin.New(admin.Config{AWS: cfg, Endpoint: a.endpoint, CallTimeout: a.callTimeout})
+	return adm.ScheduleGroup(group), adm, nil
 }
 
 // schedulerIsLocal reports whether scheduler calls go to a local stack.
@@ -334,40 +309,14 @@ func (a *app) schedulerIsLocal() bool {
 	return false
 }
 
-// queueARN reads a queue's ARN, the target of a schedule.
-func (a *app) queueARN(ctx context.Context, q *sqs.Client, url string) (string, error) {
-	cctx, cancel := a.call(ctx)
-	defer cancel()
-	out, err := q.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", missingIn("SQS", url, q.Options().Region, q.Options().BaseEndpoint, err)
-		}
-		if u := unreachableErr(err, a.callTimeout); u != nil {
-			return "", u
-		}
-		return "", fmt.Errorf("read the ARN of queue %s: %w", url, err)
-	}
-	arn := out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-	if arn == "" {
-		return "", fmt.Errorf("queue %s has no QueueArn attribute", url)
-	}
-	return arn, nil
-}
-
 // scheduleErr maps the schedule package's errors to the exit codes.
 func (a *app) scheduleErr(err error) error {
-	if u := unreachableErr(err, a.callTimeout); u != nil {
-		return u
-	}
 	switch {
-	case errors.Is(err, schedule.ErrNotFound):
+	case errors.Is(err, admin.ErrScheduleNotFound):
 		return exitAs{err, leasehold.ErrNotFound}
-	case errors.Is(err, schedule.ErrExists):
+	case errors.Is(err, admin.ErrScheduleExists):
 		return exitAs{fmt.Errorf("%w; delete it first to change it", err), leasehold.ErrConflict}
-	case errors.Is(err, schedule.ErrInvalid), errors.Is(err, schedule.ErrExpression):
+	case errors.Is(err, admin.ErrScheduleInvalid), errors.Is(err, admin.ErrScheduleExpression):
 		return usageError{err}
 	}
 	return err
@@ -383,9 +332,9 @@ func (e exitAs) Unwrap() []error { return []error{e.err, e.code} }
 // NAME=EXPR;kind=KIND[;catch-up=P][;timezone=TZ][;queue=Q][;payload=JSON].
 // EXPR is rate(...) or cron(...), rates in seconds allowed; payload comes
 // last and runs to the end, so its JSON may hold ';'.
-func parseScheduleFlag(v string) (schedule.Spec, error) {
-	bad := func(format string, args ...any) (schedule.Spec, error) {
-		return schedule.Spec{}, usageErrorf("--schedule %q: "+format, append([]any{v}, args...)...)
+func parseScheduleFlag(v string) (admin.Schedule, error) {
+	bad := func(format string, args ...any) (admin.Schedule, error) {
+		return admin.Schedule{}, usageErrorf("--schedule %q: "+format, append([]any{v}, args...)...)
 	}
 	head, rest, _ := strings.Cut(v, ";")
 	name, expr, ok := strings.Cut(head, "=")
@@ -427,7 +376,7 @@ func parseScheduleFlag(v string) (schedule.Spec, error) {
 			return bad("unknown key %q (want kind, catch-up, timezone, queue or payload)", key)
 		}
 	}
-	s, err := specFromFlags(strings.TrimSpace(name), f, schedule.Local)
+	s, err := specFromFlags(strings.TrimSpace(name), f, true)
 	if err != nil {
 		return bad("%v", err)
 	}

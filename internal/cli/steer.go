@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/admin"
 )
 
 func init() {
@@ -38,9 +38,9 @@ first). Cancelling a task that already ended is an error (exit 1).`,
 				return writeJSON(a.io.Out, info)
 			}
 			if info.Status == leasehold.StatusCancelled {
-				_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", lease.DisplayID(info.ID))
+				_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", admin.DisplayID(info.ID))
 			} else {
-				_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", lease.DisplayID(info.ID), info.Status)
+				_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", admin.DisplayID(info.ID), info.Status)
 			}
 			return err
 		},
@@ -78,7 +78,7 @@ are kept. Retrying a task in any other status is an error (exit 1).`,
 			if jsonOut {
 				return writeJSON(a.io.Out, info)
 			}
-			_, err = fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", lease.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
+			_, err = fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", admin.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
 			return err
 		},
 	}

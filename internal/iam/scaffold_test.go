@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/cli/scaffold"
 	"github.com/leasehold/leasehold/internal/iam"
-	"github.com/leasehold/leasehold/internal/scaffold"
 )
 
 // The worker function of a project `leasehold init` writes is leasehold's

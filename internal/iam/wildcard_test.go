@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/internal/scaffold"
+	"github.com/leasehold/leasehold/internal/cli/scaffold"
 )
 
 // statements lists the statements of a policy document, an Fn::If

@@ -3,6 +3,9 @@
 // (rendered with text/template) and leasehold's own deployment template
 // and function Makefile (leasehold.Infrastructure), copied unchanged into
 // its leasehold/ directory.
+//
+// It lives under internal/cli as the CLI's own sub-package: it has no role
+// in the library, only in the `leasehold init` command.
 package scaffold
 
 import (

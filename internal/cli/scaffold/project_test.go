@@ -19,7 +19,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/cli"
-	"github.com/leasehold/leasehold/internal/scaffold"
+	"github.com/leasehold/leasehold/internal/cli/scaffold"
 	"github.com/leasehold/leasehold/internal/toolchain"
 )
 
@@ -28,7 +28,7 @@ const envRequireStack = "LEASEHOLD_REQUIRE_STACK"
 // moduleRoot is leasehold's checkout: two levels above this package.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,177 @@
+// Package admin is the operator's side of leasehold: what the `leasehold`
+// command needs beyond leasehold.Client, for tools of your own that manage
+// a stack.
+//
+// An *Admin is built from an aws.Config and the tasks table's name (New).
+// It looks queues up (QueueURL, QueueARN), checks that the table exists
+// (CheckTable), runs the worker with the intake dispatcher and fired
+// schedules as one long-lived process (Run: `leasehold run`), and manages
+// the EventBridge Scheduler schedules that start tasks (ScheduleGroup).
+// Every failure that means "the stack is not there" is a
+// *leasehold.UnreachableError or a *leasehold.MissingResourceError, as the
+// client's are.
+//
+// The functions at the end of the index check and show input the way the
+// client and the intake dispatcher do: JSONProblem, CheckQueueName and
+// ParseListing check a payload, a queue name and a listing setting, and
+// DisplayID makes a task id safe to print; the Submission constants are the
+// intake queue's limits.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
+)
+
+// Config says which stack an Admin manages and how it calls AWS.
+type Config struct {
+	// AWS is the SDK configuration the DynamoDB, SQS and EventBridge
+	// Scheduler clients are built from. Its HTTP client is put behind
+	// leasehold.GuardHTTP.
+	AWS aws.Config
+	// Table is the tasks table. Required by CheckTable and by Run's
+	// dispatcher.
+	Table string
+	// Endpoint, when set, sends the DynamoDB, SQS and EventBridge
+	// Scheduler calls to this one URL, such as a local stack's
+	// http://127.0.0.1:4566.
+	Endpoint string
+	// CallTimeout bounds each AWS call (default
+	// leasehold.DefaultClientCallTimeout).
+	CallTimeout time.Duration
+}
+
+// Admin manages one stack. It is safe for concurrent use.
+type Admin struct {
+	table       string
+	callTimeout time.Duration
+	awsCfg      aws.Config
+	ddb         *dynamodb.Client
+	sqs         *sqs.Client
+	scheduler   *scheduler.Client
+}
+
+// New builds an Admin. It makes no AWS call.
+func New(cfg Config) *Admin {
+	a := &Admin{table: cfg.Table, callTimeout: cfg.CallTimeout}
+	if a.callTimeout <= 0 {
+		a.callTimeout = leasehold.DefaultClientCallTimeout
+	}
+	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
+	if cfg.Endpoint != "" {
+		cfg.AWS.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	a.awsCfg = cfg.AWS
+	a.ddb = dynamodb.NewFromConfig(cfg.AWS)
+	a.sqs = sqs.NewFromConfig(cfg.AWS)
+	a.scheduler = scheduler.NewFromConfig(cfg.AWS)
+	return a
+}
+
+// QueueURL looks the URL of the SQS queue called name up.
+func (a *Admin) QueueURL(ctx context.Context, name string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	out, err := a.sqs.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
+			return "", a.missing("SQS", name, err)
+		}
+		if u := a.unreachable(err); u != nil {
+			return "", u
+		}
+		return "", fmt.Errorf("look up queue %s: %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// QueueARN reads the ARN of the SQS queue at url: the target of a schedule.
+func (a *Admin) QueueARN(ctx context.Context, url string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	out, err := a.sqs.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
+			return "", a.missing("SQS", url, err)
+		}
+		if u := a.unreachable(err); u != nil {
+			return "", u
+		}
+		return "", fmt.Errorf("read the ARN of queue %s: %w", url, err)
+	}
+	arn := out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	if arn == "" {
+		return "", fmt.Errorf("queue %s has no QueueArn attribute", url)
+	}
+	return arn, nil
+}
+
+// CheckTable asks DynamoDB whether the tasks table exists. It returns a
+// *leasehold.MissingResourceError when it does not, a
+// *leasehold.UnreachableError when DynamoDB does not answer, and the SDK's
+// error for any other failure (a role without dynamodb:DescribeTable, say),
+// which the table's own calls may not share.
+func (a *Admin) CheckTable(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	_, err := a.ddb.DescribeTable(cctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.table)})
+	switch {
+	case errors.As(err, new(*ddbtypes.ResourceNotFoundException)):
+		return a.missing("DynamoDB", a.table, err)
+	case err != nil:
+		if u := a.unreachable(err); u != nil {
+			return u
+		}
+	}
+	return err
+}
+
+// missing reports a table or queue that does not exist, naming the region
+// and endpoint the call went to: a resource in another region or behind
+// another endpoint is the usual cause.
+func (a *Admin) missing(service, resource string, err error) error {
+	endpoint := aws.ToString(a.awsCfg.BaseEndpoint)
+	if endpoint == "" && a.awsCfg.Region != "" {
+		endpoint = "https://" + strings.ToLower(service) + "." + a.awsCfg.Region + ".amazonaws.com"
+	}
+	return &leasehold.MissingResourceError{Service: service, Resource: resource, Region: a.awsCfg.Region, Endpoint: endpoint, Err: err}
+}
+
+// unreachable recognises a call that never got an answer, as the client
+// does (nil for other errors).
+func (a *Admin) unreachable(err error) *leasehold.UnreachableError {
+	u, ok := awsenv.ClassifyUnreachable(err, nil, a.callTimeout)
+	if !ok {
+		return nil
+	}
+	return &leasehold.UnreachableError{Service: u.Service, Endpoint: u.Endpoint, Reason: u.Reason, Err: err}
+}
+
+// HTTPClient is the SDK HTTP client leasehold's own processes build their
+// AWS configuration with: the SDK's default client, each round trip
+// bounded by timeout (none when 0), behind leasehold.GuardHTTP.
+func HTTPClient(timeout time.Duration) aws.HTTPClient { return awsenv.HTTPClient(timeout) }
+
+// CheckCredentials finds out, before any other call, whether cfg has usable
+// credentials. Without them every call fails with the SDK's whole provider
+// chain in its message; the error returned names what to set instead
+// (profile, when not empty, is the profile cfg was loaded with). It
+// returns nil when the credentials resolve within timeout.
+func CheckCredentials(ctx context.Context, cfg aws.Config, profile string, timeout time.Duration) error {
+	return awsenv.CheckCredentials(ctx, cfg, profile, timeout)
+}
