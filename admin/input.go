@@ -1,23 +1,18 @@
 package admin
 
 import (
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
-// Limits of an intake-queue submission, which a line of a bulk file
-// (`leasehold enqueue --file`) shares.
-const (
-	// SubmissionVersion is the submission version ("v") this build
-	// understands.
-	SubmissionVersion = token.Version
-	// MaxSubmissionBytes bounds one submission body or line.
-	MaxSubmissionBytes = token.MaxBodyBytes
-	// MaxSubmissionDelay is the furthest ahead a submission may start its
-	// task.
-	MaxSubmissionDelay = token.MaxSubmissionDelay
-)
+// MaxSubmissionBytes bounds one intake-queue submission body, and one line
+// of a bulk file (`leasehold enqueue --file`).
+const MaxSubmissionBytes = token.MaxBodyBytes
 
 // JSONProblem says what is wrong with b as one JSON document, in words that
 // follow the name of the document ("payload " + problem): "" when nothing.
@@ -46,3 +41,28 @@ func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListi
 // escaped as by strconv.Quote, so that a control character, a
 // bidirectional override or a stray byte can never act on the output.
 func DisplayID(id string) string { return lease.DisplayID(id) }
+
+// ParseSubmission reads one line of a file of submissions (`leasehold
+// enqueue --file`): an intake-queue submission whose "v" may be left out.
+// It is checked by the code, and with the words, the intake dispatcher
+// uses for a message body; now bounds "run_at". A "delay_seconds" is kept
+// as the submission's Delay, so it counts from the enqueue.
+func ParseSubmission(line []byte, now time.Time) (leasehold.Submission, error) {
+	t, err := token.DecodeSubmissionLine(string(line), now)
+	var te *token.Error
+	if errors.As(err, &te) {
+		// The reason names the dispatcher's record ("malformed token"); a
+		// line is not a token, and its detail says it all.
+		return leasehold.Submission{}, errors.New(te.Detail)
+	} else if err != nil {
+		return leasehold.Submission{}, err
+	}
+	s := leasehold.Submission{ID: t.ID, Kind: t.Kind, MaxAttempts: t.MaxAttempts, Queue: t.Queue, Delay: t.Delay}
+	if t.Payload != nil {
+		s.Payload = t.Payload
+	}
+	if t.Delay == 0 && !t.RunAt.IsZero() {
+		s.RunAt = t.RunAt
+	}
+	return s, nil
+}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,19 +16,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 )
-
-// bulkLine is one line of an enqueue --file input: an intake submission
-// whose "v" may be left out.
-type bulkLine struct {
-	V            *int            `json:"v"`
-	Kind         string          `json:"kind"`
-	Payload      json.RawMessage `json:"payload"`
-	ID           *string         `json:"id"`
-	MaxAttempts  *int            `json:"max_attempts"`
-	DelaySeconds *int64          `json:"delay_seconds"`
-	RunAt        *string         `json:"run_at"`
-	Queue        *string         `json:"queue"`
-}
 
 // lineError is a rejected input line.
 type lineError struct {
@@ -65,77 +51,11 @@ func readSubmissions(r io.Reader) (subs []leasehold.Submission, lines []int, bad
 	}
 }
 
-// parseLine checks one submission line. The client checks the limits again.
+// parseLine checks one submission line, with the intake dispatcher's own
+// rules and words (admin.ParseSubmission).
 func parseLine(raw []byte) (leasehold.Submission, error) {
-	if len(raw) > maxLineBytes {
-		return leasehold.Submission{}, fmt.Errorf("line is %d bytes, the limit is %d", len(raw), maxLineBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var l bulkLine
-	if err := dec.Decode(&l); err != nil {
-		var syn *json.SyntaxError
-		switch {
-		case tooDeep(raw):
-			p, _ := admin.JSONProblem(raw)
-			return leasehold.Submission{}, errors.New("the line " + p)
-		case errors.As(err, &syn):
-			return leasehold.Submission{}, fmt.Errorf("not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return leasehold.Submission{}, errors.New("not valid JSON: the line ends inside the object")
-		}
-		return leasehold.Submission{}, fmt.Errorf("not a submission object: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		// Another value, or a stray character such as a second "}".
-		return leasehold.Submission{}, errors.New("more than one JSON value on the line, or trailing data")
-	}
-	s := leasehold.Submission{Kind: l.Kind}
-	switch {
-	case l.V != nil && *l.V != admin.SubmissionVersion:
-		return s, fmt.Errorf(`"v" is %d; this version understands %d`, *l.V, admin.SubmissionVersion)
-	case l.Kind == "":
-		return s, errors.New(`"kind" is required`)
-	case l.ID != nil && *l.ID == "":
-		return s, errors.New(`"id" is empty; leave it out for a random id`)
-	case l.MaxAttempts != nil && *l.MaxAttempts == 0:
-		return s, errors.New(`"max_attempts" is 0; leave it out for the default`)
-	case l.DelaySeconds != nil && l.RunAt != nil:
-		return s, errors.New(`"delay_seconds" and "run_at" are exclusive`)
-	case l.DelaySeconds != nil && *l.DelaySeconds < 0:
-		return s, errors.New(`"delay_seconds" cannot be negative`)
-	case l.DelaySeconds != nil && *l.DelaySeconds > int64(admin.MaxSubmissionDelay/time.Second):
-		return s, fmt.Errorf(`"delay_seconds" is more than %d`, int64(admin.MaxSubmissionDelay/time.Second))
-	}
-	if len(l.Payload) > 0 && !bytes.Equal(l.Payload, []byte("null")) {
-		s.Payload = l.Payload
-	}
-	if l.ID != nil {
-		s.ID = *l.ID
-	}
-	if l.Queue != nil {
-		if err := admin.CheckQueueName(*l.Queue); err != nil {
-			return s, fmt.Errorf(`"queue": %w`, err)
-		}
-		s.Queue = *l.Queue
-	}
-	if l.MaxAttempts != nil {
-		s.MaxAttempts = *l.MaxAttempts
-	}
-	if l.DelaySeconds != nil {
-		s.Delay = time.Duration(*l.DelaySeconds) * time.Second
-	}
-	if l.RunAt != nil {
-		at, err := time.Parse(time.RFC3339, *l.RunAt)
-		if err != nil {
-			return s, errors.New(`"run_at" is not an RFC 3339 time such as 2027-06-01T09:00:00Z`)
-		}
-		s.RunAt = at
-	}
-	return s, nil
+	return admin.ParseSubmission(raw, time.Now())
 }
-
-func tooDeep(b []byte) bool { _, deep := admin.JSONProblem(b); return deep }
 
 // maxReportedLines bounds the bad lines listed one by one.
 const maxReportedLines = 20

@@ -15,6 +15,7 @@ import (
 
 func TestParseLine(t *testing.T) {
 	t.Parallel()
+	soon := time.Now().Add(48 * time.Hour).Truncate(time.Second).UTC()
 	cases := []struct {
 		name, line string
 		want       leasehold.Submission
@@ -24,19 +25,20 @@ func TestParseLine(t *testing.T) {
 		{"everything", `{"v":1,"kind":"k","payload":{"a":1},"id":"x","max_attempts":3,"delay_seconds":60}`,
 			leasehold.Submission{Kind: "k", Payload: []byte(`{"a":1}`), ID: "x", MaxAttempts: 3, Delay: time.Minute}, ""},
 		{"null payload", `{"kind":"k","payload":null}`, leasehold.Submission{Kind: "k"}, ""},
-		{"run at", `{"kind":"k","run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{Kind: "k", RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, ""},
-		{"not JSON", `{"kind":`, leasehold.Submission{}, "the line ends inside the object"},
-		{"syntax", `{"kind" "k"}`, leasehold.Submission{}, "not valid JSON"},
-		{"too deep", `{"kind":"k","payload":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, leasehold.Submission{}, "deeper than 10000 levels, the JSON depth limit"},
-		{"two values", `{"kind":"k"} {"kind":"k"}`, leasehold.Submission{}, "more than one JSON value"},
-		{"array", `[1]`, leasehold.Submission{}, "not a submission object"},
+		{"run at", `{"kind":"k","run_at":"` + soon.Format(time.RFC3339) + `"}`, leasehold.Submission{Kind: "k", RunAt: soon}, ""},
+		{"run at too far", `{"kind":"k","run_at":"2999-01-02T03:04:05Z"}`, leasehold.Submission{}, `"run_at" is more than 365 days ahead`},
+		{"not JSON", `{"kind":`, leasehold.Submission{}, "empty or truncated JSON"},
+		{"syntax", `{"kind" "k"}`, leasehold.Submission{}, "invalid JSON at byte"},
+		{"too deep", `{"kind":"k","payload":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, leasehold.Submission{}, "the body nests arrays and objects deeper than 10000 levels, the JSON depth limit"},
+		{"two values", `{"kind":"k"} {"kind":"k"}`, leasehold.Submission{}, "trailing data after the JSON object"},
+		{"array", `[1]`, leasehold.Submission{}, "must be a JSON object, not an array"},
 		{"unknown field", `{"kind":"k","paylod":{}}`, leasehold.Submission{}, `unknown field "paylod"`},
-		{"version", `{"v":2,"kind":"k"}`, leasehold.Submission{}, `"v" is 2`},
+		{"version", `{"v":2,"kind":"k"}`, leasehold.Submission{}, "version 2; this dispatcher understands version 1"},
 		{"no kind", `{"payload":{}}`, leasehold.Submission{}, `"kind" is required`},
 		{"empty id", `{"kind":"k","id":""}`, leasehold.Submission{}, `"id" is empty`},
-		{"zero attempts", `{"kind":"k","max_attempts":0}`, leasehold.Submission{}, `"max_attempts" is 0`},
+		{"zero attempts", `{"kind":"k","max_attempts":0}`, leasehold.Submission{}, `"max_attempts" 0 is outside 1..100`},
 		{"both times", `{"kind":"k","delay_seconds":1,"run_at":"2030-01-02T03:04:05Z"}`, leasehold.Submission{}, "exclusive"},
-		{"negative delay", `{"kind":"k","delay_seconds":-1}`, leasehold.Submission{}, "cannot be negative"},
+		{"negative delay", `{"kind":"k","delay_seconds":-1}`, leasehold.Submission{}, `"delay_seconds" -1 is outside 0..31536000`},
 		{"bad time", `{"kind":"k","run_at":"soon"}`, leasehold.Submission{}, "RFC 3339"},
 		{"queue", `{"kind":"k","queue":"images-work"}`, leasehold.Submission{Kind: "k", Queue: "images-work"}, ""},
 		{"fifo queue", `{"kind":"k","queue":"q.fifo"}`, leasehold.Submission{}, "FIFO"},

@@ -37,8 +37,10 @@ type Submission struct {
 	// MaxAttempts is 0 when the submission names none: the dispatcher's
 	// default applies.
 	MaxAttempts int
-	// RunAt is the earliest start; zero means now.
+	// RunAt is the earliest start; zero means now. A "delay_seconds" is
+	// resolved into it, and kept in Delay as given.
 	RunAt time.Time
+	Delay time.Duration
 	// Queue names the SQS queue the task's tokens go to; empty for the
 	// dispatcher's work queue.
 	Queue string
@@ -58,6 +60,17 @@ type submissionWire struct {
 // DecodeSubmission parses and validates an intake message body. now resolves
 // "delay_seconds" into an absolute start and bounds "run_at".
 func DecodeSubmission(body string, now time.Time) (Submission, error) {
+	return decodeSubmission(body, now, true)
+}
+
+// DecodeSubmissionLine is DecodeSubmission for one line of a file of
+// submissions (`leasehold enqueue --file`), where "v" may be left out: the
+// same rules, checked by the same code, in the same words.
+func DecodeSubmissionLine(line string, now time.Time) (Submission, error) {
+	return decodeSubmission(line, now, false)
+}
+
+func decodeSubmission(body string, now time.Time, needVersion bool) (Submission, error) {
 	if len(body) > MaxBodyBytes {
 		return Submission{}, &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("message body is %d bytes, the limit is %d", len(body), MaxBodyBytes)}
 	}
@@ -68,10 +81,17 @@ func DecodeSubmission(body string, now time.Time) (Submission, error) {
 	dec.DisallowUnknownFields()
 	var w submissionWire
 	if err := dec.Decode(&w); err != nil {
+		if lease.JSONProblem([]byte(body)) == lease.TooDeep {
+			return Submission{}, &Error{Reason: ErrMalformed, Detail: "the body " + lease.TooDeep}
+		}
 		return Submission{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Submission{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
+	}
+	if w.V == nil && !needVersion {
+		v := Version
+		w.V = &v
 	}
 	if w.V == nil {
 		return Submission{}, &Error{Reason: ErrMissingField, Detail: `"v" (the submission version) is required`}
@@ -127,7 +147,8 @@ func (s *Submission) decodeFields(w submissionWire, now time.Time) error {
 		if d := *w.DelaySeconds; d < 0 || d > maxSeconds {
 			return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"delay_seconds" %d is outside 0..%d`, d, maxSeconds)}
 		}
-		s.RunAt = now.Add(time.Duration(*w.DelaySeconds) * time.Second)
+		s.Delay = time.Duration(*w.DelaySeconds) * time.Second
+		s.RunAt = now.Add(s.Delay)
 	case w.RunAt != nil:
 		at, err := time.Parse(time.RFC3339, *w.RunAt)
 		if err != nil {
