@@ -509,10 +509,10 @@ func TestEnqueueFileReportsBadLines(t *testing.T) {
 	r := s.run(t, "", "enqueue", "--file", file)
 	r.expect(t, 2, "5 of 8 lines of "+file+" were rejected")
 	for _, want := range []string{
-		file + ":2: not valid JSON",
+		file + ":2: empty or truncated JSON",
 		file + `:4: "kind" is required`,
-		file + `:6: not a submission object: json: unknown field "colour"`,
-		file + ":7: invalid task: max attempts 500 is outside 1..100",
+		file + `:6: json: unknown field "colour"`,
+		file + `:7: "max_attempts" 500 is outside 1..100`,
 		file + `:9: "delay_seconds" and "run_at" are exclusive`,
 		"enqueued 3 of 8 tasks",
 	} {
