@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // Environment variables and defaults of the global configuration.
@@ -29,8 +30,6 @@ const (
 
 	DefaultTable         = "leasehold-tasks"
 	DefaultWorkQueueName = "leasehold-work"
-	// DefaultCallTimeout bounds each AWS call.
-	DefaultCallTimeout = 10 * time.Second
 	// localRegion is used with an endpoint override when nothing else names
 	// a region: local stacks accept any.
 	localRegion = "us-east-1"
@@ -75,7 +74,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&a.profile, "profile", "", "AWS shared config profile (default: AWS_PROFILE)")
 	f.StringVar(&a.endpoint, "endpoint-url", "",
 		"send DynamoDB and SQS calls to this endpoint, e.g. http://127.0.0.1:4566 (default: AWS_ENDPOINT_URL_DYNAMODB / _SQS, else AWS)")
-	f.DurationVar(&a.callTimeout, "call-timeout", DefaultCallTimeout, "timeout of each AWS call")
+	f.DurationVar(&a.callTimeout, "call-timeout", settings.DefaultClientCallTimeout, "timeout of each AWS call")
 }
 
 // client returns the leasehold client, building it on first use with the
