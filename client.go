@@ -19,9 +19,9 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/settings"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -69,11 +69,11 @@ func WithClientUnlisted() ClientOption {
 
 // Defaults of a client.
 const (
-	DefaultClientCallTimeout = 10 * time.Second
-	DefaultTaskMaxAttempts   = 5
+	DefaultClientCallTimeout = settings.DefaultClientCallTimeout
+	DefaultTaskMaxAttempts   = settings.DefaultMaxAttempts
 	// DefaultEnqueueConcurrency is how many DynamoDB or SQS calls
 	// EnqueueMany has in flight at once.
-	DefaultEnqueueConcurrency = dispatch.DefaultConcurrency
+	DefaultEnqueueConcurrency = settings.DefaultEnqueueConcurrency
 )
 
 // WithCallTimeout bounds each call to DynamoDB or SQS (default 10s).

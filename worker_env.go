@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // More environment variables read by NewWorkerFromEnv (and, for the first
@@ -36,8 +36,9 @@ const (
 	EnvServeQueueURLs = "LEASEHOLD_SERVE_QUEUE_URLS"
 )
 
-// lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ.
-const lookupTimeout = 10 * time.Second
+// lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ: a
+// start-up call, like a client's.
+const lookupTimeout = settings.DefaultClientCallTimeout
 
 // NewWorkerFromEnv is the one way to build a worker from the environment:
 // every LEASEHOLD_* variable of WorkerConfigFromEnv and RunOptionsFromEnv,

@@ -28,8 +28,6 @@ const (
 
 	DefaultTable         = "leasehold-tasks"
 	DefaultWorkQueueName = "leasehold-work"
-	// DefaultCallTimeout bounds each AWS call.
-	DefaultCallTimeout = 10 * time.Second
 	// localRegion is used with an endpoint override when nothing else names
 	// a region: local stacks accept any.
 	localRegion = "us-east-1"
@@ -74,7 +72,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&a.profile, "profile", "", "AWS shared config profile (default: AWS_PROFILE)")
 	f.StringVar(&a.endpoint, "endpoint-url", "",
 		"send DynamoDB and SQS calls to this endpoint, e.g. http://127.0.0.1:4566 (default: AWS_ENDPOINT_URL_DYNAMODB / _SQS, else AWS)")
-	f.DurationVar(&a.callTimeout, "call-timeout", DefaultCallTimeout, "timeout of each AWS call")
+	f.DurationVar(&a.callTimeout, "call-timeout", leasehold.DefaultClientCallTimeout, "timeout of each AWS call")
 }
 
 // client returns the leasehold client, building it on first use with the

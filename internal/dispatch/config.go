@@ -13,8 +13,9 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/queues"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // SQSClient lists the SQS calls the dispatcher makes; *sqs.Client satisfies
@@ -45,10 +46,9 @@ type QueueResolver interface {
 
 // Defaults for Config.
 const (
-	DefaultConcurrency      = 10
-	DefaultSweepConcurrency = 4
-	DefaultSweepPageSize    = 100
-	DefaultCallTimeout      = 5 * time.Second
+	DefaultConcurrency      = settings.DefaultDispatchConcurrency
+	DefaultSweepConcurrency = settings.DefaultSweepConcurrency
+	DefaultSweepPageSize    = settings.DefaultSweepPageSize
 )
 
 // ErrConfig wraps every configuration error.
@@ -92,10 +92,10 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.DispatchGrace == 0 {
-		c.DispatchGrace = lease.DefaultDispatchGrace
+		c.DispatchGrace = settings.DefaultDispatchGrace
 	}
 	if c.DefaultMaxAttempts == 0 {
-		c.DefaultMaxAttempts = lifecycle.DefaultMaxAttempts
+		c.DefaultMaxAttempts = settings.DefaultMaxAttempts
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -107,7 +107,7 @@ func (c Config) withDefaults() Config {
 		c.SweepPageSize = DefaultSweepPageSize
 	}
 	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
+		c.CallTimeout = settings.DefaultCallTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()

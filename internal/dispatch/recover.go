@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // Recovery bounds. A task whose message was lost is dispatched again by the
@@ -21,7 +23,7 @@ import (
 const (
 	// DefaultSweepEvery is the period of SweepLoop when none is given: as
 	// often as the scheduled dispatch function runs.
-	DefaultSweepEvery = time.Minute
+	DefaultSweepEvery = settings.DefaultSweepEvery
 	// MinSweepEvery is the shortest period SweepLoop accepts.
 	MinSweepEvery = 100 * time.Millisecond
 	// minSweepBudget is the least time one sweep of SweepLoop is given:

@@ -7,15 +7,16 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultBatchSize         = 10
-	DefaultWaitTime          = 20 * time.Second
-	DefaultPollers           = 2
-	DefaultInvocationTimeout = 60 * time.Second
-	DefaultCallTimeout       = 30 * time.Second
+	DefaultBatchSize         = settings.DefaultBatchSize
+	DefaultWaitTime          = settings.DefaultLongPoll
+	DefaultPollers           = settings.DefaultPollers
+	DefaultInvocationTimeout = settings.DefaultInvocationTimeout
 )
 
 // Limits set by SQS and by Lambda's event source mapping.
@@ -67,7 +68,7 @@ type Config struct {
 	InvocationTimeout time.Duration
 
 	// CallTimeout bounds each SQS call. It must exceed WaitTime.
-	// Default 30s.
+	// Default settings.DefaultReceiveCallTimeout, 30s.
 	CallTimeout time.Duration
 
 	// Logger receives operational logs (never message bodies). Default
@@ -90,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.InvocationTimeout = DefaultInvocationTimeout
 	}
 	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
+		c.CallTimeout = settings.DefaultReceiveCallTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

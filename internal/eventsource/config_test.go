@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -101,7 +103,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	}
 	got := r.cfg
 	if got.BatchSize != DefaultBatchSize || got.WaitTime != DefaultWaitTime || got.Pollers != DefaultPollers ||
-		got.InvocationTimeout != DefaultInvocationTimeout || got.CallTimeout != DefaultCallTimeout ||
+		got.InvocationTimeout != DefaultInvocationTimeout || got.CallTimeout != settings.DefaultReceiveCallTimeout ||
 		got.BatchWindow != 0 || got.VisibilityTimeout != 0 || got.Logger == nil {
 		t.Errorf("defaults not applied: %+v", got)
 	}

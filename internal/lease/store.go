@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // Store is the lease store: every method is one conditional write (Get is one
@@ -140,11 +142,10 @@ func (r Release) Validate() error {
 
 // Defaults for Options.
 const (
-	DefaultLeaseDuration = 20 * time.Second
-	DefaultSkew          = 2 * time.Second
-	DefaultDispatchGrace = 2 * time.Minute
-	DefaultRetention     = 30 * 24 * time.Hour
-	DefaultCallTimeout   = 5 * time.Second
+	DefaultLeaseDuration = settings.DefaultLeaseDuration
+	DefaultSkew          = settings.DefaultClockSkew
+	DefaultDispatchGrace = settings.DefaultDispatchGrace
+	DefaultRetention     = settings.DefaultRetention
 )
 
 // ParseListing reads a LEASEHOLD_LISTING value: "on" (listed, the default
@@ -200,7 +201,7 @@ func (o Options) WithDefaults() Options {
 		o.Retention = DefaultRetention
 	}
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
+		o.CallTimeout = settings.DefaultCallTimeout
 	}
 	return o
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"github.com/leasehold/leasehold/internal/settings"
 	"time"
 )
 
@@ -14,7 +15,7 @@ import (
 
 // DefaultWaitTimeout is the deadline of a wait for children or
 // dependencies that names none.
-const DefaultWaitTimeout = 7 * 24 * time.Hour
+const DefaultWaitTimeout = settings.DefaultWaitTimeout
 
 // ErrWaiterLimit: a Watch found MaxWaiters tasks waiting for the task
 // already. It matches ErrInvalid too.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 // SQSClient lists the work-queue calls the lifecycle makes; *sqs.Client
@@ -41,15 +42,7 @@ type Backoff func(attempt int) time.Duration
 // [d/2, d], so consecutive delays never shrink and concurrent failures do not
 // retry in lockstep.
 func ExponentialBackoff(base, max time.Duration) Backoff {
-	return func(attempt int) time.Duration {
-		d := base
-		for i := 1; i < attempt && d < max; i++ {
-			d *= 2
-		}
-		d = min(d, max)
-		half := d / 2
-		return half + rand.N(d-half+1)
-	}
+	return settings.ExponentialBackoff(base, max)
 }
 
 // MaxSQSDelay is the longest DelaySeconds SQS accepts. Waits longer than this
@@ -58,28 +51,26 @@ const MaxSQSDelay = 15 * time.Minute
 
 // Defaults for Config.
 const (
-	DefaultRenewBefore      = 10 * time.Second
-	DefaultVisibilityMargin = 10 * time.Second
-	DefaultDeadlineMargin   = 5 * time.Second
-	DefaultMaxAttempts      = 5
-	DefaultConcurrency      = 10
-	DefaultCallTimeout      = 5 * time.Second
-	DefaultBackoffBase      = 2 * time.Second
-	DefaultBackoffMax       = 10 * time.Minute
+	DefaultRenewBefore      = settings.DefaultRenewBefore
+	DefaultVisibilityMargin = settings.DefaultVisibilityMargin
+	DefaultDeadlineMargin   = settings.DefaultDeadlineMargin
+	DefaultMaxAttempts      = settings.DefaultMaxAttempts
+	DefaultConcurrency      = settings.DefaultConcurrency
+	DefaultBackoffBase      = settings.DefaultBackoffBase
+	DefaultBackoffMax       = settings.DefaultBackoffMax
 	// Defaults for a task whose kind no handler is registered for here.
-	DefaultUnknownKindBackoffMin = 10 * time.Second
-	DefaultUnknownKindBackoffMax = 15 * time.Minute
-	DefaultUnknownKindLimit      = 7 * 24 * time.Hour
+	DefaultUnknownKindBackoffMin = settings.DefaultUnknownKindBackoffMin
+	DefaultUnknownKindBackoffMax = settings.DefaultUnknownKindBackoffMax
+	DefaultUnknownKindLimit      = settings.DefaultUnknownKindLimit
 	// DefaultWaitTimeout bounds a wait for children or dependencies
 	// (Config.WaitTimeout).
-	DefaultWaitTimeout = lease.DefaultWaitTimeout
+	DefaultWaitTimeout = settings.DefaultWaitTimeout
 	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in
 	// template.yaml and localstack/resources.json.
-	DefaultMaxReceiveCount = 10
+	DefaultMaxReceiveCount = settings.DefaultMaxReceiveCount
 	// DefaultReplaceAtReceiveCount leaves two receives of head room below
-	// DefaultMaxReceiveCount: one for the receive that replaces the token and
-	// one for a crash during it.
-	DefaultReplaceAtReceiveCount = DefaultMaxReceiveCount - 2
+	// DefaultMaxReceiveCount.
+	DefaultReplaceAtReceiveCount = settings.DefaultReplaceAtReceiveCount
 )
 
 // MinSnooze is the shortest snooze: a shorter or negative delay is raised to
@@ -198,7 +189,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.LeaseDuration == 0 {
-		c.LeaseDuration = lease.DefaultLeaseDuration
+		c.LeaseDuration = settings.DefaultLeaseDuration
 	}
 	if c.RenewBefore == 0 {
 		c.RenewBefore = DefaultRenewBefore
@@ -219,7 +210,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Concurrency = DefaultConcurrency
 	}
 	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
+		c.CallTimeout = settings.DefaultCallTimeout
 	}
 	if c.ReplaceAtReceiveCount == 0 {
 		c.ReplaceAtReceiveCount = DefaultReplaceAtReceiveCount

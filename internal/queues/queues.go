@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/internal/settings"
 )
 
 var (
@@ -82,9 +84,6 @@ type SQSClient interface {
 	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
 }
 
-// DefaultCallTimeout bounds one GetQueueUrl call when the caller sets none.
-const DefaultCallTimeout = 5 * time.Second
-
 // Resolver turns queue names into URLs. The empty name is the default queue.
 // Found URLs are kept for the resolver's lifetime (a queue's URL does not
 // change, even when it is deleted and created again); a failed lookup is not
@@ -101,10 +100,10 @@ type Resolver struct {
 // NewResolver returns a resolver whose default queue is defaultURL (may be
 // empty: then the empty name cannot be resolved). known URLs are added to the
 // cache under their names, so the queues a worker already serves need no
-// lookup. callTimeout <= 0 takes DefaultCallTimeout.
+// lookup. callTimeout <= 0 takes settings.DefaultCallTimeout.
 func NewResolver(client SQSClient, defaultURL string, callTimeout time.Duration, known ...string) *Resolver {
 	if callTimeout <= 0 {
-		callTimeout = DefaultCallTimeout
+		callTimeout = settings.DefaultCallTimeout
 	}
 	r := &Resolver{client: client, defaultURL: defaultURL, callTimeout: callTimeout, urls: map[string]string{}}
 	for _, u := range append([]string{defaultURL}, known...) {

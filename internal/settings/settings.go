@@ -1,0 +1,228 @@
+// Package settings is leasehold's one table of settings: for each, the
+// config field it fills (WorkerConfig, ClientConfig or the dispatch
+// function's Settings), its LEASEHOLD_* environment variable, its default
+// and what it means. The environment entry points (NewWorkerFromEnv, the
+// dispatch function, serve) read the environment by walking All with Load;
+// the settings tables of docs/worker.md and docs/dispatch.md are rendered
+// from it by Markdown (and tested against it). Adding a setting is one
+// entry here, one field, and its use.
+package settings
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind says how a setting's environment value is written.
+type Kind int
+
+const (
+	// String is taken as it is.
+	String Kind = iota
+	// List is comma-separated; blanks are dropped. The field is a []string.
+	List
+	// Duration is time.ParseDuration's ("90s", "2m"). The field is a
+	// time.Duration.
+	Duration
+	// Int is a positive integer. The field is an int.
+	Int
+	// Pair is "A,B", two positive durations with A <= B. The field is a
+	// func(attempt int) time.Duration (ExponentialBackoff(A, B)), or
+	// Field takes A and Field2 B.
+	Pair
+	// Switch is "on" or "off"; the field is a bool set by "off" (Unlisted
+	// for LEASEHOLD_LISTING=off).
+	Switch
+	// Level is DEBUG, INFO, WARN or ERROR. The field is a *slog.Logger:
+	// JSON lines on stderr at that level.
+	Level
+)
+
+// Scope says whose configuration a setting belongs to.
+type Scope int
+
+const (
+	// Worker settings are fields of leasehold.WorkerConfig.
+	Worker Scope = 1 << iota
+	// Client settings are fields of leasehold.ClientConfig.
+	Client
+	// Dispatch settings are fields of the dispatch function's
+	// dispatch.Settings.
+	Dispatch
+)
+
+// Setting is one row of the table.
+type Setting struct {
+	// Field is the config field the setting fills; "" for a setting only
+	// the environment has (it is read where it is used).
+	Field string
+	// Field2, for a Pair whose field is not a func, takes the second value.
+	Field2 string
+	// Env is the environment variable; "" for a setting only code sets.
+	Env  string
+	Kind Kind
+	// Default is the typed default (a constant of this package), or nil.
+	Default any
+	// DefaultText says the default when Default cannot ("required", "the
+	// queue's", ...); it wins over Default in the docs.
+	DefaultText string
+	// Doc says what the setting means, and its limits.
+	Doc string
+	For Scope
+}
+
+// The environment variables of the table: code names them by these
+// constants (internal/iam checks that nothing spells one out).
+const (
+	EnvTable                 = "LEASEHOLD_TABLE"
+	EnvWorkQueueURL          = "LEASEHOLD_WORK_QUEUE_URL"
+	EnvServeQueueURLs        = "LEASEHOLD_SERVE_QUEUE_URLS"
+	EnvWorkDLQURL            = "LEASEHOLD_WORK_DLQ_URL"
+	EnvWorkDLQName           = "LEASEHOLD_WORK_DLQ_NAME"
+	EnvIntakeDLQURL          = "LEASEHOLD_INTAKE_DLQ_URL"
+	EnvLeaseDuration         = "LEASEHOLD_LEASE_DURATION"
+	EnvRenewBefore           = "LEASEHOLD_RENEW_BEFORE"
+	EnvMaxAttempts           = "LEASEHOLD_MAX_ATTEMPTS"
+	EnvConcurrency           = "LEASEHOLD_CONCURRENCY"
+	EnvClockSkew             = "LEASEHOLD_CLOCK_SKEW"
+	EnvDeadlineMargin        = "LEASEHOLD_DEADLINE_MARGIN"
+	EnvBackoff               = "LEASEHOLD_BACKOFF"
+	EnvVisibilityMargin      = "LEASEHOLD_VISIBILITY_MARGIN"
+	EnvDispatchGrace         = "LEASEHOLD_DISPATCH_GRACE"
+	EnvReplaceAtReceiveCount = "LEASEHOLD_REPLACE_AT_RECEIVE_COUNT"
+	EnvUnknownKindBackoff    = "LEASEHOLD_UNKNOWN_KIND_BACKOFF"
+	EnvUnknownKindLimit      = "LEASEHOLD_UNKNOWN_KIND_LIMIT"
+	EnvWaitTimeout           = "LEASEHOLD_WAIT_TIMEOUT"
+	EnvListing               = "LEASEHOLD_LISTING"
+	EnvDispatchConcurrency   = "LEASEHOLD_DISPATCH_CONCURRENCY"
+	EnvSweepConcurrency      = "LEASEHOLD_SWEEP_CONCURRENCY"
+	EnvLogLevel              = "LEASEHOLD_LOG_LEVEL"
+	EnvPollers               = "LEASEHOLD_POLLERS"
+	EnvBatchSize             = "LEASEHOLD_BATCH_SIZE"
+	EnvBatchWindow           = "LEASEHOLD_BATCH_WINDOW"
+	EnvInvocationTimeout     = "LEASEHOLD_INVOCATION_TIMEOUT"
+	EnvLongPoll              = "LEASEHOLD_LONG_POLL"
+	EnvReceiveVisibility     = "LEASEHOLD_RECEIVE_VISIBILITY"
+	EnvSweepEvery            = "LEASEHOLD_SWEEP_EVERY"
+)
+
+// All is the table, in the order the docs list it.
+var All = []Setting{
+	// Resources.
+	{Field: "Table", Env: EnvTable, Kind: String, DefaultText: "required", For: Worker | Client | Dispatch,
+		Doc: "the tasks table"},
+	{Field: "QueueURL", Env: EnvWorkQueueURL, Kind: String, DefaultText: "required (client: or QueueName)", For: Worker | Client | Dispatch,
+		Doc: "the default work queue: where tokens of tasks that name no queue go, and the queue Run polls unless QueueURLs is set"},
+	{Field: "QueueName", Kind: String, For: Client,
+		Doc: "used when QueueURL is empty: the default work queue's name, looked up with GetQueueUrl on first use"},
+	{Field: "KindQueues", Kind: String, For: Client,
+		Doc: "the queue name of each kind that does not go to the default work queue (the Queue option of one task overrides it)"},
+	{Field: "QueueURLs", Env: EnvServeQueueURLs, Kind: List, DefaultText: "QueueURL alone", For: Worker,
+		Doc: "the work queues this worker serves, comma-separated: Run polls each, with one poller group per queue"},
+	{Field: "DeadLetterQueueURL", Env: EnvWorkDLQURL, Kind: String, DefaultText: "none", For: Worker,
+		Doc: "receives messages that cannot name a task, with the reason in the `leasehold-reason` attribute; without it they are left to the queue's redrive policy"},
+	{Env: EnvWorkDLQName, Kind: String, DefaultText: "the work queue's redrive target", For: Worker,
+		Doc: "NewWorkerFromEnv only, without LEASEHOLD_WORK_DLQ_URL: the name of the work dead-letter queue to look up"},
+	{Field: "IntakeDLQURL", Env: EnvIntakeDLQURL, Kind: String, DefaultText: "none", For: Dispatch,
+		Doc: "receives invalid submissions, with the reason; without it they are left to the intake queue's redrive policy"},
+
+	// Tasks and leases.
+	{Field: "LeaseDuration", Env: EnvLeaseDuration, Kind: Duration, Default: DefaultLeaseDuration, For: Worker,
+		Doc: "how long a claim or renewal holds a task; at least 2 × RenewBefore"},
+	{Field: "RenewBefore", Env: EnvRenewBefore, Kind: Duration, Default: DefaultRenewBefore, For: Worker,
+		Doc: "how long before expiry the lease is renewed; > 0"},
+	{Field: "MaxAttempts", Env: EnvMaxAttempts, Kind: Int, Default: DefaultMaxAttempts, For: Worker | Client | Dispatch,
+		Doc: "attempts of a task that names none (an inline token, an enqueue without MaxAttempts, a submission); 1..100"},
+	{Field: "Concurrency", Env: EnvConcurrency, Kind: Int, Default: DefaultConcurrency, For: Worker,
+		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most Pollers × Concurrency tasks at once)"},
+	{Field: "ClockSkew", Env: EnvClockSkew, Kind: Duration, Default: DefaultClockSkew, For: Worker,
+		Doc: "bound on the clock difference between workers: an expired lease is taken over only after this much more; ≥ 0"},
+	{Field: "DeadlineMargin", Env: EnvDeadlineMargin, Kind: Duration, Default: DefaultDeadlineMargin, For: Worker,
+		Doc: "the handler's context ends this long before the invocation deadline, so the lease can be released; ≥ 0"},
+	{Field: "Backoff", Env: EnvBackoff, Kind: Pair, Default: [2]time.Duration{DefaultBackoffBase, DefaultBackoffMax}, For: Worker,
+		Doc: "the delay before attempt n+1 after attempt n failed: any `func(attempt int) time.Duration`; the variable, `BASE,MAX`, sets `ExponentialBackoff(BASE, MAX)` (doubling, each delay drawn from [d/2, d])"},
+	{Field: "VisibilityMargin", Env: EnvVisibilityMargin, Kind: Duration, Default: DefaultVisibilityMargin, For: Worker,
+		Doc: "added to the lease when a message is hidden; ≥ 0"},
+	{Field: "DispatchGrace", Env: EnvDispatchGrace, Kind: Duration, Default: DefaultDispatchGrace, For: Worker | Dispatch,
+		Doc: "how long past its expected start a task may go unclaimed before the sweep dispatches it again; the same for workers and dispatch: it places tasks in the sweep index"},
+	{Field: "ReplaceAtReceiveCount", Env: EnvReplaceAtReceiveCount, Kind: Int, Default: DefaultReplaceAtReceiveCount, For: Worker,
+		Doc: "from this receive count a message whose task cannot run now is replaced by a fresh token; ≥ 1, at most the work queue's maxReceiveCount − 2"},
+	{Field: "UnknownKindBackoffMin", Field2: "UnknownKindBackoffMax", Env: EnvUnknownKindBackoff, Kind: Pair,
+		Default: [2]time.Duration{DefaultUnknownKindBackoffMin, DefaultUnknownKindBackoffMax}, For: Worker,
+		Doc: "bounds of the wait before a task of a kind this worker has no handler for is offered again (`MIN,MAX`; min > 0, max ≥ min)"},
+	{Field: "UnknownKindLimit", Env: EnvUnknownKindLimit, Kind: Duration, Default: DefaultUnknownKindLimit, For: Worker,
+		Doc: "how long a task's kind may stay unknown before the task fails; > 0"},
+	{Field: "WaitTimeout", Env: EnvWaitTimeout, Kind: Duration, Default: DefaultWaitTimeout, For: Worker,
+		Doc: "the deadline of a wait for children or dependencies that names none; at it the waiting task fails; 0 < d ≤ 365 days"},
+	{Field: "Unlisted", Env: EnvListing, Kind: Switch, DefaultText: "on (listed)", For: Worker | Client | Dispatch,
+		Doc: "`off` creates tasks without a listing entry (one write unit less each): `leasehold list` and Client.List do not show them"},
+	{Field: "DispatchConcurrency", Env: EnvDispatchConcurrency, Kind: Int, Default: DefaultDispatchConcurrency, For: Dispatch,
+		Doc: "submissions of a batch processed at once; also token batches and sweep marks in flight"},
+	{Field: "SweepConcurrency", Env: EnvSweepConcurrency, Kind: Int, Default: DefaultSweepConcurrency, For: Dispatch,
+		Doc: "shards swept at once"},
+
+	// The process.
+	{Field: "Logger", Env: EnvLogLevel, Kind: Level, DefaultText: "JSON on stderr at INFO", For: Worker | Dispatch,
+		Doc: "the structured logger; the variable (DEBUG, INFO, WARN or ERROR) sets JSON lines on stderr at that level"},
+	{Field: "Metrics", For: Worker, DefaultText: "off",
+		Doc: "receives CloudWatch metrics in embedded metric format, one JSON line per attempt (os.Stdout on Lambda)"},
+	{Field: "Owner", For: Worker, DefaultText: "host name and a random suffix",
+		Doc: "names the worker in lease_owner"},
+	{Field: "Clock", For: Worker | Client, DefaultText: "the real clock",
+		Doc: "the time source; for tests"},
+
+	// Run: polling, the part Lambda's event source mapping does.
+	{Field: "Pollers", Env: EnvPollers, Kind: Int, Default: DefaultPollers, For: Worker,
+		Doc: "Run: batches received and run at the same time"},
+	{Field: "BatchSize", Env: EnvBatchSize, Kind: Int, Default: DefaultBatchSize, For: Worker,
+		Doc: "Run: the most messages handed over as one batch; above 10 needs BatchWindow"},
+	{Field: "BatchWindow", Env: EnvBatchWindow, Kind: Duration, DefaultText: "0 (what one receive returns)", For: Worker,
+		Doc: "Run: how long a batch may keep gathering messages after its first one; at most 5m"},
+	{Field: "InvocationTimeout", Env: EnvInvocationTimeout, Kind: Duration, Default: DefaultInvocationTimeout, For: Worker,
+		Doc: "Run: the budget of one batch, like a Lambda function's timeout; more than DeadlineMargin, at most 15m"},
+	{Field: "LongPoll", Env: EnvLongPoll, Kind: Duration, Default: DefaultLongPoll, For: Worker,
+		Doc: "Run: the wait of each ReceiveMessage, whole seconds up to 20s"},
+	{Field: "ReceiveVisibility", Env: EnvReceiveVisibility, Kind: Duration, DefaultText: "the queue's", For: Worker,
+		Doc: "Run: overrides the queue's visibility timeout for received messages (whole seconds); running tasks stay hidden regardless"},
+	{Field: "SweepEvery", Env: EnvSweepEvery, Kind: Duration, Default: DefaultSweepEvery, For: Worker,
+		Doc: "Run: the period of the recovery sweep that re-dispatches tasks whose message was lost (at least 100ms); negative turns the sweep off"},
+
+	// The client.
+	{Field: "CallTimeout", Kind: Duration, Default: DefaultClientCallTimeout, For: Client,
+		Doc: "bounds each call to DynamoDB or SQS; > 0"},
+	{Field: "EnqueueConcurrency", Kind: Int, Default: DefaultEnqueueConcurrency, For: Client,
+		Doc: "calls EnqueueMany makes at once; ≥ 0"},
+	{Field: "Endpoint", Kind: String, DefaultText: "the SDK's", For: Client,
+		Doc: "sends every DynamoDB and SQS call to this URL (a local stack), whatever the AWS config says"},
+}
+
+// DefaultOf renders a setting's default as the docs show it.
+func (s Setting) DefaultOf() string {
+	if s.DefaultText != "" {
+		return s.DefaultText
+	}
+	switch d := s.Default.(type) {
+	case nil:
+		return "none"
+	case time.Duration:
+		return FormatDuration(d)
+	case [2]time.Duration:
+		return FormatDuration(d[0]) + "," + FormatDuration(d[1])
+	default:
+		return fmt.Sprint(d)
+	}
+}
+
+// FormatDuration writes d the way the docs and variables do: "10m", not
+// "10m0s".
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
