@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // memClientSQS is recordingSQS with the lookup a client makes.
@@ -25,7 +26,7 @@ func (*memClientSQS) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ 
 
 func memClient(store *leasemem.Store, clock clockwork.Clock) *Client {
 	return &Client{store: store, sqs: &memClientSQS{}, table: "mem", queueURL: "https://sqs.test/work",
-		opts: clientOptions{callTimeout: time.Second, maxAttempts: DefaultTaskMaxAttempts, clock: clock}}
+		opts: clientOptions{callTimeout: time.Second, maxAttempts: settings.DefaultMaxAttempts, clock: clock}}
 }
 
 // A parent cancelled while it waits: every child that has not ended is

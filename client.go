@@ -21,8 +21,8 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
-	"github.com/leasehold/leasehold/internal/settings"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // ClientConfig names the resources a client uses.
@@ -67,15 +67,6 @@ func WithClientUnlisted() ClientOption {
 	return func(o *clientOptions) { o.unlisted = true }
 }
 
-// Defaults of a client.
-const (
-	DefaultClientCallTimeout = settings.DefaultClientCallTimeout
-	DefaultTaskMaxAttempts   = settings.DefaultMaxAttempts
-	// DefaultEnqueueConcurrency is how many DynamoDB or SQS calls
-	// EnqueueMany has in flight at once.
-	DefaultEnqueueConcurrency = settings.DefaultEnqueueConcurrency
-)
-
 // WithCallTimeout bounds each call to DynamoDB or SQS (default 10s).
 func WithCallTimeout(d time.Duration) ClientOption {
 	return func(o *clientOptions) { o.callTimeout = d }
@@ -94,7 +85,7 @@ func WithDefaultTaskAttempts(n int) ClientOption {
 }
 
 // WithEnqueueConcurrency bounds the calls EnqueueMany makes at once
-// (default DefaultEnqueueConcurrency).
+// (default settings.DefaultEnqueueConcurrency).
 func WithEnqueueConcurrency(n int) ClientOption {
 	return func(o *clientOptions) { o.concurrency = n }
 }
@@ -148,7 +139,7 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	if cfg.Table == "" {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
 	}
-	o := clientOptions{callTimeout: DefaultClientCallTimeout, maxAttempts: DefaultTaskMaxAttempts}
+	o := clientOptions{callTimeout: settings.DefaultClientCallTimeout, maxAttempts: settings.DefaultMaxAttempts}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -509,8 +500,7 @@ type Page struct {
 
 // List limits.
 const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
+	MaxListLimit = 1000
 )
 
 // listCursor is what a Page.Next encodes: where in the status sequence the
@@ -527,7 +517,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	limit := o.Limit
 	switch {
 	case limit == 0:
-		limit = DefaultListLimit
+		limit = settings.DefaultListLimit
 	case limit < 0 || limit > MaxListLimit:
 		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, MaxListLimit)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // clientEnv is one test's slice of the local stack and a client on it.
@@ -162,7 +163,7 @@ func TestClientEnqueueAndGet(t *testing.T) {
 		t.Fatalf("Enqueue raw: %+v, %v", raw, err)
 	}
 	empty, err := e.client.Enqueue(ctx, "upper", nil)
-	if err != nil || empty.Payload != nil || empty.MaxAttempts != leasehold.DefaultTaskMaxAttempts {
+	if err != nil || empty.Payload != nil || empty.MaxAttempts != settings.DefaultMaxAttempts {
 		t.Fatalf("Enqueue nil payload: %+v, %v", empty, err)
 	}
 

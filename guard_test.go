@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/awsenv/racetest"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // A client made from an unguarded configuration gets the answer that the
@@ -61,10 +62,10 @@ func TestWorkerConstructorsGuardTheConfigTheyAreGiven(t *testing.T) {
 	}
 
 	cfg := racetest.Config(t, `{"QueueUrl":"http://sqs.example/000000000000/dlq"}`)
-	t.Setenv(EnvTable, "tasks")
-	t.Setenv(EnvWorkQueueURL, "http://sqs.example/000000000000/work")
-	t.Setenv(EnvWorkDLQURL, "")
-	t.Setenv(EnvWorkDLQName, "dlq")
+	t.Setenv(settings.EnvTable, "tasks")
+	t.Setenv(settings.EnvWorkQueueURL, "http://sqs.example/000000000000/work")
+	t.Setenv(settings.EnvWorkDLQURL, "")
+	t.Setenv(settings.EnvWorkDLQName, "dlq")
 	var logs bytes.Buffer
 	w, _, err = NewWorkerFromEnv(t.Context(), cfg, NewHandlers(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // ErrQueueNotFound is returned (wrapped) by Run when a work queue it should
@@ -20,32 +20,17 @@ import (
 // queue (Queue, ClientConfig.KindQueues) does not exist.
 var ErrQueueNotFound = eventsource.ErrQueueNotFound
 
-// Environment variables read by RunOptionsFromEnv.
-const (
-	EnvPollers           = "LEASEHOLD_POLLERS"
-	EnvBatchSize         = "LEASEHOLD_BATCH_SIZE"
-	EnvBatchWindow       = "LEASEHOLD_BATCH_WINDOW"
-	EnvInvocationTimeout = "LEASEHOLD_INVOCATION_TIMEOUT"
-	// EnvSweepEvery is the period of the recovery sweep (WithSweep); a
-	// negative duration turns it off (WithoutSweep).
-	EnvSweepEvery = "LEASEHOLD_SWEEP_EVERY"
-)
-
 // RunOption tunes Run: how the work queue is polled, the part that Lambda's
 // SQS event source mapping does for a worker deployed as a function.
 type RunOption func(*runOptions)
 
 type runOptions struct {
 	cfg        eventsource.Config
-	sweepEvery time.Duration // 0: DefaultSweepEvery; negative: no sweep
+	sweepEvery time.Duration // 0: settings.DefaultSweepEvery; negative: no sweep
 }
 
-// DefaultSweepEvery is the period of Run's recovery sweep unless WithSweep
-// sets another.
-const DefaultSweepEvery = dispatch.DefaultSweepEvery
-
 // WithSweep sets the period of the recovery sweep that Run performs
-// alongside polling (default DefaultSweepEvery, 1m; at least 100ms). Every
+// alongside polling (default settings.DefaultSweepEvery, 1m; at least 100ms). Every
 // sweep reads the sparse sweep index of the tasks table and sends a fresh
 // dispatch token to this worker's queue for each task whose message was
 // lost: a PENDING task still unclaimed DispatchGrace after it was due, or a
@@ -139,7 +124,7 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 	for _, v := range []struct {
 		env string
 		opt func(int) RunOption
-	}{{EnvPollers, WithPollers}, {EnvBatchSize, WithBatchSize}} {
+	}{{settings.EnvPollers, WithPollers}, {settings.EnvBatchSize, WithBatchSize}} {
 		if s := os.Getenv(v.env); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil {
@@ -152,8 +137,8 @@ func RunOptionsFromEnv() ([]RunOption, error) {
 		env string
 		opt func(time.Duration) RunOption
 	}{
-		{EnvBatchWindow, WithBatchWindow}, {EnvInvocationTimeout, WithInvocationTimeout}, {EnvSweepEvery, sweepOption},
-		{EnvReceiveVisibility, WithReceiveVisibility}, {EnvLongPoll, WithLongPoll},
+		{settings.EnvBatchWindow, WithBatchWindow}, {settings.EnvInvocationTimeout, WithInvocationTimeout}, {settings.EnvSweepEvery, sweepOption},
+		{settings.EnvReceiveVisibility, WithReceiveVisibility}, {settings.EnvLongPoll, WithLongPoll},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			d, err := time.ParseDuration(s)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func TestSweepRunOptions(t *testing.T) {
@@ -20,7 +21,7 @@ func TestSweepRunOptions(t *testing.T) {
 		env  string
 		want time.Duration
 	}{
-		{"default: on, every DefaultSweepEvery (0 here)", nil, "", 0},
+		{"default: on, every settings.DefaultSweepEvery (0 here)", nil, "", 0},
 		{"WithSweep", []RunOption{WithSweep(5 * time.Second)}, "", 5 * time.Second},
 		{"WithSweep(0) keeps the default", []RunOption{WithSweep(0)}, "", 0},
 		{"WithoutSweep", []RunOption{WithoutSweep()}, "", -1},
@@ -30,7 +31,7 @@ func TestSweepRunOptions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(EnvSweepEvery, c.env)
+			t.Setenv(settings.EnvSweepEvery, c.env)
 			opts := c.opts
 			if c.env != "" {
 				env, err := RunOptionsFromEnv()
@@ -48,7 +49,7 @@ func TestSweepRunOptions(t *testing.T) {
 			}
 		})
 	}
-	t.Setenv(EnvSweepEvery, "often")
+	t.Setenv(settings.EnvSweepEvery, "often")
 	if _, err := RunOptionsFromEnv(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("LEASEHOLD_SWEEP_EVERY=often: %v, want ErrConfig", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func TestRunRejectsImpossibleOptions(t *testing.T) {
@@ -212,9 +213,9 @@ func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunnerChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(),
 		"LEASEHOLD_RUNNER_CHILD=1",
-		leasehold.EnvTable+"="+e.table,
-		leasehold.EnvWorkQueueURL+"="+e.queues.Work,
-		leasehold.EnvWorkDLQURL+"="+e.queues.WorkDLQ)
+		settings.EnvTable+"="+e.table,
+		settings.EnvWorkQueueURL+"="+e.queues.Work,
+		settings.EnvWorkDLQURL+"="+e.queues.WorkDLQ)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

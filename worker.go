@@ -29,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // WorkerConfig names the resources a worker uses.
@@ -60,40 +61,6 @@ type WorkerConfig struct {
 	Handlers *Handlers
 }
 
-// Environment variables read by WorkerConfigFromEnv and the functions.
-const (
-	EnvTable          = "LEASEHOLD_TABLE"
-	EnvWorkQueueURL   = "LEASEHOLD_WORK_QUEUE_URL"
-	EnvWorkDLQURL     = "LEASEHOLD_WORK_DLQ_URL"
-	EnvLeaseDuration  = "LEASEHOLD_LEASE_DURATION"
-	EnvRenewBefore    = "LEASEHOLD_RENEW_BEFORE"
-	EnvMaxAttempts    = "LEASEHOLD_MAX_ATTEMPTS"
-	EnvConcurrency    = "LEASEHOLD_CONCURRENCY"
-	EnvClockSkew      = "LEASEHOLD_CLOCK_SKEW"
-	EnvDeadlineMargin = "LEASEHOLD_DEADLINE_MARGIN"
-	// EnvReplaceAtReceiveCount sets WithReplaceAtReceiveCount: at most the
-	// work queue's maxReceiveCount minus 2 (default 8, for 10).
-	EnvReplaceAtReceiveCount = "LEASEHOLD_REPLACE_AT_RECEIVE_COUNT"
-	// EnvDispatchGrace must be the same for the worker and dispatch: it
-	// places released and running tasks in the sweep index.
-	EnvDispatchGrace = "LEASEHOLD_DISPATCH_GRACE"
-	// EnvLogLevel is read by NewWorkerFromEnv and the function mains:
-	// DEBUG, INFO (default), WARN or ERROR.
-	EnvLogLevel = "LEASEHOLD_LOG_LEVEL"
-	// EnvBackoff sets WithBackoff(ExponentialBackoff(BASE, MAX)), written
-	// "BASE,MAX" ("2s,10m" is the default).
-	EnvBackoff = "LEASEHOLD_BACKOFF"
-	// EnvUnknownKindBackoff sets WithUnknownKindBackoff, written "MIN,MAX"
-	// ("10s,15m" is the default).
-	EnvUnknownKindBackoff = "LEASEHOLD_UNKNOWN_KIND_BACKOFF"
-	// EnvUnknownKindLimit sets WithUnknownKindLimit ("168h" is the default).
-	EnvUnknownKindLimit = "LEASEHOLD_UNKNOWN_KIND_LIMIT"
-	// EnvWaitTimeout sets WithWaitTimeout ("168h" is the default).
-	EnvWaitTimeout = "LEASEHOLD_WAIT_TIMEOUT"
-	// EnvListing "off" sets WithoutListing; "on" (the default) lists.
-	EnvListing = "LEASEHOLD_LISTING"
-)
-
 // ExponentialBackoff returns a backoff for WithBackoff that doubles from
 // base after each failed attempt, up to max. Each delay is drawn at random
 // from [d/2, d], so delays never shrink from one attempt to the next and
@@ -113,9 +80,9 @@ var ErrConfig = lifecycle.ErrConfig
 func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, []WorkerOption, error) {
 	cfg := WorkerConfig{
 		AWS:                awsCfg,
-		Table:              os.Getenv(EnvTable),
-		QueueURL:           os.Getenv(EnvWorkQueueURL),
-		DeadLetterQueueURL: os.Getenv(EnvWorkDLQURL),
+		Table:              os.Getenv(settings.EnvTable),
+		QueueURL:           os.Getenv(settings.EnvWorkQueueURL),
+		DeadLetterQueueURL: os.Getenv(settings.EnvWorkDLQURL),
 		Handlers:           handlers,
 	}
 	var opts []WorkerOption
@@ -123,14 +90,14 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		env string
 		opt func(time.Duration) WorkerOption
 	}{
-		{EnvLeaseDuration, WithLeaseDuration},
-		{EnvRenewBefore, WithRenewBefore},
-		{EnvClockSkew, WithClockSkew},
-		{EnvDeadlineMargin, WithDeadlineMargin},
-		{EnvDispatchGrace, WithDispatchGrace},
-		{EnvVisibilityMargin, WithVisibilityMargin},
-		{EnvUnknownKindLimit, WithUnknownKindLimit},
-		{EnvWaitTimeout, WithWaitTimeout},
+		{settings.EnvLeaseDuration, WithLeaseDuration},
+		{settings.EnvRenewBefore, WithRenewBefore},
+		{settings.EnvClockSkew, WithClockSkew},
+		{settings.EnvDeadlineMargin, WithDeadlineMargin},
+		{settings.EnvDispatchGrace, WithDispatchGrace},
+		{settings.EnvVisibilityMargin, WithVisibilityMargin},
+		{settings.EnvUnknownKindLimit, WithUnknownKindLimit},
+		{settings.EnvWaitTimeout, WithWaitTimeout},
 	}
 	for _, d := range durations {
 		if v := os.Getenv(d.env); v != "" {
@@ -145,9 +112,9 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		env string
 		opt func(int) WorkerOption
 	}{
-		{EnvMaxAttempts, WithMaxAttempts},
-		{EnvConcurrency, WithConcurrency},
-		{EnvReplaceAtReceiveCount, WithReplaceAtReceiveCount},
+		{settings.EnvMaxAttempts, WithMaxAttempts},
+		{settings.EnvConcurrency, WithConcurrency},
+		{settings.EnvReplaceAtReceiveCount, WithReplaceAtReceiveCount},
 	}
 	for _, n := range ints {
 		if v := os.Getenv(n.env); v != "" {
@@ -162,8 +129,8 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 		env string
 		opt func(a, b time.Duration) WorkerOption
 	}{
-		{EnvBackoff, func(base, max time.Duration) WorkerOption { return WithBackoff(ExponentialBackoff(base, max)) }},
-		{EnvUnknownKindBackoff, WithUnknownKindBackoff},
+		{settings.EnvBackoff, func(base, max time.Duration) WorkerOption { return WithBackoff(ExponentialBackoff(base, max)) }},
+		{settings.EnvUnknownKindBackoff, WithUnknownKindBackoff},
 	}
 	for _, p := range pairs {
 		if v := os.Getenv(p.env); v != "" {
@@ -174,9 +141,9 @@ func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, [
 			opts = append(opts, p.opt(a, b))
 		}
 	}
-	unlisted, err := lease.ParseListing(os.Getenv(EnvListing))
+	unlisted, err := lease.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
-		return cfg, nil, fmt.Errorf("%w: %s: %w", ErrConfig, EnvListing, err)
+		return cfg, nil, fmt.Errorf("%w: %s: %w", ErrConfig, settings.EnvListing, err)
 	}
 	if unlisted {
 		opts = append(opts, WithoutListing())

@@ -15,25 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lambdalog"
-	"github.com/leasehold/leasehold/internal/settings"
-)
-
-// More environment variables read by NewWorkerFromEnv (and, for the first
-// three, by WorkerConfigFromEnv and RunOptionsFromEnv).
-const (
-	// EnvVisibilityMargin sets WithVisibilityMargin.
-	EnvVisibilityMargin = "LEASEHOLD_VISIBILITY_MARGIN"
-	// EnvReceiveVisibility sets WithReceiveVisibility (Worker.Run only).
-	EnvReceiveVisibility = "LEASEHOLD_RECEIVE_VISIBILITY"
-	// EnvLongPoll sets WithLongPoll (Worker.Run only).
-	EnvLongPoll = "LEASEHOLD_LONG_POLL"
-	// EnvWorkDLQName names the work dead-letter queue to look up when
-	// LEASEHOLD_WORK_DLQ_URL is not set.
-	EnvWorkDLQName = "LEASEHOLD_WORK_DLQ_NAME"
-	// EnvServeQueueURLs sets WorkerConfig.QueueURLs: the work queues
-	// Worker.Run polls, comma-separated, instead of LEASEHOLD_WORK_QUEUE_URL
-	// alone (which stays the default queue).
-	EnvServeQueueURLs = "LEASEHOLD_SERVE_QUEUE_URLS"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ: a
@@ -67,14 +49,14 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := os.Getenv(EnvLogLevel); v != "" {
+	if v := os.Getenv(settings.EnvLogLevel); v != "" {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, EnvLogLevel, v)
+			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, settings.EnvLogLevel, v)
 		}
 		wopts = append([]WorkerOption{WithLogger(lambdalog.New(os.Stderr, level))}, wopts...)
 	}
-	if v := os.Getenv(EnvServeQueueURLs); v != "" {
+	if v := os.Getenv(settings.EnvServeQueueURLs); v != "" {
 		for _, u := range strings.Split(v, ",") {
 			if u = strings.TrimSpace(u); u != "" {
 				cfg.QueueURLs = append(cfg.QueueURLs, u)
@@ -92,14 +74,14 @@ func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers
 		if err := awsenv.CheckCredentials(ctx, awsCfg, "", lookupTimeout); err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(awsCfg), cfg.QueueURL, os.Getenv(EnvWorkDLQName))
+		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(awsCfg), cfg.QueueURL, os.Getenv(settings.EnvWorkDLQName))
 	}
 	w, err := NewWorker(cfg, append(wopts, opts...)...)
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfg.DeadLetterQueueURL == "" {
-		w.log.Warn("no work dead-letter queue: messages that name no task are left to the work queue's redrive policy; set "+EnvWorkDLQURL+" or "+EnvWorkDLQName,
+		w.log.Warn("no work dead-letter queue: messages that name no task are left to the work queue's redrive policy; set "+settings.EnvWorkDLQURL+" or "+settings.EnvWorkDLQName,
 			"work_queue", cfg.QueueURL, "reason", dlqProblem)
 	}
 	return w, ropts, nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // NewWorkerFromEnv covers every option: the worker's, Run's and the log
@@ -26,11 +27,11 @@ import (
 // endpoint or credentials).
 func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 	for k, v := range map[string]string{
-		EnvTable: "tasks", EnvWorkQueueURL: "https://sqs.example/work", EnvWorkDLQURL: "https://sqs.example/dlq",
-		EnvLogLevel: "DEBUG", EnvVisibilityMargin: "7s", EnvLeaseDuration: "30s", EnvRenewBefore: "12s",
-		EnvReceiveVisibility: "45s", EnvLongPoll: "3s", EnvPollers: "4", EnvBatchWindow: "2s",
-		EnvBackoff: "3s,1m", EnvUnknownKindBackoff: "20s, 30m", EnvUnknownKindLimit: "48h", EnvWaitTimeout: "72h",
-		EnvServeQueueURLs: "https://sqs.example/work, https://sqs.example/images",
+		settings.EnvTable: "tasks", settings.EnvWorkQueueURL: "https://sqs.example/work", settings.EnvWorkDLQURL: "https://sqs.example/dlq",
+		settings.EnvLogLevel: "DEBUG", settings.EnvVisibilityMargin: "7s", settings.EnvLeaseDuration: "30s", settings.EnvRenewBefore: "12s",
+		settings.EnvReceiveVisibility: "45s", settings.EnvLongPoll: "3s", settings.EnvPollers: "4", settings.EnvBatchWindow: "2s",
+		settings.EnvBackoff: "3s,1m", settings.EnvUnknownKindBackoff: "20s, 30m", settings.EnvUnknownKindLimit: "48h", settings.EnvWaitTimeout: "72h",
+		settings.EnvServeQueueURLs: "https://sqs.example/work, https://sqs.example/images",
 	} {
 		t.Setenv(k, v)
 	}
@@ -59,7 +60,7 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		t.Errorf("served queues %v, want the work and images queues", got)
 	}
 	if !w.log.Enabled(t.Context(), slog.LevelDebug) {
-		t.Errorf("%s=DEBUG: the worker's logger does not log DEBUG", EnvLogLevel)
+		t.Errorf("%s=DEBUG: the worker's logger does not log DEBUG", settings.EnvLogLevel)
 	}
 	var o runOptions
 	for _, opt := range ropts {
@@ -76,7 +77,7 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		t.Errorf("with WithLogger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
 	}
 
-	for env, bad := range map[string]string{EnvBackoff: "2s", EnvUnknownKindBackoff: "1m,10s", EnvUnknownKindLimit: "soon", EnvWaitTimeout: "a week"} {
+	for env, bad := range map[string]string{settings.EnvBackoff: "2s", settings.EnvUnknownKindBackoff: "1m,10s", settings.EnvUnknownKindLimit: "soon", settings.EnvWaitTimeout: "a week"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, bad)
 			if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
@@ -85,9 +86,9 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 		})
 	}
 
-	t.Setenv(EnvLogLevel, "LOUD")
-	if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); err == nil || !strings.Contains(err.Error(), EnvLogLevel) {
-		t.Errorf("%s=LOUD: err %v, want ErrConfig naming it", EnvLogLevel, err)
+	t.Setenv(settings.EnvLogLevel, "LOUD")
+	if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); err == nil || !strings.Contains(err.Error(), settings.EnvLogLevel) {
+		t.Errorf("%s=LOUD: err %v, want ErrConfig naming it", settings.EnvLogLevel, err)
 	}
 }
 
@@ -198,10 +199,10 @@ func TestExponentialBackoffBounds(t *testing.T) {
 // DLQ lookup) with one line that says what to set, not the SDK's provider
 // chain; the provider's error stays reachable.
 func TestNewWorkerFromEnvWithoutCredentials(t *testing.T) {
-	t.Setenv(EnvTable, "tasks")
-	t.Setenv(EnvWorkQueueURL, "http://sqs.example/000000000000/work")
-	t.Setenv(EnvWorkDLQURL, "")
-	t.Setenv(EnvWorkDLQName, "")
+	t.Setenv(settings.EnvTable, "tasks")
+	t.Setenv(settings.EnvWorkQueueURL, "http://sqs.example/000000000000/work")
+	t.Setenv(settings.EnvWorkDLQURL, "")
+	t.Setenv(settings.EnvWorkDLQName, "")
 	chain := errors.New("failed to refresh cached credentials, no EC2 IMDS role found, operation error ec2imds: GetMetadata")
 	failing := aws.Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 		return aws.Credentials{}, chain

@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // recordingSQS stands in for the SQS calls the worker makes.
@@ -139,7 +140,7 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 }
 
 func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
-	t.Setenv(EnvReplaceAtReceiveCount, "3")
+	t.Setenv(settings.EnvReplaceAtReceiveCount, "3")
 	_, opts, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers())
 	if err != nil {
 		t.Fatal(err)
@@ -149,14 +150,14 @@ func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
 		opt(&o)
 	}
 	if o.replaceAt == nil || *o.replaceAt != 3 {
-		t.Errorf("replace-at receive count from %s = %v, want 3", EnvReplaceAtReceiveCount, o.replaceAt)
+		t.Errorf("replace-at receive count from %s = %v, want 3", settings.EnvReplaceAtReceiveCount, o.replaceAt)
 	}
 }
 
 func TestWorkerConfigFromEnvRejectsBadValues(t *testing.T) {
-	t.Setenv(EnvLeaseDuration, "twenty")
-	if _, _, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), EnvLeaseDuration) {
-		t.Errorf("err = %v, want ErrConfig naming %s", err, EnvLeaseDuration)
+	t.Setenv(settings.EnvLeaseDuration, "twenty")
+	if _, _, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), settings.EnvLeaseDuration) {
+		t.Errorf("err = %v, want ErrConfig naming %s", err, settings.EnvLeaseDuration)
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Config says which stack an Admin manages and how it calls AWS.
@@ -50,7 +51,7 @@ type Config struct {
 	// http://127.0.0.1:4566.
 	Endpoint string
 	// CallTimeout bounds each AWS call (default
-	// leasehold.DefaultClientCallTimeout).
+	// settings.DefaultClientCallTimeout).
 	CallTimeout time.Duration
 }
 
@@ -68,7 +69,7 @@ type Admin struct {
 func New(cfg Config) *Admin {
 	a := &Admin{table: cfg.Table, callTimeout: cfg.CallTimeout}
 	if a.callTimeout <= 0 {
-		a.callTimeout = leasehold.DefaultClientCallTimeout
+		a.callTimeout = settings.DefaultClientCallTimeout
 	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	if cfg.Endpoint != "" {

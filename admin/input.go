@@ -31,7 +31,7 @@ func JSONProblem(b []byte) (problem string, tooDeep bool) {
 func CheckQueueName(name string) error { return queues.CheckName(name) }
 
 // ParseListing reads a deployment's task-listing setting (the template's
-// TaskListing parameter, leasehold.EnvListing): "on" or "" keeps the
+// TaskListing parameter, settings.EnvListing): "on" or "" keeps the
 // listing index, "off" turns it off, which the client then needs to know
 // (unlisted).
 func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListing(v) }

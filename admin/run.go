@@ -23,7 +23,7 @@ type RunConfig struct {
 	// leasehold.Worker.Run).
 	WorkerOptions []leasehold.RunOption
 	// SweepEvery is the period of the worker's recovery sweep (default
-	// leasehold.DefaultSweepEvery); negative turns the sweep off.
+	// settings.DefaultSweepEvery); negative turns the sweep off.
 	SweepEvery time.Duration
 	// WorkQueueURL is the default work queue: where the dispatcher and the
 	// fired schedules send the tokens of tasks that name no queue.

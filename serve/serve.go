@@ -22,6 +22,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
 	iserve "github.com/leasehold/leasehold/internal/serve"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // EnvIntakeQueueURL is the intake queue RunFromEnv consumes: unset, it runs
@@ -45,26 +46,26 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opt
 	if intakeURL == "" {
 		return w.Run(ctx, opts...)
 	}
-	settings, err := dispatch.SettingsFromEnv()
+	ds, err := dispatch.SettingsFromEnv()
 	if err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}
 	level := slog.LevelInfo
-	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+	if v := os.Getenv(settings.EnvLogLevel); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", leasehold.ErrConfig, leasehold.EnvLogLevel, v)
+			return fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", leasehold.ErrConfig, settings.EnvLogLevel, v)
 		}
 	}
 	// The dispatcher's calls are the first of awsCfg: without credentials
 	// they would fail with the SDK's whole provider chain.
-	if err := awsenv.CheckCredentials(ctx, awsCfg, "", leasehold.DefaultClientCallTimeout); err != nil {
+	if err := awsenv.CheckCredentials(ctx, awsCfg, "", settings.DefaultClientCallTimeout); err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}
 	log := lambdalog.New(os.Stderr, level)
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	q := sqs.NewFromConfig(awsCfg)
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
-	d, err := dispatch.New(settings.Config(store, q, log.With("part", "dispatch")))
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), ds.Table, ds.StoreOptions())
+	d, err := dispatch.New(ds.Config(store, q, log.With("part", "dispatch")))
 	if err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}

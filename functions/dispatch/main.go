@@ -13,19 +13,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func main() {
 	level := new(slog.LevelVar) // INFO
 	// Records logged with an invocation's context carry its request id.
 	log := slog.New(lambdalog.Handler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+	if v := os.Getenv(settings.EnvLogLevel); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
 			log.Error("read configuration", "error", err)
 			os.Exit(1)

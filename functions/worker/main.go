@@ -24,12 +24,13 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func main() {
 	level := new(slog.LevelVar) // INFO
 	log := lambdalog.New(os.Stderr, level)
-	if v := os.Getenv(leasehold.EnvLogLevel); v != "" {
+	if v := os.Getenv(settings.EnvLogLevel); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
 			log.Error("read configuration", "error", err)
 			os.Exit(1)

@@ -19,12 +19,13 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Environment variables and defaults of the global configuration.
 const (
-	EnvTable        = leasehold.EnvTable        // LEASEHOLD_TABLE
-	EnvWorkQueueURL = leasehold.EnvWorkQueueURL // LEASEHOLD_WORK_QUEUE_URL
+	EnvTable        = settings.EnvTable        // LEASEHOLD_TABLE
+	EnvWorkQueueURL = settings.EnvWorkQueueURL // LEASEHOLD_WORK_QUEUE_URL
 
 	DefaultTable         = "leasehold-tasks"
 	DefaultWorkQueueName = "leasehold-work"
@@ -72,7 +73,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&a.profile, "profile", "", "AWS shared config profile (default: AWS_PROFILE)")
 	f.StringVar(&a.endpoint, "endpoint-url", "",
 		"send DynamoDB and SQS calls to this endpoint, e.g. http://127.0.0.1:4566 (default: AWS_ENDPOINT_URL_DYNAMODB / _SQS, else AWS)")
-	f.DurationVar(&a.callTimeout, "call-timeout", leasehold.DefaultClientCallTimeout, "timeout of each AWS call")
+	f.DurationVar(&a.callTimeout, "call-timeout", settings.DefaultClientCallTimeout, "timeout of each AWS call")
 }
 
 // client returns the leasehold client, building it on first use with the
@@ -100,9 +101,9 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 	}
 	opts := []leasehold.ClientOption{leasehold.WithCallTimeout(a.callTimeout)}
 	// The deployment's listing choice (template parameter TaskListing).
-	unlisted, err := admin.ParseListing(os.Getenv(leasehold.EnvListing))
+	unlisted, err := admin.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
-		return nil, usageErrorf("%s: %v", leasehold.EnvListing, err)
+		return nil, usageErrorf("%s: %v", settings.EnvListing, err)
 	}
 	if unlisted {
 		opts = append(opts, leasehold.WithClientUnlisted())

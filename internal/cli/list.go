@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/settings"
 )
 
 type listFlags struct {
@@ -100,7 +101,7 @@ the same --status) to continue. --all fetches every page.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.status, "status", "", "only tasks with this status: pending, running, succeeded, failed or cancelled")
-	fl.IntVar(&f.limit, "limit", leasehold.DefaultListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
+	fl.IntVar(&f.limit, "limit", settings.DefaultListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
 	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")

@@ -19,15 +19,16 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Environment variables of `leasehold run` beyond the global ones.
 const (
-	EnvWorkDLQURL     = leasehold.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
+	EnvWorkDLQURL     = settings.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
 	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
 	EnvIntakeDLQURL   = "LEASEHOLD_INTAKE_DLQ_URL"
-	EnvSweepEvery     = leasehold.EnvSweepEvery // LEASEHOLD_SWEEP_EVERY
-	EnvLogLevel       = leasehold.EnvLogLevel   // LEASEHOLD_LOG_LEVEL
+	EnvSweepEvery     = settings.EnvSweepEvery // LEASEHOLD_SWEEP_EVERY
+	EnvLogLevel       = settings.EnvLogLevel   // LEASEHOLD_LOG_LEVEL
 	EnvMetrics        = "LEASEHOLD_METRICS"
 
 	DefaultWorkDLQName = "leasehold-work-dlq"
@@ -114,14 +115,14 @@ from ECS's awslogs driver).`,
 	fl.StringArrayVar(&f.serveQueues, "serve-queue", nil, "poll the work queue of this NAME instead of the work queue; repeat for several")
 	fl.StringVar(&f.intakeDLQURL, "intake-dlq-url", "", "intake dead-letter queue for invalid submissions (env "+EnvIntakeDLQURL+")")
 	fl.DurationVar(&f.sweepEvery, "sweep-every", 0, "period of the recovery sweep, with or without an intake queue; negative turns it off (env "+EnvSweepEvery+"; default 1m)")
-	fl.IntVar(&f.pollers, "pollers", 0, "batches received and run at once (env "+leasehold.EnvPollers+"; default 2)")
-	fl.IntVar(&f.batchSize, "batch-size", 0, "most messages per batch (env "+leasehold.EnvBatchSize+"; default 10)")
-	fl.DurationVar(&f.batchWindow, "batch-window", 0, "time to gather a batch (env "+leasehold.EnvBatchWindow+"; default 0)")
-	fl.DurationVar(&f.invocationTimeout, "invocation-timeout", 0, "budget of one batch, like a Lambda timeout (env "+leasehold.EnvInvocationTimeout+"; default 60s)")
-	fl.IntVar(&f.concurrency, "concurrency", 0, "tasks of one batch run at once (env "+leasehold.EnvConcurrency+"; default 10)")
-	fl.DurationVar(&f.lease, "lease-duration", 0, "lease of a claim or renewal (env "+leasehold.EnvLeaseDuration+"; default 20s)")
-	fl.DurationVar(&f.renewBefore, "renew-before", 0, "renew this long before the lease expires (env "+leasehold.EnvRenewBefore+"; default 10s)")
-	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts of an inline task that names none (env "+leasehold.EnvMaxAttempts+"; default 5)")
+	fl.IntVar(&f.pollers, "pollers", 0, "batches received and run at once (env "+settings.EnvPollers+"; default 2)")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "most messages per batch (env "+settings.EnvBatchSize+"; default 10)")
+	fl.DurationVar(&f.batchWindow, "batch-window", 0, "time to gather a batch (env "+settings.EnvBatchWindow+"; default 0)")
+	fl.DurationVar(&f.invocationTimeout, "invocation-timeout", 0, "budget of one batch, like a Lambda timeout (env "+settings.EnvInvocationTimeout+"; default 60s)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "tasks of one batch run at once (env "+settings.EnvConcurrency+"; default 10)")
+	fl.DurationVar(&f.lease, "lease-duration", 0, "lease of a claim or renewal (env "+settings.EnvLeaseDuration+"; default 20s)")
+	fl.DurationVar(&f.renewBefore, "renew-before", 0, "renew this long before the lease expires (env "+settings.EnvRenewBefore+"; default 10s)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts of an inline task that names none (env "+settings.EnvMaxAttempts+"; default 5)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+EnvLogLevel+"; default info)")
 	fl.BoolVar(&f.metrics, "metrics", false, "write CloudWatch metrics (embedded metric format) to stdout (env "+EnvMetrics+"=true)")
 	fl.StringArrayVar(&f.schedules, "schedule", nil, "fire this schedule, NAME=EXPR;kind=KIND[;catch-up=P][;timezone=TZ][;queue=Q][;payload=JSON]; repeat for several")
@@ -152,29 +153,29 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if v.bool("metrics", f.metrics, EnvMetrics) {
 		wopts = append(wopts, leasehold.WithMetrics(a.io.Out))
 	}
-	if n := v.int("concurrency", f.concurrency, leasehold.EnvConcurrency); n != 0 {
+	if n := v.int("concurrency", f.concurrency, settings.EnvConcurrency); n != 0 {
 		wopts = append(wopts, leasehold.WithConcurrency(n))
 	}
-	if n := v.int("max-attempts", f.maxAttempts, leasehold.EnvMaxAttempts); n != 0 {
+	if n := v.int("max-attempts", f.maxAttempts, settings.EnvMaxAttempts); n != 0 {
 		wopts = append(wopts, leasehold.WithMaxAttempts(n))
 	}
-	if d := v.dur("lease-duration", f.lease, leasehold.EnvLeaseDuration); d != 0 {
+	if d := v.dur("lease-duration", f.lease, settings.EnvLeaseDuration); d != 0 {
 		wopts = append(wopts, leasehold.WithLeaseDuration(d))
 	}
-	if d := v.dur("renew-before", f.renewBefore, leasehold.EnvRenewBefore); d != 0 {
+	if d := v.dur("renew-before", f.renewBefore, settings.EnvRenewBefore); d != 0 {
 		wopts = append(wopts, leasehold.WithRenewBefore(d))
 	}
 	var ropts []leasehold.RunOption
-	if n := v.int("pollers", f.pollers, leasehold.EnvPollers); n != 0 {
+	if n := v.int("pollers", f.pollers, settings.EnvPollers); n != 0 {
 		ropts = append(ropts, leasehold.WithPollers(n))
 	}
-	if n := v.int("batch-size", f.batchSize, leasehold.EnvBatchSize); n != 0 {
+	if n := v.int("batch-size", f.batchSize, settings.EnvBatchSize); n != 0 {
 		ropts = append(ropts, leasehold.WithBatchSize(n))
 	}
-	if d := v.dur("batch-window", f.batchWindow, leasehold.EnvBatchWindow); d != 0 {
+	if d := v.dur("batch-window", f.batchWindow, settings.EnvBatchWindow); d != 0 {
 		ropts = append(ropts, leasehold.WithBatchWindow(d))
 	}
-	invocation := v.dur("invocation-timeout", f.invocationTimeout, leasehold.EnvInvocationTimeout)
+	invocation := v.dur("invocation-timeout", f.invocationTimeout, settings.EnvInvocationTimeout)
 	if invocation != 0 {
 		ropts = append(ropts, leasehold.WithInvocationTimeout(invocation))
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/schedule"
 	"github.com/leasehold/leasehold/internal/serve"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Timing of the demo's worker.
@@ -212,9 +213,9 @@ func Run(ctx context.Context, cfg Config) error {
 func completeWithCLI(ctx context.Context, res Resources, id string) (string, error) {
 	env := func(name string) string {
 		switch name {
-		case leasehold.EnvTable:
+		case settings.EnvTable:
 			return res.Table
-		case leasehold.EnvWorkQueueURL:
+		case settings.EnvWorkQueueURL:
 			return res.WorkQueueURL
 		}
 		return os.Getenv(name)

@@ -15,7 +15,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // SQSClient lists the SQS calls the dispatcher makes; *sqs.Client satisfies

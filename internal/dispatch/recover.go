@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Recovery bounds. A task whose message was lost is dispatched again by the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Defaults applied by New to zero Config fields.

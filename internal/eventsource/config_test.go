@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func TestNewValidatesConfig(t *testing.T) {

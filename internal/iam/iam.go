@@ -45,8 +45,8 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Grant allows one action on one resource of the template.
@@ -136,12 +136,12 @@ var Worker = Function{
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
 	Env: []string{
-		leasehold.EnvTable, leasehold.EnvWorkQueueURL, leasehold.EnvWorkDLQURL,
-		leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore, leasehold.EnvMaxAttempts,
-		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvDispatchGrace, leasehold.EnvLogLevel, leasehold.EnvReplaceAtReceiveCount,
-		leasehold.EnvVisibilityMargin, leasehold.EnvBackoff, leasehold.EnvUnknownKindBackoff,
-		leasehold.EnvUnknownKindLimit, leasehold.EnvWaitTimeout, leasehold.EnvListing,
+		settings.EnvTable, settings.EnvWorkQueueURL, settings.EnvWorkDLQURL,
+		settings.EnvLeaseDuration, settings.EnvRenewBefore, settings.EnvMaxAttempts,
+		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
+		settings.EnvDispatchGrace, settings.EnvLogLevel, settings.EnvReplaceAtReceiveCount,
+		settings.EnvVisibilityMargin, settings.EnvBackoff, settings.EnvUnknownKindBackoff,
+		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -163,7 +163,7 @@ var Dispatch = Function{
 	Env: []string{
 		dispatch.EnvTable, dispatch.EnvWorkQueueURL, dispatch.EnvIntakeDLQURL,
 		dispatch.EnvDispatchGrace, dispatch.EnvMaxAttempts, dispatch.EnvConcurrency,
-		dispatch.EnvSweepConcurrency, leasehold.EnvLogLevel, dispatch.EnvListing,
+		dispatch.EnvSweepConcurrency, settings.EnvLogLevel, dispatch.EnvListing,
 	},
 	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
 }
@@ -171,18 +171,18 @@ var Dispatch = Function{
 // Variables of code that one function links but only another runs.
 var (
 	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
-		leasehold.EnvPollers, leasehold.EnvBatchSize, leasehold.EnvBatchWindow, leasehold.EnvInvocationTimeout, leasehold.EnvSweepEvery,
-		leasehold.EnvReceiveVisibility, leasehold.EnvLongPoll)
+		settings.EnvPollers, settings.EnvBatchSize, settings.EnvBatchWindow, settings.EnvInvocationTimeout, settings.EnvSweepEvery,
+		settings.EnvReceiveVisibility, settings.EnvLongPoll)
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
-		leasehold.EnvWorkDLQName), unread("read by leasehold.NewWorkerFromEnv for the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
-		leasehold.EnvServeQueueURLs))
+		settings.EnvWorkDLQName), unread("read by leasehold.NewWorkerFromEnv for the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
+		settings.EnvServeQueueURLs))
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
 	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
-		leasehold.EnvWorkDLQURL, leasehold.EnvLeaseDuration, leasehold.EnvRenewBefore,
-		leasehold.EnvConcurrency, leasehold.EnvClockSkew, leasehold.EnvDeadlineMargin,
-		leasehold.EnvReplaceAtReceiveCount, leasehold.EnvVisibilityMargin, leasehold.EnvBackoff,
-		leasehold.EnvUnknownKindBackoff, leasehold.EnvUnknownKindLimit, leasehold.EnvWaitTimeout)
+		settings.EnvWorkDLQURL, settings.EnvLeaseDuration, settings.EnvRenewBefore,
+		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
+		settings.EnvReplaceAtReceiveCount, settings.EnvVisibilityMargin, settings.EnvBackoff,
+		settings.EnvUnknownKindBackoff, settings.EnvUnknownKindLimit, settings.EnvWaitTimeout)
 )
 
 func unread(why string, names ...string) map[string]string {

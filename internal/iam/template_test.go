@@ -16,10 +16,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/schedule"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // template is template.yaml with its short-form intrinsics (!Ref, !GetAtt,
@@ -319,8 +319,8 @@ func TestWorkQueueTiming(t *testing.T) {
 	}
 	env, _ := props(tp.resource(t, "WorkerFunction"))["Environment"].(map[string]any)
 	vars, _ := env["Variables"].(map[string]any)
-	if got := fmt.Sprint(vars[leasehold.EnvReplaceAtReceiveCount]); got != strconv.Itoa(lifecycle.DefaultReplaceAtReceiveCount) {
-		t.Errorf("%s = %s, want %d (maxReceiveCount - 2)", leasehold.EnvReplaceAtReceiveCount, got, lifecycle.DefaultReplaceAtReceiveCount)
+	if got := fmt.Sprint(vars[settings.EnvReplaceAtReceiveCount]); got != strconv.Itoa(lifecycle.DefaultReplaceAtReceiveCount) {
+		t.Errorf("%s = %s, want %d (maxReceiveCount - 2)", settings.EnvReplaceAtReceiveCount, got, lifecycle.DefaultReplaceAtReceiveCount)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Store is the lease store: every method is one conditional write (Get is one

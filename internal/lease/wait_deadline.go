@@ -2,8 +2,9 @@ package lease
 
 import (
 	"fmt"
-	"github.com/leasehold/leasehold/internal/settings"
 	"time"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Every wait has a deadline (docs/states.md, "Every wait ends"): a

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/leasehold/leasehold/internal/settings"
+	"github.com/leasehold/leasehold/settings"
 )
 
 var (

@@ -31,7 +31,7 @@ func Markdown(scope Scope) string {
 
 // Markers delimit a generated table in a doc: Begin(name), the table, End.
 func Begin(name string) string {
-	return "<!-- settings:" + name + " (generated from internal/settings; go test ./internal/settings -update rewrites it) -->"
+	return "<!-- settings:" + name + " (generated from package settings; go test ./settings -update rewrites it) -->"
 }
 
 // End closes a generated table.

@@ -62,4 +62,7 @@ const (
 	DefaultDispatchConcurrency = 10
 	DefaultSweepConcurrency    = 4
 	DefaultSweepPageSize       = 100
+	// DefaultListLimit is how many tasks one page of Client.List holds
+	// when ListOptions names no limit.
+	DefaultListLimit = 100
 )
