@@ -62,7 +62,7 @@ func (x *execution) endedAfterChildren(ctx context.Context, parent string, kids 
 		x.result.Ack, x.result.Reason = false, err.Error()
 		return x.exit(false, err.Error())
 	}
-	return x.afterEnd(ctx, x.exit(true, ""))
+	return x.ended(true, "")
 }
 
 // notifyCancelledChildren tells the waiters of kids, children of parent

@@ -5,20 +5,28 @@
 //
 // # States
 //
-// Each message is an execution that moves through explicit states, one
-// transition function each:
+// Each message is an execution that moves through explicit states (State),
+// one function each, called from one loop (run) that checks every move
+// against one table (transitions). The plain path is
 //
-//	waiting   --claim / create-and-claim-->  claimed
-//	claimed   --start handler + renewer-->   running
-//	running   --handler returns, or the
-//	            deadline passes; renewer
-//	            stopped and joined-->         finishing
-//	finishing --finish / release-->          exited
+//	received --claim / create-and-claim-->  claimed
+//	claimed  --start handler + renewer-->   running
+//	running  --handler returns, or the
+//	           deadline passes; renewer
+//	           stopped and joined-->        finishing
+//	finishing --finish / release-->         notifying --> exited
 //
-// waiting may also exit at once: a rejected message (dead-lettered with its
-// reason), a duplicate of a finished task (acknowledged), a task leased by
-// another worker (message hidden for the rest of that lease plus a margin),
-// a task not due yet (a fresh token is sent with the remaining delay).
+// and the workflow paths have states of their own: callback (a callback
+// token), awaiting_dependencies (a token with after), resuming (a token
+// whose task is WAITING), spawning and awaiting_children (a handler that
+// returned AwaitChildrenError), awaiting_callback (AwaitCallbackError), and
+// stepping, the sub-state of running while StepOf records a step.
+// docs/states.md draws the whole machine, rendered from the table.
+//
+// received may also exit at once: a rejected message (dead-lettered with
+// its reason), a task leased by another worker (message hidden for the rest
+// of that lease plus a margin), a task not due yet (a fresh token is sent
+// with the remaining delay).
 //
 // # Timing rules
 //

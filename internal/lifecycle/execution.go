@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -21,40 +19,6 @@ import (
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
-
-// State is where one message's execution stands. The states follow the seed
-// runtime's DaemonStatus; each has one transition function on execution.
-type State uint8
-
-const (
-	// StateWaiting: a token is in hand and the task is not claimed yet.
-	StateWaiting State = iota
-	// StateClaimed: the lease is held; the handler has not started.
-	StateClaimed
-	// StateRunning: the handler and the renewer are running.
-	StateRunning
-	// StateFinishing: the handler is done and the renewer joined; the
-	// outcome is being recorded.
-	StateFinishing
-	// StateExited: nothing more to do for this message.
-	StateExited
-)
-
-func (s State) String() string {
-	switch s {
-	case StateWaiting:
-		return "waiting"
-	case StateClaimed:
-		return "claimed"
-	case StateRunning:
-		return "running"
-	case StateFinishing:
-		return "finishing"
-	case StateExited:
-		return "exited"
-	}
-	return "state(" + strconv.Itoa(int(s)) + ")"
-}
 
 // Outcome is how an attempt ended, as recorded.
 type Outcome string
@@ -139,9 +103,13 @@ type execution struct {
 	// is kept nowhere else (an over-limit inline token without a
 	// dead-letter URL: the queue's redrive policy moves it).
 	keepMessage bool
-	// wf is the handler context's workflow state (callback token, wait
-	// results).
-	wf workflowCtx
+	// flow is the workflow's state: the handler context's view, and what
+	// one workflow state hands the next.
+	flow flowState
+	// failReason is the reason of a claimed task failed without running
+	// (failClaimed): the Result's reason even when its waiters cannot be
+	// told (runNotifying).
+	failReason string
 	// vis extends this message's visibility together with the rest of its
 	// batch while the handler runs; nil for a message processed on its own.
 	vis *batchVisibility
@@ -175,31 +143,6 @@ type execution struct {
 	result Result
 }
 
-// run drives the execution until it exits.
-func (x *execution) run(ctx context.Context) Result {
-	x.detached = context.WithoutCancel(ctx)
-	for x.state != StateExited {
-		prev := x.state
-		switch x.state {
-		case StateWaiting:
-			x.state = x.runWaiting(ctx)
-		case StateClaimed:
-			x.state = x.runClaimed(ctx)
-		case StateRunning:
-			x.state = x.runRunning(ctx)
-		case StateFinishing:
-			x.state = x.runFinishing(ctx)
-		default:
-			panic(fmt.Sprintf("lifecycle: no transition from %s", x.state))
-		}
-		if x.log.enabled(slog.LevelDebug) {
-			x.log.debug("task state changed", "from", prev.String(), "to", x.state.String())
-		}
-	}
-	x.result.Final = x.state
-	return x.result
-}
-
 // exit ends the execution with ack deciding the message's fate.
 func (x *execution) exit(ack bool, reason string) State {
 	x.result.Ack = ack && !x.keepMessage || x.replaced
@@ -216,8 +159,10 @@ func (x *execution) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(x.detached, x.cfg.CallTimeout)
 }
 
-// runWaiting decodes the token and claims the task (seed: WaitingForTask).
-func (x *execution) runWaiting(ctx context.Context) State {
+// runReceived decodes the token and routes it: a callback, a task with
+// dependencies, or a task to claim, created first for an inline token
+// (seed: WaitingForTask).
+func (x *execution) runReceived(ctx context.Context) State {
 	tok, err := token.Decode(x.msg.Body)
 	x.tok = tok
 	if err != nil && !errors.Is(err, token.ErrPayloadTooBig) {
@@ -228,7 +173,7 @@ func (x *execution) runWaiting(ctx context.Context) State {
 	}
 	x.tokenErr = err
 	if tok.IsCallback() {
-		return x.callback(ctx)
+		return StateCallback
 	}
 	if tok.Inline() {
 		id := tok.ID
@@ -264,7 +209,8 @@ func (x *execution) runWaiting(ctx context.Context) State {
 		}
 		if len(nt.After) > 0 {
 			nt.Carried = true // this message brings it back until it is created and registered
-			return x.createWaiting(ctx, nt)
+			x.flow.dependent = &nt
+			return StateAwaitingDependencies
 		}
 		if tok.CreateToken != "" {
 			// The sender stores this task too, most likely before this
@@ -331,7 +277,7 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 		x.result.Outcome = OutcomeFailed
 		x.observe(OutcomeFailed, 0)
 		x.log.warn("task rejected", "reason", reason)
-		return x.afterEnd(ctx, x.exit(true, reason))
+		return x.ended(true, reason)
 	case errors.Is(err, lease.ErrAlreadyExists):
 		// Recorded before (this message's earlier receive, or a create
 		// whose response was lost), or submitted otherwise: a finished task
@@ -386,9 +332,10 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		// Its waiters may not have heard yet (the worker that ended it
 		// stopped first): tell them again, idempotently.
 		x.task = finished.Task
-		return x.afterEnd(ctx, x.exit(true, ""))
+		return x.ended(true, "")
 	case errors.As(err, &waiting):
-		return x.waitingClaimed(ctx, waiting.Task)
+		x.task = waiting.Task
+		return StateResuming
 	case errors.As(err, &notDue):
 		return x.redispatch(ctx, id, notDue.RunAt)
 	case errors.As(err, &exhausted):
@@ -437,13 +384,13 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.wf = workflowCtx{results: results, steps: x.task.Steps, x: x, held: x.task.LeaseOf()}
+	x.flow.ctx = workflowCtx{results: results, steps: x.task.Steps, x: x, held: x.task.LeaseOf()}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, &x.wf))
+	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, &x.flow.ctx))
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
 		x.invocationDeadline = dl
@@ -587,9 +534,11 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	)
 	switch {
 	case errors.As(err, &children):
-		return x.spawn(ctx, children)
+		x.flow.children = children
+		return StateSpawning
 	case errors.As(err, &callback):
-		return x.awaitCallback(ctx, callback)
+		x.flow.callback = callback
+		return StateAwaitingCallback
 	}
 	steer, delay := SteerOf(err)
 	switch steer {
@@ -638,7 +587,7 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		// DEBUG: a success is the common case, and its metrics line
 		// (Observer) already names the task, attempt and outcome.
 		x.log.debug("task succeeded")
-		return x.afterEnd(ctx, x.exit(true, ""))
+		return x.ended(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.warn("finished, but the lease was lost; another worker took over", "error", err)
 		x.observe(OutcomeLeaseLost, elapsed)
@@ -719,7 +668,7 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 		x.result.Outcome = outcome
 		x.observe(outcome, x.handlerTime)
 		x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
-		return x.afterEnd(ctx, x.exit(true, ""))
+		return x.ended(true, "")
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
 		x.log.warn("could not release: lease already lost", "error", err)
 		return x.lost(ctx, err)
@@ -734,6 +683,7 @@ func (x *execution) failClaimed(ctx context.Context, reason string) State {
 	x.log.warn("task rejected", "reason", reason)
 	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
 	x.result.Reason = reason
+	x.failReason = reason
 	return st
 }
 

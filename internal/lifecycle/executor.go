@@ -43,7 +43,7 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	var nonceHex [2 * len(nonce)]byte
 	hex.Encode(nonceHex[:], nonce[:])
 	x := &execution{
-		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateWaiting,
+		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
 		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
 		vis:       vis,
 	}

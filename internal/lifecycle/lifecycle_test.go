@@ -24,10 +24,11 @@ import (
 	"github.com/leasehold/leasehold/internal/token"
 )
 
-// The integration tests' SDK clients keep idle keep-alive connections to the
+// The package's tests also check the executions' transitions
+// (transitionsChecked). The integration tests' SDK clients keep idle keep-alive connections to the
 // stack; their transport goroutines belong to net/http, not to lifecycle.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(transitionsChecked{m},
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	)

@@ -72,6 +72,20 @@ type WaitResults struct {
 	Tasks []lease.Task   // in WaitFor order; a task gone (expired) has only its ID
 }
 
+// flowState is an execution's workflow state: the handler context's view,
+// and what one workflow state hands the next (docs/states.md).
+type flowState struct {
+	ctx workflowCtx
+	// dependent is the task StateAwaitingDependencies creates.
+	dependent *lease.NewTask
+	// children and callback are the handler's requests, for StateSpawning
+	// and StateAwaitingCallback.
+	children *AwaitChildrenError
+	callback *AwaitCallbackError
+	// wait is the wait StateAwaitingChildren suspends the task for.
+	wait *lease.Wait
+}
+
 // workflowCtx is the handler context's view of its execution's workflow
 // state.
 type workflowCtx struct {
@@ -135,7 +149,9 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
+	stepping(true)
 	t, err := w.x.checkpoint(ctx, w.held, name, out)
+	stepping(false)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
@@ -219,7 +235,25 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 	return r, nil
 }
 
-// spawn sends the children's tokens, then suspends the task until they end.
+// runSpawning sends the tokens of the children the handler asked for.
+func (x *execution) runSpawning(ctx context.Context) State {
+	return x.spawn(ctx, x.flow.children)
+}
+
+// runAwaitingChildren suspends the task until its children, whose tokens
+// are sent, end.
+func (x *execution) runAwaitingChildren(ctx context.Context) State {
+	return x.suspend(ctx, *x.flow.wait)
+}
+
+// runAwaitingCallback arms the timeout of the callback the handler awaits,
+// then suspends the task for it.
+func (x *execution) runAwaitingCallback(ctx context.Context) State {
+	return x.awaitCallback(ctx, x.flow.callback)
+}
+
+// spawn sends the children's tokens; the task is then suspended until they
+// end (StateAwaitingChildren).
 func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	switch {
 	case len(ac.Children) == 0 || len(ac.Children) > lease.MaxChildren:
@@ -280,7 +314,8 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 		}
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
-	return x.suspend(ctx, lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until})
+	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until}
+	return StateAwaitingChildren
 }
 
 // maxBatchBytes bounds the bodies of one SendMessageBatch call, under SQS's
@@ -328,7 +363,7 @@ func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string
 
 // awaitCallback arms the timeout, then suspends the task for the callback.
 func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) State {
-	nonce := x.wf.callbackNonce()
+	nonce := x.flow.ctx.callbackNonce()
 	switch {
 	case nonce == "":
 		return x.failClaimed(ctx, "await callback: the handler never took its callback token (CallbackToken), so nothing could complete the task")
@@ -389,7 +424,7 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 }
 
 // wake sends a token that resumes waiter t, whose wait is over: its
-// worker resumes and claims it in one write (resumeClaim). Nothing else is
+// worker resumes and claims it in one write (resumeClaim, runResuming). Nothing else is
 // written here, so a crash after the send loses nothing, and a crash
 // before it leaves this message to come back and notify again.
 func (x *execution) wake(ctx context.Context, t lease.Task) error {
@@ -401,7 +436,7 @@ func (x *execution) wake(ctx context.Context, t lease.Task) error {
 
 // resumeClaim answers a wake token. It reads the task (a read costs a
 // fifth of a write whose condition fails) and, if it still waits and its
-// wait is over, resumes and claims it in one write (waitingClaimed). The
+// wait is over, resumes and claims it in one write (runResuming). The
 // read is also what keeps a forged wake token harmless: a task whose wait
 // is not over is not resumed. Anything else is a reference token's claim.
 func (x *execution) resumeClaim(ctx context.Context, id string) State {
@@ -410,7 +445,8 @@ func (x *execution) resumeClaim(ctx context.Context, id string) State {
 	cancel()
 	switch {
 	case err == nil && t.Status == lease.StatusWaiting:
-		return x.waitingClaimed(ctx, t)
+		x.task = t
+		return StateResuming
 	case err != nil && errors.Is(err, lease.ErrBackend):
 		return x.keep(ctx, 0, err.Error())
 	}
@@ -474,23 +510,30 @@ func (x *execution) notifyOne(ctx context.Context, w lease.Waiter, ended lease.T
 	return nil
 }
 
-// afterEnd notifies the waiters of x.task, which has just ended, before the
+// ended exits with ack and reason once the waiters of x.task, which has
+// ended (or was released to run again), are told (StateNotifying).
+func (x *execution) ended(ack bool, reason string) State {
+	x.exit(ack, reason)
+	return StateNotifying
+}
+
+// runNotifying notifies the waiters of x.task, if it has ended, before the
 // message is acknowledged.
-func (x *execution) afterEnd(ctx context.Context, st State) State {
+func (x *execution) runNotifying(ctx context.Context) State {
 	if len(x.task.Waiters) == 0 || !x.task.Status.Terminal() {
-		return st
+		return StateExited
 	}
 	if err := x.notifyWaiters(ctx, x.task); err != nil {
 		x.log.warn("could not notify the tasks waiting for this one; the message comes back to retry", "error", err)
 		x.result.Ack = false
-		x.result.Reason = err.Error()
+		x.result.Reason = cmp.Or(x.failReason, err.Error())
 	}
-	return st
+	return StateExited
 }
 
-// waitingClaimed answers a token whose task is WAITING.
-func (x *execution) waitingClaimed(ctx context.Context, t lease.Task) State {
-	x.task = t
+// runResuming answers a token whose task is WAITING (x.task, as read).
+func (x *execution) runResuming(ctx context.Context) State {
+	t := x.task
 	x.log.kind = t.Kind
 	if t.CancelRequested {
 		// Flagged while running, then suspended (its worker stopped before
@@ -565,7 +608,13 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 			return x.exit(false, err.Error()) // the sweep entry is the safety net
 		}
 	}
-	return x.afterEnd(ctx, x.exit(true, ""))
+	return x.ended(true, "")
+}
+
+// runAwaitingDependencies creates the inline token's task, which has
+// dependencies, WAITING for them.
+func (x *execution) runAwaitingDependencies(ctx context.Context) State {
+	return x.createWaiting(ctx, *x.flow.dependent)
 }
 
 // createWaiting creates a task with dependencies (WAITING) from its token,
@@ -597,7 +646,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		if task.Status != lease.StatusWaiting {
 			if task.Status.Terminal() {
 				x.task = task
-				return x.afterEnd(ctx, x.exit(true, ""))
+				return x.ended(true, "")
 			}
 			return x.exit(true, "") // resumed already: its own token runs it
 		}
@@ -644,9 +693,9 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 	return x.exit(true, "")
 }
 
-// callback applies a callback message: it ends the waiting attempt its
+// runCallback applies a callback message: it ends the waiting attempt its
 // token names, exactly once.
-func (x *execution) callback(ctx context.Context) State {
+func (x *execution) runCallback(ctx context.Context) State {
 	cb, err := token.ParseCallback(x.tok.Callback)
 	if err != nil {
 		return x.reject(ctx, err.Error())
@@ -675,7 +724,7 @@ func (x *execution) callback(ctx context.Context) State {
 	case err == nil:
 		x.task = task
 		x.log.info("callback accepted", "status", string(task.Status))
-		return x.afterEnd(ctx, x.exit(true, ""))
+		return x.ended(true, "")
 	case errors.As(err, &we) && errors.Is(err, lease.ErrNotWaiting) && we.Task.Status == lease.StatusRunning && we.Task.Fence == cb.Fence:
 		// The callback beat the suspension of the attempt that handed out
 		// the token: try again shortly.
