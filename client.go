@@ -25,7 +25,8 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
-// ClientConfig names the resources a client uses.
+// ClientConfig configures a client: the resources it uses and how it
+// calls them. Zero fields take the defaults that package settings lists.
 type ClientConfig struct {
 	// AWS is the SDK configuration the DynamoDB and SQS clients are built
 	// from; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS point it at a
@@ -33,23 +34,40 @@ type ClientConfig struct {
 	AWS aws.Config
 	// Table is the tasks table (required).
 	Table string
-	// WorkQueueURL is the work queue the workers consume. Enqueue and
-	// EnqueueMany need it (or WorkQueueName); without either, Retry leaves
-	// the dispatch of the retried task to the sweeper. Get, List and Cancel
-	// do not use it.
-	WorkQueueURL string
-	// WorkQueueName, used when WorkQueueURL is empty, is looked up with
+	// QueueURL is the default work queue, as WorkerConfig.QueueURL: where
+	// the tokens of tasks that name no queue go. Enqueue and EnqueueMany
+	// need it (or QueueName); without either, Retry leaves the dispatch of
+	// the retried task to the sweeper. Get, List and Cancel do not use it.
+	QueueURL string
+	// QueueName, used when QueueURL is empty, is looked up with
 	// GetQueueUrl on first use.
-	WorkQueueName string
+	QueueName string
 	// KindQueues names the queue of each kind that does not go to the
-	// default work queue (WorkQueueURL or WorkQueueName): the SQS queue
-	// name, resolved with GetQueueUrl on first use. The Queue option of one
-	// task overrides it.
+	// default work queue (QueueURL or QueueName): the SQS queue name,
+	// resolved with GetQueueUrl on first use. The Queue option of one task
+	// overrides it.
 	KindQueues map[string]string
+	// MaxAttempts is the max attempts of a task enqueued without the
+	// MaxAttempts option, as WorkerConfig's is of an inline token that
+	// names none (0: settings.DefaultMaxAttempts, 5; at most 100).
+	MaxAttempts int
+	// CallTimeout bounds each call to DynamoDB or SQS (0:
+	// settings.DefaultClientCallTimeout, 10s).
+	CallTimeout time.Duration
+	// EnqueueConcurrency bounds the calls EnqueueMany makes at once (0:
+	// settings.DefaultEnqueueConcurrency, 10).
+	EnqueueConcurrency int
+	// Unlisted makes the tasks this client enqueues unlisted: no entry in
+	// the listing index (one write unit less each), so List and `leasehold
+	// list` do not show them. LEASEHOLD_LISTING=off sets it for the CLI.
+	Unlisted bool
+	// Endpoint, if set, receives every DynamoDB and SQS call, such as a
+	// local stack at http://127.0.0.1:4566, whatever AWS and the
+	// AWS_ENDPOINT_URL* variables say.
+	Endpoint string
+	// Clock replaces the client's time source (Delay, Wait); for tests.
+	Clock clockwork.Clock
 }
-
-// ClientOption tunes a client.
-type ClientOption func(*clientOptions)
 
 type clientOptions struct {
 	callTimeout time.Duration
@@ -58,43 +76,6 @@ type clientOptions struct {
 	endpoint    string
 	concurrency int
 	unlisted    bool
-}
-
-// WithClientUnlisted makes the tasks this client enqueues unlisted: no entry in
-// the listing index (one write unit less each), so List and `leasehold list`
-// do not show them. LEASEHOLD_LISTING=off sets it for the CLI.
-func WithClientUnlisted() ClientOption {
-	return func(o *clientOptions) { o.unlisted = true }
-}
-
-// WithCallTimeout bounds each call to DynamoDB or SQS (default 10s).
-func WithCallTimeout(d time.Duration) ClientOption {
-	return func(o *clientOptions) { o.callTimeout = d }
-}
-
-// WithClientClock replaces the client's time source (Delay, Wait); for
-// tests.
-func WithClientClock(c clockwork.Clock) ClientOption {
-	return func(o *clientOptions) { o.clock = c }
-}
-
-// WithDefaultTaskAttempts sets the max attempts of a task enqueued without
-// MaxAttempts (default 5).
-func WithDefaultTaskAttempts(n int) ClientOption {
-	return func(o *clientOptions) { o.maxAttempts = n }
-}
-
-// WithEnqueueConcurrency bounds the calls EnqueueMany makes at once
-// (default settings.DefaultEnqueueConcurrency).
-func WithEnqueueConcurrency(n int) ClientOption {
-	return func(o *clientOptions) { o.concurrency = n }
-}
-
-// WithEndpoint sends every DynamoDB and SQS call to url, such as a local
-// stack at http://127.0.0.1:4566, whatever the AWS config and the
-// AWS_ENDPOINT_URL* variables say.
-func WithEndpoint(url string) ClientOption {
-	return func(o *clientOptions) { o.endpoint = url }
 }
 
 // adminStore lists the lease store calls a client makes; both stores
@@ -132,16 +113,20 @@ type Client struct {
 	queueURL string // looked up from queueName on first use
 }
 
-// NewClient checks cfg and opts and returns a client. It makes no call.
+// NewClient checks cfg and returns a client. It makes no call.
 // Its SDK clients use a copy of cfg.AWS whose HTTPClient (nil: the SDK's
 // default) is behind GuardHTTP, so no answer the server sent is lost.
-func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
+func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Table == "" {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
 	}
-	o := clientOptions{callTimeout: settings.DefaultClientCallTimeout, maxAttempts: settings.DefaultMaxAttempts}
-	for _, opt := range opts {
-		opt(&o)
+	o := clientOptions{
+		callTimeout: cmp.Or(cfg.CallTimeout, settings.DefaultClientCallTimeout),
+		maxAttempts: cmp.Or(cfg.MaxAttempts, settings.DefaultMaxAttempts),
+		clock:       cfg.Clock,
+		endpoint:    cfg.Endpoint,
+		concurrency: cfg.EnqueueConcurrency,
+		unlisted:    cfg.Unlisted,
 	}
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
@@ -179,8 +164,8 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 		store:      store,
 		sqs:        queue,
 		table:      cfg.Table,
-		queueURL:   cfg.WorkQueueURL,
-		queueName:  cfg.WorkQueueName,
+		queueURL:   cfg.QueueURL,
+		queueName:  cfg.QueueName,
 		opts:       o,
 		kindQueues: maps.Clone(cfg.KindQueues),
 		named:      queues.NewResolver(queue, "", o.callTimeout),

@@ -31,7 +31,7 @@ func (c *Client) workQueue(ctx context.Context) (string, error) {
 		return url, nil
 	}
 	if c.queueName == "" {
-		return "", fmt.Errorf("%w: no work queue: set ClientConfig.WorkQueueURL or WorkQueueName", ErrConfig)
+		return "", fmt.Errorf("%w: no work queue: set ClientConfig.QueueURL or QueueName", ErrConfig)
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
 	defer cancel()

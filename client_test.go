@@ -45,11 +45,11 @@ type clientEnv struct {
 	sqs    *sqs.Client
 }
 
-func newClientEnv(t *testing.T, opts ...leasehold.ClientOption) *clientEnv {
+func newClientEnv(t *testing.T) *clientEnv {
 	t.Helper()
 	cfg := awstest.Config(t)
 	e := &clientEnv{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: e.table, WorkQueueURL: e.queues.Work}, opts...)
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: e.table, QueueURL: e.queues.Work})
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
@@ -675,8 +675,7 @@ func offlineConfig(t *testing.T) aws.Config {
 func TestClientUnreachableEndpoint(t *testing.T) {
 	t.Parallel()
 	endpoint := "http://" + closedPort(t)
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t", WorkQueueName: "leasehold-work"},
-		leasehold.WithEndpoint(endpoint))
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t", QueueName: "leasehold-work", Endpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,7 +712,7 @@ func TestClientUnreachableEndpoint(t *testing.T) {
 func TestClientMissingTableAndQueue(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: "no-such-table", WorkQueueName: "no-such-queue"})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: "no-such-table", QueueName: "no-such-queue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,17 +730,15 @@ func TestClientMissingTableAndQueue(t *testing.T) {
 
 func TestNewClientRejectsImpossibleOptions(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct {
-		cfg  leasehold.ClientConfig
-		opts []leasehold.ClientOption
-	}{
-		"no table":          {leasehold.ClientConfig{}, nil},
-		"zero call timeout": {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithCallTimeout(0)}},
-		"zero attempts":     {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithDefaultTaskAttempts(0)}},
-		"negative fan-out":  {leasehold.ClientConfig{Table: "t"}, []leasehold.ClientOption{leasehold.WithEnqueueConcurrency(-1)}},
+	cases := map[string]leasehold.ClientConfig{
+		"no table":              {},
+		"negative call timeout": {Table: "t", CallTimeout: -time.Second},
+		"negative attempts":     {Table: "t", MaxAttempts: -1},
+		"too many attempts":     {Table: "t", MaxAttempts: 101},
+		"negative fan-out":      {Table: "t", EnqueueConcurrency: -1},
 	}
-	for name, tc := range cases {
-		if _, err := leasehold.NewClient(tc.cfg, tc.opts...); !errors.Is(err, leasehold.ErrConfig) {
+	for name, cfg := range cases {
+		if _, err := leasehold.NewClient(cfg); !errors.Is(err, leasehold.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
@@ -786,8 +783,7 @@ func TestClientEndpointThatNeverAnswers(t *testing.T) {
 		}
 	})
 	endpoint := "http://" + l.Addr().String()
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t"},
-		leasehold.WithEndpoint(endpoint), leasehold.WithCallTimeout(300*time.Millisecond))
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: offlineConfig(t), Table: "t", Endpoint: endpoint, CallTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func ExampleClient() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", WorkQueueName: "leasehold-work"})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", QueueName: "leasehold-work"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func ExampleClient_EnqueueMany() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", WorkQueueName: "leasehold-work"})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", QueueName: "leasehold-work"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func ExampleClient_List() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", WorkQueueName: "leasehold-work"})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: "leasehold-tasks", QueueName: "leasehold-work"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestTwoFleetsOnTwoQueuesShareATable(t *testing.T) {
 	runWorker(t, wb, runOpts...)
 
 	c, err := leasehold.NewClient(leasehold.ClientConfig{
-		AWS: e.cfg, Table: e.table, WorkQueueURL: e.queues.Work,
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work,
 		KindQueues: map[string]string{"beta": betaQueue, "beta-flaky": betaQueue},
 	})
 	if err != nil {
@@ -200,7 +200,7 @@ func TestUnknownKindIsNotFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	runWorker(t, w, leasehold.WithLongPoll(time.Second), leasehold.WithSweep(time.Second))
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, WorkQueueURL: e.queues.Work})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestClientRejectsBadQueueNames(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrConfig) {
 		t.Fatalf("NewClient with a FIFO kind queue: %v, want ErrConfig", err)
 	}
-	c, err := leasehold.NewClient(leasehold.ClientConfig{Table: "t", WorkQueueURL: "http://127.0.0.1:1/000000000000/work"})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{Table: "t", QueueURL: "http://127.0.0.1:1/000000000000/work"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func (e *stackEnv) pumpForToken(t *testing.T, w *leasehold.Worker, tokens <-chan
 
 func newClientOn(t *testing.T, e *stackEnv) *leasehold.Client {
 	t.Helper()
-	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, WorkQueueURL: e.queues.Work})
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work})
 	if err != nil {
 		t.Fatal(err)
 	}

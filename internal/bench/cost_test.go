@@ -123,7 +123,7 @@ func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOpti
 	if err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	h.client, err = leasehold.NewClient(leasehold.ClientConfig{AWS: counted, Table: table, WorkQueueURL: queues.Work})
+	h.client, err = leasehold.NewClient(leasehold.ClientConfig{AWS: counted, Table: table, QueueURL: queues.Work})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

@@ -436,7 +436,7 @@ func callbackClient(t *testing.T, cfg aws.Config, dynamoUpstream string, ledger 
 	c := cfg.Copy()
 	c.AppID = chaos.ClientName
 	c.HTTPClient = viaProxy{next: cfg.HTTPClient, upstream: up, repl: repl}
-	client, err := leasehold.NewClient(leasehold.ClientConfig{AWS: c, Table: table, WorkQueueURL: queue})
+	client, err := leasehold.NewClient(leasehold.ClientConfig{AWS: c, Table: table, QueueURL: queue})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 	)
 	began := time.Now()
 	if len(subs) > 0 {
-		c, err := a.client(cmd.Context(), leasehold.WithEnqueueConcurrency(f.concurrency))
+		c, err := a.clientWith(cmd.Context(), f.concurrency)
 		if err != nil {
 			return err
 		}

@@ -77,9 +77,13 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 }
 
 // client returns the leasehold client, building it on first use with the
-// global settings and extra. It makes no AWS call: the work queue is looked
-// up when a command first needs it.
-func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*leasehold.Client, error) {
+// global settings. It makes no AWS call: the work queue is looked up when a
+// command first needs it.
+func (a *app) client(ctx context.Context) (*leasehold.Client, error) { return a.clientWith(ctx, 0) }
+
+// clientWith is client with ClientConfig.EnqueueConcurrency (0: the
+// default) for the first use.
+func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehold.Client, error) {
 	if a.cli != nil {
 		return a.cli, nil
 	}
@@ -99,24 +103,20 @@ func (a *app) client(ctx context.Context, extra ...leasehold.ClientOption) (*lea
 	if err != nil {
 		return nil, err
 	}
-	opts := []leasehold.ClientOption{leasehold.WithCallTimeout(a.callTimeout)}
 	// The deployment's listing choice (template parameter TaskListing).
 	unlisted, err := admin.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
 		return nil, usageErrorf("%s: %v", settings.EnvListing, err)
 	}
-	if unlisted {
-		opts = append(opts, leasehold.WithClientUnlisted())
+	ccfg := leasehold.ClientConfig{
+		AWS: cfg, Table: a.table, QueueURL: a.queueURL,
+		CallTimeout: a.callTimeout, Unlisted: unlisted, Endpoint: a.endpoint,
+		EnqueueConcurrency: enqueueConcurrency,
 	}
-	if a.endpoint != "" {
-		opts = append(opts, leasehold.WithEndpoint(a.endpoint))
-	}
-	opts = append(opts, extra...)
-	ccfg := leasehold.ClientConfig{AWS: cfg, Table: a.table, WorkQueueURL: a.queueURL}
 	if a.queueURL == "" {
-		ccfg.WorkQueueName = DefaultWorkQueueName
+		ccfg.QueueName = DefaultWorkQueueName
 	}
-	c, err := leasehold.NewClient(ccfg, opts...)
+	c, err := leasehold.NewClient(ccfg)
 	if err != nil {
 		return nil, err
 	}
