@@ -16,7 +16,8 @@
 //   - a worker: Handlers, Handle, Worker and its WorkerConfig.
 //     Worker.HandleSQS is the Lambda handler; Worker.Run polls the queues as
 //     a long-lived process. NewWorkerFromEnv reads every LEASEHOLD_*
-//     setting (docs/worker.md lists them, with their defaults).
+//     setting (package settings and docs/worker.md list them, with their
+//     defaults).
 //   - a client: Client and its ClientConfig, with Enqueue and its options,
 //     Get, List, Wait and Result, Cancel, Retry, and the callback calls.
 //     Its errors match the Err* values with errors.Is.
@@ -34,8 +35,8 @@
 //	leasehold.Handle(hs, "resize", func(ctx context.Context, t *leasehold.Task[Image]) (Thumb, error) {
 //		return resize(ctx, t.Payload)
 //	})
-//	w, err := leasehold.NewWorkerFromEnv(ctx, awsCfg, hs)
-//	// on Lambda: lambda.Start(w.HandleSQS); elsewhere: w.Run(ctx)
+//	w, runOpts, err := leasehold.NewWorkerFromEnv(ctx, awsCfg, hs)
+//	// on Lambda: lambda.Start(w.HandleSQS); elsewhere: w.Run(ctx, runOpts...)
 //
 //	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: table, QueueURL: queueURL})
 //	info, err := c.Enqueue(ctx, "resize", Image{Key: "a.png"})
