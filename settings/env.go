@@ -42,11 +42,7 @@ func Load(dst any, scope Scope, getenv func(string) string) error {
 	return nil
 }
 
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	backoffType  = reflect.TypeFor[func(int) time.Duration]()
-	loggerType   = reflect.TypeFor[*slog.Logger]()
-)
+var backoffType = reflect.TypeFor[func(int) time.Duration]()
 
 // set parses raw by s.Kind into f (a field of v).
 func set(v, f reflect.Value, s Setting, raw string) error {
@@ -120,25 +116,4 @@ func ParsePair(v string) (a, b time.Duration, err error) {
 		return 0, 0, fmt.Errorf("want 0 < %s <= %s", a, b)
 	}
 	return a, b, nil
-}
-
-// fieldType is the type a field of Kind k must have, for the table's test.
-func fieldType(k Kind) []reflect.Type {
-	switch k {
-	case String:
-		return []reflect.Type{reflect.TypeFor[string]()}
-	case List:
-		return []reflect.Type{reflect.TypeFor[[]string]()}
-	case Duration:
-		return []reflect.Type{durationType}
-	case Int:
-		return []reflect.Type{reflect.TypeFor[int]()}
-	case Pair:
-		return []reflect.Type{backoffType, durationType}
-	case Switch:
-		return []reflect.Type{reflect.TypeFor[bool]()}
-	case Level:
-		return []reflect.Type{loggerType}
-	}
-	return nil
 }

@@ -23,9 +23,6 @@ type lineError struct {
 	err  error
 }
 
-// maxLineBytes bounds one input line, as the intake queue bounds a body.
-const maxLineBytes = admin.MaxSubmissionBytes
-
 // readSubmissions parses a JSON Lines input. Blank lines are skipped; each
 // bad line is reported, never fatal. lines[i] is the line of subs[i].
 func readSubmissions(r io.Reader) (subs []leasehold.Submission, lines []int, bad []lineError, err error) {

@@ -200,8 +200,3 @@ func newRetryer() aws.Retryer {
 		}, o.Retryables...)
 	})
 }
-
-// call bounds one client call that is not otherwise bounded.
-func (a *app) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, a.callTimeout)
-}
