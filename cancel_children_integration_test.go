@@ -45,7 +45,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 		ran.Add(1)
 		return t.Payload, nil
 	})
-	w := e.worker(t, hs)
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
 	defer cancel()
 

@@ -59,22 +59,23 @@ func newClientEnv(t *testing.T) *clientEnv {
 }
 
 // startWorker runs a worker with the example handlers on the test's work
-// queue until the test ends.
-func (e *clientEnv) startWorker(t *testing.T, opts ...leasehold.WorkerOption) {
+// queue until the test ends, with cfg's timing.
+func (e *clientEnv) startWorker(t *testing.T, cfg leasehold.WorkerConfig) {
 	t.Helper()
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)
 	leasehold.Handle(hs, "block", blockUntilCancelled)
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ, Handlers: hs,
-	}, append([]leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	cfg.AWS, cfg.Table, cfg.QueueURL, cfg.DeadLetterQueueURL, cfg.Handlers = e.cfg, e.table, e.queues.Work, e.queues.WorkDLQ, hs
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.LongPoll, cfg.InvocationTimeout = time.Second, time.Minute
+	w, err := leasehold.NewWorker(cfg)
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
 	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() {
-		done <- w.Run(ctx, leasehold.WithLongPoll(time.Second), leasehold.WithInvocationTimeout(time.Minute))
+		done <- w.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -518,7 +519,7 @@ func TestClientCancelRunningTask(t *testing.T) {
 	// renewal does not lose it): the cancel reaches the handler at a
 	// renewal. The block kind waits for its context alone, so the task ends
 	// only through the cancel.
-	e.startWorker(t, leasehold.WithLeaseDuration(awstest.Scale(2*time.Second)), leasehold.WithRenewBefore(awstest.Scale(time.Second)))
+	e.startWorker(t, leasehold.WorkerConfig{LeaseDuration: awstest.Scale(2 * time.Second), RenewBefore: awstest.Scale(time.Second)})
 	ctx := testCtx(t, time.Minute)
 
 	id := "block-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -558,7 +559,7 @@ func TestClientCancelRunningTask(t *testing.T) {
 func TestClientRetry(t *testing.T) {
 	t.Parallel()
 	e := newClientEnv(t)
-	e.startWorker(t)
+	e.startWorker(t, leasehold.WorkerConfig{})
 	ctx := testCtx(t, 2*time.Minute)
 
 	// Fails on attempt 1 (its only one), succeeds on attempt 2.
@@ -597,7 +598,7 @@ func TestClientRetry(t *testing.T) {
 func TestClientWaitAndResult(t *testing.T) {
 	t.Parallel()
 	e := newClientEnv(t)
-	e.startWorker(t)
+	e.startWorker(t, leasehold.WorkerConfig{})
 	ctx := testCtx(t, 2*time.Minute)
 
 	ok, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"})

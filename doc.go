@@ -35,8 +35,8 @@
 //	leasehold.Handle(hs, "resize", func(ctx context.Context, t *leasehold.Task[Image]) (Thumb, error) {
 //		return resize(ctx, t.Payload)
 //	})
-//	w, runOpts, err := leasehold.NewWorkerFromEnv(ctx, awsCfg, hs)
-//	// on Lambda: lambda.Start(w.HandleSQS); elsewhere: w.Run(ctx, runOpts...)
+//	w, err := leasehold.NewWorkerFromEnv(ctx, leasehold.WorkerConfig{AWS: awsCfg, Handlers: hs})
+//	// on Lambda: lambda.Start(w.HandleSQS); elsewhere: w.Run(ctx)
 //
 //	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: table, QueueURL: queueURL})
 //	info, err := c.Enqueue(ctx, "resize", Image{Key: "a.png"})

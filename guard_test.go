@@ -67,7 +67,7 @@ func TestWorkerConstructorsGuardTheConfigTheyAreGiven(t *testing.T) {
 	t.Setenv(settings.EnvWorkDLQURL, "")
 	t.Setenv(settings.EnvWorkDLQName, "dlq")
 	var logs bytes.Buffer
-	w, _, err = NewWorkerFromEnv(t.Context(), cfg, NewHandlers(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	w, err = NewWorkerFromEnv(t.Context(), WorkerConfig{AWS: cfg, Handlers: NewHandlers(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,12 +53,11 @@ func TestSuccessWritesOneLogLineAndOneMetricsLineAtMost(t *testing.T) {
 		return strings.ToUpper(task.Payload.Text), nil
 	})
 	stderr, stdout := &lineBuffer{}, &lineBuffer{}
-	o, err := applyOptions([]WorkerOption{WithLogger(lambdalog.New(stderr, slog.LevelInfo)), WithMetrics(stdout)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := leasemem.New(lease.Options{})
-	w, err := newWorker(store, &recordingSQS{}, WorkerConfig{QueueURL: queueURL, DeadLetterQueueURL: queueURL + "-dlq", Handlers: hs}, o)
+	w, err := newWorker(store, &recordingSQS{}, WorkerConfig{
+		QueueURL: queueURL, DeadLetterQueueURL: queueURL + "-dlq", Handlers: hs,
+		Logger: lambdalog.New(stderr, slog.LevelInfo), Metrics: stdout,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,11 @@ func queueHandlers(seen *servedBy, worker string, kinds ...string) *leasehold.Ha
 
 // runWorker runs w.Run in a goroutine owned by the test: it is stopped and
 // joined when the test ends, and must return nil.
-func runWorker(t *testing.T, w *leasehold.Worker, opts ...leasehold.RunOption) {
+func runWorker(t *testing.T, w *leasehold.Worker) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, opts...) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		stop()
 		select {
@@ -80,30 +80,28 @@ func TestTwoFleetsOnTwoQueuesShareATable(t *testing.T) {
 	other := awstest.NewQueues(t, e.cfg) // the second fleet's queue: other.Work
 	alphaQueue, betaQueue := queues.NameFromURL(e.queues.Work), queues.NameFromURL(other.Work)
 	seen := &servedBy{runs: map[string][]string{}}
-	fast := []leasehold.WorkerOption{
-		leasehold.WithLogger(testLogger(t)),
-		leasehold.WithBackoff(func(int) time.Duration { return time.Second }),
-		leasehold.WithUnknownKindBackoff(time.Second, 2*time.Second),
+	fast := leasehold.WorkerConfig{
+		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work,
+		Logger:                testLogger(t),
+		Backoff:               func(int) time.Duration { return time.Second },
+		UnknownKindBackoffMin: time.Second, UnknownKindBackoffMax: 2 * time.Second,
+		LongPoll: time.Second, SweepEvery: time.Second,
 	}
-	runOpts := []leasehold.RunOption{leasehold.WithLongPoll(time.Second), leasehold.WithSweep(time.Second)}
 
 	// Fleet A serves the default queue; fleet B serves only the other one.
-	wa, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ,
-		Handlers: queueHandlers(seen, "A", "alpha", "alpha-flaky"),
-	}, fast...)
+	ca, cb := fast, fast
+	ca.DeadLetterQueueURL, ca.Handlers = e.queues.WorkDLQ, queueHandlers(seen, "A", "alpha", "alpha-flaky")
+	cb.QueueURLs, cb.DeadLetterQueueURL, cb.Handlers = []string{other.Work}, other.WorkDLQ, queueHandlers(seen, "B", "beta", "beta-flaky", "beta-explicit")
+	wa, err := leasehold.NewWorker(ca)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, QueueURLs: []string{other.Work}, DeadLetterQueueURL: other.WorkDLQ,
-		Handlers: queueHandlers(seen, "B", "beta", "beta-flaky", "beta-explicit"),
-	}, fast...)
+	wb, err := leasehold.NewWorker(cb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWorker(t, wa, runOpts...)
-	runWorker(t, wb, runOpts...)
+	runWorker(t, wa)
+	runWorker(t, wb)
 
 	c, err := leasehold.NewClient(leasehold.ClientConfig{
 		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work,
@@ -195,11 +193,13 @@ func TestUnknownKindIsNotFailed(t *testing.T) {
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ,
 		Handlers: queueHandlers(seen, "A", "alpha"),
-	}, leasehold.WithLogger(testLogger(t)), leasehold.WithUnknownKindBackoff(time.Second, 2*time.Second))
+		Logger:   testLogger(t), UnknownKindBackoffMin: time.Second, UnknownKindBackoffMax: 2 * time.Second,
+		LongPoll: time.Second, SweepEvery: time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWorker(t, w, leasehold.WithLongPoll(time.Second), leasehold.WithSweep(time.Second))
+	runWorker(t, w)
 	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work})
 	if err != nil {
 		t.Fatal(err)

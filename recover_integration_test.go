@@ -49,8 +49,8 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 		ran[task.ID]++
 		return "noted " + task.Payload, nil
 	})
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(leaseFor), leasehold.WithRenewBefore(renew),
-		leasehold.WithClockSkew(skew), leasehold.WithDispatchGrace(grace))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LeaseDuration: leaseFor, RenewBefore: renew, ClockSkew: skew, DispatchGrace: grace,
+		SweepEvery: every, LongPoll: time.Second})
 
 	ctx, cancel := call(t)
 	defer cancel()
@@ -81,7 +81,7 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 	runCtx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- w.Run(runCtx, leasehold.WithSweep(every), leasehold.WithLongPoll(time.Second))
+		done <- w.Run(runCtx)
 	}()
 	defer func() {
 		stop()
@@ -114,7 +114,7 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 	}
 }
 
-// The control: with WithoutSweep nothing dispatches a task whose message
+// The control: with no sweep (SweepEvery < 0) nothing dispatches a task whose message
 // was lost, so the recovery above is the sweep's doing. The window is the
 // bound of the test above.
 func TestRunWithoutSweepLeavesLostTasksAlone(t *testing.T) {
@@ -124,7 +124,7 @@ func TestRunWithoutSweepLeavesLostTasksAlone(t *testing.T) {
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{DispatchGrace: grace})
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "note", func(_ context.Context, task *leasehold.Task[string]) (string, error) { return task.Payload, nil })
-	w := e.worker(t, hs, leasehold.WithDispatchGrace(grace))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, DispatchGrace: grace, SweepEvery: -1, LongPoll: time.Second})
 	ctx, cancel := call(t)
 	defer cancel()
 	if _, err := store.Create(ctx, lease.NewTask{ID: "lost-message", Kind: "note", Payload: []byte(`"a"`), MaxAttempts: 3}); err != nil {
@@ -132,7 +132,7 @@ func TestRunWithoutSweepLeavesLostTasksAlone(t *testing.T) {
 	}
 	runCtx, stop := context.WithTimeout(t.Context(), grace+every+6*time.Second)
 	defer stop()
-	if err := w.Run(runCtx, leasehold.WithoutSweep(), leasehold.WithLongPoll(time.Second)); err != nil {
+	if err := w.Run(runCtx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if got := e.get(t, "lost-message"); got.Status != lease.StatusPending || got.Attempt != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,44 +15,45 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
-func TestSweepRunOptions(t *testing.T) {
+// SweepEvery comes from the config, else LEASEHOLD_SWEEP_EVERY; zero is
+// the default period and negative turns the sweep off.
+func TestSweepEvery(t *testing.T) {
 	cases := []struct {
 		name string
-		opts []RunOption
+		set  time.Duration
 		env  string
 		want time.Duration
 	}{
-		{"default: on, every settings.DefaultSweepEvery (0 here)", nil, "", 0},
-		{"WithSweep", []RunOption{WithSweep(5 * time.Second)}, "", 5 * time.Second},
-		{"WithSweep(0) keeps the default", []RunOption{WithSweep(0)}, "", 0},
-		{"WithoutSweep", []RunOption{WithoutSweep()}, "", -1},
-		{"the last one wins", []RunOption{WithoutSweep(), WithSweep(time.Second)}, "", time.Second},
-		{"env period", nil, "30s", 30 * time.Second},
-		{"env negative turns it off", nil, "-1s", -1},
+		{"default: on, every settings.DefaultSweepEvery (0 here)", 0, "", 0},
+		{"a period", 5 * time.Second, "", 5 * time.Second},
+		{"negative turns it off", -1, "", -1},
+		{"env period", 0, "30s", 30 * time.Second},
+		{"env negative turns it off", 0, "-1s", -time.Second},
+		{"the config wins over the env", time.Second, "-1s", time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(settings.EnvSweepEvery, c.env)
-			opts := c.opts
-			if c.env != "" {
-				env, err := RunOptionsFromEnv()
-				if err != nil {
-					t.Fatal(err)
+			cfg := WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: NewHandlers(), Logger: slog.New(slog.DiscardHandler), SweepEvery: c.set}
+			if err := cfg.fromEnv(func(k string) string {
+				if k == settings.EnvSweepEvery {
+					return c.env
 				}
-				opts = append(opts, env...)
+				return ""
+			}); err != nil {
+				t.Fatal(err)
 			}
-			var o runOptions
-			for _, opt := range opts {
-				opt(&o)
+			w, err := newWorker(leasemem.New(lease.Options{}), &batchingSQS{}, cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if o.sweepEvery != c.want {
-				t.Fatalf("sweep every %s, want %s", o.sweepEvery, c.want)
+			if w.sweepEvery != c.want {
+				t.Fatalf("sweep every %s, want %s", w.sweepEvery, c.want)
 			}
 		})
 	}
-	t.Setenv(settings.EnvSweepEvery, "often")
-	if _, err := RunOptionsFromEnv(); !errors.Is(err, ErrConfig) {
-		t.Fatalf("LEASEHOLD_SWEEP_EVERY=often: %v, want ErrConfig", err)
+	cfg := WorkerConfig{}
+	if err := cfg.fromEnv(func(k string) string { return map[string]string{settings.EnvSweepEvery: "often"}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), settings.EnvSweepEvery) {
+		t.Fatalf("LEASEHOLD_SWEEP_EVERY=often: %v, want ErrConfig naming the variable", err)
 	}
 }
 
@@ -64,14 +66,11 @@ func (*batchingSQS) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput
 
 // newWorker wires the sweeper whenever the store has the calls it makes
 // (NewWorker's always does), and leaves it out otherwise, so
-// that Run refuses to start without WithoutSweep rather than not sweeping.
+// that Run refuses to start unless SweepEvery < 0 rather than not sweeping.
 func TestNewWorkerWiresTheSweeper(t *testing.T) {
 	hs := NewHandlers()
-	o := workerOptions{}
-	WithLogger(slog.New(slog.DiscardHandler))(&o)
-	WithOwner("test")(&o)
-	cfg := WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: hs}
-	w, err := newWorker(leasemem.New(lease.Options{}), &batchingSQS{}, cfg, o)
+	cfg := WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: hs, Logger: slog.New(slog.DiscardHandler), Owner: "test"}
+	w, err := newWorker(leasemem.New(lease.Options{}), &batchingSQS{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func TestNewWorkerWiresTheSweeper(t *testing.T) {
 	}
 	// (Every worker's SQS client can send batches: children's tokens go
 	// that way. A store without the sweep's calls is what leaves it out.)
-	w, err = newWorker(struct{ lease.Store }{leasemem.New(lease.Options{})}, &recordingSQS{}, cfg, o)
+	w, err = newWorker(struct{ lease.Store }{leasemem.New(lease.Options{})}, &recordingSQS{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,14 +35,14 @@ import (
 func TestRunRejectsImpossibleOptions(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)
-	w := e.worker(t, leasehold.NewHandlers(), leasehold.WithDeadlineMargin(10*time.Second))
-	for name, opts := range map[string][]leasehold.RunOption{
-		"timeout within the deadline margin": {leasehold.WithInvocationTimeout(5 * time.Second)},
-		"zero pollers":                       {leasehold.WithPollers(-1)},
-		"long poll over 20s":                 {leasehold.WithLongPoll(time.Minute)},
-		"batch over 10 without window":       {leasehold.WithBatchSize(50)},
+	for name, cfg := range map[string]leasehold.WorkerConfig{
+		"timeout within the deadline margin": {InvocationTimeout: 5 * time.Second},
+		"negative pollers":                   {Pollers: -1},
+		"long poll over 20s":                 {LongPoll: time.Minute},
+		"batch over 10 without window":       {BatchSize: 50},
 	} {
-		err := w.Run(t.Context(), opts...)
+		cfg.Handlers, cfg.DeadlineMargin = leasehold.NewHandlers(), 10*time.Second
+		err := e.worker(t, cfg).Run(t.Context())
 		if !errors.Is(err, leasehold.ErrConfig) {
 			t.Errorf("%s: Run returned %v, want an error wrapping ErrConfig", name, err)
 		}
@@ -54,7 +54,8 @@ func TestRunReportsMissingQueue(t *testing.T) {
 	e := setupStack(t)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work + "-missing", Handlers: leasehold.NewHandlers(),
-	}, leasehold.WithLogger(testLogger(t)))
+		Logger: testLogger(t),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +72,8 @@ func TestRunReportsMissingQueueAmongSeveral(t *testing.T) {
 	missing := e.queues.Work + "-missing"
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, QueueURLs: []string{e.queues.Work, missing},
-		Handlers: leasehold.NewHandlers(),
-	}, leasehold.WithLogger(testLogger(t)))
+		Handlers: leasehold.NewHandlers(), Logger: testLogger(t), LongPoll: time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestRunReportsMissingQueueAmongSeveral(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(time.Minute))
 	defer cancel()
-	err = w.Run(ctx, leasehold.WithLongPoll(time.Second))
+	err = w.Run(ctx)
 	if !errors.Is(err, leasehold.ErrQueueNotFound) || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("Run returned %v, want ErrQueueNotFound naming %s", err, missing)
 	}
@@ -414,24 +415,27 @@ func TestRunnerChild(t *testing.T) {
 		fmt.Println("started", task.ID, strconv.Itoa(task.Attempt))
 		return examples.SleepFor(ctx, task)
 	})
-	wcfg, _, err := leasehold.WorkerConfigFromEnv(cfg, hs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Short leases, so that a lost one would show within the test; they
 	// scale with LEASEHOLD_TEST_TIMESCALE, which this process inherits, so
 	// a busy machine's late renewal does not lose one.
-	w, err := leasehold.NewWorker(wcfg,
-		leasehold.WithLeaseDuration(awstest.Scale(4*time.Second)), leasehold.WithRenewBefore(awstest.Scale(2*time.Second)),
-		leasehold.WithClockSkew(awstest.Scale(time.Second)),
-		leasehold.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }),
-		leasehold.WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	wcfg := leasehold.WorkerConfig{
+		AWS: cfg, Handlers: hs,
+		LeaseDuration: awstest.Scale(4 * time.Second), RenewBefore: awstest.Scale(2 * time.Second),
+		ClockSkew: awstest.Scale(time.Second),
+		Backoff:   func(int) time.Duration { return 500 * time.Millisecond },
+		Logger:    slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Pollers:   2, BatchSize: 3, LongPoll: time.Second,
+		ReceiveVisibility: awstest.Scale(3 * time.Second), InvocationTimeout: awstest.Scale(20 * time.Second),
+	}
+	// The resources from the environment the parent set.
+	if err := settings.Load(&wcfg, settings.Worker, os.Getenv); err != nil {
+		t.Fatal(err)
+	}
+	w, err := leasehold.NewWorker(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = w.Run(ctx,
-		leasehold.WithPollers(2), leasehold.WithBatchSize(3), leasehold.WithLongPoll(time.Second),
-		leasehold.WithReceiveVisibility(awstest.Scale(3*time.Second)), leasehold.WithInvocationTimeout(awstest.Scale(20*time.Second)))
+	err = w.Run(ctx)
 	fmt.Println("stopped")
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,16 @@
 package leasehold
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -32,7 +31,12 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
-// WorkerConfig names the resources a worker uses.
+// WorkerConfig is everything a worker is configured with: the resources it
+// uses, its timing, and how Run polls. Every field but AWS, Table, QueueURL
+// and Handlers may stay zero for its default; package settings lists each
+// field with its LEASEHOLD_* variable, default and limits (the table
+// docs/worker.md shows), and NewWorkerFromEnv fills the zero fields from
+// those variables.
 type WorkerConfig struct {
 	// AWS is the SDK configuration the worker's DynamoDB and SQS clients are
 	// built from. Endpoints follow the SDK's rules, so AWS_ENDPOINT_URL_SQS
@@ -59,13 +63,136 @@ type WorkerConfig struct {
 	DeadLetterQueueURL string
 	// Handlers maps kinds to handlers.
 	Handlers *Handlers
+
+	// LeaseDuration is how long a claim or renewal holds a task (default
+	// 20s); at least twice RenewBefore.
+	LeaseDuration time.Duration
+	// RenewBefore is how long before expiry the lease is renewed (default
+	// 10s).
+	RenewBefore time.Duration
+	// MaxAttempts is the attempts of an inline task that names none
+	// (default 5, at most 100).
+	MaxAttempts int
+	// Concurrency bounds the messages of one batch processed at once
+	// (default 10).
+	Concurrency int
+	// ClockSkew bounds the clock difference between workers (default 2s):
+	// an expired lease is taken over only after this much more.
+	ClockSkew time.Duration
+	// DeadlineMargin is how long before the invocation's deadline the
+	// handler's context ends so that the lease can be released (default
+	// 5s).
+	DeadlineMargin time.Duration
+	// Backoff is the delay before attempt n+1 after attempt n failed
+	// (default ExponentialBackoff(2*time.Second, 10*time.Minute)).
+	Backoff func(attempt int) time.Duration
+	// VisibilityMargin is added to the lease when a message is hidden
+	// (default 10s).
+	VisibilityMargin time.Duration
+	// DispatchGrace is how long past its expected start (or its lease's
+	// expiry plus skew) a task may go unclaimed before the sweep
+	// dispatches it again (default 2m). It must match the dispatch
+	// function's.
+	DispatchGrace time.Duration
+	// ReplaceAtReceiveCount is the receive count from which a message whose
+	// task cannot run now (leased elsewhere, or a store failure) is
+	// replaced by a fresh token rather than hidden, so a valid token never
+	// reaches the work queue's dead-letter queue while its task can still
+	// run (default 8: the template's maxReceiveCount 10 minus 2). Keep it
+	// at most the queue's maxReceiveCount minus 2.
+	ReplaceAtReceiveCount int
+	// UnknownKindBackoffMin and UnknownKindBackoffMax bound the wait before
+	// a task whose kind this worker has no handler for is offered again
+	// (default 10s to 15m). Such a task uses no attempt: another worker on
+	// its queue may know the kind. The wait is the time since the kind was
+	// first found unknown, within these bounds, so it roughly doubles each
+	// time.
+	UnknownKindBackoffMin, UnknownKindBackoffMax time.Duration
+	// UnknownKindLimit is how long a task's kind may stay unknown, from the
+	// first time a worker found no handler for it, before the task fails
+	// for good (default 7 days).
+	UnknownKindLimit time.Duration
+	// WaitTimeout is the deadline of a wait for children or dependencies
+	// that names none of its own (workflow.AwaitChildrenWithin, the
+	// WaitTimeout enqueue option): at it the waiting task ends FAILED with
+	// the reason. Default 7 days, at most 365.
+	WaitTimeout time.Duration
+	// Unlisted makes the tasks this worker creates from inline tokens
+	// unlisted: they get no entry in the listing index, which saves one of
+	// the three write units of an inline task, and neither `leasehold list`
+	// nor Client.List shows them (status, Get and everything else still
+	// work). See docs/performance.md. LEASEHOLD_LISTING=off sets it.
+	Unlisted bool
+
+	// Logger is the structured logger (default: JSON to stderr at Info).
+	Logger *slog.Logger
+	// Metrics, if set, receives CloudWatch metrics in embedded metric
+	// format, one JSON line per attempt when it ends (its outcome:
+	// succeeded, failed, retried, lease lost, ...; with handler duration
+	// and the claim's time from enqueue and from due), in the namespace
+	// "Leasehold" with the task kind as dimension. In Lambda, use
+	// os.Stdout and CloudWatch Logs extracts the metrics; see
+	// internal/metrics for the list. Off by default.
+	Metrics io.Writer
+	// Owner names the worker in lease_owner (default: host name and a
+	// random suffix).
+	Owner string
+	// Clock replaces the time source; for tests.
+	Clock clockwork.Clock
+
+	// Pollers is how many batches Run receives and runs at the same time
+	// (default 2). With Concurrency tasks per batch, at most Pollers x
+	// Concurrency tasks run at once in this process.
+	Pollers int
+	// BatchSize is the most messages Run hands over as one batch (default
+	// 10; above 10 needs BatchWindow).
+	BatchSize int
+	// BatchWindow is how long a batch may keep gathering messages after
+	// its first one arrived (default 0: whatever one receive returns).
+	BatchWindow time.Duration
+	// InvocationTimeout is the budget of one batch under Run, the
+	// counterpart of a Lambda function's timeout (default 60s, at most
+	// 15m). A task still running DeadlineMargin before it ends has its
+	// context cancelled with ErrDeadline and its lease released, so another
+	// attempt can start at once. A graceful stop waits at most this long
+	// for the batches in flight.
+	InvocationTimeout time.Duration
+	// LongPoll is the wait of each ReceiveMessage under Run, in whole
+	// seconds up to 20s (the default).
+	LongPoll time.Duration
+	// ReceiveVisibility overrides the queue's visibility timeout for the
+	// messages Run receives (whole seconds; default: the queue's). A
+	// message whose task is running stays hidden regardless: the worker
+	// extends its visibility at every lease renewal. A short value makes a
+	// message that was received but never processed (say, by a process
+	// that was killed) come back sooner.
+	ReceiveVisibility time.Duration
+	// SweepEvery is the period of the recovery sweep that Run performs
+	// alongside polling (default 1m; at least 100ms); negative turns it
+	// off, for a process whose table is swept elsewhere (the scheduled
+	// dispatch function, or other processes). Every sweep reads the sparse
+	// sweep index of the tasks table and sends a fresh dispatch token for
+	// each task whose message was lost: a PENDING task still unclaimed
+	// DispatchGrace after it was due, or a RUNNING task whose holder
+	// stopped renewing (lease expiry + ClockSkew + DispatchGrace passed).
+	// Such a task is dispatched again within that time plus one period
+	// plus the sweep's own run time.
+	//
+	// Every process running Run sweeps; concurrent sweeps are safe (a
+	// conditional write lets one of them send each token, and the claim
+	// makes a duplicate token harmless), so recovery does not depend on any
+	// one process staying up. Idle, one sweep is one Query per shard of the
+	// sweep index (16), about 8 read units. Each task goes to the queue it
+	// names, so workers serving different queues can share a table. See
+	// docs/running.md.
+	SweepEvery time.Duration
 }
 
-// ExponentialBackoff returns a backoff for WithBackoff that doubles from
-// base after each failed attempt, up to max. Each delay is drawn at random
-// from [d/2, d], so delays never shrink from one attempt to the next and
-// tasks that failed together do not retry together. The worker's default
-// is ExponentialBackoff(2*time.Second, 10*time.Minute).
+// ExponentialBackoff returns a backoff for WorkerConfig.Backoff that
+// doubles from base after each failed attempt, up to max. Each delay is
+// drawn at random from [d/2, d], so delays never shrink from one attempt
+// to the next and tasks that failed together do not retry together. The
+// worker's default is ExponentialBackoff(2*time.Second, 10*time.Minute).
 func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration {
 	return lifecycle.ExponentialBackoff(base, max)
 }
@@ -73,239 +200,74 @@ func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration
 // ErrConfig wraps every configuration error.
 var ErrConfig = lifecycle.ErrConfig
 
-// WorkerConfigFromEnv fills the resource names from LEASEHOLD_* variables and
-// returns the options the timing variables ask for. It reads neither
-// LEASEHOLD_LOG_LEVEL nor the Worker.Run variables and looks nothing up:
-// NewWorkerFromEnv does all of that.
-func WorkerConfigFromEnv(awsCfg aws.Config, handlers *Handlers) (WorkerConfig, []WorkerOption, error) {
-	cfg := WorkerConfig{
-		AWS:                awsCfg,
-		Table:              os.Getenv(settings.EnvTable),
-		QueueURL:           os.Getenv(settings.EnvWorkQueueURL),
-		DeadLetterQueueURL: os.Getenv(settings.EnvWorkDLQURL),
-		Handlers:           handlers,
+// fromEnv fills cfg's zero fields from the LEASEHOLD_* variables of the
+// settings table, read through getenv: what code set wins.
+func (cfg *WorkerConfig) fromEnv(getenv func(string) string) error {
+	if err := settings.Load(cfg, settings.Worker, getenv); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	var opts []WorkerOption
-	durations := []struct {
-		env string
-		opt func(time.Duration) WorkerOption
-	}{
-		{settings.EnvLeaseDuration, WithLeaseDuration},
-		{settings.EnvRenewBefore, WithRenewBefore},
-		{settings.EnvClockSkew, WithClockSkew},
-		{settings.EnvDeadlineMargin, WithDeadlineMargin},
-		{settings.EnvDispatchGrace, WithDispatchGrace},
-		{settings.EnvVisibilityMargin, WithVisibilityMargin},
-		{settings.EnvUnknownKindLimit, WithUnknownKindLimit},
-		{settings.EnvWaitTimeout, WithWaitTimeout},
+	return nil
+}
+
+// lifecycleConfig is the executor's part of cfg; NewWorker adds the store,
+// the SQS client and the queues.
+func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
+	lc := lifecycle.Config{
+		QueueURL:              cfg.QueueURL,
+		DeadLetterURL:         cfg.DeadLetterQueueURL,
+		LeaseDuration:         cmp.Or(cfg.LeaseDuration, settings.DefaultLeaseDuration),
+		RenewBefore:           cfg.RenewBefore,
+		DefaultMaxAttempts:    cfg.MaxAttempts,
+		Concurrency:           cfg.Concurrency,
+		DeadlineMargin:        cfg.DeadlineMargin,
+		Backoff:               cfg.Backoff,
+		VisibilityMargin:      cfg.VisibilityMargin,
+		ReplaceAtReceiveCount: cfg.ReplaceAtReceiveCount,
+		UnknownKindBackoffMin: cfg.UnknownKindBackoffMin,
+		UnknownKindBackoffMax: cfg.UnknownKindBackoffMax,
+		UnknownKindLimit:      cfg.UnknownKindLimit,
+		WaitTimeout:           cfg.WaitTimeout,
+		Logger:                cfg.Logger,
+		Owner:                 cfg.Owner,
+		Clock:                 cfg.Clock,
 	}
-	for _, d := range durations {
-		if v := os.Getenv(d.env); v != "" {
-			dur, err := time.ParseDuration(v)
-			if err != nil {
-				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, d.env, v, err)
-			}
-			opts = append(opts, d.opt(dur))
+	if lc.Logger == nil {
+		lc.Logger = lambdalog.New(os.Stderr, slog.LevelInfo)
+	}
+	if lc.Owner == "" {
+		lc.Owner = defaultOwner()
+	}
+	if cfg.Handlers != nil {
+		lc.Handlers = cfg.Handlers.lookup
+	}
+	return lc
+}
+
+// check rejects what neither lifecycle nor the store checks (NewWorker
+// checks Table: the tests' stores have none).
+func (cfg WorkerConfig) check() error {
+	switch {
+	case cfg.QueueURL == "":
+		return fmt.Errorf("%w: the work queue URL is required", ErrConfig)
+	case cfg.Handlers == nil:
+		return fmt.Errorf("%w: handlers are required", ErrConfig)
+	case cfg.MaxAttempts < 0:
+		return fmt.Errorf("%w: max attempts must be at least 1, got %d", ErrConfig, cfg.MaxAttempts)
+	case cfg.Concurrency < 0:
+		return fmt.Errorf("%w: concurrency must be at least 1, got %d", ErrConfig, cfg.Concurrency)
+	case cfg.ReplaceAtReceiveCount < 0:
+		return fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1, got %d", ErrConfig, cfg.ReplaceAtReceiveCount)
+	case cfg.DispatchGrace < 0:
+		return fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
+	case cfg.ClockSkew < 0:
+		return fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
+	}
+	for _, u := range cfg.QueueURLs {
+		if err := queues.CheckName(queues.NameFromURL(u)); err != nil {
+			return fmt.Errorf("%w: work queue URL %q: %w", ErrConfig, u, err)
 		}
 	}
-	ints := []struct {
-		env string
-		opt func(int) WorkerOption
-	}{
-		{settings.EnvMaxAttempts, WithMaxAttempts},
-		{settings.EnvConcurrency, WithConcurrency},
-		{settings.EnvReplaceAtReceiveCount, WithReplaceAtReceiveCount},
-	}
-	for _, n := range ints {
-		if v := os.Getenv(n.env); v != "" {
-			i, err := strconv.Atoi(v)
-			if err != nil {
-				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, n.env, v, err)
-			}
-			opts = append(opts, n.opt(i))
-		}
-	}
-	pairs := []struct {
-		env string
-		opt func(a, b time.Duration) WorkerOption
-	}{
-		{settings.EnvBackoff, func(base, max time.Duration) WorkerOption { return WithBackoff(ExponentialBackoff(base, max)) }},
-		{settings.EnvUnknownKindBackoff, WithUnknownKindBackoff},
-	}
-	for _, p := range pairs {
-		if v := os.Getenv(p.env); v != "" {
-			a, b, err := parseDurationPair(v)
-			if err != nil {
-				return cfg, nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, p.env, v, err)
-			}
-			opts = append(opts, p.opt(a, b))
-		}
-	}
-	unlisted, err := lease.ParseListing(os.Getenv(settings.EnvListing))
-	if err != nil {
-		return cfg, nil, fmt.Errorf("%w: %s: %w", ErrConfig, settings.EnvListing, err)
-	}
-	if unlisted {
-		opts = append(opts, WithoutListing())
-	}
-	return cfg, opts, nil
-}
-
-// parseDurationPair reads "A,B", two positive durations with A <= B.
-func parseDurationPair(v string) (a, b time.Duration, err error) {
-	first, second, ok := strings.Cut(v, ",")
-	if !ok {
-		return 0, 0, errors.New(`want two durations, "MIN,MAX"`)
-	}
-	if a, err = time.ParseDuration(strings.TrimSpace(first)); err != nil {
-		return 0, 0, err
-	}
-	if b, err = time.ParseDuration(strings.TrimSpace(second)); err != nil {
-		return 0, 0, err
-	}
-	if a <= 0 || b < a {
-		return 0, 0, fmt.Errorf("want 0 < %s <= %s", a, b)
-	}
-	return a, b, nil
-}
-
-// WorkerOption tunes a worker.
-type WorkerOption func(*workerOptions)
-
-type workerOptions struct {
-	lc          lifecycle.Config
-	skew        time.Duration
-	grace       time.Duration
-	maxAttempts *int // set explicitly: zero is then a mistake, not "default"
-	concurrency *int
-	replaceAt   *int
-	metrics     io.Writer
-	unlisted    bool
-}
-
-// WithoutListing makes the tasks this worker creates from inline tokens
-// unlisted: they get no entry in the listing index, which saves one of the
-// three write units of an inline task, and neither `leasehold list` nor
-// Client.List shows them (status, Get and everything else still work). See
-// docs/performance.md. LEASEHOLD_LISTING=off sets it.
-func WithoutListing() WorkerOption {
-	return func(o *workerOptions) { o.unlisted = true }
-}
-
-// WithLeaseDuration sets how long a claim or renewal holds a task (default
-// 20s). It must be at least twice the renewal period.
-func WithLeaseDuration(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.LeaseDuration = d }
-}
-
-// WithRenewBefore sets how long before expiry the lease is renewed (default
-// 10s).
-func WithRenewBefore(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.RenewBefore = d }
-}
-
-// WithMaxAttempts sets the attempts of an inline task that names none
-// (default 5).
-func WithMaxAttempts(n int) WorkerOption {
-	return func(o *workerOptions) { o.maxAttempts = &n }
-}
-
-// WithBackoff sets the delay before attempt n+1 after attempt n failed.
-// The default is ExponentialBackoff(2*time.Second, 10*time.Minute).
-func WithBackoff(f func(attempt int) time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.Backoff = f }
-}
-
-// WithConcurrency bounds the messages of one batch processed at once
-// (default 10).
-func WithConcurrency(n int) WorkerOption {
-	return func(o *workerOptions) { o.concurrency = &n }
-}
-
-// WithReplaceAtReceiveCount sets the receive count from which a message
-// whose task cannot run now (leased elsewhere, or a store failure) is
-// replaced by a fresh token rather than hidden or left to reappear, so a
-// valid token never reaches the work queue's dead-letter queue while its
-// task can still run (default 8: the template's maxReceiveCount 10 minus
-// 2). Keep it at most the queue's maxReceiveCount minus 2.
-func WithReplaceAtReceiveCount(n int) WorkerOption {
-	return func(o *workerOptions) { o.replaceAt = &n }
-}
-
-// WithClockSkew bounds the clock difference between workers (default 2s): an
-// expired lease is taken over only after this much more.
-func WithClockSkew(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.skew = d }
-}
-
-// WithDeadlineMargin sets how long before the Lambda deadline the handler's
-// context ends so that the lease can be released (default 5s).
-func WithDeadlineMargin(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.DeadlineMargin = d }
-}
-
-// WithDispatchGrace sets how long past its expected start (or its lease's
-// expiry plus skew) a task may go unclaimed before the sweeper dispatches it
-// again (default 2m). It must match the dispatch function's setting.
-func WithDispatchGrace(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.grace = d }
-}
-
-// WithVisibilityMargin sets what is added to the lease when a message is
-// hidden (default 10s).
-func WithVisibilityMargin(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.VisibilityMargin = d }
-}
-
-// WithUnknownKindBackoff bounds the wait before a task whose kind this
-// worker has no handler for is offered again (default 10s to 15m). Such a
-// task uses no attempt: another worker on its queue may know the kind. The
-// wait is the time since the kind was first found unknown, within these
-// bounds, so it roughly doubles each time.
-func WithUnknownKindBackoff(minWait, maxWait time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.UnknownKindBackoffMin, o.lc.UnknownKindBackoffMax = minWait, maxWait }
-}
-
-// WithUnknownKindLimit sets how long a task's kind may stay unknown, from
-// the first time a worker found no handler for it, before the task fails for
-// good (default 7 days).
-func WithUnknownKindLimit(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.UnknownKindLimit = d }
-}
-
-// WithWaitTimeout sets the deadline of a wait for children or
-// dependencies that names none of its own (AwaitChildrenWithin, the
-// WaitTimeout enqueue option): at it the waiting task ends FAILED with the
-// reason. Default 7 days, at most 365.
-func WithWaitTimeout(d time.Duration) WorkerOption {
-	return func(o *workerOptions) { o.lc.WaitTimeout = d }
-}
-
-// WithLogger sets the structured logger (default: JSON to stderr at Info).
-func WithLogger(l *slog.Logger) WorkerOption {
-	return func(o *workerOptions) { o.lc.Logger = l }
-}
-
-// WithMetrics writes CloudWatch metrics in embedded metric format to w, one
-// JSON line per attempt when it ends (its outcome: succeeded, failed,
-// retried, lease lost, ...; with handler duration and the claim's time from
-// enqueue and from due), in the namespace "Leasehold" with the task kind as
-// dimension. In Lambda, w is
-// os.Stdout and CloudWatch Logs extracts the metrics; see internal/metrics
-// for the list. Off by default.
-func WithMetrics(w io.Writer) WorkerOption {
-	return func(o *workerOptions) { o.metrics = w }
-}
-
-// WithClock replaces the time source; for tests.
-func WithClock(c clockwork.Clock) WorkerOption {
-	return func(o *workerOptions) { o.lc.Clock = c }
-}
-
-// WithOwner names the worker in lease_owner (default: host name and a random
-// suffix).
-func WithOwner(name string) WorkerOption {
-	return func(o *workerOptions) { o.lc.Owner = name }
+	return nil
 }
 
 // Worker runs registered handlers for the tasks its queue delivers.
@@ -324,40 +286,33 @@ type Worker struct {
 	// sweeper re-dispatches tasks whose message was lost; Run runs its
 	// SweepLoop. Nil when the store or the SQS client cannot sweep.
 	sweeper *dispatch.Dispatcher
+	// run is how Run polls each queue (its QueueURL is set per queue);
+	// sweepEvery is WorkerConfig.SweepEvery.
+	run        eventsource.Config
+	sweepEvery time.Duration
 }
 
-// NewWorker checks cfg and opts and returns a worker. Impossible settings,
-// such as a lease shorter than twice the renewal period or zero attempts,
-// are rejected with an error wrapping ErrConfig. Its SDK clients use a copy
-// of cfg.AWS whose HTTPClient is behind GuardHTTP.
-func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
-	switch {
-	case cfg.Table == "":
+// NewWorker checks cfg and returns a worker. Impossible settings, such as
+// a lease shorter than twice the renewal period or a negative attempt
+// count, are rejected with an error wrapping ErrConfig. Its SDK clients
+// use a copy of cfg.AWS whose HTTPClient is behind GuardHTTP.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.Table == "" {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
-	case cfg.QueueURL == "":
-		return nil, fmt.Errorf("%w: the work queue URL is required", ErrConfig)
-	case cfg.Handlers == nil:
-		return nil, fmt.Errorf("%w: handlers are required", ErrConfig)
 	}
-	for _, u := range cfg.QueueURLs {
-		if err := queues.CheckName(queues.NameFromURL(u)); err != nil {
-			return nil, fmt.Errorf("%w: work queue URL %q: %w", ErrConfig, u, err)
-		}
-	}
-	o, err := applyOptions(opts)
-	if err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
-		Clock:         o.lc.Clock,
-		LeaseDuration: o.lc.LeaseDuration,
-		Skew:          o.skew,
-		DispatchGrace: o.grace,
-		Unlisted:      o.unlisted,
+		Clock:         cfg.Clock,
+		LeaseDuration: cmp.Or(cfg.LeaseDuration, settings.DefaultLeaseDuration),
+		Skew:          cfg.ClockSkew,
+		DispatchGrace: cfg.DispatchGrace,
+		Unlisted:      cfg.Unlisted,
 	})
 	q := sqs.NewFromConfig(cfg.AWS)
-	w, err := newWorker(store, q, cfg, o)
+	w, err := newWorker(store, q, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -365,61 +320,19 @@ func NewWorker(cfg WorkerConfig, opts ...WorkerOption) (*Worker, error) {
 	return w, nil
 }
 
-// applyOptions applies opts over the defaults and checks what newWorker
-// does not.
-func applyOptions(opts []WorkerOption) (workerOptions, error) {
-	o := workerOptions{}
-	for _, opt := range opts {
-		opt(&o)
+// newWorker builds a worker on store and q; NewWorker's, and the tests'.
+func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Worker, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	if o.lc.Logger == nil {
-		o.lc.Logger = lambdalog.New(os.Stderr, slog.LevelInfo)
-	}
-	if o.lc.Owner == "" {
-		o.lc.Owner = defaultOwner()
-	}
-	if o.maxAttempts != nil {
-		if *o.maxAttempts < 1 {
-			return o, fmt.Errorf("%w: max attempts must be at least 1, got %d", ErrConfig, *o.maxAttempts)
-		}
-		o.lc.DefaultMaxAttempts = *o.maxAttempts
-	}
-	if o.concurrency != nil {
-		if *o.concurrency < 1 {
-			return o, fmt.Errorf("%w: concurrency must be at least 1, got %d", ErrConfig, *o.concurrency)
-		}
-		o.lc.Concurrency = *o.concurrency
-	}
-	if o.replaceAt != nil {
-		if *o.replaceAt < 1 {
-			return o, fmt.Errorf("%w: the receive count at which tokens are replaced must be at least 1, got %d", ErrConfig, *o.replaceAt)
-		}
-		o.lc.ReplaceAtReceiveCount = *o.replaceAt
-	}
-	if o.grace < 0 {
-		return o, fmt.Errorf("%w: dispatch grace cannot be negative", ErrConfig)
-	}
-	if o.skew < 0 {
-		return o, fmt.Errorf("%w: clock skew cannot be negative", ErrConfig)
-	}
-	if o.lc.LeaseDuration == 0 {
-		o.lc.LeaseDuration = lease.DefaultLeaseDuration
-	}
-	return o, nil
-}
-
-func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o workerOptions) (*Worker, error) {
-	lc := o.lc
+	lc := cfg.lifecycleConfig()
 	lc.Store = store
 	lc.SQS = q
-	lc.QueueURL = cfg.QueueURL
-	lc.DeadLetterURL = cfg.DeadLetterQueueURL
-	lc.Handlers = cfg.Handlers.lookup
 	lookup, _ := q.(queues.SQSClient)
 	resolver := queues.NewResolver(lookup, cfg.QueueURL, lc.CallTimeout, cfg.QueueURLs...)
 	lc.Queues = resolver
-	if o.metrics != nil {
-		lc.Observer = metrics.NewEMF(o.metrics, lc.Clock)
+	if cfg.Metrics != nil {
+		lc.Observer = metrics.NewEMF(cfg.Metrics, lc.Clock)
 	}
 	exec, err := lifecycle.New(lc)
 	if err != nil {
@@ -428,6 +341,12 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 	w := &Worker{
 		exec: exec, store: store, log: lc.Logger, queues: resolver,
 		queueURL: cfg.QueueURL, queueURLs: distinct(cfg.QueueURLs),
+		run: eventsource.Config{
+			QueueURL: cfg.QueueURL, Logger: lc.Logger,
+			Pollers: cfg.Pollers, BatchSize: cfg.BatchSize, BatchWindow: cfg.BatchWindow,
+			InvocationTimeout: cfg.InvocationTimeout, WaitTime: cfg.LongPoll, VisibilityTimeout: cfg.ReceiveVisibility,
+		},
+		sweepEvery: cfg.SweepEvery,
 	}
 	ds, okStore := store.(dispatch.Store)
 	dq, okSQS := q.(dispatch.SQSClient)
@@ -436,7 +355,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig, o wor
 		// grace.
 		w.sweeper, err = dispatch.New(dispatch.Config{
 			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver,
-			DispatchGrace: o.grace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
+			DispatchGrace: cfg.DispatchGrace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
 			Logger: lc.Logger.With("part", "sweep"),
 		})
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -14,7 +13,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -22,12 +20,13 @@ import (
 // start-up call, like a client's.
 const lookupTimeout = settings.DefaultClientCallTimeout
 
-// NewWorkerFromEnv is the one way to build a worker from the environment:
-// every LEASEHOLD_* variable of WorkerConfigFromEnv and RunOptionsFromEnv,
-// plus LEASEHOLD_LOG_LEVEL (DEBUG, INFO, WARN or ERROR: a JSON logger on
-// stderr at that level). It returns the worker and the options for
-// Worker.Run; HandleSQS needs none. opts come after the environment's, so
-// they win (a WithLogger of yours replaces the LEASEHOLD_LOG_LEVEL logger).
+// NewWorkerFromEnv builds a worker from cfg and the environment: every
+// field of cfg left zero is filled from its LEASEHOLD_* variable (package
+// settings lists them; docs/worker.md shows the table), so what code sets
+// wins over the environment. LEASEHOLD_LOG_LEVEL (DEBUG, INFO, WARN or
+// ERROR) sets a JSON logger on stderr at that level. A bad value is an
+// error wrapping ErrConfig that names the variable. cfg.AWS and
+// cfg.Handlers come from the caller.
 //
 // The work dead-letter queue is LEASEHOLD_WORK_DLQ_URL; without it, the
 // queue named LEASEHOLD_WORK_DLQ_NAME; without that, the dead-letter target
@@ -37,54 +36,35 @@ const lookupTimeout = settings.DefaultClientCallTimeout
 // logs a warning at start-up: messages that name no task are then left to
 // the queue's redrive policy.
 //
-// When it looks a queue up, it first retrieves awsCfg's credentials; with
+// When it looks a queue up, it first retrieves cfg.AWS's credentials; with
 // none it fails with a *CredentialsError (wrapping ErrConfig) whose one
 // line says what to set.
 //
-// Like NewWorker, it calls through a copy of awsCfg whose HTTPClient is
+// Like NewWorker, it calls through a copy of cfg.AWS whose HTTPClient is
 // behind GuardHTTP.
-func NewWorkerFromEnv(ctx context.Context, awsCfg aws.Config, handlers *Handlers, opts ...WorkerOption) (*Worker, []RunOption, error) {
-	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
-	cfg, wopts, err := WorkerConfigFromEnv(awsCfg, handlers)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v := os.Getenv(settings.EnvLogLevel); v != "" {
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", ErrConfig, settings.EnvLogLevel, v)
-		}
-		wopts = append([]WorkerOption{WithLogger(lambdalog.New(os.Stderr, level))}, wopts...)
-	}
-	if v := os.Getenv(settings.EnvServeQueueURLs); v != "" {
-		for _, u := range strings.Split(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.QueueURLs = append(cfg.QueueURLs, u)
-			}
-		}
-	}
-	ropts, err := RunOptionsFromEnv()
-	if err != nil {
-		return nil, nil, err
+func NewWorkerFromEnv(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
+	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
+	if err := cfg.fromEnv(os.Getenv); err != nil {
+		return nil, err
 	}
 	var dlqProblem string
 	if cfg.DeadLetterQueueURL == "" && cfg.QueueURL != "" {
 		// The lookup is the first AWS call: without credentials it would
 		// fail with the SDK's whole provider chain.
-		if err := awsenv.CheckCredentials(ctx, awsCfg, "", lookupTimeout); err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		if err := awsenv.CheckCredentials(ctx, cfg.AWS, "", lookupTimeout); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(awsCfg), cfg.QueueURL, os.Getenv(settings.EnvWorkDLQName))
+		cfg.DeadLetterQueueURL, dlqProblem = findDeadLetterQueue(ctx, sqs.NewFromConfig(cfg.AWS), cfg.QueueURL, os.Getenv(settings.EnvWorkDLQName))
 	}
-	w, err := NewWorker(cfg, append(wopts, opts...)...)
+	w, err := NewWorker(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cfg.DeadLetterQueueURL == "" {
 		w.log.Warn("no work dead-letter queue: messages that name no task are left to the work queue's redrive policy; set "+settings.EnvWorkDLQURL+" or "+settings.EnvWorkDLQName,
 			"work_queue", cfg.QueueURL, "reason", dlqProblem)
 	}
-	return w, ropts, nil
+	return w, nil
 }
 
 // queueLookup is the part of the SQS client findDeadLetterQueue uses.

@@ -35,7 +35,7 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	w, ropts, err := NewWorkerFromEnv(t.Context(), aws.Config{Region: "us-east-1"}, NewHandlers())
+	w, err := NewWorkerFromEnv(t.Context(), WorkerConfig{AWS: aws.Config{Region: "us-east-1"}, Handlers: NewHandlers()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,32 +62,32 @@ func TestNewWorkerFromEnvReadsEveryVariable(t *testing.T) {
 	if !w.log.Enabled(t.Context(), slog.LevelDebug) {
 		t.Errorf("%s=DEBUG: the worker's logger does not log DEBUG", settings.EnvLogLevel)
 	}
-	var o runOptions
-	for _, opt := range ropts {
-		opt(&o)
-	}
-	if o.cfg.VisibilityTimeout != 45*time.Second || o.cfg.WaitTime != 3*time.Second || o.cfg.Pollers != 4 || o.cfg.BatchWindow != 2*time.Second {
-		t.Errorf("run options %+v; want receive visibility 45s, long poll 3s, 4 pollers, batch window 2s", o.cfg)
+	if o := w.run; o.VisibilityTimeout != 45*time.Second || o.WaitTime != 3*time.Second || o.Pollers != 4 || o.BatchWindow != 2*time.Second {
+		t.Errorf("run settings %+v; want receive visibility 45s, long poll 3s, 4 pollers, batch window 2s", o)
 	}
 
-	// A logger of the caller's replaces the one of LEASEHOLD_LOG_LEVEL.
-	w, _, err = NewWorkerFromEnv(t.Context(), aws.Config{Region: "us-east-1"}, NewHandlers(),
-		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	// A logger of the caller's replaces the one of LEASEHOLD_LOG_LEVEL, and
+	// a field the caller set wins over its variable.
+	w, err = NewWorkerFromEnv(t.Context(), WorkerConfig{AWS: aws.Config{Region: "us-east-1"}, Handlers: NewHandlers(),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), LeaseDuration: 40 * time.Second})
 	if err != nil || w.log.Enabled(t.Context(), slog.LevelWarn) {
-		t.Errorf("with WithLogger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
+		t.Errorf("with a Logger at ERROR: err %v, logs WARN %v; want the caller's logger", err, w.log.Enabled(t.Context(), slog.LevelWarn))
+	}
+	if err == nil && w.exec.Config().LeaseDuration != 40*time.Second {
+		t.Errorf("LeaseDuration set to 40s and %s=30s: the worker's lease is %s", settings.EnvLeaseDuration, w.exec.Config().LeaseDuration)
 	}
 
 	for env, bad := range map[string]string{settings.EnvBackoff: "2s", settings.EnvUnknownKindBackoff: "1m,10s", settings.EnvUnknownKindLimit: "soon", settings.EnvWaitTimeout: "a week"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, bad)
-			if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
+			if _, err := NewWorkerFromEnv(t.Context(), WorkerConfig{Handlers: NewHandlers()}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
 				t.Errorf("%s=%q: err %v, want ErrConfig naming it", env, bad, err)
 			}
 		})
 	}
 
 	t.Setenv(settings.EnvLogLevel, "LOUD")
-	if _, _, err := NewWorkerFromEnv(t.Context(), aws.Config{}, NewHandlers()); err == nil || !strings.Contains(err.Error(), settings.EnvLogLevel) {
+	if _, err := NewWorkerFromEnv(t.Context(), WorkerConfig{Handlers: NewHandlers()}); err == nil || !strings.Contains(err.Error(), settings.EnvLogLevel) {
 		t.Errorf("%s=LOUD: err %v, want ErrConfig naming it", settings.EnvLogLevel, err)
 	}
 }
@@ -163,12 +163,8 @@ func TestHandlerSeesFenceAndLease(t *testing.T) {
 	hs := NewHandlers()
 	var seen Task[struct{}]
 	Handle(hs, "k", func(_ context.Context, task *Task[struct{}]) (int, error) { seen = *task; return 1, nil })
-	o := workerOptions{}
-	WithClock(clock)(&o)
-	WithLogger(slog.New(slog.DiscardHandler))(&o)
-	WithLeaseDuration(30 * time.Second)(&o)
-	WithOwner("test")(&o)
-	w, err := newWorker(store, &recordingSQS{}, WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: hs}, o)
+	w, err := newWorker(store, &recordingSQS{}, WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: hs,
+		Clock: clock, Logger: slog.New(slog.DiscardHandler), LeaseDuration: 30 * time.Second, Owner: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +205,7 @@ func TestNewWorkerFromEnvWithoutCredentials(t *testing.T) {
 	})}
 	for name, cfg := range map[string]aws.Config{"failing provider": failing, "no provider": {Region: "us-east-1"}} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := NewWorkerFromEnv(t.Context(), cfg, NewHandlers())
+			_, err := NewWorkerFromEnv(t.Context(), WorkerConfig{AWS: cfg, Handlers: NewHandlers()})
 			if err == nil {
 				t.Fatal("NewWorkerFromEnv without credentials succeeded")
 			}

@@ -52,12 +52,15 @@ func setupStack(t *testing.T) *stackEnv {
 	return e
 }
 
-func (e *stackEnv) worker(t *testing.T, hs *leasehold.Handlers, opts ...leasehold.WorkerOption) *leasehold.Worker {
+// worker builds a worker on e's table and queues, with cfg's handlers and
+// settings (a test logger unless cfg names one).
+func (e *stackEnv) worker(t *testing.T, cfg leasehold.WorkerConfig) *leasehold.Worker {
 	t.Helper()
-	base := []leasehold.WorkerOption{leasehold.WithLogger(testLogger(t))}
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: e.cfg, Table: e.table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ, Handlers: hs,
-	}, append(base, opts...)...)
+	cfg.AWS, cfg.Table, cfg.QueueURL, cfg.DeadLetterQueueURL = e.cfg, e.table, e.queues.Work, e.queues.WorkDLQ
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	w, err := leasehold.NewWorker(cfg)
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
@@ -228,7 +231,7 @@ func TestInlineHappyPathIsTwoWritesNoReads(t *testing.T) {
 		}
 		return sum, nil
 	})
-	w := e.worker(t, hs)
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	e.send(t, e.queues.Work, inlineBody(t, "add", "sum-1", []int{1, 2, 3}, 0))
 	ev := e.receiveSome(t, e.queues.Work, 1, 5*time.Second, 30)
 	if len(ev.Records) != 1 {
@@ -274,8 +277,7 @@ func (e *stackEnv) slowWorker(t *testing.T, unit, run time.Duration) *leasehold.
 			return "", context.Cause(ctx)
 		}
 	})
-	return e.worker(t, hs, leasehold.WithLeaseDuration(2*unit), leasehold.WithRenewBefore(unit),
-		leasehold.WithVisibilityMargin(unit), leasehold.WithClockSkew(unit/2))
+	return e.worker(t, leasehold.WorkerConfig{Handlers: hs, LeaseDuration: 2 * unit, RenewBefore: unit, VisibilityMargin: unit, ClockSkew: unit / 2})
 }
 
 func TestLongTaskKeepsLeaseAndMessageHidden(t *testing.T) {
@@ -399,7 +401,7 @@ func TestFailingTaskBacksOffToFailedWithoutDeadLetter(t *testing.T) {
 	// tokens per retry keep the message from ever reaching the dead-letter
 	// queue. (A flat 1s backoff keeps the test short.)
 	const attempts = lifecycle.DefaultMaxReceiveCount + 1
-	w := e.worker(t, hs, leasehold.WithBackoff(func(int) time.Duration { return time.Second }))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, Backoff: func(int) time.Duration { return time.Second }})
 	e.send(t, e.queues.Work, inlineBody(t, "doomed", "doomed-1", empty{}, attempts))
 	e.pump(t, w, 90*time.Second, func() bool { return e.status(t, "doomed-1") == lease.StatusFailed })
 
@@ -424,7 +426,7 @@ func TestBatchWithMalformedMessages(t *testing.T) {
 	leasehold.Handle(hs, "upper", func(_ context.Context, task *leasehold.Task[string]) (string, error) {
 		return strings.ToUpper(task.Payload), nil
 	})
-	w := e.worker(t, hs)
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	malformed := map[string]string{
 		`{"v":1,"kind":"upper","payload":"x"`: "malformed",
 		`{"v":2,"kind":"upper"}`:              "version 2",
@@ -484,7 +486,7 @@ func TestOversizeInlinePayloadKeepsItsBody(t *testing.T) {
 		ran = true
 		return strings.ToUpper(task.Payload), nil
 	})
-	w := e.worker(t, hs)
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	body := `{"v":1,"kind":"upper","id":"big","payload":"` + strings.Repeat("x", 200<<10) + `"}`
 	e.send(t, e.queues.Work, body)
 	ev := awstest.ReceiveN(t, e.sqs, e.queues.Work, 1, 20*time.Second, 30, awstest.Bodies(body))
@@ -517,7 +519,7 @@ func TestDeadlineReleasesForImmediateNextAttempt(t *testing.T) {
 	})
 	// An hour's lease: the next attempt can run within the pump's budget
 	// only because the first one released it, never because it expired.
-	w := e.worker(t, hs, leasehold.WithDeadlineMargin(time.Second), leasehold.WithLeaseDuration(time.Hour))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, DeadlineMargin: time.Second, LeaseDuration: time.Hour})
 	e.send(t, e.queues.Work, inlineBody(t, "stubborn", "late-1", empty{}, 3))
 	ev := e.receiveSome(t, e.queues.Work, 1, 5*time.Second, 30)
 	if len(ev.Records) != 1 {
@@ -593,8 +595,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 		runs.Add(1)
 		return task.Fence, nil
 	})
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
-		leasehold.WithClockSkew(time.Second))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LeaseDuration: 2 * time.Second, RenewBefore: time.Second, ClockSkew: time.Second})
 	e.pump(t, w, 30*time.Second, func() bool { return e.status(t, "killed-1") == lease.StatusSucceeded })
 
 	got := e.get(t, "killed-1")
@@ -624,9 +625,9 @@ func TestChildWorker(t *testing.T) {
 		<-ctx.Done() // killed long before this returns
 		return "", ctx.Err()
 	})
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: queue, Handlers: hs},
-		leasehold.WithOwner("child"), leasehold.WithLeaseDuration(2*time.Second), leasehold.WithRenewBefore(time.Second),
-		leasehold.WithClockSkew(time.Second), leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: queue, Handlers: hs,
+		Owner: "child", LeaseDuration: 2 * time.Second, RenewBefore: time.Second,
+		ClockSkew: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

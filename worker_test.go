@@ -84,11 +84,8 @@ func TestHandleSQSDecodesCapturedEvent(t *testing.T) {
 	Handle(hs, "upper", func(_ context.Context, task *Task[upper]) (string, error) {
 		return strings.ToUpper(task.Payload.Text), nil
 	})
-	o := workerOptions{}
-	WithClock(clock)(&o)
-	WithLogger(slog.New(slog.DiscardHandler))(&o)
-	WithOwner("test")(&o)
-	w, err := newWorker(store, q, WorkerConfig{QueueURL: "https://sqs.example/work", DeadLetterQueueURL: "https://sqs.example/dlq", Handlers: hs}, o)
+	w, err := newWorker(store, q, WorkerConfig{QueueURL: "https://sqs.example/work", DeadLetterQueueURL: "https://sqs.example/dlq", Handlers: hs,
+		Clock: clock, Logger: slog.New(slog.DiscardHandler), Owner: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,28 +107,32 @@ func TestHandleSQSDecodesCapturedEvent(t *testing.T) {
 	}
 }
 
-func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
+func TestNewWorkerRejectsImpossibleSettings(t *testing.T) {
 	t.Parallel()
-	cfg := WorkerConfig{Table: "t", QueueURL: "https://sqs.example/work", Handlers: NewHandlers()}
+	with := func(f func(*WorkerConfig)) WorkerConfig {
+		c := WorkerConfig{Table: "t", QueueURL: "https://sqs.example/work", Handlers: NewHandlers()}
+		f(&c)
+		return c
+	}
 	cases := []struct {
 		name string
 		cfg  WorkerConfig
-		opts []WorkerOption
 		want string
 	}{
-		{"lease below twice the renewal", cfg, []WorkerOption{WithLeaseDuration(15 * time.Second), WithRenewBefore(10 * time.Second)}, "at least twice"},
-		{"zero attempts", cfg, []WorkerOption{WithMaxAttempts(0)}, "max attempts"},
-		{"zero concurrency", cfg, []WorkerOption{WithConcurrency(0)}, "concurrency"},
-		{"negative skew", cfg, []WorkerOption{WithClockSkew(-time.Second)}, "skew"},
-		{"zero replace-at receive count", cfg, []WorkerOption{WithReplaceAtReceiveCount(0)}, "receive count"},
-		{"no table", WorkerConfig{QueueURL: "q", Handlers: NewHandlers()}, nil, "table"},
-		{"no queue", WorkerConfig{Table: "t", Handlers: NewHandlers()}, nil, "queue"},
-		{"no handlers", WorkerConfig{Table: "t", QueueURL: "q"}, nil, "handlers"},
+		{"lease below twice the renewal", with(func(c *WorkerConfig) { c.LeaseDuration, c.RenewBefore = 15*time.Second, 10*time.Second }), "at least twice"},
+		{"negative attempts", with(func(c *WorkerConfig) { c.MaxAttempts = -1 }), "max attempts"},
+		{"attempts over the limit", with(func(c *WorkerConfig) { c.MaxAttempts = 101 }), "max attempts"},
+		{"negative concurrency", with(func(c *WorkerConfig) { c.Concurrency = -1 }), "concurrency"},
+		{"negative skew", with(func(c *WorkerConfig) { c.ClockSkew = -time.Second }), "skew"},
+		{"negative replace-at receive count", with(func(c *WorkerConfig) { c.ReplaceAtReceiveCount = -1 }), "receive count"},
+		{"no table", WorkerConfig{QueueURL: "q", Handlers: NewHandlers()}, "table"},
+		{"no queue", WorkerConfig{Table: "t", Handlers: NewHandlers()}, "queue"},
+		{"no handlers", WorkerConfig{Table: "t", QueueURL: "q"}, "handlers"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := NewWorker(c.cfg, c.opts...)
+			_, err := NewWorker(c.cfg)
 			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("NewWorker = %v, want ErrConfig mentioning %q", err, c.want)
 			}
@@ -140,24 +141,21 @@ func TestNewWorkerRejectsImpossibleOptions(t *testing.T) {
 }
 
 func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
-	t.Setenv(settings.EnvReplaceAtReceiveCount, "3")
-	_, opts, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers())
-	if err != nil {
+	var cfg WorkerConfig
+	if err := cfg.fromEnv(func(k string) string { return map[string]string{settings.EnvReplaceAtReceiveCount: "3"}[k] }); err != nil {
 		t.Fatal(err)
 	}
-	var o workerOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.replaceAt == nil || *o.replaceAt != 3 {
-		t.Errorf("replace-at receive count from %s = %v, want 3", settings.EnvReplaceAtReceiveCount, o.replaceAt)
+	if cfg.ReplaceAtReceiveCount != 3 {
+		t.Errorf("replace-at receive count from %s = %d, want 3", settings.EnvReplaceAtReceiveCount, cfg.ReplaceAtReceiveCount)
 	}
 }
 
 func TestWorkerConfigFromEnvRejectsBadValues(t *testing.T) {
-	t.Setenv(settings.EnvLeaseDuration, "twenty")
-	if _, _, err := WorkerConfigFromEnv(aws.Config{}, NewHandlers()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), settings.EnvLeaseDuration) {
-		t.Errorf("err = %v, want ErrConfig naming %s", err, settings.EnvLeaseDuration)
+	for env, bad := range map[string]string{settings.EnvLeaseDuration: "twenty", settings.EnvMaxAttempts: "0", settings.EnvListing: "maybe", settings.EnvPollers: "-2"} {
+		var cfg WorkerConfig
+		if err := cfg.fromEnv(func(k string) string { return map[string]string{env: bad}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%q: err = %v, want ErrConfig naming it", env, bad, err)
+		}
 	}
 }
 

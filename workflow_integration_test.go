@@ -71,7 +71,7 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 	e := setupStack(t)
 	c := newClientOn(t, e)
 	tokens := make(chan string, 4)
-	w := e.worker(t, workflowHandlers(tokens))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: workflowHandlers(tokens)})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
 
@@ -163,7 +163,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 		return nil, workflow.AwaitChildren(workflow.Child{Kind: "hold"}, workflow.Child{Kind: "hold"})
 	})
 	defer close(release)
-	w := e.worker(t, hs, leasehold.WithLeaseDuration(awstest.Scale(4*time.Second)), leasehold.WithRenewBefore(awstest.Scale(2*time.Second)))
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LeaseDuration: awstest.Scale(4 * time.Second), RenewBefore: awstest.Scale(2 * time.Second), LongPoll: time.Second})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
 
@@ -222,7 +222,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx, leasehold.WithLongPoll(time.Second)) }()
+	go func() { done <- w.Run(runCtx) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {

@@ -19,12 +19,8 @@ import (
 type RunConfig struct {
 	// Worker runs the tasks of its queues. Required.
 	Worker *leasehold.Worker
-	// WorkerOptions tune how its queues are polled (see
-	// leasehold.Worker.Run).
-	WorkerOptions []leasehold.RunOption
-	// SweepEvery is the period of the worker's recovery sweep (default
-	// settings.DefaultSweepEvery); negative turns the sweep off.
-	SweepEvery time.Duration
+	// (How its queues are polled, and how often it sweeps, is its
+	// WorkerConfig's.)
 	// WorkQueueURL is the default work queue: where the dispatcher and the
 	// fired schedules send the tokens of tasks that name no queue.
 	WorkQueueURL string
@@ -64,7 +60,7 @@ func (a *Admin) Run(ctx context.Context, cfg RunConfig) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sc := iserve.Config{Worker: cfg.Worker, WorkerOptions: cfg.WorkerOptions, SweepEvery: cfg.SweepEvery, Logger: log}
+	sc := iserve.Config{Worker: cfg.Worker, Logger: log}
 	if cfg.IntakeQueueURL != "" {
 		d, err := dispatch.New(dispatch.Config{
 			Store: lease.NewDynamoStore(a.ddb, a.table, lease.Options{}), SQS: a.sqs,

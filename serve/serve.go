@@ -29,7 +29,7 @@ import (
 // the worker alone.
 const EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
 
-// RunFromEnv runs w until ctx is done, as w.Run(ctx, opts...) does. When
+// RunFromEnv runs w until ctx is done, as w.Run(ctx) does. When
 // LEASEHOLD_INTAKE_QUEUE_URL is set it also runs the dispatcher on that
 // queue: each submission becomes a task in LEASEHOLD_TABLE and a dispatch
 // token on LEASEHOLD_WORK_QUEUE_URL; an invalid one goes to
@@ -41,27 +41,24 @@ const EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
 // and RunFromEnv returns that error; a bad variable wraps
 // leasehold.ErrConfig. The dispatcher's SDK clients use a copy of awsCfg
 // whose HTTPClient is behind leasehold.GuardHTTP, as w's do.
-func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opts ...leasehold.RunOption) error {
+func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker) error {
 	intakeURL := os.Getenv(EnvIntakeQueueURL)
 	if intakeURL == "" {
-		return w.Run(ctx, opts...)
+		return w.Run(ctx)
 	}
 	ds, err := dispatch.SettingsFromEnv()
 	if err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
-	}
-	level := slog.LevelInfo
-	if v := os.Getenv(settings.EnvLogLevel); v != "" {
-		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return fmt.Errorf("%w: %s=%q: want DEBUG, INFO, WARN or ERROR", leasehold.ErrConfig, settings.EnvLogLevel, v)
-		}
 	}
 	// The dispatcher's calls are the first of awsCfg: without credentials
 	// they would fail with the SDK's whole provider chain.
 	if err := awsenv.CheckCredentials(ctx, awsCfg, "", settings.DefaultClientCallTimeout); err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}
-	log := lambdalog.New(os.Stderr, level)
+	log := ds.Logger // LEASEHOLD_LOG_LEVEL's
+	if log == nil {
+		log = lambdalog.New(os.Stderr, slog.LevelInfo)
+	}
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	q := sqs.NewFromConfig(awsCfg)
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), ds.Table, ds.StoreOptions())
@@ -69,10 +66,8 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker, opt
 	if err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}
-	// SweepEvery 0 leaves the sweep to opts (LEASEHOLD_SWEEP_EVERY) and the
-	// worker's default.
 	err = iserve.Run(ctx, iserve.Config{
-		Worker: w, WorkerOptions: opts,
+		Worker:     w,
 		Dispatcher: d, IntakeSQS: q, IntakeQueueURL: intakeURL,
 		Logger: log,
 	})

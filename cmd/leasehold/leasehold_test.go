@@ -157,13 +157,14 @@ func (s *stack) startWorker(t *testing.T) {
 	examples.Register(hs)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work, DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: hs,
-	}, leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+		Logger: slog.New(slog.DiscardHandler), LongPoll: time.Second,
+	})
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
 	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, leasehold.WithLongPoll(time.Second)) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
@@ -616,13 +617,14 @@ func TestEnqueueToANamedQueue(t *testing.T) {
 	examples.Register(hs)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work, QueueURLs: []string{other.Work}, Handlers: hs,
-	}, leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+		Logger: slog.New(slog.DiscardHandler), LongPoll: time.Second,
+	})
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
 	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, leasehold.WithLongPoll(time.Second)) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {

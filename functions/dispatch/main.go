@@ -18,23 +18,20 @@ import (
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/settings"
 )
 
 func main() {
-	level := new(slog.LevelVar) // INFO
-	// Records logged with an invocation's context carry its request id.
-	log := slog.New(lambdalog.Handler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	if v := os.Getenv(settings.EnvLogLevel); v != "" {
-		if err := level.UnmarshalText([]byte(v)); err != nil {
-			log.Error("read configuration", "error", err)
-			os.Exit(1)
-		}
-	}
-	settings, err := dispatch.SettingsFromEnv()
+	// JSON lines on stderr, at INFO unless LEASEHOLD_LOG_LEVEL says
+	// otherwise. Records logged with an invocation's context carry its
+	// request id.
+	log := slog.New(lambdalog.Handler(slog.NewJSONHandler(os.Stderr, nil)))
+	s, err := dispatch.SettingsFromEnv()
 	if err != nil {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
+	}
+	if s.Logger != nil {
+		log = slog.New(lambdalog.Handler(s.Logger.Handler()))
 	}
 	// From the environment only: Lambda passes the role's credentials and
 	// the region there (internal/awsenv says what else is read, and why
@@ -47,8 +44,8 @@ func main() {
 	// A call the role does not allow fails here, in every environment, with
 	// a message naming the list to update (internal/iam).
 	awsCfg.APIOptions = append(awsCfg.APIOptions, iam.Enforce(iam.Dispatch.Calls))
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), settings.Table, settings.StoreOptions())
-	d, err := dispatch.New(settings.Config(store, sqs.NewFromConfig(awsCfg), log))
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), s.Table, s.StoreOptions())
+	d, err := dispatch.New(s.Config(store, sqs.NewFromConfig(awsCfg), log))
 	if err != nil {
 		log.Error("configure dispatcher", "error", err)
 		os.Exit(1)

@@ -52,13 +52,14 @@ func main() {
 	if len(handlers.Kinds()) == 0 {
 		log.Warn("this worker serves no task kinds: register yours in functions/worker/kinds.go (docs/operations.md)")
 	}
-	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
-	if err != nil {
+	// Every other setting from its LEASEHOLD_* variable; the function is
+	// given the dead-letter queue's URL, so nothing is looked up.
+	cfg := leasehold.WorkerConfig{AWS: awsCfg, Handlers: handlers, Logger: log, Metrics: os.Stdout}
+	if err := settings.Load(&cfg, settings.Worker, os.Getenv); err != nil {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
 	}
-	opts = append(opts, leasehold.WithLogger(log), leasehold.WithMetrics(os.Stdout))
-	w, err := leasehold.NewWorker(cfg, opts...)
+	w, err := leasehold.NewWorker(cfg)
 	if err != nil {
 		log.Error("configure worker", "error", err)
 		os.Exit(1)

@@ -68,7 +68,7 @@ type echo struct {
 	N int `json:"n"`
 }
 
-func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOption) *harness {
+func newHarness(t *testing.T, lease time.Duration, tune ...func(*leasehold.WorkerConfig)) *harness {
 	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
 	queues := awstest.NewQueues(t, cfg)
@@ -105,21 +105,24 @@ func newHarness(t *testing.T, lease time.Duration, extra ...leasehold.WorkerOpti
 		}
 		return task.Payload, nil
 	})
-	opts := append([]leasehold.WorkerOption{leasehold.WithLogger(slog.New(slog.DiscardHandler))}, extra...)
-	if lease > 0 {
-		opts = append(opts, leasehold.WithLeaseDuration(lease), leasehold.WithRenewBefore(lease/2))
-	}
-	h.worker, err = leasehold.NewWorker(leasehold.WorkerConfig{
+	wc := leasehold.WorkerConfig{
 		AWS: counted, Table: table, QueueURL: queues.Work, DeadLetterQueueURL: queues.WorkDLQ, Handlers: hs,
-	}, opts...)
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if lease > 0 {
+		wc.LeaseDuration, wc.RenewBefore = lease, lease/2
+	}
+	for _, f := range tune {
+		f(&wc)
+	}
+	h.worker, err = leasehold.NewWorker(wc)
 	if err != nil {
 		t.Fatalf("worker: %v", err)
 	}
 	// The throughput runs use a worker without the meter, whose reads
 	// before and after every write would slow it.
-	h.plain, err = leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: cfg, Table: table, QueueURL: queues.Work, DeadLetterQueueURL: queues.WorkDLQ, Handlers: hs,
-	}, opts...)
+	wc.AWS = cfg
+	h.plain, err = leasehold.NewWorker(wc)
 	if err != nil {
 		t.Fatalf("worker: %v", err)
 	}
@@ -312,7 +315,7 @@ func TestCost(t *testing.T) {
 	long := newHarness(t, 2*time.Second)
 	results = append(results, long.runPath("renews twice", 3, long.sendInline("long", 2)))
 	// The inline path of a deployment with TaskListing off.
-	unlisted := newHarness(t, 0, leasehold.WithoutListing())
+	unlisted := newHarness(t, 0, func(c *leasehold.WorkerConfig) { c.Unlisted = true })
 	results = append(results, unlisted.runPath("listing off", tasks, unlisted.sendInline("echo", 1)))
 
 	for _, r := range results {

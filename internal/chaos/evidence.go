@@ -43,7 +43,7 @@ type HandlerEvent struct {
 // At is the event's time.
 func (e HandlerEvent) At() time.Time { return time.UnixMicro(e.AtUS) }
 
-// MetricEvent is the part of a worker's metrics line (leasehold.WithMetrics)
+// MetricEvent is the part of a worker's metrics line (WorkerConfig.Metrics)
 // the checks read: what the worker itself believes happened.
 type MetricEvent struct {
 	Task    string `json:"task_id"`

@@ -141,7 +141,6 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	dlqURL := v.str("dlq-url", f.dlqURL, EnvWorkDLQURL)
 	intakeURL := v.str("intake-queue-url", f.intakeURL, EnvIntakeQueueURL)
 	intakeDLQURL := v.str("intake-dlq-url", f.intakeDLQURL, EnvIntakeDLQURL)
-	sweepEvery := v.dur("sweep-every", f.sweepEvery, EnvSweepEvery)
 	level := v.str("log-level", f.logLevel, EnvLogLevel)
 	var lvl slog.Level
 	if level != "" {
@@ -149,35 +148,22 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 			return usageErrorf("--log-level %q: want debug, info, warn or error", level)
 		}
 	}
-	var wopts []leasehold.WorkerOption
+	// The flags win over their variables; every other worker setting
+	// comes from its variable (package settings) when NewWorker's config is
+	// filled below.
+	wc := leasehold.WorkerConfig{
+		Concurrency:       v.int("concurrency", f.concurrency, settings.EnvConcurrency),
+		MaxAttempts:       v.int("max-attempts", f.maxAttempts, settings.EnvMaxAttempts),
+		LeaseDuration:     v.dur("lease-duration", f.lease, settings.EnvLeaseDuration),
+		RenewBefore:       v.dur("renew-before", f.renewBefore, settings.EnvRenewBefore),
+		Pollers:           v.int("pollers", f.pollers, settings.EnvPollers),
+		BatchSize:         v.int("batch-size", f.batchSize, settings.EnvBatchSize),
+		BatchWindow:       v.dur("batch-window", f.batchWindow, settings.EnvBatchWindow),
+		InvocationTimeout: v.dur("invocation-timeout", f.invocationTimeout, settings.EnvInvocationTimeout),
+		SweepEvery:        v.dur("sweep-every", f.sweepEvery, EnvSweepEvery),
+	}
 	if v.bool("metrics", f.metrics, EnvMetrics) {
-		wopts = append(wopts, leasehold.WithMetrics(a.io.Out))
-	}
-	if n := v.int("concurrency", f.concurrency, settings.EnvConcurrency); n != 0 {
-		wopts = append(wopts, leasehold.WithConcurrency(n))
-	}
-	if n := v.int("max-attempts", f.maxAttempts, settings.EnvMaxAttempts); n != 0 {
-		wopts = append(wopts, leasehold.WithMaxAttempts(n))
-	}
-	if d := v.dur("lease-duration", f.lease, settings.EnvLeaseDuration); d != 0 {
-		wopts = append(wopts, leasehold.WithLeaseDuration(d))
-	}
-	if d := v.dur("renew-before", f.renewBefore, settings.EnvRenewBefore); d != 0 {
-		wopts = append(wopts, leasehold.WithRenewBefore(d))
-	}
-	var ropts []leasehold.RunOption
-	if n := v.int("pollers", f.pollers, settings.EnvPollers); n != 0 {
-		ropts = append(ropts, leasehold.WithPollers(n))
-	}
-	if n := v.int("batch-size", f.batchSize, settings.EnvBatchSize); n != 0 {
-		ropts = append(ropts, leasehold.WithBatchSize(n))
-	}
-	if d := v.dur("batch-window", f.batchWindow, settings.EnvBatchWindow); d != 0 {
-		ropts = append(ropts, leasehold.WithBatchWindow(d))
-	}
-	invocation := v.dur("invocation-timeout", f.invocationTimeout, settings.EnvInvocationTimeout)
-	if invocation != 0 {
-		ropts = append(ropts, leasehold.WithInvocationTimeout(invocation))
+		wc.Metrics = a.io.Out
 	}
 	fireStored := v.bool("fire-schedules", f.fireSchedules, EnvFireSchedules)
 	scheduleGroup := v.str("schedule-group", f.scheduleGroup, EnvScheduleGroup)
@@ -243,15 +229,18 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
-		AWS: cfg, Table: a.table, QueueURL: workURL, QueueURLs: serveURLs, DeadLetterQueueURL: dlqURL, Handlers: hs,
-	}, append(wopts, leasehold.WithLogger(log.With("part", "worker")))...)
+	wc.AWS, wc.Table, wc.QueueURL, wc.QueueURLs, wc.DeadLetterQueueURL, wc.Handlers = cfg, a.table, workURL, serveURLs, dlqURL, hs
+	wc.Logger = log.With("part", "worker")
+	if err := settings.Load(&wc, settings.Worker, os.Getenv); err != nil {
+		return usageError{fmt.Errorf("%w: %w", leasehold.ErrConfig, err)}
+	}
+	w, err := leasehold.NewWorker(wc)
 	if err != nil {
 		return usageError{err}
 	}
 	rc := admin.RunConfig{
-		Worker: w, WorkerOptions: ropts, SweepEvery: sweepEvery, WorkQueueURL: workURL,
-		IntakeQueueURL: intakeURL, IntakeDLQURL: intakeDLQURL, IntakeInvocationTimeout: invocation,
+		Worker: w, WorkQueueURL: workURL,
+		IntakeQueueURL: intakeURL, IntakeDLQURL: intakeDLQURL, IntakeInvocationTimeout: wc.InvocationTimeout,
 		Schedules: specs, Logger: log,
 	}
 	if fireStored {

@@ -103,12 +103,17 @@ func Run(ctx context.Context, cfg Config) error {
 	examples.Register(hs)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: cfg.AWS, Table: res.Table, QueueURL: res.WorkQueueURL, DeadLetterQueueURL: res.WorkDLQURL, Handlers: hs,
-	},
-		leasehold.WithOwner("demo"),
-		leasehold.WithLeaseDuration(scale(leaseDuration)), leasehold.WithRenewBefore(scale(renewBefore)),
-		leasehold.WithClockSkew(scale(clockSkew)),
-		leasehold.WithBackoff(func(attempt int) time.Duration { return time.Duration(attempt) * time.Second }),
-		leasehold.WithLogger(cfg.Log.With("part", "worker")))
+		Owner:         "demo",
+		LeaseDuration: scale(leaseDuration), RenewBefore: scale(renewBefore), ClockSkew: scale(clockSkew),
+		Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * time.Second },
+		Logger:  cfg.Log.With("part", "worker"),
+		// A long poll abandoned at the end of a run can still take
+		// messages on the server; a short receive visibility brings them
+		// back within seconds rather than the queue's 60s. A running
+		// task's message stays hidden: renewals extend it.
+		Pollers: 2, LongPoll: time.Second, ReceiveVisibility: scale(receiveVisibility),
+		InvocationTimeout: 30 * time.Second, SweepEvery: 5 * time.Second,
+	})
 	if err != nil {
 		return err
 	}
@@ -131,21 +136,11 @@ func Run(ctx context.Context, cfg Config) error {
 	runnerDone := make(chan error, 1)
 	go func() {
 		runnerDone <- serve.Run(runCtx, serve.Config{
-			Worker: w,
-			// A long poll abandoned at the end of a run can still take
-			// messages on the server; a short receive visibility brings
-			// them back within seconds rather than the queue's 60s. A
-			// running task's message stays hidden: renewals extend it.
-			WorkerOptions: []leasehold.RunOption{
-				leasehold.WithPollers(2), leasehold.WithLongPoll(time.Second),
-				leasehold.WithReceiveVisibility(scale(receiveVisibility)),
-				leasehold.WithInvocationTimeout(30 * time.Second),
-			},
+			Worker:     w,
 			Dispatcher: d, IntakeSQS: q, IntakeQueueURL: res.IntakeQueueURL,
 			Intake: eventsource.Config{WaitTime: time.Second, VisibilityTimeout: scale(receiveVisibility),
 				InvocationTimeout: 30 * time.Second},
-			SweepEvery: 5 * time.Second,
-			Logger:     cfg.Log,
+			Logger: cfg.Log,
 		})
 	}()
 

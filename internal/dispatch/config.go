@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -143,29 +142,21 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Environment variables Settings reads.
-const (
-	EnvTable            = "LEASEHOLD_TABLE"
-	EnvWorkQueueURL     = "LEASEHOLD_WORK_QUEUE_URL"
-	EnvIntakeDLQURL     = "LEASEHOLD_INTAKE_DLQ_URL"
-	EnvDispatchGrace    = "LEASEHOLD_DISPATCH_GRACE"
-	EnvMaxAttempts      = "LEASEHOLD_MAX_ATTEMPTS"
-	EnvConcurrency      = "LEASEHOLD_DISPATCH_CONCURRENCY"
-	EnvSweepConcurrency = "LEASEHOLD_SWEEP_CONCURRENCY"
-	// EnvListing "off" stores submissions unlisted (lease.Options.Unlisted).
-	EnvListing = "LEASEHOLD_LISTING"
-)
-
-// Settings is the dispatch function's configuration from its environment.
+// Settings is the dispatch function's configuration from its environment:
+// the fields of package settings' table for scope settings.Dispatch, named
+// as there.
 type Settings struct {
-	Table            string // required
-	WorkQueueURL     string // required
-	IntakeDLQURL     string
-	DispatchGrace    time.Duration // 0: lease.DefaultDispatchGrace
-	MaxAttempts      int
-	Concurrency      int
-	SweepConcurrency int
-	Unlisted         bool
+	Table               string // required
+	QueueURL            string // required: the default work queue
+	IntakeDLQURL        string
+	DispatchGrace       time.Duration // 0: settings.DefaultDispatchGrace
+	MaxAttempts         int
+	DispatchConcurrency int
+	SweepConcurrency    int
+	Unlisted            bool
+	// Logger is set by LEASEHOLD_LOG_LEVEL (JSON lines on stderr at that
+	// level); nil when it is unset.
+	Logger *slog.Logger
 }
 
 // SettingsFromEnv reads Settings from the LEASEHOLD_* variables.
@@ -173,45 +164,18 @@ func SettingsFromEnv() (Settings, error) { return SettingsFrom(os.Getenv) }
 
 // SettingsFrom reads Settings through getenv.
 func SettingsFrom(getenv func(string) string) (Settings, error) {
-	s := Settings{
-		Table:        getenv(EnvTable),
-		WorkQueueURL: getenv(EnvWorkQueueURL),
-		IntakeDLQURL: getenv(EnvIntakeDLQURL),
+	var s Settings
+	if err := settings.Load(&s, settings.Dispatch, getenv); err != nil {
+		return s, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch {
 	case s.Table == "":
-		return s, fmt.Errorf("%w: %s is required", ErrConfig, EnvTable)
-	case s.WorkQueueURL == "":
-		return s, fmt.Errorf("%w: %s is required", ErrConfig, EnvWorkQueueURL)
+		return s, fmt.Errorf("%w: %s is required", ErrConfig, settings.EnvTable)
+	case s.QueueURL == "":
+		return s, fmt.Errorf("%w: %s is required", ErrConfig, settings.EnvWorkQueueURL)
 	}
-	if v := getenv(EnvDispatchGrace); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return s, fmt.Errorf("%w: %s=%q is not a positive duration such as 2m", ErrConfig, EnvDispatchGrace, v)
-		}
-		s.DispatchGrace = d
-	}
-	unlisted, err := lease.ParseListing(getenv(EnvListing))
-	if err != nil {
-		return s, fmt.Errorf("%w: %s: %w", ErrConfig, EnvListing, err)
-	}
-	s.Unlisted = unlisted
-	ints := []struct {
-		env string
-		dst *int
-	}{
-		{EnvMaxAttempts, &s.MaxAttempts},
-		{EnvConcurrency, &s.Concurrency},
-		{EnvSweepConcurrency, &s.SweepConcurrency},
-	}
-	for _, n := range ints {
-		if v := getenv(n.env); v != "" {
-			i, err := strconv.Atoi(v)
-			if err != nil || i < 1 {
-				return s, fmt.Errorf("%w: %s=%q is not a positive integer", ErrConfig, n.env, v)
-			}
-			*n.dst = i
-		}
+	if v := getenv(settings.EnvDispatchGrace); v != "" && s.DispatchGrace <= 0 {
+		return s, fmt.Errorf("%w: %s=%q is not a positive duration such as 2m", ErrConfig, settings.EnvDispatchGrace, v)
 	}
 	return s, nil
 }
@@ -226,11 +190,11 @@ func (s Settings) Config(store Store, q SQSClient, log *slog.Logger) Config {
 	return Config{
 		Store:              store,
 		SQS:                q,
-		WorkQueueURL:       s.WorkQueueURL,
+		WorkQueueURL:       s.QueueURL,
 		IntakeDLQURL:       s.IntakeDLQURL,
 		DispatchGrace:      s.DispatchGrace,
 		DefaultMaxAttempts: s.MaxAttempts,
-		Concurrency:        s.Concurrency,
+		Concurrency:        s.DispatchConcurrency,
 		SweepConcurrency:   s.SweepConcurrency,
 		Logger:             log,
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/settings"
 )
 
 func TestEnqueueThousands(t *testing.T) {
@@ -229,15 +230,15 @@ func TestHandleRoutesByEventShape(t *testing.T) {
 func TestSettingsFromEnv(t *testing.T) {
 	t.Parallel()
 	full := map[string]string{
-		dispatch.EnvTable: "tasks", dispatch.EnvWorkQueueURL: "https://q/work", dispatch.EnvIntakeDLQURL: "https://q/dlq",
-		dispatch.EnvDispatchGrace: "90s", dispatch.EnvMaxAttempts: "7", dispatch.EnvConcurrency: "12", dispatch.EnvSweepConcurrency: "3",
+		settings.EnvTable: "tasks", settings.EnvWorkQueueURL: "https://q/work", settings.EnvIntakeDLQURL: "https://q/dlq",
+		settings.EnvDispatchGrace: "90s", settings.EnvMaxAttempts: "7", settings.EnvDispatchConcurrency: "12", settings.EnvSweepConcurrency: "3",
 	}
 	s, err := dispatch.SettingsFrom(func(k string) string { return full[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := dispatch.Settings{Table: "tasks", WorkQueueURL: "https://q/work", IntakeDLQURL: "https://q/dlq",
-		DispatchGrace: 90 * time.Second, MaxAttempts: 7, Concurrency: 12, SweepConcurrency: 3}
+	want := dispatch.Settings{Table: "tasks", QueueURL: "https://q/work", IntakeDLQURL: "https://q/dlq",
+		DispatchGrace: 90 * time.Second, MaxAttempts: 7, DispatchConcurrency: 12, SweepConcurrency: 3}
 	if s != want {
 		t.Fatalf("settings %+v, want %+v", s, want)
 	}
@@ -245,12 +246,15 @@ func TestSettingsFromEnv(t *testing.T) {
 		t.Fatalf("store grace %s", g)
 	}
 	for _, c := range []struct{ env, value, mention string }{
-		{dispatch.EnvTable, "", dispatch.EnvTable},
-		{dispatch.EnvWorkQueueURL, "", dispatch.EnvWorkQueueURL},
-		{dispatch.EnvDispatchGrace, "2", dispatch.EnvDispatchGrace},
-		{dispatch.EnvDispatchGrace, "-1m", dispatch.EnvDispatchGrace},
-		{dispatch.EnvMaxAttempts, "many", dispatch.EnvMaxAttempts},
-		{dispatch.EnvConcurrency, "0", dispatch.EnvConcurrency},
+		{settings.EnvTable, "", settings.EnvTable},
+		{settings.EnvWorkQueueURL, "", settings.EnvWorkQueueURL},
+		{settings.EnvDispatchGrace, "2", settings.EnvDispatchGrace},
+		{settings.EnvDispatchGrace, "-1m", settings.EnvDispatchGrace},
+		{settings.EnvDispatchGrace, "0s", settings.EnvDispatchGrace},
+		{settings.EnvListing, "maybe", settings.EnvListing},
+		{settings.EnvLogLevel, "LOUD", settings.EnvLogLevel},
+		{settings.EnvMaxAttempts, "many", settings.EnvMaxAttempts},
+		{settings.EnvDispatchConcurrency, "0", settings.EnvDispatchConcurrency},
 	} {
 		env := map[string]string{}
 		for k, v := range full {

@@ -83,7 +83,8 @@ func setupStack(t *testing.T, wrap func(dispatch.SQSClient) dispatch.SQSClient) 
 	// lease's remaining time).
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: cfg, Table: table, QueueURL: e.queues.Work, DeadLetterQueueURL: e.queues.WorkDLQ, Handlers: hs,
-	}, leasehold.WithClock(e.clock), leasehold.WithConcurrency(1), leasehold.WithLogger(testLogger(t)))
+		Clock: e.clock, Concurrency: 1, Logger: testLogger(t),
+	})
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}

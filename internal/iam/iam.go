@@ -45,7 +45,6 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -161,24 +160,24 @@ var Dispatch = Function{
 	},
 	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
 	Env: []string{
-		dispatch.EnvTable, dispatch.EnvWorkQueueURL, dispatch.EnvIntakeDLQURL,
-		dispatch.EnvDispatchGrace, dispatch.EnvMaxAttempts, dispatch.EnvConcurrency,
-		dispatch.EnvSweepConcurrency, settings.EnvLogLevel, dispatch.EnvListing,
+		settings.EnvTable, settings.EnvWorkQueueURL, settings.EnvIntakeDLQURL,
+		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
+		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing,
 	},
 	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
 }
 
 // Variables of code that one function links but only another runs.
 var (
-	runnerEnv = unread("read by leasehold.RunOptionsFromEnv, for a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
+	runnerEnv = unread("WorkerConfig's Run fields (package settings): only Worker.Run uses them, in a worker process that polls the queue and sweeps itself; in Lambda the event source mapping polls and the scheduled dispatch function sweeps",
 		settings.EnvPollers, settings.EnvBatchSize, settings.EnvBatchWindow, settings.EnvInvocationTimeout, settings.EnvSweepEvery,
 		settings.EnvReceiveVisibility, settings.EnvLongPoll)
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
-		settings.EnvWorkDLQName), unread("read by leasehold.NewWorkerFromEnv for the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
+		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
-		dispatch.EnvIntakeDLQURL, dispatch.EnvConcurrency, dispatch.EnvSweepConcurrency)
-	workerEnv = unread("read by leasehold.WorkerConfigFromEnv, which only the worker function calls",
+		settings.EnvIntakeDLQURL, settings.EnvDispatchConcurrency, settings.EnvSweepConcurrency)
+	workerEnv = unread("WorkerConfig's fields (package settings), which only the worker function loads",
 		settings.EnvWorkDLQURL, settings.EnvLeaseDuration, settings.EnvRenewBefore,
 		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
 		settings.EnvReplaceAtReceiveCount, settings.EnvVisibilityMargin, settings.EnvBackoff,

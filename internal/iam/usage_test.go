@@ -255,9 +255,9 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: s.recorded(rec, iam.Worker), Table: s.table, QueueURL: s.queues.Work,
 		DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: handlers,
-	},
-		leasehold.WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		leasehold.WithMetrics(emf))
+		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: emf,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 
 	// The dispatcher as functions/dispatch/main.go wires it, at DEBUG.
 	cfg := s.recorded(rec, iam.Dispatch)
-	settings := dispatch.Settings{Table: s.table, WorkQueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ}
+	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ}
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
 	dc := settings.Config(store, sqs.NewFromConfig(cfg), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	dc.Clock = clock

@@ -56,14 +56,14 @@ func setup(t *testing.T) *stack {
 		st.mu.Unlock()
 		return "ticked", nil
 	})
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: qs.Work, DeadLetterQueueURL: qs.WorkDLQ, Handlers: hs},
-		leasehold.WithLogger(slog.New(slog.DiscardHandler)))
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: qs.Work, DeadLetterQueueURL: qs.WorkDLQ, Handlers: hs,
+		Logger: slog.New(slog.DiscardHandler), SweepEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, leasehold.WithoutSweep()) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -12,10 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/dispatch"
@@ -45,8 +43,6 @@ func (e *PartError) Unwrap() error { return e.Err }
 type Config struct {
 	// Worker runs the tasks of the work queue. Required.
 	Worker *leasehold.Worker
-	// WorkerOptions tune how the work queue is polled.
-	WorkerOptions []leasehold.RunOption
 
 	// Dispatcher, if set, consumes IntakeQueueURL (its submissions become
 	// tasks and dispatch tokens).
@@ -56,10 +52,6 @@ type Config struct {
 	// Intake tunes how the intake queue is polled; QueueURL and Logger are
 	// filled in.
 	Intake eventsource.Config
-	// SweepEvery is the period of the worker's recovery sweep (default
-	// DefaultSweepEvery), with or without an intake queue. Negative turns
-	// the sweep off.
-	SweepEvery time.Duration
 
 	Logger *slog.Logger
 }
@@ -108,13 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		})
 	}
-	wopts := slices.Clone(cfg.WorkerOptions)
-	if cfg.SweepEvery < 0 {
-		wopts = append(wopts, leasehold.WithoutSweep())
-	} else {
-		wopts = append(wopts, leasehold.WithSweep(cfg.SweepEvery))
-	}
-	start("worker", strings.Join(cfg.Worker.QueueURLs(), ", "), func(ctx context.Context) error { return cfg.Worker.Run(ctx, wopts...) })
+	start("worker", strings.Join(cfg.Worker.QueueURLs(), ", "), cfg.Worker.Run)
 	if intake != nil {
 		start("intake", cfg.IntakeQueueURL, intake.Run)
 	}

@@ -41,8 +41,8 @@ func (e *env) config(t *testing.T, workQueue string) serve.Config {
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)
 	log := slog.New(slog.DiscardHandler)
-	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: e.cfg, Table: e.table, QueueURL: workQueue, Handlers: hs},
-		leasehold.WithLogger(log))
+	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: e.cfg, Table: e.table, QueueURL: workQueue, Handlers: hs,
+		Logger: log, LongPoll: time.Second, SweepEvery: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func (e *env) config(t *testing.T, workQueue string) serve.Config {
 		t.Fatal(err)
 	}
 	return serve.Config{
-		Worker: w, WorkerOptions: []leasehold.RunOption{leasehold.WithLongPoll(time.Second)},
+		Worker:     w,
 		Dispatcher: d, IntakeSQS: e.sqs, IntakeQueueURL: e.queues.Intake,
-		Intake:     eventsource.Config{WaitTime: time.Second},
-		SweepEvery: 500 * time.Millisecond, Logger: log,
+		Intake: eventsource.Config{WaitTime: time.Second},
+		Logger: log,
 	}
 }
 

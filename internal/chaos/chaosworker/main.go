@@ -1,14 +1,14 @@
 // Command chaosworker is the worker process that the chaos test
 // (internal/chaos) starts, kills, pauses and restarts. It is built from the
 // public API only, exactly as a user would build a worker:
-// leasehold.NewHandlers, leasehold.Handle, leasehold.WorkerConfigFromEnv,
+// leasehold.NewHandlers, leasehold.Handle, settings.Load,
 // leasehold.NewWorker and Worker.Run.
 //
 // It registers one task kind, "chaos", whose handler sleeps for the payload's
 // work_ms (or until its context ends) and appends evidence of every execution
 // to an append-only JSONL file: one line when the handler starts, one when it
 // returns. The worker's own view of each outcome comes from the public
-// metrics option (WithMetrics), written to a second append-only file. Every
+// metrics writer (WorkerConfig.Metrics), written to a second append-only file. Every
 // line is one write(2) on a file opened with O_APPEND, so a SIGKILL can at
 // worst lose or cut the last line; the reader skips a cut line.
 //
@@ -27,8 +27,8 @@
 // its waiters: the crash the workflows must survive. It writes an
 // "exit_after_finish" evidence line first.
 //
-// Environment (besides the LEASEHOLD_* variables of WorkerConfigFromEnv and
-// RunOptionsFromEnv):
+// Environment (besides the worker's LEASEHOLD_* variables, package
+// settings):
 //
 //	CHAOS_NAME      worker name; the lease owner is "<name>/<message id>"
 //	CHAOS_EVIDENCE  path of the handler evidence file
@@ -53,6 +53,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/chaos"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Payload is what the chaos test puts in each inline token.
@@ -199,33 +200,27 @@ func main() {
 			awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
 		}
 	}
-	cfg, opts, err := leasehold.WorkerConfigFromEnv(awsCfg, handlers)
+	cfg := leasehold.WorkerConfig{
+		AWS: awsCfg, Handlers: handlers,
+		Owner:             name,
+		Metrics:           mf,
+		VisibilityMargin:  durationEnv("CHAOS_VISIBILITY_MARGIN", 2*time.Second),
+		Backoff:           func(int) time.Duration { return 500 * time.Millisecond },
+		ReceiveVisibility: durationEnv("CHAOS_RECEIVE_VISIBILITY", 10*time.Second),
+		LongPoll:          durationEnv("CHAOS_LONG_POLL", 2*time.Second),
+	}
+	if err := settings.Load(&cfg, settings.Worker, os.Getenv); err != nil {
+		log.Fatalf("chaosworker: %v", err)
+	}
+	w, err := leasehold.NewWorker(cfg)
 	if err != nil {
 		log.Fatalf("chaosworker: %v", err)
 	}
-	opts = append(opts,
-		leasehold.WithOwner(name),
-		leasehold.WithMetrics(mf),
-		leasehold.WithVisibilityMargin(durationEnv("CHAOS_VISIBILITY_MARGIN", 2*time.Second)),
-		leasehold.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }),
-	)
-	w, err := leasehold.NewWorker(cfg, opts...)
-	if err != nil {
-		log.Fatalf("chaosworker: %v", err)
-	}
-	runOpts, err := leasehold.RunOptionsFromEnv()
-	if err != nil {
-		log.Fatalf("chaosworker: %v", err)
-	}
-	runOpts = append(runOpts,
-		leasehold.WithReceiveVisibility(durationEnv("CHAOS_RECEIVE_VISIBILITY", 10*time.Second)),
-		leasehold.WithLongPoll(durationEnv("CHAOS_LONG_POLL", 2*time.Second)),
-	)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	fmt.Println("ready", name, pid)
-	if err := w.Run(ctx, runOpts...); err != nil && !errors.Is(err, context.Canceled) {
+	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("chaosworker: run: %v", err)
 		stop()
 		os.Exit(1)
