@@ -17,13 +17,11 @@ import (
 
 // RunConfig says what Run runs beside the worker.
 type RunConfig struct {
-	// Worker runs the tasks of its queues. Required.
+	// Worker runs the tasks of its queues. Required. How it polls them and
+	// how often it sweeps is its WorkerConfig's; its default work queue
+	// (WorkerConfig.QueueURL) is also where the dispatcher and the fired
+	// schedules send the tokens of tasks that name no queue.
 	Worker *leasehold.Worker
-	// (How its queues are polled, and how often it sweeps, is its
-	// WorkerConfig's.)
-	// WorkQueueURL is the default work queue: where the dispatcher and the
-	// fired schedules send the tokens of tasks that name no queue.
-	WorkQueueURL string
 
 	// IntakeQueueURL, when set, also runs the intake dispatcher on that
 	// queue: each submission becomes a task in the Admin's table and a
@@ -56,6 +54,9 @@ type RunConfig struct {
 // leasehold.ErrConfig, a queue that does not exist a
 // *leasehold.MissingResourceError.
 func (a *Admin) Run(ctx context.Context, cfg RunConfig) error {
+	if cfg.Worker == nil {
+		return configError{errors.New("a worker is required")}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -64,7 +65,7 @@ func (a *Admin) Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.IntakeQueueURL != "" {
 		d, err := dispatch.New(dispatch.Config{
 			Store: lease.NewDynamoStore(a.ddb, a.table, lease.Options{}), SQS: a.sqs,
-			WorkQueueURL: cfg.WorkQueueURL, IntakeDLQURL: cfg.IntakeDLQURL,
+			WorkQueueURL: cfg.Worker.QueueURL(), IntakeDLQURL: cfg.IntakeDLQURL,
 			Logger: log.With("part", "dispatch"),
 		})
 		if err != nil {
@@ -95,9 +96,9 @@ func (a *Admin) Run(ctx context.Context, cfg RunConfig) error {
 // called, which waits for the firer to return.
 func (a *Admin) fire(ctx context.Context, cfg RunConfig, log *slog.Logger) (stop func(), err error) {
 	sc := schedule.Config{
-		SQS: a.sqs, QueueURL: cfg.WorkQueueURL, CallTimeout: a.callTimeout, Logger: log,
+		SQS: a.sqs, QueueURL: cfg.Worker.QueueURL(), CallTimeout: a.callTimeout, Logger: log,
 		// A resolver keeps the URLs it looked up: a slot's send costs no lookup.
-		QueueURLOf: queues.NewResolver(a.sqs, cfg.WorkQueueURL, a.callTimeout).URL,
+		QueueURLOf: queues.NewResolver(a.sqs, cfg.Worker.QueueURL(), a.callTimeout).URL,
 	}
 	names := make([]string, 0, len(cfg.Schedules))
 	for _, s := range cfg.Schedules {

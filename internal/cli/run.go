@@ -239,7 +239,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		return usageError{err}
 	}
 	rc := admin.RunConfig{
-		Worker: w, WorkQueueURL: workURL,
+		Worker:         w,
 		IntakeQueueURL: intakeURL, IntakeDLQURL: intakeDLQURL, IntakeInvocationTimeout: wc.InvocationTimeout,
 		Schedules: specs, Logger: log,
 	}
