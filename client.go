@@ -452,14 +452,23 @@ func newTaskID() string {
 
 // Get reads a task, payload, result and history included.
 func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
-	if err := lease.CheckID(id); err != nil {
+	t, err := c.get(ctx, id)
+	if err != nil {
 		return TaskInfo{}, err
+	}
+	return infoOf(t), nil
+}
+
+// get reads the task id from the store, its errors translated.
+func (c *Client) get(ctx context.Context, id string) (lease.Task, error) {
+	if err := lease.CheckID(id); err != nil {
+		return lease.Task{}, err
 	}
 	t, err := c.store.Get(ctx, id)
 	if err != nil {
-		return TaskInfo{}, c.translate(ctx, err)
+		return lease.Task{}, c.translate(ctx, err)
 	}
-	return infoOf(t), nil
+	return t, nil
 }
 
 // ListOptions selects a page of tasks.
@@ -569,16 +578,13 @@ func decodeListCursor(s string, statuses int) (listCursor, error) {
 // cancelled the children of a parent it had ended can be repeated: the
 // repeat cancels the children that are left, then gives ErrFinished.
 func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
-	if err := lease.CheckID(id); err != nil {
-		return TaskInfo{}, err
-	}
 	// A parent that waits for its children has them cancelled first, so
 	// that no child is created or started after its parent ended: a child
 	// whose token is still on a queue gets a CANCELLED item naming the
 	// parent, which the token finds when it comes.
-	cur, err := c.store.Get(ctx, id)
+	cur, err := c.get(ctx, id)
 	if err != nil {
-		return TaskInfo{}, c.translate(ctx, err)
+		return TaskInfo{}, err
 	}
 	var endedKids []lease.Task
 	children := func(p lease.Task) error {

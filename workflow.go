@@ -125,12 +125,9 @@ func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error
 // it from a queue, so reading the table and sending to the work queue is
 // not enough to answer a wait.
 func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error) {
-	if err := lease.CheckID(id); err != nil {
-		return "", err
-	}
-	t, err := c.store.Get(ctx, id)
+	t, err := c.get(ctx, id)
 	if err != nil {
-		return "", c.translate(ctx, err)
+		return "", err
 	}
 	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
 		return "", fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)

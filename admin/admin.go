@@ -88,13 +88,7 @@ func (a *Admin) QueueURL(ctx context.Context, name string) (string, error) {
 	defer cancel()
 	out, err := a.sqs.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
-		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", a.missing("SQS", name, err)
-		}
-		if u := a.unreachable(err); u != nil {
-			return "", u
-		}
-		return "", fmt.Errorf("look up queue %s: %w", name, err)
+		return "", a.queueErr(err, name, "look up queue "+name)
 	}
 	return aws.ToString(out.QueueUrl), nil
 }
@@ -107,19 +101,26 @@ func (a *Admin) QueueARN(ctx context.Context, url string) (string, error) {
 		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
-		if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
-			return "", a.missing("SQS", url, err)
-		}
-		if u := a.unreachable(err); u != nil {
-			return "", u
-		}
-		return "", fmt.Errorf("read the ARN of queue %s: %w", url, err)
+		return "", a.queueErr(err, url, "read the ARN of queue "+url)
 	}
 	arn := out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	if arn == "" {
 		return "", fmt.Errorf("queue %s has no QueueArn attribute", url)
 	}
 	return arn, nil
+}
+
+// queueErr explains err, the failure of an SQS call about queue (its name
+// or URL): a queue that does not exist, an endpoint that does not answer,
+// or else err after what the call did.
+func (a *Admin) queueErr(err error, queue, what string) error {
+	if errors.As(err, new(*sqstypes.QueueDoesNotExist)) {
+		return a.missing("SQS", queue, err)
+	}
+	if u := a.unreachable(err); u != nil {
+		return u
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // CheckTable asks DynamoDB whether the tasks table exists. It returns a

@@ -75,19 +75,10 @@ once; a forged, stale or used token is rejected with the reason (exit 1).`,
 // endWait runs a callback's end with the client and prints the task it
 // left: its id and status, or, with jsonOut, the whole task.
 func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Client) (leasehold.TaskInfo, error)) error {
-	c, err := a.client(cmd.Context())
-	if err != nil {
+	return a.showTask(cmd.Context(), jsonOut, end, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
+		_, err := fmt.Fprintf(a.io.Out, "task %s %s\n", admin.DisplayID(info.ID), info.Status)
 		return err
-	}
-	info, err := end(c)
-	if err != nil {
-		return err
-	}
-	if jsonOut {
-		return writeJSON(a.io.Out, info)
-	}
-	_, err = fmt.Fprintf(a.io.Out, "task %s %s\n", admin.DisplayID(info.ID), info.Status)
-	return err
+	})
 }
 
 func init() { register((*app).callbackTokenCommand) }

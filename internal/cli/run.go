@@ -285,39 +285,30 @@ func (v *flagEnv) str(name, flag, env string) string {
 }
 
 func (v *flagEnv) int(name string, flag int, env string) int {
-	s, ok := v.raw(name, env)
-	if !ok {
-		return flag
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil && v.err == nil {
-		v.err = usageErrorf("%s=%q is not a number", env, s)
-	}
-	return n
+	return parseFlagEnv(v, name, flag, env, strconv.Atoi, "a number")
 }
 
 func (v *flagEnv) bool(name string, flag bool, env string) bool {
-	s, ok := v.raw(name, env)
-	if !ok {
-		return flag
-	}
-	b, err := strconv.ParseBool(s)
-	if err != nil && v.err == nil {
-		v.err = usageErrorf("%s=%q is not true or false", env, s)
-	}
-	return b
+	return parseFlagEnv(v, name, flag, env, strconv.ParseBool, "true or false")
 }
 
 func (v *flagEnv) dur(name string, flag time.Duration, env string) time.Duration {
+	return parseFlagEnv(v, name, flag, env, time.ParseDuration, "a duration such as 30s")
+}
+
+// parseFlagEnv is env parsed by parse when the flag name was not set and
+// env is, else flag. A value parse refuses is v's error (the first one),
+// which says it is not what.
+func parseFlagEnv[T any](v *flagEnv, name string, flag T, env string, parse func(string) (T, error), what string) T {
 	s, ok := v.raw(name, env)
 	if !ok {
 		return flag
 	}
-	d, err := time.ParseDuration(s)
+	x, err := parse(s)
 	if err != nil && v.err == nil {
-		v.err = usageErrorf("%s=%q is not a duration such as 30s", env, s)
+		v.err = usageErrorf("%s=%q is not %s", env, s, what)
 	}
-	return d
+	return x
 }
 
 // sdkLogger puts the SDK's log lines into the JSON log at DEBUG: they are

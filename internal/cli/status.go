@@ -31,21 +31,15 @@ func (a *app) statusCommand() *cobra.Command {
   leasehold status --json greet-ada | jq .status`,
 		Args: posArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			info, err := c.Get(cmd.Context(), args[0])
-			if err != nil {
-				return a.taskErr(args[0], err)
-			}
-			if jsonOut {
-				return writeJSON(a.io.Out, info)
-			}
-			if err := writeTask(a.io.Out, info); err != nil {
-				return err
-			}
-			return writeTree(cmd.Context(), c, a.io.Out, info)
+			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+				info, err := c.Get(cmd.Context(), args[0])
+				return info, a.taskErr(args[0], err)
+			}, func(c *leasehold.Client, info leasehold.TaskInfo) error {
+				if err := writeTask(a.io.Out, info); err != nil {
+					return err
+				}
+				return writeTree(cmd.Context(), c, a.io.Out, info)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
@@ -221,6 +215,24 @@ func (a *app) awaitCreation(ctx context.Context, c *leasehold.Client, id string,
 }
 
 // taskErr words a failed operation on the task id for the user.
+// showTask runs op, which reads or changes a task, with the configured
+// client, and prints the task it returns: as JSON with jsonOut, else with
+// text.
+func (a *app) showTask(ctx context.Context, jsonOut bool, op func(*leasehold.Client) (leasehold.TaskInfo, error), text func(*leasehold.Client, leasehold.TaskInfo) error) error {
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := op(c)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return writeJSON(a.io.Out, info)
+	}
+	return text(c, info)
+}
+
 func (a *app) taskErr(id string, err error) error {
 	if errors.As(err, new(*notFoundError)) {
 		return err

@@ -26,23 +26,17 @@ first). Cancelling a task that already ended is an error (exit 1).`,
 		Example: `  leasehold cancel greet-ada`,
 		Args:    posArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client(cmd.Context())
-			if err != nil {
+			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+				info, err := c.Cancel(cmd.Context(), args[0])
+				return info, a.taskErr(args[0], err)
+			}, func(_ *leasehold.Client, info leasehold.TaskInfo) (err error) {
+				if info.Status == leasehold.StatusCancelled {
+					_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", admin.DisplayID(info.ID))
+				} else {
+					_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", admin.DisplayID(info.ID), info.Status)
+				}
 				return err
-			}
-			info, err := c.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return a.taskErr(args[0], err)
-			}
-			if jsonOut {
-				return writeJSON(a.io.Out, info)
-			}
-			if info.Status == leasehold.StatusCancelled {
-				_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", admin.DisplayID(info.ID))
-			} else {
-				_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", admin.DisplayID(info.ID), info.Status)
-			}
-			return err
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
@@ -67,19 +61,13 @@ are kept. Retrying a task in any other status is an error (exit 1).`,
 			if attempts < 1 {
 				return usageErrorf("--attempts must be at least 1")
 			}
-			c, err := a.client(cmd.Context())
-			if err != nil {
+			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
+				return info, a.taskErr(args[0], err)
+			}, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
+				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", admin.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
 				return err
-			}
-			info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
-			if err != nil {
-				return a.taskErr(args[0], err)
-			}
-			if jsonOut {
-				return writeJSON(a.io.Out, info)
-			}
-			_, err = fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", admin.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
-			return err
+			})
 		},
 	}
 	cmd.Flags().IntVar(&attempts, "attempts", 1, "how many more attempts to allow")

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,24 +91,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.DispatchGrace == 0 {
-		c.DispatchGrace = settings.DefaultDispatchGrace
-	}
-	if c.DefaultMaxAttempts == 0 {
-		c.DefaultMaxAttempts = settings.DefaultMaxAttempts
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.SweepConcurrency == 0 {
-		c.SweepConcurrency = DefaultSweepConcurrency
-	}
-	if c.SweepPageSize == 0 {
-		c.SweepPageSize = DefaultSweepPageSize
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = settings.DefaultCallTimeout
-	}
+	c.DispatchGrace = cmp.Or(c.DispatchGrace, settings.DefaultDispatchGrace)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, settings.DefaultMaxAttempts)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.SweepConcurrency = cmp.Or(c.SweepConcurrency, DefaultSweepConcurrency)
+	c.SweepPageSize = cmp.Or(c.SweepPageSize, DefaultSweepPageSize)
+	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultCallTimeout)
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}

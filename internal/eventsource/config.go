@@ -1,6 +1,7 @@
 package eventsource
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,21 +79,11 @@ type Config struct {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.WaitTime == 0 {
-		c.WaitTime = DefaultWaitTime
-	}
-	if c.Pollers == 0 {
-		c.Pollers = DefaultPollers
-	}
-	if c.InvocationTimeout == 0 {
-		c.InvocationTimeout = DefaultInvocationTimeout
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = settings.DefaultReceiveCallTimeout
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
+	c.Pollers = cmp.Or(c.Pollers, DefaultPollers)
+	c.InvocationTimeout = cmp.Or(c.InvocationTimeout, DefaultInvocationTimeout)
+	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultReceiveCallTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -566,16 +566,7 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 		if stamped {
 			c, u = stampCall(cond, upd, values, full)
 		}
-		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                           &s.table,
-			Key:                                 map[string]types.AttributeValue{AttrID: avS(id)},
-			ConditionExpression:                 &c,
-			UpdateExpression:                    &u,
-			ExpressionAttributeNames:            namesIn(c, u),
-			ExpressionAttributeValues:           valuesIn(values, c, u),
-			ReturnValues:                        types.ReturnValueAllNew,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		out, err := s.client.UpdateItem(ctx, returnItems(s.updateItem(id, c, u, values)))
 		if err == nil {
 			t, err := TaskFromItem(out.Attributes)
 			if err != nil {
@@ -611,6 +602,27 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 		}
 		return Task{}, classify(old)
 	}
+}
+
+// updateItem is the UpdateItem of the task id on cond and upd, with the
+// names they use and those of values they use.
+func (s *DynamoStore) updateItem(id, cond, upd string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       map[string]types.AttributeValue{AttrID: avS(id)},
+		ConditionExpression:       &cond,
+		UpdateExpression:          &upd,
+		ExpressionAttributeNames:  namesIn(cond, upd),
+		ExpressionAttributeValues: valuesIn(values, cond, upd),
+	}
+}
+
+// returnItems has the update in return the new item, or the item it saw
+// when its condition failed.
+func returnItems(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return in
 }
 
 // Get implements Store.
@@ -852,51 +864,25 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	if sec := d.num(AttrExpiresAt); sec != 0 {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
 	}
-	if sv, ok := item[AttrSteps]; ok {
-		l, ok := sv.(*types.AttributeValueMemberL)
-		if !ok {
-			d.fail(AttrSteps, "L", sv)
-			l = &types.AttributeValueMemberL{}
+	for _, e := range d.maps(AttrSteps) {
+		st := Step{Name: e.str("name"), Result: []byte(e.str("result"))}
+		if e.err != nil {
+			d.err = fmt.Errorf("steps: %w", e.err)
 		}
-		for _, av := range l.Value {
-			m, ok := av.(*types.AttributeValueMemberM)
-			if !ok {
-				d.fail(AttrSteps, "L of M", av)
-				break
-			}
-			e := decoder{item: m.Value}
-			st := Step{Name: e.str("name"), Result: []byte(e.str("result"))}
-			if e.err != nil {
-				d.err = fmt.Errorf("steps: %w", e.err)
-			}
-			if _, dup := t.StepResult(st.Name); !dup { // a retried write's duplicate
-				t.Steps = append(t.Steps, st)
-			}
+		if _, dup := t.StepResult(st.Name); !dup { // a retried write's duplicate
+			t.Steps = append(t.Steps, st)
 		}
 	}
-	if h, ok := item[AttrHistory]; ok {
-		list, ok := h.(*types.AttributeValueMemberL)
-		if !ok {
-			d.fail(AttrHistory, "L", h)
-		} else {
-			for _, av := range list.Value {
-				m, ok := av.(*types.AttributeValueMemberM)
-				if !ok {
-					d.fail(AttrHistory, "L of M", av)
-					break
-				}
-				e := decoder{item: m.Value}
-				t.History = append(t.History, Attempt{
-					Attempt: int(e.num(histAttempt)),
-					Fence:   e.num(histFence),
-					Status:  Status(e.str(histStatus)),
-					Error:   e.str(histError),
-					At:      e.millis(histAt),
-				})
-				if e.err != nil {
-					d.err = fmt.Errorf("history: %w", e.err)
-				}
-			}
+	for _, e := range d.maps(AttrHistory) {
+		t.History = append(t.History, Attempt{
+			Attempt: int(e.num(histAttempt)),
+			Fence:   e.num(histFence),
+			Status:  Status(e.str(histStatus)),
+			Error:   e.str(histError),
+			At:      e.millis(histAt),
+		})
+		if e.err != nil {
+			d.err = fmt.Errorf("history: %w", e.err)
 		}
 	}
 	switch {
@@ -920,27 +906,34 @@ func (d *decoder) fail(name, want string, got types.AttributeValue) {
 	}
 }
 
-func (d *decoder) str(name string) string {
+// attr returns the attribute name of d's item as the member type M, or
+// false when the item has none, or has one of another type (which fails
+// d, wanting the type named want).
+func attr[M types.AttributeValue](d *decoder, name, want string) (M, bool) {
+	var none M
 	av, ok := d.item[name]
 	if !ok {
-		return ""
+		return none, false
 	}
-	v, ok := av.(*types.AttributeValueMemberS)
+	v, ok := av.(M)
 	if !ok {
-		d.fail(name, "S", av)
+		d.fail(name, want, av)
+		return none, false
+	}
+	return v, true
+}
+
+func (d *decoder) str(name string) string {
+	v, ok := attr[*types.AttributeValueMemberS](d, name, "S")
+	if !ok {
 		return ""
 	}
 	return v.Value
 }
 
 func (d *decoder) num(name string) int64 {
-	av, ok := d.item[name]
+	v, ok := attr[*types.AttributeValueMemberN](d, name, "N")
 	if !ok {
-		return 0
-	}
-	v, ok := av.(*types.AttributeValueMemberN)
-	if !ok {
-		d.fail(name, "N", av)
 		return 0
 	}
 	n, err := strconv.ParseInt(v.Value, 10, 64)
@@ -951,13 +944,8 @@ func (d *decoder) num(name string) int64 {
 }
 
 func (d *decoder) strSet(name string) []string {
-	av, ok := d.item[name]
+	v, ok := attr[*types.AttributeValueMemberSS](d, name, "SS")
 	if !ok {
-		return nil
-	}
-	v, ok := av.(*types.AttributeValueMemberSS)
-	if !ok {
-		d.fail(name, "SS", av)
 		return nil
 	}
 	out := slices.Clone(v.Value)
@@ -965,24 +953,46 @@ func (d *decoder) strSet(name string) []string {
 	return out
 }
 
-func (d *decoder) strList(name string) []string {
-	av, ok := d.item[name]
+// elems returns the elements of the list attribute name of d's item as
+// the member type E: nil when the item has none, else those before the
+// first element of another type, and whether there was none. An element
+// of another type, or an attribute that is not a list, fails d.
+func elems[E types.AttributeValue](d *decoder, name, want string) ([]E, bool) {
+	l, ok := attr[*types.AttributeValueMemberL](d, name, "L")
 	if !ok {
-		return nil
+		return nil, false
 	}
-	v, ok := av.(*types.AttributeValueMemberL)
-	if !ok {
-		d.fail(name, "L", av)
-		return nil
-	}
-	out := make([]string, 0, len(v.Value))
-	for _, e := range v.Value {
-		s, ok := e.(*types.AttributeValueMemberS)
+	out := make([]E, 0, len(l.Value))
+	for _, av := range l.Value {
+		e, ok := av.(E)
 		if !ok {
-			d.fail(name, "L of S", e)
-			return nil
+			d.fail(name, want, av)
+			return out, false
 		}
-		out = append(out, s.Value)
+		out = append(out, e)
+	}
+	return out, true
+}
+
+func (d *decoder) strList(name string) []string {
+	l, all := elems[*types.AttributeValueMemberS](d, name, "L of S")
+	if !all {
+		return nil
+	}
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = s.Value
+	}
+	return out
+}
+
+// maps returns a decoder for each map of the list attribute name, up to
+// the first element that is not a map.
+func (d *decoder) maps(name string) []decoder {
+	l, _ := elems[*types.AttributeValueMemberM](d, name, "L of M")
+	out := make([]decoder, len(l))
+	for i, m := range l {
+		out[i] = decoder{item: m.Value}
 	}
 	return out
 }
@@ -995,14 +1005,6 @@ func (d *decoder) millis(name string) time.Time {
 }
 
 func (d *decoder) boolean(name string) bool {
-	av, ok := d.item[name]
-	if !ok {
-		return false
-	}
-	v, ok := av.(*types.AttributeValueMemberBOOL)
-	if !ok {
-		d.fail(name, "BOOL", av)
-		return false
-	}
-	return v.Value
+	v, ok := attr[*types.AttributeValueMemberBOOL](d, name, "BOOL")
+	return ok && v.Value
 }

@@ -88,21 +88,12 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 	upd := "SET #sweep_at = :next"
 	// The new item comes back for its queue (the sweep index projects
 	// keys only); returned values cost no capacity.
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
-		ConditionExpression:      &cond,
-		UpdateExpression:         &upd,
-		ExpressionAttributeNames: namesIn(cond, upd),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":seen":    avMillis(toMillis(seen)),
-			":next":    avMillis(toMillis(next)),
-			":running": avS(string(StatusRunning)),
-			":expired": avMillis(now.Add(-s.opts.Skew - s.opts.DispatchGrace)),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.client.UpdateItem(ctx, returnItems(s.updateItem(id, cond, upd, map[string]types.AttributeValue{
+		":seen":    avMillis(toMillis(seen)),
+		":next":    avMillis(toMillis(next)),
+		":running": avS(string(StatusRunning)),
+		":expired": avMillis(now.Add(-s.opts.Skew - s.opts.DispatchGrace)),
+	})))
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
@@ -127,18 +118,11 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 func (s *DynamoStore) rearm(ctx context.Context, old Task) error {
 	cond := "#sweep_at = :seen AND #lease_until = :until"
 	upd := "SET #sweep_at = :next"
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      map[string]types.AttributeValue{AttrID: avS(old.ID)},
-		ConditionExpression:      &cond,
-		UpdateExpression:         &upd,
-		ExpressionAttributeNames: namesIn(cond, upd),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":seen":  avMillis(old.DispatchAt),
-			":until": avMillis(old.LeaseUntil),
-			":next":  avMillis(s.dispatchAfterLease(old.LeaseUntil)),
-		},
-	})
+	_, err := s.client.UpdateItem(ctx, s.updateItem(old.ID, cond, upd, map[string]types.AttributeValue{
+		":seen":  avMillis(old.DispatchAt),
+		":until": avMillis(old.LeaseUntil),
+		":next":  avMillis(s.dispatchAfterLease(old.LeaseUntil)),
+	}))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return backendErr("mark dispatched", old.ID, err)

@@ -42,20 +42,10 @@ func JSONProblem(b []byte) string {
 // judged by brackets and quotes alone.
 func jsonDepth(b []byte) int {
 	depth, deepest := 0, 0
-	inString, escaped := false, false
+	var str JSONString
 	for _, c := range b {
 		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
+		case str.Next(c):
 		case c == '[' || c == '{':
 			depth++
 			deepest = max(deepest, depth)
@@ -64,6 +54,27 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return deepest
+}
+
+// JSONString follows a walk through JSON text, a byte at a time, in and out
+// of its strings. The zero value starts outside a string.
+type JSONString struct{ in, escaped bool }
+
+// Next takes the text's next byte, c, and reports whether it belongs to a
+// string, its quotes included.
+func (s *JSONString) Next(c byte) bool {
+	switch {
+	case s.escaped:
+		s.escaped = false
+	case !s.in:
+		s.in = c == '"'
+		return s.in
+	case c == '\\':
+		s.escaped = true
+	case c == '"':
+		s.in = false
+	}
+	return true
 }
 
 // EncodeJSON encodes v, a payload or a result, as JSON for the table: nil

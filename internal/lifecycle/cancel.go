@@ -42,15 +42,18 @@ func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.S
 	default:
 		return x.keep(ctx, 0, err.Error())
 	}
-	x.task = ended
-	outcome := OutcomeCancelled
-	if status == lease.StatusFailed {
-		outcome = OutcomeFailed
-	}
-	x.result.Outcome = outcome
-	x.observe(outcome, 0)
+	x.record(ended, waitOutcome(status), 0)
 	x.log.info("waiting task ended", "status", string(status), "reason", reason)
 	return x.endedAfterChildren(ctx, t.ID, cancelled)
+}
+
+// waitOutcome is the outcome of a wait this execution ended as status:
+// FAILED, or CANCELLED.
+func waitOutcome(status lease.Status) Outcome {
+	if status == lease.StatusFailed {
+		return OutcomeFailed
+	}
+	return OutcomeCancelled
 }
 
 // endedAfterChildren is the last step of a waiting task parent that has

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,45 +189,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = settings.DefaultLeaseDuration
-	}
-	if c.RenewBefore == 0 {
-		c.RenewBefore = DefaultRenewBefore
-	}
-	if c.VisibilityMargin == 0 {
-		c.VisibilityMargin = DefaultVisibilityMargin
-	}
-	if c.DeadlineMargin == 0 {
-		c.DeadlineMargin = DefaultDeadlineMargin
-	}
-	if c.DefaultMaxAttempts == 0 {
-		c.DefaultMaxAttempts = DefaultMaxAttempts
-	}
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = settings.DefaultCallTimeout
-	}
-	if c.ReplaceAtReceiveCount == 0 {
-		c.ReplaceAtReceiveCount = DefaultReplaceAtReceiveCount
-	}
-	if c.UnknownKindBackoffMin == 0 {
-		c.UnknownKindBackoffMin = DefaultUnknownKindBackoffMin
-	}
-	if c.UnknownKindBackoffMax == 0 {
-		c.UnknownKindBackoffMax = max(DefaultUnknownKindBackoffMax, c.UnknownKindBackoffMin)
-	}
-	if c.UnknownKindLimit == 0 {
-		c.UnknownKindLimit = DefaultUnknownKindLimit
-	}
-	if c.WaitTimeout == 0 {
-		c.WaitTimeout = DefaultWaitTimeout
-	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, settings.DefaultLeaseDuration)
+	c.RenewBefore = cmp.Or(c.RenewBefore, DefaultRenewBefore)
+	c.VisibilityMargin = cmp.Or(c.VisibilityMargin, DefaultVisibilityMargin)
+	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DefaultDeadlineMargin)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, DefaultMaxAttempts)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultCallTimeout)
+	c.ReplaceAtReceiveCount = cmp.Or(c.ReplaceAtReceiveCount, DefaultReplaceAtReceiveCount)
+	c.UnknownKindBackoffMin = cmp.Or(c.UnknownKindBackoffMin, DefaultUnknownKindBackoffMin)
+	c.UnknownKindBackoffMax = cmp.Or(c.UnknownKindBackoffMax, max(DefaultUnknownKindBackoffMax, c.UnknownKindBackoffMin))
+	c.UnknownKindLimit = cmp.Or(c.UnknownKindLimit, DefaultUnknownKindLimit)
+	c.WaitTimeout = cmp.Or(c.WaitTimeout, DefaultWaitTimeout)
 	if c.Queues == nil {
 		lookup, _ := c.SQS.(queues.SQSClient)
 		c.Queues = queues.NewResolver(lookup, c.QueueURL, c.CallTimeout)

@@ -273,9 +273,7 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 	task, err := x.cfg.Store.CreateFailed(cctx, nt, reason)
 	switch {
 	case err == nil:
-		x.task = task
-		x.result.Outcome = OutcomeFailed
-		x.observe(OutcomeFailed, 0)
+		x.record(task, OutcomeFailed, 0)
 		x.log.warn("task rejected", "reason", reason)
 		return x.ended(true, reason)
 	case errors.Is(err, lease.ErrAlreadyExists):
@@ -571,19 +569,13 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 	if err := checkResult(result); err != nil {
 		return x.failClaimed(ctx, err.Error())
 	}
-	cctx, cancel := x.call()
-	defer cancel()
-	l := x.task.LeaseOf()
-	task, err := x.cfg.Store.Finish(cctx, l, result)
-	if obs, ok := ownWriteLanded(err, l, lease.StatusSucceeded); ok {
-		x.log.info("finish response lost; the retried write met this execution's own result")
-		task, err = obs, nil
-	}
+	task, err := x.leaseWrite(lease.StatusSucceeded, "finish response lost; the retried write met this execution's own result",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) {
+			return x.cfg.Store.Finish(ctx, l, result)
+		})
 	switch {
 	case err == nil:
-		x.task = task
-		x.result.Outcome = OutcomeSucceeded
-		x.observe(OutcomeSucceeded, elapsed)
+		x.record(task, OutcomeSucceeded, elapsed)
 		// DEBUG: a success is the common case, and its metrics line
 		// (Observer) already names the task, attempt and outcome.
 		x.log.debug("task succeeded")
@@ -600,6 +592,36 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 		x.log.error("could not record result", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
+}
+
+// leaseWrite makes write, a write of status under the task's lease, within
+// one call's time. A write whose response was lost, met by the SDK's retry
+// (ownWriteLanded), has landed: leaseWrite returns the item the retry saw
+// and no error, and logs landed, if it is not empty.
+func (x *execution) leaseWrite(status lease.Status, landed string, write func(ctx context.Context, l lease.Lease) (lease.Task, error)) (lease.Task, error) {
+	cctx, cancel := x.call()
+	defer cancel()
+	l := x.task.LeaseOf()
+	task, err := write(cctx, l)
+	if obs, ok := ownWriteLanded(err, l, status); ok {
+		if landed != "" {
+			x.log.info(landed)
+		}
+		return obs, nil
+	}
+	return task, err
+}
+
+// leaseWriteFailed answers a write under the lease that failed with err:
+// a lease that is gone (lost, after logging gone), or any other failure,
+// which keeps the message (after logging failed).
+func (x *execution) leaseWriteFailed(ctx context.Context, err error, gone, failed string) State {
+	if errors.Is(err, lease.ErrLeaseLost) || errors.Is(err, lease.ErrNotFound) {
+		x.log.warn(gone, "error", err)
+		return x.lost(ctx, err)
+	}
+	x.log.error(failed, "error", err)
+	return x.keep(ctx, 0, err.Error())
 }
 
 // ownWriteLanded reports whether err, from a write of status under l, says
@@ -654,28 +676,14 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 
 // release gives the lease up as r says.
 func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcome) State {
-	cctx, cancel := x.call()
-	defer cancel()
-	l := x.task.LeaseOf()
-	task, err := x.cfg.Store.Release(cctx, l, r)
-	if obs, ok := ownWriteLanded(err, l, r.Status); ok {
-		x.log.info("release response lost; the retried write met this execution's own release")
-		task, err = obs, nil
+	task, err := x.leaseWrite(r.Status, "release response lost; the retried write met this execution's own release",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) { return x.cfg.Store.Release(ctx, l, r) })
+	if err != nil {
+		return x.leaseWriteFailed(ctx, err, "could not release: lease already lost", "could not release lease")
 	}
-	switch {
-	case err == nil:
-		x.task = task
-		x.result.Outcome = outcome
-		x.observe(outcome, x.handlerTime)
-		x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
-		return x.ended(true, "")
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
-		x.log.warn("could not release: lease already lost", "error", err)
-		return x.lost(ctx, err)
-	default:
-		x.log.error("could not release lease", "error", err)
-		return x.keep(ctx, 0, err.Error())
-	}
+	x.record(task, outcome, x.handlerTime)
+	x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
+	return x.ended(true, "")
 }
 
 // failClaimed fails a task this execution holds without running it.
@@ -937,6 +945,15 @@ const (
 	AttrReason          = "leasehold-reason"
 	AttrSourceMessageID = "leasehold-source-message-id"
 )
+
+// record takes task, as the write that settled this message left it, and
+// outcome, how the message ended, and reports them to the Observer (d: how
+// long the handler ran).
+func (x *execution) record(task lease.Task, outcome Outcome, d time.Duration) {
+	x.task = task
+	x.result.Outcome = outcome
+	x.observe(outcome, d)
+}
 
 func (x *execution) observe(o Outcome, d time.Duration) {
 	if x.cfg.Observer == nil {

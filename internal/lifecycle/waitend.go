@@ -122,13 +122,7 @@ func (x *execution) abandonWait(ctx context.Context, t lease.Task, status lease.
 	default:
 		return x.keep(ctx, 0, err.Error())
 	}
-	x.task = task
-	outcome := OutcomeFailed
-	if status == lease.StatusCancelled {
-		outcome = OutcomeCancelled
-	}
-	x.result.Outcome = outcome
-	x.observe(outcome, 0)
+	x.record(task, waitOutcome(status), 0)
 	x.log.warn("wait ended before it was over", "status", string(status), "reason", reason)
 	return x.endedAfterChildren(ctx, t.ID, kids)
 }

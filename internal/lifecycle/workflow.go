@@ -389,30 +389,17 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 
 // suspend parks the held task WAITING for w.
 func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
-	cctx, cancel := x.call()
-	l := x.task.LeaseOf()
-	task, err := x.cfg.Store.Suspend(cctx, l, w)
-	cancel()
-	if obs, ok := ownWriteLanded(err, l, lease.StatusWaiting); ok {
-		task, err = obs, nil
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
-		x.log.warn("could not suspend: lease already lost", "error", err)
-		return x.lost(ctx, err)
-	default:
-		x.log.error("could not suspend the task", "error", err)
-		return x.keep(ctx, 0, err.Error())
+	task, err := x.leaseWrite(lease.StatusWaiting, "",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) { return x.cfg.Store.Suspend(ctx, l, w) })
+	if err != nil {
+		return x.leaseWriteFailed(ctx, err, "could not suspend: lease already lost", "could not suspend the task")
 	}
 	if task.CancelRequested {
 		// Cancelled while its attempt ran, after the last renewal: end the
 		// wait at once, its children first.
 		return x.endWaiting(ctx, task, lease.StatusCancelled, CancelledOnRequest)
 	}
-	x.task = task
-	x.result.Outcome = OutcomeSuspended
-	x.observe(OutcomeSuspended, x.handlerTime)
+	x.record(task, OutcomeSuspended, x.handlerTime)
 	x.log.info("task suspended", "wait", string(w.Mode), "children", len(w.For))
 	if lease.Complete(task) {
 		// Every child ended before the suspension landed.
@@ -595,13 +582,11 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	default:
 		return x.keep(ctx, 0, err.Error())
 	}
-	x.task = task
 	outcome := OutcomeRetried
 	if task.Status == lease.StatusFailed {
 		outcome = OutcomeFailed
 	}
-	x.result.Outcome = outcome
-	x.observe(outcome, 0)
+	x.record(task, outcome, 0)
 	x.log.info("callback timed out", "status", string(task.Status))
 	if task.Status == lease.StatusPending && delay <= MaxSQSDelay {
 		if err := x.send(ctx, token.Ref(t.ID), delay); err != nil {

@@ -3,6 +3,8 @@ package token
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // appendWire appends a token's JSON body to b, byte for byte as json.Marshal
@@ -13,14 +15,8 @@ import (
 func appendWire(b []byte, id, kind string, payload []byte, maxAttempts int, queue, createToken string) []byte {
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, Version, 10)
-	if id != "" {
-		b = append(b, `,"id":`...)
-		b = appendJSONString(b, id)
-	}
-	if kind != "" {
-		b = append(b, `,"kind":`...)
-		b = appendJSONString(b, kind)
-	}
+	b = appendStringMember(b, `,"id":`, id)
+	b = appendStringMember(b, `,"kind":`, kind)
 	if len(payload) > 0 {
 		b = append(b, `,"payload":`...)
 		b = appendCompact(b, payload)
@@ -29,15 +25,18 @@ func appendWire(b []byte, id, kind string, payload []byte, maxAttempts int, queu
 		b = append(b, `,"max_attempts":`...)
 		b = strconv.AppendInt(b, int64(maxAttempts), 10)
 	}
-	if queue != "" {
-		b = append(b, `,"queue":`...)
-		b = appendJSONString(b, queue)
-	}
-	if createToken != "" {
-		b = append(b, `,"create_token":`...)
-		b = appendJSONString(b, createToken)
-	}
+	b = appendStringMember(b, `,"queue":`, queue)
+	b = appendStringMember(b, `,"create_token":`, createToken)
 	return append(b, '}')
+}
+
+// appendStringMember appends key (a comma, the member's quoted name and a
+// colon) and s as appendJSONString quotes it, unless s is empty.
+func appendStringMember(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendJSONString(append(b, key...), s)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -100,7 +99,7 @@ func appendJSONString(b []byte, s string) []byte {
 // whitespace and with < > & and U+2028, U+2029 escaped, as encoding/json
 // writes a json.RawMessage.
 func appendCompact(b []byte, v []byte) []byte {
-	inString, escaped := false, false
+	var str lease.JSONString
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		switch {
@@ -111,19 +110,8 @@ func appendCompact(b []byte, v []byte) []byte {
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[v[i+2]&0xf])
 			i += 2
 			continue
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case !str.Next(c) && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
 			continue
-		case c == '"':
-			inString = true
 		}
 		b = append(b, c)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 	"unicode/utf8"
 
@@ -77,17 +76,9 @@ func decodeSubmission(body string, now time.Time, needVersion bool) (Submission,
 	if !utf8.ValidString(body) {
 		return Submission{}, &Error{Reason: ErrMalformed, Detail: "body is not valid UTF-8"}
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
-	dec.DisallowUnknownFields()
 	var w submissionWire
-	if err := dec.Decode(&w); err != nil {
-		if lease.JSONProblem([]byte(body)) == lease.TooDeep {
-			return Submission{}, &Error{Reason: ErrMalformed, Detail: "the body " + lease.TooDeep}
-		}
-		return Submission{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Submission{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
+	if err := decodeStrict(body, &w); err != nil {
+		return Submission{}, err
 	}
 	if w.V == nil && !needVersion {
 		v := Version

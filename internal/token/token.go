@@ -173,17 +173,9 @@ func Decode(body string) (Token, error) {
 // decodeJSON reads any body with encoding/json, strictly: unknown fields and
 // trailing data are refused.
 func decodeJSON(body string) (fields, error) {
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
 	var w wire
-	if err := dec.Decode(&w); err != nil {
-		if lease.JSONProblem([]byte(body)) == lease.TooDeep {
-			return fields{}, &Error{Reason: ErrMalformed, Detail: "the body " + lease.TooDeep}
-		}
-		return fields{}, &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fields{}, &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
+	if err := decodeStrict(body, &w); err != nil {
+		return fields{}, err
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
 		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake}
@@ -257,6 +249,23 @@ func checkQueue(name string) error {
 func checkID(id string) error {
 	if p := lease.IDProblem(id); p != "" {
 		return &Error{Reason: ErrInvalidField, Detail: `"id" ` + p}
+	}
+	return nil
+}
+
+// decodeStrict decodes the JSON body into v with encoding/json, refusing
+// unknown fields and trailing data. Its errors are *Error (ErrMalformed).
+func decodeStrict(body string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if lease.JSONProblem([]byte(body)) == lease.TooDeep {
+			return &Error{Reason: ErrMalformed, Detail: "the body " + lease.TooDeep}
+		}
+		return &Error{Reason: ErrMalformed, Detail: describeJSONError(err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &Error{Reason: ErrMalformed, Detail: "trailing data after the JSON object"}
 	}
 	return nil
 }

@@ -98,13 +98,11 @@ func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[id]
-	if !ok {
-		return lease.Task{}, lease.ClassifyRetry(id, nil, extraAttempts)
-	}
-	if (rec.Status != lease.StatusFailed && rec.Status != lease.StatusCancelled) || lease.IsPlaceholder(*rec) || rec.Attempt+extraAttempts > lease.MaxAttemptsLimit {
-		old := clone(rec)
-		return lease.Task{}, lease.ClassifyRetry(id, &old, extraAttempts)
+	rec, old := s.find(id, func(t *lease.Task) bool {
+		return (t.Status == lease.StatusFailed || t.Status == lease.StatusCancelled) && !lease.IsPlaceholder(*t) && t.Attempt+extraAttempts <= lease.MaxAttemptsLimit
+	})
+	if rec == nil {
+		return lease.Task{}, lease.ClassifyRetry(id, old, extraAttempts)
 	}
 	now := s.now()
 	rec.Status = lease.StatusPending

@@ -36,13 +36,8 @@ func (s *Store) EndWaiting(ctx context.Context, prev lease.Task, status lease.St
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[prev.ID]
-	if !ok || !lease.EndWaitingLands(prev, *rec) {
-		var old *lease.Task
-		if ok {
-			c := clone(rec)
-			old = &c
-		}
+	rec, old := s.find(prev.ID, func(t *lease.Task) bool { return lease.EndWaitingLands(prev, *t) })
+	if rec == nil {
 		return lease.Task{}, lease.ClassifyEndWaiting(prev, old)
 	}
 	reason = lease.Truncate(reason, lease.MaxErrorBytes)

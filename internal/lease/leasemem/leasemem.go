@@ -108,26 +108,16 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	if err := t.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.begin(ctx, true); err != nil {
-		return lease.Task{}, err
-	}
-	now := s.now()
-	rec := s.newRecord(t, now)
-	switch {
-	case rec.Status == lease.StatusWaiting: // the ends of its dependencies wake it
-	case t.Carried: // its message brings it back; no sweep entry
-	case !t.DispatchAt.IsZero():
-		rec.DispatchAt = ms(t.DispatchAt)
-	default:
-		rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
-	}
-	if old, ok := s.tasks[t.ID]; ok {
-		return s.taken(*rec, old, t)
-	}
-	s.store(rec, t)
-	return clone(rec), nil
+	return s.create(ctx, t, func(rec *lease.Task, _ time.Time) {
+		switch {
+		case rec.Status == lease.StatusWaiting: // the ends of its dependencies wake it
+		case t.Carried: // its message brings it back; no sweep entry
+		case !t.DispatchAt.IsZero():
+			rec.DispatchAt = ms(t.DispatchAt)
+		default:
+			rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
+		}
+	})
 }
 
 // CreateClaimed implements lease.Store.
@@ -141,6 +131,15 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	if len(t.After) > 0 {
 		return lease.Task{}, fmt.Errorf("create %s: %w: a task with dependencies is created WAITING, not claimed", t.ID, lease.ErrInvalid)
 	}
+	return s.create(ctx, t, func(rec *lease.Task, now time.Time) {
+		s.hold(rec, owner, now)
+		rec.Attempt, rec.Fence = 1, 1
+	})
+}
+
+// create stores the record of t, which fill completes (now is the call's
+// time), unless its id is taken (taken).
+func (s *Store) create(ctx context.Context, t lease.NewTask, fill func(rec *lease.Task, now time.Time)) (lease.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
@@ -148,8 +147,7 @@ func (s *Store) CreateClaimed(ctx context.Context, t lease.NewTask, owner string
 	}
 	now := s.now()
 	rec := s.newRecord(t, now)
-	s.hold(rec, owner, now)
-	rec.Attempt, rec.Fence = 1, 1
+	fill(rec, now)
 	if old, ok := s.tasks[t.ID]; ok {
 		return s.taken(*rec, old, t)
 	}
@@ -226,13 +224,9 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error)
 		return lease.Task{}, err
 	}
 	now := s.now()
-	rec, ok := s.tasks[id]
-	if !ok {
-		return lease.Task{}, lease.ClassifyClaim(id, nil, now, s.opts.Skew)
-	}
-	if !lease.Claimable(*rec, now, s.opts.Skew) {
-		old := clone(rec)
-		return lease.Task{}, lease.ClassifyClaim(id, &old, now, s.opts.Skew)
+	rec, old := s.find(id, func(t *lease.Task) bool { return lease.Claimable(*t, now, s.opts.Skew) })
+	if rec == nil {
+		return lease.Task{}, lease.ClassifyClaim(id, old, now, s.opts.Skew)
 	}
 	s.hold(rec, owner, now)
 	rec.Attempt++
@@ -241,15 +235,34 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error)
 }
 
 func (s *Store) held(op string, l lease.Lease) (*lease.Task, error) {
-	rec, ok := s.tasks[l.TaskID]
-	if !ok {
-		return nil, lease.ClassifyHeld(op, l, nil)
-	}
-	if !lease.Holds(*rec, l) {
-		old := clone(rec)
-		return nil, lease.ClassifyHeld(op, l, &old)
+	rec, old := s.find(l.TaskID, func(t *lease.Task) bool { return lease.Holds(*t, l) })
+	if rec == nil {
+		return nil, lease.ClassifyHeld(op, l, old)
 	}
 	return rec, nil
+}
+
+// find returns the record of id when there is one and fits says the call
+// may write it. Otherwise it returns nil, and a copy of the record as it
+// is (nil when there is none) for the call's classified error.
+func (s *Store) find(id string, fits func(rec *lease.Task) bool) (rec, old *lease.Task) {
+	rec, ok := s.tasks[id]
+	switch {
+	case !ok:
+		return nil, nil
+	case !fits(rec):
+		c := clone(rec)
+		return nil, &c
+	}
+	return rec, nil
+}
+
+// value is *t, or no task when t is nil.
+func value(t *lease.Task) lease.Task {
+	if t == nil {
+		return lease.Task{}
+	}
+	return *t
 }
 
 // underLease is every write of a lease holder: it checks l and the write's

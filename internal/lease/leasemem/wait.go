@@ -62,18 +62,9 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[w.ID]
-	if !ok || !lease.Notifiable(*rec, w, ended) {
-		var old *lease.Task
-		if ok {
-			c := clone(rec)
-			old = &c
-		}
-		err := lease.ClassifyNotify(w, ended, old)
-		if old == nil {
-			return lease.Task{}, err
-		}
-		return *old, err
+	rec, old := s.find(w.ID, func(t *lease.Task) bool { return lease.Notifiable(*t, w, ended) })
+	if rec == nil {
+		return value(old), lease.ClassifyNotify(w, ended, old)
 	}
 	now := s.now()
 	if !slices.Contains(rec.Ended, ended.ID) {
@@ -101,13 +92,9 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[id]
-	if !ok {
-		return lease.Task{}, lease.ClassifyResume(id, nil)
-	}
-	if rec.Status != lease.StatusWaiting || rec.Fence != fence {
-		old := clone(rec)
-		return old, lease.ClassifyResume(id, &old)
+	rec, old := s.find(id, func(t *lease.Task) bool { return t.Status == lease.StatusWaiting && t.Fence == fence })
+	if rec == nil {
+		return value(old), lease.ClassifyResume(id, old)
 	}
 	if owner != "" && rec.Attempt >= rec.MaxAttempts {
 		old := clone(rec)
@@ -137,13 +124,9 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[e.ID]
-	if !ok {
-		return lease.Task{}, lease.ClassifyEndWait(e, nil)
-	}
-	if !lease.EndWaitLands(e, *rec) || rec.Attempt != e.Attempt {
-		old := clone(rec)
-		return old, lease.ClassifyEndWait(e, &old)
+	rec, old := s.find(e.ID, func(t *lease.Task) bool { return lease.EndWaitLands(e, *t) && t.Attempt == e.Attempt })
+	if rec == nil {
+		return value(old), lease.ClassifyEndWait(e, old)
 	}
 	now := s.now()
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
@@ -186,13 +169,9 @@ func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Tas
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, ok := s.tasks[a.ID]
-	if !ok {
-		return lease.Task{}, lease.ClassifyAbandon(a, nil)
-	}
-	if !lease.AbandonLands(a, *rec) {
-		old := clone(rec)
-		return old, lease.ClassifyAbandon(a, &old)
+	rec, old := s.find(a.ID, func(t *lease.Task) bool { return lease.AbandonLands(a, *t) })
+	if rec == nil {
+		return value(old), lease.ClassifyAbandon(a, old)
 	}
 	now := s.now()
 	rec.Status, rec.Error = a.Status, lease.Truncate(a.Error, lease.MaxErrorBytes)
