@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,5 +248,56 @@ func waitFor(t *testing.T, budget time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %s", awstest.Scale(budget))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A durable sleep on the stack: the task sleeps PENDING between its steps,
+// a delayed token wakes it, and the run after the wake-up replays the
+// first step and runs the second once.
+func TestSleepOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	const nap = 8 * time.Second
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(name string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[name]++
+			return name, nil
+		}
+	}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "sleeper", func(ctx context.Context, _ *leasehold.Task[any]) (string, error) {
+		if _, err := workflow.Step(ctx, "before", count("before")); err != nil {
+			return "", err
+		}
+		if err := workflow.Sleep(ctx, nap); err != nil {
+			return "", err
+		}
+		return workflow.Step(ctx, "after", count("after"))
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Enqueue(ctx, "sleeper", nil, leasehold.ID("napper")); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "napper") == lease.StatusPending && len(e.get(t, "napper").Steps) == 2 })
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "napper") == lease.StatusSucceeded })
+	got := e.get(t, "napper")
+	if elapsed := time.Since(start); elapsed < nap {
+		t.Errorf("the task ended %s after it was enqueued, before its %s sleep was over", elapsed, nap)
+	}
+	if string(got.Result) != `"after"` || got.Attempt != 1 || len(got.Steps) != 3 || got.Steps[1].Name != "sleep#1" {
+		t.Errorf("task: result %s, attempt %d, steps %+v; want \"after\" in attempt 1 with before, sleep#1, after", got.Result, got.Attempt, got.Steps)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["before"] != 1 || runs["after"] != 1 {
+		t.Errorf("step runs %v, want each once", runs)
 	}
 }

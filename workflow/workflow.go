@@ -179,3 +179,28 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	}
 	return v, nil
 }
+
+// Sleep pauses the handler's task for d (at most 366 days), durably and
+// holding no lease: while it sleeps the task is PENDING and costs nothing
+// but its item. The first run that reaches a Sleep records its wake-up
+// time, as a step, and Sleep returns an error the handler must return;
+// every run from the wake-up on passes the Sleep at once, after replaying
+// the steps before it. Write the handler as steps around its sleeps:
+//
+//	if _, err := workflow.Step(ctx, "send-invoice", sendInvoice); err != nil {
+//		return nil, err
+//	}
+//	if err := workflow.Sleep(ctx, 72*time.Hour); err != nil {
+//		return nil, err // the task sleeps; the handler runs again in 3 days
+//	}
+//	return workflow.Step(ctx, "remind", remind)
+//
+// The n-th Sleep of a run is the step "sleep#n", so a handler must reach
+// its sleeps in the same order in every run, as it names its steps the
+// same. A sleep hands the attempt back: it is not a retry. Its cost: the
+// step's checkpoint (one write under the lease) and the release (one
+// write); a wake-up within SQS's 15 minutes comes as a delayed message,
+// a later one from the recovery sweep, with no message in between; then a
+// claim as for any run. docs/workflows.md#sleep-a-durable-pause has the
+// measured cost.
+func Sleep(ctx context.Context, d time.Duration) error { return lifecycle.SleepOf(ctx, d) }

@@ -70,7 +70,21 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		}
 		return echo{}, workflow.AwaitCallback(callbackTimeout())
 	})
+	leasehold.Handle(hs, "sleeper", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
+		if _, err := workflow.Step(ctx, "before", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return echo{}, err
+		}
+		if err := workflow.Sleep(ctx, sleepFor()); err != nil {
+			return echo{}, err
+		}
+		n, err := workflow.Step(ctx, "after", func(context.Context) (int, error) { return 2, nil })
+		return echo{N: n}, err
+	})
 }
+
+// sleepFor is the sleep of the "sleeper" kind: short, so the bench does
+// not wait long; a wake-up within 15 minutes comes as a delayed token.
+func sleepFor() time.Duration { return 2 * time.Second }
 
 // shape is one workflow shape the bench runs, with what its design
 // says it costs and what its counterparts on Step Functions Standard and
@@ -192,6 +206,27 @@ func callback() shape {
 		sfTransitions: 1, sfInvocations: 1,
 		durableOps: 2, durableInvokes: 2,
 		counterpart: "SF: one Task state with .waitForTaskToken; durable: waitForCallback",
+	}
+}
+
+// sleep is a task of two steps with a durable sleep between them.
+func sleep() shape {
+	return shape{
+		name:     "sleep between 2 steps",
+		perRound: 10,
+		start: func(h *harness, id string) []string {
+			h.enqueue("sleeper", echo{}, leasehold.ID(id))
+			return []string{id}
+		},
+		design: map[string]float64{
+			"create (PENDING)": 1, "claim": 2, "checkpoint": 3, "finish or release": 2,
+		},
+		// create with its listing entry (2), two claims, the two steps'
+		// and the sleep's checkpoints, the snooze's release and the finish.
+		designWU:      2 + 2 + 3 + 2,
+		sfTransitions: 3, sfInvocations: 2,
+		durableOps: 3, durableInvokes: 2,
+		counterpart: "SF: Task, Wait, Task; durable: step, wait, step",
 	}
 }
 

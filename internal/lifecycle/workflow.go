@@ -103,6 +103,9 @@ type workflowCtx struct {
 	// failed: running, recorded or replayed. A second call of one of them
 	// is a programming error (ErrStepTwice).
 	called map[string]bool
+	// sleeps counts this run's SleepOf calls: the n-th is the step
+	// "sleep#n".
+	sleeps int
 }
 
 // StepOf runs fn as the step named name of the handler's task, once per
@@ -157,6 +160,48 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	}
 	w.steps = t.Steps
 	return out, nil
+}
+
+// MaxSleep bounds one SleepOf.
+const MaxSleep = 366 * 24 * time.Hour
+
+// SleepOf suspends the handler's task for d, durably, holding no lease: it
+// returns a *SnoozeError the handler must return until d has passed since
+// the first run of the task that reached this call, and nil from then on.
+// The wake-up time is the result of a step, the n-th SleepOf call of a run
+// being the step "sleep#n"; so a handler sleeps at the same calls, in the
+// same order, in every run (as its steps are named the same), and a run
+// that resumes after the wake-up replays the steps before the sleep and
+// passes it. Until then the task is PENDING with its run time at the
+// wake-up: the snooze hands the attempt back, and a wake-up beyond SQS's
+// 15 minutes is dispatched by the sweep, with no token in between.
+func SleepOf(ctx context.Context, d time.Duration) error {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return ErrNoWorkflow
+	}
+	if d < 0 || d > MaxSleep {
+		return &PermanentError{Err: fmt.Errorf("sleep of %s: %w: want 0 to %s", d, lease.ErrInvalid, MaxSleep)}
+	}
+	w.mu.Lock()
+	w.sleeps++
+	name := "sleep#" + strconv.Itoa(w.sleeps)
+	w.mu.Unlock()
+	clock := w.x.cfg.Clock
+	raw, err := StepOf(ctx, name, func(context.Context) ([]byte, error) {
+		return strconv.AppendInt(nil, clock.Now().Add(d).UnixMilli(), 10), nil
+	})
+	if err != nil {
+		return err
+	}
+	ms, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return &PermanentError{Err: fmt.Errorf("step %q: recorded wake-up %q is not a time: %w", name, raw, err)}
+	}
+	if wake := time.UnixMilli(ms); wake.After(clock.Now()) {
+		return fmt.Errorf("%s until %s: %w", name, wake.UTC().Format(time.RFC3339), &SnoozeError{Delay: wake.Sub(clock.Now())})
+	}
+	return nil
 }
 
 // markCalled records that this run called the step name; w.mu is held.

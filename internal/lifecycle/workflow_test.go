@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -463,5 +464,101 @@ func TestMissingDependencyGraceOutlivesReplacement(t *testing.T) {
 	e.exec.Process(t.Context(), nil, fresh)
 	if got := e.get(t, "h"); got.Status != lease.StatusCancelled || got.Error != "dependency never does not exist" {
 		t.Fatalf("h: %s %q, want CANCELLED: its dependency never appeared within the grace", got.Status, got.Error)
+	}
+}
+
+// A durable sleep suspends the task without a lease until its wake-up,
+// however far; the run after it replays the steps before the sleep and
+// runs the rest once. A token that arrives before the wake-up runs
+// nothing.
+func TestSleepSuspendsUntilItsWakeUp(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	runs := map[string]int{}
+	step := func(ctx context.Context, name string) error {
+		_, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+			runs[name]++
+			return json.Marshal(name)
+		})
+		return err
+	}
+	e.handlers["sleeper"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		runs["handler"]++
+		if err := step(ctx, "before"); err != nil {
+			return nil, err
+		}
+		if err := lifecycle.SleepOf(ctx, 72*time.Hour); err != nil {
+			return nil, err
+		}
+		if err := step(ctx, "between"); err != nil {
+			return nil, err
+		}
+		if err := lifecycle.SleepOf(ctx, time.Minute); err != nil {
+			return nil, err
+		}
+		if err := step(ctx, "after"); err != nil {
+			return nil, err
+		}
+		return json.Marshal(task.Attempt)
+	}
+	start := e.clock.Now()
+	e.exec.Process(t.Context(), nil, msg("s", inline(t, "sleeper", "s", "", 3)))
+	got := e.get(t, "s")
+	if got.Status != lease.StatusPending || !got.RunAt.Equal(start.Add(72*time.Hour)) || got.Attempt != 0 || got.LeaseOwner != "" {
+		t.Fatalf("after the first run: %s, run at %s (want %s), attempt %d, owner %q; want PENDING, unleased, the attempt handed back",
+			got.Status, got.RunAt, start.Add(72*time.Hour), got.Attempt, got.LeaseOwner)
+	}
+	if !strings.Contains(got.Error, "sleep#1 until") {
+		t.Errorf("error %q, want it to name the sleep", got.Error)
+	}
+	// Early: nothing runs.
+	e.clock.Advance(71 * time.Hour)
+	e.exec.Process(t.Context(), nil, msg("s2", token.Ref("s")))
+	if runs["handler"] != 1 {
+		t.Fatalf("a token before the wake-up ran the handler (%d runs)", runs["handler"])
+	}
+	e.clock.Advance(time.Hour)
+	e.exec.Process(t.Context(), nil, msg("s3", token.Ref("s")))
+	if got := e.get(t, "s"); got.Status != lease.StatusPending || !got.RunAt.Equal(e.clock.Now().Add(time.Minute)) {
+		t.Fatalf("after the second run: %s, run at %s; want PENDING until the second sleep's wake-up", got.Status, got.RunAt)
+	}
+	e.clock.Advance(time.Minute)
+	e.exec.Process(t.Context(), nil, msg("s4", token.Ref("s")))
+	got = e.get(t, "s")
+	if got.Status != lease.StatusSucceeded || string(got.Result) != "1" {
+		t.Fatalf("after the wake-ups: %s %s; want SUCCEEDED in attempt 1", got.Status, got.Result)
+	}
+	if runs["before"] != 1 || runs["between"] != 1 || runs["after"] != 1 || runs["handler"] != 3 {
+		t.Fatalf("runs %v: each step once, the handler three times", runs)
+	}
+	if names := stepNames(got); !slices.Equal(names, []string{"before", "sleep#1", "between", "sleep#2", "after"}) {
+		t.Fatalf("steps %v", names)
+	}
+}
+
+func stepNames(t lease.Task) []string {
+	var out []string
+	for _, s := range t.Steps {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// A sleep longer than a year, or negative, fails the task before anything
+// is recorded; outside a handler SleepOf says so.
+func TestSleepRejectsBadDurations(t *testing.T) {
+	t.Parallel()
+	if err := lifecycle.SleepOf(t.Context(), time.Second); !errors.Is(err, lifecycle.ErrNoWorkflow) {
+		t.Fatalf("outside a handler: %v, want ErrNoWorkflow", err)
+	}
+	for _, d := range []time.Duration{-time.Second, lifecycle.MaxSleep + time.Hour} {
+		e := setup(t, nil)
+		e.handlers["sleeper"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+			return nil, lifecycle.SleepOf(ctx, d)
+		}
+		e.exec.Process(t.Context(), nil, msg("s", inline(t, "sleeper", "s", "", 3)))
+		if got := e.get(t, "s"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "sleep of") || len(got.Steps) != 0 {
+			t.Fatalf("sleep of %s: %s %q with %d steps; want FAILED naming the sleep, nothing recorded", d, got.Status, got.Error, len(got.Steps))
+		}
 	}
 }
