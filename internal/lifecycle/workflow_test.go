@@ -511,6 +511,9 @@ func TestSleepSuspendsUntilItsWakeUp(t *testing.T) {
 	if !strings.Contains(got.Error, "sleep#1 until") {
 		t.Errorf("error %q, want it to name the sleep", got.Error)
 	}
+	if sent := e.sqs.sentTo(workURL); len(sent) != 0 {
+		t.Fatalf("a 72h sleep sent %d tokens; beyond 15 minutes the sweep wakes the task", len(sent))
+	}
 	// Early: nothing runs.
 	e.clock.Advance(71 * time.Hour)
 	e.exec.Process(t.Context(), nil, msg("s2", token.Ref("s")))
@@ -521,6 +524,9 @@ func TestSleepSuspendsUntilItsWakeUp(t *testing.T) {
 	e.exec.Process(t.Context(), nil, msg("s3", token.Ref("s")))
 	if got := e.get(t, "s"); got.Status != lease.StatusPending || !got.RunAt.Equal(e.clock.Now().Add(time.Minute)) {
 		t.Fatalf("after the second run: %s, run at %s; want PENDING until the second sleep's wake-up", got.Status, got.RunAt)
+	}
+	if sent := e.sqs.sentTo(workURL); len(sent) != 1 || sent[0].DelaySeconds != 60 {
+		t.Fatalf("tokens sent %+v; want one, delayed by the minute's sleep", sent)
 	}
 	e.clock.Advance(time.Minute)
 	e.exec.Process(t.Context(), nil, msg("s4", token.Ref("s")))
