@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,5 +300,33 @@ func TestSleepOnTheStack(t *testing.T) {
 	defer mu.Unlock()
 	if runs["before"] != 1 || runs["after"] != 1 {
 		t.Errorf("step runs %v, want each once", runs)
+	}
+}
+
+// A durable condition on the stack: checked until it holds, the task
+// sleeping between checks, and its result recorded once.
+func TestWaitForOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	var checks atomic.Int32
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "poller", func(ctx context.Context, _ *leasehold.Task[any]) (int32, error) {
+		return workflow.WaitFor(ctx, "third", workflow.Poll{Min: time.Second, Max: 2 * time.Second, Timeout: time.Hour},
+			func(context.Context) (int32, bool, error) {
+				n := checks.Add(1)
+				return n, n == 3, nil
+			})
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, "poller", nil, leasehold.ID("poll")); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 90*time.Second, func() bool { return e.status(t, "poll") == lease.StatusSucceeded })
+	got := e.get(t, "poll")
+	if string(got.Result) != "3" || checks.Load() != 3 || got.Attempt != 1 || got.Snoozes != 2 {
+		t.Errorf("task: result %s after %d checks, attempt %d, %d snoozes; want 3 after 3 checks in attempt 1, 2 snoozes", got.Result, checks.Load(), got.Attempt, got.Snoozes)
 	}
 }

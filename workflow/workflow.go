@@ -204,3 +204,54 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 // claim as for any run. docs/workflows.md#sleep-a-durable-pause has the
 // measured cost.
 func Sleep(ctx context.Context, d time.Duration) error { return lifecycle.SleepOf(ctx, d) }
+
+// Poll says how WaitFor checks: the wait before the next check is the time
+// since the first check, at least Min (default 1s) and at most Max
+// (default 10m), so it roughly doubles; after Timeout (default 7 days, at
+// most 366 days) from the first check the task fails.
+type Poll struct{ Min, Max, Timeout time.Duration }
+
+// WaitFor checks a condition until it holds, durably: check returns a
+// value and whether the condition is met. While it is not, WaitFor returns
+// an error the handler must return, and the task sleeps, PENDING and
+// holding no lease, until the next check (as with Sleep). Once it is, the
+// value is recorded as the step called name (and the first check's time
+// as the step name+"#start"), so every later run returns it without
+// checking again. An error of check is returned as it is: the handler
+// returns it and the task is retried as after any failure.
+//
+//	status, err := workflow.WaitFor(ctx, "export-done", workflow.Poll{Max: time.Minute},
+//		func(ctx context.Context) (string, bool, error) {
+//			s, err := exports.Status(ctx, id)
+//			return s, s == "DONE", err
+//		})
+//	if err != nil {
+//		return nil, err
+//	}
+//
+// Each check that finds the condition unmet costs two writes, the claim
+// that runs it and the release that snoozes the task, and, for a wait
+// within 15 minutes, one delayed message.
+func WaitFor[T any](ctx context.Context, name string, p Poll, check func(context.Context) (T, bool, error)) (T, error) {
+	var zero T
+	raw, err := lifecycle.PollOf(ctx, name, lifecycle.Poll{Min: p.Min, Max: p.Max, Timeout: p.Timeout},
+		func(ctx context.Context) ([]byte, bool, error) {
+			v, met, err := check(ctx)
+			if err != nil || !met {
+				return nil, met, err
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, false, leasehold.Fail(fmt.Errorf("condition %q: result does not encode as JSON: %w", name, err))
+			}
+			return b, true, nil
+		})
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, leasehold.Fail(fmt.Errorf("condition %q: recorded result does not decode into %T: %w", name, v, err))
+	}
+	return v, nil
+}

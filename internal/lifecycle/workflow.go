@@ -204,6 +204,73 @@ func SleepOf(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// Poll bounds a PollOf: the wait before the next check is the time since
+// the first check, at least Min and at most Max (so it roughly doubles),
+// and the condition fails the task once Timeout has passed since the
+// first check.
+type Poll struct{ Min, Max, Timeout time.Duration }
+
+// Poll defaults.
+const (
+	DefaultPollMin     = time.Second
+	DefaultPollMax     = 10 * time.Minute
+	DefaultPollTimeout = 7 * 24 * time.Hour
+)
+
+// errNotYet is the step error of a check whose condition does not hold:
+// it records nothing.
+var errNotYet = errors.New("condition not met yet")
+
+// PollOf waits, durably and holding no lease between checks, until check
+// reports its condition met, and returns the result check gave then. The
+// result is the step called name, and the time of the first check the
+// step name+"#start": a run after the condition held replays both without
+// checking again. While the condition does not hold, PollOf returns a
+// *SnoozeError the handler must return: the task sleeps PENDING until the
+// next check, as in SleepOf. An error of check is returned as it is (the
+// handler's retry), and a condition not met within p.Timeout fails the
+// task.
+func PollOf(ctx context.Context, name string, p Poll, check func(context.Context) ([]byte, bool, error)) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	p.Min, p.Max, p.Timeout = cmp.Or(p.Min, DefaultPollMin), cmp.Or(p.Max, DefaultPollMax), cmp.Or(p.Timeout, DefaultPollTimeout)
+	if p.Min < 0 || p.Max < p.Min || p.Timeout < 0 || p.Timeout > MaxSleep {
+		return nil, &PermanentError{Err: fmt.Errorf("condition %q: poll %s..%s within %s: %w", name, p.Min, p.Max, p.Timeout, lease.ErrInvalid)}
+	}
+	clock := w.x.cfg.Clock
+	raw, err := StepOf(ctx, name+"#start", func(context.Context) ([]byte, error) {
+		return strconv.AppendInt(nil, clock.Now().UnixMilli(), 10), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ms, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded start %q is not a time: %w", name+"#start", raw, err)}
+	}
+	out, err := StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+		r, met, err := check(ctx)
+		switch {
+		case err != nil:
+			return nil, err
+		case !met:
+			return nil, errNotYet
+		}
+		return r, nil
+	})
+	if !errors.Is(err, errNotYet) {
+		return out, err
+	}
+	waited := clock.Now().Sub(time.UnixMilli(ms))
+	if waited >= p.Timeout {
+		return nil, &PermanentError{Err: fmt.Errorf("condition %q not met within %s", name, p.Timeout)}
+	}
+	next := min(max(waited, p.Min), p.Max, p.Timeout-waited)
+	return nil, fmt.Errorf("condition %q not met after %s; next check in %s: %w", name, waited.Round(time.Millisecond), next, &SnoozeError{Delay: next})
+}
+
 // markCalled records that this run called the step name; w.mu is held.
 func (w *workflowCtx) markCalled(name string) {
 	if w.called == nil {

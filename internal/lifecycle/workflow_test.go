@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -566,5 +567,74 @@ func TestSleepRejectsBadDurations(t *testing.T) {
 		if got := e.get(t, "s"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "sleep of") || len(got.Steps) != 0 {
 			t.Fatalf("sleep of %s: %s %q with %d steps; want FAILED naming the sleep, nothing recorded", d, got.Status, got.Error, len(got.Steps))
 		}
+	}
+}
+
+// A condition is checked with a backoff that doubles from its minimum
+// (the wait is the time since the first check), each wait a snooze with
+// no lease; once it holds its result is recorded, and a later run
+// replays it without checking again.
+func TestPollWaitsForItsConditionWithBackoff(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	checks, runs := 0, 0
+	e.handlers["poller"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		runs++
+		r, err := lifecycle.PollOf(ctx, "ready", lifecycle.Poll{Min: time.Second, Max: 4 * time.Second, Timeout: time.Hour},
+			func(context.Context) ([]byte, bool, error) {
+				checks++
+				return []byte(strconv.Itoa(checks)), checks == 5, nil
+			})
+		if err != nil {
+			return nil, err
+		}
+		if runs == 5 {
+			return nil, errors.New("fail once after the condition held")
+		}
+		return r, nil
+	}
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "poller", "p", "", 3)))
+	var waits []time.Duration
+	for i := 0; i < 10 && e.get(t, "p").Status == lease.StatusPending; i++ {
+		got := e.get(t, "p")
+		waits = append(waits, got.RunAt.Sub(e.clock.Now()))
+		e.clock.Advance(got.RunAt.Sub(e.clock.Now()))
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprint("p", i), token.Ref("p")))
+	}
+	got := e.get(t, "p")
+	if got.Status != lease.StatusSucceeded || string(got.Result) != "5" {
+		t.Fatalf("task %s %s (%q), want SUCCEEDED with the fifth check's result", got.Status, got.Result, got.Error)
+	}
+	// Checks at 0, 1s, 2s, 4s, 8s: waits of 1s, 1s, 2s, 4s (the max); then
+	// the retry after the failing run, whose backoff is the worker's.
+	if len(waits) < 4 || !slices.Equal(waits[:4], []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second}) {
+		t.Fatalf("waits %v, want 1s 1s 2s 4s first", waits)
+	}
+	if checks != 5 || runs != 6 || got.Attempt != 2 {
+		t.Fatalf("%d checks, %d runs, attempt %d: want 5 checks (the retry replays the result), 6 runs, attempt 2", checks, runs, got.Attempt)
+	}
+	if names := stepNames(got); !slices.Equal(names, []string{"ready#start", "ready"}) {
+		t.Fatalf("steps %v", names)
+	}
+}
+
+// A condition not met within its timeout fails the task, naming it.
+func TestPollTimesOut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["poller"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		return lifecycle.PollOf(ctx, "never", lifecycle.Poll{Min: time.Minute, Max: time.Hour, Timeout: 3 * time.Hour},
+			func(context.Context) ([]byte, bool, error) { return nil, false, nil })
+	}
+	e.exec.Process(t.Context(), nil, msg("p", inline(t, "poller", "p", "", 3)))
+	for i := 0; i < 20 && e.get(t, "p").Status == lease.StatusPending; i++ {
+		e.clock.Advance(e.get(t, "p").RunAt.Sub(e.clock.Now()))
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprint("p", i), token.Ref("p")))
+	}
+	if got := e.get(t, "p"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, `condition "never" not met within 3h0m0s`) {
+		t.Fatalf("task %s %q, want FAILED naming the condition and its timeout", got.Status, got.Error)
+	}
+	if waited := e.clock.Now().Sub(epoch); waited != 3*time.Hour {
+		t.Fatalf("failed after %s, want at the 3h timeout", waited)
 	}
 }
