@@ -21,7 +21,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
-	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -387,57 +387,25 @@ func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...Bat
 // reports: large enough to keep its concurrent calls busy.
 const enqueueChunk = 400
 
-// newTask checks a submission and turns it into a task record.
+// newTask checks a submission and turns it into a task record: the
+// client's defaults (queue, id, attempts), then the rules every way of
+// enqueueing applies (internal/submit).
 func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
-	nt := lease.NewTask{ID: s.ID, Kind: s.Kind, MaxAttempts: s.MaxAttempts, Queue: s.Queue, After: s.After, AfterAny: s.AfterAny}
-	if nt.Queue == "" {
-		nt.Queue = c.kindQueues[s.Kind]
+	r := submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload, MaxAttempts: s.MaxAttempts, Queue: s.Queue,
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout}
+	if r.Queue == "" {
+		r.Queue = c.kindQueues[s.Kind]
 	}
-	if nt.ID == "" {
+	if r.ID == "" {
 		if s.idGiven {
-			return nt, fmt.Errorf("%w: the ID option was given an empty id; leave it out for a random one", ErrInvalid)
+			return lease.NewTask{Kind: s.Kind}, fmt.Errorf("%w: the ID option was given an empty id; leave it out for a random one", ErrInvalid)
 		}
-		nt.ID = newTaskID()
+		r.ID = newTaskID()
 	}
-	if nt.MaxAttempts == 0 {
-		nt.MaxAttempts = c.opts.maxAttempts
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = c.opts.maxAttempts
 	}
-	switch {
-	case len(s.After) > 0 && (s.Delay != 0 || !s.RunAt.IsZero()):
-		return nt, fmt.Errorf("%w: a task with dependencies starts when they end; it takes no delay or start time", ErrInvalid)
-	case s.WaitTimeout != 0 && len(s.After) == 0:
-		return nt, fmt.Errorf("%w: a wait timeout is for a task with dependencies", ErrInvalid)
-	case s.WaitTimeout < 0 || s.WaitTimeout > token.MaxWaitTimeout:
-		return nt, fmt.Errorf("%w: wait timeout %s is outside (0, %s]", ErrInvalid, s.WaitTimeout, token.MaxWaitTimeout)
-	case s.Delay < 0:
-		return nt, fmt.Errorf("%w: negative delay %s", ErrInvalid, s.Delay)
-	case s.Delay > 0 && !s.RunAt.IsZero():
-		return nt, fmt.Errorf("%w: a task takes a delay or a start time, not both", ErrInvalid)
-	case s.Delay > token.MaxSubmissionDelay, !s.RunAt.IsZero() && s.RunAt.Sub(now) > token.MaxSubmissionDelay:
-		return nt, fmt.Errorf("%w: a task may start at most %d days ahead", ErrInvalid, int(token.MaxSubmissionDelay/(24*time.Hour)))
-	case s.Delay > 0:
-		nt.RunAt = now.Add(s.Delay)
-	default:
-		nt.RunAt = s.RunAt
-	}
-	if len(s.After) > 0 {
-		// Set here, not left to the store's default, so that the token
-		// sent before the create carries it too (a worker that creates
-		// the task from it uses the same deadline).
-		nt.WaitUntil = now.Add(cmp.Or(s.WaitTimeout, lease.DefaultWaitTimeout))
-	}
-	payload, err := lease.EncodeJSON("payload", s.Payload)
-	if err != nil {
-		return nt, err
-	}
-	nt.Payload = payload
-	if err := nt.Validate(); err != nil {
-		if s.ID != "" {
-			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(s.ID), err)
-		}
-		return nt, err
-	}
-	return nt, nil
+	return submit.NewTask(r, now)
 }
 
 // newTaskID returns a random version-4 UUID.

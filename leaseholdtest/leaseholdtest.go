@@ -1,5 +1,7 @@
-// Package leaseholdtest runs task handlers in unit tests, without a queue,
-// a table or a worker.
+// Package leaseholdtest runs task handlers in unit tests, without AWS. It
+// has two levels.
+//
+// # One attempt: Run and RunKind
 //
 // Run registers a handler with leasehold.Handle and calls it through the
 // same adapter the worker calls: the payload is encoded to JSON and decoded
@@ -10,7 +12,36 @@
 // deadline are the ones you give, with defaults for those you leave zero.
 // Nothing renews a lease and nothing is recorded; OutcomeOf says what the
 // worker would record for the error a handler returned (retry, snooze,
-// cancel, fail).
+// cancel, fail). RunKind does the same for a kind of a *leasehold.Handlers.
+// The handler runs outside a worker, so the calls of package workflow
+// (Step, Sleep, AwaitChildren, CallbackToken, ...) fail in it with an
+// error saying so: test workflows with an Env.
+//
+// # Whole workflows: Env
+//
+// New returns an Env: the real worker on the in-memory lease store, with
+// in-memory queues and a fake clock. Enqueue tasks as a client would, let
+// Run deliver their messages until nothing can make progress, and read
+// each task's status, result, steps and waits with Task:
+//
+//	hs := leasehold.NewHandlers()
+//	leasehold.Handle(hs, "invoice", invoice)    // steps, a 72h workflow.Sleep
+//	leasehold.Handle(hs, "ship", stubShip)      // a child's kind, stubbed
+//	env := leaseholdtest.New(t, hs)
+//	id, err := env.Enqueue("invoice", order, leasehold.MaxAttempts(3))
+//	...
+//	if err := env.Run(); err != nil { // returns at once: the sleep is on the fake clock
+//		t.Fatal(err)
+//	}
+//	got, err := env.Task(id) // got.Status, got.Result, got.StepNames(), got.Wait
+//
+// Children spawned with workflow.AwaitChildren run by the handlers
+// registered for their kinds; a kind with no handler is an error
+// (ErrNoHandler), never a task left pending. Retries wait out their
+// backoff, snoozes and sleeps their delay, on the fake clock, which Run
+// advances to the next thing due. A task waiting for a callback stops
+// Run; take its token with CallbackToken (or from the handler), answer it
+// with CompleteCallback or FailCallback, and Run again.
 package leaseholdtest
 
 import (

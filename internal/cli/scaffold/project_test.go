@@ -113,7 +113,7 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 	run(t, ctx, dir, nil, "go", "build", "./...")
 	run(t, ctx, dir, nil, "go", "vet", "./...")
 	out := run(t, ctx, dir, env, "go", "test", "-race", "-count=1", "-v", "./...")
-	for _, name := range []string{"TestResize", "TestResizeRejectsABadPayload", "TestRegisteredKinds"} {
+	for _, name := range []string{"TestResize", "TestResizeRejectsABadPayload", "TestResizeThroughTheWorker", "TestRegisteredKinds"} {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("the project's %s did not pass:\n%s", name, out)
 		}

@@ -1,0 +1,69 @@
+// Package submit turns what a caller asks to enqueue into a task record,
+// with the checks every way of enqueueing makes (the client, and
+// leaseholdtest's in-memory Env): one set of rules, in one place.
+package submit
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// Request is a submission as the caller gave it. ID, MaxAttempts and
+// Queue are the caller's to default before NewTask.
+type Request struct {
+	ID, Kind    string
+	Payload     any // encoded as JSON (a json.RawMessage passes through)
+	MaxAttempts int
+	Queue       string
+	After       []string
+	AfterAny    bool // After's tasks need only end, not succeed
+	Delay       time.Duration
+	RunAt       time.Time
+	WaitTimeout time.Duration
+}
+
+// NewTask checks r at now and returns its task record. A request the
+// rules refuse is an error wrapping lease.ErrInvalid.
+func NewTask(r Request, now time.Time) (lease.NewTask, error) {
+	nt := lease.NewTask{ID: r.ID, Kind: r.Kind, MaxAttempts: r.MaxAttempts, Queue: r.Queue, After: r.After, AfterAny: r.AfterAny}
+	switch {
+	case len(r.After) > 0 && (r.Delay != 0 || !r.RunAt.IsZero()):
+		return nt, fmt.Errorf("%w: a task with dependencies starts when they end; it takes no delay or start time", lease.ErrInvalid)
+	case r.WaitTimeout != 0 && len(r.After) == 0:
+		return nt, fmt.Errorf("%w: a wait timeout is for a task with dependencies", lease.ErrInvalid)
+	case r.WaitTimeout < 0 || r.WaitTimeout > token.MaxWaitTimeout:
+		return nt, fmt.Errorf("%w: wait timeout %s is outside (0, %s]", lease.ErrInvalid, r.WaitTimeout, token.MaxWaitTimeout)
+	case r.Delay < 0:
+		return nt, fmt.Errorf("%w: negative delay %s", lease.ErrInvalid, r.Delay)
+	case r.Delay > 0 && !r.RunAt.IsZero():
+		return nt, fmt.Errorf("%w: a task takes a delay or a start time, not both", lease.ErrInvalid)
+	case r.Delay > token.MaxSubmissionDelay, !r.RunAt.IsZero() && r.RunAt.Sub(now) > token.MaxSubmissionDelay:
+		return nt, fmt.Errorf("%w: a task may start at most %d days ahead", lease.ErrInvalid, int(token.MaxSubmissionDelay/(24*time.Hour)))
+	case r.Delay > 0:
+		nt.RunAt = now.Add(r.Delay)
+	default:
+		nt.RunAt = r.RunAt
+	}
+	if len(r.After) > 0 {
+		// Set here, not left to the store's default, so that a token sent
+		// before the create carries it too (a worker that creates the
+		// task from it uses the same deadline).
+		nt.WaitUntil = now.Add(cmp.Or(r.WaitTimeout, lease.DefaultWaitTimeout))
+	}
+	payload, err := lease.EncodeJSON("payload", r.Payload)
+	if err != nil {
+		return nt, err
+	}
+	nt.Payload = payload
+	if err := nt.Validate(); err != nil {
+		if r.ID != "" {
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), err)
+		}
+		return nt, err
+	}
+	return nt, nil
+}

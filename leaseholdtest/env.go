@@ -1,0 +1,548 @@
+package leaseholdtest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/handlerhook"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/submit"
+	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
+)
+
+// DefaultMaxDeliveries bounds the messages one Env.Run delivers unless
+// SetMaxDeliveries says otherwise: a workflow that has not settled by then
+// (a handler that snoozes for ever, say) makes Run return an error
+// matching ErrTooManyDeliveries instead of looping.
+const DefaultMaxDeliveries = 10_000
+
+// Errors of an Env.
+var (
+	// ErrNoHandler: a task's kind has no handler in the Env's handlers. In
+	// production another worker might know the kind and the task would be
+	// offered again for a day; in an Env nothing else ever will, so it is
+	// an error at once. Register the kind, or a stub handler for a child's.
+	ErrNoHandler = errors.New("no handler registered for the task's kind")
+	// ErrTooManyDeliveries: Run delivered its bound of messages
+	// (DefaultMaxDeliveries, or SetMaxDeliveries) and tasks were still due
+	// to run.
+	ErrTooManyDeliveries = errors.New("too many deliveries in one Run")
+	// ErrDeadLetter: the worker rejected a message (sent it to the
+	// dead-letter queue), or a message reached the queue's
+	// maxReceiveCount. Neither should happen to a task enqueued with
+	// Enqueue; the error carries the worker's reason.
+	ErrDeadLetter = errors.New("message dead-lettered")
+)
+
+// start is the fake clock's time when New returns.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Env is a leasehold in memory for unit tests of workflows: the real
+// worker (the executor a deployed worker runs), the in-memory lease store
+// (the one that passes the DynamoDB store's conformance suite), in-memory
+// work queues with SQS's delays and visibility, the real sweep, and a fake
+// clock. Handlers run as they would deployed, so workflow.Step,
+// workflow.Sleep, workflow.AwaitChildren, workflow.AwaitCallback,
+// workflow.CallbackToken and workflow.Dependencies all work, and every
+// step and wait is recorded in the store, where Task reads it.
+//
+// Time is the fake clock's: Run moves it forward to the next thing due
+// (a delayed message, a backoff, a snooze, a sleep's wake-up, a wait's
+// deadline), so a 72-hour workflow.Sleep or a retry's backoff costs no
+// wall-clock time. The clock starts at 2026-01-01T00:00:00Z.
+//
+// Run delivers messages one at a time, in the order they become visible,
+// from the goroutine that calls it; the worker runs each handler on a
+// goroutine of its own and joins it before it moves on. An Env starts no
+// goroutine of its own. Its methods are safe for concurrent use, except
+// that Run must not be called from a handler (it returns an error) and a
+// handler must not wait on the fake clock (nothing advances it while a
+// handler runs).
+type Env struct {
+	t        testing.TB
+	ctx      context.Context
+	handlers *leasehold.Handlers
+	clock    *clockwork.FakeClock
+	store    *leasemem.Store
+	queue    *memQueue
+	exec     *lifecycle.Executor
+	sweeper  *dispatch.Dispatcher
+
+	mu            sync.Mutex
+	maxDeliveries int
+	running       bool
+	closed        bool
+	ids           int
+	tokens        map[string]string // task id: the last callback token its handler took
+	unknown       []lease.Task      // tasks claimed with a kind that has no handler
+}
+
+// New returns an empty Env that runs the handlers registered in handlers.
+// It registers nothing itself: a test stubs a kind (a child's, say) by
+// registering a stub handler for it. The Env is closed when t's test ends.
+func New(t testing.TB, handlers *leasehold.Handlers) *Env {
+	t.Helper()
+	if handlers == nil {
+		t.Fatal("leaseholdtest.New: handlers is nil; build them with leasehold.NewHandlers and leasehold.Handle")
+	}
+	e := &Env{
+		t: t, ctx: t.Context(), handlers: handlers,
+		clock:  clockwork.NewFakeClockAt(start),
+		tokens: map[string]string{}, maxDeliveries: DefaultMaxDeliveries,
+	}
+	e.queue = &memQueue{clock: e.clock}
+	e.store = leasemem.New(lease.Options{Clock: e.clock})
+	exec, err := lifecycle.New(lifecycle.Config{
+		Store:         e.store,
+		SQS:           e.queue,
+		QueueURL:      workQueueURL,
+		Queues:        names{},
+		DeadLetterURL: deadLetterURL,
+		Handlers:      e.handler,
+		Owner:         "leaseholdtest",
+		LeaseDuration: e.store.Options().LeaseDuration,
+		Clock:         e.clock,
+		Observer:      observer{e},
+	})
+	if err != nil {
+		t.Fatalf("leaseholdtest.New: %v", err)
+	}
+	e.exec = exec
+	e.sweeper, err = dispatch.New(e.dispatchConfig())
+	if err != nil {
+		t.Fatalf("leaseholdtest.New: %v", err)
+	}
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.closed = true
+	})
+	return e
+}
+
+func (e *Env) dispatchConfig() dispatch.Config {
+	return dispatch.Config{
+		Store: e.store, SQS: e.queue, WorkQueueURL: workQueueURL, Queues: names{},
+		DispatchGrace:      e.store.Options().DispatchGrace,
+		DefaultMaxAttempts: settings.DefaultMaxAttempts,
+		Concurrency:        1, SweepConcurrency: 1,
+		Clock: e.clock,
+	}
+}
+
+// handler finds the handler of kind and records the callback token it
+// takes, for CallbackToken.
+func (e *Env) handler(kind string) (lifecycle.Handler, bool) {
+	h, ok := handlerhook.Lookup(e.handlers, kind)
+	if !ok {
+		return nil, false
+	}
+	return func(ctx context.Context, t lease.Task) ([]byte, error) {
+		defer func() {
+			if tok, ok := lifecycle.TakenCallbackToken(ctx); ok {
+				e.mu.Lock()
+				e.tokens[t.ID] = tok
+				e.mu.Unlock()
+			}
+		}()
+		return h(ctx, t)
+	}, true
+}
+
+// observer hears how each attempt ended; it notes the tasks whose kind had
+// no handler.
+type observer struct{ e *Env }
+
+func (o observer) Ended(a lifecycle.Ended) {
+	if a.Outcome == lifecycle.OutcomeUnknownKind {
+		o.e.mu.Lock()
+		o.e.unknown = append(o.e.unknown, a.Task)
+		o.e.mu.Unlock()
+	}
+}
+
+// SetMaxDeliveries sets the bound of the messages one Run delivers (at
+// least 1; DefaultMaxDeliveries until set).
+func (e *Env) SetMaxDeliveries(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.maxDeliveries = max(n, 1)
+}
+
+// Clock is the Env's fake clock. Advance it to let time pass between Runs
+// (a callback's timeout, say); Run advances it itself while tasks are due.
+func (e *Env) Clock() *clockwork.FakeClock { return e.clock }
+
+// Enqueue stores a task of kind with payload (encoded as JSON; a
+// json.RawMessage passes through) and puts its token on its queue, as
+// leasehold.Client.Enqueue does, and returns its id. It takes the
+// client's options: leasehold.ID, MaxAttempts, Delay, At, After,
+// AfterAny, WaitTimeout and Queue (any valid name: every queue exists).
+// Without ID the task gets the id "task-1", "task-2", ...; an empty ID
+// counts as none. Nothing runs until Run.
+//
+// A kind with no handler gives an error matching ErrNoHandler, a
+// submission the client would refuse one matching leasehold.ErrInvalid,
+// an id taken by the same kind and payload leasehold.ErrAlreadyExists
+// (the id is returned) and by another leasehold.ErrConflict.
+func (e *Env) Enqueue(kind string, payload any, opts ...leasehold.EnqueueOption) (string, error) {
+	if err := e.usable(); err != nil {
+		return "", err
+	}
+	s := leasehold.Submission{Kind: kind, Payload: payload}
+	for _, o := range opts {
+		o(&s)
+	}
+	if _, ok := handlerhook.Lookup(e.handlers, kind); !ok {
+		return "", fmt.Errorf("leaseholdtest: enqueue of kind %q: %w", kind, ErrNoHandler)
+	}
+	if s.ID == "" {
+		s.ID = e.newID()
+	}
+	nt, err := newTask(s, e.clock.Now())
+	if err != nil {
+		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
+	}
+	res, err := dispatch.Enqueue(e.ctx, e.store, e.queue, workQueueURL, []lease.NewTask{nt}, func(c *dispatch.Config) { *c = e.dispatchConfig() })
+	switch {
+	case len(res) == 1 && res[0].Err != nil:
+		return s.ID, fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, res[0].Err)
+	case err != nil:
+		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
+	case res[0].Duplicate:
+		return s.ID, fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, leasehold.ErrAlreadyExists)
+	}
+	return s.ID, nil
+}
+
+// newID returns the first id "task-N" not taken.
+func (e *Env) newID() string {
+	for {
+		e.mu.Lock()
+		e.ids++
+		id := fmt.Sprintf("task-%d", e.ids)
+		e.mu.Unlock()
+		if _, err := e.store.Get(e.ctx, id); errors.Is(err, lease.ErrNotFound) {
+			return id
+		}
+	}
+}
+
+// newTask turns a submission into a task record with the client's rules
+// (internal/submit).
+func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
+	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
+		MaxAttempts: cmp.Or(s.MaxAttempts, settings.DefaultMaxAttempts), Queue: s.Queue,
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout}, now)
+}
+
+// Run delivers the queued messages to the worker, one at a time, until no
+// task can make progress, and returns nil then. When no message is visible
+// it runs the sweep (which dispatches tasks due beyond SQS's 15-minute
+// delay, such as a long sleep's wake-up), and when that dispatches
+// nothing either while some task is PENDING or RUNNING, it advances the
+// fake clock to the next message or sweep entry and goes on. It stops when
+// every task has ended or WAITS (for a callback, for children or
+// dependencies that wait too): it does not advance the clock for waits
+// alone, so a waiting callback does not time out unless the test advances
+// the clock itself and calls Run again.
+//
+// Run's error is about the Env, not the tasks (a task that FAILED is a
+// result; read it with Task): ErrNoHandler when a task (a child, say) is
+// claimed whose kind has no handler, ErrTooManyDeliveries past its bound
+// (SetMaxDeliveries), ErrDeadLetter, or the error of a store or sweep
+// call.
+func (e *Env) Run() error {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return errors.New("leaseholdtest: Run after the test ended")
+	case e.running:
+		e.mu.Unlock()
+		return errors.New("leaseholdtest: Run called while Run runs (from a handler?)")
+	}
+	e.running = true
+	maxDeliveries := e.maxDeliveries
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.running = false
+		e.mu.Unlock()
+	}()
+
+	deliveries := 0
+	for {
+		if err := e.trouble(); err != nil {
+			return err
+		}
+		m, dead, ok := e.queue.receive()
+		if dead {
+			continue // trouble reports it
+		}
+		if ok {
+			if deliveries == maxDeliveries {
+				live, _ := e.liveTasks(5)
+				return fmt.Errorf("leaseholdtest: %w: %d, and tasks %s are still due to run", ErrTooManyDeliveries, maxDeliveries, strings.Join(live, ", "))
+			}
+			deliveries++
+			if r := e.exec.Process(e.ctx, nil, m); r.Ack {
+				_, _ = e.queue.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(m.QueueURL), ReceiptHandle: aws.String(m.ReceiptHandle)})
+			}
+			continue
+		}
+		now := e.clock.Now()
+		due, ok, err := e.nextDue()
+		if err != nil {
+			return err
+		}
+		if ok && !due.After(now) {
+			st, err := e.sweeper.Sweep(e.ctx, now)
+			if err != nil {
+				return fmt.Errorf("leaseholdtest: sweep: %w", err)
+			}
+			if st.Dispatched > 0 {
+				continue
+			}
+			if due, ok, err = e.nextDue(); err != nil { // the sweep moved entries it left to their holders
+				return err
+			}
+		}
+		live, err := e.liveTasks(5)
+		if err != nil || len(live) == 0 {
+			return err
+		}
+		next, queued := e.queue.nextVisible()
+		if !queued || ok && due.Before(next) {
+			next = due
+		}
+		if !next.After(now) {
+			return fmt.Errorf("leaseholdtest: tasks %s are due to run, but no message or sweep entry will bring them (a bug in leasehold or the kit)", strings.Join(live, ", "))
+		}
+		e.clock.Advance(next.Sub(now))
+	}
+}
+
+// trouble returns the first error Run must stop for: a task whose kind has
+// no handler, or a dead-lettered message.
+func (e *Env) trouble() error {
+	e.mu.Lock()
+	unknown := e.unknown
+	e.unknown = nil
+	e.mu.Unlock()
+	if len(unknown) > 0 {
+		t := unknown[0]
+		return fmt.Errorf("leaseholdtest: task %s of kind %q: %w (register one, or a stub handler for a child's kind, with leasehold.Handle)", t.ID, t.Kind, ErrNoHandler)
+	}
+	if dead := e.queue.takeDead(); len(dead) > 0 {
+		return fmt.Errorf("leaseholdtest: %w: %s (message %s)", ErrDeadLetter, dead[0].reason, dead[0].body)
+	}
+	return nil
+}
+
+// liveTasks lists up to limit tasks that are PENDING or RUNNING: those
+// that time can still move on.
+func (e *Env) liveTasks(limit int) ([]string, error) {
+	var ids []string
+	for _, s := range []lease.Status{lease.StatusPending, lease.StatusRunning} {
+		page, _, err := e.store.List(e.ctx, s, limit, "")
+		if err != nil {
+			return nil, fmt.Errorf("leaseholdtest: list %s tasks: %w", s, err)
+		}
+		for _, t := range page {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids[:min(len(ids), limit)], nil
+}
+
+// nextDue is the earliest time in the sweep index.
+func (e *Env) nextDue() (time.Time, bool, error) {
+	var next time.Time
+	horizon := e.clock.Now().Add(100 * 365 * 24 * time.Hour)
+	for _, shard := range lease.Shards() {
+		due, err := e.store.Due(e.ctx, shard, horizon, 1)
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("leaseholdtest: read the sweep index: %w", err)
+		}
+		if len(due) == 1 && (next.IsZero() || due[0].DispatchAt.Before(next)) {
+			next = due[0].DispatchAt
+		}
+	}
+	return next, !next.IsZero(), nil
+}
+
+// TaskState is a task as the store holds it: the client's view
+// (leasehold.TaskInfo: status, attempt, result, error, history, and what
+// it waits for in Wait, WaitFor, Ended and WaitUntil) and its recorded
+// steps.
+type TaskState struct {
+	leasehold.TaskInfo
+	// Steps are the steps the handler recorded, in the order they were
+	// first finished: those of workflow.Step, and the sleeps of
+	// workflow.Sleep ("sleep#1", ...: their result is the wake-up time in
+	// Unix milliseconds).
+	Steps []Step
+}
+
+// Step is one recorded step: its name and its JSON result.
+type Step struct {
+	Name   string
+	Result json.RawMessage
+}
+
+// StepNames lists the names of s.Steps, in order.
+func (s TaskState) StepNames() []string {
+	names := make([]string, len(s.Steps))
+	for i, st := range s.Steps {
+		names[i] = st.Name
+	}
+	return names
+}
+
+// Task reads the task id as the store holds it now. A task that does not
+// exist gives an error matching leasehold.ErrNotFound.
+func (e *Env) Task(id string) (TaskState, error) {
+	t, err := e.store.Get(e.ctx, id)
+	if err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
+	return stateOf(t), nil
+}
+
+// stateOf is the TaskState of a stored task.
+func stateOf(t lease.Task) TaskState {
+	raw := func(b []byte) json.RawMessage {
+		if len(b) == 0 {
+			return nil
+		}
+		return json.RawMessage(append([]byte(nil), b...))
+	}
+	s := TaskState{TaskInfo: leasehold.TaskInfo{
+		ID: t.ID, Kind: t.Kind, Status: leasehold.Status(t.Status), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
+		Payload: raw(t.Payload), Result: raw(t.Result), Error: t.Error, CancelRequested: t.CancelRequested,
+		RunAt: t.RunAt, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt,
+		HistoryDropped: t.HistoryDropped, Snoozes: t.Snoozes, Queue: t.Queue,
+		Parent: t.Parent, Wait: string(t.Wait), WaitFor: t.WaitFor, Ended: t.Ended, WaitUntil: t.WaitUntil,
+	}}
+	if t.Status == lease.StatusRunning {
+		s.LeaseOwner, s.LeaseUntil = t.LeaseOwner, t.LeaseUntil
+	}
+	for _, w := range t.Waiters {
+		s.Waiters = append(s.Waiters, w.ID)
+	}
+	for _, a := range t.History {
+		s.History = append(s.History, leasehold.AttemptInfo{Attempt: a.Attempt, Status: leasehold.Status(a.Status), Error: a.Error, At: a.At})
+	}
+	for _, st := range t.Steps {
+		s.Steps = append(s.Steps, Step{Name: st.Name, Result: raw(st.Result)})
+	}
+	return s
+}
+
+// CallbackToken returns the callback token the handler of task id took
+// (workflow.CallbackToken) in the attempt that now waits for its
+// callback: the very token it handed out. A task that does not wait for a
+// callback gives an error matching leasehold.ErrNotWaiting.
+func (e *Env) CallbackToken(id string) (string, error) {
+	t, err := e.store.Get(e.ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
+	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
+		return "", fmt.Errorf("leaseholdtest: %w: task %s is %s, not waiting for a callback", leasehold.ErrNotWaiting, id, t.Status)
+	}
+	e.mu.Lock()
+	tok, ok := e.tokens[id]
+	e.mu.Unlock()
+	if cb, err := token.ParseCallback(tok); !ok || err != nil || cb.Fence != t.Fence || cb.Attempt != t.Attempt {
+		return "", fmt.Errorf("leaseholdtest: task %s waits for a callback, but the kit saw no token of its attempt %d taken", id, t.Attempt)
+	}
+	return tok, nil
+}
+
+// CompleteCallback ends the waiting attempt the callback token names: the
+// task SUCCEEDS with result (encoded as JSON), as
+// leasehold.Client.CompleteCallback does, with the same store write; a
+// parent waiting for the task is told at the next Run. A token is
+// accepted once; any other use gives an error matching
+// leasehold.ErrBadCallback. Call it between Runs: a token whose attempt
+// has not suspended yet (a handler that completes its own callback) is
+// refused.
+func (e *Env) CompleteCallback(callbackToken string, result any) error {
+	r, err := lease.EncodeJSON("result", result)
+	if err != nil {
+		return fmt.Errorf("leaseholdtest: complete callback: %w", err)
+	}
+	return e.endWait(callbackToken, lease.StatusSucceeded, r, "")
+}
+
+// FailCallback ends the waiting attempt the callback token names: the task
+// FAILS for good with reason, as leasehold.Client.FailCallback does.
+func (e *Env) FailCallback(callbackToken, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("leaseholdtest: %w: a failed callback needs a reason", leasehold.ErrInvalid)
+	}
+	return e.endWait(callbackToken, lease.StatusFailed, nil, reason)
+}
+
+func (e *Env) endWait(callbackToken string, status lease.Status, result []byte, reason string) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	cb, err := token.ParseCallback(callbackToken)
+	if err != nil {
+		return fmt.Errorf("leaseholdtest: %w: %w", leasehold.ErrBadCallback, err)
+	}
+	w := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}
+	if lease.IsCallbackHash(cb.Nonce) { // an operator's token
+		w.Nonce, w.Hash = "", cb.Nonce
+	}
+	t, err := e.store.EndWait(e.ctx, w)
+	var we *lease.WaitError
+	switch {
+	case err == nil:
+	case errors.As(err, &we) && we.Task.Status == lease.StatusRunning && we.Task.Fence == cb.Fence:
+		return fmt.Errorf("leaseholdtest: %w: task %s has not suspended yet; complete its callback after Run returns", leasehold.ErrBadCallback, cb.ID)
+	case errors.Is(err, leasehold.ErrBadCallback):
+		return fmt.Errorf("leaseholdtest: %w", err)
+	default:
+		return fmt.Errorf("leaseholdtest: %w: %w", leasehold.ErrBadCallback, err)
+	}
+	if len(t.Waiters) == 0 {
+		return nil
+	}
+	// Hand the telling of its waiters to the worker, as the client does:
+	// a reference token, which finds the task ended.
+	url, err := names{}.URL(e.ctx, t.Queue)
+	if err == nil {
+		_, err = e.queue.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(token.Ref(t.ID))})
+	}
+	return err
+}
+
+// usable refuses calls after the test ended.
+func (e *Env) usable() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("leaseholdtest: the Env's test has ended")
+	}
+	return nil
+}
