@@ -30,6 +30,9 @@ type Workflows struct {
 	// Steps maps each task written as workflow.Step calls to its number
 	// of steps.
 	Steps map[string]int
+	// Sleeps maps the step tasks that sleep (workflow.Sleep) to the step
+	// after which they do.
+	Sleeps map[string]int
 	// Cancels are the cancels of parents (Fans) the test made.
 	Cancels []CancelCall
 }
@@ -128,6 +131,10 @@ type WorkflowReport struct {
 	// steps whose result no completed run of the function made, and
 	// succeeded step tasks missing a step.
 	StepTwice, StepRerun, StepUnrun int
+	// EarlyWake: step tasks whose step after a sleep ran before the
+	// sleep's recorded wake-up. Slept: sleeping step tasks that
+	// SUCCEEDED, every step after the sleep run after its wake-up.
+	EarlyWake, Slept int
 
 	ResumedRuns int // runs of parents with their children's outcomes
 	// KillsDuringFanIn counts the worker processes killed (or exited)
@@ -483,7 +490,17 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 		}
 		seen := map[string]int{}
 		var twice []string
+		wake := time.Time{} // the sleep's recorded wake-up
 		for _, st := range rec.Steps {
+			if strings.HasPrefix(st.Name, "sleep#") {
+				ms, err := strconv.ParseInt(string(st.Result), 10, 64)
+				if err != nil || !wake.IsZero() {
+					r.StepUnrun++
+					flag("step_unrun", fmt.Sprintf("%s: sleep step %s=%s: want one, holding a time", id, st.Name, st.Result))
+				}
+				wake = time.UnixMilli(ms)
+				continue
+			}
 			seen[st.Name]++
 			if seen[st.Name] == 2 {
 				twice = append(twice, st.Name)
@@ -508,6 +525,22 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 		if rec.Status == lease.StatusSucceeded && len(seen) != wf.Steps[id] {
 			r.StepUnrun++
 			flag("step_unrun", fmt.Sprintf("%s: SUCCEEDED with %d distinct steps recorded, want %d", id, len(seen), wf.Steps[id]))
+		}
+		if after, sleeps := wf.Sleeps[id]; sleeps && rec.Status == lease.StatusSucceeded {
+			early := false
+			for i := after + 1; i < wf.Steps[id]; i++ {
+				for _, e := range runs[stepKey{id, fmt.Sprintf("s%d", i)}] {
+					if wake.IsZero() || e.At().Before(wake) {
+						early = true
+						flag("early_wake", fmt.Sprintf("%s: step s%d ran at %s, before the sleep's wake-up %s", id, i, stamp(e.At()), stamp(wake)))
+					}
+				}
+			}
+			if early {
+				r.EarlyWake++
+			} else {
+				r.Slept++
+			}
 		}
 		// When each step was certainly recorded: the first write whose
 		// item holds it was answered.

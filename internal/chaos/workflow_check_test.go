@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -257,6 +258,12 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 			s.Steps = s.Steps[:1]
 			in.Records["s"] = s
 		}, []string{"step_unrun"}},
+		{"a sleep woke its task on time", func(in *Input) {
+			sleepBetween(in, at(105))
+		}, nil},
+		{"a step after a sleep ran before its wake-up", func(in *Input) {
+			sleepBetween(in, at(315)) // s1's first run was at 110
+		}, []string{"early_wake"}},
 		{"client told accepted, nothing landed", func(in *Input) {
 			in.Workflows.Answers = append(in.Workflows.Answers, CallbackAnswer{Task: "c", Fence: 1, Via: "client", Accepted: true})
 		}, []string{"callback_lost"}},
@@ -268,4 +275,13 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 			wantOnly(t, Check(in), tc.want...)
 		})
 	}
+}
+
+// sleepBetween makes the step task s sleep between its steps s0 and s1,
+// with the wake-up its sleep step records.
+func sleepBetween(in *Input, wake time.Time) {
+	s := in.Records["s"]
+	s.Steps = []lease.Step{s.Steps[0], {Name: "sleep#1", Result: []byte(strconv.FormatInt(wake.UnixMilli(), 10))}, s.Steps[1]}
+	in.Records["s"] = s
+	in.Workflows.Sleeps = map[string]int{"s": 0}
 }

@@ -49,7 +49,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		wf: chaos.Workflows{
 			Fans: map[string][]string{}, ChildN: map[string]int{},
 			After: map[string][]string{}, AfterAny: map[string]bool{}, Callbacks: map[string]bool{},
-			Steps: map[string]int{},
+			Steps: map[string]int{}, Sleeps: map[string]int{},
 		},
 		expect: map[string]lease.Status{},
 		cancel: map[string]time.Duration{},
@@ -156,8 +156,15 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			failAt, failTimes = rng.IntN(n), 1+rng.IntN(2)
 		}
 		wp.wf.Steps[id] = n
-		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d},"max_attempts":20}`,
-			id, n, 50+rng.IntN(350), failAt, failTimes))
+		// Every third sleeps (workflow.Sleep) 1 to 3 s after one of its
+		// steps: the sleep crosses the workers' kills and restarts.
+		sleepAfter, sleepMS := -1, 0
+		if i%3 == 0 {
+			sleepAfter, sleepMS = rng.IntN(n-1), 1000+rng.IntN(2000)
+			wp.wf.Sleeps[id] = sleepAfter
+		}
+		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d,"sleep_after":%d,"sleep_ms":%d},"max_attempts":20}`,
+			id, n, 50+rng.IntN(350), failAt, failTimes, sleepAfter, sleepMS))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)

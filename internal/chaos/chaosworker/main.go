@@ -93,6 +93,9 @@ type StepsPayload struct {
 	WorkMS    int `json:"work_ms"`
 	FailAt    int `json:"fail_at"`
 	FailTimes int `json:"fail_times"`
+	// SleepMS, when positive, is a workflow.Sleep after step SleepAfter.
+	SleepAfter int `json:"sleep_after"`
+	SleepMS    int `json:"sleep_ms"`
 }
 
 // StepResult is what a step's function returns, and so what is recorded:

@@ -145,6 +145,9 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 				ev.write(line)
 				return StepResult{Run: line.Run, Fence: t.Fence}, nil
 			})
+			if err == nil && i == t.Payload.SleepAfter && t.Payload.SleepMS > 0 {
+				err = workflow.Sleep(ctx, time.Duration(t.Payload.SleepMS)*time.Millisecond)
+			}
 			if err != nil {
 				end := base
 				end.Event, end.Outcome, end.Cause, end.AtUS = "end", "error", err.Error(), time.Now().UnixMicro()
