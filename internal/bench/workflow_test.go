@@ -222,8 +222,11 @@ func sleep() shape {
 			"create (PENDING)": 1, "claim": 2, "checkpoint": 3, "finish or release": 2,
 		},
 		// create with its listing entry (2), two claims, the two steps'
-		// and the sleep's checkpoints, the snooze's release and the finish.
-		designWU:      2 + 2 + 3 + 2,
+		// and the sleep's checkpoints (3); the snooze's release puts the
+		// task in the sweep index at its wake-up, which is how a lost
+		// token or a wake-up beyond 15 minutes reaches it (2), and the
+		// finish takes it out (2).
+		designWU:      2 + 2 + 3 + 2 + 2,
 		sfTransitions: 3, sfInvocations: 2,
 		durableOps: 3, durableInvokes: 2,
 		counterpart: "SF: Task, Wait, Task; durable: step, wait, step",
