@@ -118,6 +118,30 @@ func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error
 	return nil, workflow.AwaitCallback(timeout)
 }
 
+// Remind is the payload of the "remind" kind.
+type Remind struct {
+	Name         string `json:"name"`
+	SleepSeconds int    `json:"sleep_seconds"`
+}
+
+// RemindLater is a workflow of two steps with a durable sleep between
+// them: it notes the reminder, sleeps (PENDING, holding no lease), then
+// sends it. A resumed run replays the first step from its record.
+func RemindLater(ctx context.Context, t *leasehold.Task[Remind]) (string, error) {
+	noted, err := workflow.Step(ctx, "note", func(context.Context) (string, error) {
+		return "reminder for " + t.Payload.Name, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := workflow.Sleep(ctx, time.Duration(t.Payload.SleepSeconds)*time.Second); err != nil {
+		return "", err
+	}
+	return workflow.Step(ctx, "send", func(context.Context) (string, error) {
+		return fmt.Sprintf("%s, sent after %ds", noted, t.Payload.SleepSeconds), nil
+	})
+}
+
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "greet", Greet)
@@ -126,4 +150,5 @@ func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "upper", Uppercase)
 	leasehold.Handle(hs, "shout", ShoutAll)
 	leasehold.Handle(hs, "approval", AwaitApproval)
+	leasehold.Handle(hs, "remind", RemindLater)
 }
