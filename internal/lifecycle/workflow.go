@@ -199,7 +199,7 @@ func SleepOf(ctx context.Context, d time.Duration) error {
 		return &PermanentError{Err: fmt.Errorf("step %q: recorded wake-up %q is not a time: %w", name, raw, err)}
 	}
 	if wake := time.UnixMilli(ms); wake.After(clock.Now()) {
-		return fmt.Errorf("%s until %s: %w", name, wake.UTC().Format(time.RFC3339), &SnoozeError{Delay: wake.Sub(clock.Now())})
+		return &pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}
 	}
 	return nil
 }
@@ -268,8 +268,21 @@ func PollOf(ctx context.Context, name string, p Poll, check func(context.Context
 		return nil, &PermanentError{Err: fmt.Errorf("condition %q not met within %s", name, p.Timeout)}
 	}
 	next := min(max(waited, p.Min), p.Max, p.Timeout-waited)
-	return nil, fmt.Errorf("condition %q not met after %s; next check in %s: %w", name, waited.Round(time.Millisecond), next, &SnoozeError{Delay: next})
+	return nil, &pauseError{
+		msg:    fmt.Sprintf("condition %q not met after %s; next check in %s", name, waited.Round(time.Second), next.Round(time.Second)),
+		snooze: SnoozeError{Delay: next},
+	}
 }
+
+// pauseError is the snooze of a sleep or a condition's wait, with the
+// reason the task's history and status show.
+type pauseError struct {
+	msg    string
+	snooze SnoozeError
+}
+
+func (e *pauseError) Error() string { return e.msg }
+func (e *pauseError) Unwrap() error { return &e.snooze }
 
 // markCalled records that this run called the step name; w.mu is held.
 func (w *workflowCtx) markCalled(name string) {
