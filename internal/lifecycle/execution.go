@@ -80,7 +80,20 @@ type execution struct {
 	// call's timeout.
 	detached context.Context
 
-	state   State
+	state State
+	// replaced: a fresh token for the task was sent and this message
+	// deleted (or left to be deleted by the acknowledgement); nothing more
+	// may be sent for it, and it is acknowledged whatever happens next.
+	replaced bool
+	// keepMessage: the message must not be acknowledged, because its body
+	// is kept nowhere else (an over-limit inline token without a
+	// dead-letter URL: the queue's redrive policy moves it).
+	keepMessage bool
+	// finished: the handler returned (false: abandoned at the deadline).
+	// hasClaim: claimInfo is set. (The flags sit together, so that the
+	// record stays in a smaller size class.)
+	finished, hasClaim bool
+
 	tok     token.Token
 	task    lease.Task
 	handler Handler
@@ -95,14 +108,6 @@ type execution struct {
 	// inline token with a create token is claimed first. (A pointer: most
 	// executions have none, and the record stays in a smaller size class.)
 	fallback *lease.NewTask
-	// replaced: a fresh token for the task was sent and this message
-	// deleted (or left to be deleted by the acknowledgement); nothing more
-	// may be sent for it, and it is acknowledged whatever happens next.
-	replaced bool
-	// keepMessage: the message must not be acknowledged, because its body
-	// is kept nowhere else (an over-limit inline token without a
-	// dead-letter URL: the queue's redrive policy moves it).
-	keepMessage bool
 	// flow is the workflow's state: the handler context's view, and what
 	// one workflow state hands the next.
 	flow flowState
@@ -131,14 +136,12 @@ type execution struct {
 	renewerStart clockwork.Timer
 
 	// Finishing.
-	res      handlerResult
-	finished bool // the handler returned (false: abandoned at the deadline)
-	cause    error
+	res   handlerResult
+	cause error
 
-	// claimInfo is the claim of this attempt, for the Observer; hasClaim
-	// says it is set.
+	// claimInfo is the claim of this attempt, for the Observer (when
+	// hasClaim).
 	claimInfo Claim
-	hasClaim  bool
 
 	result Result
 }
@@ -208,8 +211,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 			return x.createFailed(ctx, nt)
 		}
 		if len(nt.After) > 0 {
-			nt.Carried = true // this message brings it back until it is created and registered
-			x.flow.dependent = &nt
+			dep := nt          // its own variable: only a dependent's record moves to the heap
+			dep.Carried = true // this message brings it back until it is created and registered
+			x.flow.handoff = &dep
 			return StateAwaitingDependencies
 		}
 		if tok.CreateToken != "" {
@@ -532,10 +536,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	)
 	switch {
 	case errors.As(err, &children):
-		x.flow.children = children
+		x.flow.handoff = children
 		return StateSpawning
 	case errors.As(err, &callback):
-		x.flow.callback = callback
+		x.flow.handoff = callback
 		return StateAwaitingCallback
 	}
 	steer, delay := SteerOf(err)

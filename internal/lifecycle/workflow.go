@@ -76,14 +76,13 @@ type WaitResults struct {
 // and what one workflow state hands the next (docs/states.md).
 type flowState struct {
 	ctx workflowCtx
-	// dependent is the task StateAwaitingDependencies creates.
-	dependent *lease.NewTask
-	// children and callback are the handler's requests, for StateSpawning
-	// and StateAwaitingCallback.
-	children *AwaitChildrenError
-	callback *AwaitCallbackError
-	// wait is the wait StateAwaitingChildren suspends the task for.
-	wait *lease.Wait
+	// handoff is what the state moved to needs, one at a time (one field,
+	// not four: the execution record stays in a smaller size class):
+	//   - StateAwaitingDependencies: the *lease.NewTask it creates;
+	//   - StateSpawning: the handler's *AwaitChildrenError;
+	//   - StateAwaitingCallback: the handler's *AwaitCallbackError;
+	//   - StateAwaitingChildren: the *lease.Wait it suspends the task for.
+	handoff any
 }
 
 // workflowCtx is the handler context's view of its execution's workflow
@@ -362,19 +361,19 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 
 // runSpawning sends the tokens of the children the handler asked for.
 func (x *execution) runSpawning(ctx context.Context) State {
-	return x.spawn(ctx, x.flow.children)
+	return x.spawn(ctx, x.flow.handoff.(*AwaitChildrenError))
 }
 
 // runAwaitingChildren suspends the task until its children, whose tokens
 // are sent, end.
 func (x *execution) runAwaitingChildren(ctx context.Context) State {
-	return x.suspend(ctx, *x.flow.wait)
+	return x.suspend(ctx, *x.flow.handoff.(*lease.Wait))
 }
 
 // runAwaitingCallback arms the timeout of the callback the handler awaits,
 // then suspends the task for it.
 func (x *execution) runAwaitingCallback(ctx context.Context) State {
-	return x.awaitCallback(ctx, x.flow.callback)
+	return x.awaitCallback(ctx, x.flow.handoff.(*AwaitCallbackError))
 }
 
 // spawn sends the children's tokens; the task is then suspended until they
@@ -439,7 +438,7 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 		}
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
-	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until}
+	x.flow.handoff = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until}
 	return StateAwaitingChildren
 }
 
@@ -724,7 +723,7 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 // runAwaitingDependencies creates the inline token's task, which has
 // dependencies, WAITING for them.
 func (x *execution) runAwaitingDependencies(ctx context.Context) State {
-	return x.createWaiting(ctx, *x.flow.dependent)
+	return x.createWaiting(ctx, *x.flow.handoff.(*lease.NewTask))
 }
 
 // createWaiting creates a task with dependencies (WAITING) from its token,
