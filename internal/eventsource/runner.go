@@ -48,6 +48,8 @@ type Runner struct {
 	handler Handler
 	log     *slog.Logger
 	running atomic.Bool
+	// deletes batches the deletes of processed messages (deletes.go).
+	deletes *deletes
 }
 
 // New checks cfg, fills in defaults and returns a Runner. Every problem with
@@ -104,11 +106,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		"batch_size", r.cfg.BatchSize, "batch_window", r.cfg.BatchWindow,
 		"invocation_timeout", r.cfg.InvocationTimeout)
 
+	r.deletes = newDeletes(r)
+	stopDeletes := make(chan struct{})
+	var deleter sync.WaitGroup
+	deleter.Go(func() { r.deletes.run(context.WithoutCancel(ctx), stopDeletes) })
 	var wg sync.WaitGroup
 	for i := range r.cfg.Pollers {
 		wg.Go(func() { r.poll(ctx, queue, r.log.With("poller", i)) })
 	}
 	wg.Wait()
+	// Every batch has ended: the last deletes go out before Run returns.
+	close(stopDeletes)
+	deleter.Wait()
 	r.log.Info("event source stopped")
 	return nil
 }
@@ -252,9 +261,9 @@ func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.
 		for {
 			select {
 			case <-early.wake:
-				r.deleteMessages(detached, early.take(), log)
+				r.deletes.add(early.take())
 			case <-stop:
-				r.deleteMessages(detached, early.take(), log)
+				r.deletes.add(early.take())
 				return
 			}
 		}
@@ -293,7 +302,7 @@ func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.
 		}
 	}
 	log.Debug("batch handled", "duration", time.Since(start), "failed", len(keep), "deleted_early", count(acked))
-	r.deleteMessages(detached, done, log)
+	r.deletes.add(done)
 }
 
 func count(bs []bool) int {
