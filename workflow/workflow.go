@@ -1,10 +1,12 @@
 // Package workflow is what a leasehold handler uses to be more than one
 // attempt of one task: steps whose results are recorded once per task,
-// children it fans out to and waits for, the outcomes of the tasks it
-// depends on, and callbacks from outside systems.
+// durable sleeps (Sleep) and waits for a condition (WaitFor), children it
+// fans out to and waits for, the outcomes of the tasks it depends on, and
+// callbacks from outside systems.
 //
 // Every function here works inside a handler run by a leasehold.Worker (or
-// by leaseholdtest); elsewhere it returns an error saying so. A waiting
+// by leaseholdtest.Env, which runs workflows in unit tests on a fake
+// clock); elsewhere it returns an error saying so. A waiting
 // task holds no lease and costs nothing until what it waits for happens:
 // AwaitChildren and AwaitCallback are errors the handler returns, the
 // worker records the wait in one conditional write, and the handler runs
