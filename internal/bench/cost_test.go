@@ -412,12 +412,20 @@ func TestCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		report += "\nGo micro-benchmarks (`go test -bench . -benchmem`, in-memory store; " + runtime.GOARCH + ", " + strconv.Itoa(runtime.NumCPU()) + " CPUs):\n\n```text\n"
+		nsPerOp := map[string]float64{}
 		for line := range strings.Lines(string(raw)) {
 			if strings.HasPrefix(line, "Benchmark") {
 				report += line
+				if f := strings.Fields(line); len(f) >= 4 && f[3] == "ns/op" {
+					name, _, _ := strings.Cut(f[0], "-")
+					nsPerOp[name], _ = strconv.ParseFloat(f[2], 64)
+				}
 			}
 		}
 		report += "```\n"
+		if p, base := nsPerOp["BenchmarkProcessInline"], nsPerOp["BenchmarkJSONBaseline"]; p > 0 && base > 0 {
+			report += fmt.Sprintf("\nBenchmarkProcessInline takes %.1fx BenchmarkJSONBaseline (decoding the same token and encoding a task record with encoding/json), measured in the same run: a ratio that moves less with the machine than either time.\n", p/base)
+		}
 	}
 	t.Log("\n" + report)
 	if out := os.Getenv(envOut); out != "" {

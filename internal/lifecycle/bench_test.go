@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -67,6 +68,43 @@ func benchProcessInline(b *testing.B, store lease.Store, clock clockwork.Clock) 
 		body, _ := token.Inline("echo", fmt.Sprintf("t-%d", i), []byte(`{"n":1}`), 0)
 		if res := exec.Process(ctx, nil, lifecycle.Message{ID: "m", ReceiptHandle: "r", Body: body}); res.Outcome != lifecycle.OutcomeSucceeded {
 			b.Fatalf("result %+v", res)
+		}
+	}
+}
+
+// BenchmarkJSONBaseline is the yardstick BenchmarkProcessInline is read
+// against, measured in the same run on the same machine: decoding the same
+// inline token with encoding/json and encoding a task record of the same
+// fields. Absolute times move with the machine; their ratio (make bench
+// prints it in docs/performance.md) much less.
+func BenchmarkJSONBaseline(b *testing.B) {
+	type inline struct {
+		V           int             `json:"v"`
+		Kind        string          `json:"kind"`
+		ID          string          `json:"id"`
+		Payload     json.RawMessage `json:"payload"`
+		MaxAttempts int             `json:"max_attempts,omitempty"`
+	}
+	type record struct {
+		ID, Kind, Status, Owner string
+		Payload, Result         json.RawMessage
+		Attempt, MaxAttempts    int
+		Fence                   int64
+		LeaseUntil, CreatedAt   time.Time
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		body, _ := token.Inline("echo", fmt.Sprintf("t-%d", i), []byte(`{"n":1}`), 0)
+		var tok inline
+		if err := json.Unmarshal([]byte(body), &tok); err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		if _, err := json.Marshal(record{ID: tok.ID, Kind: tok.Kind, Status: "SUCCEEDED", Owner: "bench", Payload: tok.Payload, Result: tok.Payload,
+			Attempt: 1, MaxAttempts: 5, Fence: 1, LeaseUntil: now, CreatedAt: now}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
