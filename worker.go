@@ -243,8 +243,8 @@ func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
 	return lc
 }
 
-// check rejects what neither lifecycle nor the store checks (NewWorker
-// checks Table: the tests' stores have none).
+// check rejects what neither lifecycle nor the store checks; newWorker
+// calls it (NewWorker checks Table first: the tests' stores have none).
 func (cfg WorkerConfig) check() error {
 	switch {
 	case cfg.QueueURL == "":
@@ -299,9 +299,6 @@ type Worker struct {
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Table == "" {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
-	}
-	if err := cfg.check(); err != nil {
-		return nil, err
 	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
