@@ -25,7 +25,7 @@ var ErrQueueNotFound = eventsource.ErrQueueNotFound
 // scheduled dispatch function does on AWS, so tasks whose message was lost
 // or whose holder died are dispatched again without anything else running.
 // It returns nil once ctx is done and the batches in flight have ended, or
-// an error if it cannot start (a bad option wraps ErrConfig; a missing queue
+// an error if it cannot start (a bad setting wraps ErrConfig; a missing queue
 // wraps ErrQueueNotFound, and stops the other queues' pollers too).
 //
 // Stop it with a signal:

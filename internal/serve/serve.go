@@ -58,7 +58,7 @@ type Config struct {
 
 // Run runs every configured part until ctx is done, then stops them
 // gracefully (see leasehold.Worker.Run) and returns nil once all have
-// stopped. If a part cannot start (a missing queue, a bad option), the
+// stopped. If a part cannot start (a missing queue, a bad setting), the
 // others are stopped too and its error is returned as a *PartError.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Worker == nil {
