@@ -95,7 +95,8 @@ BENCH_WORKFLOWS ?= 10
 BENCH_THROUGHPUT ?= 200
 bench: stack-up ## micro-benchmarks, then calls, write units and cost per task on the local stack into docs/performance.md
 	@mkdir -p .stack/bench
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... > .stack/bench/micro.txt && cat .stack/bench/micro.txt
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... ./internal/eventsource > .stack/bench/micro.txt && cat .stack/bench/micro.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSim$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
 	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_CHART=$(CURDIR)/docs/performance.png LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
 	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
 
