@@ -116,6 +116,55 @@ func (hs *Handlers) lookup(kind string) (lifecycle.Handler, bool) {
 	return h, ok
 }
 
+// Middleware wraps every handler run of a worker (WorkerConfig.Middleware,
+// the first outermost). It sees the run and calls next to run the rest of
+// the chain and the handler; the error it returns is the run's: nil, or an
+// error that steers the task as a handler's does (Fail, Cancel, Snooze, or
+// any other for a retry). A middleware that does not call next skips the
+// handler: the run then succeeds with a null result unless it returns an
+// error. A panic in a middleware is a panic of the run, recorded as the
+// handler's would be. Use it for what every kind needs: logging, metrics,
+// tracing, authorisation, a policy for some errors.
+//
+//	func logRuns(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) error) error {
+//		start := time.Now()
+//		err := next(ctx)
+//		slog.InfoContext(ctx, "run", "kind", r.Kind, "id", r.ID, "attempt", r.Attempt, "took", time.Since(start), "error", err)
+//		return err
+//	}
+type Middleware func(ctx context.Context, r HandlerRun, next func(context.Context) error) error
+
+// HandlerRun is one run of a handler, as a Middleware sees it.
+type HandlerRun struct {
+	Kind, ID             string
+	Attempt, MaxAttempts int
+	// Fence is the attempt's fencing token; LeaseUntil its lease's expiry
+	// when the run started.
+	Fence      int64
+	LeaseUntil time.Time
+}
+
+// wrap returns h run through mws, the first outermost.
+func wrap(h lifecycle.Handler, mws []Middleware) lifecycle.Handler {
+	return func(ctx context.Context, t lease.Task) ([]byte, error) {
+		r := HandlerRun{Kind: t.Kind, ID: t.ID, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Fence: t.Fence, LeaseUntil: t.LeaseUntil}
+		var out []byte
+		next := func(ctx context.Context) error {
+			var err error
+			out, err = h(ctx, t)
+			return err
+		}
+		for i := len(mws) - 1; i >= 0; i-- {
+			mw, inner := mws[i], next
+			next = func(ctx context.Context) error { return mw(ctx, r, inner) }
+		}
+		if err := next(ctx); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
 // leaseholdtest runs registered handlers through lookup (internal/handlerhook).
 func init() {
 	handlerhook.Lookup = func(hs any, kind string) (lifecycle.Handler, bool) {

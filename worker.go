@@ -139,6 +139,9 @@ type WorkerConfig struct {
 	Owner string
 	// Clock replaces the time source; for tests.
 	Clock clockwork.Clock
+	// Middleware wraps every handler run, the first outermost (see
+	// Middleware). None by default.
+	Middleware []Middleware
 
 	// Pollers is how many batches Run receives and runs at the same time
 	// (default 2). With Concurrency tasks per batch, at most Pollers x
@@ -239,6 +242,15 @@ func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
 	}
 	if cfg.Handlers != nil {
 		lc.Handlers = cfg.Handlers.lookup
+		if mws := slices.Clone(cfg.Middleware); len(mws) > 0 {
+			lc.Handlers = func(kind string) (lifecycle.Handler, bool) {
+				h, ok := cfg.Handlers.lookup(kind)
+				if !ok {
+					return nil, false
+				}
+				return wrap(h, mws), true
+			}
+		}
 	}
 	return lc
 }

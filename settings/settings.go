@@ -171,6 +171,8 @@ var All = []Setting{
 		Doc: "names the worker in lease_owner"},
 	{Field: "Clock", For: Worker | Client, DefaultText: "the real clock",
 		Doc: "the time source; for tests"},
+	{Field: "Middleware", For: Worker, DefaultText: "none",
+		Doc: "wraps every handler run, the first outermost: `func(ctx, leasehold.HandlerRun, next) error`, for logging, metrics, tracing or an error policy shared by every kind"},
 
 	// Run: polling, the part Lambda's event source mapping does.
 	{Field: "Pollers", Env: EnvPollers, Kind: Int, Default: DefaultPollers, For: Worker,
