@@ -286,11 +286,7 @@ func (q *simQueue) remove(handle string) error {
 }
 
 func (q *simQueue) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	q.count("DeleteMessage")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "DeleteMessage", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -302,11 +298,7 @@ func (q *simQueue) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput
 }
 
 func (q *simQueue) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	q.count("DeleteMessageBatch")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "DeleteMessageBatch", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	if len(in.Entries) == 0 || len(in.Entries) > 10 {
@@ -326,11 +318,7 @@ func (q *simQueue) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessage
 }
 
 func (q *simQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	q.count("SendMessage")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "SendMessage", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -340,11 +328,7 @@ func (q *simQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ 
 }
 
 func (q *simQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	q.count("SendMessageBatch")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "SendMessageBatch", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -355,6 +339,15 @@ func (q *simQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
 	}
 	return out, nil
+}
+
+// call counts op and waits its latency, then checks the queue URL.
+func (q *simQueue) call(ctx context.Context, op string, url *string) error {
+	q.count(op)
+	if err := simSleep(ctx, q.lat.SQS); err != nil {
+		return err
+	}
+	return q.check(url)
 }
 
 // setVisibility hides the message of handle for d from now; q.mu held.
@@ -369,11 +362,7 @@ func (q *simQueue) setVisibility(handle string, d time.Duration) error {
 }
 
 func (q *simQueue) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	q.count("ChangeMessageVisibility")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "ChangeMessageVisibility", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -385,11 +374,7 @@ func (q *simQueue) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMe
 }
 
 func (q *simQueue) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	q.count("ChangeMessageVisibilityBatch")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "ChangeMessageVisibilityBatch", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -406,11 +391,7 @@ func (q *simQueue) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Cha
 }
 
 func (q *simQueue) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	q.count("GetQueueAttributes")
-	if err := simSleep(ctx, q.lat.SQS); err != nil {
-		return nil, err
-	}
-	if err := q.check(in.QueueUrl); err != nil {
+	if err := q.call(ctx, "GetQueueAttributes", in.QueueUrl); err != nil {
 		return nil, err
 	}
 	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
@@ -446,6 +427,15 @@ type simStore struct {
 	doneOnce sync.Once
 }
 
+// delayed runs f, a call of the wrapped store, after s's delay.
+func delayed[T any](ctx context.Context, s *simStore, f func() (T, error)) (T, error) {
+	if err := s.wait(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	return f()
+}
+
 func (s *simStore) wait(ctx context.Context) error {
 	if err := simSleep(ctx, s.d); err != nil {
 		return fmt.Errorf("%w: %w", lease.ErrBackend, err)
@@ -454,38 +444,23 @@ func (s *simStore) wait(ctx context.Context) error {
 }
 
 func (s *simStore) Create(ctx context.Context, t lease.NewTask) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Create(ctx, t)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Create(ctx, t) })
 }
 
 func (s *simStore) CreateClaimed(ctx context.Context, t lease.NewTask, owner string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.CreateClaimed(ctx, t, owner)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.CreateClaimed(ctx, t, owner) })
 }
 
 func (s *simStore) CreateFailed(ctx context.Context, t lease.NewTask, reason string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.CreateFailed(ctx, t, reason)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.CreateFailed(ctx, t, reason) })
 }
 
 func (s *simStore) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Claim(ctx, id, owner)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Claim(ctx, id, owner) })
 }
 
 func (s *simStore) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Renew(ctx, l)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Renew(ctx, l) })
 }
 
 func (s *simStore) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
@@ -500,80 +475,47 @@ func (s *simStore) Finish(ctx context.Context, l lease.Lease, result []byte) (le
 }
 
 func (s *simStore) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Release(ctx, l, r)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Release(ctx, l, r) })
 }
 
 func (s *simStore) Get(ctx context.Context, id string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Get(ctx, id)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Get(ctx, id) })
 }
 
 func (s *simStore) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Suspend(ctx, l, w)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Suspend(ctx, l, w) })
 }
 
 func (s *simStore) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Watch(ctx, id, w)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Watch(ctx, id, w) })
 }
 
 func (s *simStore) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Notify(ctx, w, ended)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Notify(ctx, w, ended) })
 }
 
 func (s *simStore) Resume(ctx context.Context, id string, fence int64, owner string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Resume(ctx, id, fence, owner)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Resume(ctx, id, fence, owner) })
 }
 
 func (s *simStore) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.EndWait(ctx, e)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.EndWait(ctx, e) })
 }
 
 func (s *simStore) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.Checkpoint(ctx, l, step, result)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Checkpoint(ctx, l, step, result) })
 }
 
 func (s *simStore) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.CreateCancelled(ctx, id, parent, reason)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.CreateCancelled(ctx, id, parent, reason) })
 }
 
 func (s *simStore) EndWaiting(ctx context.Context, prev lease.Task, status lease.Status, reason string) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.EndWaiting(ctx, prev, status, reason)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.EndWaiting(ctx, prev, status, reason) })
 }
 
 func (s *simStore) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Task, error) {
-	if err := s.wait(ctx); err != nil {
-		return lease.Task{}, err
-	}
-	return s.Store.AbandonWait(ctx, a)
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.AbandonWait(ctx, a) })
 }
 
 var _ lease.Store = (*simStore)(nil)
