@@ -15,8 +15,10 @@ import (
 var ErrBadCallback = lease.ErrBadCallback
 
 // CompleteCallback ends the waiting attempt the callback token names: the
-// task SUCCEEDS with result (encoded as JSON). A token is accepted once;
-// any other use gives an error matching ErrBadCallback with the reason.
+// task SUCCEEDS with result (encoded as JSON); or, for a token handed out
+// by workflow.WaitForCallback, the handler runs again and reads result
+// there (the task is PENDING then). A token is accepted once; any other
+// use gives an error matching ErrBadCallback with the reason.
 func (c *Client) CompleteCallback(ctx context.Context, callbackToken string, result any) (TaskInfo, error) {
 	r, err := lease.EncodeJSON("result", result)
 	if err != nil {
@@ -26,7 +28,9 @@ func (c *Client) CompleteCallback(ctx context.Context, callbackToken string, res
 }
 
 // FailCallback ends the waiting attempt the callback token names: the task
-// FAILS for good with reason.
+// FAILS for good with reason; or, for a token handed out by
+// workflow.WaitForCallback, the handler runs again and WaitForCallback
+// returns the reason as a *workflow.CallbackFailedError.
 func (c *Client) FailCallback(ctx context.Context, callbackToken, reason string) (TaskInfo, error) {
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
@@ -55,6 +59,13 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 		cancel()
 		var we *lease.WaitError
 		switch {
+		case err == nil && t.Status == lease.StatusPending:
+			// A resumable wait's answer (workflow.WaitForCallback): run the
+			// task again now. Should the send fail, the sweep dispatches it.
+			if url, err := c.queueOf(ctx, t.Queue); err == nil {
+				_ = c.sendRef(ctx, url, t.ID)
+			}
+			return infoOf(t), nil
 		case err == nil:
 			c.wakeWaiters(ctx, t)
 			return infoOf(t), nil
@@ -132,7 +143,7 @@ func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error)
 	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
 		return "", fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
 	}
-	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: t.CallbackHash}.String(), nil
+	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: lease.OperatorNonce(t)}.String(), nil
 }
 
 // ErrNotWaiting: the task does not wait for a callback.

@@ -330,3 +330,118 @@ func TestWaitForOnTheStack(t *testing.T) {
 		t.Errorf("task: result %s after %d checks, attempt %d, %d snoozes; want 3 after 3 checks in attempt 1, 2 snoozes", got.Result, checks.Load(), got.Attempt, got.Snoozes)
 	}
 }
+
+// Many awaits in one handler on the stack, through the real worker,
+// client and queues: a step, 4 children, a step, a callback, a sleep, 2
+// more children, a step. One order's callback is answered by the client,
+// the other's refused by a callback message on the work queue. Each task
+// ends in attempt 1 with every step recorded once.
+func TestManyAwaitsOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[name]++
+	}
+	tokens := make(chan string, 8)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "pack", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		count("pack")
+		return task.Payload, nil
+	})
+	leasehold.Handle(hs, "order", func(ctx context.Context, task *leasehold.Task[string]) (string, error) {
+		stepped := func(name string) error {
+			_, err := workflow.Step(ctx, name, func(context.Context) (string, error) { count(task.ID + " " + name); return name, nil })
+			return err
+		}
+		if err := stepped("plan"); err != nil {
+			return "", err
+		}
+		kids := make([]workflow.Child, 4)
+		for i := range kids {
+			kids[i] = workflow.Child{Kind: "pack", Payload: i + 1}
+		}
+		packed, err := workflow.All(ctx, "pack", kids...)
+		if err != nil {
+			return "", err
+		}
+		if err := stepped("total"); err != nil {
+			return "", err
+		}
+		ok, err := workflow.WaitForCallback[string](ctx, "approval", time.Hour, func(ctx context.Context, tok string) error {
+			tokens <- tok
+			return nil
+		})
+		var refused *workflow.CallbackFailedError
+		if errors.As(err, &refused) {
+			return "refused: " + refused.Reason, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			return "", err
+		}
+		audits, err := workflow.All(ctx, "audit", workflow.Child{Kind: "pack", Payload: 10}, workflow.Child{Kind: "pack", Payload: 20})
+		if err != nil {
+			return "", err
+		}
+		if err := stepped("ship"); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d packed, approved by %s, %d audits", len(packed), ok, len(audits)), nil
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
+	defer cancel()
+	for _, id := range []string{"yes", "no"} {
+		if _, err := c.Enqueue(ctx, "order", id, leasehold.ID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var handed []string
+	e.pump(t, w, 120*time.Second, func() bool {
+		for len(tokens) > 0 {
+			handed = append(handed, <-tokens)
+		}
+		return len(handed) == 2 && e.status(t, "yes") == lease.StatusWaiting && e.status(t, "no") == lease.StatusWaiting
+	})
+	byTask := map[string]string{}
+	for _, tok := range handed {
+		cb, err := token.ParseCallback(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byTask[cb.ID] = tok
+	}
+	if info, err := c.CompleteCallback(ctx, byTask["yes"], "ops"); err != nil || info.Status != leasehold.StatusPending {
+		t.Fatalf("CompleteCallback: %+v, %v; want the task PENDING to resume", info, err)
+	}
+	refusal, err := token.CallbackMessage(byTask["no"], nil, true, "over budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, e.queues.Work, refusal)
+	e.pump(t, w, 120*time.Second, func() bool {
+		return e.status(t, "yes") == lease.StatusSucceeded && e.status(t, "no") == lease.StatusSucceeded
+	})
+	yes, no := e.get(t, "yes"), e.get(t, "no")
+	if string(yes.Result) != `"4 packed, approved by ops, 2 audits"` || yes.Attempt != 1 || len(yes.Steps) != 7 {
+		t.Errorf("yes: %s in attempt %d, %d steps; want it approved in attempt 1 with 7 steps", yes.Result, yes.Attempt, len(yes.Steps))
+	}
+	if string(no.Result) != `"refused: over budget"` || no.Attempt != 1 {
+		t.Errorf("no: %s in attempt %d; want the refusal in attempt 1", no.Result, no.Attempt)
+	}
+	if _, err := c.CompleteCallback(ctx, byTask["yes"], "again"); !errors.Is(err, leasehold.ErrBadCallback) {
+		t.Errorf("a second answer: %v, want ErrBadCallback", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["pack"] != 10 || runs["yes plan"] != 1 || runs["yes total"] != 1 || runs["yes ship"] != 1 || runs["no ship"] != 0 {
+		t.Errorf("runs %v; want 10 children (4+2 and 4) and each step once", runs)
+	}
+}

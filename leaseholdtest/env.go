@@ -525,11 +525,12 @@ func (e *Env) endWait(callbackToken string, status lease.Status, result []byte, 
 	default:
 		return fmt.Errorf("leaseholdtest: %w: %w", leasehold.ErrBadCallback, err)
 	}
-	if len(t.Waiters) == 0 {
+	if len(t.Waiters) == 0 && t.Status != lease.StatusPending {
 		return nil
 	}
 	// Hand the telling of its waiters to the worker, as the client does:
-	// a reference token, which finds the task ended.
+	// a reference token, which finds the task ended. A resumable wait's
+	// answer (PENDING) runs the task again by the same token.
 	url, err := names{}.URL(e.ctx, t.Queue)
 	if err == nil {
 		_, err = e.queue.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(token.Ref(t.ID))})

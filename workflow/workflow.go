@@ -39,6 +39,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,6 +86,113 @@ func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
 		ac.Timeout = timeout
 	}
 	return err
+}
+
+// All spawns children as the await called name and returns their
+// outcomes, in spawn order, once every one of them has ended. Until then
+// it returns an error the handler must return: the task waits, holding no
+// lease and costing nothing, and its handler runs again (as the same
+// attempt) when the last child ends; the steps before the await replay
+// their recorded results, and All returns the outcomes. They are recorded
+// as the step "children:"+name, so every later run replays them too.
+//
+// Unlike AwaitChildren, a handler may call All any number of times, with
+// different names, between steps, sleeps and other waits:
+//
+//	outs, err := workflow.All(ctx, "ship", workflow.Child{Kind: "ship", Payload: order})
+//	if err != nil {
+//		return nil, err // the task waits for its children
+//	}
+//
+// A name is 1 to 32 letters, digits, '-', '_' or '.', starting with a
+// letter. Child i gets the id ChildIDIn(parent, name, i). One await spawns
+// 1 to 100 children; their results together must fit a step (64 KiB for
+// all of a task's steps), so keep them small. The wait lasts at most the
+// worker's WaitTimeout (default 7 days), after which the task fails; see
+// AllWithin.
+func All(ctx context.Context, name string, children ...Child) ([]Outcome, error) {
+	return AllWithin(ctx, name, 0, children...)
+}
+
+// AllWithin is All with a deadline for the wait (at most 365 days; 0 is
+// the worker's WaitTimeout): if the children have not all ended within
+// timeout, the task fails with the reason.
+func AllWithin(ctx context.Context, name string, timeout time.Duration, children ...Child) ([]Outcome, error) {
+	cs := make([]lifecycle.Child, len(children))
+	for i, c := range children {
+		p, err := lease.EncodeJSON("payload", c.Payload)
+		if err != nil {
+			return nil, leasehold.Fail(fmt.Errorf("children %q: child %d: %w", name, i, err))
+		}
+		cs[i] = lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
+	}
+	raw, err := lifecycle.AllOf(ctx, name, cs, timeout)
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, leasehold.Fail(fmt.Errorf("children %q: recorded outcomes do not decode: %w", name, err))
+	}
+	return out, nil
+}
+
+// ChildIDIn is the id of the i-th child (from 0) of the await called name
+// (All) of the task parent.
+func ChildIDIn(parent, name string, i int) string { return lifecycle.ChildIDIn(parent, name, i) }
+
+// CallbackFailedError is what WaitForCallback returns for a callback that
+// was failed (Client.FailCallback, `leasehold fail`, a failed callback
+// message): the handler decides what a refusal means.
+type CallbackFailedError struct {
+	// Name is the WaitForCallback's name; Reason is the failure's.
+	Name, Reason string
+}
+
+func (e *CallbackFailedError) Error() string {
+	return fmt.Sprintf("callback %q failed: %s", e.Name, e.Reason)
+}
+
+// WaitForCallback waits for an outside system's answer, durably. The first
+// run that reaches it draws a callback token for this attempt and calls
+// submit with it (send it to whoever answers: an approver's e-mail, a
+// partner's API), then returns an error the handler must return: the task
+// waits, holding no lease, until the token is used. The answer is recorded
+// as the step "callback:"+name and the handler runs again, as the same
+// attempt; WaitForCallback then returns the result the callback carried
+// (decoded into T), or a *CallbackFailedError for a failed callback, and
+// so in every later run.
+//
+//	approval, err := workflow.WaitForCallback[Approval](ctx, "approval", 72*time.Hour,
+//		func(ctx context.Context, token string) error { return mail.AskApproval(ctx, order, token) })
+//	if err != nil {
+//		return nil, err // waiting, or a refusal (*CallbackFailedError), or submit's error
+//	}
+//
+// If no answer comes within timeout (at most 365 days), the attempt fails
+// and is retried as after any failure; the retry calls submit again with a
+// new token (an old token is refused). submit may thus run more than once
+// for one wait: make it idempotent. An error of submit is returned as it
+// is. A handler may wait for any number of callbacks, one at a time, under
+// different names (as All's). A callback's result is at most 16 KiB.
+func WaitForCallback[T any](ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) (T, error) {
+	var zero T
+	raw, err := lifecycle.CallbackOf(ctx, name, timeout, submit)
+	var failed *lifecycle.CallbackFailedError
+	if errors.As(err, &failed) {
+		return zero, &CallbackFailedError{Name: failed.Name, Reason: failed.Reason}
+	}
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if len(raw) == 0 {
+		return v, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, leasehold.Fail(fmt.Errorf("callback %q: its result does not decode into %T: %w", name, v, err))
+	}
+	return v, nil
 }
 
 // ChildID is the id of the i-th child (from 0) the task parent spawns.

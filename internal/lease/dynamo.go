@@ -72,6 +72,8 @@ const (
 	AttrEnded     = "ended"
 	AttrWaitUntil = "wait_until"
 	AttrCallback  = "callback"
+	// AttrCallbackStep is Task.CallbackStep.
+	AttrCallbackStep = "callback_step"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
 )
@@ -428,9 +430,9 @@ func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
 // ending collects the update of a write that ends the attempt held under l,
 // leaving the task in status.
 type ending struct {
-	cond        string
-	set, remove []string
-	values      map[string]types.AttributeValue
+	cond             string
+	set, remove, add []string
+	values           map[string]types.AttributeValue
 }
 
 // appendHistory adds entry to the history update of e. Below MaxHistory it
@@ -492,7 +494,11 @@ func (e *ending) text(name, v string) {
 }
 
 func (e *ending) expression() string {
-	return "SET " + strings.Join(e.set, ", ") + " REMOVE " + strings.Join(e.remove, ", ")
+	x := "SET " + strings.Join(e.set, ", ") + " REMOVE " + strings.Join(e.remove, ", ")
+	if len(e.add) > 0 {
+		x += " ADD " + strings.Join(e.add, ", ")
+	}
+	return x
 }
 
 // Finish implements Store.
@@ -753,6 +759,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	text(AttrParent, t.Parent)
 	text(AttrWait, string(t.Wait))
 	text(AttrCallback, t.CallbackHash)
+	text(AttrCallbackStep, t.CallbackStep)
 	millis(AttrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
 		ws := make([]string, len(t.Waiters))
@@ -845,6 +852,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Ended:            d.strSet(AttrEnded),
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
+		CallbackStep:     d.str(AttrCallbackStep),
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

@@ -28,7 +28,7 @@ func (s *DynamoStore) AbandonWait(ctx context.Context, a WaitAbandon) (Task, err
 		upd += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 	}
-	upd += " REMOVE #sweep_shard, #sweep_at, #wait_until, #callback"
+	upd += " REMOVE #sweep_shard, #sweep_at, #wait_until, #callback, #callback_step"
 	return s.updateOld(ctx, "abandon wait", a.ID,
 		"#status = :waiting AND #wait <> :callback_wait AND #fence = :fence", upd, values,
 		func(old *Task) error { return ClassifyAbandon(a, old) })

@@ -204,7 +204,7 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string,
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 	}
 	return s.update(ctx, "request cancel", prev.ID, e.cond,
-		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback",
+		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback, #callback_step",
 		values, classify)
 }
 

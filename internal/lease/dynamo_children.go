@@ -72,6 +72,6 @@ func (s *DynamoStore) EndWaiting(ctx context.Context, prev Task, status Status, 
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 	}
 	return s.update(ctx, "end waiting", prev.ID, e.cond,
-		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback",
+		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback, #callback_step",
 		values, func(old *Task) error { return ClassifyEndWaiting(prev, old) })
 }

@@ -52,6 +52,15 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 		e.set = append(e.set, "#callback = :callback")
 		e.values[":callback"] = avS(CallbackHash(w.Nonce))
 		e.remove = append(e.remove, "#wait_for")
+		if w.Step != "" {
+			e.set = append(e.set, "#callback_step = :callback_step")
+			e.values[":callback_step"] = avS(w.Step)
+		} else {
+			e.remove = append(e.remove, "#callback_step")
+		}
+	}
+	if w.Mode != WaitCallback {
+		e.remove = append(e.remove, "#callback_step")
 	}
 	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("suspend", l, old) })
@@ -106,7 +115,7 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 			upd += ", #expires_at = :expires_at"
 			values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 		}
-		upd += " ADD #ended :ended REMOVE #sweep_shard, #sweep_at, #wait_until, #callback"
+		upd += " ADD #ended :ended REMOVE #sweep_shard, #sweep_at, #wait_until, #callback, #callback_step"
 	} else {
 		cond = "attribute_exists(#id) AND " + notEndedCond + " AND NOT contains(#ended, :id)"
 		upd = "SET #updated_at = :now ADD #ended :ended"
@@ -141,7 +150,7 @@ func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner 
 		values[":until"] = avMillis(now.Add(s.opts.LeaseDuration))
 		values[":one"] = avN(1)
 	}
-	upd += " REMOVE #ended, #wait_until, #callback, #sweep_shard, #sweep_at"
+	upd += " REMOVE #ended, #wait_until, #callback, #callback_step, #sweep_shard, #sweep_at"
 	return s.updateOld(ctx, "resume", id, cond, upd, values,
 		func(old *Task) error {
 			if old != nil && old.Status == StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {
@@ -170,21 +179,43 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			":status":        avS(string(e.Status)),
 			":now":           avMillis(now),
 		}),
-		remove: []string{"#wait_until", "#callback"},
+		remove: []string{"#wait_until", "#callback", "#callback_step"},
 	}
-	en.appendHistory(nil, false, Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+	status, runAt, resumed := e.Status, e.RunAt, false
+	if step := e.ResumeStep(); step != "" {
+		en.cond += " AND #callback_step = :callback_step"
+		en.values[":callback_step"] = avS(step)
+		if status != StatusPending {
+			// The answer becomes the step, and the task runs again at once
+			// as the same attempt (the claim counts it again).
+			answer := CallbackAnswer(status, e.Result, msg)
+			en.set = append(en.set, "#steps = list_append(if_not_exists(#steps, :no_steps), :step)", "#attempt = #attempt - :one")
+			en.values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(Step{Name: step, Result: answer})}}
+			en.values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+			en.values[":one"] = avN(1)
+			en.add = append(en.add, "#step_names :step_names")
+			en.values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{step}}
+			status, runAt, msg, resumed = StatusPending, now, "", true
+			en.values[":status"] = avS(string(status))
+		}
+	} else {
+		en.cond += " AND attribute_not_exists(#callback_step)"
+	}
+	if !resumed { // a resumed attempt goes on: no history entry yet
+		en.appendHistory(nil, false, Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+	}
 	en.text(AttrError, msg)
-	switch e.Status {
+	switch status {
 	case StatusSucceeded:
 		en.text(AttrResult, string(e.Result))
 	case StatusPending:
-		runAt := toMillis(e.RunAt)
+		runAt := toMillis(runAt)
 		en.set = append(en.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
 		en.values[":run_at"] = avMillis(runAt)
 		en.values[":sweep_shard"] = avS(Shard(e.ID))
 		en.values[":sweep_at"] = avMillis(runAt.Add(s.opts.DispatchGrace))
 	}
-	if e.Status.Terminal() {
+	if status.Terminal() {
 		en.set = append(en.set, "#finished_at = :now")
 		en.remove = append(en.remove, "#sweep_shard", "#sweep_at")
 		if s.opts.Retention > 0 {

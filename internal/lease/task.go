@@ -138,6 +138,9 @@ type Task struct {
 	// CallbackHash is CallbackHash of the secret of a callback wait's
 	// token; the secret itself is not stored.
 	CallbackHash string
+	// CallbackStep names the step a resumable callback wait records its
+	// answer as (Wait.Step); "" for a callback that ends the task.
+	CallbackStep string
 	// Steps are the handler's checkpointed steps, oldest first.
 	Steps []Step
 }

@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // StatusWaiting: the task holds no lease and waits for something outside
@@ -94,6 +96,65 @@ type Wait struct {
 	// Nonce is the callback token's secret part (WaitCallback). The store
 	// keeps only CallbackHash(Nonce).
 	Nonce string
+	// Step makes a callback wait resumable: its answer is recorded as the
+	// step so named and the task runs again (as the same attempt) to read
+	// it, instead of ending with it. Nonce must then be
+	// ResumableNonce(secret, Step), which binds the step to the token.
+	Step string
+}
+
+// MaxCallbackAnswerBytes bounds the result of a resumable callback (its
+// answer becomes a step, and steps share MaxStepsBytes).
+const MaxCallbackAnswerBytes = 16 << 10
+
+// resumeSep separates a callback token's secret (or the kept hash, in an
+// operator's token) from the step of a resumable wait.
+const resumeSep = "~"
+
+// ResumableNonce is the nonce of a resumable callback wait's token: the
+// secret, then the step its answer is recorded as. The store keeps the
+// hash of the whole, so the step cannot be changed in a token.
+func ResumableNonce(secret, step string) string {
+	return secret + resumeSep + base64.RawURLEncoding.EncodeToString([]byte(step))
+}
+
+// OperatorNonce is the nonce part of an operator's token for t, which
+// waits for a callback: the kept hash, and the step of a resumable wait.
+func OperatorNonce(t Task) string {
+	if t.CallbackStep == "" {
+		return t.CallbackHash
+	}
+	return ResumableNonce(t.CallbackHash, t.CallbackStep)
+}
+
+// splitNonce splits a token's nonce (or an operator's hash) into its
+// secret part and the step of a resumable wait ("" for none).
+func splitNonce(s string) (secret, step string, err error) {
+	secret, enc, ok := strings.Cut(s, resumeSep)
+	if !ok {
+		return s, "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(b) == 0 || len(b) > MaxStepNameBytes || !utf8.Valid(b) {
+		return "", "", fmt.Errorf("%w: the callback token's step part is not a base64url step name", ErrInvalid)
+	}
+	return secret, string(b), nil
+}
+
+// CallbackAnswer is the step result a resumable callback wait records:
+// {"result": result} for a completed callback, {"error": reason} for a
+// failed one.
+func CallbackAnswer(status Status, result []byte, reason string) []byte {
+	if status == StatusSucceeded {
+		if len(result) == 0 {
+			result = []byte("null")
+		}
+		return append(append([]byte(`{"result":`), result...), '}')
+	}
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{reason})
+	return b
 }
 
 // CallbackHashPrefix starts every CallbackHash.
@@ -127,6 +188,14 @@ func (w Wait) Validate() error {
 	case WaitCallback:
 		if w.Until.IsZero() || w.Nonce == "" {
 			return fmt.Errorf("%w: a callback wait needs a deadline and a nonce", ErrInvalid)
+		}
+		if _, step, err := splitNonce(w.Nonce); err != nil || step != w.Step {
+			return fmt.Errorf("%w: a resumable callback wait's nonce must name its step (ResumableNonce)", ErrInvalid)
+		}
+		if w.Step != "" {
+			if err := CheckStep(Task{}, w.Step, nil); err != nil {
+				return err
+			}
 		}
 		if w.Carried && !w.DispatchAt.IsZero() {
 			return fmt.Errorf("%w: a carried wait has no dispatch time", ErrInvalid)
@@ -166,7 +235,10 @@ type WaitEnd struct {
 	Hash string
 	// Status is StatusSucceeded (the callback's result), StatusFailed (the
 	// task fails for good), or StatusPending: the attempt failed (a timed
-	// out callback) and is retried at RunAt.
+	// out callback) and is retried at RunAt. A resumable wait (ResumeStep)
+	// records a succeeded or failed answer as its step instead
+	// (CallbackAnswer) and makes the task PENDING to run at once, its
+	// attempt handed back.
 	Status Status
 	// Attempt is the waiting attempt's number (a callback token carries
 	// it): the history entry records it.
@@ -179,9 +251,17 @@ type WaitEnd struct {
 // CallbackHash is the hash the store must hold for e to land.
 func (e WaitEnd) CallbackHash() string {
 	if e.Hash != "" {
-		return e.Hash
+		h, _, _ := strings.Cut(e.Hash, resumeSep)
+		return h
 	}
 	return CallbackHash(e.Nonce)
+}
+
+// ResumeStep is the step a resumable wait records e's answer as ("" for a
+// callback that ends the task): the store's CallbackStep must match it.
+func (e WaitEnd) ResumeStep() string {
+	_, step, _ := splitNonce(e.Nonce + e.Hash) // one of them is set
+	return step
 }
 
 // Validate checks e.
@@ -191,6 +271,12 @@ func (e WaitEnd) Validate() error {
 		return CheckID(e.ID)
 	case e.Fence < 1 || (e.Nonce == "") == (e.Hash == ""):
 		return fmt.Errorf("%w: a callback needs the waiting attempt's fence and either its nonce or its hash", ErrInvalid)
+	}
+	if _, _, err := splitNonce(e.Nonce + e.Hash); err != nil {
+		return err
+	}
+	if e.ResumeStep() != "" && e.Status == StatusSucceeded && len(e.Result) > MaxCallbackAnswerBytes {
+		return &TooLargeError{What: "result of a resumable callback", Size: len(e.Result), Limit: MaxCallbackAnswerBytes}
 	}
 	switch e.Status {
 	case StatusSucceeded:
@@ -260,7 +346,7 @@ func classifyWait(op, id string, old *Task, why func(Task) error) error {
 func ClassifyEndWait(e WaitEnd, old *Task) error {
 	return classifyWait("callback", e.ID, old, func(t Task) error {
 		if t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence &&
-			subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) != 1 {
+			(subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) != 1 || t.CallbackStep != e.ResumeStep()) {
 			return fmt.Errorf("%w: it does not match the task", ErrBadCallback)
 		}
 		if t.Fence > e.Fence {
@@ -274,7 +360,7 @@ func ClassifyEndWait(e WaitEnd, old *Task) error {
 // stores evaluate. The hash is compared in constant time.
 func EndWaitLands(e WaitEnd, t Task) bool {
 	return t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence && t.Attempt == e.Attempt &&
-		subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) == 1
+		subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) == 1 && t.CallbackStep == e.ResumeStep()
 }
 
 // NotifyCancels reports whether ended's end cancels w instead of counting

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,10 @@ type AwaitChildrenError struct {
 	// Timeout bounds the wait: at its end the task fails with the reason.
 	// 0 takes the worker's WaitTimeout.
 	Timeout time.Duration
+	// IDs are the children's ids, for a named await (AllOf); nil gives
+	// child i the id ChildID(parent, i), and allows one such await per
+	// task.
+	IDs []string
 }
 
 func (e *AwaitChildrenError) Error() string {
@@ -49,7 +55,12 @@ func (e *AwaitChildrenError) Error() string {
 // AwaitCallbackError asks the worker to suspend the task until an outside
 // system completes or fails it with the callback token (CallbackTokenOf),
 // or until Timeout passes, which fails the attempt (retried as any failure).
-type AwaitCallbackError struct{ Timeout time.Duration }
+type AwaitCallbackError struct {
+	Timeout time.Duration
+	// Step makes the wait resumable (CallbackOf): the answer is recorded
+	// as this step, and the handler runs again to read it.
+	Step string
+}
 
 func (e *AwaitCallbackError) Error() string {
 	return fmt.Sprintf("awaiting a callback for up to %s", e.Timeout)
@@ -57,6 +68,28 @@ func (e *AwaitCallbackError) Error() string {
 
 // ChildID is the id of the i-th child (from 0) a task spawns.
 func ChildID(parent string, i int) string { return parent + "/" + strconv.Itoa(i) }
+
+// ChildIDIn is the id of the i-th child (from 0) of the await called name
+// (AllOf) of the task parent. An await's name starts with a letter and
+// has no slash, so these ids differ from ChildID's, and from those of the
+// children's own children.
+func ChildIDIn(parent, name string, i int) string {
+	return parent + "/" + name + "/" + strconv.Itoa(i)
+}
+
+// CheckAwaitName checks the name of a named await (AllOf, CallbackOf):
+// 1 to 32 letters, digits, '-', '_' or '.', starting with a letter.
+func CheckAwaitName(name string) error {
+	ok := len(name) >= 1 && len(name) <= 32
+	for i, r := range name {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		ok = ok && (letter || i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'))
+	}
+	if !ok {
+		return fmt.Errorf("%w: await name %q: want 1 to 32 letters, digits, '-', '_' or '.', starting with a letter", lease.ErrInvalid, name)
+	}
+	return nil
+}
 
 // MissingDependencyGrace is how long after its creation a task with a
 // dependency that does not exist keeps waiting for it to appear; after that
@@ -273,6 +306,118 @@ func PollOf(ctx context.Context, name string, p Poll, check func(context.Context
 	}
 }
 
+// outcome is how a child ended, as AllOf records it (the JSON of
+// workflow.Outcome).
+type outcome struct {
+	ID     string          `json:"id"`
+	Status lease.Status    `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// AllOf spawns children as the await called name and returns, once every
+// one of them has ended, their outcomes: a JSON array of {id, status,
+// result, error} in spawn order. Until then it returns an
+// *AwaitChildrenError the handler must return: the task waits, holding no
+// lease, and runs again (as the same attempt) when the last child ends.
+// The outcomes are then recorded as the step "children:"+name, so later
+// runs replay them without reading the children again, and a handler may
+// await children any number of times, under different names. Child i
+// gets the id ChildIDIn(parent, name, i).
+func AllOf(ctx context.Context, name string, children []Child, timeout time.Duration) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(name); err != nil {
+		return nil, &PermanentError{Err: err}
+	}
+	ids := make([]string, len(children))
+	for i := range children {
+		ids[i] = ChildIDIn(w.held.TaskID, name, i)
+	}
+	return StepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
+		r := w.results
+		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
+			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
+		}
+		out := make([]outcome, len(ids))
+		for i, t := range r.Tasks {
+			if t.ID != ids[i] {
+				return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
+			}
+			out[i] = outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
+			if t.Status == "" {
+				out[i].Status, out[i].Error = "EXPIRED", "the child's record expired before its parent read it"
+			}
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, &PermanentError{Err: fmt.Errorf("children %q: outcomes do not encode: %w", name, err)}
+		}
+		return b, nil
+	})
+}
+
+// CallbackFailedError is the answer of a callback that was failed
+// (FailCallback) to a resumable wait (CallbackOf).
+type CallbackFailedError struct {
+	Name, Reason string
+}
+
+func (e *CallbackFailedError) Error() string {
+	return fmt.Sprintf("callback %q failed: %s", e.Name, e.Reason)
+}
+
+// CallbackOf waits for the callback called name, durably: the first run
+// that reaches it draws this attempt's callback token, passes it to
+// submit (which hands it to the outside system), and returns an
+// *AwaitCallbackError the handler must return. The task then waits,
+// holding no lease, until the callback's answer, which is recorded as the
+// step "callback:"+name; the handler runs again, as the same attempt, and
+// CallbackOf returns the answer's result, or a *CallbackFailedError for a
+// failed callback. A wait with no answer within timeout fails the attempt,
+// which is retried as after any failure (and submits a new token). An
+// error of submit is returned as it is.
+func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(name); err != nil {
+		return nil, &PermanentError{Err: err}
+	}
+	step := "callback:" + name
+	raw, err := StepOf(ctx, step, func(ctx context.Context) ([]byte, error) {
+		w.mu.Lock()
+		if w.nonce != "" {
+			w.mu.Unlock()
+			return nil, &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+		}
+		w.nonce = lease.ResumableNonce(rand.Text(), step)
+		tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
+		w.mu.Unlock()
+		if err := submit(ctx, tok); err != nil {
+			return nil, err
+		}
+		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  *string         `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded answer %q is not a callback's: %w", step, raw, err)}
+	}
+	if answer.Error != nil {
+		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
+	}
+	return answer.Result, nil
+}
+
 // pauseError is the snooze of a sleep or a condition's wait, with the
 // reason the task's history and status show.
 type pauseError struct {
@@ -343,6 +488,15 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 	if len(t.WaitFor) == 0 || (t.Wait != lease.WaitChildren && t.Wait != lease.WaitAfter && t.Wait != lease.WaitAfterAny) {
 		return nil, nil
 	}
+	if t.Wait == lease.WaitChildren {
+		// The children of a named await whose outcomes are recorded (AllOf)
+		// are not read again.
+		rest, _ := strings.CutPrefix(t.WaitFor[0], t.ID+"/")
+		name, _, _ := strings.Cut(rest, "/")
+		if _, done := t.StepResult("children:" + name); done && CheckAwaitName(name) == nil && t.WaitFor[0] == ChildIDIn(t.ID, name, 0) {
+			return nil, nil
+		}
+	}
 	r := &WaitResults{Mode: t.Wait, Tasks: make([]lease.Task, len(t.WaitFor))}
 	for i, id := range t.WaitFor {
 		cctx, cancel := x.call()
@@ -382,8 +536,10 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	switch {
 	case len(ac.Children) == 0 || len(ac.Children) > lease.MaxChildren:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: %d children, want 1..%d", len(ac.Children), lease.MaxChildren))
-	case x.task.Wait == lease.WaitChildren && len(x.task.WaitFor) > 0:
-		return x.failClaimed(ctx, "await children: this task has awaited its children already; a task awaits children once")
+	case ac.IDs == nil && x.task.Wait == lease.WaitChildren && len(x.task.WaitFor) > 0:
+		return x.failClaimed(ctx, "await children: this task has awaited its children already; AwaitChildren is once per task (workflow.All awaits by name, any number of times)")
+	case ac.IDs != nil && len(ac.IDs) != len(ac.Children):
+		return x.failClaimed(ctx, fmt.Sprintf("await children: %d ids for %d children", len(ac.IDs), len(ac.Children)))
 	case ac.Timeout < 0 || ac.Timeout > MaxWaitTimeout:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
 	}
@@ -391,6 +547,9 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	bodies := make([]string, len(ac.Children))
 	for i, c := range ac.Children {
 		ids[i] = ChildID(x.task.ID, i)
+		if ac.IDs != nil {
+			ids[i] = ac.IDs[i]
+		}
 		if err := lease.CheckID(ids[i]); err != nil {
 			return x.failClaimed(ctx, fmt.Sprintf("await children: child id: %v", err))
 		}
@@ -495,7 +654,24 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, MaxCallbackTimeout))
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
-	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce}
+	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step}
+	if err := w.Validate(); err != nil {
+		return x.failClaimed(ctx, "await callback: "+err.Error())
+	}
+	if ac.Step != "" {
+		// The answer becomes a step: there must be room for it.
+		x.flow.ctx.mu.Lock()
+		steps := lease.Task{Steps: x.flow.ctx.steps}
+		x.flow.ctx.mu.Unlock()
+		used := 0
+		for _, s := range steps.Steps {
+			used += len(s.Result)
+		}
+		if len(steps.Steps) >= lease.MaxSteps || used+lease.MaxCallbackAnswerBytes+32 > lease.MaxStepsBytes {
+			return x.failClaimed(ctx, fmt.Sprintf("await callback %q: no room left for its answer among the task's steps (%d steps, %d bytes; limits %d and %d)",
+				ac.Step, len(steps.Steps), used, lease.MaxSteps, lease.MaxStepsBytes))
+		}
+	}
 	if ac.Timeout > MaxSQSDelay {
 		// The sweep index holds the deadline (the suspension writes the
 		// entry): no message keeps the time.
@@ -691,7 +867,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: t.CallbackHash, Error: reason, Status: lease.StatusFailed}
+	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Error: reason, Status: lease.StatusFailed}
 	delay := x.cfg.Backoff(t.Attempt)
 	if t.Attempt < t.MaxAttempts {
 		e.Status, e.RunAt = lease.StatusPending, x.cfg.Clock.Now().Add(delay)
@@ -833,6 +1009,13 @@ func (x *execution) runCallback(ctx context.Context) State {
 	case err == nil:
 		x.task = task
 		x.log.info("callback accepted", "status", string(task.Status))
+		if task.Status == lease.StatusPending {
+			// A resumable wait's answer: run the task again now. Should the
+			// send fail, its sweep entry dispatches it.
+			if err := x.send(ctx, token.Ref(task.ID), 0); err != nil {
+				x.log.warn("could not send the token that resumes the answered task; the sweep dispatches it", "error", err)
+			}
+		}
 		return x.ended(true, "")
 	case errors.As(err, &we) && errors.Is(err, lease.ErrNotWaiting) && we.Task.Status == lease.StatusRunning && we.Task.Fence == cb.Fence:
 		// The callback beat the suspension of the attempt that handed out

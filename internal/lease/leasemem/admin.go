@@ -78,7 +78,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error
 		s.end(rec, lease.StatusCancelled, lease.CancelledWhilePending, now)
 		rec.Error = lease.CancelledWhilePending
 		rec.CancelRequested = true
-		rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
+		rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
 	case lease.StatusRunning:
 		rec.CancelRequested = true
 		rec.UpdatedAt = now

@@ -43,6 +43,6 @@ func (s *Store) EndWaiting(ctx context.Context, prev lease.Task, status lease.St
 	reason = lease.Truncate(reason, lease.MaxErrorBytes)
 	s.end(rec, status, reason, s.now())
 	rec.Error = reason
-	rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
+	rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
 	return clone(rec), nil
 }

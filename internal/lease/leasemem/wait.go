@@ -21,9 +21,9 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 		case lease.WaitChildren:
 			rec.WaitFor = slices.Clone(w.For)
 			rec.Attempt--
-			rec.CallbackHash = ""
+			rec.CallbackHash, rec.CallbackStep = "", ""
 		case lease.WaitCallback:
-			rec.CallbackHash = lease.CallbackHash(w.Nonce)
+			rec.CallbackHash, rec.CallbackStep = lease.CallbackHash(w.Nonce), w.Step
 			rec.WaitFor = nil
 		}
 	})
@@ -77,7 +77,7 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 		rec.Error = lease.DependencyReason(ended)
 		rec.FinishedAt = now
 		rec.DispatchAt = time.Time{}
-		rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
+		rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
 		if s.opts.Retention > 0 {
 			rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 		}
@@ -102,7 +102,7 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 	}
 	now := s.now()
 	rec.RunAt, rec.UpdatedAt = now, now
-	rec.Ended, rec.WaitUntil, rec.CallbackHash = nil, time.Time{}, ""
+	rec.Ended, rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = nil, time.Time{}, "", ""
 	rec.DispatchAt = time.Time{}
 	if owner == "" {
 		rec.Status = lease.StatusPending
@@ -130,17 +130,26 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	}
 	now := s.now()
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
-	rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: lease.Truncate(msg, lease.MaxHistoryErrorBytes), At: now})
-	rec.Status, rec.Error, rec.UpdatedAt = e.Status, msg, now
-	rec.WaitUntil, rec.CallbackHash = time.Time{}, ""
-	switch e.Status {
+	status, runAt := e.Status, e.RunAt
+	if step := e.ResumeStep(); step != "" && status != lease.StatusPending {
+		// The answer becomes the step; the task runs again at once, as the
+		// same attempt.
+		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: lease.CallbackAnswer(status, e.Result, msg)})
+		rec.Attempt--
+		status, runAt, msg = lease.StatusPending, now, ""
+	} else {
+		rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: lease.Truncate(msg, lease.MaxHistoryErrorBytes), At: now})
+	}
+	rec.Status, rec.Error, rec.UpdatedAt = status, msg, now
+	rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
+	switch status {
 	case lease.StatusSucceeded:
 		rec.Result = bytes.Clone(e.Result)
 	case lease.StatusPending:
-		rec.RunAt = ms(e.RunAt)
+		rec.RunAt = ms(runAt)
 		rec.DispatchAt = rec.RunAt.Add(s.opts.DispatchGrace)
 	}
-	if e.Status.Terminal() {
+	if status.Terminal() {
 		rec.FinishedAt = now
 		rec.DispatchAt = time.Time{}
 		if s.opts.Retention > 0 {
@@ -176,7 +185,7 @@ func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Tas
 	now := s.now()
 	rec.Status, rec.Error = a.Status, lease.Truncate(a.Error, lease.MaxErrorBytes)
 	rec.FinishedAt, rec.UpdatedAt = now, now
-	rec.DispatchAt, rec.WaitUntil, rec.CallbackHash = time.Time{}, time.Time{}, ""
+	rec.DispatchAt, rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, time.Time{}, "", ""
 	if s.opts.Retention > 0 {
 		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 	}

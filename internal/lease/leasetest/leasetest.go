@@ -103,6 +103,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"FailedDependencyCancels", testFailedDependencyCancels},
 		{"CallbackLandsOnce", testCallbackLandsOnce},
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
+		{"ResumableCallback", testResumableCallback},
 		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},

@@ -50,7 +50,7 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 		want.WaitFor = w.For
 		want.Attempt--
 	case lease.WaitCallback:
-		want.CallbackHash = lease.CallbackHash(w.Nonce)
+		want.CallbackHash, want.CallbackStep = lease.CallbackHash(w.Nonce), w.Step
 		want.WaitFor = nil
 	}
 	e.same("Suspend", got, want)
@@ -310,6 +310,90 @@ func testCallbackTimeoutRetries(t *testing.T, newStore NewStoreFunc) {
 	e.clock.Advance(10 * time.Second)
 	if again := e.claim(got, "w2"); again.Attempt != 2 {
 		t.Fatalf("retry attempt %d, want 2", again.Attempt)
+	}
+}
+
+// testResumableCallback: a resumable callback wait records the answer as
+// its step and makes the task PENDING at once, its attempt handed back; a
+// token whose step part was changed, or a plain token, does not land; the
+// operator's form (the kept hash and the step) lands; a failure is
+// recorded as the step's error, not the task's.
+func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	held := e.createClaimed(e.newTask(), "w1")
+	if _, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "before", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	nonce := lease.ResumableNonce("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "callback:approval")
+	if err := (lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Hour), Nonce: nonce, Step: "callback:other"}).Validate(); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("a wait whose nonce names another step: %v, want ErrInvalid", err)
+	}
+	waiting := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Hour), Nonce: nonce, Step: "callback:approval"})
+	end := lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Nonce: nonce, Status: lease.StatusSucceeded, Result: []byte(`{"ok":true}`)}
+	for name, bad := range map[string]lease.WaitEnd{
+		"another step": func() lease.WaitEnd { b := end; b.Nonce = lease.ResumableNonce("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "callback:x"); return b }(),
+		"no step":      func() lease.WaitEnd { b := end; b.Nonce = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"; return b }(),
+		"hash, no step": func() lease.WaitEnd {
+			b := end
+			b.Nonce, b.Hash = "", waiting.CallbackHash
+			return b
+		}(),
+	} {
+		if _, err := e.store.EndWait(e.ctx, bad); !errors.Is(err, lease.ErrBadCallback) {
+			t.Fatalf("%s: %v, want ErrBadCallback", name, err)
+		}
+	}
+	big := end
+	big.Result = []byte(`"` + strings.Repeat("x", lease.MaxCallbackAnswerBytes) + `"`)
+	if _, err := e.store.EndWait(e.ctx, big); !errors.Is(err, lease.ErrTooLarge) {
+		t.Fatalf("an answer over %d bytes: %v, want ErrTooLarge", lease.MaxCallbackAnswerBytes, err)
+	}
+	e.clock.Advance(time.Second)
+	got, err := e.store.EndWait(e.ctx, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := got.StepResult("callback:approval")
+	if got.Status != lease.StatusPending || !ok || string(r) != `{"result":{"ok":true}}` || got.Attempt != waiting.Attempt-1 ||
+		!got.RunAt.Equal(e.now()) || got.CallbackHash != "" || got.CallbackStep != "" || got.Error != "" || len(got.History) != len(waiting.History) ||
+		!got.DispatchAt.Equal(e.now().Add(grace)) || !got.FinishedAt.IsZero() {
+		t.Fatalf("answered: %+v", got)
+	}
+	if _, err := e.store.EndWait(e.ctx, end); !errors.Is(err, lease.ErrNotWaiting) {
+		t.Fatalf("second answer: %v, want ErrNotWaiting", err)
+	}
+	again := e.claim(got, "w2")
+	if again.Attempt != waiting.Attempt {
+		t.Fatalf("the run after the answer is attempt %d, want the same attempt %d", again.Attempt, waiting.Attempt)
+	}
+	if _, err := e.store.Checkpoint(e.ctx, again.LeaseOf(), "callback:approval", []byte(`2`)); err != nil {
+		t.Fatalf("checkpoint of the recorded answer's step: %v", err)
+	}
+	if again, _ = e.store.Get(e.ctx, again.ID); len(again.Steps) != 2 {
+		t.Fatalf("the answer's step was recorded twice: %+v", again.Steps)
+	}
+
+	// The operator's token, and a failed answer.
+	nonce2 := lease.ResumableNonce("BCDEFGHIJKLMNOPQRSTUVWXYZA", "callback:second")
+	waiting = e.suspend(again, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Hour), Nonce: nonce2, Step: "callback:second"})
+	op := lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Hash: lease.OperatorNonce(waiting), Status: lease.StatusFailed, Error: "declined"}
+	got, err = e.store.EndWait(e.ctx, op)
+	if err != nil {
+		t.Fatalf("the operator's answer: %v", err)
+	}
+	if r, ok := got.StepResult("callback:second"); got.Status != lease.StatusPending || !ok || string(r) != `{"error":"declined"}` || got.Error != "" {
+		t.Fatalf("failed answer: %s %q %s", got.Status, got.Error, r)
+	}
+
+	// A resumable wait that times out is retried as any callback's.
+	again = e.claim(got, "w3")
+	nonce3 := lease.ResumableNonce("CDEFGHIJKLMNOPQRSTUVWXYZAB", "callback:third")
+	waiting = e.suspend(again, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: nonce3, Step: "callback:third"})
+	e.clock.Advance(2 * time.Minute)
+	got, err = e.store.EndWait(e.ctx, lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Hash: lease.OperatorNonce(waiting),
+		Status: lease.StatusPending, RunAt: e.clock.Now().Add(time.Second), Error: "callback timed out"})
+	if _, ok := got.StepResult("callback:third"); err != nil || got.Status != lease.StatusPending || ok || got.Error != "callback timed out" || got.CallbackStep != "" {
+		t.Fatalf("timed out: %v %+v", err, got)
 	}
 }
 
