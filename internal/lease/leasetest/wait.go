@@ -331,8 +331,12 @@ func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 	waiting := e.suspend(held, lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Hour), Nonce: nonce, Step: "callback:approval"})
 	end := lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Nonce: nonce, Status: lease.StatusSucceeded, Result: []byte(`{"ok":true}`)}
 	for name, bad := range map[string]lease.WaitEnd{
-		"another step": func() lease.WaitEnd { b := end; b.Nonce = lease.ResumableNonce("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "callback:x"); return b }(),
-		"no step":      func() lease.WaitEnd { b := end; b.Nonce = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"; return b }(),
+		"another step": func() lease.WaitEnd {
+			b := end
+			b.Nonce = lease.ResumableNonce("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "callback:x")
+			return b
+		}(),
+		"no step": func() lease.WaitEnd { b := end; b.Nonce = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"; return b }(),
 		"hash, no step": func() lease.WaitEnd {
 			b := end
 			b.Nonce, b.Hash = "", waiting.CallbackHash
