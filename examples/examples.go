@@ -3,7 +3,9 @@
 package examples
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -142,6 +144,77 @@ func RemindLater(ctx context.Context, t *leasehold.Task[Remind]) (string, error)
 	})
 }
 
+// Order is the payload of the "order" kind.
+type Order struct {
+	Items          []string `json:"items"`
+	SleepSeconds   int      `json:"sleep_seconds"`
+	TimeoutSeconds int      `json:"timeout_seconds"`
+}
+
+// OrderApproval is the answer an order's approval callback carries.
+type OrderApproval struct {
+	Approved bool `json:"approved"`
+}
+
+// FulfilOrder is a handler with four awaits between its steps: it counts
+// the items (a step), packs each in a child task ("upper") and waits for
+// them all, records the packing (a step), waits for an approval callback,
+// sleeps, and ships (a step). Each await suspends the task, holding no
+// lease; each run after one replays the steps before it from their
+// records. The approval's token goes to an operator here, who reads it
+// with `leasehold callback-token ID` and answers with `leasehold complete`
+// or `leasehold fail`; a real handler would send it to the approver in
+// submit.
+func FulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) {
+	n, err := workflow.Step(ctx, "count", func(context.Context) (int, error) { return len(t.Payload.Items), nil })
+	if err != nil {
+		return "", err
+	}
+	kids := make([]workflow.Child, n)
+	for i, item := range t.Payload.Items {
+		kids[i] = workflow.Child{Kind: "upper", Payload: Upper{Text: item}}
+	}
+	packed, err := workflow.All(ctx, "pack", kids...)
+	if err != nil {
+		return "", err
+	}
+	labels, err := workflow.Step(ctx, "packed", func(context.Context) (string, error) {
+		first, last := "", ""
+		for i, o := range packed {
+			var label string
+			if o.Status != leasehold.StatusSucceeded || json.Unmarshal(o.Result, &label) != nil {
+				return "", leasehold.Fail(fmt.Errorf("packing %s ended %s: %s", o.ID, o.Status, o.Error))
+			}
+			if i == 0 {
+				first = label
+			}
+			last = label
+		}
+		return first + ".." + last, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	timeout := cmp.Or(time.Duration(t.Payload.TimeoutSeconds)*time.Second, time.Hour)
+	approval, err := workflow.WaitForCallback[OrderApproval](ctx, "approval", timeout,
+		func(context.Context, string) error { return nil }) // the operator reads the token
+	var refused *workflow.CallbackFailedError
+	switch {
+	case errors.As(err, &refused):
+		return "order refused: " + refused.Reason, nil
+	case err != nil:
+		return "", err
+	case !approval.Approved:
+		return "order not approved", nil
+	}
+	if err := workflow.Sleep(ctx, time.Duration(t.Payload.SleepSeconds)*time.Second); err != nil {
+		return "", err
+	}
+	return workflow.Step(ctx, "ship", func(context.Context) (string, error) {
+		return fmt.Sprintf("%d items packed (%s), approved, shipped after %ds", n, labels, t.Payload.SleepSeconds), nil
+	})
+}
+
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "greet", Greet)
@@ -151,4 +224,5 @@ func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "shout", ShoutAll)
 	leasehold.Handle(hs, "approval", AwaitApproval)
 	leasehold.Handle(hs, "remind", RemindLater)
+	leasehold.Handle(hs, "order", FulfilOrder)
 }

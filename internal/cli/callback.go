@@ -25,7 +25,9 @@ func (a *app) completeCommand() *cobra.Command {
 		Long: `Complete ends the waiting attempt that the callback TOKEN names: the task
 SUCCEEDS with RESULT, a JSON document (none when left out). The handler
 that took the token with workflow.CallbackToken and returned
-workflow.AwaitCallback does not run again.
+workflow.AwaitCallback does not run again. A token handed out by
+workflow.WaitForCallback is answered instead: RESULT is recorded for the
+handler, which runs again to read it (the task is PENDING until then).
 
 A token is accepted once, and only while its attempt waits. A forged,
 stale or used token is rejected with the reason (exit 1). See
@@ -58,8 +60,10 @@ func (a *app) failCommand() *cobra.Command {
 		Use:   "fail TOKEN REASON",
 		Short: "Fail a task waiting for a callback",
 		Long: `Fail ends the waiting attempt that the callback TOKEN names: the task FAILS
-for good with REASON (leasehold retry runs it again). A token is accepted
-once; a forged, stale or used token is rejected with the reason (exit 1).`,
+for good with REASON (leasehold retry runs it again). For a token handed
+out by workflow.WaitForCallback, the handler runs again and reads REASON
+as a refusal instead. A token is accepted once; a forged, stale or used
+token is rejected with the reason (exit 1).`,
 		Example: `  leasehold fail "$TOKEN" 'rejected by the reviewer'`,
 		Args:    posArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -76,6 +80,10 @@ once; a forged, stale or used token is rejected with the reason (exit 1).`,
 // left: its id and status, or, with jsonOut, the whole task.
 func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Client) (leasehold.TaskInfo, error)) error {
 	return a.showTask(cmd.Context(), jsonOut, end, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
+		if info.Status == leasehold.StatusPending {
+			_, err := fmt.Fprintf(a.io.Out, "task %s PENDING: answer recorded; its handler runs again to read it\n", admin.DisplayID(info.ID))
+			return err
+		}
 		_, err := fmt.Fprintf(a.io.Out, "task %s %s\n", admin.DisplayID(info.ID), info.Status)
 		return err
 	})

@@ -73,6 +73,16 @@ func afterMessage(kind, payload, self, dep string) func(id string) string {
 	}
 }
 
+// orderPayload is an "order" of n items that sleeps s seconds after its
+// approval.
+func orderPayload(n, s int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf("item-%d", i+1))
+	}
+	return fmt.Sprintf(`{"items":[%s],"sleep_seconds":%d,"timeout_seconds":600}`, strings.Join(items, ","), s)
+}
+
 // plan is the demo's mix of tasks. slow and delay come from the Config.
 func plan(slow, delay time.Duration) []planned {
 	succeeded, failed := string(lease.StatusSucceeded), string(lease.StatusFailed)
@@ -111,6 +121,9 @@ func plan(slow, delay time.Duration) []planned {
 		{name: "remind", kind: "remind", via: viaIntake, body: message("remind", `{"name":"Ada","sleep_seconds":8}`, ""),
 			shows: "step, durable sleep of 8s (no lease held), step", want: succeeded, wantAttempts: 1, minLatency: 8 * time.Second,
 			wantResult: `"reminder for Ada, sent after 8s"`},
+		{name: "order", kind: "order", via: viaIntake, body: message("order", orderPayload(50, 5), ""), callback: true,
+			shows: "step, 50 children, step, approval callback, sleep 5s, step: four awaits in one handler", want: succeeded, wantAttempts: 1,
+			wantFence: 4, minLatency: 5 * time.Second, wantResult: `"50 items packed (ITEM-1..ITEM-50), approved, shipped after 5s"`},
 		{name: "tick", kind: "greet", via: viaSchedule, schedule: true, wantSlots: 2,
 			shows: fmt.Sprintf("a schedule firing every %s: each slot runs once", scheduleEvery), want: succeeded},
 		{name: "malformed", kind: "-", via: viaWork,
@@ -136,8 +149,11 @@ func (p planned) expectation() string {
 	if p.after != "" {
 		fmt.Fprintf(&b, ", after %s", p.after)
 	}
-	if p.wantFence > 1 {
+	switch {
+	case p.wantFence == 2:
 		b.WriteString(", resumed once")
+	case p.wantFence > 2:
+		fmt.Fprintf(&b, ", resumed %d times", p.wantFence-1)
 	}
 	if p.callback {
 		b.WriteString(", by callback")

@@ -176,7 +176,7 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 			return fmt.Errorf("read task %s: %w", p.name, err)
 		}
 		w.observe(i, t)
-		if o := &w.seen[i]; p.callback && t.Status == lease.StatusWaiting && !o.completed && w.complete != nil {
+		if o := &w.seen[i]; p.callback && t.Status == lease.StatusWaiting && t.Wait == lease.WaitCallback && !o.completed && w.complete != nil {
 			shown, err := w.complete(ctx, w.id(i))
 			if err != nil {
 				return fmt.Errorf("complete %s: %w", p.name, err)
@@ -199,7 +199,9 @@ func (w *watch) observe(i int, t lease.Task) {
 	case string(t.Status) != o.state || t.Attempt != o.attempt:
 		switch t.Status {
 		case lease.StatusPending:
-			if len(t.WaitFor) > 0 && o.state == string(lease.StatusWaiting) {
+			if o.state == string(lease.StatusWaiting) && t.Wait == lease.WaitCallback {
+				w.event(name, "callback answered: it runs again, as attempt %d, to read the answer", t.Attempt+1)
+			} else if len(t.WaitFor) > 0 && o.state == string(lease.StatusWaiting) {
 				w.event(name, "woken: every task it waited for has ended")
 			} else if t.Attempt == 0 {
 				w.event(name, "stored by the dispatcher, due %s", w.rel(t.RunAt))
