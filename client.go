@@ -229,6 +229,34 @@ func After(ids ...string) EnqueueOption {
 	return func(s *Submission) { s.After, s.AfterAny = ids, false }
 }
 
+// Link is a task of a chain: see Then.
+type Link struct {
+	Kind string
+	// Payload is encoded as JSON (a json.RawMessage passes through).
+	Payload any
+	// ID names the task; empty gives it HEAD#N, where HEAD is the first
+	// task's id and N the link's place in the chain (the first task's is
+	// 1, so the first link's is 2).
+	ID string
+	// MaxAttempts: 0 takes the worker's default.
+	MaxAttempts int
+	// Queue names the link's SQS queue; "" takes the queue of the task
+	// before it.
+	Queue string
+}
+
+// Then makes the task the first of a chain: once it has SUCCEEDED, the
+// first link runs, then the next once that one has SUCCEEDED, and so on;
+// each reads the outcome of the one before with workflow.Dependencies. A
+// chain costs no more than its tasks: each link is created, claimed and
+// run from one inline token the task before it sends when it ends, with no
+// wait, no watch and no wake-up. If a task of the chain does not succeed,
+// its later links are recorded CANCELLED with the reason. At most 25
+// links, 64 KiB of payloads in all. docs/workflows.md#chains-then.
+func Then(links ...Link) EnqueueOption {
+	return func(s *Submission) { s.Then = links }
+}
+
 // AfterAny is After, except that the task runs once every task named has
 // ended, whatever the outcome; its handler reads their outcomes with
 // workflow.Dependencies.
@@ -265,6 +293,17 @@ type Submission struct {
 	AfterAny bool
 	// WaitTimeout: see the option of the same name; 0 is the default.
 	WaitTimeout time.Duration
+	// Then: see the option of the same name.
+	Then []Link
+}
+
+// links is s.Then as package submit takes it.
+func (s Submission) links() []submit.Link {
+	out := make([]submit.Link, len(s.Then))
+	for i, l := range s.Then {
+		out[i] = submit.Link(l)
+	}
+	return out
 }
 
 // EnqueueResult is the outcome of one Submission of EnqueueMany.
@@ -392,7 +431,7 @@ const enqueueChunk = 400
 // enqueueing applies (internal/submit).
 func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	r := submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload, MaxAttempts: s.MaxAttempts, Queue: s.Queue,
-		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout}
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: s.links()}
 	if r.Queue == "" {
 		r.Queue = c.kindQueues[s.Kind]
 	}

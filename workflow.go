@@ -89,12 +89,12 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 	}
 }
 
-// wakeWaiters hands the telling of t's waiters to a worker: a reference
-// token for t, which a worker finds finished and so notifies its waiters
-// (idempotently). Should the send fail, the callback's timeout token, still
+// wakeWaiters hands the telling of t's waiters (and the end of its
+// chain's later links) to a worker: a reference token for t, which a
+// worker finds finished and so notifies its waiters (idempotently). Should the send fail, the callback's timeout token, still
 // on the queue, does the same when it comes.
 func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
-	if len(t.Waiters) == 0 {
+	if len(t.Waiters) == 0 && len(t.Then) == 0 {
 		return
 	}
 	if url, err := c.queueOf(ctx, t.Queue); err == nil {

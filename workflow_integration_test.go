@@ -20,7 +20,8 @@ import (
 )
 
 // workflowHandlers: "fanout" spawns n "square" children and sums their
-// results; "step" returns its payload plus its dependency's result;
+// results; "step" returns its payload plus its dependency's result (and
+// fails for good on "fail");
 // "approve" waits for a callback, handing its token out on tokens.
 func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 	hs := leasehold.NewHandlers()
@@ -46,6 +47,9 @@ func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 		return t.Payload * t.Payload, nil
 	})
 	leasehold.Handle(hs, "step", func(ctx context.Context, t *leasehold.Task[string]) (string, error) {
+		if t.Payload == "fail" {
+			return "", leasehold.Fail(errors.New("asked to fail"))
+		}
 		deps, _ := workflow.Dependencies(ctx)
 		out := t.Payload
 		for _, d := range deps {
@@ -443,5 +447,39 @@ func TestManyAwaitsOnTheStack(t *testing.T) {
 	defer mu.Unlock()
 	if runs["pack"] != 10 || runs["yes plan"] != 1 || runs["yes total"] != 1 || runs["yes ship"] != 1 || runs["no ship"] != 0 {
 		t.Errorf("runs %v; want 10 children (4+2 and 4) and each step once", runs)
+	}
+}
+
+// A chain known at enqueue (Then) on the stack: four links run in order
+// through the real client, worker and queues, each created and claimed
+// from the token its predecessor sent, none WAITING; a chain sent as a
+// plain SQS message with "then" runs the same; a failing link cancels the
+// rest.
+func TestChainOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: workflowHandlers(make(chan string, 1))})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, "step", "a", leasehold.ID("then"), leasehold.Then(
+		leasehold.Link{Kind: "step", Payload: "b"}, leasehold.Link{Kind: "step", Payload: "c"}, leasehold.Link{Kind: "step", Payload: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, e.queues.Work, `{"v":1,"id":"raw","kind":"step","payload":"x","then":[{"id":"raw-2","kind":"step","payload":"y"}]}`)
+	if _, err := c.Enqueue(ctx, "step", "fail", leasehold.ID("broken"), leasehold.Then(leasehold.Link{Kind: "step", Payload: "never"})); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 90*time.Second, func() bool {
+		return e.status(t, "then#4") == lease.StatusSucceeded && e.status(t, "raw-2") == lease.StatusSucceeded && e.status(t, "broken#2") == lease.StatusCancelled
+	})
+	if got := e.get(t, "then#4"); string(got.Result) != `"a-b-c-d"` || got.Attempt != 1 || got.Fence != 1 {
+		t.Errorf("last link: %s, attempt %d, fence %d; want \"a-b-c-d\" from its first claim", got.Result, got.Attempt, got.Fence)
+	}
+	if got := e.get(t, "raw-2"); string(got.Result) != `"x-y"` {
+		t.Errorf("raw chain: %s", got.Result)
+	}
+	if got := e.get(t, "broken#2"); !strings.Contains(got.Error, "chain: broken ended FAILED") {
+		t.Errorf("link after a failure: %s %q", got.Status, got.Error)
 	}
 }

@@ -249,7 +249,15 @@ func (e *Env) newID() string {
 func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
 	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
 		MaxAttempts: cmp.Or(s.MaxAttempts, settings.DefaultMaxAttempts), Queue: s.Queue,
-		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout}, now)
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then)}, now)
+}
+
+func links(ls []leasehold.Link) []submit.Link {
+	out := make([]submit.Link, len(ls))
+	for i, l := range ls {
+		out[i] = submit.Link(l)
+	}
+	return out
 }
 
 // Run delivers the queued messages to the worker, one at a time, until no

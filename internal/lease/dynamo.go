@@ -76,6 +76,8 @@ const (
 	AttrCallbackStep = "callback_step"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
+	// AttrThen is Task.Then: the chain's later links, a JSON array.
+	AttrThen = "then"
 )
 
 // Attribute names inside a history entry.
@@ -760,6 +762,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	text(AttrWait, string(t.Wait))
 	text(AttrCallback, t.CallbackHash)
 	text(AttrCallbackStep, t.CallbackStep)
+	text(AttrThen, encodeThen(t.Then))
 	millis(AttrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
 		ws := make([]string, len(t.Waiters))
@@ -868,6 +871,11 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	}
 	if r := d.str(AttrResult); r != "" {
 		t.Result = []byte(r)
+	}
+	if then, err := decodeThen(d.str(AttrThen)); err != nil && d.err == nil {
+		d.err = err
+	} else {
+		t.Then = then
 	}
 	if sec := d.num(AttrExpiresAt); sec != 0 {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()

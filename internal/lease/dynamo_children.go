@@ -31,7 +31,7 @@ func Placeholder(id, parent, reason string, now time.Time, retention time.Durati
 	switch {
 	case CheckID(id) != nil:
 		return Task{}, NewTask{}, fmt.Errorf("cancel child: %w", CheckID(id))
-	case CheckID(parent) != nil:
+	case parent != "" && CheckID(parent) != nil:
 		return Task{}, NewTask{}, fmt.Errorf("cancel child %s: %w: parent: %w", DisplayID(id), ErrInvalid, CheckID(parent))
 	case id == parent:
 		return Task{}, NewTask{}, fmt.Errorf("cancel child %s: %w: a task is not its own child", DisplayID(id), ErrInvalid)

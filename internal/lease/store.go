@@ -88,8 +88,9 @@ type Store interface {
 	// the parent as its waiter (see IsPlaceholder). A parent that ends
 	// before its children's tokens are taken writes one per child, so a
 	// token that comes later finds its task ended and never creates or
-	// runs it. When the id exists it returns the stored task and
-	// ErrAlreadyExists, whatever that task is.
+	// runs it. parent may be empty: a chain's link whose predecessor did
+	// not succeed is one too. When the id exists it returns the stored
+	// task and ErrAlreadyExists, whatever that task is.
 	CreateCancelled(ctx context.Context, id, parent, reason string) (Task, error)
 	// EndWaiting ends prev, a WAITING task as the caller saw it, as
 	// CANCELLED or FAILED with reason, only while it still waits under

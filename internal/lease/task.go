@@ -143,6 +143,9 @@ type Task struct {
 	CallbackStep string
 	// Steps are the handler's checkpointed steps, oldest first.
 	Steps []Step
+	// Then are the chain's links after this task (NewTask.Then): the first
+	// runs once this task has SUCCEEDED, carrying the rest.
+	Then []Link
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one
@@ -232,6 +235,12 @@ type NewTask struct {
 	// WaitUntil is the deadline of the wait for After (zero:
 	// DefaultWaitTimeout from the create); at it the task fails.
 	WaitUntil time.Time
+	// Then are the links of a chain that follow this task (see Link).
+	Then []Link
+	// Prev is the chain link before this task, which has SUCCEEDED: the
+	// task records it as its dependency (Wait WaitAfter, WaitFor [Prev])
+	// without waiting, so its handler reads its outcome as a dependent's.
+	Prev string
 }
 
 // MaxCreateTokenBytes bounds NewTask.CreateToken.
@@ -266,6 +275,11 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: after-any needs dependencies", ErrInvalid)
 	case !n.WaitUntil.IsZero() && len(n.After) == 0:
 		return fmt.Errorf("%w: a wait deadline needs dependencies", ErrInvalid)
+	case n.Prev != "" && (CheckID(n.Prev) != nil || len(n.After) > 0 || n.Parent != ""):
+		return fmt.Errorf("%w: a chain link's predecessor must be a valid id, with no dependencies and no parent", ErrInvalid)
+	}
+	if err := CheckThen(n.ID, n.Then); err != nil {
+		return err
 	}
 	for i, id := range n.After {
 		switch {

@@ -419,4 +419,8 @@ func ApplyWaits(t *Task, n NewTask) {
 		t.WaitFor = slices.Clone(n.After)
 		applyWaitDeadline(t, n)
 	}
+	if n.Prev != "" { // its dependency ended already: no wait
+		t.Wait, t.WaitFor = WaitAfter, []string{n.Prev}
+	}
+	t.Then = CloneThen(n.Then)
 }

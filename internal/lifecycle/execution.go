@@ -196,7 +196,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 			queue = x.msg.Queue
 		}
 		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken,
-			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny}
+			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny, Then: tok.Then, Prev: tok.Prev}
 		if x.tokenErr != nil {
 			// The task is recorded without its payload, so the body goes
 			// to the dead-letter queue first: it is never lost with the

@@ -804,18 +804,53 @@ func (x *execution) ended(ack bool, reason string) State {
 	return StateNotifying
 }
 
-// runNotifying notifies the waiters of x.task, if it has ended, before the
-// message is acknowledged.
+// runNotifying notifies the waiters of x.task, if it has ended, and starts
+// the next link of its chain, before the message is acknowledged.
 func (x *execution) runNotifying(ctx context.Context) State {
-	if len(x.task.Waiters) == 0 || !x.task.Status.Terminal() {
+	if (len(x.task.Waiters) == 0 && len(x.task.Then) == 0) || !x.task.Status.Terminal() {
 		return StateExited
 	}
-	if err := x.notifyWaiters(ctx, x.task); err != nil {
-		x.log.warn("could not notify the tasks waiting for this one; the message comes back to retry", "error", err)
+	err := x.notifyWaiters(ctx, x.task)
+	if err == nil {
+		err = x.advanceChain(ctx, x.task)
+	}
+	if err != nil {
+		x.log.warn("could not notify the tasks waiting for this one or start its chain's next link; the message comes back to retry", "error", err)
 		x.result.Ack = false
 		x.result.Reason = cmp.Or(x.failReason, err.Error())
 	}
 	return StateExited
+}
+
+// advanceChain starts the next link of t's chain once t has SUCCEEDED:
+// one inline token, which its worker creates and claims in one write,
+// carrying the links after it. If t did not succeed, its later links are
+// recorded CANCELLED with the reason, so that none runs and each says
+// why. Both are idempotent (the links' ids are fixed), so a redelivery of
+// t's message does them again safely.
+func (x *execution) advanceChain(ctx context.Context, t lease.Task) error {
+	if len(t.Then) == 0 {
+		return nil
+	}
+	if t.Status != lease.StatusSucceeded {
+		reason := lease.ChainReason(t)
+		for _, l := range t.Then {
+			cctx, cancel := x.call()
+			_, err := x.cfg.Store.CreateCancelled(cctx, l.ID, "", reason)
+			cancel()
+			if err != nil && !errors.Is(err, lease.ErrAlreadyExists) {
+				return fmt.Errorf("cancel chain link %s: %w", l.ID, err)
+			}
+		}
+		return nil
+	}
+	next := t.Then[0]
+	body, err := token.Token{ID: next.ID, Kind: next.Kind, Payload: next.Payload, MaxAttempts: next.MaxAttempts,
+		Queue: next.Queue, Then: t.Then[1:], Prev: t.ID}.Encode()
+	if err != nil { // checked when the chain was enqueued
+		return fmt.Errorf("chain link %s: %w", next.ID, err)
+	}
+	return x.sendTo(ctx, cmp.Or(next.Queue, t.Queue), body, 0)
 }
 
 // runResuming answers a token whose task is WAITING (x.task, as read).

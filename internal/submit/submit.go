@@ -6,6 +6,7 @@ package submit
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -24,7 +25,23 @@ type Request struct {
 	Delay       time.Duration
 	RunAt       time.Time
 	WaitTimeout time.Duration
+	// Then are the chain's links after the task (leasehold.Then).
+	Then []Link
 }
+
+// Link is a chain link as the caller gave it: the fields of
+// leasehold.Link, which converts to it.
+type Link struct {
+	Kind        string
+	Payload     any
+	ID          string
+	MaxAttempts int
+	Queue       string
+}
+
+// LinkID is the id of the n-th task of the chain headed by head (the head
+// is the first), for a link given none.
+func LinkID(head string, n int) string { return head + "#" + strconv.Itoa(n) }
 
 // NewTask checks r at now and returns its task record. A request the
 // rules refuse is an error wrapping lease.ErrInvalid.
@@ -59,6 +76,13 @@ func NewTask(r Request, now time.Time) (lease.NewTask, error) {
 		return nt, err
 	}
 	nt.Payload = payload
+	for i, l := range r.Then {
+		p, err := lease.EncodeJSON(fmt.Sprintf("chain link %d's payload", i+2), l.Payload)
+		if err != nil {
+			return nt, err
+		}
+		nt.Then = append(nt.Then, lease.Link{ID: cmp.Or(l.ID, LinkID(r.ID, i+2)), Kind: l.Kind, Payload: p, MaxAttempts: l.MaxAttempts, Queue: l.Queue})
+	}
 	if err := nt.Validate(); err != nil {
 		if r.ID != "" {
 			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), err)

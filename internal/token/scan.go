@@ -3,6 +3,8 @@ package token
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // fields are a token's JSON fields as read, before validation.
@@ -25,6 +27,8 @@ type fields struct {
 	result      json.RawMessage
 	errMsg      *string
 	wake        bool
+	then        []lease.Link
+	prev        string
 }
 
 // scanFields reads the shape every encoder of this package writes, without

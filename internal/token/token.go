@@ -99,6 +99,12 @@ type Token struct {
 	// Wake (reference only): the task was WAITING and its wait is over:
 	// the worker reads it and resumes and claims it in one write.
 	Wake bool
+	// Then (inline only, with ID): the chain's links after this task; the
+	// first runs once it has SUCCEEDED (lease.Link).
+	Then []lease.Link
+	// Prev (inline only, with ID): the chain link before this task, which
+	// has SUCCEEDED.
+	Prev string
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -123,6 +129,8 @@ type wire struct {
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       *string         `json:"error,omitempty"`
 	Wake        bool            `json:"wake,omitempty"`
+	Then        []lease.Link    `json:"then,omitempty"`
+	Prev        string          `json:"prev,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -150,7 +158,8 @@ func Decode(body string) (Token, error) {
 		return Token{}, &Error{Reason: ErrVersion, Detail: fmt.Sprintf("version %d; this worker understands version %d", f.v, Version)}
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
-		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake}
+		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake,
+		Then: f.then, Prev: f.prev}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -178,7 +187,8 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, err
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake}
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
+		then: w.Then, prev: w.Prev}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -207,8 +217,9 @@ func (t Token) validate() error {
 		switch {
 		case t.ID == "":
 			return &Error{Reason: ErrMissingField, Detail: `a token needs "id" (a reference to a stored task) or "kind" (an inline task)`}
-		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "" || t.Parent != "" || len(t.After) > 0 || t.AfterAny:
-			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts", "queue", "create_token", "parent", "after" and "after_any" need "kind"`}
+		case t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "" || t.Parent != "" || len(t.After) > 0 || t.AfterAny ||
+			len(t.Then) > 0 || t.Prev != "":
+			return &Error{Reason: ErrMissingField, Detail: `"payload", "max_attempts", "queue", "create_token", "parent", "after", "after_any", "then" and "prev" need "kind"`}
 		}
 		return nil
 	}
@@ -377,11 +388,11 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
-	if t.Parent != "" || len(t.After) > 0 || t.AfterAny {
+	if t.Parent != "" || len(t.After) > 0 || t.AfterAny || len(t.Then) > 0 || t.Prev != "" {
 		// Workflow tokens are rare enough for encoding/json.
 		b, err := json.Marshal(wire{V: &t.Version, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
 			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny,
-			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second)})
+			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second), Then: t.Then, Prev: t.Prev})
 		if err != nil {
 			return "", &Error{Reason: ErrMalformed, Detail: err.Error()}
 		}

@@ -19,7 +19,7 @@ func (t Token) validateWorkflow() error {
 	if t.IsCallback() {
 		switch {
 		case t.ID != "" || t.Kind != "" || t.Payload != nil || t.MaxAttempts != 0 || t.Queue != "" || t.CreateToken != "" ||
-			t.Parent != "" || len(t.After) > 0 || t.AfterAny || t.Wake:
+			t.Parent != "" || len(t.After) > 0 || t.AfterAny || t.Wake || len(t.Then) > 0 || t.Prev != "":
 			return &Error{Reason: ErrInvalidField, Detail: `a callback message has only "v", "callback" and "result" or "error"`}
 		case t.HasError && t.Result != nil:
 			return &Error{Reason: ErrInvalidField, Detail: `a callback has "result" or "error", not both`}
@@ -37,8 +37,19 @@ func (t Token) validateWorkflow() error {
 	if t.Result != nil || t.HasError {
 		return &Error{Reason: ErrMissingField, Detail: `"result" and "error" need "callback"`}
 	}
-	if (t.Parent != "" || len(t.After) > 0) && t.ID == "" {
-		return &Error{Reason: ErrMissingField, Detail: `"parent" and "after" need "id"`}
+	if (t.Parent != "" || len(t.After) > 0 || len(t.Then) > 0 || t.Prev != "") && t.ID == "" {
+		return &Error{Reason: ErrMissingField, Detail: `"parent", "after", "then" and "prev" need "id"`}
+	}
+	if err := lease.CheckThen(t.ID, t.Then); err != nil {
+		return &Error{Reason: ErrInvalidField, Detail: `"then": ` + err.Error()}
+	}
+	if t.Prev != "" {
+		if err := checkID(t.Prev); err != nil {
+			return &Error{Reason: ErrInvalidField, Detail: `"prev": ` + err.(*Error).Detail}
+		}
+		if t.Parent != "" || len(t.After) > 0 {
+			return &Error{Reason: ErrInvalidField, Detail: `a chain link ("prev") has no "parent" and no "after"`}
+		}
 	}
 	if t.Parent != "" {
 		if err := checkID(t.Parent); err != nil {

@@ -68,6 +68,7 @@ func clone(t *lease.Task) lease.Task {
 	c.WaitFor = slices.Clone(t.WaitFor)
 	c.Ended = slices.Clone(t.Ended)
 	c.Steps = slices.Clone(t.Steps)
+	c.Then = lease.CloneThen(t.Then)
 	return c
 }
 

@@ -68,7 +68,11 @@ func testCreateCancelled(t *testing.T, newStore NewStoreFunc) {
 	e.same("CreateCancelled of an existing child", seen, existing)
 	e.stored(existing)
 
-	for _, bad := range [][2]string{{"", parent.ID}, {id + "x", ""}, {parent.ID, parent.ID}} {
+	// No parent: a chain's link that will not run.
+	if got, err := e.store.CreateCancelled(e.ctx, id+"-link", "", reason); err != nil || got.Status != lease.StatusCancelled || got.Parent != "" || len(got.Waiters) != 0 {
+		t.Fatalf("CreateCancelled with no parent: %v, %+v", err, got)
+	}
+	for _, bad := range [][2]string{{"", parent.ID}, {id + "x", "bad\x00parent"}, {parent.ID, parent.ID}} {
 		if _, err := e.store.CreateCancelled(e.ctx, bad[0], bad[1], reason); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("CreateCancelled(%q, %q): %v, want ErrInvalid", bad[0], bad[1], err)
 		}

@@ -104,6 +104,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackLandsOnce", testCallbackLandsOnce},
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumableCallback", testResumableCallback},
+		{"ChainLinksKept", testChainLinksKept},
 		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
@@ -389,6 +390,8 @@ func diffTask(got, want lease.Task) []string {
 	text("Ended", strings.Join(got.Ended, ","), strings.Join(want.Ended, ","))
 	at("WaitUntil", got.WaitUntil, want.WaitUntil)
 	text("CallbackHash", got.CallbackHash, want.CallbackHash)
+	text("CallbackStep", got.CallbackStep, want.CallbackStep)
+	text("Then", fmt.Sprintf("%+v", got.Then), fmt.Sprintf("%+v", want.Then))
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d

@@ -401,6 +401,50 @@ func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
+// testChainLinksKept: a task keeps the chain's later links it was created
+// with, through its claim and finish; a link created with its predecessor
+// records it as a dependency that ended already, and is not WAITING.
+func testChainLinksKept(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	head := e.newTask()
+	then := []lease.Link{
+		{ID: head.ID + "#2", Kind: "b", Payload: []byte(`{"n":2}`), MaxAttempts: 2},
+		{ID: head.ID + "#3", Kind: "c", Queue: "other"},
+	}
+	head.Then = then
+	got, err := e.store.Create(e.ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := e.pending(head)
+	want.Then = then
+	e.same("Create", got, want)
+	e.same("Get", mustGet(e, head.ID), want)
+	done := e.finish(e.claim(got, "w1"), []byte(`1`))
+	if fmt.Sprintf("%+v", done.Then) != fmt.Sprintf("%+v", then) {
+		t.Fatalf("finished head: links %+v, want %+v", done.Then, then)
+	}
+	next := lease.NewTask{ID: then[0].ID, Kind: then[0].Kind, Payload: then[0].Payload, MaxAttempts: 2, Then: then[1:], Prev: head.ID}
+	link, err := e.store.CreateClaimed(e.ctx, next, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Status != lease.StatusRunning || link.Wait != lease.WaitAfter || !slices.Equal(link.WaitFor, []string{head.ID}) ||
+		len(link.Then) != 1 || link.Then[0].ID != then[1].ID || link.DispatchAt != (time.Time{}) {
+		t.Fatalf("second link: %+v", link)
+	}
+	for name, bad := range map[string]lease.NewTask{
+		"a link twice":        {ID: e.id(), Kind: "a", MaxAttempts: 1, Then: []lease.Link{{ID: "x", Kind: "b"}, {ID: "x", Kind: "c"}}},
+		"a link with no kind": {ID: e.id(), Kind: "a", MaxAttempts: 1, Then: []lease.Link{{ID: "y"}}},
+		"bad payload":         {ID: e.id(), Kind: "a", MaxAttempts: 1, Then: []lease.Link{{ID: "z", Kind: "b", Payload: []byte(`{`)}}},
+		"prev and after":      {ID: e.id(), Kind: "a", MaxAttempts: 1, Prev: "p", After: []string{"q"}},
+	} {
+		if _, err := e.store.Create(e.ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
 func testResumeClaims(t *testing.T, newStore NewStoreFunc) {
 	e := setup(t, newStore)
 	parent := e.createClaimed(e.newTask(), "p1")
