@@ -104,6 +104,11 @@ type TaskInfo struct {
 	WaitUntil time.Time `json:"wait_until,omitzero"`
 	// Waiters are the tasks told when this one ends.
 	Waiters []string `json:"waiters,omitempty"`
+	// Steps names the handler's recorded steps (workflow.Step, and the
+	// steps of sleeps and awaits), oldest first.
+	Steps []string `json:"steps,omitempty"`
+	// Then lists the ids of the chain's links after this task (Then).
+	Then []string `json:"then,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -157,6 +162,12 @@ func infoOf(t lease.Task) TaskInfo {
 	info.Parent, info.Wait, info.WaitFor, info.Ended, info.WaitUntil = t.Parent, string(t.Wait), t.WaitFor, t.Ended, utc(t.WaitUntil)
 	for _, w := range t.Waiters {
 		info.Waiters = append(info.Waiters, w.ID)
+	}
+	for _, st := range t.Steps {
+		info.Steps = append(info.Steps, st.Name)
+	}
+	for _, l := range t.Then {
+		info.Then = append(info.Then, l.ID)
 	}
 	for _, a := range t.History {
 		info.History = append(info.History, AttemptInfo{

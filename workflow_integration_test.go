@@ -470,8 +470,15 @@ func TestChainOnTheStack(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "step", "fail", leasehold.ID("broken"), leasehold.Then(leasehold.Link{Kind: "step", Payload: "never"})); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Enqueue(ctx, "step", "later", leasehold.ID("stopped"), leasehold.Delay(time.Hour), leasehold.Then(leasehold.Link{Kind: "step"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "stopped"); err != nil {
+		t.Fatal(err)
+	}
 	e.pump(t, w, 90*time.Second, func() bool {
-		return e.status(t, "then#4") == lease.StatusSucceeded && e.status(t, "raw-2") == lease.StatusSucceeded && e.status(t, "broken#2") == lease.StatusCancelled
+		return e.status(t, "then#4") == lease.StatusSucceeded && e.status(t, "raw-2") == lease.StatusSucceeded &&
+			e.status(t, "broken#2") == lease.StatusCancelled && e.status(t, "stopped#2") == lease.StatusCancelled
 	})
 	if got := e.get(t, "then#4"); string(got.Result) != `"a-b-c-d"` || got.Attempt != 1 || got.Fence != 1 {
 		t.Errorf("last link: %s, attempt %d, fence %d; want \"a-b-c-d\" from its first claim", got.Result, got.Attempt, got.Fence)

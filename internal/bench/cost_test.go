@@ -359,7 +359,7 @@ func TestCost(t *testing.T) {
 		runs = v
 	}
 	var wfs []workflowResult
-	for _, w := range []shape{chain(3), chain(4), stepped(4), fanout(10), callback(), sleep()} {
+	for _, w := range []shape{chain(3), chain(4), linked(4), stepped(4), fanout(10), callback(), sleep()} {
 		wfs = append(wfs, h.runWorkflows(w, runs))
 	}
 	for _, r := range wfs {

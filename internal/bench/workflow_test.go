@@ -142,6 +142,37 @@ func chain(n int) shape {
 	}
 }
 
+// linked is a chain of n "step" tasks known at enqueue (leasehold.Then):
+// each link is created and claimed from the token its predecessor sends
+// when it succeeds, with no WAITING create, watch, notify or wake-up.
+func linked(n int) shape {
+	k := float64(n - 1) // links after the head
+	return shape{
+		name:     fmt.Sprintf("%d-link chain (Then)", n),
+		steps:    n,
+		perRound: max(1, 10/n),
+		start: func(h *harness, id string) []string {
+			links := make([]leasehold.Link, n-1)
+			ids := []string{id}
+			for i := range links {
+				links[i] = leasehold.Link{Kind: "step", Payload: echo{N: i + 1}}
+				ids = append(ids, fmt.Sprintf("%s#%d", id, i+2))
+			}
+			h.enqueue("step", echo{N: 0}, leasehold.ID(id), leasehold.Then(links...))
+			return ids
+		},
+		design: map[string]float64{
+			"create (PENDING)": 1, "claim": 1, "create (RUNNING)": k, "finish or release": float64(n),
+		},
+		// The head: create with its listing entry (2), claim, finish; each
+		// link: create claimed with its listing entry (2), finish.
+		designWU:      2 + 1 + 2*k + float64(n),
+		sfTransitions: float64(n), sfInvocations: float64(n),
+		durableOps: float64(n) + 1, durableInvokes: 1,
+		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
+	}
+}
+
 // stepped is one task whose handler runs n steps (workflow.Step), each
 // recorded once: the durable-function way to write a workflow of n steps.
 func stepped(n int) shape {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,7 @@ type enqueueFlags struct {
 	jsonOut     bool
 	after       []string
 	afterAny    bool
+	then        []string
 }
 
 func init() {
@@ -69,6 +71,11 @@ runs it once they have ended, whatever the outcome. See docs/workflows.md. The q
 (exit 4 otherwise; nothing is enqueued). In a file, a line's "queue" does the
 same, and --queue applies to the lines that name none.
 
+--then KIND or --then 'KIND=PAYLOAD' (repeatable) makes the task the first of
+a chain: each --then task runs once the one before it has SUCCEEDED, with
+the id ID#2, ID#3, ... (the task needs --id), and reads the one before with
+workflow.Dependencies. It is cheaper than --after: no waiting, no watch.
+
 Only "kind" is required; "delay_seconds" and "run_at" are exclusive; "v":1
 may be present (the lines are intake-queue submissions). Bad lines are
 reported with their line numbers and skipped; the good ones are enqueued. The
@@ -83,6 +90,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
   leasehold enqueue --kind report --at 2027-06-01T09:00:00Z
   leasehold enqueue --kind resize --queue images-work '{"w":64}'
   leasehold enqueue --kind report --id sum --after fetch-a,fetch-b
+  leasehold enqueue --kind upper --id c1 --then upper --then 'upper={"text":"c"}' '{"text":"a"}'
   leasehold enqueue --file tasks.jsonl > ids.txt`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,6 +113,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
 	fl.StringSliceVar(&f.after, "after", nil, "wait until these tasks (comma-separated ids) have SUCCEEDED; cancelled if one fails")
 	fl.BoolVar(&f.afterAny, "after-any", false, "with --after: run once they have ended, whatever the outcome")
+	fl.StringArrayVar(&f.then, "then", nil, `run a task of KIND (with 'KIND=PAYLOAD', that JSON payload) after this one succeeds; repeat for a chain (needs --id)`)
 	return cmd
 }
 
@@ -137,6 +146,26 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		opts = append(opts, leasehold.AfterAny(f.after...))
 	case len(f.after) > 0:
 		opts = append(opts, leasehold.After(f.after...))
+	}
+	if len(f.then) > 0 {
+		if f.id == "" {
+			return usageErrorf("--then needs --id: the chain's tasks are named after it (ID#2, ID#3, ...)")
+		}
+		links := make([]leasehold.Link, len(f.then))
+		for i, t := range f.then {
+			kind, payload, hasPayload := strings.Cut(t, "=")
+			links[i].Kind = kind
+			if hasPayload {
+				if p, tooDeep := admin.JSONProblem([]byte(payload)); p != "" {
+					if !tooDeep {
+						p = "is not a JSON document"
+					}
+					return usageErrorf("--then %s: the payload %s", kind, p)
+				}
+				links[i].Payload = json.RawMessage(payload)
+			}
+		}
+		opts = append(opts, leasehold.Then(links...))
 	}
 	switch {
 	case f.delay != 0 && f.at != "":

@@ -302,6 +302,12 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
 	row("error", oneLine(t.Error))
+	if len(t.Steps) > 0 {
+		row("steps", escape(strings.Join(t.Steps, ", ")))
+	}
+	if len(t.Then) > 0 {
+		row("then", escape(strings.Join(t.Then, ", ")))
+	}
 	row("payload", escape(string(t.Payload)))
 	row("result", escape(string(t.Result)))
 	if err := tw.Flush(); err != nil {
