@@ -19,8 +19,9 @@ type Workflows struct {
 	// ChildN each child to the n its payload carries (its result's n).
 	Fans   map[string][]string
 	ChildN map[string]int
-	// After maps each task with dependencies to them; AfterAny names those
-	// that run once every dependency has ended, whatever its outcome.
+	// After maps each task with dependencies to them (a chain's link known
+	// at enqueue, to its predecessor); AfterAny names those that run once
+	// every dependency has ended, whatever its outcome.
 	After    map[string][]string
 	AfterAny map[string]bool
 	// Callbacks names the tasks that wait for a callback.
@@ -35,6 +36,10 @@ type Workflows struct {
 	Sleeps map[string]int
 	// Cancels are the cancels of parents (Fans) the test made.
 	Cancels []CancelCall
+	// Orders maps each task with several awaits in one handler ("order":
+	// steps s0-s2 in Steps, its sleep in Sleeps) to the children it awaits
+	// with workflow.All, in spawn order (their n in ChildN).
+	Orders map[string][]string
 }
 
 // CancelCall is one Client.Cancel of a parent by the test (the last try,
@@ -163,6 +168,11 @@ type WorkflowReport struct {
 	// them, and runs beyond the first completed one of a step (their
 	// checkpoint did not land: a lost lease).
 	StepTasks, StepRuns, StepFailures, StepRedone int
+	// Orders: tasks with several awaits in one handler; OrdersDone: of
+	// those, SUCCEEDED with their children's outcomes and the callback's
+	// answer each recorded once. OrderResumes: their runs with their
+	// children's outcomes (a "packed" line).
+	Orders, OrdersDone, OrderResumes int
 	// StepCheckpoints: writes that recorded a step (its item holds more
 	// steps than the write before); StepLostAnswers: of those, the ones
 	// whose answer the proxy dropped (the case that can record a step
@@ -277,7 +287,7 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 		r.Dependents++
 		if rec, ok := in.Records[id]; ok && rec.Status == lease.StatusCancelled && !anyEnd {
 			r.Cancelled++
-			if !strings.Contains(rec.Error, "dependency") {
+			if !strings.Contains(rec.Error, "dependency") && !strings.HasPrefix(rec.Error, "chain: ") {
 				r.EarlyDependent++ // not a violation of order, but of the reason
 				flag("early_dependent", fmt.Sprintf("%s: cancelled without a dependency reason: %q", id, rec.Error))
 			}
@@ -326,10 +336,7 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	}
 
 	// Callbacks: exactly one accepted per wait.
-	type wait struct {
-		task  string
-		fence int64
-	}
+	type wait = callbackWait
 	clientAccepted := map[wait]int{}
 	for _, a := range in.Workflows.Answers {
 		r.CallbackSent++
@@ -385,7 +392,80 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 
 	checkCancels(in, writesByTask, starts, &r, flag)
 	checkSteps(in, writesByTask, &r, flag)
+	checkOrders(in, writesByTask, clientAccepted, &r, flag)
 	return r
+}
+
+// checkOrders: a task with several awaits in one handler resumed from its
+// children's wait once, every run after the fan-in saw every child's final
+// outcome, the callback's answer was recorded by exactly one write (and by
+// the client's whenever the client was told it was accepted), and a
+// SUCCEEDED order holds each await's step once.
+func checkOrders(in Input, writesByTask map[string][]Write, clientAccepted map[callbackWait]int, r *WorkflowReport, flag func(kind, detail string)) {
+	wf := in.Workflows
+	for _, e := range in.Handler {
+		if e.Event != "packed" {
+			continue
+		}
+		kids, ok := wf.Orders[e.Task]
+		if !ok {
+			continue
+		}
+		r.OrderResumes++
+		if msg := kidsProblem(e.Kids, kids, wf.ChildN, in.Records); msg != "" {
+			r.ChildMissed++
+			flag("child_missed", fmt.Sprintf("%s: run under fence %d (by %s): %s", e.Task, e.Fence, e.Worker, msg))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(wf.Orders)) {
+		r.Orders++
+		var resumes, answers []Write
+		for _, w := range writesByTask[id] {
+			switch {
+			case w.FromWaiting && w.Status == string(lease.StatusRunning):
+				resumes = append(resumes, w)
+			case w.FromWaiting && w.Status == string(lease.StatusPending) && slices.Contains(w.Steps, "callback:approval"):
+				answers = append(answers, w)
+			}
+		}
+		rec, ok := in.Records[id]
+		if !ok || rec.Status != lease.StatusSucceeded {
+			continue // judged as any task: stuck, or its expected end
+		}
+		if len(resumes) != 1 {
+			r.BadResume++
+			flag("bad_resume", fmt.Sprintf("%s: resumed from its children's wait %d times: %s", id, len(resumes), writesText(resumes)))
+		}
+		if len(answers) != 1 {
+			r.CallbackDouble++
+			flag("callback_double_accept", fmt.Sprintf("%s: %d writes recorded the callback's answer: %s", id, len(answers), writesText(answers)))
+		}
+		for w, n := range clientAccepted {
+			if w.task != id {
+				continue
+			}
+			byClient := 0
+			for _, a := range answers {
+				if a.Worker == ClientName && a.Fence == w.fence {
+					byClient++
+				}
+			}
+			if n != byClient {
+				r.CallbackLost++
+				flag("callback_lost", fmt.Sprintf("%s: the client was told %d callback(s) to the wait under fence %d were accepted; the store applied %d of its", id, n, w.fence, byClient))
+			}
+		}
+		count := map[string]int{}
+		for _, st := range rec.Steps {
+			count[st.Name]++
+		}
+		if count["children:pack"] != 1 || count["callback:approval"] != 1 {
+			r.StepUnrun++
+			flag("step_unrun", fmt.Sprintf("%s: SUCCEEDED with children:pack recorded %d times and callback:approval %d times, want once each", id, count["children:pack"], count["callback:approval"]))
+		} else {
+			r.OrdersDone++
+		}
+	}
 }
 
 // checkCancels: no child of a cancelled parent starts a handler run after
@@ -492,6 +572,9 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 		var twice []string
 		wake := time.Time{} // the sleep's recorded wake-up
 		for _, st := range rec.Steps {
+			if strings.HasPrefix(st.Name, "children:") || strings.HasPrefix(st.Name, "callback:") {
+				continue // an await's outcome (checkOrders)
+			}
 			if strings.HasPrefix(st.Name, "sleep#") {
 				ms, err := strconv.ParseInt(string(st.Result), 10, 64)
 				if err != nil || !wake.IsZero() {
@@ -582,6 +665,13 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 			}
 		}
 	}
+}
+
+// callbackWait names one wait for a callback: its task and the fence of
+// its attempt.
+type callbackWait struct {
+	task  string
+	fence int64
 }
 
 // ClientName is the SDK app id of the test's own client, which answers

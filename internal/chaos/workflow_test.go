@@ -41,7 +41,8 @@ type workflowPlan struct {
 }
 
 // Workflow sizes: per 1000 tasks, 20 parents of 5-10 children (every fifth
-// of 20), 10 parents of 20 children that the test cancels, 25 chains of 3,
+// of 20), 10 parents of 20 children that the test cancels, 25 chains of 3
+// (After), 25 chains of 3 known at enqueue (Then),
 // 20 after-any groups, 20 callback tasks and 83 tasks of 4-6 steps; at
 // least a few of each in a small run (16 step tasks).
 func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
@@ -49,7 +50,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		wf: chaos.Workflows{
 			Fans: map[string][]string{}, ChildN: map[string]int{},
 			After: map[string][]string{}, AfterAny: map[string]bool{}, Callbacks: map[string]bool{},
-			Steps: map[string]int{}, Sleeps: map[string]int{},
+			Steps: map[string]int{}, Sleeps: map[string]int{}, Orders: map[string][]string{},
 		},
 		expect: map[string]lease.Status{},
 		cancel: map[string]time.Duration{},
@@ -124,6 +125,36 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			prev = id
 		}
 	}
+	// Chains known at enqueue (Then): 3 tasks in one inline token, each
+	// link run from the token its predecessor sends; in every third the
+	// second link fails for good, and the third must be CANCELLED.
+	for i := range max(4, p.tasks/40) {
+		head := fmt.Sprintf("t%03d", i)
+		type link struct {
+			ID          string `json:"id"`
+			Kind        string `json:"kind"`
+			Payload     step   `json:"payload"`
+			MaxAttempts int    `json:"max_attempts"`
+		}
+		var links []link
+		prev := head
+		for s := 2; s <= 3; s++ {
+			id := fmt.Sprintf("%s#%d", head, s)
+			fail := s == 2 && i%3 == 1
+			links = append(links, link{ID: id, Kind: "step", Payload: step{N: s, WorkMS: 20 + rng.IntN(300), Fail: fail}, MaxAttempts: 20})
+			wp.wf.After[id] = []string{prev}
+			switch {
+			case fail:
+				wp.expect[id] = lease.StatusFailed
+			case i%3 == 1:
+				wp.expect[id] = lease.StatusCancelled
+			}
+			wp.valid = append(wp.valid, id)
+			prev = id
+		}
+		then, _ := json.Marshal(links)
+		add(head, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":1,"work_ms":%d},"max_attempts":20,"then":%s}`, head, 20+rng.IntN(300), then))
+	}
 	// After-any groups: 2-3 heads, one of which fails for good in every
 	// other group; the dependent runs once they have all ended.
 	for i := range max(2, p.tasks/50) {
@@ -165,6 +196,23 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		}
 		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d,"sleep_after":%d,"sleep_ms":%d},"max_attempts":20}`,
 			id, n, 50+rng.IntN(350), failAt, failTimes, sleepAfter, sleepMS))
+	}
+	// Orders: several awaits in one handler (step, 4-8 children with
+	// workflow.All, step, a callback with workflow.WaitForCallback, a
+	// sleep of 1-2 s across the kills, step).
+	for i := range max(3, p.tasks/50) {
+		id := fmt.Sprintf("o%03d", i)
+		kids := make([]step, 4+rng.IntN(5))
+		for k := range kids {
+			kid := workflow.ChildIDIn(id, "pack", k)
+			kids[k] = step{N: 100000 + 100*i + k, WorkMS: 200 + rng.IntN(1200)}
+			wp.wf.ChildN[kid] = kids[k].N
+			wp.wf.Orders[id] = append(wp.wf.Orders[id], kid)
+			wp.valid = append(wp.valid, kid)
+		}
+		wp.wf.Steps[id], wp.wf.Sleeps[id] = 3, 1
+		payload, _ := json.Marshal(map[string]any{"children": kids, "work_ms": 50 + rng.IntN(200), "timeout_ms": 45000, "sleep_ms": 1000 + rng.IntN(1000)})
+		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":20}`, id, payload))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)

@@ -19,7 +19,11 @@
 // child's outcome) and "cb" (takes its callback token, writes it to the
 // evidence file for the test to answer, and returns AwaitCallback); "steps"
 // runs its work as workflow.Step calls, one of which may fail transiently,
-// and writes a "step" line when each step's function starts and ends.
+// and writes a "step" line when each step's function starts and ends;
+// "order" has several awaits in one handler: a step, children awaited with
+// workflow.All (a "packed" line records their outcomes), a step, a
+// callback with workflow.WaitForCallback (its token on a "callback" line),
+// a sleep and a step.
 //
 // With CHAOS_EXIT_AFTER_FINISH=p the process exits (os.Exit) with
 // probability p right after the store answers a write that ended a task
@@ -103,6 +107,15 @@ type StepsPayload struct {
 type StepResult struct {
 	Run   string `json:"run"`
 	Fence int64  `json:"fence"`
+}
+
+// OrderPayload is the payload of an "order": its children, the work of
+// each of its steps, its callback's timeout and its sleep.
+type OrderPayload struct {
+	Children  []StepPayload `json:"children"`
+	WorkMS    int           `json:"work_ms"`
+	TimeoutMS int           `json:"timeout_ms"`
+	SleepMS   int           `json:"sleep_ms"`
 }
 
 // CallbackPayload is the payload of a task that waits for a callback.

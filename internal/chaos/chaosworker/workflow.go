@@ -17,7 +17,7 @@ import (
 )
 
 // registerWorkflows registers the kinds the workflow part of the chaos test
-// sends: "step", "fan" and "cb".
+// sends: "step", "fan", "cb", "steps" and "order".
 func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid int) {
 	begin := func(id string, fence int64, attempt int) Evidence {
 		return Evidence{Task: id, Fence: fence, Attempt: attempt, Worker: name, PID: pid}
@@ -117,48 +117,116 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		return Result{}, workflow.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
 	})
 
+	// runStep runs step name of a task's handler through workflow.Step,
+	// writing its run, done and fail lines; failNow makes this run fail
+	// transiently.
+	runStep := func(ctx context.Context, base Evidence, name string, workMS int, failNow bool) error {
+		_, err := workflow.Step(ctx, name, func(ctx context.Context) (StepResult, error) {
+			line := base
+			line.Event, line.Step, line.Run = "step", name, fmt.Sprintf("%016x", rand.Uint64())
+			line.Phase, line.AtUS = "run", time.Now().UnixMicro()
+			ev.write(line)
+			timer := time.NewTimer(time.Duration(workMS) * time.Millisecond)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return StepResult{}, fmt.Errorf("chaos step stopped: %w", context.Cause(ctx))
+			}
+			if failNow {
+				line.Phase, line.AtUS = "fail", time.Now().UnixMicro()
+				ev.write(line)
+				return StepResult{}, fmt.Errorf("planned transient failure of step %s in attempt %d", name, base.Attempt)
+			}
+			line.Phase, line.AtUS = "done", time.Now().UnixMicro()
+			ev.write(line)
+			return StepResult{Run: line.Run, Fence: base.Fence}, nil
+		})
+		return err
+	}
+	// stop writes the end line of a run that returns err.
+	stop := func(base Evidence, err error) error {
+		end := base
+		end.Event, end.Outcome, end.Cause, end.AtUS = "end", "error", err.Error(), time.Now().UnixMicro()
+		ev.write(end)
+		return err
+	}
+
 	leasehold.Handle(h, "steps", func(ctx context.Context, t *leasehold.Task[StepsPayload]) (Result, error) {
 		base := begin(t.ID, t.Fence, t.Attempt)
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
 		ev.write(start)
 		for i := range t.Payload.Steps {
-			step := fmt.Sprintf("s%d", i)
-			_, err := workflow.Step(ctx, step, func(ctx context.Context) (StepResult, error) {
-				line := base
-				line.Event, line.Step, line.Run = "step", step, fmt.Sprintf("%016x", rand.Uint64())
-				line.Phase, line.AtUS = "run", time.Now().UnixMicro()
-				ev.write(line)
-				timer := time.NewTimer(time.Duration(t.Payload.WorkMS) * time.Millisecond)
-				defer timer.Stop()
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return StepResult{}, fmt.Errorf("chaos step stopped: %w", context.Cause(ctx))
-				}
-				if i == t.Payload.FailAt && t.Attempt <= t.Payload.FailTimes {
-					line.Phase, line.AtUS = "fail", time.Now().UnixMicro()
-					ev.write(line)
-					return StepResult{}, fmt.Errorf("planned transient failure of step %s in attempt %d", step, t.Attempt)
-				}
-				line.Phase, line.AtUS = "done", time.Now().UnixMicro()
-				ev.write(line)
-				return StepResult{Run: line.Run, Fence: t.Fence}, nil
-			})
+			err := runStep(ctx, base, fmt.Sprintf("s%d", i), t.Payload.WorkMS, i == t.Payload.FailAt && t.Attempt <= t.Payload.FailTimes)
 			if err == nil && i == t.Payload.SleepAfter && t.Payload.SleepMS > 0 {
 				err = workflow.Sleep(ctx, time.Duration(t.Payload.SleepMS)*time.Millisecond)
 			}
 			if err != nil {
-				end := base
-				end.Event, end.Outcome, end.Cause, end.AtUS = "end", "error", err.Error(), time.Now().UnixMicro()
-				ev.write(end)
-				return Result{}, err
+				return Result{}, stop(base, err)
 			}
 		}
 		end := base
 		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
 		ev.write(end)
 		return Result{N: t.Payload.Steps, Fence: t.Fence, Owner: name}, nil
+	})
+
+	// "order": several awaits in one handler: step s0, the children
+	// (workflow.All), step s1, a callback (workflow.WaitForCallback, its
+	// token written as a callback line for the test to answer), a sleep,
+	// step s2.
+	leasehold.Handle(h, "order", func(ctx context.Context, t *leasehold.Task[OrderPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		ev.write(start)
+		if err := runStep(ctx, base, "s0", t.Payload.WorkMS, false); err != nil {
+			return Result{}, stop(base, err)
+		}
+		kids := make([]workflow.Child, len(t.Payload.Children))
+		for i, c := range t.Payload.Children {
+			kids[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+		}
+		outs, err := workflow.All(ctx, "pack", kids...)
+		if err != nil {
+			return Result{}, stop(base, err)
+		}
+		packed := base
+		packed.Event, packed.Phase, packed.AtUS = "packed", "resume", time.Now().UnixMicro()
+		packed.Kids = make([]string, len(outs))
+		for i, k := range outs {
+			n := -1
+			var r Result
+			if json.Unmarshal(k.Result, &r) == nil && len(k.Result) > 0 {
+				n = r.N
+			}
+			packed.Kids[i] = fmt.Sprintf("%s %s %d", k.ID, k.Status, n)
+		}
+		ev.write(packed)
+		if err := runStep(ctx, base, "s1", t.Payload.WorkMS, false); err != nil {
+			return Result{}, stop(base, err)
+		}
+		_, err = workflow.WaitForCallback[json.RawMessage](ctx, "approval", time.Duration(t.Payload.TimeoutMS)*time.Millisecond,
+			func(_ context.Context, tok string) error {
+				cb := base
+				cb.Event, cb.Token, cb.AtUS = "callback", tok, time.Now().UnixMicro()
+				ev.write(cb)
+				return nil
+			})
+		if err == nil {
+			err = workflow.Sleep(ctx, time.Duration(t.Payload.SleepMS)*time.Millisecond)
+		}
+		if err == nil {
+			err = runStep(ctx, base, "s2", t.Payload.WorkMS, false)
+		}
+		if err != nil {
+			return Result{}, stop(base, err)
+		}
+		end := base
+		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
+		ev.write(end)
+		return Result{N: len(outs), Fence: t.Fence, Owner: name}, nil
 	})
 }
 
