@@ -285,3 +285,75 @@ func sleepBetween(in *Input, wake time.Time) {
 	in.Records["s"] = s
 	in.Workflows.Sleeps = map[string]int{"s": 0}
 }
+
+// TestCheckOrders: the order checks pass a clean order and flag each way
+// one can go wrong.
+func TestCheckOrders(t *testing.T) {
+	t.Parallel()
+	steps := func(names ...string) []lease.Step {
+		out := make([]lease.Step, len(names))
+		for i, n := range names {
+			out[i] = lease.Step{Name: n, Result: []byte(`1`)}
+		}
+		return out
+	}
+	clean := func() (Input, map[string][]Write) {
+		in := Input{Records: map[string]lease.Task{
+			"o":        {ID: "o", Status: lease.StatusSucceeded, Steps: steps("s0", "children:pack", "s1", "callback:approval", "sleep#1", "s2")},
+			"o/pack/0": {ID: "o/pack/0", Status: lease.StatusSucceeded},
+			"o/pack/1": {ID: "o/pack/1", Status: lease.StatusFailed},
+		}}
+		in.Workflows = &Workflows{Orders: map[string][]string{"o": {"o/pack/0", "o/pack/1"}}, ChildN: map[string]int{"o/pack/0": 5, "o/pack/1": 6},
+			Answers: []CallbackAnswer{{Task: "o", Fence: 2, Via: "client", Accepted: true}}}
+		in.Handler = []HandlerEvent{{Event: "packed", Task: "o", Fence: 2, Kids: []string{"o/pack/0 SUCCEEDED 5", "o/pack/1 FAILED -1"}}}
+		ws := map[string][]Write{"o": {
+			{Task: "o", Status: "RUNNING", Fence: 2, FromWaiting: true},
+			{Task: "o", Status: "PENDING", Fence: 2, FromWaiting: true, Worker: ClientName, Steps: []string{"s0", "children:pack", "s1", "callback:approval"}},
+		}}
+		return in, ws
+	}
+	run := func(in Input, ws map[string][]Write) (WorkflowReport, []string) {
+		var flagged []string
+		clientAccepted := map[callbackWait]int{}
+		for _, a := range in.Workflows.Answers {
+			if a.Via == "client" && a.Accepted {
+				clientAccepted[callbackWait{a.Task, a.Fence}]++
+			}
+		}
+		var r WorkflowReport
+		checkOrders(in, ws, clientAccepted, &r, func(kind, _ string) { flagged = append(flagged, kind) })
+		return r, flagged
+	}
+	if r, flagged := run(clean()); len(flagged) > 0 || r.Orders != 1 || r.OrdersDone != 1 || r.OrderResumes != 1 {
+		t.Fatalf("clean order: flagged %v, report %+v", flagged, r)
+	}
+	for _, tc := range []struct {
+		name  string
+		fault func(in *Input, ws map[string][]Write)
+		want  string
+	}{
+		{"resumed twice from its children", func(_ *Input, ws map[string][]Write) {
+			ws["o"] = append(ws["o"], Write{Task: "o", Status: "RUNNING", Fence: 3, FromWaiting: true})
+		}, "bad_resume"},
+		{"answer recorded twice", func(_ *Input, ws map[string][]Write) {
+			ws["o"] = append(ws["o"], Write{Task: "o", Status: "PENDING", Fence: 2, FromWaiting: true, Worker: "w1", Steps: []string{"callback:approval"}})
+		}, "callback_double_accept"},
+		{"client told accepted, a worker's write landed", func(_ *Input, ws map[string][]Write) {
+			ws["o"][1].Worker = "w1"
+		}, "callback_lost"},
+		{"missed a child", func(in *Input, _ map[string][]Write) {
+			in.Handler[0].Kids = in.Handler[0].Kids[:1]
+		}, "child_missed"},
+		{"an await's step twice", func(in *Input, _ map[string][]Write) {
+			o := in.Records["o"]
+			o.Steps = append(o.Steps, lease.Step{Name: "children:pack"})
+			in.Records["o"] = o
+		}, "step_unrun"},
+	} {
+		in, ws := clean()
+		tc.fault(&in, ws)
+		if _, flagged := run(in, ws); len(flagged) != 1 || flagged[0] != tc.want {
+			t.Errorf("%s: flagged %v, want [%s]", tc.name, flagged, tc.want)
+		}
+	}
+}
