@@ -288,3 +288,116 @@ func TestVisibilityWarningOnlyForTheQueuesOwn(t *testing.T) {
 		}
 	}
 }
+
+// pipelineClient hands out one message per receive, numbered, and records
+// when each receive started; deletes succeed.
+type pipelineClient struct {
+	unusedClient
+	mu       sync.Mutex
+	n        int
+	receives chan int // the number of each receive, as it starts
+}
+
+func (c *pipelineClient) GetQueueAttributes(ctx context.Context, _ *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return queueAttributes(ctx)
+}
+
+func (c *pipelineClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	c.mu.Lock()
+	c.n++
+	n := c.n
+	c.mu.Unlock()
+	c.receives <- n
+	if n > 3 { // nothing more: a long poll that brings nothing
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(in.WaitTimeSeconds) * time.Second):
+		}
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	id := "m" + string(rune('0'+n))
+	return &sqs.ReceiveMessageOutput{Messages: []types.Message{{MessageId: aws.String(id), ReceiptHandle: aws.String("r-" + id), Body: aws.String("{}")}}}, nil
+}
+
+func (c *pipelineClient) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	out := &sqs.DeleteMessageBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+// A poller receives its next batch while its current one runs; a batch
+// that runs long lets the next start beside it after prefetchHold, and the
+// poller then receives nothing more until one of the two has ended.
+func TestPollerReceivesAheadAndRunsAtMostTwoBatches(t *testing.T) {
+	t.Parallel()
+	client := &pipelineClient{receives: make(chan int, 10)}
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		started <- ev.Records[0].MessageId
+		<-release
+		return events.SQSEventResponse{}, nil
+	}
+	r, err := New(client, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 1, WaitTime: time.Second, Logger: testLogger(t)}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, r)
+	next := func(ch <-chan string) string {
+		t.Helper()
+		select {
+		case v := <-ch:
+			return v
+		case <-time.After(testTimeout):
+			t.Fatal("timed out")
+			return ""
+		}
+	}
+	receive := func() int {
+		t.Helper()
+		select {
+		case n := <-client.receives:
+			return n
+		case <-time.After(testTimeout):
+			t.Fatal("no receive")
+			return 0
+		}
+	}
+	if n := receive(); n != 1 {
+		t.Fatalf("first receive numbered %d", n)
+	}
+	if id := next(started); id != "m1" {
+		t.Fatalf("first batch %s", id)
+	}
+	// While m1 runs, the poller receives ahead.
+	if n := receive(); n != 2 {
+		t.Fatalf("second receive numbered %d", n)
+	}
+	held := time.Now()
+	if id := next(started); id != "m2" {
+		t.Fatalf("second batch %s", id)
+	}
+	if waited := time.Since(held); waited < prefetchHold/2 {
+		t.Errorf("the batch received ahead started %s after it arrived, while the first still ran; want about %s", waited, prefetchHold)
+	}
+	// Two batches run: no third receive until one ends.
+	select {
+	case n := <-client.receives:
+		t.Fatalf("receive %d started while two batches ran", n)
+	case <-time.After(2 * prefetchHold):
+	}
+	close(release)
+	if n := receive(); n != 3 {
+		t.Fatalf("third receive numbered %d", n)
+	}
+	if id := next(started); id != "m3" {
+		t.Fatalf("third batch %s", id)
+	}
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
