@@ -888,16 +888,28 @@ func TestThroughputSimRuns(t *testing.T) {
 	}
 }
 
+// BenchmarkThroughputSim runs at 5 and at 10 ms per DynamoDB call (or at
+// LEASEHOLD_SIM_STORE_MS alone), one sub-benchmark each.
 func BenchmarkThroughputSim(b *testing.B) {
-	n := simEnvInt(b, "LEASEHOLD_SIM_TASKS", 2000)
 	ms := func(name string, def time.Duration) time.Duration {
 		return time.Duration(simEnvInt(b, name, int(def/time.Millisecond))) * time.Millisecond
 	}
-	lat := simLatency{
-		Store:   ms("LEASEHOLD_SIM_STORE_MS", simDefaultLatency.Store),
-		Receive: ms("LEASEHOLD_SIM_RECEIVE_MS", simDefaultLatency.Receive),
-		SQS:     ms("LEASEHOLD_SIM_SQS_MS", simDefaultLatency.SQS),
+	stores := []time.Duration{simDefaultLatency.Store, 2 * simDefaultLatency.Store}
+	if os.Getenv("LEASEHOLD_SIM_STORE_MS") != "" {
+		stores = []time.Duration{ms("LEASEHOLD_SIM_STORE_MS", 0)}
 	}
+	for _, store := range stores {
+		lat := simLatency{
+			Store:   store,
+			Receive: ms("LEASEHOLD_SIM_RECEIVE_MS", simDefaultLatency.Receive),
+			SQS:     ms("LEASEHOLD_SIM_SQS_MS", simDefaultLatency.SQS),
+		}
+		b.Run(fmt.Sprintf("db=%s", store), func(b *testing.B) { benchmarkThroughputSim(b, lat) })
+	}
+}
+
+func benchmarkThroughputSim(b *testing.B, lat simLatency) {
+	n := simEnvInt(b, "LEASEHOLD_SIM_TASKS", 2000)
 	b.Logf("%d tasks per run, latencies %s", n, lat)
 	all := map[string][]simResult{}
 	for b.Loop() {
@@ -921,4 +933,11 @@ func BenchmarkThroughputSim(b *testing.B) {
 	b.ReportMetric(lh/bare, "leasehold/bare")
 	b.ReportMetric(naive/bare, "naive/bare")
 	b.ReportMetric(deletes, "leasehold-deletes/task")
+	// Issue 22's targets: at least 0.9 of bare, at most 0.15 deletes a task.
+	if lh/bare < 0.9 {
+		b.Errorf("leasehold runs at %.2f of a bare consumer at %s, target at least 0.9", lh/bare, lat)
+	}
+	if deletes > 0.15 {
+		b.Errorf("leasehold makes %.3f DeleteMessageBatch calls per task, target at most 0.15", deletes)
+	}
 }
