@@ -451,6 +451,48 @@ func TestCancelAndRetry(t *testing.T) {
 	s.run(t, "", "retry", "nope").expect(t, 3, `no task with id "nope"`)
 }
 
+// Bulk cancel and retry select tasks by status, kind and age from the
+// listing; a dry run changes nothing.
+func TestBulkCancelAndRetry(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	for i := range 5 {
+		if r := s.run(t, "", "enqueue", "--kind", "greet", "--id", fmt.Sprintf("g%d", i), "--delay", "1h", "{}"); r.code != 0 {
+			t.Fatalf("enqueue: %d %s", r.code, r.stderr)
+		}
+	}
+	if r := s.run(t, "", "enqueue", "--kind", "upper", "--id", "u", "--delay", "1h", "{}"); r.code != 0 {
+		t.Fatalf("enqueue: %d %s", r.code, r.stderr)
+	}
+	r := s.run(t, "", "cancel", "--kind", "greet", "--since", "1h", "--dry-run")
+	if r.code != 0 || len(strings.Fields(r.stdout)) != 5 || !strings.Contains(r.stderr, "dry run: 5 tasks would be cancelled") {
+		t.Fatalf("dry run: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	if st := decode[taskJSON](t, s.run(t, "", "status", "--json", "g0")); st.Status != "PENDING" {
+		t.Fatalf("a dry run changed g0 to %s", st.Status)
+	}
+	r = s.run(t, "", "cancel", "--status", "pending", "--kind", "greet")
+	if r.code != 0 || r.stdout != "5 tasks selected: cancelled 5\n" {
+		t.Fatalf("bulk cancel: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	if st := decode[taskJSON](t, s.run(t, "", "status", "--json", "u")); st.Status != "PENDING" {
+		t.Fatalf("the task of another kind is %s", st.Status)
+	}
+	r = s.run(t, "", "retry", "--status", "cancelled", "--attempts", "2")
+	if r.code != 0 || r.stdout != "5 tasks selected: retried 5\n" {
+		t.Fatalf("bulk retry: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	if st := decode[taskJSON](t, s.run(t, "", "status", "--json", "g4")); st.Status != "PENDING" || st.MaxAttempts != 2 {
+		t.Fatalf("after the bulk retry g4 is %s with %d attempts", st.Status, st.MaxAttempts)
+	}
+	s.run(t, "", "cancel", "g0", "--kind", "greet").expect(t, 2, "not both")
+	s.run(t, "", "cancel").expect(t, 2, "selection flags")
+	s.run(t, "", "retry", "--status", "running").expect(t, 2, "want one of FAILED, CANCELLED")
+	if r := s.run(t, "", "cancel", "--kind", "none", "--since", "1h"); r.code != 0 || r.stdout != "0 tasks selected: no task selected\n" {
+		t.Fatalf("a selection of nothing: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestResultAndWatch(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)

@@ -15,17 +15,38 @@ func init() {
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	var jsonOut bool
+	var (
+		jsonOut bool
+		sel     selection
+	)
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a task",
+		Use:   "cancel ID | cancel --status S --kind K --queue Q --since D [--dry-run]",
+		Short: "Cancel a task, or every task a filter selects",
 		Long: `Cancel ends a PENDING task as CANCELLED at once: it never runs. For a RUNNING
 task it requests cancellation: the worker cancels the handler's context at its
 next lease renewal and the task ends CANCELLED (unless the handler finished
-first). Cancelling a task that already ended is an error (exit 1).`,
-		Example: `  leasehold cancel greet-ada`,
-		Args:    posArgs(cobra.ExactArgs(1)),
+first). A WAITING task is cancelled with its children. Cancelling a task that
+already ended is an error (exit 1).
+
+Without ID, the selection flags pick the tasks from the listing (newest first):
+--status (default PENDING, RUNNING, WAITING), --kind, --queue and --since. At
+least one is needed. --dry-run prints the selected ids and their count and
+changes nothing; otherwise a progress bar (on a terminal) and a summary follow,
+and the exit code is 1 if any task could not be cancelled. Tasks created with
+the listing off (TaskListing=off) are not listed, so not selected.`,
+		Example: `  leasehold cancel greet-ada
+  leasehold cancel --status pending --kind report --since 2h --dry-run
+  leasehold cancel --status pending --kind report --since 2h`,
+		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && sel.chosen(cmd):
+				return usageErrorf("give an ID or selection flags, not both")
+			case len(args) == 0 && !sel.chosen(cmd):
+				return usageErrorf("give an ID, or selection flags (--status, --kind, --queue, --since) for many")
+			case len(args) == 0:
+				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusPending, leasehold.StatusRunning, leasehold.StatusWaiting}, "cancelled", cancelOne)
+			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Cancel(cmd.Context(), args[0])
 				return info, a.taskErr(args[0], err)
@@ -40,6 +61,7 @@ first). Cancelling a task that already ended is an error (exit 1).`,
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	sel.flags(cmd, "PENDING,RUNNING,WAITING")
 	return cmd
 }
 
@@ -47,19 +69,33 @@ func (a *app) retryCommand() *cobra.Command {
 	var (
 		attempts int
 		jsonOut  bool
+		sel      selection
 	)
 	cmd := &cobra.Command{
-		Use:   "retry ID",
-		Short: "Run a FAILED or CANCELLED task again",
+		Use:   "retry ID | retry --status S --kind K --queue Q --since D [--dry-run]",
+		Short: "Run a FAILED or CANCELLED task again, or every one a filter selects",
 		Long: `Retry puts a FAILED or CANCELLED task back to PENDING, due now, with --attempts
 more attempts (default 1), and dispatches it. Its attempt count and history
-are kept. Retrying a task in any other status is an error (exit 1).`,
+are kept. Retrying a task in any other status is an error (exit 1).
+
+Without ID, the selection flags pick the tasks from the listing, as for
+leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
+--since and --dry-run.`,
 		Example: `  leasehold retry greet-ada
-  leasehold retry --attempts 3 greet-ada`,
-		Args: posArgs(cobra.ExactArgs(1)),
+  leasehold retry --attempts 3 greet-ada
+  leasehold retry --status failed --kind report --since 24h`,
+		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempts < 1 {
 				return usageErrorf("--attempts must be at least 1")
+			}
+			switch {
+			case len(args) == 1 && sel.chosen(cmd):
+				return usageErrorf("give an ID or selection flags, not both")
+			case len(args) == 0 && !sel.chosen(cmd):
+				return usageErrorf("give an ID, or selection flags (--status, --kind, --queue, --since) for many")
+			case len(args) == 0:
+				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusFailed, leasehold.StatusCancelled}, "retried", retryOne(attempts))
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
@@ -72,5 +108,6 @@ are kept. Retrying a task in any other status is an error (exit 1).`,
 	}
 	cmd.Flags().IntVar(&attempts, "attempts", 1, "how many more attempts to allow")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	sel.flags(cmd, "FAILED,CANCELLED")
 	return cmd
 }
