@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -63,6 +64,7 @@ type Admin struct {
 	ddb         *dynamodb.Client
 	sqs         *sqs.Client
 	scheduler   *scheduler.Client
+	mappings    mappingsAPI
 }
 
 // New builds an Admin. It makes no AWS call.
@@ -79,6 +81,7 @@ func New(cfg Config) *Admin {
 	a.ddb = dynamodb.NewFromConfig(cfg.AWS)
 	a.sqs = sqs.NewFromConfig(cfg.AWS)
 	a.scheduler = scheduler.NewFromConfig(cfg.AWS)
+	a.mappings = lambda.NewFromConfig(cfg.AWS)
 	return a
 }
 

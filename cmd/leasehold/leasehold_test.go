@@ -493,6 +493,21 @@ func TestBulkCancelAndRetry(t *testing.T) {
 	}
 }
 
+// pause and resume tag and untag the work queue (leasehold-paused).
+func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	r := s.run(t, "", "pause")
+	if r.code != 0 || !strings.Contains(r.stdout, "paused since") || !strings.Contains(r.stdout, s.queues.Work) {
+		t.Fatalf("pause: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = s.run(t, "", "resume")
+	if r.code != 0 || !strings.Contains(r.stdout, "is not paused") {
+		t.Fatalf("resume: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	s.run(t, "", "pause", "no-such-queue").expect(t, 4, "no-such-queue")
+}
+
 func TestResultAndWatch(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)

@@ -1,6 +1,7 @@
 package eventsource
 
 import (
+	"context"
 	"cmp"
 	"errors"
 	"fmt"
@@ -74,6 +75,11 @@ type Config struct {
 	// CallTimeout bounds each SQS call. It must exceed WaitTime.
 	// Default settings.DefaultReceiveCallTimeout, 30s.
 	CallTimeout time.Duration
+
+	// Paused, if set, is asked before each receive: while it reports true
+	// the poller receives nothing (batches running go on) and asks again
+	// every second. Worker.Run sets it from the queue's PausedTag.
+	Paused func(ctx context.Context) bool
 
 	// Logger receives operational logs (never message bodies). Default
 	// slog.Default().

@@ -164,6 +164,9 @@ func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 	return queue, nil
 }
 
+// pausePoll is how often a paused poller asks again.
+const pausePoll = time.Second
+
 // prefetchHold bounds how long a poller holds a batch it received while
 // its previous batch still runs, before it starts it beside that one.
 const prefetchHold = time.Second
@@ -181,9 +184,26 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 	ended := make(chan struct{}, 2) // one per ended batch
 	running := 0
 	failures := 0
+	paused := false
 	for {
 		for ; running >= 2; running-- {
 			<-ended
+		}
+		if r.cfg.Paused != nil {
+			if now := r.cfg.Paused(ctx); now != paused {
+				paused = now
+				if paused {
+					log.Info("queue paused: receiving nothing until it is resumed (leasehold resume)")
+				} else {
+					log.Info("queue resumed")
+				}
+			}
+			if paused {
+				if !sleep(ctx, pausePoll) {
+					return
+				}
+				continue
+			}
 		}
 		msgs, err := r.gather(ctx)
 		if len(msgs) > 0 {

@@ -1,0 +1,106 @@
+package leasehold_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
+)
+
+// syncBuffer is a log sink the test reads while the worker writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) contains(sub string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Contains(s.b.String(), sub)
+}
+
+// A paused queue (its leasehold-paused tag) gets no receive from Run: its
+// tasks stay queued, none runs, nothing is lost; once resumed, they all
+// run.
+func TestPausedQueueIsNotReceivedFromOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	ctx := t.Context()
+	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.send(t, e.queues.Work, fmt.Sprintf(`{"v":1,"kind":"greet","id":"held-%d","payload":{"name":"x"}}`, i))
+	}
+	var logs syncBuffer
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "greet", func(context.Context, *leasehold.Task[map[string]string]) (string, error) { return "hi", nil })
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LongPoll: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, 30*time.Second, func() bool { return logs.contains("queue paused") })
+	// Paused, and it has looked: still nothing received.
+	if n := visible(t, e); n != 3 {
+		t.Fatalf("%d messages visible while paused, want the 3 sent", n)
+	}
+	for i := range 3 {
+		if s := e.status(t, fmt.Sprintf("held-%d", i)); s != "" {
+			t.Fatalf("held-%d is %s while its queue is paused", i, s)
+		}
+	}
+	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		for i := range 3 {
+			if e.status(t, fmt.Sprintf("held-%d", i)) != lease.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	if !logs.contains("queue resumed") {
+		t.Error("no log line said the queue resumed")
+	}
+}
+
+// visible is the work queue's ApproximateNumberOfMessages.
+func visible(t *testing.T, e *stackEnv) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+	defer cancel()
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(e.queues.Work),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	fmt.Sscan(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)], &n)
+	return n
+}
