@@ -137,6 +137,117 @@ func AllWithin(ctx context.Context, name string, timeout time.Duration, children
 	return out, nil
 }
 
+// MapOptions tune Map.
+type MapOptions struct {
+	// MaxConcurrency is how many children run at once, 1 to 100 (default
+	// 10). The children run in waves of this size: the next wave starts
+	// when every child of the current one has ended.
+	MaxConcurrency int
+	// MinSuccessful ends the map once this many children have SUCCEEDED:
+	// the children not started yet never run (0: every child runs).
+	MinSuccessful int
+	// ToleratedFailures ends the map, failed, once more children than
+	// this have ended otherwise than SUCCEEDED (default 0: the first
+	// failure ends it).
+	ToleratedFailures int
+}
+
+// MapResult is how a map ended.
+type MapResult struct {
+	// Total children asked for; Started, of those, the ones that ran
+	// (the rest were never created).
+	Total, Started int
+	// Succeeded and Failed (any other end) count the children that ran.
+	Succeeded, Failed int
+	// Stopped says why it ended: "all" (every child ran),
+	// "min_successful" or "failures".
+	Stopped string
+	// Failures are the first failed children (at most 5), with their
+	// errors.
+	Failures []Outcome
+}
+
+// MapFailedError is Map's error when more children failed than
+// MapOptions.ToleratedFailures allows. Map returns it as a permanent
+// failure (leasehold.Fail): a handler that returns it fails its task
+// without a retry; one that reads it with errors.As decides otherwise.
+type MapFailedError struct {
+	Name      string
+	Tolerated int
+	Result    MapResult
+}
+
+func (e *MapFailedError) Error() string {
+	msg := fmt.Sprintf("map %q: %d of %d children failed (%d tolerated)", e.Name, e.Result.Failed, e.Result.Started, e.Tolerated)
+	if len(e.Result.Failures) > 0 {
+		f := e.Result.Failures[0]
+		msg += fmt.Sprintf("; first: %s %s: %s", f.ID, f.Status, f.Error)
+	}
+	return msg
+}
+
+// Map runs n children, item(i) the i-th, at most MaxConcurrency at a
+// time, and returns how they ended once they all have, or once the
+// completion policy of opts decides. It scales to 100,000 children: the
+// task holds one wave's ids at a time and a few hundred bytes of progress,
+// never the whole fan-in. Like All, it returns an error the handler must
+// return until it is over (the task waits between waves, holding no
+// lease); the handler runs again after each wave, replaying what came
+// before, and Map's summary is recorded as the step "map:"+name.
+//
+//	res, err := workflow.Map(ctx, "resize", len(images), func(i int) workflow.Child {
+//		return workflow.Child{Kind: "resize", Payload: images[i]}
+//	}, workflow.MapOptions{MaxConcurrency: 50, ToleratedFailures: 10})
+//	if err != nil {
+//		return nil, err // waiting for a wave, or *MapFailedError
+//	}
+//
+// Child i gets the id ChildIDIn(parent, name, i); ReadOutcomes reads
+// their results. item must return the same child for the same i in every
+// run (build it from the payload and recorded steps).
+func Map(ctx context.Context, name string, n int, item func(i int) Child, opts MapOptions) (MapResult, error) {
+	raw, err := lifecycle.MapOf(ctx, name, n, func(i int) (lifecycle.Child, error) {
+		c := item(i)
+		p, err := lease.EncodeJSON("payload", c.Payload)
+		if err != nil {
+			return lifecycle.Child{}, err
+		}
+		return lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}, nil
+	}, lifecycle.MapOptions{MaxConcurrency: opts.MaxConcurrency, MinSuccessful: opts.MinSuccessful, ToleratedFailures: opts.ToleratedFailures})
+	if err != nil {
+		return MapResult{}, err
+	}
+	var sum struct {
+		Total, Started, Succeeded, Failed int
+		Stopped                           string
+		Failures                          []Outcome
+	}
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		return MapResult{}, leasehold.Fail(fmt.Errorf("map %q: recorded summary does not decode: %w", name, err))
+	}
+	r := MapResult{Total: sum.Total, Started: sum.Started, Succeeded: sum.Succeeded, Failed: sum.Failed, Stopped: sum.Stopped, Failures: sum.Failures}
+	if r.Stopped == lifecycle.MapStoppedFailures {
+		return r, leasehold.Fail(&MapFailedError{Name: name, Tolerated: opts.ToleratedFailures, Result: r})
+	}
+	return r, nil
+}
+
+// ReadOutcomes reads the tasks ids (a map's children, say:
+// ChildIDIn(parent, name, i)) from inside a handler, one read each, and
+// returns their outcomes in the order given; a task that no longer exists
+// (its record expired) is EXPIRED.
+func ReadOutcomes(ctx context.Context, ids ...string) ([]Outcome, error) {
+	raw, err := lifecycle.ReadOutcomesOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChildIDIn is the id of the i-th child (from 0) of the await called name
 // (All) of the task parent.
 func ChildIDIn(parent, name string, i int) string { return lifecycle.ChildIDIn(parent, name, i) }

@@ -74,6 +74,8 @@ const (
 	AttrCallback  = "callback"
 	// AttrCallbackStep is Task.CallbackStep.
 	AttrCallbackStep = "callback_step"
+	// AttrWaitNote is Task.WaitNote.
+	AttrWaitNote = "wait_note"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
 	// AttrThen is Task.Then: the chain's later links, a JSON array.
@@ -762,6 +764,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	text(AttrWait, string(t.Wait))
 	text(AttrCallback, t.CallbackHash)
 	text(AttrCallbackStep, t.CallbackStep)
+	text(AttrWaitNote, t.WaitNote)
 	text(AttrThen, encodeThen(t.Then))
 	millis(AttrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
@@ -856,6 +859,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
 		CallbackStep:     d.str(AttrCallbackStep),
+		WaitNote:         d.str(AttrWaitNote),
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

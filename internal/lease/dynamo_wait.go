@@ -62,6 +62,7 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	if w.Mode != WaitCallback {
 		e.remove = append(e.remove, "#callback_step")
 	}
+	e.text(AttrWaitNote, w.Note)
 	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *Task) error { return ClassifyHeld("suspend", l, old) })
 }

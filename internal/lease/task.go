@@ -141,6 +141,9 @@ type Task struct {
 	// CallbackStep names the step a resumable callback wait records its
 	// answer as (Wait.Step); "" for a callback that ends the task.
 	CallbackStep string
+	// WaitNote is the last suspension's Wait.Note, kept after the resume
+	// for the handler.
+	WaitNote string
 	// Steps are the handler's checkpointed steps, oldest first.
 	Steps []Step
 	// Then are the chain's links after this task (NewTask.Then): the first

@@ -101,7 +101,14 @@ type Wait struct {
 	// it, instead of ending with it. Nonce must then be
 	// ResumableNonce(secret, Step), which binds the step to the token.
 	Step string
+	// Note is the handler's own state for the run after the wait (a
+	// map's progress between its waves: workflow.Map), kept as
+	// Task.WaitNote until the next suspension; at most MaxWaitNoteBytes.
+	Note string
 }
+
+// MaxWaitNoteBytes bounds Wait.Note.
+const MaxWaitNoteBytes = 2 << 10
 
 // MaxCallbackAnswerBytes bounds the result of a resumable callback (its
 // answer becomes a step, and steps share MaxStepsBytes).
@@ -175,6 +182,9 @@ func IsCallbackHash(s string) bool { return strings.HasPrefix(s, CallbackHashPre
 
 // Validate checks w.
 func (w Wait) Validate() error {
+	if len(w.Note) > MaxWaitNoteBytes {
+		return &TooLargeError{What: "wait note", Size: len(w.Note), Limit: MaxWaitNoteBytes}
+	}
 	switch w.Mode {
 	case WaitChildren:
 		if len(w.For) == 0 || len(w.For) > MaxChildren {

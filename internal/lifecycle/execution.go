@@ -386,7 +386,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.flow.ctx = workflowCtx{results: results, steps: x.task.Steps, x: x, held: x.task.LeaseOf()}
+	x.flow.ctx = workflowCtx{results: results, steps: x.task.Steps, note: x.task.WaitNote, x: x, held: x.task.LeaseOf()}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is

@@ -46,6 +46,9 @@ type AwaitChildrenError struct {
 	// child i the id ChildID(parent, i), and allows one such await per
 	// task.
 	IDs []string
+	// Note is kept on the task through the wait (lease.Wait.Note): a
+	// map's progress.
+	Note string
 }
 
 func (e *AwaitChildrenError) Error() string {
@@ -122,6 +125,8 @@ type flowState struct {
 // state.
 type workflowCtx struct {
 	results *WaitResults
+	// note is the task's WaitNote: a map's progress (MapOf).
+	note string
 	// x and held record steps (checkpoint), and held names the running
 	// attempt in its callback token; the handler's goroutine reads only x's
 	// immutable config, never x.task.
@@ -493,7 +498,9 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 		// are not read again.
 		rest, _ := strings.CutPrefix(t.WaitFor[0], t.ID+"/")
 		name, _, _ := strings.Cut(rest, "/")
-		if _, done := t.StepResult("children:" + name); done && CheckAwaitName(name) == nil && t.WaitFor[0] == ChildIDIn(t.ID, name, 0) {
+		_, all := t.StepResult("children:" + name)
+		_, mapped := t.StepResult("map:" + name)
+		if (all || mapped) && CheckAwaitName(name) == nil && strings.HasPrefix(t.WaitFor[0], t.ID+"/"+name+"/") {
 			return nil, nil
 		}
 	}
@@ -597,7 +604,7 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 		}
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
-	x.flow.handoff = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until}
+	x.flow.handoff = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
 	return StateAwaitingChildren
 }
 

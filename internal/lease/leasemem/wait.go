@@ -15,7 +15,7 @@ import (
 func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
 	return s.underLease(ctx, "suspend", l, w.Validate(), func(rec *lease.Task, now time.Time) {
 		s.end(rec, lease.StatusWaiting, "", now)
-		rec.Wait = w.Mode
+		rec.Wait, rec.WaitNote = w.Mode, w.Note
 		rec.WaitUntil, rec.DispatchAt = w.Times(now)
 		switch w.Mode {
 		case lease.WaitChildren:

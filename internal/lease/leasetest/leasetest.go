@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumableCallback", testResumableCallback},
 		{"ChainLinksKept", testChainLinksKept},
+		{"WaitNoteKept", testWaitNoteKept},
 		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
@@ -391,6 +392,7 @@ func diffTask(got, want lease.Task) []string {
 	at("WaitUntil", got.WaitUntil, want.WaitUntil)
 	text("CallbackHash", got.CallbackHash, want.CallbackHash)
 	text("CallbackStep", got.CallbackStep, want.CallbackStep)
+	text("WaitNote", got.WaitNote, want.WaitNote)
 	text("Then", fmt.Sprintf("%+v", got.Then), fmt.Sprintf("%+v", want.Then))
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))

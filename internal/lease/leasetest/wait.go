@@ -34,7 +34,7 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 		e.t.Fatalf("Suspend(%s): %v", prev.ID, err)
 	}
 	want := e.ended(prev, lease.StatusWaiting, "")
-	want.Wait = w.Mode
+	want.Wait, want.WaitNote = w.Mode, w.Note
 	want.Ended = prev.Ended
 	// Every wait has a deadline, and a sweep entry that ends it there
 	// (DispatchAt, the deadline unless set).
@@ -442,6 +442,28 @@ func testChainLinksKept(t *testing.T, newStore NewStoreFunc) {
 		if _, err := e.store.Create(e.ctx, bad); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// testWaitNoteKept: a suspension's note stays on the task through its
+// resume, for the resumed run, and the next suspension replaces it (none
+// removes it); a note over the limit is refused.
+func testWaitNoteKept(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	a := e.child(parent, "w1")
+	if _, err := e.store.Suspend(e.ctx, parent.LeaseOf(), lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}, Note: strings.Repeat("x", lease.MaxWaitNoteBytes+1)}); !errors.Is(err, lease.ErrTooLarge) {
+		t.Fatalf("an over-long note: %v, want ErrTooLarge", err)
+	}
+	waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}, Note: `{"done":3}`})
+	e.notify(lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}, e.finish(a, nil))
+	got, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "p2")
+	if err != nil || got.WaitNote != `{"done":3}` {
+		t.Fatalf("resumed: %v, note %q", err, got.WaitNote)
+	}
+	b := e.child(got, "w2")
+	if again := e.suspend(got, lease.Wait{Mode: lease.WaitChildren, For: []string{b.ID}}); again.WaitNote != "" {
+		t.Fatalf("a suspension without a note kept %q", again.WaitNote)
 	}
 }
 

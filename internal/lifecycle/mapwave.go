@@ -1,0 +1,170 @@
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// MapOptions tune MapOf.
+type MapOptions struct {
+	// MaxConcurrency is how many children run at once: the size of a wave
+	// (1 to lease.MaxChildren; default DefaultMapConcurrency).
+	MaxConcurrency int
+	// MinSuccessful ends the map, launching no more children, once this
+	// many have SUCCEEDED (0: every child runs).
+	MinSuccessful int
+	// ToleratedFailures ends the map, failed, once more children than this
+	// have ended otherwise than SUCCEEDED (default 0).
+	ToleratedFailures int
+}
+
+// Map limits and defaults.
+const (
+	DefaultMapConcurrency = 10
+	MaxMapChildren        = 100_000
+	maxMapFailures        = 5 // failures a map's summary keeps
+)
+
+// MapSummary is what a map records when it ends (the step "map:"+name):
+// its counts, why it stopped, and its first failures.
+type MapSummary struct {
+	Total     int       `json:"total"`
+	Started   int       `json:"started"`
+	Succeeded int       `json:"succeeded"`
+	Failed    int       `json:"failed"`
+	Stopped   string    `json:"stopped"` // "all", "min_successful" or "failures"
+	Failures  []outcome `json:"failures,omitempty"`
+}
+
+// Why a map stops.
+const (
+	MapStoppedAll           = "all"
+	MapStoppedMinSuccessful = "min_successful"
+	MapStoppedFailures      = "failures"
+)
+
+// mapNote is a map's progress between its waves, kept on the task as its
+// wait's note (lease.Wait.Note): the waves whose outcomes it has counted.
+type mapNote struct {
+	Map      string    `json:"map"`
+	Waves    int       `json:"waves"`
+	OK       int       `json:"ok"`
+	Failed   int       `json:"failed"`
+	Failures []outcome `json:"failures,omitempty"`
+}
+
+// MapOf runs n children, item(i) the i-th, as the map called name, in
+// waves of o.MaxConcurrency: each wave is spawned and awaited as AllOf's
+// children are (ids ChildIDIn(parent, name, i)); the handler runs again
+// after each, and MapOf counts the wave's outcomes into the progress the
+// next suspension keeps on the task (a few hundred bytes, whatever n:
+// the task never holds more than one wave's ids). After the last wave,
+// or as soon as o's completion policy decides, the summary is recorded as
+// the step "map:"+name and returned (JSON of MapSummary). Until then it
+// returns an *AwaitChildrenError the handler must return.
+func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, error), o MapOptions) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(name); err != nil {
+		return nil, &PermanentError{Err: err}
+	}
+	size := cmp.Or(o.MaxConcurrency, DefaultMapConcurrency)
+	switch {
+	case n < 1 || n > MaxMapChildren:
+		return nil, &PermanentError{Err: fmt.Errorf("map %q: %d children, want 1..%d: %w", name, n, MaxMapChildren, lease.ErrInvalid)}
+	case size < 1 || size > lease.MaxChildren:
+		return nil, &PermanentError{Err: fmt.Errorf("map %q: max concurrency %d, want 1..%d: %w", name, size, lease.MaxChildren, lease.ErrInvalid)}
+	case o.MinSuccessful < 0 || o.MinSuccessful > n || o.ToleratedFailures < 0:
+		return nil, &PermanentError{Err: fmt.Errorf("map %q: min successful %d (want 0..%d), tolerated failures %d (want >= 0): %w", name, o.MinSuccessful, n, o.ToleratedFailures, lease.ErrInvalid)}
+	}
+	return StepOf(ctx, "map:"+name, func(context.Context) ([]byte, error) {
+		w.mu.Lock()
+		raw := w.note
+		w.mu.Unlock()
+		var note mapNote
+		if json.Unmarshal([]byte(raw), &note) != nil || note.Map != name {
+			note = mapNote{Map: name}
+		}
+		wave := func(k int) (int, int) { return min(k*size, n), min((k+1)*size, n) }
+		// The outcomes of the wave the task waited for, counted once: the
+		// note says which waves are counted, and a run that stopped
+		// before its suspension counts the same wave again from the same
+		// note.
+		if r := w.results; r != nil && r.Mode == lease.WaitChildren {
+			from, to := wave(note.Waves)
+			if from < to && len(r.Tasks) == to-from && r.Tasks[0].ID == ChildIDIn(w.held.TaskID, name, from) && r.Tasks[len(r.Tasks)-1].ID == ChildIDIn(w.held.TaskID, name, to-1) {
+				for _, t := range r.Tasks {
+					if t.Status == lease.StatusSucceeded {
+						note.OK++
+						continue
+					}
+					note.Failed++
+					if len(note.Failures) < maxMapFailures {
+						note.Failures = append(note.Failures, outcome{ID: t.ID, Status: cmp.Or(t.Status, "EXPIRED"), Error: lease.Truncate(t.Error, 200)})
+					}
+				}
+				note.Waves++
+			}
+		}
+		started, _ := wave(note.Waves)
+		stopped := ""
+		switch {
+		case note.Failed > o.ToleratedFailures:
+			stopped = MapStoppedFailures
+		case o.MinSuccessful > 0 && note.OK >= o.MinSuccessful:
+			stopped = MapStoppedMinSuccessful
+		case started >= n:
+			stopped = MapStoppedAll
+		}
+		if stopped != "" {
+			return json.Marshal(MapSummary{Total: n, Started: started, Succeeded: note.OK, Failed: note.Failed, Stopped: stopped, Failures: note.Failures})
+		}
+		from, to := wave(note.Waves)
+		children := make([]Child, to-from)
+		ids := make([]string, to-from)
+		for i := range children {
+			c, err := item(from + i)
+			if err != nil {
+				return nil, &PermanentError{Err: fmt.Errorf("map %q: child %d: %w", name, from+i, err)}
+			}
+			children[i], ids[i] = c, ChildIDIn(w.held.TaskID, name, from+i)
+		}
+		b, err := json.Marshal(note)
+		if err != nil {
+			return nil, &PermanentError{Err: fmt.Errorf("map %q: progress: %w", name, err)}
+		}
+		return nil, &AwaitChildrenError{Children: children, IDs: ids, Note: string(b)}
+	})
+}
+
+// ReadOutcomesOf reads the tasks ids from inside a handler (a map's
+// children, say), one GetItem each: their outcomes as JSON (as AllOf
+// records them); a task that does not exist (expired) is EXPIRED.
+func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	out := make([]outcome, len(ids))
+	for i, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, w.x.cfg.CallTimeout)
+		t, err := w.x.cfg.Store.Get(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			out[i] = outcome{ID: id, Status: "EXPIRED"}
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read %s: %w", id, err)
+		}
+		out[i] = outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
+	}
+	return json.Marshal(out)
+}
