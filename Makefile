@@ -90,6 +90,8 @@ BENCH_TASKS ?= 100
 # fan-out/fan-in, a callback), priced next to Step Functions and durable
 # functions.
 BENCH_WORKFLOWS ?= 10
+# Children of the map shape (workflow.Map, 50 at a time).
+BENCH_MAP_CHILDREN ?= 1000
 # Tasks per throughput run (bare SQS, naive idempotent and leasehold
 # consumers, interleaved A B C, B C A, C A B); 0 skips the comparison.
 BENCH_THROUGHPUT ?= 200
@@ -98,7 +100,7 @@ bench: stack-up ## micro-benchmarks, then calls, write units and cost per task o
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... ./internal/eventsource > .stack/bench/micro.txt && cat .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSim$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
 	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_CHART=$(CURDIR)/docs/performance.png LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
-	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
+	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_MAP_CHILDREN=$(BENCH_MAP_CHILDREN) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
 
 build: ## compile every package
 	$(GO) build ./...

@@ -490,3 +490,48 @@ func TestChainOnTheStack(t *testing.T) {
 		t.Errorf("link after a failure: %s %q", got.Status, got.Error)
 	}
 }
+
+// A map on the stack: 60 children, 20 at a time, through the real worker
+// and queues; the parent ends in one attempt with every child's result.
+func TestMapOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	hs := workflowHandlers(make(chan string, 1))
+	leasehold.Handle(hs, "mapper", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		res, err := workflow.Map(ctx, "sq", task.Payload, func(i int) workflow.Child {
+			return workflow.Child{Kind: "square", Payload: i}
+		}, workflow.MapOptions{MaxConcurrency: 20})
+		if err != nil {
+			return 0, err
+		}
+		ids := make([]string, res.Started)
+		for i := range ids {
+			ids[i] = workflow.ChildIDIn(task.ID, "sq", i)
+		}
+		outs, err := workflow.ReadOutcomes(ctx, ids...)
+		if err != nil {
+			return 0, err
+		}
+		sum := 0
+		for _, o := range outs {
+			var v int
+			if err := json.Unmarshal(o.Result, &v); err != nil {
+				return 0, leasehold.Fail(fmt.Errorf("%s: %s %s", o.ID, o.Status, o.Result))
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, "mapper", 60, leasehold.ID("mapped")); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 150*time.Second, func() bool { return e.status(t, "mapped") == lease.StatusSucceeded })
+	got := e.get(t, "mapped")
+	if string(got.Result) != "70210" || got.Attempt != 1 || got.Fence != 4 { // sum of i*i for i < 60; 3 waves
+		t.Errorf("mapper: %s in attempt %d, fence %d; want 70210 in attempt 1 after 3 resumes", got.Result, got.Attempt, got.Fence)
+	}
+}

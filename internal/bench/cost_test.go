@@ -40,6 +40,9 @@ const (
 	envChart = "LEASEHOLD_BENCH_CHART"
 	// envWorkflows is the runs per workflow shape (workflow_test.go).
 	envWorkflows = "LEASEHOLD_BENCH_WORKFLOWS"
+	// envMapChildren is the size of the map shape (default 100; make
+	// bench runs 1,000).
+	envMapChildren = "LEASEHOLD_BENCH_MAP_CHILDREN"
 	beginMark    = "<!-- bench:begin (make bench writes this part) -->"
 	endMark      = "<!-- bench:end -->"
 )
@@ -359,7 +362,11 @@ func TestCost(t *testing.T) {
 		runs = v
 	}
 	var wfs []workflowResult
-	for _, w := range []shape{chain(3), chain(4), linked(4), stepped(4), fanout(10), callback(), sleep()} {
+	mapN := 100
+	if v, err := strconv.Atoi(os.Getenv(envMapChildren)); err == nil && v > 0 {
+		mapN = v
+	}
+	for _, w := range []shape{chain(3), chain(4), linked(4), stepped(4), fanout(10), mapped(mapN, 50), callback(), sleep()} {
 		wfs = append(wfs, h.runWorkflows(w, runs))
 	}
 	for _, r := range wfs {
