@@ -373,6 +373,9 @@ func TestChaos(t *testing.T) {
 	if p.workflows && w.Slept == 0 {
 		rep.Violations = append(rep.Violations, "slept: no step task slept and succeeded: the sleep check saw nothing")
 	}
+	if p.workflows && w.MapsDone == 0 {
+		rep.Violations = append(rep.Violations, "maps_done: the map did not succeed with every child: the map check saw nothing")
+	}
 	if p.workflows && w.OrdersDone == 0 {
 		rep.Violations = append(rep.Violations, "orders_done: no order (several awaits in one handler) succeeded: the order check saw nothing")
 	}
@@ -393,13 +396,13 @@ func TestChaos(t *testing.T) {
 			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
 			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
 			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) slept=%d early_wake=%d "+
-			"orders=%d orders_done=%d order_resumes=%d "+
+			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d "+
 			"exits_after_finish=%d exits_after_child=%d exits_restarted=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
 			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers, w.Slept, w.EarlyWake,
-			w.Orders, w.OrdersDone, w.OrderResumes,
+			w.Orders, w.OrdersDone, w.OrderResumes, w.MapChildren, w.MapsDone,
 			w.ExitAfterFinish, w.ExitAfterChild, fleet.Exits())
 	}
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+

@@ -50,7 +50,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		wf: chaos.Workflows{
 			Fans: map[string][]string{}, ChildN: map[string]int{},
 			After: map[string][]string{}, AfterAny: map[string]bool{}, Callbacks: map[string]bool{},
-			Steps: map[string]int{}, Sleeps: map[string]int{}, Orders: map[string][]string{},
+			Steps: map[string]int{}, Sleeps: map[string]int{}, Orders: map[string][]string{}, Maps: map[string]chaos.MapPlan{},
 		},
 		expect: map[string]lease.Status{},
 		cancel: map[string]time.Duration{},
@@ -213,6 +213,19 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		wp.wf.Steps[id], wp.wf.Sleeps[id] = 3, 1
 		payload, _ := json.Marshal(map[string]any{"children": kids, "work_ms": 50 + rng.IntN(200), "timeout_ms": 45000, "sleep_ms": 1000 + rng.IntN(1000)})
 		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":20}`, id, payload))
+	}
+	// A map of as many children as the run has plain tasks, 50 at a time,
+	// across the kills.
+	{
+		id := "map-000"
+		n := max(50, p.tasks)
+		wp.wf.Maps[id] = chaos.MapPlan{N: n, Conc: 50}
+		for k := range n {
+			kid := workflow.ChildIDIn(id, "items", k)
+			wp.wf.ChildN[kid] = k
+			wp.valid = append(wp.valid, kid)
+		}
+		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":50,"work_ms":%d},"max_attempts":20}`, id, n, 50+rng.IntN(100)))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)

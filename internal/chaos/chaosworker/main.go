@@ -118,6 +118,14 @@ type OrderPayload struct {
 	SleepMS   int           `json:"sleep_ms"`
 }
 
+// MapPayload is the payload of a "mapper": N children, Conc at a time,
+// each working WorkMS.
+type MapPayload struct {
+	N      int `json:"n"`
+	Conc   int `json:"conc"`
+	WorkMS int `json:"work_ms"`
+}
+
 // CallbackPayload is the payload of a task that waits for a callback.
 type CallbackPayload struct {
 	TimeoutMS int `json:"timeout_ms"`

@@ -172,6 +172,25 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		return Result{N: t.Payload.Steps, Fence: t.Fence, Owner: name}, nil
 	})
 
+	// "mapper": a workflow.Map of its payload's children ("step"), some
+	// at a time; its result's n is how many succeeded.
+	leasehold.Handle(h, "mapper", func(ctx context.Context, t *leasehold.Task[MapPayload]) (Result, error) {
+		base := begin(t.ID, t.Fence, t.Attempt)
+		start := base
+		start.Event, start.AtUS = "start", time.Now().UnixMicro()
+		ev.write(start)
+		res, err := workflow.Map(ctx, "items", t.Payload.N, func(i int) workflow.Child {
+			return workflow.Child{Kind: "step", Payload: StepPayload{N: i, WorkMS: t.Payload.WorkMS}, MaxAttempts: 20}
+		}, workflow.MapOptions{MaxConcurrency: t.Payload.Conc})
+		if err != nil {
+			return Result{}, stop(base, err)
+		}
+		end := base
+		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
+		ev.write(end)
+		return Result{N: res.Succeeded, Fence: t.Fence, Owner: name}, nil
+	})
+
 	// "order": several awaits in one handler: step s0, the children
 	// (workflow.All), step s1, a callback (workflow.WaitForCallback, its
 	// token written as a callback line for the test to answer), a sleep,
