@@ -43,8 +43,8 @@ const (
 	// envMapChildren is the size of the map shape (default 100; make
 	// bench runs 1,000).
 	envMapChildren = "LEASEHOLD_BENCH_MAP_CHILDREN"
-	beginMark    = "<!-- bench:begin (make bench writes this part) -->"
-	endMark      = "<!-- bench:end -->"
+	beginMark      = "<!-- bench:begin (make bench writes this part) -->"
+	endMark        = "<!-- bench:end -->"
 )
 
 type harness struct {

@@ -1,8 +1,8 @@
 package eventsource
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"

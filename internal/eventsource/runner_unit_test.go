@@ -292,7 +292,6 @@ func TestVisibilityWarningOnlyForTheQueuesOwn(t *testing.T) {
 // pipelineClient hands out one message per receive, numbered, and records
 // when each receive started; deletes succeed.
 type pipelineClient struct {
-	unusedClient
 	mu       sync.Mutex
 	n        int
 	receives chan int // the number of each receive, as it starts
