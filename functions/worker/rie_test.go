@@ -164,40 +164,39 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 
 // buildBinaries builds the worker as `bootstrap` (as for a provided.al2023
 // function) and installs the emulator from the module proxy, both into dir.
-func buildBinaries(t *testing.T, dir string) (bootstrap, rie string) {
+func buildBinaries(t testing.TB, dir string) (bootstrap, rie string) {
+	t.Helper()
+	bootstrap = filepath.Join(dir, "bootstrap")
+	buildGo(t, []string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-o", bootstrap, "."}, "",
+		"GOOS=linux", "CGO_ENABLED=0")
+	// Installed outside this module so that the emulator's own go.mod
+	// decides its dependencies. A proxy that cannot be reached fails the
+	// test: it is part of `make test`, which needs the proxy anyway.
+	buildGo(t, []string{"install", rieModule + "@" + rieVersion}, dir,
+		"GOBIN="+dir, "GOOS=linux", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
+	return bootstrap, filepath.Join(dir, "aws-lambda-rie")
+}
+
+// buildGo runs the go command with args in wd ("" for this package's
+// directory) and env added.
+func buildGo(t testing.TB, args []string, wd string, env ...string) {
 	t.Helper()
 	// go test puts its own GOROOT/bin first on PATH.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("no go command on PATH: %v", err)
 	}
-	build := func(args []string, wd string, env ...string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(5*time.Minute))
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool, args...)
-		cmd.Dir = wd
-		cmd.Env = append(os.Environ(), env...)
-		start := time.Now()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		t.Logf("go %s: %s", args[0], time.Since(start).Round(time.Millisecond))
-	}
-	wd, err := os.Getwd()
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(5*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, args...)
+	cmd.Dir = wd
+	cmd.Env = append(os.Environ(), env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	bootstrap = filepath.Join(dir, "bootstrap")
-	build([]string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-o", bootstrap, "."}, wd,
-		"GOOS=linux", "CGO_ENABLED=0")
-	// Installed outside this module so that the emulator's own go.mod
-	// decides its dependencies. A proxy that cannot be reached fails the
-	// test: it is part of `make test`, which needs the proxy anyway.
-	build([]string{"install", rieModule + "@" + rieVersion}, dir,
-		"GOBIN="+dir, "GOOS=linux", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	return bootstrap, filepath.Join(dir, "aws-lambda-rie")
+	t.Logf("go %s: %s", args[0], time.Since(start).Round(time.Millisecond))
 }
 
 // emulator is a running aws-lambda-rie.
@@ -268,7 +267,7 @@ func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emul
 // stopEmulator sends SIGTERM to the emulator's process group (the emulator
 // then stops the function it started, which runs in a group of its own),
 // escalates to SIGKILL after 10s, and kills any function process left over.
-func stopEmulator(t *testing.T, pid int, exited chan error) {
+func stopEmulator(t testing.TB, pid int, exited chan error) {
 	t.Helper()
 	children := childPIDs(pid)
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
