@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -367,7 +368,7 @@ func TestCost(t *testing.T) {
 		mapN = v
 	}
 	for _, w := range []shape{chain(3), chain(4), linked(4), stepped(4), fanout(10), mapped(mapN, 50), callback(), sleep()} {
-		wfs = append(wfs, h.runWorkflows(w, runs))
+		wfs = append(wfs, h.runWorkflows(w, cmp.Or(w.runs, runs)))
 	}
 	for _, r := range wfs {
 		wu, missing := r.happyPath()

@@ -101,6 +101,9 @@ func sleepFor() time.Duration { return 2 * time.Second }
 type shape struct {
 	name     string
 	perRound int // workflows started together (a bounded backlog)
+	// runs, when set, is how many of it a bench runs, whatever
+	// LEASEHOLD_BENCH_WORKFLOWS says (a map of 1,000 is 1,000 tasks).
+	runs int
 	start    func(h *harness, id string) []string
 	callback bool // its tasks wait for a callback, which the harness gives
 	// steps: a chain's or a Step workflow's length (0 for the others); the
@@ -192,6 +195,7 @@ func mapped(n, conc int) shape {
 	return shape{
 		name:     fmt.Sprintf("map of %d (%d at a time)", n, conc),
 		perRound: 1,
+		runs:     1,
 		start: func(h *harness, id string) []string {
 			h.enqueue("mapper", echo{N: n}, leasehold.ID(id))
 			return []string{id}
