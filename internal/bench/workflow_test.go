@@ -103,7 +103,7 @@ type shape struct {
 	perRound int // workflows started together (a bounded backlog)
 	// runs, when set, is how many of it a bench runs, whatever
 	// LEASEHOLD_BENCH_WORKFLOWS says (a map of 1,000 is 1,000 tasks).
-	runs int
+	runs     int
 	start    func(h *harness, id string) []string
 	callback bool // its tasks wait for a callback, which the harness gives
 	// steps: a chain's or a Step workflow's length (0 for the others); the
