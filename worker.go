@@ -143,11 +143,9 @@ type WorkerConfig struct {
 	// Middleware). None by default.
 	Middleware []Middleware
 
-	// Pollers is how many pollers Run runs (default 2). Each receives its
-	// next batch while its current one runs, and starts it when the
-	// current one ends or a second after it arrived, so it runs at most two
-	// batches at once: with Concurrency tasks per batch, at most 2 x
-	// Pollers x Concurrency tasks run at once in this process.
+	// Pollers is how many batches Run receives and runs at the same time
+	// (default 2). With Concurrency tasks per batch, at most Pollers x
+	// Concurrency tasks run at once in this process.
 	Pollers int
 	// BatchSize is the most messages Run hands over as one batch (default
 	// 10; above 10 needs BatchWindow).

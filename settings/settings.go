@@ -135,7 +135,7 @@ var All = []Setting{
 	{Field: "MaxAttempts", Env: EnvMaxAttempts, Kind: Int, Default: DefaultMaxAttempts, For: Worker | Client | Dispatch,
 		Doc: "attempts of a task that names none (an inline token, an enqueue without MaxAttempts, a submission); 1..100"},
 	{Field: "Concurrency", Env: EnvConcurrency, Kind: Int, Default: DefaultConcurrency, For: Worker,
-		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most 2 × Pollers × Concurrency tasks at once)"},
+		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most Pollers × Concurrency tasks at once)"},
 	{Field: "ClockSkew", Env: EnvClockSkew, Kind: Duration, Default: DefaultClockSkew, For: Worker,
 		Doc: "bound on the clock difference between workers: an expired lease is taken over only after this much more; ≥ 0"},
 	{Field: "DeadlineMargin", Env: EnvDeadlineMargin, Kind: Duration, Default: DefaultDeadlineMargin, For: Worker,
@@ -176,7 +176,7 @@ var All = []Setting{
 
 	// Run: polling, the part Lambda's event source mapping does.
 	{Field: "Pollers", Env: EnvPollers, Kind: Int, Default: DefaultPollers, For: Worker,
-		Doc: "Run: pollers, each running a batch and receiving the next ahead (at most 2 batches each at once)"},
+		Doc: "Run: batches received and run at the same time"},
 	{Field: "BatchSize", Env: EnvBatchSize, Kind: Int, Default: DefaultBatchSize, For: Worker,
 		Doc: "Run: the most messages handed over as one batch; above 10 needs BatchWindow"},
 	{Field: "BatchWindow", Env: EnvBatchWindow, Kind: Duration, DefaultText: "0 (what one receive returns)", For: Worker,

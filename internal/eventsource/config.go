@@ -55,11 +55,8 @@ type Config struct {
 	// seconds, at most 20s. Default 20s.
 	WaitTime time.Duration
 
-	// Pollers is how many pollers gather and hand over batches. A poller
-	// gathers its next batch while its current one runs and starts it when
-	// the current one ends or a second later, so it runs at most two at
-	// once: at most 2 × Pollers handler calls run at the same time.
-	// Default 2.
+	// Pollers is how many batches may be gathered and handled at the same
+	// time, which bounds the handler's concurrency. Default 2.
 	Pollers int
 
 	// VisibilityTimeout, if set, overrides the queue's visibility timeout on

@@ -167,28 +167,12 @@ func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 // pausePoll is how often a paused poller asks again.
 const pausePoll = time.Second
 
-// prefetchHold bounds how long a poller holds a batch it received while
-// its previous batch still runs, before it starts it beside that one.
-const prefetchHold = time.Second
-
 // poll is one poller: gather a batch, invoke the handler, delete what
-// succeeded, until ctx is done. It gathers its next batch while its
-// current one runs, which hides the receive's round trip behind the
-// batch's work; the next batch starts when the current one ends, or
-// prefetchHold after it arrived if the current one still runs, so a long
-// batch holds the next one invisible for at most that long. At most two
-// batches of a poller run at once.
+// succeeded, until ctx is done.
 func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logger) {
-	var batches sync.WaitGroup
-	defer batches.Wait()
-	ended := make(chan struct{}, 2) // one per ended batch
-	running := 0
 	failures := 0
 	paused := false
 	for {
-		for ; running >= 2; running-- {
-			<-ended
-		}
 		if r.cfg.Paused != nil {
 			if now := r.cfg.Paused(ctx); now != paused {
 				paused = now
@@ -209,20 +193,7 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		if len(msgs) > 0 {
 			// Received messages are in flight even if ctx is done: process
 			// them rather than leave them invisible until they time out.
-			if running == 1 {
-				hold := time.NewTimer(prefetchHold)
-				select {
-				case <-ended:
-					running--
-				case <-hold.C:
-				}
-				hold.Stop()
-			}
-			running++
-			batches.Go(func() {
-				r.invoke(ctx, queue, msgs, log)
-				ended <- struct{}{}
-			})
+			r.invoke(ctx, queue, msgs, log)
 		}
 		if ctx.Err() != nil {
 			return
