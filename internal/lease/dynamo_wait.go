@@ -186,7 +186,7 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 	if step := e.ResumeStep(); step != "" {
 		en.cond += " AND #callback_step = :callback_step"
 		en.values[":callback_step"] = avS(step)
-		if status != StatusPending {
+		if status != StatusPending && !e.TimedOut {
 			// The answer becomes the step, and the task runs again at once
 			// as the same attempt (the claim counts it again).
 			answer := CallbackAnswer(status, e.Result, msg)

@@ -256,6 +256,10 @@ type WaitEnd struct {
 	Result  []byte
 	Error   string
 	RunAt   time.Time
+	// TimedOut marks the worker's end of a wait whose deadline passed: not
+	// an answer, so a resumable wait records no step; the attempt fails
+	// (StatusPending to retry, StatusFailed on the last attempt).
+	TimedOut bool
 }
 
 // CallbackHash is the hash the store must hold for e to land.

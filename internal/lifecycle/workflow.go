@@ -909,7 +909,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Error: reason, Status: lease.StatusFailed}
+	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Error: reason, Status: lease.StatusFailed, TimedOut: true}
 	delay := x.cfg.Backoff(t.Attempt)
 	if t.Attempt < t.MaxAttempts {
 		e.Status, e.RunAt = lease.StatusPending, x.cfg.Clock.Now().Add(delay)

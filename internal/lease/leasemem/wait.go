@@ -131,7 +131,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	now := s.now()
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
 	status, runAt := e.Status, e.RunAt
-	if step := e.ResumeStep(); step != "" && status != lease.StatusPending {
+	if step := e.ResumeStep(); step != "" && status != lease.StatusPending && !e.TimedOut {
 		// The answer becomes the step; the task runs again at once, as the
 		// same attempt.
 		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: lease.CallbackAnswer(status, e.Result, msg)})

@@ -399,6 +399,21 @@ func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 	if _, ok := got.StepResult("callback:third"); err != nil || got.Status != lease.StatusPending || ok || got.Error != "callback timed out" || got.CallbackStep != "" {
 		t.Fatalf("timed out: %v %+v", err, got)
 	}
+
+	// On the last attempt the timeout fails the task: not an answer.
+	e.clock.Advance(2 * time.Second)
+	again = e.claim(got, "w4")
+	nonce4 := lease.ResumableNonce("DEFGHIJKLMNOPQRSTUVWXYZABC", "callback:fourth")
+	waiting, err = e.store.Suspend(e.ctx, again.LeaseOf(), lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: nonce4, Step: "callback:fourth"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	got, err = e.store.EndWait(e.ctx, lease.WaitEnd{ID: held.ID, Fence: waiting.Fence, Attempt: waiting.Attempt, Hash: lease.OperatorNonce(waiting),
+		Status: lease.StatusFailed, Error: "callback not received", TimedOut: true})
+	if _, ok := got.StepResult("callback:fourth"); err != nil || got.Status != lease.StatusFailed || ok || got.Error != "callback not received" {
+		t.Fatalf("timed out on the last attempt: %v %s %q, step recorded %v", err, got.Status, got.Error, ok)
+	}
 }
 
 // testChainLinksKept: a task keeps the chain's later links it was created
