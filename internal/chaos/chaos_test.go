@@ -151,6 +151,13 @@ func readParams(t *testing.T) params {
 	// is terminal, or when nothing has progressed for stall, or at bound.
 	p.stall = scaled(90*time.Second, p.factor)
 	p.bound = scaled(max(5*time.Minute, time.Duration(p.tasks)*500*time.Millisecond), p.factor)
+	if p.workflows {
+		// The map's waves run one after another, each as long as its
+		// slowest child under the faults (about 40 s in a 1,000-task
+		// run): its children (as many as the run's tasks, 50 a wave)
+		// need that long on top.
+		p.bound += scaled(time.Duration((max(50, p.tasks)+49)/50)*40*time.Second, p.factor)
+	}
 	p.dir = os.Getenv("LEASEHOLD_CHAOS_DIR")
 	if p.dir != "" {
 		p.keepDir = true
