@@ -54,16 +54,7 @@ func TestPausedQueueIsNotReceivedFromOnTheStack(t *testing.T) {
 	var logs syncBuffer
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "greet", func(context.Context, *leasehold.Task[map[string]string]) (string, error) { return "hi", nil })
-	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LongPoll: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runWorker(t, e.worker(t, leasehold.WorkerConfig{Handlers: hs, LongPoll: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	waitFor(t, 30*time.Second, func() bool { return logs.contains("queue paused") })
 	// Paused, and it has looked: still nothing received.
 	if n := visible(t, e); n != 3 {

@@ -59,13 +59,6 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 		cancel()
 		var we *lease.WaitError
 		switch {
-		case err == nil && t.Status == lease.StatusPending:
-			// A resumable wait's answer (workflow.WaitForCallback): run the
-			// task again now. Should the send fail, the sweep dispatches it.
-			if url, err := c.queueOf(ctx, t.Queue); err == nil {
-				_ = c.sendRef(ctx, url, t.ID)
-			}
-			return infoOf(t), nil
 		case err == nil:
 			c.wakeWaiters(ctx, t)
 			return infoOf(t), nil
@@ -91,10 +84,12 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 
 // wakeWaiters hands the telling of t's waiters (and the end of its
 // chain's later links) to a worker: a reference token for t, which a
-// worker finds finished and so notifies its waiters (idempotently). Should the send fail, the callback's timeout token, still
+// worker finds finished and so notifies its waiters (idempotently). The
+// same token runs t again when a resumable wait's answer left it PENDING
+// (workflow.WaitForCallback); should that send fail, the sweep does. Should the send fail, the callback's timeout token, still
 // on the queue, does the same when it comes.
 func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
-	if len(t.Waiters) == 0 && len(t.Then) == 0 {
+	if len(t.Waiters) == 0 && len(t.Then) == 0 && t.Status != lease.StatusPending {
 		return
 	}
 	if url, err := c.queueOf(ctx, t.Queue); err == nil {

@@ -381,21 +381,11 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 				flag("callback_double_accept", fmt.Sprintf("%s: the wait under fence %d accepted %d callbacks: %s", id, f, len(ws), writesText(ws)))
 			}
 		}
-		for w, n := range clientAccepted {
-			if w.task != id {
-				continue
-			}
-			byClient := 0
-			for _, x := range accepted[w.fence] {
-				if x.Worker == ClientName {
-					byClient++
-				}
-			}
-			if n != byClient {
-				r.CallbackLost++
-				flag("callback_lost", fmt.Sprintf("%s: the client was told %d callback(s) to the wait under fence %d were accepted; the store applied %d of its", id, n, w.fence, byClient))
-			}
+		var all []Write
+		for _, ws := range accepted {
+			all = append(all, ws...)
 		}
+		checkClientAnswers(id, all, clientAccepted, &r, flag)
 	}
 
 	checkCancels(in, writesByTask, starts, &r, flag)
@@ -483,21 +473,7 @@ func checkOrders(in Input, writesByTask map[string][]Write, clientAccepted map[c
 			r.CallbackDouble++
 			flag("callback_double_accept", fmt.Sprintf("%s: %d writes recorded the callback's answer: %s", id, len(answers), writesText(answers)))
 		}
-		for w, n := range clientAccepted {
-			if w.task != id {
-				continue
-			}
-			byClient := 0
-			for _, a := range answers {
-				if a.Worker == ClientName && a.Fence == w.fence {
-					byClient++
-				}
-			}
-			if n != byClient {
-				r.CallbackLost++
-				flag("callback_lost", fmt.Sprintf("%s: the client was told %d callback(s) to the wait under fence %d were accepted; the store applied %d of its", id, n, w.fence, byClient))
-			}
-		}
+		checkClientAnswers(id, answers, clientAccepted, r, flag)
 		count := map[string]int{}
 		for _, st := range rec.Steps {
 			count[st.Name]++
@@ -706,6 +682,27 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 						id, name, e.Fence, e.Worker, stamp(e.At()), stamp(t)))
 				}
 			}
+		}
+	}
+}
+
+// checkClientAnswers: for every wait of task id the client was told
+// accepted n callbacks, the store applied n of the client's writes among
+// answers (the writes that ended a wait of id with an answer).
+func checkClientAnswers(id string, answers []Write, clientAccepted map[callbackWait]int, r *WorkflowReport, flag func(kind, detail string)) {
+	for w, n := range clientAccepted {
+		if w.task != id {
+			continue
+		}
+		byClient := 0
+		for _, a := range answers {
+			if a.Worker == ClientName && a.Fence == w.fence {
+				byClient++
+			}
+		}
+		if n != byClient {
+			r.CallbackLost++
+			flag("callback_lost", fmt.Sprintf("%s: the client was told %d callback(s) to the wait under fence %d were accepted; the store applied %d of its", id, n, w.fence, byClient))
 		}
 	}
 }

@@ -40,22 +40,19 @@ leasehold resume QUEUE undoes both.`,
   leasehold resume reports --lambda`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			cfg, err := a.awsConfig(ctx)
-			if err != nil {
-				return err
-			}
-			adm := admin.New(admin.Config{AWS: cfg, Endpoint: a.endpoint, CallTimeout: a.callTimeout})
-			url := a.queueURL
-			switch {
-			case len(args) == 1:
+			name := ""
+			if len(args) == 1 {
 				if err := admin.CheckQueueName(args[0]); err != nil {
 					return usageErrorf("QUEUE: %v", err)
 				}
-				url, err = adm.QueueURL(ctx, args[0])
-			case url == "":
-				url, err = adm.QueueURL(ctx, DefaultWorkQueueName)
+				name = args[0]
 			}
+			ctx := cmd.Context()
+			adm, err := a.admin(ctx)
+			if err != nil {
+				return err
+			}
+			url, err := a.queueURLOf(ctx, adm, name)
 			if err != nil {
 				return err
 			}

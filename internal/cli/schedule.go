@@ -167,13 +167,7 @@ func (a *app) scheduleCreate(ctx context.Context, sf *scheduleFlags, f createFla
 	if dlq == "" {
 		dlq = a.io.Getenv(EnvScheduleDLQARN)
 	}
-	url := a.queueURL
-	switch {
-	case f.queue != "":
-		url, err = adm.QueueURL(ctx, f.queue)
-	case url == "":
-		url, err = adm.QueueURL(ctx, DefaultWorkQueueName)
-	}
+	url, err := a.queueURLOf(ctx, adm, f.queue)
 	if err != nil {
 		return err
 	}
@@ -284,10 +278,7 @@ kept. A schedule that does not exist exits 3.`,
 // eventBridge returns the schedule group and the admin client it was got
 // from.
 func (a *app) eventBridge(ctx context.Context, sf *scheduleFlags) (*admin.ScheduleGroup, *admin.Admin, error) {
-	if a.callTimeout <= 0 {
-		return nil, nil, usageErrorf("--call-timeout must be positive")
-	}
-	cfg, err := a.awsConfig(ctx)
+	adm, err := a.admin(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -295,8 +286,31 @@ func (a *app) eventBridge(ctx context.Context, sf *scheduleFlags) (*admin.Schedu
 	if group == "" {
 		group = a.env(EnvScheduleGroup, DefaultGroup)
 	}
-	adm := admin.New(admin.Config{AWS: cfg, Endpoint: a.endpoint, CallTimeout: a.callTimeout})
 	return adm.ScheduleGroup(group), adm, nil
+}
+
+// admin returns an admin client built with the global settings.
+func (a *app) admin(ctx context.Context) (*admin.Admin, error) {
+	if a.callTimeout <= 0 {
+		return nil, usageErrorf("--call-timeout must be positive")
+	}
+	cfg, err := a.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(admin.Config{AWS: cfg, Endpoint: a.endpoint, CallTimeout: a.callTimeout}), nil
+}
+
+// queueURLOf returns the URL of the queue called name, or for "" the work
+// queue's: --queue-url, else the queue called DefaultWorkQueueName.
+func (a *app) queueURLOf(ctx context.Context, adm *admin.Admin, name string) (string, error) {
+	switch {
+	case name != "":
+		return adm.QueueURL(ctx, name)
+	case a.queueURL != "":
+		return a.queueURL, nil
+	}
+	return adm.QueueURL(ctx, DefaultWorkQueueName)
 }
 
 // schedulerIsLocal reports whether scheduler calls go to a local stack.

@@ -39,12 +39,11 @@ the listing off (TaskListing=off) are not listed, so not selected.`,
   leasehold cancel --status pending --kind report --since 2h`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case len(args) == 1 && sel.chosen(cmd):
-				return usageErrorf("give an ID or selection flags, not both")
-			case len(args) == 0 && !sel.chosen(cmd):
-				return usageErrorf("give an ID, or selection flags (--status, --kind, --queue, --since) for many")
-			case len(args) == 0:
+			bulk, err := sel.many(cmd, args)
+			if err != nil {
+				return err
+			}
+			if bulk {
 				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusPending, leasehold.StatusRunning, leasehold.StatusWaiting}, "cancelled", cancelOne)
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
@@ -89,12 +88,11 @@ leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
 			if attempts < 1 {
 				return usageErrorf("--attempts must be at least 1")
 			}
-			switch {
-			case len(args) == 1 && sel.chosen(cmd):
-				return usageErrorf("give an ID or selection flags, not both")
-			case len(args) == 0 && !sel.chosen(cmd):
-				return usageErrorf("give an ID, or selection flags (--status, --kind, --queue, --since) for many")
-			case len(args) == 0:
+			bulk, err := sel.many(cmd, args)
+			if err != nil {
+				return err
+			}
+			if bulk {
 				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusFailed, leasehold.StatusCancelled}, "retried", retryOne(attempts))
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {

@@ -36,14 +36,20 @@ func (s *selection) flags(cmd *cobra.Command, statuses string) {
 	fl.IntVar(&s.concurrency, "concurrency", 8, "tasks changed at once")
 }
 
-// chosen reports whether any selection flag was set.
-func (s *selection) chosen(cmd *cobra.Command) bool {
+// many reports whether the command acts on the tasks the selection flags
+// pick (no ID given) rather than on one ID, or why neither.
+func (s *selection) many(cmd *cobra.Command, args []string) (bool, error) {
+	chosen := false
 	for _, f := range []string{"status", "kind", "queue", "since", "dry-run"} {
-		if cmd.Flags().Changed(f) {
-			return true
-		}
+		chosen = chosen || cmd.Flags().Changed(f)
 	}
-	return false
+	switch {
+	case len(args) == 1 && chosen:
+		return false, usageErrorf("give an ID or selection flags, not both")
+	case len(args) == 0 && !chosen:
+		return false, usageErrorf("give an ID, or selection flags (--status, --kind, --queue, --since) for many")
+	}
+	return len(args) == 0, nil
 }
 
 // check validates the selection against the statuses the action takes.

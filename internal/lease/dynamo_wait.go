@@ -190,12 +190,9 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 			// The answer becomes the step, and the task runs again at once
 			// as the same attempt (the claim counts it again).
 			answer := CallbackAnswer(status, e.Result, msg)
-			en.set = append(en.set, "#steps = list_append(if_not_exists(#steps, :no_steps), :step)", "#attempt = #attempt - :one")
-			en.values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(Step{Name: step, Result: answer})}}
-			en.values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+			en.set = append(en.set, appendStep(en.values, Step{Name: step, Result: answer}), "#attempt = #attempt - :one")
 			en.values[":one"] = avN(1)
-			en.add = append(en.add, "#step_names :step_names")
-			en.values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{step}}
+			en.add = append(en.add, addStepName)
 			status, runAt, msg, resumed = StatusPending, now, "", true
 			en.values[":status"] = avS(string(status))
 		}
@@ -251,6 +248,20 @@ func (s *DynamoStore) updateOld(ctx context.Context, op, id, cond, upd string,
 // checkpoint's condition that its step is not recorded yet reads it.
 const attrStepNames = "step_names"
 
+// appendStep puts st's values in values and returns the SET clause that
+// appends it to the steps list; with addStepName (an ADD clause) the
+// step-name set holds its name too. A checkpoint and a resumable
+// callback's answer record a step alike.
+func appendStep(values map[string]types.AttributeValue, st Step) string {
+	values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(st)}}
+	values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{st.Name}}
+	return "#steps = list_append(if_not_exists(#steps, :no_steps), :step)"
+}
+
+// addStepName is the ADD clause that records an appended step's name.
+const addStepName = "#step_names :step_names"
+
 // errStepRecorded: a checkpoint found its step recorded under its lease.
 var errStepRecorded = errors.New("step recorded")
 
@@ -264,13 +275,11 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, l Lease, step string, resu
 		return Task{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	values := heldValues(l)
-	values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(Step{Name: step, Result: result})}}
-	values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	appendSet := appendStep(values, Step{Name: step, Result: result})
 	values[":step_name"] = avS(step)
-	values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{step}}
 	var seen Task
 	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name)",
-		"SET #steps = list_append(if_not_exists(#steps, :no_steps), :step) ADD #step_names :step_names",
+		"SET "+appendSet+" ADD "+addStepName,
 		values,
 		func(old *Task) error {
 			if old != nil && Holds(*old, l) {

@@ -32,6 +32,16 @@ func (t Task) StepResult(name string) ([]byte, bool) {
 	return nil, false
 }
 
+// StepsBytes is the size of t's step results together (what
+// MaxStepsBytes bounds).
+func StepsBytes(t Task) int {
+	n := 0
+	for _, s := range t.Steps {
+		n += len(s.Result)
+	}
+	return n
+}
+
 // CheckStep checks a step about to be added to the steps of t.
 func CheckStep(t Task, name string, result []byte) error {
 	switch {
@@ -43,10 +53,7 @@ func CheckStep(t Task, name string, result []byte) error {
 	if err := CheckResult(result); err != nil {
 		return err
 	}
-	total := len(result)
-	for _, s := range t.Steps {
-		total += len(s.Result)
-	}
+	total := len(result) + StepsBytes(t)
 	if total > MaxStepsBytes {
 		return &TooLargeError{What: "steps' results", Size: total, Limit: MaxStepsBytes}
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -107,7 +106,9 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 					}
 					note.Failed++
 					if len(note.Failures) < maxMapFailures {
-						note.Failures = append(note.Failures, outcome{ID: t.ID, Status: cmp.Or(t.Status, "EXPIRED"), Error: lease.Truncate(t.Error, 200)})
+						f := outcomeOf(t)
+						f.Result, f.Error = nil, lease.Truncate(f.Error, 200)
+						note.Failures = append(note.Failures, f)
 					}
 				}
 				note.Waves++
@@ -152,19 +153,13 @@ func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
-	out := make([]outcome, len(ids))
-	for i, id := range ids {
-		cctx, cancel := context.WithTimeout(ctx, w.x.cfg.CallTimeout)
-		t, err := w.x.cfg.Store.Get(cctx, id)
-		cancel()
-		switch {
-		case errors.Is(err, lease.ErrNotFound):
-			out[i] = outcome{ID: id, Status: "EXPIRED"}
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("read %s: %w", id, err)
-		}
-		out[i] = outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
+	tasks, err := readTasks(ctx, w.x.cfg, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]outcome, len(tasks))
+	for i, t := range tasks {
+		out[i] = outcomeOf(t)
 	}
 	return json.Marshal(out)
 }

@@ -351,10 +351,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 			if t.ID != ids[i] {
 				return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
 			}
-			out[i] = outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
-			if t.Status == "" {
-				out[i].Status, out[i].Error = "EXPIRED", "the child's record expired before its parent read it"
-			}
+			out[i] = outcomeOf(t)
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -504,20 +501,39 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 			return nil, nil
 		}
 	}
-	r := &WaitResults{Mode: t.Wait, Tasks: make([]lease.Task, len(t.WaitFor))}
-	for i, id := range t.WaitFor {
-		cctx, cancel := x.call()
-		got, err := x.cfg.Store.Get(cctx, id)
+	tasks, err := readTasks(x.detached, x.cfg, t.WaitFor)
+	if err != nil {
+		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
+	}
+	return &WaitResults{Mode: t.Wait, Tasks: tasks}, nil
+}
+
+// readTasks reads the tasks ids, one Get each under the call timeout; a
+// task that does not exist (its record expired) has only its ID.
+func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, error) {
+	out := make([]lease.Task, len(ids))
+	for i, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+		got, err := cfg.Store.Get(cctx, id)
 		cancel()
 		switch {
 		case errors.Is(err, lease.ErrNotFound):
 			got = lease.Task{ID: id}
 		case err != nil:
-			return nil, fmt.Errorf("read %s, which %s waited for: %w", id, t.ID, err)
+			return nil, fmt.Errorf("read %s: %w", id, err)
 		}
-		r.Tasks[i] = got
+		out[i] = got
 	}
-	return r, nil
+	return out, nil
+}
+
+// outcomeOf is how t ended, as the awaits record it; a task with no
+// record (expired) is EXPIRED.
+func outcomeOf(t lease.Task) outcome {
+	if t.Status == "" {
+		return outcome{ID: t.ID, Status: "EXPIRED", Error: "the task's record expired before it was read"}
+	}
+	return outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
 }
 
 // runSpawning sends the tokens of the children the handler asked for.
@@ -670,10 +686,7 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 		x.flow.ctx.mu.Lock()
 		steps := lease.Task{Steps: x.flow.ctx.steps}
 		x.flow.ctx.mu.Unlock()
-		used := 0
-		for _, s := range steps.Steps {
-			used += len(s.Result)
-		}
+		used := lease.StepsBytes(steps)
 		if len(steps.Steps) >= lease.MaxSteps || used+lease.MaxCallbackAnswerBytes+32 > lease.MaxStepsBytes {
 			return x.failClaimed(ctx, fmt.Sprintf("await callback %q: no room left for its answer among the task's steps (%d steps, %d bytes; limits %d and %d)",
 				ac.Step, len(steps.Steps), used, lease.MaxSteps, lease.MaxStepsBytes))

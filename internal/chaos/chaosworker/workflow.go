@@ -82,16 +82,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 			ev.write(end)
 			return Result{}, workflow.AwaitChildren(children...)
 		}
-		start.Phase = "resume"
-		start.Kids = make([]string, len(kids))
-		for i, k := range kids {
-			n := -1
-			var r Result
-			if json.Unmarshal(k.Result, &r) == nil && len(k.Result) > 0 {
-				n = r.N
-			}
-			start.Kids[i] = fmt.Sprintf("%s %s %d", k.ID, k.Status, n)
-		}
+		start.Phase, start.Kids = "resume", kidLines(kids)
 		ev.write(start)
 		if err := sleep(ctx, base, 20*time.Millisecond, "ok"); err != nil {
 			return Result{}, err
@@ -213,15 +204,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		}
 		packed := base
 		packed.Event, packed.Phase, packed.AtUS = "packed", "resume", time.Now().UnixMicro()
-		packed.Kids = make([]string, len(outs))
-		for i, k := range outs {
-			n := -1
-			var r Result
-			if json.Unmarshal(k.Result, &r) == nil && len(k.Result) > 0 {
-				n = r.N
-			}
-			packed.Kids[i] = fmt.Sprintf("%s %s %d", k.ID, k.Status, n)
-		}
+		packed.Kids = kidLines(outs)
 		ev.write(packed)
 		if err := runStep(ctx, base, "s1", t.Payload.WorkMS, false); err != nil {
 			return Result{}, stop(base, err)
@@ -247,6 +230,21 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		ev.write(end)
 		return Result{N: len(outs), Fence: t.Fence, Owner: name}, nil
 	})
+}
+
+// kidLines is how a resumed parent records its children's outcomes for
+// the checks: "ID STATUS N", N the result's n (-1 without one).
+func kidLines(kids []workflow.Outcome) []string {
+	out := make([]string, len(kids))
+	for i, k := range kids {
+		n := -1
+		var r Result
+		if json.Unmarshal(k.Result, &r) == nil && len(k.Result) > 0 {
+			n = r.N
+		}
+		out[i] = fmt.Sprintf("%s %s %d", k.ID, k.Status, n)
+	}
+	return out
 }
 
 // exitAfterFinish is the SDK's HTTP client with one fault: after the store
