@@ -204,17 +204,22 @@ func mapped(n, conc int) shape {
 			"create (PENDING)": 1, "claim": 1, "suspend": waves, "resume and claim": waves, "checkpoint": 1, "finish or release": 1 + k,
 			"create (RUNNING)": k, "notify": k,
 		},
-		// Writes to the parent are priced by its item, which holds a
-		// wave's 50 ids waited for and, as they end, ended: about 4 to
-		// 5 KB with the bench's ids (3.7 write units a notify measured
-		// with 100 children, 4.3 with 1,000, whose ids are longer).
+		// Writes to the parent are priced by its item (the larger of it
+		// before and after, in 1 KB units). It keeps a wave's ids as a
+		// span ("50 950 /echo/") and its ended children relative to its
+		// own id ("/echo/17"), and one WAITING history entry for the
+		// attempt however many waves it waits for, so it stays under
+		// 1 KB (it held 50 whole ids waited for and ended, 4 to 5 KB, and
+		// a notify cost 4.3 write units, before the compact forms of
+		// internal/lease/dynamo_waitids.go).
 		// The parent: create (2), claim, each wave's suspension with its
-		// sweep entry (5) and resume (7), the summary's checkpoint (4),
-		// the finish. Each child: create claimed with its listing entry
-		// (2), finish (1), and its notify of the parent (5). Issue 21's
-		// target is 4 a child: a notify to a small tally item instead of
-		// the parent (1) would meet it.
-		designWU:      2 + 1 + (5+7)*waves + 4 + 1 + k*(2+1+5),
+		// sweep entry (2) and resume, which removes it (2), the
+		// summary's checkpoint, the finish. Each child: create claimed
+		// with its listing entry (2), finish (1), its notify of the
+		// parent (1). Issue 21's target is 4 a child: the listing entry
+		// is the 1 over it (without it, as TaskListing=off, 3.08; one
+		// listing entry per batch of tasks, issue 22, would meet it).
+		designWU:      2 + 1 + (2+2)*waves + 1 + 1 + k*(2+1+1),
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks (MaxConcurrency %d), Task; durable: map of %d items, one step", n, conc, n),

@@ -445,6 +445,15 @@ type ending struct {
 // the known one in the condition.
 func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
 	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
+	if isKnown && SuspendReplaces(known, entry) {
+		// The attempt's last suspension is replaced (AppendHistory), at
+		// the index the known history says, pinned by its length.
+		e.cond += " AND size(#history) = :history_len"
+		e.set = append(e.set, "#history["+strconv.Itoa(len(known)-1)+"] = :entry")
+		e.values[":entry"] = attemptItem(entry)
+		e.values[":history_len"] = avN(int64(len(known)))
+		return
+	}
 	if !isKnown || len(known) < MaxHistory {
 		e.set = append(e.set, "#history = list_append(if_not_exists(#history, :no_history), :entry)")
 		e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
@@ -774,12 +783,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 		}
 		item[AttrWaiters] = &types.AttributeValueMemberSS{Value: ws}
 	}
-	if len(t.Ended) > 0 {
-		item[AttrEnded] = &types.AttributeValueMemberSS{Value: t.Ended}
-	}
-	if len(t.WaitFor) > 0 {
-		item[AttrWaitFor] = avList(t.WaitFor)
-	}
+	putWaitIDs(item, t)
 	if len(t.Steps) > 0 {
 		steps := make([]types.AttributeValue, len(t.Steps))
 		for i, st := range t.Steps {
@@ -855,11 +859,18 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Parent:           d.str(AttrParent),
 		Wait:             WaitMode(d.str(AttrWait)),
 		WaitFor:          d.strList(AttrWaitFor),
-		Ended:            d.strSet(AttrEnded),
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
 		CallbackStep:     d.str(AttrCallbackStep),
 		WaitNote:         d.str(AttrWaitNote),
+	}
+	t.Ended = endedIDs(t.ID, d.strSet(AttrEnded), d.strSet(AttrEndedSub))
+	if span := d.str(AttrWaitSpan); span != "" {
+		ids, ok := spanIDs(t.ID, span)
+		if !ok && d.err == nil {
+			d.err = fmt.Errorf("%s: %q is not COUNT FROM /NAME/", AttrWaitSpan, span)
+		}
+		t.WaitFor = ids
 	}
 	for _, e := range d.strSet(AttrWaiters) {
 		w, err := ParseWaiter(e)

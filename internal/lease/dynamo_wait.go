@@ -44,14 +44,15 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	case WaitChildren:
 		// The resumed run is the same attempt, not a new failure-counted
 		// one: hand it back.
-		e.set = append(e.set, "#wait_for = :wait_for", "#attempt = #attempt - :one")
-		e.values[":wait_for"] = avList(w.For)
+		name, v, other := waitForValue(l.TaskID, w.For)
+		e.set = append(e.set, "#"+name+" = :wait_for", "#attempt = #attempt - :one")
+		e.values[":wait_for"] = v
 		e.values[":one"] = avN(1)
-		e.remove = append(e.remove, "#callback")
+		e.remove = append(e.remove, "#callback", "#"+other)
 	case WaitCallback:
 		e.set = append(e.set, "#callback = :callback")
 		e.values[":callback"] = avS(CallbackHash(w.Nonce))
-		e.remove = append(e.remove, "#wait_for")
+		e.remove = append(e.remove, "#wait_for", "#wait_span")
 		if w.Step != "" {
 			e.set = append(e.set, "#callback_step = :callback_step")
 			e.values[":callback_step"] = avS(w.Step)
@@ -100,9 +101,13 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 		return Task{}, fmt.Errorf("notify %s: %w", w.ID, ErrNotFound)
 	}
 	now := s.now()
+	// The ended id goes into the waiter's set in its compact form
+	// (dynamo_waitids.go); a waiter that heard of it in either form heard.
+	attr, elem := endedEntry(w.ID, ended.ID)
 	values := map[string]types.AttributeValue{
-		":ended": &types.AttributeValueMemberSS{Value: []string{ended.ID}},
+		":ended": &types.AttributeValueMemberSS{Value: []string{elem}},
 		":id":    avS(ended.ID),
+		":elem":  avS(elem),
 		":now":   avMillis(now),
 	}
 	var cond, upd string
@@ -116,10 +121,10 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 			upd += ", #expires_at = :expires_at"
 			values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
 		}
-		upd += " ADD #ended :ended REMOVE #sweep_shard, #sweep_at, #wait_until, #callback, #callback_step"
+		upd += " ADD #" + attr + " :ended REMOVE #sweep_shard, #sweep_at, #wait_until, #callback, #callback_step"
 	} else {
-		cond = "attribute_exists(#id) AND " + notEndedCond + " AND NOT contains(#ended, :id)"
-		upd = "SET #updated_at = :now ADD #ended :ended"
+		cond = "attribute_exists(#id) AND " + notEndedCond + " AND NOT contains(#ended, :id) AND NOT contains(#ended_sub, :elem)"
+		upd = "SET #updated_at = :now ADD #" + attr + " :ended"
 		terminalValues(values)
 	}
 	return s.updateOld(ctx, "notify", w.ID, cond, upd, values,
@@ -151,7 +156,7 @@ func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner 
 		values[":until"] = avMillis(now.Add(s.opts.LeaseDuration))
 		values[":one"] = avN(1)
 	}
-	upd += " REMOVE #ended, #wait_until, #callback, #callback_step, #sweep_shard, #sweep_at"
+	upd += " REMOVE #ended, #ended_sub, #wait_until, #callback, #callback_step, #sweep_shard, #sweep_at"
 	return s.updateOld(ctx, "resume", id, cond, upd, values,
 		func(old *Task) error {
 			if old != nil && old.Status == StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {

@@ -348,12 +348,28 @@ func Truncate(s string, n int) string {
 
 // AppendHistory returns history with entry appended, its error cut to
 // MaxHistoryErrorBytes, keeping the newest MaxHistory entries, and how many
-// old entries were dropped.
+// old entries were dropped. An attempt keeps one WAITING entry, its
+// latest: a suspension that follows a suspension of the same attempt (a
+// map's next wave, a poll's next round, a sleep after a fan-in) replaces
+// it, so that a task that suspends a thousand times in one attempt keeps
+// a short history and a small item (SuspendReplaces).
 func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
 	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
+	if SuspendReplaces(history, entry) {
+		out := slices.Clone(history)
+		out[len(out)-1] = entry
+		return out, 0
+	}
 	out := append(slices.Clone(history), entry)
 	drop := max(len(out)-MaxHistory, 0)
 	return slices.Clone(out[drop:]), drop
+}
+
+// SuspendReplaces says whether entry, appended to history, replaces the
+// last entry: both are WAITING entries of the same attempt.
+func SuspendReplaces(history []Attempt, entry Attempt) bool {
+	n := len(history)
+	return n > 0 && entry.Status == StatusWaiting && history[n-1].Status == StatusWaiting && history[n-1].Attempt == entry.Attempt
 }
 
 // MaxItemBytes is DynamoDB's limit on an item: 400 KB, attribute names

@@ -99,6 +99,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"RetriedWritesRecogniseTheirOwnLanding", testRetriedWritesRecogniseOwn},
 		{"FanInResumesOnce", testFanInResumesOnce},
 		{"ChildEndingBeforeSuspendCounts", testChildEndingBeforeSuspend},
+		{"WavesOfNamedChildren", testWavesOfNamedChildren},
 		{"DependenciesWaitThenRun", testDependenciesWaitThenRun},
 		{"FailedDependencyCancels", testFailedDependencyCancels},
 		{"CallbackLandsOnce", testCallbackLandsOnce},

@@ -151,6 +151,71 @@ func testChildEndingBeforeSuspend(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
+// testWavesOfNamedChildren waits, in one attempt, for three waves of
+// children named as a map names them (parent/NAME/i), as a map does: each
+// wave's ids, whatever form the store keeps them in, read back whole; a
+// repeated notify is refused; and the attempt keeps one WAITING history
+// entry, its latest, however many times it suspends.
+func testWavesOfNamedChildren(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	parent := e.createClaimed(e.newTask(), "p1")
+	w := lease.Waiter{ID: parent.ID, Mode: lease.WaitChildren}
+	const size = 4
+	for wave := range 3 {
+		ids := make([]string, size)
+		kids := make([]lease.Task, size)
+		for i := range ids {
+			n := e.newTask()
+			n.ID = fmt.Sprintf("%s/m/%d", parent.ID, wave*size+i)
+			n.Parent = parent.ID
+			k, err := e.store.CreateClaimed(e.ctx, n, "w")
+			if err != nil {
+				t.Fatalf("wave %d: CreateClaimed(%s): %v", wave, n.ID, err)
+			}
+			ids[i], kids[i] = n.ID, k
+		}
+		// One child ends before the suspension; the rest after it.
+		got := e.notify(w, e.finish(kids[0], nil))
+		parent.Ended = got.Ended
+		waiting := e.suspend(parent, lease.Wait{Mode: lease.WaitChildren, For: ids})
+		if !slices.Equal(waiting.WaitFor, ids) || !slices.Equal(waiting.Ended, ids[:1]) {
+			t.Fatalf("wave %d: waiting for %v, ended %v; want %v and %v", wave, waiting.WaitFor, waiting.Ended, ids, ids[:1])
+		}
+		for i, k := range kids[1:] {
+			done := e.finish(k, nil)
+			got = e.notify(w, done)
+			if lease.Complete(got) != (i == size-2) {
+				t.Fatalf("wave %d: after %d children: complete %v (ended %v)", wave, i+2, lease.Complete(got), got.Ended)
+			}
+			_, err := e.store.Notify(e.ctx, w, done)
+			var we *lease.WaitError
+			if !errors.As(err, &we) || !errors.Is(err, lease.ErrNotified) || !slices.Contains(we.Task.Ended, done.ID) {
+				t.Fatalf("wave %d: repeated Notify of %s: %v, want ErrNotified with the task", wave, done.ID, err)
+			}
+		}
+		if !slices.Equal(got.Ended, slices.Sorted(slices.Values(ids))) {
+			t.Fatalf("wave %d: ended %v, want %v (a set, sorted)", wave, got.Ended, ids)
+		}
+		resumed, err := e.store.Resume(e.ctx, parent.ID, waiting.Fence, "p1")
+		if err != nil {
+			t.Fatalf("wave %d: Resume: %v", wave, err)
+		}
+		if len(resumed.Ended) != 0 || resumed.Attempt != 1 {
+			t.Fatalf("wave %d: resumed with ended %v, attempt %d; want none and 1", wave, resumed.Ended, resumed.Attempt)
+		}
+		parent = resumed
+	}
+	var waits int
+	for _, a := range parent.History {
+		if a.Status == lease.StatusWaiting {
+			waits++
+		}
+	}
+	if waits != 1 || len(parent.History) != 1 || parent.History[0].Fence != parent.Fence-1 {
+		t.Fatalf("history after three suspensions of one attempt: %+v, want the last one only (fence %d)", parent.History, parent.Fence-1)
+	}
+}
+
 func testDependenciesWaitThenRun(t *testing.T, newStore NewStoreFunc) {
 	e := setup(t, newStore)
 	a, b := e.create(e.newTask()), e.create(e.newTask())
