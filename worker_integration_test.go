@@ -625,8 +625,12 @@ func TestChildWorker(t *testing.T) {
 		<-ctx.Done() // killed long before this returns
 		return "", ctx.Err()
 	})
+	// Its lease and renewal scale with LEASEHOLD_TEST_TIMESCALE (inherited
+	// from the parent test): on a loaded machine a renewal of a 2 s lease
+	// can take longer than the second it is given, and the child would lose
+	// the task before it is killed.
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{AWS: cfg, Table: table, QueueURL: queue, Handlers: hs,
-		Owner: "child", LeaseDuration: 2 * time.Second, RenewBefore: time.Second,
+		Owner: "child", LeaseDuration: awstest.Scale(2 * time.Second), RenewBefore: awstest.Scale(time.Second),
 		ClockSkew: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
