@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -97,19 +98,22 @@ func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
 	}
 }
 
-// Children lists the children of parent, in spawn order: the tasks it
-// awaited (or awaits), read one by one. A parent that has not awaited
-// children yet has none listed.
+// Children lists the tasks parent started, in the order it started them,
+// read one by one: the children of its finished All and Map awaits and of
+// the await it is in (a map's from its first wave), and the later links of
+// its chain. These are the tasks listed under parent: a child or a link
+// has no entry of its own in List unless it failed or was cancelled. The
+// children of an AwaitChildren that is over are not recorded on the
+// parent, so not listed here; a parent that has not awaited children has
+// none. A map of n children makes n reads.
 func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error) {
-	p, err := c.Get(ctx, parent)
+	p, err := c.get(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
-	if p.Wait != string(lease.WaitChildren) {
-		return []TaskInfo{}, nil
-	}
-	out := make([]TaskInfo, 0, len(p.WaitFor))
-	for _, id := range p.WaitFor {
+	ids := lifecycle.StartedIDs(p)
+	out := make([]TaskInfo, 0, len(ids))
+	for _, id := range ids {
 		t, err := c.Get(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			t = TaskInfo{ID: id, Status: "EXPIRED"}

@@ -335,7 +335,7 @@ func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token stri
 	cond := "attribute_not_exists(#id)"
 	item := itemOf(t)
 	item[attrCreateToken] = avS(token)
-	if s.opts.Unlisted {
+	if s.opts.Unlisted || n.Derived() && !t.Status.Terminal() {
 		delete(item, AttrListShard)
 	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -486,7 +486,7 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 	e.values[":now"] = avMillis(now)
 	e.appendHistory(l.history, l.historyKnown, Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
 	if status.Terminal() {
-		e.set = append(e.set, "#finished_at = :now")
+		e.set = append(e.set, "#finished_at = :now"+s.listFailed(l.TaskID, status, e.values))
 		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
 		if s.opts.Retention > 0 {
 			e.set = append(e.set, "#expires_at = :expires_at")
@@ -494,6 +494,20 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 		}
 	}
 	return e
+}
+
+// listFailed is the SET clause, to follow another, that gives task id a
+// listing entry if it has none when it ends with status otherwise than
+// SUCCEEDED: a derived task (NewTask.Derived), created without one, is
+// listed once it fails or is cancelled. For a task listed already the
+// clause changes nothing, and an unchanged key writes nothing to the
+// index. "" for SUCCEEDED and for a store whose tasks are unlisted.
+func (s *DynamoStore) listFailed(id string, status Status, values map[string]types.AttributeValue) string {
+	if s.opts.Unlisted || status == StatusSucceeded || !status.Terminal() {
+		return ""
+	}
+	values[":list_shard"] = avS(Shard(id))
+	return ", #list_shard = if_not_exists(#list_shard, :list_shard)"
 }
 
 // text sets name to the value v, or removes it when v is empty.

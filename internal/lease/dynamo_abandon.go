@@ -23,7 +23,7 @@ func (s *DynamoStore) AbandonWait(ctx context.Context, a WaitAbandon) (Task, err
 		":reason":        avS(Truncate(a.Error, MaxErrorBytes)),
 		":now":           avMillis(now),
 	})
-	upd := "SET #status = :status, #error = :reason, #finished_at = :now, #updated_at = :now, #last_call = :call"
+	upd := "SET #status = :status, #error = :reason, #finished_at = :now, #updated_at = :now, #last_call = :call" + s.listFailed(a.ID, a.Status, values)
 	if s.opts.Retention > 0 {
 		upd += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())

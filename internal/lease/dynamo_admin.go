@@ -198,7 +198,7 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string,
 	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
 	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
-		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ")
+		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ") + s.listFailed(prev.ID, StatusCancelled, values)
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())

@@ -66,7 +66,7 @@ func (s *DynamoStore) EndWaiting(ctx context.Context, prev Task, status Status, 
 	// history is known.
 	e := &ending{cond: "#status = :waiting AND #attempt = :attempt AND #fence = :fence", values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: status, Error: reason, At: now})
-	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, #error = :error, " + strings.Join(e.set, ", ")
+	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, #error = :error, " + strings.Join(e.set, ", ") + s.listFailed(prev.ID, status, values)
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())

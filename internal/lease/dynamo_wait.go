@@ -113,7 +113,7 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 	var cond, upd string
 	if NotifyCancels(w, ended) {
 		cond = "#status = :waiting"
-		upd = "SET #status = :cancelled, #error = :reason, #finished_at = :now, #updated_at = :now"
+		upd = "SET #status = :cancelled, #error = :reason, #finished_at = :now, #updated_at = :now" + s.listFailed(w.ID, StatusCancelled, values)
 		values[":waiting"] = avS(string(StatusWaiting))
 		values[":cancelled"] = avS(string(StatusCancelled))
 		values[":reason"] = avS(DependencyReason(ended))
@@ -219,7 +219,7 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 		en.values[":sweep_at"] = avMillis(runAt.Add(s.opts.DispatchGrace))
 	}
 	if status.Terminal() {
-		en.set = append(en.set, "#finished_at = :now")
+		en.set = append(en.set, "#finished_at = :now"+s.listFailed(e.ID, status, en.values))
 		en.remove = append(en.remove, "#sweep_shard", "#sweep_at")
 		if s.opts.Retention > 0 {
 			en.set = append(en.set, "#expires_at = :expires_at")

@@ -246,6 +246,12 @@ type NewTask struct {
 	Prev string
 }
 
+// Derived says the task is started by another task, a child (Parent) or a
+// chain's link (Prev), rather than enqueued from outside: it is listed
+// under the task that started it, and gets a listing entry of its own only
+// if it ends otherwise than SUCCEEDED (see Store.List).
+func (n NewTask) Derived() bool { return n.Parent != "" || n.Prev != "" }
+
 // MaxCreateTokenBytes bounds NewTask.CreateToken.
 const MaxCreateTokenBytes = 64
 

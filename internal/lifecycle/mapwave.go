@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -162,4 +165,56 @@ func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
 		out[i] = outcomeOf(t)
 	}
 	return json.Marshal(out)
+}
+
+// StartedIDs are the ids of the tasks t started that t's item records,
+// in the order they were started: the children of each finished All
+// ("children:NAME") and Map ("map:NAME": ChildIDIn for each child it
+// started), the children of the wait t is in (for a map, with those of
+// its earlier waves), and the later links of t's chain. These tasks have
+// no listing entry of their own unless they failed (lease.NewTask.Derived):
+// they are listed under t. The children of an AwaitChildren that is over
+// are not recorded on t, so not here.
+func StartedIDs(t lease.Task) []string {
+	var ids []string
+	for _, st := range t.Steps {
+		if name, ok := strings.CutPrefix(st.Name, "map:"); ok {
+			var sum MapSummary
+			if json.Unmarshal(st.Result, &sum) == nil {
+				for i := range min(sum.Started, MaxMapChildren) {
+					ids = append(ids, ChildIDIn(t.ID, name, i))
+				}
+			}
+		} else if strings.HasPrefix(st.Name, "children:") {
+			var outs []outcome
+			if json.Unmarshal(st.Result, &outs) == nil {
+				for _, o := range outs {
+					ids = append(ids, o.ID)
+				}
+			}
+		}
+	}
+	if t.Wait == lease.WaitChildren && len(t.WaitFor) > 0 {
+		var note mapNote
+		if json.Unmarshal([]byte(t.WaitNote), &note) == nil && note.Map != "" {
+			// The map's earlier waves: the children before this one's first.
+			prefix := ChildIDIn(t.ID, note.Map, 0)
+			prefix = prefix[:len(prefix)-1]
+			if first, err := strconv.Atoi(strings.TrimPrefix(t.WaitFor[0], prefix)); err == nil && strings.HasPrefix(t.WaitFor[0], prefix) {
+				for i := range min(first, MaxMapChildren) {
+					ids = append(ids, prefix+strconv.Itoa(i))
+				}
+			}
+		}
+		ids = append(ids, t.WaitFor...)
+	}
+	for _, l := range t.Then {
+		ids = append(ids, l.ID)
+	}
+	seen := make(map[string]bool, len(ids))
+	return slices.DeleteFunc(ids, func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -105,6 +106,7 @@ func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.
 		return lease.Task{}, lease.ClassifyRetry(id, old, extraAttempts)
 	}
 	now := s.now()
+	delete(s.derived, id) // listed since it failed or was cancelled
 	rec.Status = lease.StatusPending
 	rec.RunAt = now
 	rec.MaxAttempts = rec.Attempt + extraAttempts
@@ -145,7 +147,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	}
 	var all []lease.Task
 	for _, rec := range s.tasks {
-		if rec.Status != status || s.hidden[rec.ID] {
+		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !failed(rec.Status) {
 			continue
 		}
 		if after != nil {
@@ -184,4 +186,32 @@ func decodeCursor(cursor string) (listCursor, error) {
 		return listCursor{}, fmt.Errorf("cursor has no position")
 	}
 	return c, nil
+}
+
+// failed says a task with status s has ended otherwise than SUCCEEDED: a
+// derived task is listed from then on.
+func failed(s lease.Status) bool { return s.Terminal() && s != lease.StatusSucceeded }
+
+// Live returns the ids of up to limit tasks that are PENDING or RUNNING,
+// listed or not (PENDING first, each oldest first): for the test kit,
+// which must see every task time can still move on, derived ones too.
+func (s *Store) Live(limit int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, st := range []lease.Status{lease.StatusPending, lease.StatusRunning} {
+		var recs []*lease.Task
+		for _, rec := range s.tasks {
+			if rec.Status == st {
+				recs = append(recs, rec)
+			}
+		}
+		slices.SortFunc(recs, func(a, b *lease.Task) int {
+			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		})
+		for _, rec := range recs {
+			ids = append(ids, rec.ID)
+		}
+	}
+	return ids[:min(len(ids), limit)]
 }

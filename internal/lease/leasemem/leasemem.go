@@ -23,6 +23,10 @@ type Store struct {
 	tasks  map[string]*lease.Task
 	tokens map[string]string // id: the create token of the create that stored it
 	hidden map[string]bool   // ids created without a listing entry (Options.Unlisted)
+	// derived are the ids of derived tasks (NewTask.Derived) created
+	// without a listing entry: listed only while they have ended otherwise
+	// than SUCCEEDED, and for good from then (a retry keeps it listed).
+	derived map[string]bool
 	calls  Calls
 }
 
@@ -37,7 +41,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}}
 }
 
 // Calls returns the operation counts so far.
@@ -196,6 +200,8 @@ func (s *Store) store(rec *lease.Task, t lease.NewTask) {
 	s.tasks[t.ID] = rec
 	if s.opts.Unlisted {
 		s.hidden[t.ID] = true
+	} else if t.Derived() && !rec.Status.Terminal() {
+		s.derived[t.ID] = true
 	}
 	if t.CreateToken != "" {
 		s.tokens[t.ID] = t.CreateToken
@@ -384,5 +390,6 @@ func (s *Store) Expire(id string) bool {
 	delete(s.tasks, id)
 	delete(s.tokens, id)
 	delete(s.hidden, id)
+	delete(s.derived, id)
 	return true
 }

@@ -53,6 +53,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"ListPagesEachTaskOnce", testListPaging},
 		{"ListEmptyAndBadArguments", testListBadArguments},
 		{"UnlistedTasksAreNotListed", testUnlisted},
+		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -709,5 +710,89 @@ func testUnlisted(t *testing.T, a *adminEnv) {
 	}
 	if _, err := unlisted.Claim(a.ctx, n.ID, "w2"); err != nil {
 		t.Fatalf("Claim of an unlisted task: %v", err)
+	}
+}
+
+// listed says whether List(status) shows task id.
+func (a *adminEnv) listed(status lease.Status, id string) bool {
+	a.t.Helper()
+	for _, task := range a.listAll(status, 100) {
+		if task.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A derived task (a child or a chain's link) gets no listing entry of its
+// own while it runs or when it succeeds: its parent or the chain's head is
+// listed. One that fails or is cancelled is listed from then on, retried
+// or not; a store whose tasks are unlisted lists none of them.
+func testDerivedListing(t *testing.T, a *adminEnv) {
+	parent := a.createClaimed(a.newTask(), "p")
+	if !a.listed(lease.StatusRunning, parent.ID) {
+		t.Fatal("a root task is not listed")
+	}
+	derive := func(i int, link bool) lease.NewTask {
+		n := a.newTask()
+		n.ID = fmt.Sprintf("%s/kids/%d", parent.ID, i)
+		if link {
+			n.ID, n.Prev = fmt.Sprintf("%s#%d", parent.ID, i), parent.ID
+		} else {
+			n.Parent = parent.ID
+		}
+		return n
+	}
+	ok, failing, link := derive(0, false), derive(1, false), derive(2, true)
+	var held []lease.Task
+	for _, n := range []lease.NewTask{ok, failing, link} {
+		got, err := a.admin.CreateClaimed(a.ctx, n, "w")
+		if err != nil {
+			t.Fatalf("CreateClaimed(%s): %v", n.ID, err)
+		}
+		if a.listed(lease.StatusRunning, n.ID) {
+			t.Fatalf("derived task %s is listed while it runs", n.ID)
+		}
+		held = append(held, got)
+	}
+	a.finish(held[0], nil)
+	if a.listed(lease.StatusSucceeded, ok.ID) {
+		t.Fatal("a derived task that succeeded is listed")
+	}
+	a.release(held[1], lease.Release{Status: lease.StatusFailed, Error: "boom"})
+	if !a.listed(lease.StatusFailed, failing.ID) {
+		t.Fatal("a derived task that failed is not listed")
+	}
+	if _, err := a.admin.Retry(a.ctx, failing.ID, 1); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	if !a.listed(lease.StatusPending, failing.ID) {
+		t.Fatal("a retried derived task is not listed any more")
+	}
+	// A link released to run again, then cancelled while PENDING.
+	pending := a.release(held[2], lease.Release{Status: lease.StatusPending, Error: "later", RunAt: a.now().Add(time.Hour)})
+	if a.listed(lease.StatusPending, link.ID) {
+		t.Fatal("a derived task released to retry is listed")
+	}
+	if _, err := a.admin.RequestCancel(a.ctx, pending.ID); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	if !a.listed(lease.StatusCancelled, link.ID) {
+		t.Fatal("a derived task cancelled while pending is not listed")
+	}
+
+	opts := a.opts
+	opts.Unlisted = true
+	unlisted := a.newStore(t, opts)
+	n := derive(3, false)
+	got, err := unlisted.CreateClaimed(a.ctx, n, "w")
+	if err != nil {
+		t.Fatalf("CreateClaimed on an unlisted store: %v", err)
+	}
+	if _, err := unlisted.Release(a.ctx, got.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom"}); err != nil {
+		t.Fatalf("Release on an unlisted store: %v", err)
+	}
+	if page, _, err := unlisted.List(a.ctx, lease.StatusFailed, 100, ""); err != nil || slices.ContainsFunc(page, func(x lease.Task) bool { return x.ID == n.ID }) {
+		t.Fatalf("an unlisted store lists a failed derived task (or List: %v)", err)
 	}
 }
