@@ -513,7 +513,9 @@ type listCursor struct {
 
 // List returns a page of tasks. Page through with Page.Next until it is
 // empty; a task that changes status between pages may be seen twice or not
-// at all, as with any paged listing of live data.
+// at all, as with any paged listing of live data. A task started by
+// another (a child, a chain's later link) is listed under it (Children)
+// and has an entry of its own only once it has failed or been cancelled.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	limit := o.Limit
 	switch {

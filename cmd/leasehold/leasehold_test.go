@@ -622,7 +622,12 @@ func TestBulkEnqueue5000ThenListAll(t *testing.T) {
 	listStart := time.Now()
 	seen := make(map[string]bool, n)
 	pages := 0
-	args := []string{"list", "--json", "--limit", "1000"}
+	// A page of 1,000 reads its items 100 to a BatchGetItem call, each
+	// bounded by --call-timeout (10 s by default): on a loaded machine,
+	// with moto answering one request at a time while the worker drains
+	// the queue, one such call has taken longer. The bound scales with
+	// LEASEHOLD_TEST_TIMESCALE, as the test's other waits do.
+	args := []string{"list", "--json", "--limit", "1000", "--call-timeout", awstest.Scale(30 * time.Second).String()}
 	for cursor := ""; ; pages++ {
 		a := args
 		if cursor != "" {

@@ -35,6 +35,10 @@ SUCCEEDED, FAILED, CANCELLED, in that order), as a table or, with --json, as
 one JSON array. Payloads and results are left out: "leasehold status ID" shows
 them.
 
+A task started by another, a child or a chain's later link, is listed under
+it (--parent ID) and has a row of its own only once it has failed or been
+cancelled.
+
 One page holds up to --limit tasks. When more remain, the cursor of the next
 page is printed on stderr as "next-cursor: CURSOR"; pass it to --cursor (with
 the same --status) to continue. --all fetches every page.`,
@@ -105,7 +109,7 @@ the same --status) to continue. --all fetches every page.`,
 	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")
-	fl.StringVar(&f.parent, "parent", "", "only the children of this task (in spawn order)")
+	fl.StringVar(&f.parent, "parent", "", "only the tasks this task started: its children and its chain's later links (in the order started)")
 	return cmd
 }
 

@@ -33,7 +33,9 @@ Without ID, the selection flags pick the tasks from the listing (newest first):
 least one is needed. --dry-run prints the selected ids and their count and
 changes nothing; otherwise a progress bar (on a terminal) and a summary follow,
 and the exit code is 1 if any task could not be cancelled. Tasks created with
-the listing off (TaskListing=off) are not listed, so not selected.`,
+the listing off (TaskListing=off) are not listed, so not selected; nor are
+running children and chain links, listed under their parent or head
+(cancelling that cancels them).`,
 		Example: `  leasehold cancel greet-ada
   leasehold cancel --status pending --kind report --since 2h --dry-run
   leasehold cancel --status pending --kind report --since 2h`,

@@ -121,8 +121,14 @@ func TestInitProjectReadmeSnippets(t *testing.T) {
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's snippets failed after %s: %v\n--- stderr (the last marker names the block):\n%s\n--- stdout:\n%s",
-			time.Since(start).Round(time.Second), err, stderr.String(), stdout.String())
+		// make demo's worker (and intake dispatcher) logs to .bin/worker.log:
+		// its last lines say why a task did not end.
+		var wlog string
+		if b, rerr := os.ReadFile(filepath.Join(dir, ".bin", "worker.log")); rerr == nil {
+			wlog = string(b[max(0, len(b)-8<<10):])
+		}
+		t.Fatalf("the README's snippets failed after %s: %v\n--- stderr (the last marker names the block):\n%s\n--- stdout:\n%s\n--- .bin/worker.log (its end):\n%s",
+			time.Since(start).Round(time.Second), err, stderr.String(), stdout.String(), wlog)
 	}
 	t.Logf("%d README blocks ran in %s", ran, time.Since(start).Round(time.Second))
 	// make demo prints both results: the enqueued task's and the intake
