@@ -351,9 +351,12 @@ func Truncate(s string, n int) string {
 // old entries were dropped.
 func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
 	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
-	out := append(slices.Clone(history), entry)
-	drop := max(len(out)-MaxHistory, 0)
-	return slices.Clone(out[drop:]), drop
+	// One new array, sized for the entries kept (MaxHistory >= 1, so drop
+	// never passes len(history)); it never shares history's.
+	drop := max(len(history)+1-MaxHistory, 0)
+	out := make([]Attempt, 0, len(history)+1-drop)
+	out = append(out, history[drop:]...)
+	return append(out, entry), drop
 }
 
 // MaxItemBytes is DynamoDB's limit on an item: 400 KB, attribute names
