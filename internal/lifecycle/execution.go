@@ -533,6 +533,12 @@ wait:
 		case <-wake:
 		}
 		now := clock.Now()
+		if now.Before(next) {
+			// The timer ran its course (it counts on the monotonic clock):
+			// what it was armed for is due, even if the wall clock was set
+			// back meanwhile.
+			now = next
+		}
 		if stopRenewer == nil && !now.Before(renewAt) {
 			var rctx context.Context
 			rctx, stopRenewer = context.WithCancel(x.detached)
