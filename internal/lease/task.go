@@ -366,9 +366,12 @@ func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
 		out[len(out)-1] = entry
 		return out, 0
 	}
-	out := append(slices.Clone(history), entry)
-	drop := max(len(out)-MaxHistory, 0)
-	return slices.Clone(out[drop:]), drop
+	// One new array, sized for the entries kept (MaxHistory >= 1, so drop
+	// never passes len(history)); it never shares history's.
+	drop := max(len(history)+1-MaxHistory, 0)
+	out := make([]Attempt, 0, len(history)+1-drop)
+	out = append(out, history[drop:]...)
+	return append(out, entry), drop
 }
 
 // SuspendReplaces says whether entry, appended to history, replaces the

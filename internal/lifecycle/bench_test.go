@@ -49,6 +49,20 @@ func BenchmarkProcessInlineStoreKeepsAll(b *testing.B) {
 }
 
 func benchProcessInline(b *testing.B, store lease.Store, clock clockwork.Clock) {
+	exec := newInlineExecutor(b, store, clock)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		processInline(b, exec, ctx, i)
+	}
+}
+
+// newInlineExecutor is the executor BenchmarkProcessInline measures: an echo
+// handler, a discarding logger, no observer.
+func newInlineExecutor(tb testing.TB, store lease.Store, clock clockwork.Clock) *lifecycle.Executor {
 	exec, err := lifecycle.New(lifecycle.Config{
 		Store: store, SQS: newFakeSQS(), QueueURL: workURL, Owner: "bench", Clock: clock,
 		Logger: slog.New(slog.DiscardHandler),
@@ -57,18 +71,44 @@ func benchProcessInline(b *testing.B, store lease.Store, clock clockwork.Clock) 
 		},
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return exec
+}
+
+// processInline is one operation of BenchmarkProcessInline: the i-th inline
+// token, built and processed.
+func processInline(tb testing.TB, exec *lifecycle.Executor, ctx context.Context, i int) {
+	body, _ := token.Inline("echo", fmt.Sprintf("t-%d", i), []byte(`{"n":1}`), 0)
+	if res := exec.Process(ctx, nil, lifecycle.Message{ID: "m", ReceiptHandle: "r", Body: body}); res.Outcome != lifecycle.OutcomeSucceeded {
+		tb.Fatalf("result %+v", res)
+	}
+}
+
+// maxProcessInlineAllocs is the most allocations one BenchmarkProcessInline
+// operation may make (docs/performance.md, docs/worker.md): 29 since issue
+// 22 (39 before), of which about 8 are the in-memory store's and 5 the
+// benchmark's own (building the token).
+const maxProcessInlineAllocs = 29
+
+// TestProcessInlineAllocs keeps BenchmarkProcessInline's allocations at or
+// below maxProcessInlineAllocs, so that a change that brings some back
+// fails here rather than only in a benchmark nobody reads. The race
+// detector allocates on its own and drops sync.Pool items at random, so the
+// count is taken without it.
+func TestProcessInlineAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	clock := clockwork.NewRealClock()
+	exec := newInlineExecutor(t, expiringStore{leasemem.New(lease.Options{Clock: clock})}, clock)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		body, _ := token.Inline("echo", fmt.Sprintf("t-%d", i), []byte(`{"n":1}`), 0)
-		if res := exec.Process(ctx, nil, lifecycle.Message{ID: "m", ReceiptHandle: "r", Body: body}); res.Outcome != lifecycle.OutcomeSucceeded {
-			b.Fatalf("result %+v", res)
-		}
+	// Ids of six digits, as in most of a benchmark run (its first ids,
+	// below t-1000, cost one allocation fewer).
+	i := 100000
+	if got := testing.AllocsPerRun(200, func() { i++; processInline(t, exec, ctx, i) }); got > maxProcessInlineAllocs {
+		t.Errorf("ProcessInline: %v allocations per task, want at most %d", got, maxProcessInlineAllocs)
 	}
 }
 

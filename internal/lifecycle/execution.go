@@ -125,15 +125,22 @@ type execution struct {
 	handlerTime        time.Duration // from start to the handler's return (or abandonment)
 	// handlerDone is closed when the handler's goroutine has left its
 	// result in handlerResult, which is read only after that.
-	handlerDone    chan struct{}
-	handlerResult  handlerResult
+	handlerDone   chan struct{}
+	handlerResult handlerResult
+	// handlerStarted is done once the handler's goroutine has copied
+	// x.task, the task it hands the handler: until then x.task is not
+	// written (runRunning waits for it before abandoning the handler).
+	handlerStarted sync.WaitGroup
 	cancelHandler  context.CancelCauseFunc
 	handlerCtx     context.Context
+	// handlerParent is the parent of handlerCtx: the detached context
+	// carrying the workflow state (what context.WithValue would build, kept
+	// in the record instead of allocated).
+	handlerParent  flowValueCtx
 	renewer        renewer
-	stopRenewer    context.CancelFunc
 	renewerRunning sync.WaitGroup
-	// renewerStart starts the renewer's goroutine at the first renewal.
-	renewerStart clockwork.Timer
+	// timers is the Executor's pool of the timer runRunning waits with.
+	timers *sync.Pool
 
 	// Finishing.
 	res   handlerResult
@@ -392,38 +399,36 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	hctx, cancel := context.WithCancelCause(context.WithValue(x.detached, workflowKey{}, &x.flow.ctx))
+	x.handlerParent = flowValueCtx{Context: x.detached, flow: &x.flow.ctx}
+	hctx, cancel := context.WithCancelCause(&x.handlerParent)
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
 		x.invocationDeadline = dl
 	}
 
-	rctx, stop := context.WithCancel(x.detached)
-	x.stopRenewer = stop
 	x.renewer = renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
 	if x.vis != nil && !x.replaced {
 		x.vis.join(x)
 	}
-	// The renewer's goroutine starts at the first renewal, so a handler
-	// that returns before then (most do) costs no goroutine and no wake-up
-	// for it. It is owned like any goroutine: runRunning stops the start or
-	// joins the goroutine it started.
-	x.renewerRunning.Add(1)
-	x.renewerStart = x.cfg.Clock.AfterFunc(max(x.cfg.Clock.Until(x.renewer.firstRenewal()), 0), func() {
-		defer x.renewerRunning.Done()
-		x.renewer.run(rctx)
-	})
+	// The renewer's goroutine (and its context) start at the first renewal,
+	// from runRunning's wait, so a handler that returns before then (most
+	// do) costs no goroutine and no wake-up for it.
 
 	x.handlerDone = make(chan struct{})
 	x.startedAt = x.cfg.Clock.Now()
-	go x.runHandler(hctx, h, x.task)
+	x.handlerStarted.Add(1)
+	go x.runHandler()
 	return StateRunning
 }
 
 // runHandler is the handler's goroutine. It leaves the result in
 // handlerResult and then closes handlerDone; nothing else touches
 // handlerResult, so a handler abandoned at the deadline races with nobody.
-func (x *execution) runHandler(ctx context.Context, h Handler, task lease.Task) {
+// It reads x.task, x.handler and x.handlerCtx only before it marks
+// handlerStarted done; none of them is written before that.
+func (x *execution) runHandler() {
+	h, ctx, task := x.handler, x.handlerCtx, x.task
+	x.handlerStarted.Done()
 	defer func() {
 		if v := recover(); v != nil {
 			x.handlerResult = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
@@ -431,6 +436,21 @@ func (x *execution) runHandler(ctx context.Context, h Handler, task lease.Task) 
 		close(x.handlerDone)
 	}()
 	x.handlerResult.result, x.handlerResult.err = h(ctx, task)
+}
+
+// flowValueCtx is a context carrying the execution's workflow state under
+// workflowKey, as context.WithValue(Context, workflowKey{}, flow) would, but
+// kept in the execution record rather than allocated per task.
+type flowValueCtx struct {
+	context.Context
+	flow *workflowCtx
+}
+
+func (c *flowValueCtx) Value(key any) any {
+	if key == (workflowKey{}) {
+		return c.flow
+	}
+	return c.Context.Value(key)
 }
 
 // unknownKind answers a claimed task whose kind has no handler here. The
@@ -470,46 +490,126 @@ func (x *execution) unknownKind(ctx context.Context) State {
 }
 
 // runRunning waits for the handler, enforcing the deadline (seed:
-// WorkerStarted). The renewer runs alongside and cancels the handler's
-// context itself when the lease is lost or cancellation is requested.
+// WorkerStarted). It starts the renewer at the first renewal; the renewer
+// runs alongside and cancels the handler's context itself when the lease is
+// lost or cancellation is requested.
+//
+// One timer, from the Executor's pool, wakes the wait for whichever comes
+// first of the renewer's start, the deadline and, past the deadline, the end
+// of the handler's grace.
 func (x *execution) runRunning(ctx context.Context) State {
-	var deadline <-chan time.Time
+	clock := x.cfg.Clock
+	renewAt := x.renewer.firstRenewal()
+	var deadline, graceUntil time.Time // zero: none, or not yet
 	if !x.invocationDeadline.IsZero() {
-		t := x.cfg.Clock.NewTimer(x.cfg.Clock.Until(x.invocationDeadline.Add(-x.cfg.DeadlineMargin)))
-		defer t.Stop()
-		deadline = t.Chan()
+		deadline = x.invocationDeadline.Add(-x.cfg.DeadlineMargin)
 	}
-	select {
-	case <-x.handlerDone:
-		x.res, x.finished = x.handlerResult, true
-	case <-deadline:
-		x.cancelHandler(ErrDeadline)
-		// Give the handler half the margin to wind down, then move on
-		// without it: its writes are fenced, so it can do no harm.
-		grace := x.cfg.Clock.NewTimer(x.cfg.DeadlineMargin / 2)
+	var (
+		timer       clockwork.Timer
+		stopRenewer context.CancelFunc // set once the renewer runs
+	)
+wait:
+	for {
+		// The next moment to wake at, if any.
+		var next time.Time
+		if stopRenewer == nil {
+			next = renewAt
+		}
+		if graceUntil.IsZero() && !deadline.IsZero() && (next.IsZero() || deadline.Before(next)) {
+			next = deadline
+		}
+		if !graceUntil.IsZero() && (next.IsZero() || graceUntil.Before(next)) {
+			next = graceUntil
+		}
+		var wake <-chan time.Time
+		if !next.IsZero() {
+			timer = x.armTimer(timer, max(clock.Until(next), 0))
+			wake = timer.Chan()
+		}
 		select {
 		case <-x.handlerDone:
 			x.res, x.finished = x.handlerResult, true
-		case <-grace.Chan():
-			x.log.warn("handler ignored its cancelled context; abandoning it")
+			break wait
+		case <-wake:
 		}
-		grace.Stop()
+		now := clock.Now()
+		if now.Before(next) {
+			// The timer ran its course (it counts on the monotonic clock):
+			// what it was armed for is due, even if the wall clock was set
+			// back meanwhile.
+			now = next
+		}
+		if stopRenewer == nil && !now.Before(renewAt) {
+			var rctx context.Context
+			rctx, stopRenewer = context.WithCancel(x.detached)
+			x.renewerRunning.Add(1)
+			go func() {
+				defer x.renewerRunning.Done()
+				x.renewer.run(rctx)
+			}()
+		}
+		switch {
+		case graceUntil.IsZero() && !deadline.IsZero() && !now.Before(deadline):
+			x.cancelHandler(ErrDeadline)
+			// Give the handler half the margin to wind down, then move on
+			// without it: its writes are fenced, so it can do no harm.
+			graceUntil = now.Add(x.cfg.DeadlineMargin / 2)
+		case !graceUntil.IsZero() && !now.Before(graceUntil):
+			x.log.warn("handler ignored its cancelled context; abandoning it")
+			x.handlerStarted.Wait() // it no longer reads x.task
+			break wait
+		}
 	}
-	x.handlerTime = x.cfg.Clock.Since(x.startedAt)
+	if timer != nil {
+		x.releaseTimer(timer)
+	}
+	x.handlerTime = clock.Since(x.startedAt)
 	x.cause = context.Cause(x.handlerCtx)
 	// Stop and join the renewer before the outcome is written: a renewal
 	// racing the finish write would only fail harmlessly, but a joined
 	// renewer keeps every goroutine owned by this invocation.
-	x.stopRenewer()
-	if x.renewerStart.Stop() {
-		x.renewerRunning.Done() // never started
+	if stopRenewer != nil {
+		stopRenewer()
+		x.renewerRunning.Wait()
 	}
-	x.renewerRunning.Wait()
 	if x.vis != nil {
 		x.vis.leave(x) // waits for a batch call still extending the message
 	}
 	x.cancelHandler(context.Canceled)
 	return StateFinishing
+}
+
+// armTimer sets t (nil: one from the pool, or a new one) to fire after d,
+// with no earlier expiry left in its channel, and returns it.
+func (x *execution) armTimer(t clockwork.Timer, d time.Duration) clockwork.Timer {
+	if t == nil {
+		if pooled, ok := x.timers.Get().(clockwork.Timer); ok {
+			t = pooled
+		} else {
+			return x.cfg.Clock.NewTimer(d)
+		}
+	}
+	stopTimer(t)
+	t.Reset(d)
+	return t
+}
+
+// releaseTimer stops t and returns it to the pool. Only runRunning's wait
+// uses it, and that has ended.
+func (x *execution) releaseTimer(t clockwork.Timer) {
+	stopTimer(t)
+	x.timers.Put(t)
+}
+
+// stopTimer stops t and drops an expiry left unread in its channel (a fake
+// clock's timer keeps one; Go's own keep none since Go 1.23).
+func stopTimer(t clockwork.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.Chan():
+		default:
+		}
+	}
 }
 
 // runFinishing records the outcome (seed: WorkerFinishedProcessing).

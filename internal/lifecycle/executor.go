@@ -11,6 +11,9 @@ import (
 // Executor processes the messages of SQS batches.
 type Executor struct {
 	cfg Config
+	// timers holds the timers executions wait for their handlers with
+	// (clockwork.Timer, stopped), reused from one message to the next.
+	timers sync.Pool
 }
 
 // New validates cfg and returns an Executor.
@@ -45,7 +48,7 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	x := &execution{
 		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
 		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
-		vis:       vis,
+		vis:       vis, timers: &e.timers,
 	}
 	return x.run(ctx)
 }

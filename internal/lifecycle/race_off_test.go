@@ -1,0 +1,5 @@
+//go:build !race
+
+package lifecycle_test
+
+const raceEnabled = false
