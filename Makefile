@@ -61,6 +61,11 @@ LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 # paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
 # (make lint); each fuzz target for FUZZTIME (make fuzz-short).
 CHAOS_CI_TASKS ?= 200
+# Tests that hold an allocation count: under -race they check the rest and
+# leave the count to this step, run without the race detector (it adds its
+# own allocations, and drops sync.Pool items at random).
+ALLOC_TESTS = ^(TestProcessInlineAllocs|TestScanTakesEncodedTokens)$$
+ALLOC_PKGS = ./internal/lifecycle ./internal/token
 
 test: stack-up check-template ## template checks, then vet + all tests with -race, chaos, lint and short fuzzing against the local stack
 	@$(WITH_STACK) $(GO) vet ./... && \
@@ -69,6 +74,7 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	    if "$$@"; then echo "== $$name: passed in $$((SECONDS - start))s"; else echo "== $$name: FAILED after $$((SECONDS - start))s"; failed="$$failed, $$name"; fi; }; \
 	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
+	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
 	  step "chaos test ($(CHAOS_CI_TASKS) tasks)" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
 	    $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' ./internal/chaos; \
 	  step "lint (staticcheck, govulncheck)" scripts/lint.sh; \

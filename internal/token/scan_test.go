@@ -70,6 +70,12 @@ func TestScanTakesEncodedTokens(t *testing.T) {
 		}
 	}
 	// One allocation for the payload's copy, one for the queue name's.
+	// The race detector adds allocations of its own: make test's
+	// allocation step runs this test without it.
+	if raceEnabled {
+		t.Log("allocation count not checked under the race detector (make test's allocation step checks it)")
+		return
+	}
 	if got := testing.AllocsPerRun(100, func() { _, _ = Decode(inline) }); got > 2 {
 		t.Errorf("Decode of an inline token: %v allocations, want at most 2", got)
 	}
