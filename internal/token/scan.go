@@ -18,6 +18,7 @@ type fields struct {
 	queue       string
 	hasQueue    bool
 	createToken string
+	tp, ts      string
 	// Read only by decodeJSON (the scanner leaves such bodies to it).
 	parent      string
 	after       []string
@@ -49,14 +50,14 @@ func scanFields(body string) (f fields, ok bool) {
 	if !s.skip('{') {
 		return f, false
 	}
-	var seen uint8
+	var seen uint16
 	if !s.skip('}') {
 		for {
 			key, ok := s.str()
 			if !ok || !s.skip(':') {
 				return f, false
 			}
-			var bit uint8
+			var bit uint16
 			switch key {
 			case "v":
 				bit = 1 << 0
@@ -81,6 +82,12 @@ func scanFields(body string) (f fields, ok bool) {
 			case "create_token":
 				bit = 1 << 6
 				f.createToken, ok = s.str()
+			case "tp":
+				bit = 1 << 7
+				f.tp, ok = s.str()
+			case "ts":
+				bit = 1 << 8
+				f.ts, ok = s.str()
 			default:
 				return f, false
 			}
