@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -307,6 +308,82 @@ func TestTracingFanOutAndCallbackAreOneTrace(t *testing.T) {
 	if t.Failed() {
 		for _, s := range spans {
 			t.Logf("%s %s parent %s %v", s.Name(), s.SpanContext().SpanID(), s.Parent().SpanID(), s.Attributes())
+		}
+	}
+}
+
+// A record with an X-Ray trace header (the AWSTraceHeader system
+// attribute) links its attempt span to that trace; a token without a
+// trace context starts a new trace.
+func TestTracingLinksXRayHeader(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	store := leasemem.New(lease.Options{LeaseDuration: 30 * time.Second})
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "echo", func(_ context.Context, task *leasehold.Task[string]) (string, error) { return task.Payload, nil })
+	w, err := leasehold.NewWorkerOn(store, &memQueue{}, leasehold.WorkerConfig{QueueURL: traceQueueURL, Handlers: hs,
+		Logger: slog.New(slog.DiscardHandler), Owner: "test", TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", ReceiptHandle: "r", Body: `{"v":1,"kind":"echo","id":"e","payload":"hi"}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1",
+			"AWSTraceHeader": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"}}}}
+	if resp, err := w.HandleSQS(t.Context(), ev); err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("HandleSQS: %v, %v", resp, err)
+	}
+	var found bool
+	for _, s := range rec.Ended() {
+		if s.Name() != "leasehold.attempt" {
+			continue
+		}
+		found = true
+		if s.Parent().IsValid() {
+			t.Errorf("attempt of a token without a trace context has parent %v", s.Parent())
+		}
+		links := s.Links()
+		if len(links) != 1 || links[0].SpanContext.TraceID().String() != "5759e988bd862e3fe1be46a994272793" ||
+			links[0].SpanContext.SpanID().String() != "53995c3f42cd8ad8" {
+			t.Errorf("attempt links %+v, want the X-Ray trace", links)
+		}
+	}
+	if !found {
+		t.Fatal("no attempt span")
+	}
+}
+
+// Without a tracer provider the worker adds no trace context to the tokens
+// it sends, even under a traced invocation.
+func TestTracingOffSendsNoTraceContext(t *testing.T) {
+	t.Parallel()
+	store := leasemem.New(lease.Options{LeaseDuration: 30 * time.Second})
+	q := &memQueue{}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "kid", func(context.Context, *leasehold.Task[int]) (int, error) { return 1, nil })
+	leasehold.Handle(hs, "fan", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		_, err := workflow.All(ctx, "kids", workflow.Child{Kind: "kid"}, workflow.Child{Kind: "kid"})
+		return 0, err
+	})
+	w, err := leasehold.NewWorkerOn(store, q, leasehold.WorkerConfig{QueueURL: traceQueueURL, Handlers: hs,
+		Logger: slog.New(slog.DiscardHandler), Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(t.Context(), sc)
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m0", ReceiptHandle: "r", Body: `{"v":1,"kind":"fan","id":"f"}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}}}}
+	if resp, err := w.HandleSQS(ctx, ev); err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("HandleSQS: %v, %v", resp, err)
+	}
+	sent := q.take()
+	if len(sent) != 2 {
+		t.Fatalf("%d tokens sent, want the 2 children's", len(sent))
+	}
+	for _, m := range sent {
+		if strings.Contains(m.Body, `"tp"`) {
+			t.Errorf("token %s carries a trace context with tracing off", m.Body)
 		}
 	}
 }
