@@ -204,7 +204,7 @@ func TestTracingFanOutAndCallbackAreOneTrace(t *testing.T) {
 	attr := func(s sdktrace.ReadOnlySpan, key string) string {
 		for _, a := range s.Attributes() {
 			if string(a.Key) == key {
-				return a.Value.Emit()
+				return a.Value.String()
 			}
 		}
 		return ""
@@ -300,7 +300,7 @@ func TestTracingFanOutAndCallbackAreOneTrace(t *testing.T) {
 	// No payload reaches a span.
 	for _, s := range spans {
 		for _, a := range s.Attributes() {
-			if v := a.Value.Emit(); v == "120" || v == "100" {
+			if v := a.Value.String(); v == "120" || v == "100" {
 				t.Errorf("span %s has attribute %s=%s, a payload or result", s.Name(), a.Key, v)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	//lint:ignore SA1019 otelaws, the contrib instrumentation issue 23 asks for, is deprecated upstream (no owner) since v0.72.0; the SDK's own tracing through smithyoteltracing is the way off it
 	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
