@@ -42,7 +42,7 @@ type fields struct {
 // encoding/json, which accepts or refuses it and words the refusal. What
 // scanFields accepts it reads as encoding/json would (FuzzScanMatchesJSON).
 //
-// The id and kind it returns share the body's memory, which they keep alive
+// The id, kind and trace context it returns share the body's memory, which they keep alive
 // no longer than the message's processing; the payload is copied, and so is
 // the queue name, which may be cached for the life of the process.
 func scanFields(body string) (f fields, ok bool) {
