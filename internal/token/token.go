@@ -400,8 +400,11 @@ func (t Token) Encode() (string, error) {
 		}
 	}
 	if t.Parent != "" || len(t.After) > 0 || t.AfterAny || len(t.Then) > 0 || t.Prev != "" {
-		// Workflow tokens are rare enough for encoding/json.
-		b, err := json.Marshal(wire{V: &t.Version, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
+		// Workflow tokens are rare enough for encoding/json. (Its own
+		// version variable: &t.Version would move all of t to the heap on
+		// every call.)
+		v := Version
+		b, err := json.Marshal(wire{V: &v, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
 			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny,
 			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second), Then: t.Then, Prev: t.Prev,
 			TraceParent: t.TraceParent, TraceState: t.TraceState})
@@ -411,11 +414,11 @@ func (t Token) Encode() (string, error) {
 		return string(b), nil
 	}
 	var buf [256]byte
-	b := appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)
-	if t.TraceParent != "" {
-		b = appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)
+	if t.TraceParent == "" {
+		return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
 	}
-	return string(b), nil
+	b := appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)
+	return string(appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)), nil
 }
 
 // Bounds of the trace context fields: a version-00 traceparent is 55
