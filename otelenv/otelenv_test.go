@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnabled(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		env  map[string]string
 		want bool
