@@ -17,11 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
+	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -67,6 +70,13 @@ type ClientConfig struct {
 	Endpoint string
 	// Clock replaces the client's time source (Delay, Wait); for tests.
 	Clock clockwork.Clock
+	// TracerProvider, if set, traces the client with OpenTelemetry: a
+	// producer span for each Enqueue and EnqueueMany and a span for each
+	// callback's answer (otelenv.Client adds the AWS calls); the tokens it
+	// sends carry the trace context of those spans, children of the
+	// caller's, so the worker's attempts join the caller's trace. Nil (the
+	// default) traces nothing. See docs/observability.md.
+	TracerProvider trace.TracerProvider
 }
 
 type clientOptions struct {
@@ -76,6 +86,8 @@ type clientOptions struct {
 	endpoint    string
 	concurrency int
 	unlisted    bool
+	// tracer is ClientConfig.TracerProvider's; nil without one.
+	tracer trace.Tracer
 }
 
 // adminStore lists the lease store calls a client makes; both stores
@@ -160,7 +172,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		CallTimeout: o.callTimeout,
 		Unlisted:    o.unlisted,
 	})
-	return &Client{
+	c := &Client{
 		store:      store,
 		sqs:        queue,
 		table:      cfg.Table,
@@ -174,7 +186,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
 			"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),
 		},
-	}, nil
+	}
+	c.traceWith(cfg.TracerProvider)
+	return c, nil
 }
 
 // endpointOf is where a client's calls go: its configured base endpoint, or
@@ -359,7 +373,21 @@ func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts ...
 // stop the others. The error is non-nil only when nothing could be done at
 // all, such as an unreachable endpoint or a cancelled ctx; the results then
 // say which submissions were done before.
-func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) ([]EnqueueResult, error) {
+func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) (res []EnqueueResult, err error) {
+	if c.opts.tracer != nil {
+		var span trace.Span
+		ctx, span = c.opts.tracer.Start(ctx, "leasehold.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.Int("leasehold.enqueue.tasks", len(subs))))
+		if len(subs) == 1 {
+			span.SetAttributes(attribute.String(tracing.AttrKind, subs[0].Kind))
+		}
+		defer func() { endClientSpan(span, res, err) }()
+	}
+	return c.enqueueMany(ctx, subs, opts...)
+}
+
+// enqueueMany is EnqueueMany's work.
+func (c *Client) enqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) ([]EnqueueResult, error) {
 	var o batchOptions
 	for _, opt := range opts {
 		opt(&o)

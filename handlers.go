@@ -10,6 +10,10 @@ import (
 	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is what a handler sees of the task it runs.
@@ -142,6 +146,31 @@ type HandlerRun struct {
 	// when the run started.
 	Fence      int64
 	LeaseUntil time.Time
+}
+
+// tracingMiddleware is the Middleware WorkerConfig.TracerProvider installs,
+// outermost: it runs each handler under an OpenTelemetry span
+// "leasehold.run" from tp, a child of the attempt span, with the run's
+// kind, id, attempt and fence as attributes (never its payload), and an
+// error status when the run fails (a wait or a snooze is no failure). The
+// handler's context carries the span, so the spans of its own calls nest
+// under it. See docs/observability.md.
+func tracingMiddleware(tp trace.TracerProvider) Middleware {
+	tracer := tp.Tracer(tracing.ScopeName)
+	return func(ctx context.Context, r HandlerRun, next func(context.Context) error) error {
+		ctx, span := tracer.Start(ctx, "leasehold.run", trace.WithAttributes(
+			attribute.String(tracing.AttrKind, r.Kind), attribute.String(tracing.AttrID, r.ID),
+			attribute.Int(tracing.AttrAttempt, r.Attempt), attribute.Int64(tracing.AttrFence, r.Fence)))
+		defer span.End()
+		err := next(ctx)
+		switch {
+		case lifecycle.Suspends(err):
+			span.SetAttributes(attribute.Bool("leasehold.suspended", true))
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return err
+	}
 }
 
 // wrap returns h run through mws, the first outermost.

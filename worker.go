@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
@@ -28,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -142,6 +144,16 @@ type WorkerConfig struct {
 	// Middleware wraps every handler run, the first outermost (see
 	// Middleware). None by default.
 	Middleware []Middleware
+	// TracerProvider, if set, traces the worker with OpenTelemetry: a span
+	// for each message's attempt (a child of the trace context its token
+	// carries), its claim, renewals and end, each step and await, each
+	// handler run (a Middleware, installed outermost); and every token
+	// the worker sends carries its trace context, so a workflow is one
+	// trace. Nil (the default) traces nothing, at no cost. The AWS calls
+	// are traced by instrumenting AWS (otelenv.Worker does both; package
+	// otelenv also builds a provider from the OTEL_* environment). See
+	// docs/observability.md.
+	TracerProvider trace.TracerProvider
 
 	// Pollers is how many batches Run receives and runs at the same time
 	// (default 2). With Concurrency tasks per batch, at most Pollers x
@@ -240,9 +252,14 @@ func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
 	if lc.Owner == "" {
 		lc.Owner = defaultOwner()
 	}
+	mws := slices.Clone(cfg.Middleware)
+	if cfg.TracerProvider != nil {
+		lc.Tracer = cfg.TracerProvider.Tracer(tracing.ScopeName)
+		mws = append([]Middleware{tracingMiddleware(cfg.TracerProvider)}, mws...)
+	}
 	if cfg.Handlers != nil {
 		lc.Handlers = cfg.Handlers.lookup
-		if mws := slices.Clone(cfg.Middleware); len(mws) > 0 {
+		if len(mws) > 0 {
 			lc.Handlers = func(kind string) (lifecycle.Handler, bool) {
 				h, ok := cfg.Handlers.lookup(kind)
 				if !ok {
@@ -447,7 +464,7 @@ func distinct(urls []string) []string {
 }
 
 func messageOf(r events.SQSMessage) lifecycle.Message {
-	m := lifecycle.Message{ID: r.MessageId, ReceiptHandle: r.ReceiptHandle, Body: r.Body}
+	m := lifecycle.Message{ID: r.MessageId, ReceiptHandle: r.ReceiptHandle, Body: r.Body, TraceHeader: r.Attributes[tracing.XRayHeader]}
 	if n, err := strconv.Atoi(r.Attributes["ApproximateReceiveCount"]); err == nil {
 		m.ReceiveCount = n
 	}

@@ -9,6 +9,9 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrBadCallback: a callback token that does not match a waiting attempt:
@@ -43,7 +46,16 @@ func (c *Client) FailCallback(ctx context.Context, callbackToken, reason string)
 // the attempt that handed out its token, which it may overtake.
 const callbackRaceWait = 10 * time.Second
 
-func (c *Client) endWait(ctx context.Context, callbackToken string, status lease.Status, result []byte, reason string) (TaskInfo, error) {
+func (c *Client) endWait(ctx context.Context, callbackToken string, status lease.Status, result []byte, reason string) (info TaskInfo, err error) {
+	if c.opts.tracer != nil {
+		var span trace.Span
+		ctx, span = c.opts.tracer.Start(ctx, "leasehold.callback", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String(tracing.AttrStatus, string(status))))
+		defer func() {
+			span.SetAttributes(attribute.String(tracing.AttrID, info.ID))
+			endClientSpan(span, nil, err)
+		}()
+	}
 	cb, err := token.ParseCallback(callbackToken)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("%w: %w", ErrBadCallback, err)

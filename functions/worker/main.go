@@ -15,9 +15,12 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
+	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/leasehold/leasehold"
@@ -59,10 +62,47 @@ func main() {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
 	}
+	var flush func(context.Context)
+	switch {
+	case setupTracing != nil:
+		if flush, err = setupTracing(context.Background(), &cfg); err != nil {
+			log.Error("configure tracing", "error", err)
+			os.Exit(1)
+		}
+	case tracingAsked(os.Getenv):
+		log.Warn("OTEL_* asks for tracing, but this bootstrap was built without it: build it with the leasehold_otel tag (docs/observability.md)")
+	}
 	w, err := leasehold.NewWorker(cfg)
 	if err != nil {
 		log.Error("configure worker", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(w.HandleSQS)
+	if flush == nil {
+		lambda.Start(w.HandleSQS)
+		return
+	}
+	// Lambda freezes the process between invocations: spans are exported
+	// before each one returns.
+	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := w.HandleSQS(ctx, ev)
+		flush(ctx)
+		return resp, err
+	})
+}
+
+// setupTracing, set by the leasehold_otel build (otel.go), configures
+// cfg's tracing from the OTEL_* environment and returns the flush to run
+// after each invocation (nil when the environment asks for no tracing).
+var setupTracing func(ctx context.Context, cfg *leasehold.WorkerConfig) (flush func(context.Context), err error)
+
+// tracingAsked reports whether the OTEL_* environment asks for traces, as
+// otelenv.Enabled does (without linking it).
+func tracingAsked(getenv func(string) string) bool {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	if e := getenv("OTEL_TRACES_EXPORTER"); e != "" {
+		return e != "none"
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }

@@ -83,6 +83,7 @@ func Main(ctx context.Context, args []string, s Streams) int {
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	cmd, err := root.ExecuteContextC(ctx)
+	a.stopTracing()
 	if err == nil {
 		return ExitOK
 	}

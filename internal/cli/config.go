@@ -16,9 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -48,6 +50,9 @@ type app struct {
 	callTimeout time.Duration
 
 	cli *leasehold.Client
+	// tp traces the client and `leasehold run` when the OTEL_* environment
+	// asks for it (tracing.go); nil otherwise.
+	tp *sdktrace.TracerProvider
 }
 
 func newApp(s Streams) *app {
@@ -116,6 +121,11 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 	if a.queueURL == "" {
 		ccfg.QueueName = DefaultWorkQueueName
 	}
+	tp, err := a.tracer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	otelenv.Client(&ccfg, tp)
 	c, err := leasehold.NewClient(ccfg)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -234,6 +235,11 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	if err := settings.Load(&wc, settings.Worker, os.Getenv); err != nil {
 		return usageError{fmt.Errorf("%w: %w", leasehold.ErrConfig, err)}
 	}
+	tp, err := a.tracer(ctx)
+	if err != nil {
+		return err
+	}
+	otelenv.Worker(&wc, tp)
 	w, err := leasehold.NewWorker(wc)
 	if err != nil {
 		return usageError{err}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -125,6 +126,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, hears about task events (metrics).
 	Observer Observer
+	// Tracer, if set, traces every message's execution (see trace.go):
+	// the attempt span, child of the trace context its token carries, and
+	// spans for the claim, renewals, the end's write, steps and awaits;
+	// the tokens the execution sends carry the attempt's trace context.
+	// Nil (the default) traces nothing and costs nothing.
+	Tracer trace.Tracer
 
 	// UnknownKindBackoffMin and UnknownKindBackoffMax bound the wait before
 	// a task whose kind has no handler here is offered again: the wait is
@@ -207,6 +214,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Queues == nil {
 		lookup, _ := c.SQS.(queues.SQSClient)
 		c.Queues = queues.NewResolver(lookup, c.QueueURL, c.CallTimeout)
+	}
+	if c.Tracer != nil && c.SQS != nil {
+		if _, done := c.SQS.(tracedSQS); !done {
+			c.SQS = tracedSQS{c.SQS}
+		}
 	}
 	return c, c.validate()
 }

@@ -14,10 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/tracing"
 )
 
 // Outcome is how an attempt ended, as recorded.
@@ -50,6 +53,9 @@ type Message struct {
 	// creates without naming a queue, so the task's retries come back to
 	// it. Empty records no queue (the default work queue).
 	Queue string
+	// TraceHeader is the message's AWSTraceHeader system attribute (an
+	// X-Ray trace header), if any: the attempt span links to it.
+	TraceHeader string
 }
 
 // Result says what the batch response should say about a message.
@@ -149,6 +155,8 @@ type execution struct {
 	// claimInfo is the claim of this attempt, for the Observer (when
 	// hasClaim).
 	claimInfo Claim
+	// tr holds the attempt's spans (trace.go); nil without a Tracer.
+	tr *traced
 
 	result Result
 }
@@ -182,6 +190,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 		return x.reject(ctx, err.Error())
 	}
 	x.tokenErr = err
+	x.startAttempt()
 	if tok.IsCallback() {
 		return StateCallback
 	}
@@ -244,7 +253,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 // execution, or claims it when it exists.
 func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 	cctx, cancel := x.call()
+	cctx, span := x.startSpan(cctx, "leasehold.claim")
 	task, err := x.cfg.Store.CreateClaimed(cctx, nt, x.owner())
+	endSpan(span, err)
 	cancel()
 	switch {
 	case err == nil:
@@ -303,7 +314,9 @@ func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
 func (x *execution) claim(ctx context.Context, id string) State {
 	cctx, cancel := x.call()
 	defer cancel()
+	cctx, span := x.startSpan(cctx, "leasehold.claim")
 	task, err := x.cfg.Store.Claim(cctx, id, x.owner())
+	endSpan(span, err)
 	if err == nil {
 		x.task = task
 		x.log.kind = task.Kind
@@ -361,6 +374,7 @@ func (x *execution) claim(ctx context.Context, id string) State {
 // runClaimed starts the handler and the renewer (seed: TaskClaimed).
 func (x *execution) runClaimed(ctx context.Context) State {
 	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
+	x.claimedSpan()
 	if x.cfg.Observer != nil {
 		x.claimInfo = Claim{
 			Attempt: x.task.Attempt, CreatedAt: x.task.CreatedAt, RunAt: x.task.RunAt,
@@ -705,8 +719,13 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 func (x *execution) leaseWrite(status lease.Status, landed string, write func(ctx context.Context, l lease.Lease) (lease.Task, error)) (lease.Task, error) {
 	cctx, cancel := x.call()
 	defer cancel()
+	cctx, span := x.startSpan(cctx, "leasehold.finish")
+	if span != nil {
+		span.SetAttributes(attribute.String(tracing.AttrStatus, string(status)))
+	}
 	l := x.task.LeaseOf()
 	task, err := write(cctx, l)
+	endSpan(span, err)
 	if obs, ok := ownWriteLanded(err, l, status); ok {
 		if landed != "" {
 			x.log.info(landed)
@@ -1033,6 +1052,9 @@ func (x *execution) reject(ctx context.Context, reason string) State {
 func (x *execution) sendDead(reason string) error {
 	cctx, cancel := x.call()
 	defer cancel()
+	if x.tr != nil {
+		cctx = trace.ContextWithSpanContext(cctx, trace.SpanContext{}) // the body goes as it came
+	}
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
 		QueueUrl:    aws.String(x.cfg.DeadLetterURL),
 		MessageBody: aws.String(x.msg.Body),

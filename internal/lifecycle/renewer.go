@@ -104,7 +104,9 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	budget := min(cfg.CallTimeout, r.trustUntil.Sub(sent))
 	cctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	cctx, span := r.x.startSpan(cctx, "leasehold.renew")
 	task, err := cfg.Store.Renew(cctx, r.lease)
+	endSpan(span, err)
 	if err != nil {
 		return err
 	}

@@ -206,6 +206,7 @@ func (x *execution) run(ctx context.Context) Result {
 		}
 	}
 	x.result.Final = x.state
+	x.endAttempt()
 	return x.result
 }
 

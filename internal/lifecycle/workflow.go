@@ -15,9 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/tracing"
 )
 
 // OutcomeSuspended: the attempt parked the task WAITING for its children or
@@ -163,6 +165,17 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
+	if w.x.cfg.Tracer != nil {
+		ctx, span := w.span(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
+		out, err := w.step(ctx, name, fn)
+		endWorkflowSpan(span, err)
+		return out, err
+	}
+	return w.step(ctx, name, fn)
+}
+
+// step is StepOf's work.
+func (w *workflowCtx) step(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	w.mu.Lock()
 	if w.called[name] {
 		w.mu.Unlock()
@@ -220,6 +233,17 @@ func SleepOf(ctx context.Context, d time.Duration) error {
 	if d < 0 || d > MaxSleep {
 		return &PermanentError{Err: fmt.Errorf("sleep of %s: %w: want 0 to %s", d, lease.ErrInvalid, MaxSleep)}
 	}
+	if w.x.cfg.Tracer != nil {
+		ctx, span := w.span(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "sleep"))
+		err := w.sleep(ctx, d)
+		endWorkflowSpan(span, err)
+		return err
+	}
+	return w.sleep(ctx, d)
+}
+
+// sleep is SleepOf's work.
+func (w *workflowCtx) sleep(ctx context.Context, d time.Duration) error {
 	w.mu.Lock()
 	w.sleeps++
 	name := "sleep#" + strconv.Itoa(w.sleeps)
@@ -276,6 +300,17 @@ func PollOf(ctx context.Context, name string, p Poll, check func(context.Context
 	if p.Min < 0 || p.Max < p.Min || p.Timeout < 0 || p.Timeout > MaxSleep {
 		return nil, &PermanentError{Err: fmt.Errorf("condition %q: poll %s..%s within %s: %w", name, p.Min, p.Max, p.Timeout, lease.ErrInvalid)}
 	}
+	if w.x.cfg.Tracer != nil {
+		ctx, span := w.span(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "condition"), attribute.String(tracing.AttrStep, name))
+		out, err := w.poll(ctx, name, p, check)
+		endWorkflowSpan(span, err)
+		return out, err
+	}
+	return w.poll(ctx, name, p, check)
+}
+
+// poll is PollOf's work, p defaulted and checked.
+func (w *workflowCtx) poll(ctx context.Context, name string, p Poll, check func(context.Context) ([]byte, bool, error)) ([]byte, error) {
 	clock := w.x.cfg.Clock
 	raw, err := StepOf(ctx, name+"#start", func(context.Context) ([]byte, error) {
 		return strconv.AppendInt(nil, clock.Now().UnixMilli(), 10), nil
@@ -538,7 +573,9 @@ func outcomeOf(t lease.Task) outcome {
 
 // runSpawning sends the tokens of the children the handler asked for.
 func (x *execution) runSpawning(ctx context.Context) State {
-	return x.spawn(ctx, x.flow.handoff.(*AwaitChildrenError))
+	ac := x.flow.handoff.(*AwaitChildrenError)
+	x.awaitSpan("children", len(ac.Children))
+	return x.spawn(ctx, ac)
 }
 
 // runAwaitingChildren suspends the task until its children, whose tokens
@@ -550,6 +587,7 @@ func (x *execution) runAwaitingChildren(ctx context.Context) State {
 // runAwaitingCallback arms the timeout of the callback the handler awaits,
 // then suspends the task for it.
 func (x *execution) runAwaitingCallback(ctx context.Context) State {
+	x.awaitSpan("callback", 0)
 	return x.awaitCallback(ctx, x.flow.handoff.(*AwaitCallbackError))
 }
 
@@ -892,7 +930,9 @@ func (x *execution) runResuming(ctx context.Context) State {
 		// Its wait is over (the last ending sent a wake token, or this is
 		// another token of the task): resume and claim in one write.
 		cctx, cancel := x.call()
+		cctx, span := x.startSpan(cctx, "leasehold.claim")
 		task, err := x.cfg.Store.Resume(cctx, t.ID, t.Fence, x.owner())
+		endSpan(span, err)
 		cancel()
 		switch {
 		case err == nil:

@@ -18,6 +18,7 @@ type fields struct {
 	queue       string
 	hasQueue    bool
 	createToken string
+	tp, ts      string
 	// Read only by decodeJSON (the scanner leaves such bodies to it).
 	parent      string
 	after       []string
@@ -41,7 +42,7 @@ type fields struct {
 // encoding/json, which accepts or refuses it and words the refusal. What
 // scanFields accepts it reads as encoding/json would (FuzzScanMatchesJSON).
 //
-// The id and kind it returns share the body's memory, which they keep alive
+// The id, kind and trace context it returns share the body's memory, which they keep alive
 // no longer than the message's processing; the payload is copied, and so is
 // the queue name, which may be cached for the life of the process.
 func scanFields(body string) (f fields, ok bool) {
@@ -49,14 +50,14 @@ func scanFields(body string) (f fields, ok bool) {
 	if !s.skip('{') {
 		return f, false
 	}
-	var seen uint8
+	var seen uint16
 	if !s.skip('}') {
 		for {
 			key, ok := s.str()
 			if !ok || !s.skip(':') {
 				return f, false
 			}
-			var bit uint8
+			var bit uint16
 			switch key {
 			case "v":
 				bit = 1 << 0
@@ -81,6 +82,12 @@ func scanFields(body string) (f fields, ok bool) {
 			case "create_token":
 				bit = 1 << 6
 				f.createToken, ok = s.str()
+			case "tp":
+				bit = 1 << 7
+				f.tp, ok = s.str()
+			case "ts":
+				bit = 1 << 8
+				f.ts, ok = s.str()
 			default:
 				return f, false
 			}

@@ -25,7 +25,10 @@ var scanSeeds = []string{
 	`{"V":1,"ID":"a"}`, `{"v":1,"id":"a","id":"b"}`, `{"v":1,"id":"a\u0062"}`,
 	`{"v":1,"id":null}`, `{"v":1,"kind":"k","queue":null}`,
 	`{"v":1,"id":"a"} {}`, `{"v":1,"id":"a"},`, `{"v":1,"id":"a",}`, `{,}`, `{}`, `[]`, `null`, ``, `{`,
-	`{"v":1,"kind":"k","extra":1}`, "{\"v\":1,\"id\":\"a\x01\"}", `{"v":1,"kind":"ké"}`,
+	`{"v":1,"kind":"k","extra":1}`,
+	`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+	`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","ts":"k=v"}`,
+	`{"v":1,"id":"a","tp":"x","tp":"y"}`, `{"v":1,"id":"a","tp":null}`, `{"v":1,"id":"a","ts":"k=v"}`, "{\"v\":1,\"id\":\"a\x01\"}", `{"v":1,"kind":"ké"}`,
 }
 
 // FuzzScanMatchesJSON: whatever scanFields accepts, encoding/json reads the
@@ -55,7 +58,8 @@ func FuzzScanMatchesJSON(f *testing.F) {
 func sameFields(a, b fields) bool {
 	return a.v == b.v && a.hasV == b.hasV && a.id == b.id && a.kind == b.kind &&
 		bytes.Equal(a.payload, b.payload) && (a.payload == nil) == (b.payload == nil) &&
-		a.maxAttempts == b.maxAttempts && a.queue == b.queue && a.hasQueue == b.hasQueue
+		a.maxAttempts == b.maxAttempts && a.queue == b.queue && a.hasQueue == b.hasQueue &&
+		a.tp == b.tp && a.ts == b.ts
 }
 
 // The shapes this package's encoders write take the fast path.
@@ -64,7 +68,11 @@ func TestScanTakesEncodedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range []string{inline, Ref("order-42"), `{"v":1,"kind":"k"}`} {
+	traced, err := Token{Kind: "resize", ID: "cat", TraceParent: testTP, TraceState: "a=b"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{inline, Ref("order-42"), `{"v":1,"kind":"k"}`, traced, WithTrace(Ref("order-42"), testTP, "")} {
 		if _, ok := scanFields(body); !ok {
 			t.Errorf("scanFields(%s) fell back to encoding/json", body)
 		}
@@ -97,18 +105,19 @@ func TestScanSeedsDecodeAlike(t *testing.T) {
 // json.Marshal writes for the same wire struct, whatever the strings and
 // payload hold.
 func FuzzEncodeMatchesMarshal(f *testing.F) {
-	f.Add("k", "id", `{"a": [1, "<b>&\u2028", {"c" : null}]}`, 3, "q")
-	f.Add("résumé<>&\"\\\x01\x7f", "a\u2028b\u2029c\xff", " \"x\" ", 0, "")
-	f.Add("k", "", "", 0, "images-1")
-	f.Add("k", "\t\n\r\b\f", "[\"\\u003c\", \"\\\"<\", 1e5, true]", 100, "")
-	f.Fuzz(func(t *testing.T, kind, id, payload string, maxAttempts int, queue string) {
-		tok := Token{Kind: kind, ID: id, MaxAttempts: maxAttempts, Queue: queue}
+	f.Add("k", "id", `{"a": [1, "<b>&\u2028", {"c" : null}]}`, 3, "q", "", "")
+	f.Add("résumé<>&\"\\\x01\x7f", "a\u2028b\u2029c\xff", " \"x\" ", 0, "", "", "")
+	f.Add("k", "", "", 0, "images-1", "", "")
+	f.Add("k", "\t\n\r\b\f", "[\"\\u003c\", \"\\\"<\", 1e5, true]", 100, "", "", "")
+	f.Add("k", "id", "", 0, "", testTP, "vendor=a,other=b")
+	f.Fuzz(func(t *testing.T, kind, id, payload string, maxAttempts int, queue, tp, ts string) {
+		tok := Token{Kind: kind, ID: id, MaxAttempts: maxAttempts, Queue: queue, TraceParent: tp, TraceState: ts}
 		if payload != "" {
 			tok.Payload = json.RawMessage(payload)
 		}
 		got, err := tok.Encode()
 		v := Version
-		w := wire{V: &v, ID: id, Kind: kind, Payload: tok.Payload, MaxAttempts: maxAttempts}
+		w := wire{V: &v, ID: id, Kind: kind, Payload: tok.Payload, MaxAttempts: maxAttempts, TraceParent: tp, TraceState: ts}
 		if queue != "" {
 			w.Queue = &queue
 		}
@@ -121,6 +130,14 @@ func FuzzEncodeMatchesMarshal(f *testing.F) {
 		want, _ := json.Marshal(wire{V: &v, ID: id})
 		if got := Ref(id); got != string(want) {
 			t.Fatalf("Ref(%q) = %s, json.Marshal writes %s", id, got, want)
+		}
+		// A trace context added to a reference is what json.Marshal writes
+		// with it, when the fields are valid.
+		if checkTrace(tp, ts) == nil && tp != "" {
+			want, _ := json.Marshal(wire{V: &v, ID: id, TraceParent: tp, TraceState: ts})
+			if got := WithTrace(Ref(id), tp, ts); got != string(want) {
+				t.Fatalf("WithTrace(Ref(%q), %q, %q) = %s, json.Marshal writes %s", id, tp, ts, got, want)
+			}
 		}
 	})
 }

@@ -105,6 +105,11 @@ type Token struct {
 	// Prev (inline only, with ID): the chain link before this task, which
 	// has SUCCEEDED.
 	Prev string
+	// TraceParent and TraceState (any form; optional) are the W3C trace
+	// context of the span that sent the token ("tp" and "ts" on the wire),
+	// so that the attempt it starts joins the sender's trace. They steer
+	// nothing: a worker without tracing ignores them.
+	TraceParent, TraceState string
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -131,6 +136,9 @@ type wire struct {
 	Wake        bool            `json:"wake,omitempty"`
 	Then        []lease.Link    `json:"then,omitempty"`
 	Prev        string          `json:"prev,omitempty"`
+	// The trace context stays last: WithTrace appends it to any body.
+	TraceParent string `json:"tp,omitempty"`
+	TraceState  string `json:"ts,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -159,7 +167,7 @@ func Decode(body string) (Token, error) {
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
 		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake,
-		Then: f.then, Prev: f.prev}
+		Then: f.then, Prev: f.prev, TraceParent: f.tp, TraceState: f.ts}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -188,7 +196,7 @@ func decodeJSON(body string) (fields, error) {
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
 		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
-		then: w.Then, prev: w.Prev}
+		then: w.Then, prev: w.Prev, tp: w.TraceParent, ts: w.TraceState}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -208,6 +216,9 @@ func (t Token) validate() error {
 		}
 	}
 	if err := t.validateWorkflow(); err != nil {
+		return err
+	}
+	if err := checkTrace(t.TraceParent, t.TraceState); err != nil {
 		return err
 	}
 	if t.IsCallback() {
@@ -389,17 +400,79 @@ func (t Token) Encode() (string, error) {
 		}
 	}
 	if t.Parent != "" || len(t.After) > 0 || t.AfterAny || len(t.Then) > 0 || t.Prev != "" {
-		// Workflow tokens are rare enough for encoding/json.
-		b, err := json.Marshal(wire{V: &t.Version, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
+		// Workflow tokens are rare enough for encoding/json. (Its own
+		// version variable: &t.Version would move all of t to the heap on
+		// every call.)
+		v := Version
+		b, err := json.Marshal(wire{V: &v, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
 			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny,
-			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second), Then: t.Then, Prev: t.Prev})
+			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second), Then: t.Then, Prev: t.Prev,
+			TraceParent: t.TraceParent, TraceState: t.TraceState})
 		if err != nil {
 			return "", &Error{Reason: ErrMalformed, Detail: err.Error()}
 		}
 		return string(b), nil
 	}
 	var buf [256]byte
-	return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
+	if t.TraceParent == "" {
+		return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
+	}
+	b := appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)
+	return string(appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)), nil
+}
+
+// Bounds of the trace context fields: a version-00 traceparent is 55
+// bytes, and W3C lets a tracestate reach 32 members.
+const (
+	MaxTraceParentBytes = 128
+	MaxTraceStateBytes  = 512
+)
+
+// checkTrace checks the trace context fields' form, not their syntax: a
+// worker that cannot parse a traceparent starts a new trace, as W3C says.
+func checkTrace(tp, ts string) error {
+	switch {
+	case tp == "" && ts != "":
+		return &Error{Reason: ErrMissingField, Detail: `"ts" (tracestate) needs "tp" (traceparent)`}
+	case len(tp) > MaxTraceParentBytes || !printableASCII(tp):
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"tp" must be at most %d printable ASCII characters`, MaxTraceParentBytes)}
+	case len(ts) > MaxTraceStateBytes || !traceStateChars(ts):
+		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"ts" must be at most %d ASCII characters`, MaxTraceStateBytes)}
+	}
+	return nil
+}
+
+// traceStateChars: printable ASCII, with the spaces and tabs a tracestate
+// list may hold around its commas.
+func traceStateChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// WithTrace returns body, a token this package encoded, with the trace
+// context tp and ts added (as Token.TraceParent and TraceState), or body
+// as it is when tp is empty, when the body already carries a trace
+// context, or when it is not a token's JSON object. Every token form may
+// carry one, so a sender adds it to whatever token it sends.
+func WithTrace(body, tp, ts string) string {
+	if tp == "" || len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' || strings.Contains(body, `"tp":`) ||
+		checkTrace(tp, ts) != nil {
+		return body
+	}
+	b := make([]byte, 0, len(body)+len(tp)+len(ts)+16)
+	return string(appendTrace(append(b, body[:len(body)-1]...), tp, ts))
+}
+
+// appendTrace appends the trace members and the closing brace to b, an
+// encoded token without its closing brace.
+func appendTrace(b []byte, tp, ts string) []byte {
+	b = appendStringMember(b, `,"tp":`, tp)
+	b = appendStringMember(b, `,"ts":`, ts)
+	return append(b, '}')
 }
 
 func nonEmpty(s string) *string {

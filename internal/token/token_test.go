@@ -87,7 +87,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 // FuzzDecode: no body makes Decode panic, and whatever it accepts encodes
 // back to a body that decodes to the same token.
 func FuzzDecode(f *testing.F) {
-	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":1,"kind":"k","queue":"q-1"}`, `{"v":2}`, `{`, ``} {
+	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":1,"kind":"k","queue":"q-1"}`, `{"v":2}`, `{`, ``,
+		`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","ts":"k=v"}`,
+		`{"v":1,"kind":"k","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -106,10 +108,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("re-encode %+v: %v", tok, err)
 			}
 		} else {
-			again = token.Ref(tok.ID)
+			again = token.WithTrace(token.Ref(tok.ID), tok.TraceParent, tok.TraceState)
 		}
 		back, err := token.Decode(again)
-		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts || back.Queue != tok.Queue {
+		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts || back.Queue != tok.Queue ||
+			back.TraceParent != tok.TraceParent || back.TraceState != tok.TraceState {
 			t.Fatalf("re-decode of %q = %+v, %v; want %+v", again, back, err, tok)
 		}
 	})

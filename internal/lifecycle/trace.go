@@ -1,0 +1,199 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/internal/tracing"
+)
+
+// Tracing (Config.Tracer). An execution's spans:
+//
+//	leasehold.attempt   the message's execution, a consumer span; its
+//	                    parent is the trace context of the token (or none:
+//	                    a new trace), with a link to the X-Ray header of the
+//	                    message, if any
+//	  leasehold.claim   the claim, create-and-claim or resume-and-claim write
+//	  leasehold.renew   each lease renewal
+//	  (the handler's context carries the attempt span)
+//	  leasehold.await   the suspension for children or a callback: the
+//	                    children's tokens are sent under it
+//	  leasehold.finish  the write that ends the attempt (any status)
+//
+// and, under the handler's span, leasehold.step for each step and
+// leasehold.await for each sleep and condition (StepOf, SleepOf, PollOf).
+// Every token the execution sends carries the context of the span it is
+// sent under (tracedSQS); a dead-lettered body goes as it came. Without a
+// Tracer none of this runs: x.tr stays nil and no call allocates.
+
+// traced is an execution's spans.
+type traced struct {
+	attempt, await trace.Span
+	// claimed: the attempt span names the claimed task, attempt and fence.
+	claimed bool
+}
+
+// startAttempt starts the attempt span, once the token is decoded, and
+// makes it the parent of every later call.
+func (x *execution) startAttempt() {
+	if x.cfg.Tracer == nil {
+		return
+	}
+	parent := tracing.Extract(x.detached, x.tok.TraceParent, x.tok.TraceState)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String(tracing.AttrMessageID, x.msg.ID))}
+	if l, ok := tracing.XRayLink(x.msg.TraceHeader); ok {
+		opts = append(opts, trace.WithLinks(l))
+	}
+	name := "leasehold.attempt"
+	if x.tok.IsCallback() {
+		name = "leasehold.callback"
+	}
+	ctx, span := x.cfg.Tracer.Start(parent, name, opts...)
+	x.detached = ctx
+	x.tr = &traced{attempt: span}
+}
+
+// claimedSpan records the claimed attempt on the attempt span.
+func (x *execution) claimedSpan() {
+	if x.tr == nil {
+		return
+	}
+	x.tr.attempt.SetAttributes(attribute.String(tracing.AttrID, x.task.ID), attribute.String(tracing.AttrKind, x.task.Kind),
+		attribute.Int(tracing.AttrAttempt, x.task.Attempt), attribute.Int64(tracing.AttrFence, x.task.Fence))
+	x.tr.claimed = true
+}
+
+// endAttempt ends the execution's spans with what it came to: the task, its
+// attempt and fence, the outcome; an error status for an attempt that
+// failed or retried, lost its lease, or left its message to come back.
+func (x *execution) endAttempt() {
+	if x.tr == nil {
+		return
+	}
+	if x.tr.await != nil {
+		x.tr.await.End()
+	}
+	s := x.tr.attempt
+	var attrs []attribute.KeyValue
+	if !x.tr.claimed {
+		id, kind := x.task.ID, x.task.Kind
+		if id == "" {
+			id, kind = x.log.taskID, x.log.kind
+		}
+		attrs = append(attrs, attribute.String(tracing.AttrID, id), attribute.String(tracing.AttrKind, kind))
+	}
+	if x.result.Outcome != "" {
+		attrs = append(attrs, attribute.String(tracing.AttrOutcome, string(x.result.Outcome)))
+	}
+	s.SetAttributes(attrs...)
+	switch x.result.Outcome {
+	case OutcomeFailed, OutcomeRetried, OutcomeLeaseLost:
+		s.SetStatus(codes.Error, x.outcomeReason())
+	default:
+		if !x.result.Ack {
+			s.SetStatus(codes.Error, x.outcomeReason())
+		}
+	}
+	s.End()
+}
+
+// outcomeReason words an attempt's failure for its span's status.
+func (x *execution) outcomeReason() string {
+	if x.result.Reason != "" {
+		return x.result.Reason
+	}
+	if x.res.err != nil {
+		return x.res.err.Error()
+	}
+	return string(x.result.Outcome)
+}
+
+// startSpan starts a span named name under ctx's, or does nothing (a nil
+// span) without a Tracer.
+func (x *execution) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	if x.cfg.Tracer == nil {
+		return ctx, nil
+	}
+	return x.cfg.Tracer.Start(ctx, name)
+}
+
+// awaitSpan starts the span of the suspension for what (children, n of
+// them, or a callback): the rest of the execution runs under it.
+func (x *execution) awaitSpan(what string, n int) {
+	if x.tr == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAwait, what)}
+	if n > 0 {
+		attrs = append(attrs, attribute.Int("leasehold.await.children", n))
+	}
+	ctx, span := x.cfg.Tracer.Start(x.detached, "leasehold.await", trace.WithAttributes(attrs...))
+	x.detached = ctx
+	x.tr.await = span
+}
+
+// endSpan ends span (when not nil), with an error status for err.
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// workflowSpan starts a span for a step or an await of the handler whose
+// workflow context is w; nil without a Tracer.
+func (w *workflowCtx) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if w.x.cfg.Tracer == nil {
+		return ctx, nil
+	}
+	return w.x.cfg.Tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// endWorkflowSpan ends a step's or await's span: a suspension (the
+// handler must return the error to wait) is no failure.
+func endWorkflowSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if Suspends(err) {
+		span.SetAttributes(attribute.Bool("leasehold.suspended", true))
+		err = nil
+	}
+	endSpan(span, err)
+}
+
+// Suspends reports whether err, a handler's, hands the attempt back to wait
+// (for children, a callback, or a snooze: a sleep or a condition) rather
+// than failing it.
+func Suspends(err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		children *AwaitChildrenError
+		callback *AwaitCallbackError
+		snooze   *SnoozeError
+	)
+	return errors.As(err, &children) || errors.As(err, &callback) || errors.As(err, &snooze)
+}
+
+// tracedSQS sends every token with the trace context of the span it is
+// sent under (Config.Tracer).
+type tracedSQS struct{ SQSClient }
+
+func (t tracedSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return t.SQSClient.SendMessage(ctx, tracing.SendInput(ctx, in), optFns...)
+}
+
+func (t tracedSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return t.SQSClient.SendMessageBatch(ctx, tracing.BatchInput(ctx, in), optFns...)
+}

@@ -1,0 +1,175 @@
+// Package tracing carries OpenTelemetry trace context through leasehold's
+// tokens: the W3C traceparent and tracestate of the sending span go into a
+// token's "tp" and "ts" fields (token.WithTrace), and come out of them as
+// the remote parent of the attempt the token starts. It also reads the
+// X-Ray trace header Lambda puts on SQS records (AWSTraceHeader), which
+// becomes a span link.
+//
+// Nothing here runs unless a tracer is configured: the worker and the
+// client install the SQS wrapper only then, so a process without tracing
+// pays nothing.
+package tracing
+
+import (
+	"context"
+	"encoding/hex"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// ScopeName is the instrumentation scope of leasehold's spans.
+const ScopeName = "github.com/leasehold/leasehold"
+
+// Attribute keys of leasehold's spans.
+const (
+	AttrKind      = "leasehold.task.kind"
+	AttrID        = "leasehold.task.id"
+	AttrAttempt   = "leasehold.task.attempt"
+	AttrFence     = "leasehold.task.fence"
+	AttrOutcome   = "leasehold.outcome"
+	AttrStatus    = "leasehold.task.status"
+	AttrStep      = "leasehold.step"
+	AttrAwait     = "leasehold.await"
+	AttrMessageID = "messaging.message.id"
+)
+
+var w3c = propagation.TraceContext{}
+
+// carrier is a TextMapCarrier over a token's two fields.
+type carrier struct{ tp, ts string }
+
+func (c *carrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.tp
+	case "tracestate":
+		return c.ts
+	}
+	return ""
+}
+
+func (c *carrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.tp = value
+	case "tracestate":
+		c.ts = value
+	}
+}
+
+func (c *carrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+
+// Inject returns the W3C trace context of ctx's span, or empty strings when
+// ctx has no valid span context.
+func Inject(ctx context.Context) (tp, ts string) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "", ""
+	}
+	var c carrier
+	w3c.Inject(ctx, &c)
+	return c.tp, c.ts
+}
+
+// Extract returns ctx with the span context that tp and ts name as its
+// remote parent; ctx as it is when tp is empty or does not parse.
+func Extract(ctx context.Context, tp, ts string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return w3c.Extract(ctx, &carrier{tp: tp, ts: ts})
+}
+
+// Body returns body with the trace context of ctx's span, if any.
+func Body(ctx context.Context, body string) string {
+	tp, ts := Inject(ctx)
+	return token.WithTrace(body, tp, ts)
+}
+
+// SendInput returns in with its body carrying ctx's trace context: a copy
+// when that changes it, so the caller's input is never modified.
+func SendInput(ctx context.Context, in *sqs.SendMessageInput) *sqs.SendMessageInput {
+	tp, ts := Inject(ctx)
+	if tp == "" || in == nil || in.MessageBody == nil {
+		return in
+	}
+	body := token.WithTrace(*in.MessageBody, tp, ts)
+	if body == *in.MessageBody {
+		return in
+	}
+	out := *in
+	out.MessageBody = aws.String(body)
+	return &out
+}
+
+// BatchInput is SendInput for a batch: every entry's body carries ctx's
+// trace context.
+func BatchInput(ctx context.Context, in *sqs.SendMessageBatchInput) *sqs.SendMessageBatchInput {
+	tp, ts := Inject(ctx)
+	if tp == "" || in == nil {
+		return in
+	}
+	out := *in
+	out.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
+	for i, e := range in.Entries {
+		if e.MessageBody != nil {
+			e.MessageBody = aws.String(token.WithTrace(*e.MessageBody, tp, ts))
+		}
+		out.Entries[i] = e
+	}
+	return &out
+}
+
+// XRayHeader is the SQS system attribute with the X-Ray trace header of
+// the sender (Lambda's records carry it when the sender was traced by
+// X-Ray).
+const XRayHeader = "AWSTraceHeader"
+
+// XRayLink parses an X-Ray trace header ("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
+// into a span context for a link: the root's two hex parts make the
+// trace id, Parent the span id. ok is false when the header has no valid
+// root and parent.
+func XRayLink(header string) (trace.Link, bool) {
+	var root, parent string
+	sampled := false
+	for part := range strings.SplitSeq(header, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "Root":
+			root = v
+		case "Parent":
+			parent = v
+		case "Sampled":
+			sampled = v == "1"
+		}
+	}
+	// Root=1-{8 hex digits of epoch}-{24 hex digits}.
+	ver, rest, ok := strings.Cut(root, "-")
+	epoch, unique, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || ver != "1" || len(epoch) != 8 || len(unique) != 24 || len(parent) != 16 {
+		return trace.Link{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	if _, err := hex.Decode(tid[:], []byte(epoch+unique)); err != nil {
+		return trace.Link{}, false
+	}
+	if _, err := hex.Decode(sid[:], []byte(parent)); err != nil {
+		return trace.Link{}, false
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true}
+	if sampled {
+		cfg.TraceFlags = trace.FlagsSampled
+	}
+	sc := trace.NewSpanContext(cfg)
+	if !sc.IsValid() {
+		return trace.Link{}, false
+	}
+	return trace.Link{SpanContext: sc}, true
+}
