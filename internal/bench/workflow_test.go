@@ -177,8 +177,9 @@ func linked(n int) shape {
 			"create (PENDING)": 1, "claim": 1, "create (RUNNING)": k, "finish or release": float64(n),
 		},
 		// The head: create with its listing entry (2), claim, finish; each
-		// link: create claimed with its listing entry (2), finish.
-		designWU:      2 + 1 + 2*k + float64(n),
+		// link: create claimed (1: listed under the head unless it fails),
+		// finish.
+		designWU:      2 + 1 + k + float64(n),
 		sfTransitions: float64(n), sfInvocations: float64(n),
 		durableOps: float64(n) + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
@@ -215,11 +216,9 @@ func mapped(n, conc int) shape {
 		// The parent: create (2), claim, each wave's suspension with its
 		// sweep entry (2) and resume, which removes it (2), the
 		// summary's checkpoint, the finish. Each child: create claimed
-		// with its listing entry (2), finish (1), its notify of the
-		// parent (1). Issue 21's target is 4 a child: the listing entry
-		// is the 1 over it (without it, as TaskListing=off, 3.08; one
-		// listing entry per batch of tasks, issue 22, would meet it).
-		designWU:      2 + 1 + (2+2)*waves + 1 + 1 + k*(2+1+1),
+		// (1: listed under its parent unless it fails), finish (1), its
+		// notify of the parent (1). Issue 21's target is 4 a child.
+		designWU:      2 + 1 + (2+2)*waves + 1 + 1 + k*(1+1+1),
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks (MaxConcurrency %d), Task; durable: map of %d items, one step", n, conc, n),
@@ -264,7 +263,7 @@ func fanout(n int) shape {
 		},
 		// The suspension puts the parent in the sweep index at its wait's
 		// deadline (2 write units), the resume removes it (2).
-		designWU:      2 + 1 + 2 + 2 + (1 + k) + 2*k + k,
+		designWU:      2 + 1 + 2 + 2 + (1 + k) + k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),
