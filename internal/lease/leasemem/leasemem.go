@@ -27,7 +27,7 @@ type Store struct {
 	// without a listing entry: listed only while they have ended otherwise
 	// than SUCCEEDED, and for good from then (a retry keeps it listed).
 	derived map[string]bool
-	calls  Calls
+	calls   Calls
 }
 
 // Calls counts the store's operations, for tests that assert how many a path
