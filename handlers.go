@@ -12,7 +12,6 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -161,14 +160,9 @@ func tracingMiddleware(tp trace.TracerProvider) Middleware {
 		ctx, span := tracer.Start(ctx, "leasehold.run", trace.WithAttributes(
 			attribute.String(tracing.AttrKind, r.Kind), attribute.String(tracing.AttrID, r.ID),
 			attribute.Int(tracing.AttrAttempt, r.Attempt), attribute.Int64(tracing.AttrFence, r.Fence)))
-		defer span.End()
-		err := next(ctx)
-		switch {
-		case lifecycle.Suspends(err):
-			span.SetAttributes(attribute.Bool("leasehold.suspended", true))
-		case err != nil:
-			span.SetStatus(codes.Error, err.Error())
-		}
+		var err error
+		defer func() { lifecycle.EndRunSpan(span, err) }() // a panic ends it too
+		err = next(ctx)
 		return err
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	//lint:ignore SA1019 otelaws, the contrib instrumentation issue 23 asks for, is deprecated upstream (no owner) since v0.72.0; the SDK's own tracing through smithyoteltracing is the way off it
@@ -24,21 +23,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/tracing"
 )
 
 // Enabled reports whether getenv's OTEL_* variables ask for tracing:
 // OTEL_TRACES_EXPORTER set to anything but "none", or an OTLP endpoint
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
 // and OTEL_SDK_DISABLED not "true". Tracing is off by default.
-func Enabled(getenv func(string) string) bool {
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return false
-	}
-	if e := getenv("OTEL_TRACES_EXPORTER"); e != "" {
-		return e != "none"
-	}
-	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-}
+func Enabled(getenv func(string) string) bool { return tracing.Asked(getenv) }
 
 // FromEnv returns a tracer provider configured by the OTEL_* environment,
 // or nil (and no error) when Enabled says tracing is off. Spans go through

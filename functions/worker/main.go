@@ -18,7 +18,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -27,6 +26,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -69,7 +69,7 @@ func main() {
 			log.Error("configure tracing", "error", err)
 			os.Exit(1)
 		}
-	case tracingAsked(os.Getenv):
+	case tracing.Asked(os.Getenv):
 		log.Warn("OTEL_* asks for tracing, but this bootstrap was built without it: build it with the leasehold_otel tag (docs/observability.md)")
 	}
 	w, err := leasehold.NewWorker(cfg)
@@ -94,15 +94,3 @@ func main() {
 // cfg's tracing from the OTEL_* environment and returns the flush to run
 // after each invocation (nil when the environment asks for no tracing).
 var setupTracing func(ctx context.Context, cfg *leasehold.WorkerConfig) (flush func(context.Context), err error)
-
-// tracingAsked reports whether the OTEL_* environment asks for traces, as
-// otelenv.Enabled does (without linking it).
-func tracingAsked(getenv func(string) string) bool {
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return false
-	}
-	if e := getenv("OTEL_TRACES_EXPORTER"); e != "" {
-		return e != "none"
-	}
-	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-}

@@ -503,7 +503,7 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 // clause changes nothing, and an unchanged key writes nothing to the
 // index. "" for SUCCEEDED and for a store whose tasks are unlisted.
 func (s *DynamoStore) listFailed(id string, status Status, values map[string]types.AttributeValue) string {
-	if s.opts.Unlisted || status == StatusSucceeded || !status.Terminal() {
+	if s.opts.Unlisted || !status.Unsuccessful() {
 		return ""
 	}
 	values[":list_shard"] = avS(Shard(id))

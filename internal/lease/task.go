@@ -32,6 +32,10 @@ func (s Status) Terminal() bool {
 }
 
 // Valid reports whether s is one of the known statuses.
+// Unsuccessful reports whether s is an end other than SUCCEEDED: FAILED or
+// CANCELLED.
+func (s Status) Unsuccessful() bool { return s.Terminal() && s != StatusSucceeded }
+
 func (s Status) Valid() bool {
 	for _, v := range Statuses {
 		if s == v {

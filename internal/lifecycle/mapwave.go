@@ -198,8 +198,7 @@ func StartedIDs(t lease.Task) []string {
 		var note mapNote
 		if json.Unmarshal([]byte(t.WaitNote), &note) == nil && note.Map != "" {
 			// The map's earlier waves: the children before this one's first.
-			prefix := ChildIDIn(t.ID, note.Map, 0)
-			prefix = prefix[:len(prefix)-1]
+			prefix := childPrefix(t.ID, note.Map)
 			if first, err := strconv.Atoi(strings.TrimPrefix(t.WaitFor[0], prefix)); err == nil && strings.HasPrefix(t.WaitFor[0], prefix) {
 				for i := range min(first, MaxMapChildren) {
 					ids = append(ids, prefix+strconv.Itoa(i))

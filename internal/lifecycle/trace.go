@@ -114,13 +114,13 @@ func (x *execution) outcomeReason() string {
 	return string(x.result.Outcome)
 }
 
-// startSpan starts a span named name under ctx's, or does nothing (a nil
-// span) without a Tracer.
-func (x *execution) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+// startSpan starts a span named name under ctx's, with attrs, or does
+// nothing (a nil span) without a Tracer.
+func (x *execution) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if x.cfg.Tracer == nil {
 		return ctx, nil
 	}
-	return x.cfg.Tracer.Start(ctx, name)
+	return x.cfg.Tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // awaitSpan starts the span of the suspension for what (children, n of
@@ -149,32 +149,24 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// workflowSpan starts a span for a step or an await of the handler whose
-// workflow context is w; nil without a Tracer.
-func (w *workflowCtx) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if w.x.cfg.Tracer == nil {
-		return ctx, nil
-	}
-	return w.x.cfg.Tracer.Start(ctx, name, trace.WithAttributes(attrs...))
-}
-
-// endWorkflowSpan ends a step's or await's span: a suspension (the
-// handler must return the error to wait) is no failure.
-func endWorkflowSpan(span trace.Span, err error) {
+// EndRunSpan ends the span of a handler's run, step or await (when not
+// nil): a suspension (the handler must return the error to wait) is marked
+// and is no failure; any other error sets an error status.
+func EndRunSpan(span trace.Span, err error) {
 	if span == nil {
 		return
 	}
-	if Suspends(err) {
+	if suspends(err) {
 		span.SetAttributes(attribute.Bool("leasehold.suspended", true))
 		err = nil
 	}
 	endSpan(span, err)
 }
 
-// Suspends reports whether err, a handler's, hands the attempt back to wait
+// suspends reports whether err, a handler's, hands the attempt back to wait
 // (for children, a callback, or a snooze: a sleep or a condition) rather
 // than failing it.
-func Suspends(err error) bool {
+func suspends(err error) bool {
 	if err == nil {
 		return false
 	}

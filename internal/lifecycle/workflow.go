@@ -79,8 +79,12 @@ func ChildID(parent string, i int) string { return parent + "/" + strconv.Itoa(i
 // has no slash, so these ids differ from ChildID's, and from those of the
 // children's own children.
 func ChildIDIn(parent, name string, i int) string {
-	return parent + "/" + name + "/" + strconv.Itoa(i)
+	return childPrefix(parent, name) + strconv.Itoa(i)
 }
+
+// childPrefix is what the ids of the await called name of parent start
+// with (ChildIDIn).
+func childPrefix(parent, name string) string { return parent + "/" + name + "/" }
 
 // CheckAwaitName checks the name of a named await (AllOf, CallbackOf):
 // 1 to 32 letters, digits, '-', '_' or '.', starting with a letter.
@@ -166,9 +170,9 @@ func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, 
 		return nil, ErrNoWorkflow
 	}
 	if w.x.cfg.Tracer != nil {
-		ctx, span := w.span(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
+		ctx, span := w.x.startSpan(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
 		out, err := w.step(ctx, name, fn)
-		endWorkflowSpan(span, err)
+		EndRunSpan(span, err)
 		return out, err
 	}
 	return w.step(ctx, name, fn)
@@ -234,9 +238,9 @@ func SleepOf(ctx context.Context, d time.Duration) error {
 		return &PermanentError{Err: fmt.Errorf("sleep of %s: %w: want 0 to %s", d, lease.ErrInvalid, MaxSleep)}
 	}
 	if w.x.cfg.Tracer != nil {
-		ctx, span := w.span(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "sleep"))
+		ctx, span := w.x.startSpan(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "sleep"))
 		err := w.sleep(ctx, d)
-		endWorkflowSpan(span, err)
+		EndRunSpan(span, err)
 		return err
 	}
 	return w.sleep(ctx, d)
@@ -301,9 +305,9 @@ func PollOf(ctx context.Context, name string, p Poll, check func(context.Context
 		return nil, &PermanentError{Err: fmt.Errorf("condition %q: poll %s..%s within %s: %w", name, p.Min, p.Max, p.Timeout, lease.ErrInvalid)}
 	}
 	if w.x.cfg.Tracer != nil {
-		ctx, span := w.span(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "condition"), attribute.String(tracing.AttrStep, name))
+		ctx, span := w.x.startSpan(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "condition"), attribute.String(tracing.AttrStep, name))
 		out, err := w.poll(ctx, name, p, check)
-		endWorkflowSpan(span, err)
+		EndRunSpan(span, err)
 		return out, err
 	}
 	return w.poll(ctx, name, p, check)

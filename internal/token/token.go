@@ -414,11 +414,11 @@ func (t Token) Encode() (string, error) {
 		return string(b), nil
 	}
 	var buf [256]byte
-	if t.TraceParent == "" {
-		return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
-	}
 	b := appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)
-	return string(appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)), nil
+	if t.TraceParent != "" {
+		b = appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)
+	}
+	return string(b), nil
 }
 
 // Bounds of the trace context fields: a version-00 traceparent is 55

@@ -24,6 +24,22 @@ import (
 	"github.com/leasehold/leasehold/internal/token"
 )
 
+// Asked reports whether getenv's OTEL_* variables ask for tracing:
+// OTEL_TRACES_EXPORTER set to anything but "none", or an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
+// and OTEL_SDK_DISABLED not "true". Here rather than in otelenv, so that a
+// binary that does not link the SDK (the Lambda worker's default build)
+// can tell that it was asked.
+func Asked(getenv func(string) string) bool {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	if e := getenv("OTEL_TRACES_EXPORTER"); e != "" {
+		return e != "none"
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
 // ScopeName is the instrumentation scope of leasehold's spans.
 const ScopeName = "github.com/leasehold/leasehold"
 

@@ -147,7 +147,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	}
 	var all []lease.Task
 	for _, rec := range s.tasks {
-		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !failed(rec.Status) {
+		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() {
 			continue
 		}
 		if after != nil {
@@ -187,10 +187,6 @@ func decodeCursor(cursor string) (listCursor, error) {
 	}
 	return c, nil
 }
-
-// failed says a task with status s has ended otherwise than SUCCEEDED: a
-// derived task is listed from then on.
-func failed(s lease.Status) bool { return s.Terminal() && s != lease.StatusSucceeded }
 
 // Live returns the ids of up to limit tasks that are PENDING or RUNNING,
 // listed or not (PENDING first, each oldest first): for the test kit,

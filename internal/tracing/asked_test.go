@@ -1,8 +1,8 @@
-package main
+package tracing
 
 import "testing"
 
-func TestTracingAsked(t *testing.T) {
+func TestAsked(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		env  map[string]string
@@ -15,8 +15,8 @@ func TestTracingAsked(t *testing.T) {
 		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, true},
 		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, false},
 	} {
-		if got := tracingAsked(func(k string) string { return c.env[k] }); got != c.want {
-			t.Errorf("tracingAsked(%v) = %v, want %v", c.env, got, c.want)
+		if got := Asked(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("Asked(%v) = %v, want %v", c.env, got, c.want)
 		}
 	}
 }
