@@ -481,28 +481,66 @@ const maxBatchGetRounds = 8
 // ListView keeps. A task that is gone is left out.
 func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[string]Task, error) {
 	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue"
-	names := namesIn(proj)
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.pos.ID
+	}
 	views := make(map[string]Task, len(entries))
-	for lo := 0; lo < len(entries); lo += maxBatchGet {
-		keys := make([]map[string]types.AttributeValue, 0, maxBatchGet)
-		for _, e := range entries[lo:min(lo+maxBatchGet, len(entries))] {
-			keys = append(keys, map[string]types.AttributeValue{AttrID: avS(e.pos.ID)})
+	err := s.batchGetEach(ctx, "list", ids, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
+		func(t Task) { views[t.ID] = ListView(t) })
+	if err != nil {
+		return nil, err
+	}
+	return views, nil
+}
+
+// GetMany implements ManyGetter: BatchGetItem, strongly consistent, up to
+// maxBatchGet keys a call.
+func (s *DynamoStore) GetMany(ctx context.Context, ids []string) ([]Task, error) {
+	found := make(map[string]Task, len(ids))
+	var keys []string
+	for _, id := range ids {
+		if _, dup := found[id]; !dup && !noSuchID(id) {
+			found[id] = Task{ID: id} // BatchGetItem refuses a repeated key
+			keys = append(keys, id)
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ProjectionExpression: &proj, ExpressionAttributeNames: names}}
+	}
+	clear(found)
+	err := s.batchGetEach(ctx, "get many", keys, types.KeysAndAttributes{ConsistentRead: aws.Bool(true)},
+		func(t Task) { found[t.ID] = t })
+	if err != nil {
+		return nil, err
+	}
+	return ManyInOrder(ids, found), nil
+}
+
+// batchGetEach reads the items of ids (distinct ids; in as the template of
+// each request: projection, consistency) with BatchGetItem, maxBatchGet
+// keys a call, asking again for unprocessed keys with backoff, and calls
+// each with every task found.
+func (s *DynamoStore) batchGetEach(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(Task)) error {
+	for lo := 0; lo < len(ids); lo += maxBatchGet {
+		keys := make([]map[string]types.AttributeValue, 0, maxBatchGet)
+		for _, id := range ids[lo:min(lo+maxBatchGet, len(ids))] {
+			keys = append(keys, map[string]types.AttributeValue{AttrID: avS(id)})
+		}
+		page := in
+		page.Keys = keys
+		req := map[string]types.KeysAndAttributes{s.table: page}
 		for round := 0; len(req) > 0; round++ {
 			if round == maxBatchGetRounds {
-				return nil, backendErr("list", "", errors.New("unprocessed keys after every retry"))
+				return backendErr(op, "", errors.New("unprocessed keys after every retry"))
 			}
 			out, err := s.batchGet(ctx, req)
 			if err != nil {
-				return nil, backendErr("list", "", err)
+				return backendErr(op, "", err)
 			}
 			for _, item := range out.Responses[s.table] {
 				t, err := TaskFromItem(item)
 				if err != nil {
-					return nil, backendErr("list", "", err)
+					return backendErr(op, "", err)
 				}
-				views[t.ID] = ListView(t)
+				each(t)
 			}
 			req = out.UnprocessedKeys
 			if len(req) > 0 {
@@ -510,13 +548,13 @@ func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[st
 				// DynamoDB advises for unprocessed keys.
 				select {
 				case <-ctx.Done():
-					return nil, backendErr("list", "", context.Cause(ctx))
+					return backendErr(op, "", context.Cause(ctx))
 				case <-time.After(batchGetBackoff << round):
 				}
 			}
 		}
 	}
-	return views, nil
+	return nil
 }
 
 func (s *DynamoStore) batchGet(ctx context.Context, req map[string]types.KeysAndAttributes) (*dynamodb.BatchGetItemOutput, error) {

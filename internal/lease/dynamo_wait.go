@@ -42,12 +42,12 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 	}
 	switch w.Mode {
 	case WaitChildren:
-		// The resumed run is the same attempt, not a new failure-counted
-		// one: hand it back.
+		// A suspension is progress: the count of attempts starts again
+		// (Store.Suspend), so the resumed run is attempt 1.
 		name, v, other := waitForValue(l.TaskID, w.For)
-		e.set = append(e.set, "#"+name+" = :wait_for", "#attempt = #attempt - :one")
+		e.set = append(e.set, "#"+name+" = :wait_for", "#attempt = :zero")
 		e.values[":wait_for"] = v
-		e.values[":one"] = avN(1)
+		e.values[":zero"] = avN(0)
 		e.remove = append(e.remove, "#callback", "#"+other)
 	case WaitCallback:
 		e.set = append(e.set, "#callback = :callback")
@@ -192,11 +192,11 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 		en.cond += " AND #callback_step = :callback_step"
 		en.values[":callback_step"] = avS(step)
 		if status != StatusPending && !e.TimedOut {
-			// The answer becomes the step, and the task runs again at once
-			// as the same attempt (the claim counts it again).
+			// The answer becomes the step, and the task runs again at once,
+			// its count of attempts started again (Store.Suspend).
 			answer := CallbackAnswer(status, e.Result, msg)
-			en.set = append(en.set, appendStep(en.values, Step{Name: step, Result: answer}), "#attempt = #attempt - :one")
-			en.values[":one"] = avN(1)
+			en.set = append(en.set, appendStep(en.values, Step{Name: step, Result: answer}), "#attempt = :zero")
+			en.values[":zero"] = avN(0)
 			en.add = append(en.add, addStepName)
 			status, runAt, msg, resumed = StatusPending, now, "", true
 			en.values[":status"] = avS(string(status))

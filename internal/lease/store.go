@@ -54,8 +54,11 @@ type Store interface {
 
 	// Suspend ends the attempt held under l and parks the task WAITING for
 	// w, without a lease and without a sweep entry (the messages that end
-	// the wait are sent before it). The attempt is handed back: a
-	// suspension is not a failure. A history entry records it.
+	// the wait are sent before it). A wait for children (or a sleep) is
+	// progress, not a failure: the count of attempts starts again
+	// (Attempt 0), so MaxAttempts bounds the attempts between two
+	// suspensions and the resumed run is attempt 1. A callback wait keeps
+	// its attempt until it ends (EndWait). A history entry records it.
 	Suspend(ctx context.Context, l Lease, w Wait) (Task, error)
 	// Watch registers w on task id, to be notified when id ends. A task
 	// that has ended gives *FinishedError with the task (the caller
@@ -99,6 +102,29 @@ type Store interface {
 	// *FinishedError, both with the task.
 	EndWaiting(ctx context.Context, prev Task, status Status, reason string) (Task, error)
 	WaitAbandoner
+}
+
+// ManyGetter reads many tasks in few calls: both stores implement it; a
+// caller falls back to Get for a Store that does not.
+type ManyGetter interface {
+	// GetMany reads the tasks ids (strongly consistent), in the order of
+	// ids; a task that does not exist has only its ID. Repeated ids are
+	// read once and returned at each place.
+	GetMany(ctx context.Context, ids []string) ([]Task, error)
+}
+
+// ManyInOrder lays found out in the order of ids, a task not found as one
+// with only its ID.
+func ManyInOrder(ids []string, found map[string]Task) []Task {
+	out := make([]Task, len(ids))
+	for i, id := range ids {
+		t, ok := found[id]
+		if !ok {
+			t = Task{ID: id}
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // Release says how a lease is given up.

@@ -376,6 +376,22 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 	return clone(rec), nil
 }
 
+// GetMany implements lease.ManyGetter.
+func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, false); err != nil {
+		return nil, err
+	}
+	found := make(map[string]lease.Task, len(ids))
+	for _, id := range ids {
+		if rec, ok := s.tasks[id]; ok {
+			found[id] = clone(rec)
+		}
+	}
+	return lease.ManyInOrder(ids, found), nil
+}
+
 // Expire removes task id if it has finished, as DynamoDB's TTL removes a
 // finished task once its retention has passed, and says whether it did.
 // It stands in for that passing of time in tests and benchmarks; the store

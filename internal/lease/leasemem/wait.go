@@ -20,7 +20,7 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 		switch w.Mode {
 		case lease.WaitChildren:
 			rec.WaitFor = slices.Clone(w.For)
-			rec.Attempt--
+			rec.Attempt = 0 // the count starts again (lease.Store.Suspend)
 			rec.CallbackHash, rec.CallbackStep = "", ""
 		case lease.WaitCallback:
 			rec.CallbackHash, rec.CallbackStep = lease.CallbackHash(w.Nonce), w.Step
@@ -132,10 +132,10 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
 	status, runAt := e.Status, e.RunAt
 	if step := e.ResumeStep(); step != "" && status != lease.StatusPending && !e.TimedOut {
-		// The answer becomes the step; the task runs again at once, as the
-		// same attempt.
+		// The answer becomes the step; the task runs again at once, its
+		// count of attempts started again (lease.Store.Suspend).
 		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: lease.CallbackAnswer(status, e.Result, msg)})
-		rec.Attempt--
+		rec.Attempt = 0
 		status, runAt, msg = lease.StatusPending, now, ""
 	} else {
 		rec.History = append(rec.History, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: lease.Truncate(msg, lease.MaxHistoryErrorBytes), At: now})

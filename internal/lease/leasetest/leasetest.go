@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ExhaustedAfterLastLeaseExpires", testExhaustedAfterLastLease},
 		{"ExhaustedWhenReleasedPending", testExhaustedWhenReleasedPending},
 		{"GetRoundTripsEveryField", testGetRoundTrips},
+		{"GetManyReadsInOrder", testGetMany},
 		{"CancelledContextWritesNothing", testCancelledContext},
 		{"FailedWritesCarryTheObservedTask", testFailedWritesCarryObserved},
 		{"HistoryIsBounded", testHistoryIsBounded},
@@ -109,6 +110,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"WaitNoteKept", testWaitNoteKept},
 		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
+		{"SuspensionStartsTheAttemptCountAgain", testSuspensionStartsTheCountAgain},
 		{"CheckpointOutlivesTheAttempt", testCheckpointOutlivesTheAttempt},
 		{"CheckpointRecordsAStepOnce", testCheckpointRecordsAStepOnce},
 		{"CreateCancelledPlaceholder", testCreateCancelled},
@@ -1224,6 +1226,45 @@ func testHistoryPerAttempt(t *testing.T, newStore NewStoreFunc) {
 		}
 	}
 	e.stored(task)
+}
+
+// testGetMany: GetMany returns what Get returns, in the order asked, a
+// missing or malformed id as a task with only its id, a repeated id at each
+// place; more ids than one batch call takes are read too.
+func testGetMany(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	mg, ok := e.store.(lease.ManyGetter)
+	if !ok {
+		t.Fatalf("%T does not implement lease.ManyGetter", e.store)
+	}
+	var ids []string
+	want := map[string]lease.Task{}
+	for i := range 120 {
+		n := e.newTask()
+		var got lease.Task
+		if i%2 == 0 {
+			got = e.finish(e.createClaimed(n, "w1"), []byte(`"ok"`))
+		} else {
+			got = e.create(n)
+		}
+		ids, want[n.ID] = append(ids, n.ID), got
+	}
+	ask := append([]string{"missing-" + e.id(), ids[3], ""}, ids...)
+	ask = append(ask, ids[3])
+	got, err := mg.GetMany(e.ctx, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ask) {
+		t.Fatalf("GetMany of %d ids gave %d tasks", len(ask), len(got))
+	}
+	for i, id := range ask {
+		w, ok := want[id]
+		if !ok {
+			w = lease.Task{ID: id}
+		}
+		e.same(fmt.Sprintf("GetMany[%d] (%q)", i, id), got[i], w)
+	}
 }
 
 func testExhaustedAfterLastLease(t *testing.T, newStore NewStoreFunc) {

@@ -48,7 +48,7 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 	switch w.Mode {
 	case lease.WaitChildren:
 		want.WaitFor = w.For
-		want.Attempt--
+		want.Attempt = 0 // the count starts again
 	case lease.WaitCallback:
 		want.CallbackHash, want.CallbackStep = lease.CallbackHash(w.Nonce), w.Step
 		want.WaitFor = nil
@@ -379,7 +379,7 @@ func testCallbackTimeoutRetries(t *testing.T, newStore NewStoreFunc) {
 }
 
 // testResumableCallback: a resumable callback wait records the answer as
-// its step and makes the task PENDING at once, its attempt handed back; a
+// its step and makes the task PENDING at once, its count of attempts started again; a
 // token whose step part was changed, or a plain token, does not land; the
 // operator's form (the kept hash and the step) lands; a failure is
 // recorded as the step's error, not the task's.
@@ -423,7 +423,7 @@ func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 		t.Fatal(err)
 	}
 	r, ok := got.StepResult("callback:approval")
-	if got.Status != lease.StatusPending || !ok || string(r) != `{"result":{"ok":true}}` || got.Attempt != waiting.Attempt-1 ||
+	if got.Status != lease.StatusPending || !ok || string(r) != `{"result":{"ok":true}}` || got.Attempt != 0 ||
 		!got.RunAt.Equal(e.now()) || got.CallbackHash != "" || got.CallbackStep != "" || got.Error != "" || len(got.History) != len(waiting.History) ||
 		!got.DispatchAt.Equal(e.now().Add(grace)) || !got.FinishedAt.IsZero() {
 		t.Fatalf("answered: %+v", got)
@@ -564,6 +564,38 @@ func testResumeClaims(t *testing.T, newStore NewStoreFunc) {
 		t.Fatalf("second resume: %v, want ErrNotWaiting", err)
 	}
 	e.finish(got, []byte(`"joined"`))
+}
+
+// testSuspensionStartsTheCountAgain: a task of two attempts loses its first
+// lease, suspends in its second, and is resumed: the resumed run is attempt
+// 1, and losing its lease too still leaves it an attempt, because the
+// attempts before the suspension (progress) no longer count.
+func testSuspensionStartsTheCountAgain(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	n := e.newTask()
+	n.MaxAttempts = 2
+	first := e.createClaimed(n, "w1")
+	e.clock.Advance(leaseFor + skew + time.Millisecond)
+	second := e.claim(first, "w2") // the first lease was lost
+	if second.Attempt != 2 {
+		t.Fatalf("takeover attempt %d, want 2", second.Attempt)
+	}
+	a := e.child(second, "c1")
+	waiting := e.suspend(second, lease.Wait{Mode: lease.WaitChildren, For: []string{a.ID}})
+	if waiting.Attempt != 0 {
+		t.Fatalf("suspended with attempt %d, want 0: a suspension starts the count again", waiting.Attempt)
+	}
+	e.notify(lease.Waiter{ID: second.ID, Mode: lease.WaitChildren}, e.finish(a, nil))
+	resumed, err := e.store.Resume(e.ctx, second.ID, waiting.Fence, "w3")
+	if err != nil || resumed.Attempt != 1 {
+		t.Fatalf("resume-claim: attempt %d, error %v; want attempt 1", resumed.Attempt, err)
+	}
+	e.clock.Advance(leaseFor + skew + time.Millisecond)
+	last, err := e.store.Claim(e.ctx, second.ID, "w4") // the resumed run's lease was lost
+	if err != nil || last.Attempt != 2 {
+		t.Fatalf("takeover of the resumed run: attempt %d, error %v; want attempt 2 of 2", last.Attempt, err)
+	}
+	e.finish(last, []byte(`"done"`))
 }
 
 func testCheckpointOutlivesTheAttempt(t *testing.T, newStore NewStoreFunc) {
