@@ -158,6 +158,7 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 	t := s.newTask(n, s.now())
 	switch {
 	case t.Status == StatusWaiting: // the ends of its dependencies wake it
+		ArmRegistrationCheck(&t, s.opts.DispatchGrace)
 	case n.Carried: // its message brings it back; no sweep entry
 	case !n.DispatchAt.IsZero():
 		t.DispatchAt = toMillis(n.DispatchAt)

@@ -40,6 +40,21 @@ func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
 	return toMillis(until), toMillis(dispatchAt)
 }
 
+// ArmRegistrationCheck moves the sweep entry of t, just created WAITING for
+// its dependencies, from its deadline to its creation plus grace (the
+// store's dispatch grace) when that comes first. A dependent is registered
+// on its dependencies by its own token after the create; should that token
+// be lost (dead-lettered after its receives ran out) before it registered
+// on every one, nothing would wake the task before its deadline. The
+// sweep's token at the check registers it again and moves the entry on to
+// the deadline (lifecycle). A dependent that resumes first leaves the index
+// with its resume, so the check costs nothing then.
+func ArmRegistrationCheck(t *Task, grace time.Duration) {
+	if at := toMillis(t.CreatedAt.Add(grace)); t.Status == StatusWaiting && !t.DispatchAt.IsZero() && at.Before(t.DispatchAt) {
+		t.DispatchAt = at
+	}
+}
+
 // applyWaitDeadline sets the deadline of t, created WAITING from n, and its
 // sweep entry at it.
 func applyWaitDeadline(t *Task, n NewTask) {

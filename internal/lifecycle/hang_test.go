@@ -314,8 +314,8 @@ func TestWaitDeadlineIsConfigurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.exec.Process(t.Context(), nil, msg("d", body))
-	if got := e.get(t, "d"); !got.WaitUntil.Equal(epoch.Add(2*time.Hour)) || !got.DispatchAt.Equal(got.WaitUntil) {
-		t.Fatalf("d waits until %s (sweep entry %s), want its token's 2 hours", got.WaitUntil, got.DispatchAt)
+	if got := e.get(t, "d"); !got.WaitUntil.Equal(epoch.Add(2*time.Hour)) || !got.DispatchAt.Equal(epoch.Add(lease.DefaultDispatchGrace)) {
+		t.Fatalf("d waits until %s (sweep entry %s), want its token's 2 hours (and its registration check)", got.WaitUntil, got.DispatchAt)
 	}
 	e.clock.Advance(time.Minute)
 	e.exec.Process(t.Context(), nil, msg("sweep", token.Ref("q")))
@@ -363,6 +363,76 @@ func TestDependencyWaitEndsAtItsDeadline(t *testing.T) {
 	}
 	if got := e.get(t, "c"); got.Status != lease.StatusCancelled || !strings.HasPrefix(got.Error, "dependency b ended FAILED: waited 168h0m0s") {
 		t.Fatalf("c after b's deadline: %s %q", got.Status, got.Error)
+	}
+}
+
+// Chaos run m1 (stop 28): a dependent's own token, which registers it on its
+// dependencies, went to the dead-letter queue after its receives ran out,
+// before it registered on every dependency; nothing would have woken it
+// before its deadline. Its registration check, the sweep entry a dispatch
+// grace after its creation, registers it again: on a dependency that ended
+// meanwhile, which wakes it at once, and on one that still runs, which
+// wakes it when it ends. The entry then moves on to the deadline.
+func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	ctx := t.Context()
+	for _, id := range []string{"ended", "running"} {
+		if _, err := e.store.Create(ctx, lease.NewTask{ID: id, Kind: "step", Payload: []byte(`"` + id + `"`), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dependents as their lost tokens left them: created, never
+	// registered anywhere.
+	for _, d := range []lease.NewTask{
+		{ID: "d1", Kind: "step", Payload: []byte(`"d1"`), MaxAttempts: 1, After: []string{"ended"}, Carried: true},
+		{ID: "d2", Kind: "step", Payload: []byte(`"d2"`), MaxAttempts: 1, After: []string{"running"}, Carried: true},
+	} {
+		if _, err := e.store.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended, err := e.store.Claim(ctx, "ended", "w0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Finish(ctx, ended.LeaseOf(), []byte(`"ended"`)); err != nil {
+		t.Fatal(err)
+	}
+	if e.due(t, "d1") || e.due(t, "d2") {
+		t.Fatal("a dependent is due for the sweep at its creation")
+	}
+	e.clock.Advance(lease.DefaultDispatchGrace)
+	mark := len(e.sqs.sentTo(workURL))
+	for _, id := range []string{"d1", "d2"} {
+		if !e.due(t, id) {
+			t.Fatalf("%s is not due for its registration check", id)
+		}
+		if res := e.exec.Process(ctx, nil, msg("sweep-"+id, token.Ref(id))); !res.Ack {
+			t.Fatalf("%s's check: %+v, want acknowledged", id, res)
+		}
+	}
+	e.drainSent(t, mark)
+	if got := e.get(t, "d1"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("d1 after its check (its dependency had ended): %s %q, want SUCCEEDED", got.Status, got.Error)
+	}
+	d2 := e.get(t, "d2")
+	if d2.Status != lease.StatusWaiting || !d2.DispatchAt.Equal(d2.WaitUntil) {
+		t.Fatalf("d2 after its check: %s, sweep entry %s, deadline %s; want WAITING with the entry at the deadline", d2.Status, d2.DispatchAt, d2.WaitUntil)
+	}
+	if got := e.get(t, "running"); !slices.Contains(got.Waiters, lease.Waiter{ID: "d2", Mode: lease.WaitAfter}) {
+		t.Fatalf("running's waiters after d2's check: %v", got.Waiters)
+	}
+	e.clock.Advance(lease.DefaultDispatchGrace)
+	if e.due(t, "d2") {
+		t.Fatal("d2 is due again before its deadline")
+	}
+	mark = len(e.sqs.sentTo(workURL))
+	e.exec.Process(ctx, nil, msg("running", token.Ref("running")))
+	e.drainSent(t, mark)
+	if got := e.get(t, "d2"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("d2 after its dependency ended: %s %q, want SUCCEEDED", got.Status, got.Error)
 	}
 }
 

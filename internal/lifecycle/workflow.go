@@ -968,6 +968,8 @@ func (x *execution) runResuming(ctx context.Context) State {
 		return x.keep(ctx, 0, err.Error())
 	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
 		return x.waitTimedOut(ctx, t)
+	case dependencyWait(t) && !t.DispatchAt.IsZero() && t.DispatchAt.Before(t.WaitUntil):
+		return x.checkRegistrations(ctx, t)
 	}
 	// Still waiting: its children's or dependencies' ends wake it, or its
 	// deadline's sweep entry. This token is a duplicate or forged: it is
@@ -1058,38 +1060,78 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 	// x.task stays unset while this message must be kept: a token kept
 	// past ReplaceAtReceiveCount is replaced by this very body (not a
 	// reference), which still carries the dependencies to register.
-	w := lease.Waiter{ID: nt.ID, Mode: nt.WaitModeOf()}
-	for _, dep := range nt.After {
+	if st, done := x.registerOn(ctx, task, nt.After); !done {
+		return st
+	}
+	return x.exit(true, "")
+}
+
+// registerOn registers task, which waits for dependencies, as a waiter on
+// each of deps, and tells it of those that ended already. Every write is
+// idempotent. It reports false with the state to end in when the message
+// must be kept, or the wait was abandoned (a cycle, a full waiter set).
+func (x *execution) registerOn(ctx context.Context, task lease.Task, deps []string) (State, bool) {
+	w := lease.Waiter{ID: task.ID, Mode: task.Wait}
+	for _, dep := range deps {
 		cctx, cancel := x.call()
 		seen, err := x.cfg.Store.Watch(cctx, dep, w)
 		cancel()
 		var fin *lease.FinishedError
 		var ended lease.Task
 		switch {
-		case err == nil && waitsFor(seen, nt.ID):
-			return x.abandonWait(ctx, task, lease.StatusCancelled, cycleReason([]string{nt.ID, seen.ID}))
+		case err == nil && waitsFor(seen, task.ID):
+			return x.abandonWait(ctx, task, lease.StatusCancelled, cycleReason([]string{task.ID, seen.ID})), false
 		case err == nil:
 			continue
 		case errors.Is(err, lease.ErrWaiterLimit):
-			return x.abandonWait(ctx, task, lease.StatusCancelled, fmt.Sprintf("dependency %s has %d waiters already, the limit; this task cannot wait for it", dep, lease.MaxWaiters))
+			return x.abandonWait(ctx, task, lease.StatusCancelled, fmt.Sprintf("dependency %s has %d waiters already, the limit; this task cannot wait for it", dep, lease.MaxWaiters)), false
 		case errors.As(err, &fin):
 			ended = fin.Task
 		case errors.Is(err, lease.ErrNotFound) && x.cfg.Clock.Since(task.CreatedAt) < MissingDependencyGrace:
 			// Its token may not have been taken yet (both sent together):
 			// look again shortly.
-			return x.keep(ctx, x.cfg.VisibilityMargin, fmt.Sprintf("dependency %s not found yet", dep))
+			return x.keep(ctx, x.cfg.VisibilityMargin, fmt.Sprintf("dependency %s not found yet", dep)), false
 		case errors.Is(err, lease.ErrNotFound):
 			ended = lease.Task{ID: dep} // no status: "does not exist"
 		case errors.Is(err, lease.ErrInvalid):
 			ended = lease.Task{ID: dep, Status: lease.StatusFailed, Error: err.Error()}
 		default:
-			return x.keep(ctx, 0, err.Error())
+			return x.keep(ctx, 0, err.Error()), false
 		}
 		if err := x.notifyOne(ctx, w, ended, 0); err != nil {
-			return x.keep(ctx, 0, err.Error())
+			return x.keep(ctx, 0, err.Error()), false
 		}
 	}
+	return StateExited, true // (the state is not used)
+}
+
+// checkRegistrations answers the sweep's token at a dependent's
+// registration check (lease.ArmRegistrationCheck): t is still WAITING, so
+// its own token may have been lost (dead-lettered) before it registered t
+// on every dependency, and nothing would then wake t before its deadline.
+// It registers t again on each dependency it has not heard of, which ends
+// the wait if they ended meanwhile, then moves t's sweep entry to the
+// deadline. A check that fails keeps the message: it comes back.
+func (x *execution) checkRegistrations(ctx context.Context, t lease.Task) State {
+	if st, done := x.registerOn(ctx, t, unended(t)); !done {
+		return st
+	}
+	if m, ok := x.cfg.Store.(dispatchMarker); ok {
+		cctx, cancel := x.call()
+		_, err := m.MarkDispatched(cctx, t.ID, t.DispatchAt, t.WaitUntil)
+		cancel()
+		if err != nil && !errors.Is(err, lease.ErrDispatchRaced) {
+			// The entry stays where the sweep put it: the check comes again.
+			x.log.warn("could not move a dependent's sweep entry to its deadline", "error", err)
+		}
+	}
+	x.log.info("dependent's registrations checked", "dependencies", len(t.WaitFor))
 	return x.exit(true, "")
+}
+
+// dispatchMarker is the part of lease.Admin a registration check needs.
+type dispatchMarker interface {
+	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error)
 }
 
 // runCallback applies a callback message: it ends the waiting attempt its

@@ -116,6 +116,7 @@ func (s *Store) Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
 	return s.create(ctx, t, func(rec *lease.Task, _ time.Time) {
 		switch {
 		case rec.Status == lease.StatusWaiting: // the ends of its dependencies wake it
+			lease.ArmRegistrationCheck(rec, s.opts.DispatchGrace)
 		case t.Carried: // its message brings it back; no sweep entry
 		case !t.DispatchAt.IsZero():
 			rec.DispatchAt = ms(t.DispatchAt)

@@ -226,11 +226,12 @@ func testDependenciesWaitThenRun(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A carried dependent still gets a sweep entry: at its wait's
-	// deadline, DefaultWaitTimeout after its creation.
+	// A carried dependent still gets a sweep entry: its registration
+	// check, the dispatch grace after its creation; its deadline is
+	// DefaultWaitTimeout after its creation.
 	deadline := e.now().Add(lease.DefaultWaitTimeout)
 	if dep.Status != lease.StatusWaiting || dep.Wait != lease.WaitAfter || !slices.Equal(dep.WaitFor, n.After) ||
-		!dep.WaitUntil.Equal(deadline) || !dep.DispatchAt.Equal(deadline) {
+		!dep.WaitUntil.Equal(deadline) || !dep.DispatchAt.Equal(e.now().Add(grace)) {
 		t.Fatalf("created with dependencies: %+v", dep)
 	}
 	w := lease.Waiter{ID: dep.ID, Mode: lease.WaitAfter}
@@ -684,8 +685,17 @@ func testWaitsHaveDeadlines(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !dep.WaitUntil.Equal(ms(n.WaitUntil)) || !dep.DispatchAt.Equal(ms(n.WaitUntil)) {
-		t.Fatalf("dependent: deadline %v sweep entry %v, want both %v", dep.WaitUntil, dep.DispatchAt, ms(n.WaitUntil))
+	// Its sweep entry is its registration check, the dispatch grace after
+	// its creation (lease.ArmRegistrationCheck), before the deadline.
+	if !dep.WaitUntil.Equal(ms(n.WaitUntil)) || !dep.DispatchAt.Equal(e.now().Add(grace)) {
+		t.Fatalf("dependent: deadline %v sweep entry %v, want %v and %v", dep.WaitUntil, dep.DispatchAt, ms(n.WaitUntil), e.now().Add(grace))
+	}
+	// A deadline before the check is the sweep entry itself.
+	soon := e.newTask()
+	soon.After = n.After
+	soon.WaitUntil = e.now().Add(grace / 2)
+	if got, err := e.store.Create(e.ctx, soon); err != nil || !got.DispatchAt.Equal(ms(soon.WaitUntil)) {
+		t.Fatalf("dependent due before its check: sweep entry %v, error %v; want %v", got.DispatchAt, err, ms(soon.WaitUntil))
 	}
 	if again := mustGet(e, dep.ID); !again.WaitUntil.Equal(dep.WaitUntil) || !again.DispatchAt.Equal(dep.DispatchAt) {
 		t.Fatalf("read back: deadline %v sweep entry %v", again.WaitUntil, again.DispatchAt)
