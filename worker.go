@@ -61,7 +61,9 @@ type WorkerConfig struct {
 	// (malformed, wrong version, missing fields, unknown task id), with the
 	// reason in the "leasehold-reason" message attribute. Without it such
 	// messages are reported as failures until the queue's redrive policy
-	// moves them to its dead-letter queue.
+	// moves them to its dead-letter queue. Run's recovery sweep also sends
+	// the messages SQS moved there (those without a reason: tokens whose
+	// receives ran out) back to QueueURL, up to 3 times each.
 	DeadLetterQueueURL string
 	// Handlers maps kinds to handlers.
 	Handlers *Handlers
@@ -378,9 +380,15 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	dq, okSQS := q.(dispatch.SQSClient)
 	if okStore && okSQS {
 		// The sweep sends each task to its own queue, with the store's
-		// grace.
+		// grace, and what SQS moved to the work dead-letter queue back
+		// (a client that cannot receive from it, a test's fake, skips
+		// that part).
+		var dlq string
+		if _, ok := q.(dispatch.DeadLetterClient); ok {
+			dlq = cfg.DeadLetterQueueURL
+		}
 		w.sweeper, err = dispatch.New(dispatch.Config{
-			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver,
+			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver, WorkDLQURL: dlq,
 			DispatchGrace: cfg.DispatchGrace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
 			Logger: lc.Logger.With("part", "sweep"),
 		})

@@ -71,6 +71,11 @@ type Config struct {
 	// queue's redrive policy: they are reported as failures until SQS moves
 	// them after maxReceiveCount receives.
 	IntakeDLQURL string
+	// WorkDLQURL is the work queue's dead-letter queue. Each sweep sends
+	// the messages SQS moved there back to the work queue
+	// (RedriveDeadLetters); the SQS client must then be a
+	// DeadLetterClient too. Empty: no dead-letter recovery.
+	WorkDLQURL string
 	// DispatchGrace must equal the store's: after a sweep sends a token, the
 	// task waits this long for a claim before the sweep sends another.
 	DispatchGrace time.Duration
@@ -128,6 +133,9 @@ func (c Config) validate() error {
 	case c.CallTimeout <= 0:
 		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
 	}
+	if _, ok := c.SQS.(DeadLetterClient); c.WorkDLQURL != "" && !ok {
+		return fmt.Errorf("%w: dead-letter recovery from %s needs an SQS client that receives, deletes and changes visibility (%T does not)", ErrConfig, c.WorkDLQURL, c.SQS)
+	}
 	return nil
 }
 
@@ -138,6 +146,7 @@ type Settings struct {
 	Table               string // required
 	QueueURL            string // required: the default work queue
 	IntakeDLQURL        string
+	DeadLetterQueueURL  string        // the work dead-letter queue
 	DispatchGrace       time.Duration // 0: settings.DefaultDispatchGrace
 	MaxAttempts         int
 	DispatchConcurrency int
@@ -181,6 +190,7 @@ func (s Settings) Config(store Store, q SQSClient, log *slog.Logger) Config {
 		SQS:                q,
 		WorkQueueURL:       s.QueueURL,
 		IntakeDLQURL:       s.IntakeDLQURL,
+		WorkDLQURL:         s.DeadLetterQueueURL,
 		DispatchGrace:      s.DispatchGrace,
 		DefaultMaxAttempts: s.MaxAttempts,
 		Concurrency:        s.DispatchConcurrency,

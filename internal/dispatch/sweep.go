@@ -24,6 +24,10 @@ type SweepStats struct {
 	// not be sent. They stay due, or become due again after the grace, so a
 	// later sweep retries them.
 	Failed int `json:"failed"`
+	// Redriven and DeadLettersLeft count the sweep's dead-letter recovery
+	// (RedriveDeadLetters).
+	Redriven        int `json:"redriven"`
+	DeadLettersLeft int `json:"dead_letters_left"`
 }
 
 func (s *SweepStats) add(o SweepStats) {
@@ -31,6 +35,8 @@ func (s *SweepStats) add(o SweepStats) {
 	s.Dispatched += o.Dispatched
 	s.Raced += o.Raced
 	s.Failed += o.Failed
+	s.Redriven += o.Redriven
+	s.DeadLettersLeft += o.DeadLettersLeft
 }
 
 // ErrSweep wraps the error of a sweep that left work behind.
@@ -74,11 +80,19 @@ func (d *Dispatcher) Sweep(ctx context.Context, now time.Time) (SweepStats, erro
 	if started < len(shards) {
 		errs = append(errs, fmt.Errorf("%d shards not swept: %w", len(shards)-started, context.Cause(ctx)))
 	}
+	if d.budgetLeft(ctx) {
+		rs, err := d.RedriveDeadLetters(ctx)
+		total.Redriven, total.DeadLettersLeft = rs.Redriven, rs.Left
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dead letters: %w", err))
+		}
+	}
 	level := slog.LevelInfo
-	if total.Due == 0 && len(errs) == 0 {
+	if total.Due == 0 && total.Redriven == 0 && len(errs) == 0 {
 		level = slog.LevelDebug // an idle sweep, every period in every worker process
 	}
-	d.cfg.Logger.Log(ctx, level, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed)
+	d.cfg.Logger.Log(ctx, level, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed,
+		"redriven", total.Redriven, "dead_letters_left", total.DeadLettersLeft)
 	if len(errs) > 0 || total.Failed > 0 {
 		return total, fmt.Errorf("%w: %d entries failed: %w", ErrSweep, total.Failed, errors.Join(errs...))
 	}

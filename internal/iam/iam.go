@@ -150,17 +150,20 @@ var Dispatch = Function{
 	LogicalID: "DispatchFunction",
 	Role:      "DispatchRole",
 	Calls: []Grant{
-		{"dynamodb:PutItem", TasksTable},           // store a submission
-		{"dynamodb:UpdateItem", TasksTable},        // mark a swept task dispatched
-		{"dynamodb:Query", SweepIndex},             // due tasks of a shard
-		{"sqs:SendMessage", WorkQueue},             // dispatch tokens (SendMessageBatch)
-		{"sqs:SendMessage", IntakeDeadLetterQueue}, // invalid submissions, with their reason
-		{"sqs:GetQueueUrl", NamedQueues},           // the queue a task names, looked up once
-		{"sqs:SendMessage", NamedQueues},           // tokens of tasks on named queues
+		{"dynamodb:PutItem", TasksTable},                     // store a submission
+		{"dynamodb:UpdateItem", TasksTable},                  // mark a swept task dispatched
+		{"dynamodb:Query", SweepIndex},                       // due tasks of a shard
+		{"sqs:SendMessage", WorkQueue},                       // dispatch tokens (SendMessageBatch)
+		{"sqs:SendMessage", IntakeDeadLetterQueue},           // invalid submissions, with their reason
+		{"sqs:ReceiveMessage", WorkDeadLetterQueue},          // the sweep's dead-letter recovery
+		{"sqs:DeleteMessage", WorkDeadLetterQueue},           // a dead letter sent back (DeleteMessageBatch)
+		{"sqs:ChangeMessageVisibility", WorkDeadLetterQueue}, // a dead letter left there, visible again
+		{"sqs:GetQueueUrl", NamedQueues},                     // the queue a task names, looked up once
+		{"sqs:SendMessage", NamedQueues},                     // tokens of tasks on named queues
 	},
 	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
 	Env: []string{
-		settings.EnvTable, settings.EnvWorkQueueURL, settings.EnvIntakeDLQURL,
+		settings.EnvTable, settings.EnvWorkQueueURL, settings.EnvIntakeDLQURL, settings.EnvWorkDLQURL,
 		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
 		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing,
 	},
@@ -178,7 +181,7 @@ var (
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		settings.EnvIntakeDLQURL, settings.EnvDispatchConcurrency, settings.EnvSweepConcurrency)
 	workerEnv = unread("WorkerConfig's fields (package settings), which only the worker function loads",
-		settings.EnvWorkDLQURL, settings.EnvLeaseDuration, settings.EnvRenewBefore,
+		settings.EnvLeaseDuration, settings.EnvRenewBefore,
 		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
 		settings.EnvReplaceAtReceiveCount, settings.EnvVisibilityMargin, settings.EnvBackoff,
 		settings.EnvUnknownKindBackoff, settings.EnvUnknownKindLimit, settings.EnvWaitTimeout)

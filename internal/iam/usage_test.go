@@ -369,7 +369,7 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 
 	// The dispatcher as functions/dispatch/main.go wires it, at DEBUG.
 	cfg := s.recorded(rec, iam.Dispatch)
-	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ}
+	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ, DeadLetterQueueURL: s.queues.WorkDLQ}
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
 	dc := settings.Config(store, sqs.NewFromConfig(cfg), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	dc.Clock = clock
@@ -400,6 +400,15 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		record("m-named", `{"v":1,"kind":"greet","id":"named","payload":{},"queue":"`+queues.NameFromURL(s.named)+`"}`), // token to the queue it names
 	}})
 	s.tokenOn(t, s.named, "named")
+	// In the work dead-letter queue: a token SQS moved there (no reason),
+	// which the sweep sends back, and one a worker rejected, which stays.
+	s.send(t, s.queues.WorkDLQ, `{"v":1,"id":"dead"}`)
+	rejected, rejectedCancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+	defer rejectedCancel()
+	if _, err := s.sqs.SendMessage(rejected, &sqs.SendMessageInput{QueueUrl: aws.String(s.queues.WorkDLQ), MessageBody: aws.String(`not json`),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{"leasehold-reason": {DataType: aws.String("String"), StringValue: aws.String("not JSON")}}}); err != nil {
+		t.Fatal(err)
+	}
 	// The sweep an hour and a bit later dispatches the delayed task.
 	clock.Advance(time.Hour + 5*time.Minute)
 	invoke(map[string]any{"source": "aws.events", "detail-type": "Scheduled Event", "detail": map[string]any{}})
@@ -408,9 +417,9 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	// re-dispatch "now", whose grace has passed on the fake clock).
 	got := map[string]bool{}
 	deadline := time.Now().Add(awstest.Scale(20 * time.Second))
-	for !got["now"] || !got["later"] {
+	for !got["now"] || !got["later"] || !got["dead"] {
 		if time.Now().After(deadline) {
-			t.Fatalf("tokens for %v, want now and later", got)
+			t.Fatalf("tokens for %v, want now, later and the dead letter's", got)
 		}
 		for _, r := range s.receive(t, s.queues.Work, 1).Records {
 			tok, err := token.Decode(r.Body)
@@ -419,6 +428,10 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 			}
 			got[tok.ID] = true
 		}
+	}
+
+	if left := s.receive(t, s.queues.WorkDLQ, 1).Records; len(left) != 1 || left[0].Body != "not json" {
+		t.Fatalf("work dead-letter queue after the sweep: %+v, want only the rejected message", left)
 	}
 
 	rec.check(t, iam.Dispatch)
