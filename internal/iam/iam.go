@@ -125,7 +125,8 @@ var Worker = Function{
 	Calls: []Grant{
 		{"dynamodb:PutItem", TasksTable},           // create-and-claim of an inline task
 		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
-		{"dynamodb:GetItem", TasksTable},           // a resumed task reads the tasks it waited for
+		{"dynamodb:GetItem", TasksTable},           // a created dependent's read; a callback's task
+		{"dynamodb:BatchGetItem", TasksTable},      // a resumed task reads the tasks it waited for
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
 		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
@@ -311,7 +312,8 @@ func Record(fn func(Call)) func(*middleware.Stack) error {
 }
 
 // targetOf reads the resource a request names from its TableName (and
-// IndexName), QueueUrl or QueueName field.
+// IndexName), QueueUrl or QueueName field, or the one table of a batch
+// call's RequestItems (several tables name none).
 func targetOf(params any) string {
 	v := reflect.ValueOf(params)
 	if v.Kind() == reflect.Pointer {
@@ -335,6 +337,9 @@ func targetOf(params any) string {
 	}
 	if u := str("QueueUrl"); u != "" {
 		return u
+	}
+	if f := v.FieldByName("RequestItems"); f.IsValid() && f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Len() == 1 {
+		return f.MapKeys()[0].String() // BatchGetItem, BatchWriteItem
 	}
 	return str("QueueName") // GetQueueUrl
 }
