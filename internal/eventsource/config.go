@@ -55,8 +55,10 @@ type Config struct {
 	// seconds, at most 20s. Default 20s.
 	WaitTime time.Duration
 
-	// Pollers is how many batches may be gathered and handled at the same
-	// time, which bounds the handler's concurrency. Default 2.
+	// Pollers is how many batches may be handled at the same time, which
+	// bounds the handler's concurrency. Default 2. Each poller receives its
+	// next batch while its current one runs (receive-ahead), so up to
+	// Pollers more batches may be held, hidden, waiting for their turn.
 	Pollers int
 
 	// VisibilityTimeout, if set, overrides the queue's visibility timeout on

@@ -50,6 +50,9 @@ type Runner struct {
 	running atomic.Bool
 	// deletes batches the deletes of processed messages (deletes.go).
 	deletes *deletes
+	// visibility is the visibility timeout of received messages (the
+	// configured one, else the queue's; zero if unknown).
+	visibility time.Duration
 }
 
 // New checks cfg, fills in defaults and returns a Runner. Every problem with
@@ -153,6 +156,7 @@ func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 			visibility = time.Duration(secs) * time.Second
 		}
 	}
+	r.visibility = visibility
 	if r.cfg.VisibilityTimeout == 0 && visibility > 0 && visibility < r.cfg.InvocationTimeout {
 		// Lambda refuses to create such a mapping. Here it is only a warning:
 		// a handler that extends visibility itself can be fine with it. A
@@ -168,10 +172,21 @@ func (r *Runner) resolveQueue(ctx context.Context) (sqsevent.Queue, error) {
 const pausePoll = time.Second
 
 // poll is one poller: gather a batch, invoke the handler, delete what
-// succeeded, until ctx is done.
+// succeeded, until ctx is done. It receives the next batch while the
+// current one runs (receive-ahead): the round trip of a receive is then
+// hidden behind the handler's, as a bare consumer's cannot be. The batch
+// received ahead waits for the current one to end (hold), so no more than
+// one batch per poller runs at once. The goroutine running the current
+// batch is joined before the next starts and before poll returns.
 func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logger) {
 	failures := 0
 	paused := false
+	var running chan struct{} // closed when the current batch has ended
+	defer func() {
+		if running != nil {
+			<-running
+		}
+	}()
 	for {
 		if r.cfg.Paused != nil {
 			if now := r.cfg.Paused(ctx); now != paused {
@@ -193,7 +208,15 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		if len(msgs) > 0 {
 			// Received messages are in flight even if ctx is done: process
 			// them rather than leave them invisible until they time out.
-			r.invoke(ctx, queue, msgs, log)
+			if running != nil {
+				r.hold(running, msgs, log)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				r.invoke(ctx, queue, msgs, log)
+			}()
+			running = done
 		}
 		if ctx.Err() != nil {
 			return
@@ -207,6 +230,60 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		log.Warn("receive failed; backing off", "error", err, "attempt", failures, "delay", delay)
 		if !sleep(ctx, delay) {
 			return
+		}
+	}
+}
+
+// visibilityChanger is the call hold extends held messages with; a client
+// without it (a test's fake) holds them unextended.
+type visibilityChanger interface {
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// hold keeps msgs, received ahead, until the poller's running batch has
+// ended (done closed). Every quarter of the visibility timeout they wait,
+// their visibility is extended by a whole timeout, so that a long batch
+// ahead of them does not let them reappear and be received again.
+func (r *Runner) hold(done <-chan struct{}, msgs []types.Message, log *slog.Logger) {
+	vc, ok := r.client.(visibilityChanger)
+	if !ok || r.visibility < time.Second {
+		<-done
+		return
+	}
+	every := r.visibility / 4
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			r.extendHeld(vc, msgs, log)
+			t.Reset(every)
+		}
+	}
+}
+
+// extendHeld hides msgs for another visibility timeout, ten a call, each
+// call under the call timeout. A message whose extension fails may be
+// received again meanwhile; its task's lease keeps it from running twice.
+func (r *Runner) extendHeld(vc visibilityChanger, msgs []types.Message, log *slog.Logger) {
+	secs := int32(r.visibility / time.Second)
+	for chunk := range slices.Chunk(msgs, receiveLimit) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: secs,
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CallTimeout)
+		out, err := vc.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.cfg.QueueURL), Entries: entries})
+		cancel()
+		switch {
+		case err != nil:
+			log.Warn("could not extend the visibility of messages received ahead; they may be delivered again", "error", err, "count", len(chunk))
+		case len(out.Failed) > 0:
+			log.Warn("could not extend the visibility of some messages received ahead; they may be delivered again", "count", len(out.Failed))
 		}
 	}
 }

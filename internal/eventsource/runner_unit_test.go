@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +289,128 @@ func TestVisibilityWarningOnlyForTheQueuesOwn(t *testing.T) {
 			t.Errorf("receive visibility %s: warned %v, want %v; logs: %s", c.visibility, got, c.warn, logs.String())
 		}
 	}
+}
+
+// aheadClient hands out two one-message batches, then nothing, and records
+// receives and visibility changes.
+type aheadClient struct {
+	unusedClient
+	mu       sync.Mutex
+	receives int
+	received chan int    // the number of each receive
+	extended chan string // receipt handles of held messages extended
+}
+
+func (c *aheadClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		"QueueArn": "arn:aws:sqs:us-east-1:123456789012:work", "VisibilityTimeout": "4",
+	}}, nil
+}
+
+func (c *aheadClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	c.mu.Lock()
+	c.receives++
+	n := c.receives
+	c.mu.Unlock()
+	select {
+	case c.received <- n:
+	default:
+	}
+	if n <= 2 {
+		id := fmt.Sprintf("m%d", n)
+		return &sqs.ReceiveMessageOutput{Messages: []types.Message{{MessageId: aws.String(id), ReceiptHandle: aws.String("rh-" + id), Body: aws.String("{}")}}}, nil
+	}
+	select { // an empty long poll, cut short
+	case <-ctx.Done():
+	case <-time.After(20 * time.Millisecond):
+	}
+	return &sqs.ReceiveMessageOutput{}, nil
+}
+
+func (c *aheadClient) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	for _, e := range in.Entries {
+		if e.VisibilityTimeout != 4 {
+			return nil, fmt.Errorf("held message extended by %ds, want the queue's 4s", e.VisibilityTimeout)
+		}
+		c.extended <- aws.ToString(e.ReceiptHandle)
+	}
+	return &sqs.ChangeMessageVisibilityBatchOutput{}, nil
+}
+
+// A poller receives its next batch while its current one runs, holds it
+// until the current one ends (one batch per poller at a time), and keeps
+// it hidden meanwhile by extending its visibility.
+func TestReceivesAheadAndHoldsTheNextBatch(t *testing.T) {
+	t.Parallel()
+	client := &aheadClient{received: make(chan int, 100), extended: make(chan string, 100)}
+	var mu sync.Mutex
+	running, order := 0, []string{}
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		id := ev.Records[0].MessageId
+		mu.Lock()
+		running++
+		order = append(order, id)
+		if running > 1 {
+			t.Errorf("batch %s started while another ran: one batch per poller", id)
+		}
+		mu.Unlock()
+		if id == "m1" {
+			// The next batch is received while this one runs ...
+			for seen := 0; seen < 2; {
+				select {
+				case seen = <-client.received:
+				case <-time.After(testTimeout):
+					t.Error("no receive while the first batch ran")
+					return events.SQSEventResponse{}, nil
+				}
+			}
+			// ... and kept hidden while it waits.
+			select {
+			case rh := <-client.extended:
+				if rh != "rh-m2" {
+					t.Errorf("extended %s while m1 ran, want rh-m2", rh)
+				}
+			case <-time.After(testTimeout):
+				t.Error("the batch received ahead was not extended while it waited")
+			}
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return events.SQSEventResponse{}, nil
+	}
+	r, err := New(deleteOK{client}, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 1, Logger: testLogger(t)}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, r)
+	deadline := time.After(testTimeout)
+	for {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("batches handled: %v, want m1 then m2", order)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, []string{"m1", "m2"}) {
+		t.Fatalf("batches handled in order %v, want m1 then m2", order)
+	}
+}
+
+// deleteOK is an aheadClient whose deletes succeed.
+type deleteOK struct{ *aheadClient }
+
+func (deleteOK) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return &sqs.DeleteMessageBatchOutput{}, nil
 }
