@@ -178,7 +178,7 @@ var All = []Setting{
 
 	// Run: polling, the part Lambda's event source mapping does.
 	{Field: "Pollers", Env: EnvPollers, Kind: Int, Default: DefaultPollers, For: Worker,
-		Doc: "Run: batches received and run at the same time"},
+		Doc: "Run: batches run at the same time; each poller receives its next batch while its current one runs"},
 	{Field: "BatchSize", Env: EnvBatchSize, Kind: Int, Default: DefaultBatchSize, For: Worker,
 		Doc: "Run: the most messages handed over as one batch; above 10 needs BatchWindow"},
 	{Field: "BatchWindow", Env: EnvBatchWindow, Kind: Duration, DefaultText: "0 (what one receive returns)", For: Worker,
