@@ -54,8 +54,8 @@ type Store interface {
 
 	// Suspend ends the attempt held under l and parks the task WAITING for
 	// w, without a lease and without a sweep entry (the messages that end
-	// the wait are sent before it). A wait for children (or a sleep) is
-	// progress, not a failure: the count of attempts starts again
+	// the wait are sent before it). A wait for children is progress, not
+	// a failure: the count of attempts starts again
 	// (Attempt 0), so MaxAttempts bounds the attempts between two
 	// suspensions and the resumed run is attempt 1. A callback wait keeps
 	// its attempt until it ends (EndWait). A history entry records it.
