@@ -19,7 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 type readmeBlock struct {
@@ -83,6 +90,50 @@ func readmeBlocks(t *testing.T, text string) []readmeBlock {
 	return out
 }
 
+// namedState describes what the README's tasks left in the stack's named
+// table and queues, for a failure to say where a task stopped: each resize
+// task's record, and the depth of each queue (visible, hidden).
+func namedState(t *testing.T) string {
+	cfg := awstest.Config(t)
+	ctx, cancel := context.WithTimeout(context.Background(), awstest.Scale(30*time.Second))
+	defer cancel()
+	var b strings.Builder
+	out, err := dynamodb.NewFromConfig(cfg).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String("leasehold-tasks"),
+		FilterExpression: aws.String("#kind = :kind"), ExpressionAttributeNames: map[string]string{"#kind": "kind"},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":kind": &ddbtypes.AttributeValueMemberS{Value: "resize"}}})
+	if err != nil {
+		fmt.Fprintf(&b, "scan leasehold-tasks: %v\n", err)
+	} else {
+		for _, item := range out.Items {
+			task, err := lease.TaskFromItem(item)
+			if err != nil {
+				fmt.Fprintf(&b, "a resize task: %v\n", err)
+				continue
+			}
+			fmt.Fprintf(&b, "task %s: %s attempt %d/%d run_at %s unknown_kind_since %s error %q history %d\n", task.ID, task.Status,
+				task.Attempt, task.MaxAttempts, task.RunAt.Format(time.RFC3339Nano), task.UnknownKindSince.Format(time.RFC3339), task.Error, len(task.History))
+		}
+		fmt.Fprintf(&b, "%d resize tasks in leasehold-tasks\n", len(out.Items))
+	}
+	q := sqs.NewFromConfig(cfg)
+	for _, name := range []string{"leasehold-work", "leasehold-work-dlq", "leasehold-intake", "leasehold-intake-dlq"} {
+		u, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		if err != nil {
+			fmt.Fprintf(&b, "queue %s: %v\n", name, err)
+			continue
+		}
+		a, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err != nil {
+			fmt.Fprintf(&b, "queue %s: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "queue %s: %s visible, %s hidden\n", name, a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)],
+			a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	}
+	return b.String()
+}
+
 func TestInitProjectReadmeSnippets(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -127,10 +178,10 @@ func TestInitProjectReadmeSnippets(t *testing.T) {
 		if b, rerr := os.ReadFile(filepath.Join(dir, ".bin", "worker.log")); rerr == nil {
 			wlog = string(b[max(0, len(b)-8<<10):])
 		}
-		t.Fatalf("the README's snippets failed after %s: %v\n--- stderr (the last marker names the block):\n%s\n--- stdout:\n%s\n--- .bin/worker.log (its end):\n%s",
-			time.Since(start).Round(time.Second), err, stderr.String(), stdout.String(), wlog)
+		t.Fatalf("the README's snippets failed after %s: %v\n--- stderr (the last marker names the block):\n%s\n--- stdout:\n%s\n--- .bin/worker.log (its end):\n%s\n--- the named resources:\n%s",
+			time.Since(start).Round(time.Second), err, stderr.String(), stdout.String(), wlog, namedState(t))
 	}
-	t.Logf("%d README blocks ran in %s", ran, time.Since(start).Round(time.Second))
+	t.Logf("%d README blocks ran in %s; the named resources after them:\n%s", ran, time.Since(start).Round(time.Second), namedState(t))
 	// make demo prints both results: the enqueued task's and the intake
 	// submission's.
 	for _, want := range []string{`"url":"s3://pics/cat.png?w=64"`, "to the intake queue", `"url":"s3://pics/dog.png?w=32"`} {
