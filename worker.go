@@ -390,7 +390,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 		w.sweeper, err = dispatch.New(dispatch.Config{
 			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver, WorkDLQURL: dlq,
 			DispatchGrace: cfg.DispatchGrace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
-			Logger: lc.Logger.With("part", "sweep"),
+			Logger: lc.Logger.With("activity", "sweep"), // not "part": leasehold run names the worker part
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: sweep: %w", ErrConfig, err)
