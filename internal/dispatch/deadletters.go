@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -117,8 +118,8 @@ func (d *Dispatcher) RedriveDeadLetters(ctx context.Context) (RedriveStats, erro
 		fresh := len(again) < len(out.Messages)
 		leave = append(leave, again...)
 		errs := errors.Join(
-			d.deadLetterCall(ctx, client, done, false),
-			d.deadLetterCall(ctx, client, leave, true))
+			d.deleteDeadLetters(ctx, client, done),
+			d.showDeadLetters(ctx, client, leave))
 		if errs != nil {
 			return st, errs
 		}
@@ -160,9 +161,9 @@ func (d *Dispatcher) sendBack(ctx context.Context, msgs []types.Message) []bool 
 	}
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
-		attrs := make(map[string]types.MessageAttributeValue, len(m.MessageAttributes)+1)
-		for k, v := range m.MessageAttributes {
-			attrs[k] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+		attrs := maps.Clone(m.MessageAttributes)
+		if attrs == nil {
+			attrs = map[string]types.MessageAttributeValue{}
 		}
 		attrs[AttrRedrives] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(redrives(m) + 1))}
 		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: m.Body, MessageAttributes: attrs}
@@ -183,34 +184,40 @@ func (d *Dispatcher) sendBack(ctx context.Context, msgs []types.Message) []bool 
 	return sent
 }
 
-// deadLetterCall deletes msgs from the dead-letter queue (sent back), or
-// with visible makes them visible again at once (left there), ten a call.
-func (d *Dispatcher) deadLetterCall(ctx context.Context, client DeadLetterClient, msgs []types.Message, visible bool) error {
-	var errs []error
-	for lo := 0; lo < len(msgs); lo += 10 {
-		chunk := msgs[lo:min(lo+10, len(msgs))]
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
-		var err error
-		if visible {
-			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
-			for i, m := range chunk {
-				entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-			}
-			_, err = client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(d.cfg.WorkDLQURL), Entries: entries})
-		} else {
-			entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
-			for i, m := range chunk {
-				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-			}
-			// A copy left undeleted comes back after the hold, is sent
-			// back again, and its second token is a duplicate the claim
-			// turns into a no-op.
-			_, err = client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.cfg.WorkDLQURL), Entries: entries})
-		}
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("work dead-letter queue: %w", err))
-		}
+// deleteDeadLetters deletes msgs, at most one receive's ten, from the
+// dead-letter queue. A copy left undeleted comes back after the hold, is
+// sent back again, and its second token is a duplicate the claim turns
+// into a no-op.
+func (d *Dispatcher) deleteDeadLetters(ctx context.Context, client DeadLetterClient, msgs []types.Message) error {
+	if len(msgs) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
+	defer cancel()
+	if _, err := client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.cfg.WorkDLQURL), Entries: entries}); err != nil {
+		return fmt.Errorf("work dead-letter queue: %w", err)
+	}
+	return nil
+}
+
+// showDeadLetters makes msgs, at most one receive's ten, visible again at
+// once in the dead-letter queue, where they stay.
+func (d *Dispatcher) showDeadLetters(ctx context.Context, client DeadLetterClient, msgs []types.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
+	defer cancel()
+	if _, err := client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(d.cfg.WorkDLQURL), Entries: entries}); err != nil {
+		return fmt.Errorf("work dead-letter queue: %w", err)
+	}
+	return nil
 }

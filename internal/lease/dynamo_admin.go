@@ -497,15 +497,9 @@ func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[st
 // GetMany implements ManyGetter: BatchGetItem, strongly consistent, up to
 // maxBatchGet keys a call.
 func (s *DynamoStore) GetMany(ctx context.Context, ids []string) ([]Task, error) {
-	found := make(map[string]Task, len(ids))
-	var keys []string
-	for _, id := range ids {
-		if _, dup := found[id]; !dup && !noSuchID(id) {
-			found[id] = Task{ID: id} // BatchGetItem refuses a repeated key
-			keys = append(keys, id)
-		}
-	}
-	clear(found)
+	// BatchGetItem refuses a repeated key; the order of keys is free.
+	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
+	found := make(map[string]Task, len(keys))
 	err := s.batchGetEach(ctx, "get many", keys, types.KeysAndAttributes{ConsistentRead: aws.Bool(true)},
 		func(t Task) { found[t.ID] = t })
 	if err != nil {

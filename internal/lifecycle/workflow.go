@@ -548,14 +548,12 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 }
 
 // readTasks reads the tasks ids: with the store's GetMany when it has one
-// (one BatchGetItem call per 100 ids on DynamoDB, under one call timeout
-// per batch), else one Get each under the call timeout. A task that does
+// (one BatchGetItem call per 100 ids on DynamoDB, each under the store's
+// call timeout), else one Get each under the call timeout. A task that does
 // not exist (its record expired) has only its ID.
 func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, error) {
 	if mg, ok := cfg.Store.(lease.ManyGetter); ok {
-		cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout*time.Duration(1+len(ids)/readBatch))
-		defer cancel()
-		out, err := mg.GetMany(cctx, ids)
+		out, err := mg.GetMany(ctx, ids)
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks: %w", len(ids), err)
 		}
@@ -576,10 +574,6 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 	}
 	return out, nil
 }
-
-// readBatch is how many ids one GetMany call of the DynamoDB store reads;
-// readTasks gives a call timeout to each.
-const readBatch = 100
 
 // outcomeOf is how t ended, as the awaits record it; a task with no
 // record (expired) is EXPIRED.
