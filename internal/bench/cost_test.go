@@ -165,15 +165,33 @@ func (h *harness) pollCounted() int {
 
 // poll receives one batch of up to ten from the work queue, hands it to
 // process and deletes the messages process returns. It returns how many it
-// deleted, and whether the receive brought nothing.
+// deleted, and whether the receive brought nothing. Like an event source
+// mapping with a batching window, it receives again while the batch is
+// short of ten and the last receive brought messages: a receive from the
+// local queue often returns fewer than it holds. The receive that ends a
+// short batch empty counts as an empty one.
 func (h *harness) poll(process func(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message) (deleted int, empty bool) {
 	t := h.t
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer cancel()
-	msgs := awstest.Receive(t, h.sqs, &sqs.ReceiveMessageInput{
-		QueueUrl: &h.queues.Work, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-	})
+	var msgs []sqstypes.Message
+	for len(msgs) < 10 {
+		wait := int32(1) // a long poll for the first; the rest take what is there
+		if len(msgs) > 0 {
+			wait = 0
+		}
+		got := awstest.Receive(t, h.sqs, &sqs.ReceiveMessageInput{
+			QueueUrl: &h.queues.Work, MaxNumberOfMessages: int32(10 - len(msgs)), WaitTimeSeconds: wait,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		if len(got) == 0 {
+			if len(msgs) > 0 {
+				h.empty++
+			}
+			break
+		}
+		msgs = append(msgs, got...)
+	}
 	if len(msgs) == 0 {
 		return 0, true
 	}
@@ -344,14 +362,19 @@ func TestCost(t *testing.T) {
 	// writes that are not the design's (an SDK retry of a claim whose answer
 	// was lost fails its condition; a redelivery is hidden): the table shows
 	// them, the targets leave them out.
+	// Issue 22's: an inline task's listing at most 0.2 write units, its
+	// batch's listing entry shared by its batch.
 	for _, target := range []struct {
 		path int
 		most float64
-	}{{0, 3}, {1, 4}, {2, 4}, {4, 2}} {
+	}{{0, 2.2}, {1, 4}, {2, 4}, {4, 2}} {
 		r := results[target.path]
-		if wu := happyPath(r); wu > target.most {
-			t.Errorf("%s: %.2f write units per task along the happy path, target at most %.0f", r.name, wu, target.most)
+		if wu := happyPath(r); wu > target.most+1e-9 {
+			t.Errorf("%s: %.2f write units per task along the happy path, target at most %.1f", r.name, wu, target.most)
 		}
+	}
+	if len(results[0].counts.ByWrite[kindListing]) == 0 {
+		t.Errorf("inline: no batch listing entry was written")
 	}
 	if c := costPerMillion(happyPath(results[4]), 0, sqsPerTask(results[4])); c > 1.80 {
 		t.Errorf("%s: $%.2f per million tasks, target at most $1.80", results[4].name, c)
@@ -529,15 +552,26 @@ func emptyNote(results []pathResult) string {
 
 // happyPath is the write units of one task of r along its happy path: the
 // mean cost of each kind of write a task makes once (its create, its claim
-// unless the create claimed it, its finish).
+// unless the create claimed it, its finish), and its share of the batch
+// listing entries. When a path's batches wrote listing entries, its
+// creates listed by one are its happy path: a create with a listing key of
+// its own is then a batch cut short by the emulator (a lost receive
+// answer's messages come back alone), which the table shows.
 func happyPath(r pathResult) float64 {
+	batchListed := len(r.counts.ByWrite[kindCreateBatchListed])
 	var wu float64
 	for kind, us := range r.counts.ByWrite {
-		if strings.HasPrefix(kind, "create") || kind == "claim" || kind == "finish or release" {
-			var sum float64
-			for _, u := range us {
-				sum += u
+		var sum float64
+		for _, u := range us {
+			sum += u
+		}
+		switch {
+		case kind == kindListing:
+			if batchListed > 0 {
+				wu += sum / float64(batchListed)
 			}
+		case batchListed > 0 && strings.HasPrefix(kind, "create (RUNNING") && kind != kindCreateBatchListed:
+		case strings.HasPrefix(kind, "create") || kind == "claim" || kind == "finish or release":
 			wu += sum / float64(len(us))
 		}
 	}

@@ -380,6 +380,13 @@ func (m *Meter) read(ctx context.Context, id string) (map[string]types.Attribute
 
 type write struct{ id, kind string }
 
+// The kinds of write of a batch listing entry, and of an inline task's
+// create that it lists (no listing key of the task's own).
+const (
+	kindListing           = "listing entry"
+	kindCreateBatchListed = "create (RUNNING, batch-listed)"
+)
+
 // parseWrite reads the item id and names the kind of a write from its
 // request body.
 func parseWrite(op string, body []byte, key string) write {
@@ -398,6 +405,12 @@ func parseWrite(op string, body []byte, key string) write {
 	if op == "PutItem" {
 		status, _ := in.Item["status"]["S"].(string)
 		kind = "create (" + status + ")"
+		if _, ok := in.Item["listed_in"]; ok {
+			kind = kindCreateBatchListed
+		}
+		if _, ok := in.Item["list_ids"]; ok {
+			kind = kindListing
+		}
 	}
 	u := in.UpdateExpression
 	switch {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -79,6 +81,16 @@ type Config struct {
 	// the poller receives nothing (batches running go on) and asks again
 	// every second. Worker.Run sets it from the queue's PausedTag.
 	Paused func(ctx context.Context) bool
+
+	// Prepare, if set, is called with each batch as soon as it is
+	// received, before it waits for its poller's running batch
+	// (receive-ahead), so that work the batch needs before it runs can
+	// overlap that wait. The context it returns, with what Prepare put in
+	// it, is the parent of the handler's context for that batch. It must
+	// not block; the handler, which is always called with the batch, joins
+	// whatever Prepare started. Worker.Run writes the batch's listing entry
+	// with it.
+	Prepare func(ctx context.Context, ev events.SQSEvent) context.Context
 
 	// Logger receives operational logs (never message bodies). Default
 	// slog.Default().

@@ -208,13 +208,17 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		if len(msgs) > 0 {
 			// Received messages are in flight even if ctx is done: process
 			// them rather than leave them invisible until they time out.
+			ev, bctx := queue.Event(msgs), ctx
+			if r.cfg.Prepare != nil {
+				bctx = r.cfg.Prepare(ctx, ev)
+			}
 			if running != nil {
 				r.hold(running, msgs, log)
 			}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				r.invoke(ctx, queue, msgs, log)
+				r.invoke(bctx, ev, log)
 			}()
 			running = done
 		}
@@ -345,8 +349,7 @@ func (r *Runner) receive(ctx context.Context, max int, wait time.Duration) ([]ty
 // processed: each as soon as the handler acknowledges it (Ack), the rest of
 // the successful ones when the batch ends. Shutdown (ctx) cancels neither the
 // handler nor the deletes.
-func (r *Runner) invoke(ctx context.Context, queue sqsevent.Queue, msgs []types.Message, log *slog.Logger) {
-	ev := queue.Event(msgs)
+func (r *Runner) invoke(ctx context.Context, ev events.SQSEvent, log *slog.Logger) {
 	requestID := newRequestID()
 	log = log.With("request_id", requestID, "messages", len(ev.Records))
 

@@ -242,7 +242,7 @@ func TestAcknowledgedMessageIsDeletedBeforeTheBatchEnds(t *testing.T) {
 			stop := make(chan struct{})
 			var deleter sync.WaitGroup
 			deleter.Go(func() { r.deletes.run(t.Context(), stop) })
-			r.invoke(t.Context(), queue, msgs, testLogger(t))
+			r.invoke(t.Context(), queue.Event(msgs), testLogger(t))
 			close(stop)
 			deleter.Wait()
 			close(client.deletes)
@@ -339,14 +339,25 @@ func (c *aheadClient) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Ch
 
 // A poller receives its next batch while its current one runs, holds it
 // until the current one ends (one batch per poller at a time), and keeps
-// it hidden meanwhile by extending its visibility.
+// it hidden meanwhile by extending its visibility. Config.Prepare sees it
+// while it waits, and its handler runs with the context Prepare made.
 func TestReceivesAheadAndHoldsTheNextBatch(t *testing.T) {
 	t.Parallel()
 	client := &aheadClient{received: make(chan int, 100), extended: make(chan string, 100)}
 	var mu sync.Mutex
-	running, order := 0, []string{}
+	running, order, prepared := 0, []string{}, []string{}
+	type preparedKey struct{}
+	prepare := func(ctx context.Context, ev events.SQSEvent) context.Context {
+		mu.Lock()
+		prepared = append(prepared, ev.Records[0].MessageId)
+		mu.Unlock()
+		return context.WithValue(ctx, preparedKey{}, ev.Records[0].MessageId)
+	}
 	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		id := ev.Records[0].MessageId
+		if got := ctx.Value(preparedKey{}); got != id {
+			t.Errorf("batch %s runs with the context Prepare made for %v", id, got)
+		}
 		mu.Lock()
 		running++
 		order = append(order, id)
@@ -373,13 +384,19 @@ func TestReceivesAheadAndHoldsTheNextBatch(t *testing.T) {
 			case <-time.After(testTimeout):
 				t.Error("the batch received ahead was not extended while it waited")
 			}
+			// Prepare saw it while it waited, before its turn.
+			mu.Lock()
+			if !slices.Contains(prepared, "m2") {
+				t.Errorf("batch m2 waits unprepared (prepared: %v)", prepared)
+			}
+			mu.Unlock()
 		}
 		mu.Lock()
 		running--
 		mu.Unlock()
 		return events.SQSEventResponse{}, nil
 	}
-	r, err := New(deleteOK{client}, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 1, Logger: testLogger(t)}, h)
+	r, err := New(deleteOK{client}, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 1, Logger: testLogger(t), Prepare: prepare}, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,11 @@ const (
 	// AttrListShard keys the listing index with created_at: Shard(id), set
 	// by the create and never changed.
 	AttrListShard = "list_shard"
+	// AttrListedIn is Task.ListedIn, the batch listing entry that lists a
+	// task with no list_shard (listing.go).
+	AttrListedIn = "listed_in"
+	// AttrListIDs holds a batch listing entry's task ids, a list.
+	AttrListIDs = "list_ids"
 	// Waits (wait.go): Task.Parent, Task.Waiters (a string set of
 	// Waiter.String), Task.Wait, Task.WaitFor (a list), Task.Ended (a string
 	// set), Task.WaitUntil (unix ms) and Task.CallbackHash.
@@ -145,6 +150,12 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		Queue:       n.Queue,
+	}
+	if n.Listing.ID != "" && !n.Derived() && !s.opts.Unlisted {
+		t.ListedIn = n.Listing.ID
+		if at := toMillis(n.Listing.At); !at.IsZero() {
+			t.CreatedAt = at // List orders the entry's tasks by its time
+		}
 	}
 	ApplyWaits(&t, n)
 	return t
@@ -486,6 +497,12 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 	e.values[":status"] = avS(string(status))
 	e.values[":now"] = avMillis(now)
 	e.appendHistory(l.history, l.historyKnown, Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
+	if l.listedIn && !status.Terminal() && !s.opts.Unlisted {
+		// A task listed only by its batch's entry is listed on its own
+		// from its first retry, wait or failure (listing.go).
+		e.set = append(e.set, "#list_shard = if_not_exists(#list_shard, :list_shard)")
+		e.values[":list_shard"] = avS(Shard(l.TaskID))
+	}
 	if status.Terminal() {
 		e.set = append(e.set, "#finished_at = :now"+s.listFailed(l.TaskID, status, e.values))
 		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
@@ -738,11 +755,15 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		AttrID:              avS(t.ID),
 		AttrStatus:          avS(string(t.Status)),
-		AttrListShard:       avS(Shard(t.ID)),
 		AttrAttempt:         avN(int64(t.Attempt)),
 		AttrMaxAttempts:     avN(int64(t.MaxAttempts)),
 		AttrFence:           avN(t.Fence),
 		AttrCancelRequested: &types.AttributeValueMemberBOOL{Value: t.CancelRequested},
+	}
+	if t.ListedIn != "" {
+		item[AttrListedIn] = avS(t.ListedIn)
+	} else {
+		item[AttrListShard] = avS(Shard(t.ID))
 	}
 	if t.HistoryDropped != 0 {
 		item[AttrHistoryDropped] = avN(int64(t.HistoryDropped))
@@ -878,6 +899,9 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		CallbackHash:     d.str(AttrCallback),
 		CallbackStep:     d.str(AttrCallbackStep),
 		WaitNote:         d.str(AttrWaitNote),
+	}
+	if _, own := item[AttrListShard]; !own {
+		t.ListedIn = d.str(AttrListedIn)
 	}
 	t.Ended = endedIDs(t.ID, d.strSet(AttrEnded), d.strSet(AttrEndedSub))
 	if span := d.str(AttrWaitSpan); span != "" {

@@ -252,10 +252,12 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 }
 
 // listPos is a position in one shard of the listing index: the key of the
-// last entry taken or passed over.
+// last entry taken or passed over and, inside a batch listing entry of
+// which only the first N tasks are, N (0: the whole entry).
 type listPos struct {
 	CreatedAt int64  `json:"c"`
 	ID        string `json:"i"`
+	N         int    `json:"n,omitempty"`
 }
 
 // dynamoCursor is List's cursor: where each shard of the listing index
@@ -289,7 +291,8 @@ func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
 		known[sh] = true
 	}
 	for sh, p := range c.After {
-		if !known[sh] || p.ID == "" || noSuchID(p.ID) {
+		entry := IsListingID(p.ID)
+		if !known[sh] || p.ID == "" || !entry && noSuchID(p.ID) || p.N < 0 || p.N > 0 && !entry {
 			return dynamoCursor{}, bad
 		}
 	}
@@ -301,8 +304,9 @@ func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
 	return c, nil
 }
 
-// listEntry is one entry of the listing index and, when the task has the
-// listed status, its list view.
+// listEntry is one task of the listing index (an entry of its own, or one
+// of a batch listing entry's) and, when the task has the listed status, its
+// list view.
 type listEntry struct {
 	pos  listPos
 	task *Task // nil: another status, or gone since the index was read
@@ -311,11 +315,12 @@ type listEntry struct {
 // listStream is one shard of the listing index, read newest first a chunk
 // at a time.
 type listStream struct {
-	shard string
-	key   map[string]types.AttributeValue // ExclusiveStartKey of the next chunk; nil: from the newest
-	buf   []listEntry                     // read, not yet taken
-	ended bool                            // no chunk after buf
-	after *listPos                        // last entry taken or passed over, or where the cursor started
+	shard  string
+	key    map[string]types.AttributeValue // ExclusiveStartKey of the next chunk; nil: from the newest
+	resume *listPos                        // a batch entry the cursor stopped inside, read before the next chunk
+	buf    []listEntry                     // read, not yet taken
+	ended  bool                            // no chunk after buf
+	after  *listPos                        // last entry taken or passed over, or where the cursor started
 }
 
 // skip passes over the entries at the head of st that are not listed.
@@ -329,12 +334,14 @@ func (st *listStream) skip() {
 
 // List implements Admin. The listing index is sharded by id and keyed on
 // creation time only, so a page merges the shards: each is read newest
-// first a chunk at a time, each entry's item is read for its status, the
-// newest matching head is taken until the page is full, and the cursor
-// records each shard's position. Every task of the status is listed once
-// across the pages, none missing, as long as it keeps its status
-// meanwhile. Entries of other statuses cost their item reads: a rare status
-// costs a read of every task newer than its tasks (docs/performance.md).
+// first a chunk at a time, a batch listing entry (listing.go) standing for
+// its tasks, which share its time; each task's item is read for its
+// status; the newest matching head is taken until the page is full, and
+// the cursor records each shard's position. Every task of the status is
+// listed once across the pages, none missing, as long as it keeps its
+// status meanwhile. Entries of other statuses cost their item reads: a rare
+// status costs a read of every task newer than its tasks
+// (docs/performance.md).
 func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error) {
 	if err := CheckList(status, limit); err != nil {
 		return nil, "", err
@@ -358,6 +365,9 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 				AttrID:        avS(p.ID),
 				AttrListShard: avS(shard),
 				AttrCreatedAt: avN(p.CreatedAt),
+			}
+			if p.N > 0 {
+				st.resume = &p
 			}
 		}
 		streams = append(streams, st)
@@ -426,9 +436,19 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 	return page, next, nil
 }
 
-// readChunk reads up to n more entries of st's shard, and their items, into
-// its buffer.
+// readChunk reads into st's buffer the rest of the batch entry its cursor
+// stopped inside, if any, else up to n more entries of its shard; and the
+// items of their tasks.
 func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStream, n int) error {
+	if st.resume != nil {
+		entries, err := s.expand(ctx, status, []listPos{*st.resume})
+		if err != nil {
+			return err
+		}
+		st.resume = nil
+		st.buf = append(st.buf, entries...)
+		return nil
+	}
 	cond := "#list_shard = :list_shard"
 	out, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
@@ -443,27 +463,90 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 	if err != nil {
 		return backendErr("list", string(status), err)
 	}
-	entries := make([]listEntry, len(out.Items))
+	positions := make([]listPos, len(out.Items))
 	for i, item := range out.Items {
 		d := decoder{item: item}
-		entries[i].pos = listPos{CreatedAt: d.num(AttrCreatedAt), ID: d.str(AttrID)}
-		if d.err != nil || entries[i].pos.ID == "" {
-			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", entries[i].pos.ID, d.err))
+		positions[i] = listPos{CreatedAt: d.num(AttrCreatedAt), ID: d.str(AttrID)}
+		if d.err != nil || positions[i].ID == "" {
+			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", positions[i].ID, d.err))
 		}
 	}
-	views, err := s.getViews(ctx, entries)
+	entries, err := s.expand(ctx, status, positions)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", status, err)
-	}
-	for i := range entries {
-		if t, ok := views[entries[i].pos.ID]; ok && t.Status == status {
-			entries[i].task = &t
-		}
+		return err
 	}
 	st.buf = append(st.buf, entries...)
 	st.key = out.LastEvaluatedKey
 	st.ended = len(out.LastEvaluatedKey) == 0
 	return nil
+}
+
+// expand turns positions of the listing index into the tasks they list, in
+// order: a task's own entry is that task; a batch listing entry is the
+// tasks it names that it still lists (their ListedIn is this entry), from
+// its N-th on. Each task's item is read for its status; the last task of a
+// batch entry, or a placeholder when none is left, has N = 0.
+func (s *DynamoStore) expand(ctx context.Context, status Status, positions []listPos) ([]listEntry, error) {
+	var batchIDs []string
+	for _, p := range positions {
+		if IsListingID(p.ID) {
+			batchIDs = append(batchIDs, p.ID)
+		}
+	}
+	named := map[string][]string{}
+	if len(batchIDs) > 0 {
+		proj := "#id, #list_ids"
+		err := s.batchGetItems(ctx, "list", batchIDs, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
+			func(item map[string]types.AttributeValue) error {
+				d := decoder{item: item}
+				id, ids := d.str(AttrID), d.strList(AttrListIDs)
+				named[id] = ids
+				return d.err
+			})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", status, err)
+		}
+	}
+	var ids []string
+	for _, p := range positions {
+		if IsListingID(p.ID) {
+			ids = append(ids, named[p.ID]...)
+		} else {
+			ids = append(ids, p.ID)
+		}
+	}
+	views, err := s.getViews(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", status, err)
+	}
+	var entries []listEntry
+	for _, p := range positions {
+		if !IsListingID(p.ID) {
+			e := listEntry{pos: p}
+			if t, ok := views[p.ID]; ok && t.Status == status {
+				e.task = &t
+			}
+			entries = append(entries, e)
+			continue
+		}
+		names := named[p.ID]
+		if p.N >= len(names) {
+			entries = append(entries, listEntry{pos: listPos{CreatedAt: p.CreatedAt, ID: p.ID}})
+			continue
+		}
+		for k := p.N; k < len(names); k++ {
+			e := listEntry{pos: listPos{CreatedAt: p.CreatedAt, ID: p.ID, N: k + 1}}
+			if k+1 == len(names) {
+				e.pos.N = 0
+			}
+			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status {
+				t.ListedIn = ""
+				e.task = &t
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
 }
 
 // maxBatchGet is the most keys one BatchGetItem takes.
@@ -476,18 +559,20 @@ const batchGetBackoff = 25 * time.Millisecond
 // maxBatchGetRounds bounds the calls spent on one batch's unprocessed keys.
 const maxBatchGetRounds = 8
 
-// getViews reads the list views of the tasks of entries with BatchGetItem,
+// getViews reads the list views of the tasks ids with BatchGetItem,
 // eventually consistent (half the read units of Get), only the attributes
-// ListView keeps. A task that is gone is left out.
-func (s *DynamoStore) getViews(ctx context.Context, entries []listEntry) (map[string]Task, error) {
-	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue"
-	ids := make([]string, len(entries))
-	for i, e := range entries {
-		ids[i] = e.pos.ID
-	}
-	views := make(map[string]Task, len(entries))
-	err := s.batchGetEach(ctx, "list", ids, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
-		func(t Task) { views[t.ID] = ListView(t) })
+// ListView keeps and those that say how the task is listed. A task that is
+// gone is left out. The views keep ListedIn.
+func (s *DynamoStore) getViews(ctx context.Context, ids []string) (map[string]Task, error) {
+	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue, #list_shard, #listed_in"
+	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
+	views := make(map[string]Task, len(keys))
+	err := s.batchGetEach(ctx, "list", keys, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
+		func(t Task) {
+			v := ListView(t)
+			v.ListedIn = t.ListedIn
+			views[t.ID] = v
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -508,11 +593,23 @@ func (s *DynamoStore) GetMany(ctx context.Context, ids []string) ([]Task, error)
 	return ManyInOrder(ids, found), nil
 }
 
-// batchGetEach reads the items of ids (distinct ids; in as the template of
-// each request: projection, consistency) with BatchGetItem, maxBatchGet
-// keys a call, asking again for unprocessed keys with backoff, and calls
-// each with every task found.
+// batchGetEach is batchGetItems that decodes each item as a task.
 func (s *DynamoStore) batchGetEach(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(Task)) error {
+	return s.batchGetItems(ctx, op, ids, in, func(item map[string]types.AttributeValue) error {
+		t, err := TaskFromItem(item)
+		if err != nil {
+			return err
+		}
+		each(t)
+		return nil
+	})
+}
+
+// batchGetItems reads the items of ids (distinct ids; in as the template
+// of each request: projection, consistency) with BatchGetItem, maxBatchGet
+// keys a call, asking again for unprocessed keys with backoff, and calls
+// each with every item found.
+func (s *DynamoStore) batchGetItems(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(map[string]types.AttributeValue) error) error {
 	for lo := 0; lo < len(ids); lo += maxBatchGet {
 		keys := make([]map[string]types.AttributeValue, 0, maxBatchGet)
 		for _, id := range ids[lo:min(lo+maxBatchGet, len(ids))] {
@@ -530,11 +627,9 @@ func (s *DynamoStore) batchGetEach(ctx context.Context, op string, ids []string,
 				return backendErr(op, "", err)
 			}
 			for _, item := range out.Responses[s.table] {
-				t, err := TaskFromItem(item)
-				if err != nil {
+				if err := each(item); err != nil {
 					return backendErr(op, "", err)
 				}
-				each(t)
 			}
 			req = out.UnprocessedKeys
 			if len(req) > 0 {
@@ -555,4 +650,37 @@ func (s *DynamoStore) batchGet(ctx context.Context, req map[string]types.KeysAnd
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	return s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+}
+
+var _ Lister = (*DynamoStore)(nil)
+
+// WriteListing implements Lister: one PutItem of an item that the listing
+// index keys like a task (list_shard, created_at) and that holds the ids.
+// It expires ListingSlack after the store's retention would expire a task
+// created with it.
+func (s *DynamoStore) WriteListing(ctx context.Context, ids []string) (Listing, error) {
+	if err := CheckListing(ids); err != nil {
+		return Listing{}, fmt.Errorf("write listing: %w", err)
+	}
+	if s.opts.Unlisted {
+		return Listing{}, nil
+	}
+	l := Listing{ID: NewListingID(), At: s.now()}
+	item := map[string]types.AttributeValue{
+		AttrID:        avS(l.ID),
+		AttrListShard: avS(Shard(l.ID)),
+		AttrCreatedAt: avMillis(l.At),
+		AttrListIDs:   avList(ids),
+	}
+	if s.opts.Retention > 0 {
+		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + ListingSlack).Unix())
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	// A fresh id: no condition is needed, and a retry after a lost answer
+	// writes the same item again.
+	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+		return Listing{}, backendErr("write listing", "", err)
+	}
+	return l, nil
 }

@@ -153,6 +153,9 @@ type Task struct {
 	// Then are the chain's links after this task (NewTask.Then): the first
 	// runs once this task has SUCCEEDED, carrying the rest.
 	Then []Link
+	// ListedIn is the batch listing entry that lists the task while it has
+	// no listing key of its own (listing.go); empty otherwise.
+	ListedIn string
 }
 
 // Lease is what a holder needs to renew, finish or release a task: every one
@@ -173,13 +176,16 @@ type Lease struct {
 	// is held): the ending write needs it to drop the oldest entries.
 	history      []Attempt
 	historyKnown bool
+	// listedIn: the task is listed only by a batch listing entry, so the
+	// writes that park it give it a listing key of its own.
+	listedIn bool
 }
 
 // LeaseOf returns the lease t is currently held under.
 func (t Task) LeaseOf() Lease {
 	return Lease{
 		TaskID: t.ID, Owner: t.LeaseOwner, Fence: t.Fence, Attempt: t.Attempt, Until: t.LeaseUntil,
-		history: t.History, historyKnown: true,
+		history: t.History, historyKnown: true, listedIn: t.ListedIn != "",
 	}
 }
 
@@ -248,6 +254,11 @@ type NewTask struct {
 	// task records it as its dependency (Wait WaitAfter, WaitFor [Prev])
 	// without waiting, so its handler reads its outcome as a dependent's.
 	Prev string
+	// Listing, when set, is the batch listing entry written for this task
+	// (Lister.WriteListing): the create records it instead of a listing key
+	// of the task's own, and takes its time as the task's CreatedAt. Ignored
+	// for a derived task and on a store whose tasks are unlisted.
+	Listing Listing
 }
 
 // Derived says the task is started by another task, a child (Parent) or a

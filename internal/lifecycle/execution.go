@@ -103,6 +103,10 @@ type execution struct {
 	tok     token.Token
 	task    lease.Task
 	handler Handler
+	// pre is the message's token as its batch decoded it, with the batch
+	// listing entry its inline create records (listing.go); nil for a
+	// message processed alone.
+	pre *received
 	// ownerName is this execution's lease_owner: unique per execution, so a
 	// write that meets its own name knows it met its own earlier try.
 	ownerName string
@@ -181,7 +185,15 @@ func (x *execution) call() (context.Context, context.CancelFunc) {
 // dependencies, or a task to claim, created first for an inline token
 // (seed: WaitingForTask).
 func (x *execution) runReceived(ctx context.Context) State {
-	tok, err := token.Decode(x.msg.Body)
+	var (
+		tok token.Token
+		err error
+	)
+	if x.pre != nil {
+		tok, err = x.pre.tok, x.pre.err
+	} else {
+		tok, err = token.Decode(x.msg.Body)
+	}
 	x.tok = tok
 	if err != nil && !errors.Is(err, token.ErrPayloadTooBig) {
 		return x.reject(ctx, err.Error())
@@ -239,6 +251,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 			fallback := nt // a copy, so that only this path allocates one
 			x.fallback = &fallback
 			return x.claim(ctx, id)
+		}
+		if x.pre != nil {
+			nt.Listing = x.pre.listing
 		}
 		return x.createClaimed(ctx, nt)
 	}

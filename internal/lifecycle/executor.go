@@ -32,12 +32,14 @@ func (e *Executor) Config() Config { return e.cfg }
 // be deleted. It returns only when every goroutine it started has stopped,
 // except a handler that ignored its cancelled context past the deadline.
 func (e *Executor) Process(ctx context.Context, log *slog.Logger, m Message) Result {
-	return e.process(ctx, log, m, nil)
+	return e.process(ctx, log, m, nil, nil)
 }
 
 // process is Process; vis, when not nil, extends m's visibility together
-// with the other running messages of its batch.
-func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis *batchVisibility) Result {
+// with the other running messages of its batch; pre, when not nil, is m's
+// token as its batch decoded it, with the batch listing entry of the task
+// it creates.
+func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis *batchVisibility, pre *received) Result {
 	if log == nil {
 		log = e.cfg.Logger
 	}
@@ -48,7 +50,7 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	x := &execution{
 		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
 		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
-		vis:       vis, timers: &e.timers,
+		vis:       vis, timers: &e.timers, pre: pre,
 	}
 	return x.run(ctx)
 }
@@ -66,6 +68,12 @@ func (e *Executor) ProcessBatch(ctx context.Context, log *slog.Logger, msgs []Me
 // goroutine that processed it, so an acknowledged message can be deleted
 // before the rest of its batch ends.
 func (e *Executor) ProcessBatchEach(ctx context.Context, log *slog.Logger, msgs []Message, done func(i int, r Result)) []Result {
+	return e.processBatch(ctx, log, msgs, e.listBatch(ctx, log, msgs), done)
+}
+
+// processBatch is ProcessBatchEach with the batch's tokens decoded and
+// listed already (pre; nil: each message decodes its own).
+func (e *Executor) processBatch(ctx context.Context, log *slog.Logger, msgs []Message, pre []received, done func(i int, r Result)) []Result {
 	results := make([]Result, len(msgs))
 	var vis *batchVisibility
 	if len(msgs) > 1 {
@@ -77,7 +85,11 @@ func (e *Executor) ProcessBatchEach(ctx context.Context, log *slog.Logger, msgs 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results[i] = e.process(ctx, log, m, vis)
+			var p *received
+			if pre != nil {
+				p = &pre[i]
+			}
+			results[i] = e.process(ctx, log, m, vis, p)
 			if done != nil {
 				done(i, results[i])
 			}

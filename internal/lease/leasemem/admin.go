@@ -147,7 +147,8 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	}
 	var all []lease.Task
 	for _, rec := range s.tasks {
-		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() {
+		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() ||
+			rec.ListedIn != "" && !slices.Contains(s.listings[rec.ListedIn], rec.ID) {
 			continue
 		}
 		if after != nil {
@@ -210,4 +211,24 @@ func (s *Store) Live(limit int) []string {
 		}
 	}
 	return ids[:min(len(ids), limit)]
+}
+
+var _ lease.Lister = (*Store)(nil)
+
+// WriteListing implements lease.Lister.
+func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
+	if err := lease.CheckListing(ids); err != nil {
+		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.Unlisted {
+		return lease.Listing{}, nil
+	}
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Listing{}, err
+	}
+	l := lease.Listing{ID: lease.NewListingID(), At: s.now()}
+	s.listings[l.ID] = slices.Clone(ids)
+	return l, nil
 }

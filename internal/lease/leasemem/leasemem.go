@@ -27,7 +27,11 @@ type Store struct {
 	// without a listing entry: listed only while they have ended otherwise
 	// than SUCCEEDED, and for good from then (a retry keeps it listed).
 	derived map[string]bool
-	calls   Calls
+	// listings are the batch listing entries written (WriteListing): the
+	// ids each names. A task whose ListedIn is set is listed only if its
+	// entry names it.
+	listings map[string][]string
+	calls    Calls
 }
 
 // Calls counts the store's operations, for tests that assert how many a path
@@ -41,7 +45,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string][]string{}}
 }
 
 // Calls returns the operation counts so far.
@@ -103,6 +107,12 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		Queue:       t.Queue,
+	}
+	if t.Listing.ID != "" && !t.Derived() && !s.opts.Unlisted {
+		rec.ListedIn = t.Listing.ID
+		if at := ms(t.Listing.At); !at.IsZero() {
+			rec.CreatedAt = at
+		}
 	}
 	lease.ApplyWaits(rec, t)
 	return rec
@@ -315,6 +325,9 @@ func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now tim
 	rec.LeaseOwner = ""
 	rec.LeaseUntil = time.Time{}
 	rec.UpdatedAt = now
+	if status != lease.StatusSucceeded {
+		rec.ListedIn = "" // listed on its own from its first retry, wait or failure
+	}
 	if status.Terminal() {
 		rec.FinishedAt = now
 		rec.DispatchAt = time.Time{}

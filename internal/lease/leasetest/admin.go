@@ -18,6 +18,7 @@ import (
 type AdminStore interface {
 	lease.Store
 	lease.Admin
+	lease.Lister
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -54,6 +55,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"ListEmptyAndBadArguments", testListBadArguments},
 		{"UnlistedTasksAreNotListed", testUnlisted},
 		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
+		{"BatchListingListsEachTaskOnce", testBatchListing},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -794,5 +796,120 @@ func testDerivedListing(t *testing.T, a *adminEnv) {
 	}
 	if page, _, err := unlisted.List(a.ctx, lease.StatusFailed, 100, ""); err != nil || slices.ContainsFunc(page, func(x lease.Task) bool { return x.ID == n.ID }) {
 		t.Fatalf("an unlisted store lists a failed derived task (or List: %v)", err)
+	}
+}
+
+// Tasks created with a batch listing entry (lease.Lister) are listed
+// through it, once, at the entry's time, newest first among the rest and
+// across pages of any size. A task that the entry does not name, or whose
+// entry was never written, is not listed; an id taken before its entry was
+// written stays listed where it was. A task listed by an entry is listed on
+// its own from its first retry or wait, still once.
+func testBatchListing(t *testing.T, a *adminEnv) {
+	if _, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id()}); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("WriteListing of %d ids = %v, want ErrInvalid", lease.MinListing-1, err)
+	}
+	same := a.id()
+	if _, err := a.admin.WriteListing(a.ctx, []string{same, a.id(), same}); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("WriteListing naming an id twice = %v, want ErrInvalid", err)
+	}
+
+	var want []string    // the RUNNING tasks List must show
+	var batched []string // those of them listed by an entry
+	for round := range 5 {
+		var ns []lease.NewTask
+		var ids []string
+		for range lease.MinListing + round {
+			n := a.newTask()
+			ns = append(ns, n)
+			ids = append(ids, n.ID)
+		}
+		l, err := a.admin.WriteListing(a.ctx, append(slices.Clone(ids), a.id())) // and an id never created
+		if err != nil || l.ID == "" || !lease.IsListingID(l.ID) {
+			t.Fatalf("WriteListing = %+v, %v", l, err)
+		}
+		a.clock.Advance(time.Millisecond) // the creates come later than the entry
+		for _, n := range ns {
+			n.Listing = l
+			got, err := a.admin.CreateClaimed(a.ctx, n, "w")
+			if err != nil {
+				t.Fatalf("CreateClaimed(%s): %v", n.ID, err)
+			}
+			if !got.CreatedAt.Equal(ms(l.At)) || got.ListedIn != l.ID {
+				t.Fatalf("a task created with entry %q at %s has CreatedAt %s, ListedIn %q", l.ID, l.At, got.CreatedAt, got.ListedIn)
+			}
+			want, batched = append(want, got.ID), append(batched, got.ID)
+		}
+		want = append(want, a.createClaimed(a.newTask(), "w").ID) // listed on its own
+		a.clock.Advance(time.Millisecond)
+	}
+	// Not listed: a task its entry does not name, one whose entry was
+	// never written. Listed once: a task whose id a later entry names again.
+	l, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id(), batched[0]})
+	if err != nil {
+		t.Fatalf("WriteListing: %v", err)
+	}
+	stray := a.newTask()
+	stray.Listing = l
+	if _, err := a.admin.CreateClaimed(a.ctx, stray, "w"); err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+	again := a.newTask()
+	again.ID, again.Listing = batched[0], l
+	if _, err := a.admin.CreateClaimed(a.ctx, again, "w2"); !errors.Is(err, lease.ErrAlreadyExists) {
+		t.Fatalf("CreateClaimed of a taken id = %v, want ErrAlreadyExists", err)
+	}
+	lost := a.newTask()
+	lost.Listing = lease.Listing{ID: lease.NewListingID(), At: a.now()}
+	if _, err := a.admin.CreateClaimed(a.ctx, lost, "w"); err != nil {
+		t.Fatalf("CreateClaimed: %v", err)
+	}
+
+	check := func(status lease.Status, want []string) {
+		t.Helper()
+		for _, limit := range []int{1, 4, 100} {
+			got := a.listAll(status, limit)
+			var ids []string
+			for i, task := range got {
+				ids = append(ids, task.ID)
+				if i > 0 && task.CreatedAt.After(got[i-1].CreatedAt) {
+					t.Fatalf("List(%s, %d) is not newest first at %d: %s after %s", status, limit, i, task.CreatedAt, got[i-1].CreatedAt)
+				}
+				if task.ListedIn != "" {
+					t.Fatalf("List(%s) shows ListedIn %q", status, task.ListedIn)
+				}
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
+				t.Fatalf("List(%s, %d pages) = %d tasks %v,\nwant %d %v", status, limit, len(ids), ids, len(want), want)
+			}
+		}
+	}
+	check(lease.StatusRunning, want)
+
+	// A retry and a finish, in the entry's first round.
+	retried, err := a.admin.Get(a.ctx, batched[1])
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	a.release(retried, lease.Release{Status: lease.StatusPending, RunAt: a.now().Add(time.Hour), Error: "later"})
+	done, err := a.admin.Get(a.ctx, batched[2])
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	a.finish(done, nil)
+	running := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return id == batched[1] || id == batched[2] })
+	check(lease.StatusRunning, running)
+	check(lease.StatusPending, []string{batched[1]})
+	check(lease.StatusSucceeded, []string{batched[2]})
+	if got, err := a.admin.Get(a.ctx, batched[1]); err != nil || got.ListedIn != "" {
+		t.Fatalf("a task released to retry still has ListedIn %q (%v)", got.ListedIn, err)
+	}
+
+	opts := a.opts
+	opts.Unlisted = true
+	unlisted := a.newStore(t, opts)
+	if l, err := unlisted.WriteListing(a.ctx, []string{a.id(), a.id(), a.id()}); err != nil || l != (lease.Listing{}) {
+		t.Fatalf("WriteListing on an unlisted store = %+v, %v; want nothing written", l, err)
 	}
 }

@@ -1,0 +1,127 @@
+package lifecycle
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// received is a message's token, decoded once by its batch, and the batch
+// listing entry that its inline create records.
+type received struct {
+	tok     token.Token
+	err     error
+	listing lease.Listing
+}
+
+// Prepared is a batch's listing, written ahead of the batch's run
+// (Executor.Prepare).
+type Prepared struct {
+	ids  []string // the batch's message ids, in order
+	done chan struct{}
+	pre  []received
+}
+
+// Prepare starts writing the batch listing entries of msgs (listBatch) in
+// a goroutine of its own, so that a batch received ahead of its turn has
+// them written while it waits. Only each message's ID and Body are read.
+// ProcessPrepared with the same messages joins it.
+func (e *Executor) Prepare(ctx context.Context, log *slog.Logger, msgs []Message) *Prepared {
+	p := &Prepared{ids: make([]string, len(msgs)), done: make(chan struct{})}
+	for i, m := range msgs {
+		p.ids[i] = m.ID
+	}
+	go func() {
+		defer close(p.done)
+		p.pre = e.listBatch(ctx, log, msgs)
+	}()
+	return p
+}
+
+// ProcessPrepared is ProcessBatchEach for msgs that p was prepared with
+// (the same messages in the same order): it waits for p's listing and
+// creates the batch's tasks with it. For other messages it lists them
+// itself, as ProcessBatchEach does.
+func (e *Executor) ProcessPrepared(ctx context.Context, log *slog.Logger, msgs []Message, p *Prepared, done func(i int, r Result)) []Result {
+	if p == nil {
+		return e.ProcessBatchEach(ctx, log, msgs, done)
+	}
+	<-p.done
+	if len(p.ids) != len(msgs) {
+		return e.ProcessBatchEach(ctx, log, msgs, done)
+	}
+	for i, m := range msgs {
+		if p.ids[i] != m.ID {
+			return e.ProcessBatchEach(ctx, log, msgs, done)
+		}
+	}
+	return e.processBatch(ctx, log, msgs, p.pre, done)
+}
+
+// listBatch decodes the tokens of msgs and, when at least lease.MinListing
+// of them create an inline task that is listed (an inline token, not a
+// child's or a chain link's, without dependencies or a create token),
+// writes batch listing entries for those tasks before any is created, so
+// that the listing index takes one write per entry instead of one per task
+// (docs/performance.md, "Listing"). It returns nil, and each message
+// decodes its own token, when the store writes no entries or the batch is
+// smaller than lease.MinListing. A task whose entry could not be written
+// is created with a listing key of its own, as without entries.
+func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Message) []received {
+	lister, ok := e.cfg.Store.(lease.Lister)
+	if !ok || len(msgs) < lease.MinListing {
+		return nil
+	}
+	pre := make([]received, len(msgs))
+	var ids []string
+	first := make(map[string]bool, len(msgs))
+	for i, m := range msgs {
+		tok, err := token.Decode(m.Body)
+		pre[i] = received{tok: tok, err: err}
+		if id := listedCreate(tok, err, m); id != "" && !first[id] {
+			first[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, group := range lease.SplitListing(ids) {
+		if len(group) < lease.MinListing {
+			continue
+		}
+		l, err := lister.WriteListing(ctx, group)
+		if err != nil {
+			if log == nil {
+				log = e.cfg.Logger
+			}
+			log.Warn("could not write the batch's listing entry; its tasks get listing keys of their own", "tasks", len(group), "error", err)
+			continue
+		}
+		in := make(map[string]bool, len(group))
+		for _, id := range group {
+			in[id] = true
+		}
+		for i, m := range msgs {
+			if id := listedCreate(pre[i].tok, pre[i].err, m); in[id] {
+				pre[i].listing = l
+			}
+		}
+	}
+	return pre
+}
+
+// listedCreate is the id of the listed inline task that m's token creates
+// (runReceived's CreateClaimed), or "".
+func listedCreate(tok token.Token, err error, m Message) string {
+	if err != nil || !tok.Inline() || tok.IsCallback() || tok.CreateToken != "" || len(tok.After) > 0 || tok.Parent != "" || tok.Prev != "" {
+		return ""
+	}
+	id := tok.ID
+	if id == "" {
+		id = m.ID
+	}
+	if lease.CheckID(id) != nil {
+		return "" // rejected by its create
+	}
+	return id
+}
