@@ -380,10 +380,12 @@ func (m *Meter) read(ctx context.Context, id string) (map[string]types.Attribute
 
 type write struct{ id, kind string }
 
-// The kinds of write of a batch listing entry, and of an inline task's
-// create that it lists (no listing key of the task's own).
+// The kinds of write of a batch listing entry (its create, a later batch's
+// append to it), and of an inline task's create that it lists (no listing
+// key of the task's own).
 const (
 	kindListing           = "listing entry"
+	kindListingAppend     = "listing entry append"
 	kindCreateBatchListed = "create (RUNNING, batch-listed)"
 )
 
@@ -415,6 +417,8 @@ func parseWrite(op string, body []byte, key string) write {
 	u := in.UpdateExpression
 	switch {
 	case op == "PutItem":
+	case strings.Contains(u, "#list_ids = list_append"):
+		kind = kindListingAppend
 	case strings.Contains(u, "ADD #waiters"):
 		kind = "watch"
 	case strings.Contains(u, "#steps = list_append"):

@@ -153,9 +153,6 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 	}
 	if n.Listing.ID != "" && !n.Derived() && !s.opts.Unlisted {
 		t.ListedIn = n.Listing.ID
-		if at := toMillis(n.Listing.At); !at.IsZero() {
-			t.CreatedAt = at // List orders the entry's tasks by its time
-		}
 	}
 	ApplyWaits(&t, n)
 	return t

@@ -335,7 +335,7 @@ func (st *listStream) skip() {
 // List implements Admin. The listing index is sharded by id and keyed on
 // creation time only, so a page merges the shards: each is read newest
 // first a chunk at a time, a batch listing entry (listing.go) standing for
-// its tasks, which share its time; each task's item is read for its
+// its tasks, listed at its time; each task's item is read for its
 // status; the newest matching head is taken until the page is full, and
 // the cursor records each shard's position. Every task of the status is
 // listed once across the pages, none missing, as long as it keeps its
@@ -403,7 +403,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 			if len(st.buf) == 0 {
 				continue
 			}
-			if next == nil || st.buf[0].task.CreatedAt.After(next.buf[0].task.CreatedAt) {
+			if next == nil || st.buf[0].pos.CreatedAt > next.buf[0].pos.CreatedAt {
 				next = st
 			}
 		}
@@ -659,7 +659,7 @@ var _ Lister = (*DynamoStore)(nil)
 // It expires ListingSlack after the store's retention would expire a task
 // created with it.
 func (s *DynamoStore) WriteListing(ctx context.Context, ids []string) (Listing, error) {
-	if err := CheckListing(ids); err != nil {
+	if err := CheckListing(ids, MinListing); err != nil {
 		return Listing{}, fmt.Errorf("write listing: %w", err)
 	}
 	if s.opts.Unlisted {
@@ -683,4 +683,41 @@ func (s *DynamoStore) WriteListing(ctx context.Context, ids []string) (Listing, 
 		return Listing{}, backendErr("write listing", "", err)
 	}
 	return l, nil
+}
+
+// AppendListing implements Lister: one UpdateItem of the entry's ids,
+// whose keys it leaves alone, so no index write.
+func (s *DynamoStore) AppendListing(ctx context.Context, l Listing, ids []string) error {
+	if err := CheckListing(ids, 1); err != nil {
+		return fmt.Errorf("append listing: %w", err)
+	}
+	if !IsListingID(l.ID) {
+		return fmt.Errorf("append listing: %w: %q is not a listing entry", ErrInvalid, l.ID)
+	}
+	if s.opts.Unlisted {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	cond := "attribute_exists(#id) AND size(#list_ids) <= :most"
+	upd := "SET #list_ids = list_append(#list_ids, :ids)"
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 map[string]types.AttributeValue{AttrID: avS(l.ID)},
+		ConditionExpression:                 &cond,
+		UpdateExpression:                    &upd,
+		ExpressionAttributeNames:            namesIn(cond, upd),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":most": avN(int64(MaxListingIDs - len(ids))), ":ids": avList(ids)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf) && len(ccf.Item) == 0:
+		return fmt.Errorf("append listing %s: %w", l.ID, ErrNotFound)
+	case errors.As(err, &ccf):
+		return fmt.Errorf("append listing %s: %w", l.ID, ErrListingFull)
+	case err != nil:
+		return backendErr("append listing", l.ID, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -32,9 +33,10 @@ import (
 // longer than ListingSlack after its holder died (a queue paused that
 // long); docs/performance.md says so.
 
-// Listing names a batch listing entry: its id and its creation time, which
-// the tasks it lists take as their own (Task.CreatedAt), so that List can
-// order them with every other task.
+// Listing names a batch listing entry: its id and when it was opened, its
+// place in the listing index. List orders the tasks an entry lists by that
+// time (a task's own listing is at its creation), so they are listed in
+// the order of their batches, at most ListingWindow early.
 type Listing struct {
 	ID string
 	At time.Time
@@ -49,7 +51,16 @@ type Lister interface {
 	// the result. A store whose tasks are unlisted writes nothing and
 	// returns the zero Listing.
 	WriteListing(ctx context.Context, ids []string) (Listing, error)
+	// AppendListing adds ids to the entry l, one write that touches no
+	// index; the tasks are then created with NewTask.Listing set to l. An
+	// entry that holds MaxListingIDs with them gives ErrListingFull, one
+	// that is gone ErrNotFound. The caller keeps the entry's ids within
+	// MaxListingBytes: the store counts ids, not bytes.
+	AppendListing(ctx context.Context, l Listing, ids []string) error
 }
+
+// ErrListingFull: a batch listing entry has no room for the ids.
+var ErrListingFull = errors.New("listing entry is full")
 
 const (
 	// MinListing is the fewest tasks a batch listing entry is written
@@ -64,6 +75,11 @@ const (
 	// ListingSlack is how much longer than the store's retention a batch
 	// listing entry is kept after its creation.
 	ListingSlack = 7 * 24 * time.Hour
+	// ListingWindow is how long after it is opened a batch listing entry
+	// takes later batches' tasks (AppendListing): an entry's tasks are
+	// listed at its time, so at most this much earlier than their
+	// creation.
+	ListingWindow = 5 * time.Second
 )
 
 // listingPrefix starts every batch listing entry's id. Its first byte is a
@@ -95,10 +111,11 @@ func SplitListing(ids []string) [][]string {
 	return groups
 }
 
-// CheckListing validates the ids of one entry.
-func CheckListing(ids []string) error {
-	if len(ids) < MinListing || len(ids) > MaxListingIDs {
-		return fmt.Errorf("%w: a listing entry lists %d to %d tasks, not %d", ErrInvalid, MinListing, MaxListingIDs, len(ids))
+// CheckListing validates the ids of a new entry (least MinListing) or of
+// an append to one (least 1).
+func CheckListing(ids []string, least int) error {
+	if len(ids) < least || len(ids) > MaxListingIDs {
+		return fmt.Errorf("%w: a listing entry takes %d to %d tasks at once, not %d", ErrInvalid, least, MaxListingIDs, len(ids))
 	}
 	size := 0
 	seen := make(map[string]bool, len(ids))

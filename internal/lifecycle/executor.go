@@ -14,6 +14,10 @@ type Executor struct {
 	// timers holds the timers executions wait for their handlers with
 	// (clockwork.Timer, stopped), reused from one message to the next.
 	timers sync.Pool
+	// listing is the batch listing entry later batches are added to
+	// (listBatch); nil when there is none.
+	listingMu sync.Mutex
+	listing   *openListing
 }
 
 // New validates cfg and returns an Executor.

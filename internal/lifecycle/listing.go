@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -60,19 +61,36 @@ func (e *Executor) ProcessPrepared(ctx context.Context, log *slog.Logger, msgs [
 	return e.processBatch(ctx, log, msgs, p.pre, done)
 }
 
-// listBatch decodes the tokens of msgs and, when at least lease.MinListing
-// of them create an inline task that is listed (an inline token, not a
-// child's or a chain link's, without dependencies or a create token),
-// writes batch listing entries for those tasks before any is created, so
-// that the listing index takes one write per entry instead of one per task
-// (docs/performance.md, "Listing"). It returns nil, and each message
-// decodes its own token, when the store writes no entries or the batch is
-// smaller than lease.MinListing. A task whose entry could not be written
-// is created with a listing key of its own, as without entries.
+// openListing is the batch listing entry an executor adds later batches'
+// tasks to, and how full it is.
+type openListing struct {
+	l          lease.Listing
+	ids, bytes int
+}
+
+// minAppend is the fewest tasks a batch adds to an open entry: one write,
+// against one index write each for tasks listed on their own.
+const minAppend = 2
+
+// listBatch decodes the tokens of msgs and lists the listed inline tasks
+// they create (an inline token, not a child's or a chain link's, without
+// dependencies or a create token) by a batch listing entry, written before
+// any of them is created, so that the listing index takes one write per
+// entry instead of one per task (docs/performance.md, "Listing"). While
+// the executor's last entry is younger than lease.ListingWindow and has
+// room, a batch of at least minAppend such tasks is added to it
+// (AppendListing, one write and no index write); else a batch of at least
+// lease.MinListing opens a new one. It returns nil, and each message
+// decodes its own token, when the store writes no entries or the batch
+// cannot use one. A task whose entry could not be written is created with
+// a listing key of its own, as without entries.
 func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Message) []received {
 	lister, ok := e.cfg.Store.(lease.Lister)
-	if !ok || len(msgs) < lease.MinListing {
+	if !ok || len(msgs) < minAppend {
 		return nil
+	}
+	if log == nil {
+		log = e.cfg.Logger
 	}
 	pre := make([]received, len(msgs))
 	var ids []string
@@ -85,18 +103,7 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 			ids = append(ids, id)
 		}
 	}
-	for _, group := range lease.SplitListing(ids) {
-		if len(group) < lease.MinListing {
-			continue
-		}
-		l, err := lister.WriteListing(ctx, group)
-		if err != nil {
-			if log == nil {
-				log = e.cfg.Logger
-			}
-			log.Warn("could not write the batch's listing entry; its tasks get listing keys of their own", "tasks", len(group), "error", err)
-			continue
-		}
+	assign := func(l lease.Listing, group []string) {
 		in := make(map[string]bool, len(group))
 		for _, id := range group {
 			in[id] = true
@@ -107,7 +114,60 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 			}
 		}
 	}
+	size := 0
+	for _, id := range ids {
+		size += len(id)
+	}
+
+	// The open entry is taken while it is written to, so a batch beside
+	// this one opens an entry of its own rather than wait.
+	e.listingMu.Lock()
+	cur := e.listing
+	e.listing = nil
+	e.listingMu.Unlock()
+	if cur != nil && len(ids) >= minAppend && e.cfg.Clock.Since(cur.l.At) < lease.ListingWindow &&
+		cur.ids+len(ids) <= lease.MaxListingIDs && cur.bytes+size <= lease.MaxListingBytes {
+		err := lister.AppendListing(ctx, cur.l, ids)
+		if err == nil {
+			cur.ids, cur.bytes = cur.ids+len(ids), cur.bytes+size
+			assign(cur.l, ids)
+			e.keepListing(cur)
+			return pre
+		}
+		if !errors.Is(err, lease.ErrListingFull) && !errors.Is(err, lease.ErrNotFound) {
+			log.Warn("could not add the batch's tasks to its listing entry; opening another", "tasks", len(ids), "error", err)
+		}
+	}
+	for _, group := range lease.SplitListing(ids) {
+		if len(group) < lease.MinListing {
+			continue
+		}
+		l, err := lister.WriteListing(ctx, group)
+		if err != nil {
+			log.Warn("could not write the batch's listing entry; its tasks get listing keys of their own", "tasks", len(group), "error", err)
+			continue
+		}
+		if l.ID == "" {
+			return pre // an unlisted store
+		}
+		assign(l, group)
+		groupSize := 0
+		for _, id := range group {
+			groupSize += len(id)
+		}
+		e.keepListing(&openListing{l: l, ids: len(group), bytes: groupSize})
+	}
 	return pre
+}
+
+// keepListing makes o the entry later batches are added to, unless a
+// newer one is kept already.
+func (e *Executor) keepListing(o *openListing) {
+	e.listingMu.Lock()
+	defer e.listingMu.Unlock()
+	if e.listing == nil || e.listing.l.At.Before(o.l.At) {
+		e.listing = o
+	}
 }
 
 // listedCreate is the id of the listed inline task that m's token creates

@@ -3,7 +3,6 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -21,9 +20,12 @@ func (failingLister) WriteListing(context.Context, []string) (lease.Listing, err
 }
 
 // A batch's inline tasks are listed by one batch listing entry, written
-// before their creates; a repeated id, a task created by reference, and
-// a batch too small for an entry keep listing keys of their own. Every
-// task is listed once, whichever way.
+// before their creates; the next batches within lease.ListingWindow are
+// added to it, and after the window a batch opens another (or, too small
+// for one, lists its tasks on their own). A repeated id and a task created
+// by reference keep listing keys of their own. When the entry cannot be
+// written, each task gets its own. Every task is listed once, whichever
+// way.
 func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -32,8 +34,7 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 	}{{"entry written", false}, {"entry write fails", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var e *env
-			e = setup(t, func(cfg *lifecycle.Config) {
+			e := setup(t, func(cfg *lifecycle.Config) {
 				if c.failing {
 					cfg.Store = failingLister{cfg.Store.(*leasemem.Store)}
 				}
@@ -42,40 +43,49 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 			if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "ref", Kind: "ok", MaxAttempts: 1}); err != nil {
 				t.Fatalf("Create: %v", err)
 			}
-			var msgs []lifecycle.Message
-			var batched []string
-			for i := range 5 {
-				id := fmt.Sprintf("t%d", i)
-				batched = append(batched, id)
-				msgs = append(msgs, msg("m"+id, inline(t, "ok", id, "", 0)))
+			batch := func(ids ...string) []lifecycle.Message {
+				var msgs []lifecycle.Message
+				for _, id := range ids {
+					msgs = append(msgs, msg("m"+id, inline(t, "ok", id, "", 0)))
+				}
+				return msgs
 			}
-			msgs = append(msgs, msg("again", inline(t, "ok", "t0", "", 0)), msg("byref", token.Ref("ref")))
+			first := append(batch("t0", "t1", "t2", "t3", "t4"), msg("again", inline(t, "ok", "t0", "", 0)), msg("byref", token.Ref("ref")))
 			// Of the two messages of t0, the one that meets the other's
 			// lease is kept for later.
-			results := e.exec.ProcessBatch(t.Context(), nil, msgs)
-			for i, r := range results {
-				if !r.Ack && msgs[i].ID != "mt0" && msgs[i].ID != "again" {
-					t.Fatalf("message %s not acked: %+v", msgs[i].ID, r)
+			for i, r := range e.exec.ProcessBatch(t.Context(), nil, first) {
+				if !r.Ack && first[i].ID != "mt0" && first[i].ID != "again" {
+					t.Fatalf("message %s not acked: %+v", first[i].ID, r)
 				}
 			}
-			small := []lifecycle.Message{msg("s1", inline(t, "ok", "s1", "", 0)), msg("s2", inline(t, "ok", "s2", "", 0))}
-			e.exec.ProcessBatch(t.Context(), nil, small)
+			e.exec.ProcessBatch(t.Context(), nil, batch("a0", "a1"))
+			e.clock.Advance(lease.ListingWindow)
+			e.exec.ProcessBatch(t.Context(), nil, batch("s0", "s1"))
+			e.exec.ProcessBatch(t.Context(), nil, batch("n0", "n1", "n2"))
 
-			var entry string
-			for _, id := range batched {
-				got := e.get(t, id)
-				if got.Status != lease.StatusSucceeded {
-					t.Fatalf("%s is %s", id, got.Status)
+			listedIn := func(ids ...string) string {
+				t.Helper()
+				var in string
+				for i, id := range ids {
+					got := e.get(t, id)
+					if got.Status != lease.StatusSucceeded {
+						t.Fatalf("%s is %s", id, got.Status)
+					}
+					if i > 0 && got.ListedIn != in {
+						t.Fatalf("%s is listed in %q, %s in %q: want one entry", id, got.ListedIn, ids[0], in)
+					}
+					in = got.ListedIn
 				}
-				switch {
-				case c.failing && got.ListedIn != "":
-					t.Fatalf("%s is listed in %q, though no entry was written", id, got.ListedIn)
-				case !c.failing && (got.ListedIn == "" || entry != "" && got.ListedIn != entry):
-					t.Fatalf("%s is listed in %q, want the batch's one entry (%q)", id, got.ListedIn, entry)
-				}
-				entry = got.ListedIn
+				return in
 			}
-			for _, id := range []string{"ref", "s1", "s2"} {
+			entry, later := listedIn("t0", "t1", "t2", "t3", "t4", "a0", "a1"), listedIn("n0", "n1", "n2")
+			switch {
+			case c.failing && (entry != "" || later != ""):
+				t.Fatalf("tasks listed in %q and %q, though no entry could be written", entry, later)
+			case !c.failing && (entry == "" || later == "" || entry == later):
+				t.Fatalf("batches listed in %q, then after the window in %q: want two entries", entry, later)
+			}
+			for _, id := range []string{"ref", "s0", "s1"} {
 				if got := e.get(t, id); got.ListedIn != "" || got.Status != lease.StatusSucceeded {
 					t.Fatalf("%s: %s, listed in %q; want SUCCEEDED with its own listing key", id, got.Status, got.ListedIn)
 				}
@@ -89,7 +99,7 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 				ids = append(ids, task.ID)
 			}
 			slices.Sort(ids)
-			if want := []string{"ref", "s1", "s2", "t0", "t1", "t2", "t3", "t4"}; !slices.Equal(ids, want) {
+			if want := []string{"a0", "a1", "n0", "n1", "n2", "ref", "s0", "s1", "t0", "t1", "t2", "t3", "t4"}; !slices.Equal(ids, want) {
 				t.Fatalf("List(SUCCEEDED) = %v, want %v", ids, want)
 			}
 		})

@@ -145,29 +145,40 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	if err := s.begin(ctx, false); err != nil {
 		return nil, "", err
 	}
-	var all []lease.Task
+	type listed struct {
+		at   int64 // the listing time: its creation, or its batch entry's
+		task lease.Task
+	}
+	var all []listed
 	for _, rec := range s.tasks {
-		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() ||
-			rec.ListedIn != "" && !slices.Contains(s.listings[rec.ListedIn], rec.ID) {
+		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() {
 			continue
 		}
-		if after != nil {
-			c := rec.CreatedAt.UnixMilli()
-			if c > after.CreatedAt || c == after.CreatedAt && rec.ID <= after.ID {
+		at := rec.CreatedAt.UnixMilli()
+		if rec.ListedIn != "" {
+			l := s.listings[rec.ListedIn]
+			if l == nil || !slices.Contains(l.ids, rec.ID) {
 				continue
 			}
+			at = l.at.UnixMilli()
 		}
-		all = append(all, lease.ListView(*rec))
+		if after != nil && (at > after.CreatedAt || at == after.CreatedAt && rec.ID <= after.ID) {
+			continue
+		}
+		all = append(all, listed{at, lease.ListView(*rec)})
 	}
-	slices.SortFunc(all, func(a, b lease.Task) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	slices.SortFunc(all, func(a, b listed) int {
+		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(a.task.ID, b.task.ID))
 	})
-	if len(all) <= limit {
-		return all, "", nil
+	page := make([]lease.Task, 0, min(limit, len(all)))
+	for _, l := range all[:min(limit, len(all))] {
+		page = append(page, l.task)
 	}
-	page := all[:limit]
-	last := page[len(page)-1]
-	next, err := json.Marshal(listCursor{Status: status, CreatedAt: last.CreatedAt.UnixMilli(), ID: last.ID})
+	if len(all) <= limit {
+		return page, "", nil
+	}
+	last := all[limit-1]
+	next, err := json.Marshal(listCursor{Status: status, CreatedAt: last.at, ID: last.task.ID})
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s: encode cursor: %w", status, err)
 	}
@@ -217,7 +228,7 @@ var _ lease.Lister = (*Store)(nil)
 
 // WriteListing implements lease.Lister.
 func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
-	if err := lease.CheckListing(ids); err != nil {
+	if err := lease.CheckListing(ids, lease.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
 	s.mu.Lock()
@@ -229,6 +240,33 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 		return lease.Listing{}, err
 	}
 	l := lease.Listing{ID: lease.NewListingID(), At: s.now()}
-	s.listings[l.ID] = slices.Clone(ids)
+	s.listings[l.ID] = &listing{at: l.At, ids: slices.Clone(ids)}
 	return l, nil
+}
+
+// AppendListing implements lease.Lister.
+func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
+	if err := lease.CheckListing(ids, 1); err != nil {
+		return fmt.Errorf("append listing: %w", err)
+	}
+	if !lease.IsListingID(l.ID) {
+		return fmt.Errorf("append listing: %w: %q is not a listing entry", lease.ErrInvalid, l.ID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.Unlisted {
+		return nil
+	}
+	if err := s.begin(ctx, true); err != nil {
+		return err
+	}
+	e := s.listings[l.ID]
+	switch {
+	case e == nil:
+		return fmt.Errorf("append listing %s: %w", l.ID, lease.ErrNotFound)
+	case len(e.ids)+len(ids) > lease.MaxListingIDs:
+		return fmt.Errorf("append listing %s: %w", l.ID, lease.ErrListingFull)
+	}
+	e.ids = append(e.ids, ids...)
+	return nil
 }

@@ -27,11 +27,17 @@ type Store struct {
 	// without a listing entry: listed only while they have ended otherwise
 	// than SUCCEEDED, and for good from then (a retry keeps it listed).
 	derived map[string]bool
-	// listings are the batch listing entries written (WriteListing): the
-	// ids each names. A task whose ListedIn is set is listed only if its
-	// entry names it.
-	listings map[string][]string
+	// listings are the batch listing entries written (WriteListing). A
+	// task whose ListedIn is set is listed only if its entry names it, at
+	// the entry's time.
+	listings map[string]*listing
 	calls    Calls
+}
+
+// listing is a batch listing entry: when it was opened, and its ids.
+type listing struct {
+	at  time.Time
+	ids []string
 }
 
 // Calls counts the store's operations, for tests that assert how many a path
@@ -45,7 +51,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string][]string{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}}
 }
 
 // Calls returns the operation counts so far.
@@ -110,9 +116,6 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 	}
 	if t.Listing.ID != "" && !t.Derived() && !s.opts.Unlisted {
 		rec.ListedIn = t.Listing.ID
-		if at := ms(t.Listing.At); !at.IsZero() {
-			rec.CreatedAt = at
-		}
 	}
 	lease.ApplyWaits(rec, t)
 	return rec

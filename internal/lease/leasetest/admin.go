@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -800,11 +801,12 @@ func testDerivedListing(t *testing.T, a *adminEnv) {
 }
 
 // Tasks created with a batch listing entry (lease.Lister) are listed
-// through it, once, at the entry's time, newest first among the rest and
-// across pages of any size. A task that the entry does not name, or whose
-// entry was never written, is not listed; an id taken before its entry was
-// written stays listed where it was. A task listed by an entry is listed on
-// its own from its first retry or wait, still once.
+// through it, once, at the entry's time (not their own creation), newest
+// first among the rest and across pages of any size; an entry takes later
+// tasks (AppendListing) until it is full. A task that the entry does not
+// name, or whose entry was never written, is not listed; an id taken
+// before its entry was written stays listed where it was. A task listed by
+// an entry is listed on its own from its first retry or wait, still once.
 func testBatchListing(t *testing.T, a *adminEnv) {
 	if _, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id()}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WriteListing of %d ids = %v, want ErrInvalid", lease.MinListing-1, err)
@@ -813,16 +815,35 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	if _, err := a.admin.WriteListing(a.ctx, []string{same, a.id(), same}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WriteListing naming an id twice = %v, want ErrInvalid", err)
 	}
+	if err := a.admin.AppendListing(a.ctx, lease.Listing{ID: lease.NewListingID(), At: a.now()}, []string{a.id()}); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("AppendListing to an entry never written = %v, want ErrNotFound", err)
+	}
 
-	var want []string    // the RUNNING tasks List must show
-	var batched []string // those of them listed by an entry
-	for round := range 5 {
+	at := map[string]time.Time{} // each listed task's listing time
+	var batched []string         // the tasks listed by an entry
+	created := func(n lease.NewTask, l lease.Listing) {
+		t.Helper()
+		n.Listing = l
+		got, err := a.admin.CreateClaimed(a.ctx, n, "w")
+		if err != nil {
+			t.Fatalf("CreateClaimed(%s): %v", n.ID, err)
+		}
+		if got.ListedIn != l.ID {
+			t.Fatalf("a task created with entry %q has ListedIn %q", l.ID, got.ListedIn)
+		}
+		at[got.ID] = ms(l.At)
+		batched = append(batched, got.ID)
+	}
+	own := func() {
+		got := a.createClaimed(a.newTask(), "w")
+		at[got.ID] = got.CreatedAt
+	}
+	for round := range 4 {
 		var ns []lease.NewTask
 		var ids []string
 		for range lease.MinListing + round {
 			n := a.newTask()
-			ns = append(ns, n)
-			ids = append(ids, n.ID)
+			ns, ids = append(ns, n), append(ids, n.ID)
 		}
 		l, err := a.admin.WriteListing(a.ctx, append(slices.Clone(ids), a.id())) // and an id never created
 		if err != nil || l.ID == "" || !lease.IsListingID(l.ID) {
@@ -830,17 +851,19 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 		}
 		a.clock.Advance(time.Millisecond) // the creates come later than the entry
 		for _, n := range ns {
-			n.Listing = l
-			got, err := a.admin.CreateClaimed(a.ctx, n, "w")
-			if err != nil {
-				t.Fatalf("CreateClaimed(%s): %v", n.ID, err)
-			}
-			if !got.CreatedAt.Equal(ms(l.At)) || got.ListedIn != l.ID {
-				t.Fatalf("a task created with entry %q at %s has CreatedAt %s, ListedIn %q", l.ID, l.At, got.CreatedAt, got.ListedIn)
-			}
-			want, batched = append(want, got.ID), append(batched, got.ID)
+			created(n, l)
 		}
-		want = append(want, a.createClaimed(a.newTask(), "w").ID) // listed on its own
+		own() // newer than the entry's tasks so far
+		a.clock.Advance(time.Millisecond)
+		// A later batch appended to the entry: listed at the entry's time,
+		// before the task created in between.
+		later := []lease.NewTask{a.newTask(), a.newTask()}
+		if err := a.admin.AppendListing(a.ctx, l, []string{later[0].ID, later[1].ID}); err != nil {
+			t.Fatalf("AppendListing: %v", err)
+		}
+		for _, n := range later {
+			created(n, l)
+		}
 		a.clock.Advance(time.Millisecond)
 	}
 	// Not listed: a task its entry does not name, one whose entry was
@@ -864,6 +887,17 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	if _, err := a.admin.CreateClaimed(a.ctx, lost, "w"); err != nil {
 		t.Fatalf("CreateClaimed: %v", err)
 	}
+	// An entry takes at most MaxListingIDs.
+	var fill []string // short ids: the entry's bytes are the caller's to bound
+	for i := range lease.MaxListingIDs - 3 {
+		fill = append(fill, fmt.Sprintf("fill-%d", i))
+	}
+	if err := a.admin.AppendListing(a.ctx, l, fill); err != nil {
+		t.Fatalf("AppendListing up to %d ids: %v", lease.MaxListingIDs, err)
+	}
+	if err := a.admin.AppendListing(a.ctx, l, []string{a.id()}); !errors.Is(err, lease.ErrListingFull) {
+		t.Fatalf("AppendListing to a full entry = %v, want ErrListingFull", err)
+	}
 
 	check := func(status lease.Status, want []string) {
 		t.Helper()
@@ -872,8 +906,9 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 			var ids []string
 			for i, task := range got {
 				ids = append(ids, task.ID)
-				if i > 0 && task.CreatedAt.After(got[i-1].CreatedAt) {
-					t.Fatalf("List(%s, %d) is not newest first at %d: %s after %s", status, limit, i, task.CreatedAt, got[i-1].CreatedAt)
+				if i > 0 && at[task.ID].After(at[got[i-1].ID]) {
+					t.Fatalf("List(%s, %d) is not newest first at %d: %s listed at %s after %s at %s",
+						status, limit, i, task.ID, at[task.ID], got[i-1].ID, at[got[i-1].ID])
 				}
 				if task.ListedIn != "" {
 					t.Fatalf("List(%s) shows ListedIn %q", status, task.ListedIn)
@@ -881,13 +916,13 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 			}
 			slices.Sort(ids)
 			if !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
-				t.Fatalf("List(%s, %d pages) = %d tasks %v,\nwant %d %v", status, limit, len(ids), ids, len(want), want)
+				t.Fatalf("List(%s, %d a page) = %d tasks %v,\nwant %d %v", status, limit, len(ids), ids, len(want), want)
 			}
 		}
 	}
-	check(lease.StatusRunning, want)
+	check(lease.StatusRunning, slices.Collect(maps.Keys(at)))
 
-	// A retry and a finish, in the entry's first round.
+	// A retry and a finish, from the first entry.
 	retried, err := a.admin.Get(a.ctx, batched[1])
 	if err != nil {
 		t.Fatalf("Get: %v", err)
@@ -898,7 +933,13 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 		t.Fatalf("Get: %v", err)
 	}
 	a.finish(done, nil)
-	running := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return id == batched[1] || id == batched[2] })
+	at[batched[1]] = retried.CreatedAt // listed on its own now
+	var running []string
+	for id := range at {
+		if id != batched[1] && id != batched[2] {
+			running = append(running, id)
+		}
+	}
 	check(lease.StatusRunning, running)
 	check(lease.StatusPending, []string{batched[1]})
 	check(lease.StatusSucceeded, []string{batched[2]})
