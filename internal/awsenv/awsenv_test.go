@@ -76,16 +76,59 @@ func TestMatchesLoadDefaultConfig(t *testing.T) {
 			"AWS_ENDPOINT_URL", "http://127.0.0.1:4722",
 			"AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4720",
 			"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
-		"adaptive retries": lambdaEnv("AWS_RETRY_MODE", "adaptive", "AWS_MAX_ATTEMPTS", "7"),
-		"standard retries": lambdaEnv("AWS_RETRY_MODE", "standard"),
-		"max attempts":     lambdaEnv("AWS_MAX_ATTEMPTS", "2"),
+		"configured endpoints ignored, upper case": lambdaEnv(
+			"AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4721",
+			"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "TRUE"),
+		"configured endpoints not ignored": lambdaEnv(
+			"AWS_ENDPOINT_URL", "http://127.0.0.1:4722",
+			"AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4721",
+			"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "false"),
+		"SQS endpoint only":      lambdaEnv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4720"),
+		"DynamoDB endpoint only": lambdaEnv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4721"),
+		"global endpoint only":   lambdaEnv("AWS_ENDPOINT_URL", "http://127.0.0.1:4722"),
+		"empty endpoints": lambdaEnv(
+			"AWS_ENDPOINT_URL", "",
+			"AWS_ENDPOINT_URL_SQS", "",
+			"AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4721"),
+		"FIPS":                    lambdaEnv("AWS_USE_FIPS_ENDPOINT", "True"),
+		"no FIPS":                 lambdaEnv("AWS_USE_FIPS_ENDPOINT", "false"),
+		"dual-stack":              lambdaEnv("AWS_USE_DUALSTACK_ENDPOINT", "true"),
+		"no dual-stack":           lambdaEnv("AWS_USE_DUALSTACK_ENDPOINT", "FALSE"),
+		"endpoint discovery off":  lambdaEnv("AWS_ENABLE_ENDPOINT_DISCOVERY", "false"),
+		"endpoint discovery on":   lambdaEnv("AWS_ENABLE_ENDPOINT_DISCOVERY", "TRUE"),
+		"endpoint discovery auto": lambdaEnv("AWS_ENABLE_ENDPOINT_DISCOVERY", "auto"),
+		"adaptive retries":        lambdaEnv("AWS_RETRY_MODE", "adaptive", "AWS_MAX_ATTEMPTS", "7"),
+		"standard retries":        lambdaEnv("AWS_RETRY_MODE", "standard"),
+		"max attempts":            lambdaEnv("AWS_MAX_ATTEMPTS", "2"),
+		"max attempts 0":          lambdaEnv("AWS_MAX_ATTEMPTS", "0"),
 		"default region only": {
 			"AWS_DEFAULT_REGION":    "ap-south-1",
 			"AWS_ACCESS_KEY_ID":     akid,
 			"AWS_SECRET_ACCESS_KEY": secret,
 		},
-		"defaults mode standard": lambdaEnv("AWS_DEFAULTS_MODE", "standard"),
-		"defaults mode auto":     lambdaEnv("AWS_DEFAULTS_MODE", "auto"),
+		"empty region":                 lambdaEnv("AWS_REGION", "", "AWS_DEFAULT_REGION", "ap-south-1"),
+		"region before default region": lambdaEnv("AWS_REGION", "eu-north-1", "AWS_DEFAULT_REGION", "ap-south-1"),
+		"old credential names": {
+			"AWS_REGION":        "eu-west-3",
+			"AWS_ACCESS_KEY":    akid,
+			"AWS_SECRET_KEY":    secret,
+			"AWS_SESSION_TOKEN": "awsenv-token",
+		},
+		"access key without secret": {"AWS_REGION": "eu-west-3", "AWS_ACCESS_KEY_ID": akid},
+		"defaults mode standard":    lambdaEnv("AWS_DEFAULTS_MODE", "standard"),
+		"defaults mode auto":        lambdaEnv("AWS_DEFAULTS_MODE", "auto"),
+		"defaults mode upper case":  lambdaEnv("AWS_DEFAULTS_MODE", "IN-REGION"),
+		"defaults mode legacy":      lambdaEnv("AWS_DEFAULTS_MODE", "legacy"),
+		"account-id mode required":  lambdaEnv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "required", "AWS_ACCOUNT_ID", "123456789012"),
+		"checksums upper case": lambdaEnv(
+			"AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED",
+			"AWS_RESPONSE_CHECKSUM_VALIDATION", "When_Supported"),
+		"smallest compression size": lambdaEnv("AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES", "0"),
+		"largest compression size":  lambdaEnv("AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES", "10485760"),
+		"compression and skew correction on": lambdaEnv(
+			"AWS_DISABLE_REQUEST_COMPRESSION", "FALSE",
+			"AWS_DISABLE_CLOCK_SKEW_CORRECTION", "false"),
+		"blank auth schemes": lambdaEnv("AWS_AUTH_SCHEME_PREFERENCE", " , ,"),
 		"other SDK settings": lambdaEnv(
 			"AWS_ACCOUNT_ID", "123456789012",
 			"AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled",
@@ -103,11 +146,7 @@ func TestMatchesLoadDefaultConfig(t *testing.T) {
 	}
 	for name, vars := range cases {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			vars["AWS_CONFIG_FILE"] = filepath.Join(dir, "config")
-			vars["AWS_SHARED_CREDENTIALS_FILE"] = filepath.Join(dir, "credentials")
-			vars["AWS_EC2_METADATA_DISABLED"] = "true"
-			setEnv(t, vars)
+			setIsolatedEnv(t, vars)
 			got, err := awsenv.Load()
 			if err != nil {
 				t.Fatal(err)
@@ -120,6 +159,49 @@ func TestMatchesLoadDefaultConfig(t *testing.T) {
 				t.Errorf("Load gives\n%s\nLoadDefaultConfig gives\n%s", g, w)
 			}
 		})
+	}
+}
+
+// setIsolatedEnv is setEnv with LoadDefaultConfig's shared files and
+// instance metadata service out of the way.
+func setIsolatedEnv(t *testing.T, vars map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	vars["AWS_CONFIG_FILE"] = filepath.Join(dir, "config")
+	vars["AWS_SHARED_CREDENTIALS_FILE"] = filepath.Join(dir, "credentials")
+	vars["AWS_EC2_METADATA_DISABLED"] = "true"
+	setEnv(t, vars)
+}
+
+// TestServiceEndpointNames checks the variable that Load's configuration
+// source reads for a service's endpoint against the SDK's own environment
+// source, for service IDs other than the functions' two, spaces included.
+func TestServiceEndpointNames(t *testing.T) {
+	type endpointSource interface {
+		GetServiceBaseEndpoint(context.Context, string) (string, bool, error)
+	}
+	setEnv(t, lambdaEnv(
+		"AWS_ENDPOINT_URL_API_GATEWAY", "http://127.0.0.1:4730",
+		"AWS_ENDPOINT_URL_LAMBDA", "http://127.0.0.1:4731",
+		"AWS_ENDPOINT_URL_COGNITO_IDENTITY_PROVIDER", "http://127.0.0.1:4732"))
+	cfg, err := awsenv.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := config.NewEnvConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := cfg.ConfigSources[0].(endpointSource)
+	if !ok {
+		t.Fatalf("Load's configuration source %T has no GetServiceBaseEndpoint", cfg.ConfigSources[0])
+	}
+	for _, id := range []string{"API Gateway", "Lambda", "lambda", "Cognito Identity Provider", "SQS", "EventBridge"} {
+		g, gFound, _ := got.GetServiceBaseEndpoint(t.Context(), id)
+		w, wFound, _ := env.GetServiceBaseEndpoint(t.Context(), id)
+		if g != w || gFound != wFound {
+			t.Errorf("endpoint of %q: Load's source gives %q/%v, the SDK's %q/%v", id, g, gFound, w, wFound)
+		}
 	}
 }
 
@@ -157,16 +239,40 @@ func deref(s *string) string {
 	return *s
 }
 
+// TestMalformedValuesFail checks that each value LoadDefaultConfig
+// rejects fails Load too, with an error that names the variable.
 func TestMalformedValuesFail(t *testing.T) {
 	for _, kv := range [][2]string{
 		{"AWS_MAX_ATTEMPTS", "many"},
+		{"AWS_MAX_ATTEMPTS", "2.5"},
 		{"AWS_RETRY_MODE", "sometimes"},
+		{"AWS_RETRY_MODE", "Standard"},
 		{"AWS_USE_FIPS_ENDPOINT", "perhaps"},
+		{"AWS_USE_DUALSTACK_ENDPOINT", "1"},
+		{"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "yes"},
+		{"AWS_ENABLE_ENDPOINT_DISCOVERY", "sometimes"},
+		{"AWS_DEFAULTS_MODE", "fast"},
+		{"AWS_ACCOUNT_ID_ENDPOINT_MODE", "always"},
+		{"AWS_ACCOUNT_ID_ENDPOINT_MODE", "Preferred"},
+		{"AWS_REQUEST_CHECKSUM_CALCULATION", "always"},
+		{"AWS_RESPONSE_CHECKSUM_VALIDATION", "never"},
+		{"AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES", "big"},
+		{"AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES", "-1"},
+		{"AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES", "10485761"},
+		{"AWS_DISABLE_REQUEST_COMPRESSION", "1"},
+		{"AWS_DISABLE_CLOCK_SKEW_CORRECTION", "no"},
 	} {
-		t.Run(kv[0], func(t *testing.T) {
-			setEnv(t, lambdaEnv(kv[0], kv[1]))
-			if _, err := awsenv.Load(); err == nil {
-				t.Errorf("%s=%s: Load succeeded", kv[0], kv[1])
+		t.Run(kv[0]+"="+kv[1], func(t *testing.T) {
+			setIsolatedEnv(t, lambdaEnv(kv[0], kv[1]))
+			if _, err := config.LoadDefaultConfig(t.Context()); err == nil {
+				t.Fatalf("%s=%s: LoadDefaultConfig succeeded; the case no longer belongs here", kv[0], kv[1])
+			}
+			_, err := awsenv.Load()
+			if err == nil {
+				t.Fatalf("%s=%s: Load succeeded", kv[0], kv[1])
+			}
+			if !strings.Contains(err.Error(), kv[0]) {
+				t.Errorf("%s=%s: Load's error %q does not name the variable", kv[0], kv[1], err)
 			}
 		})
 	}
