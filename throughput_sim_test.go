@@ -524,6 +524,14 @@ func (s *simStore) WriteListing(ctx context.Context, ids []string) (lease.Listin
 	return delayed(ctx, s, func() (lease.Listing, error) { return s.Store.(lease.Lister).WriteListing(ctx, ids) })
 }
 
+// AppendListing likewise.
+func (s *simStore) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	return s.Store.(lease.Lister).AppendListing(ctx, l, ids)
+}
+
 var (
 	_ lease.Store  = (*simStore)(nil)
 	_ lease.Lister = (*simStore)(nil)

@@ -371,6 +371,25 @@ func TestChaos(t *testing.T) {
 	}
 	rep := chaos.Check(in)
 	w := rep.Workflow
+	// The listing: every single task listed once, no task twice.
+	listed := listings(t, ddb, table)
+	var unlisted, twice []string
+	for _, id := range plan.singles {
+		if _, ok := records[id]; ok && listed[id] != 1 {
+			unlisted = append(unlisted, fmt.Sprintf("%s (%d times)", id, listed[id]))
+		}
+	}
+	for id, n := range listed {
+		if n > 1 {
+			twice = append(twice, id)
+		}
+	}
+	if len(unlisted) > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("unlisted: %d single tasks not listed once: %v", len(unlisted), unlisted[:min(len(unlisted), 25)]))
+	}
+	if len(twice) > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("listed_twice: %d tasks listed more than once: %v", len(twice), twice[:min(len(twice), 25)]))
+	}
 	if p.workflows && fanInKilled == 0 {
 		rep.Violations = append(rep.Violations, "kills_during_fan_in: no parent's suspension was seen, so no worker was killed during a fan-in")
 	}
@@ -421,6 +440,7 @@ func TestChaos(t *testing.T) {
 		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed, proxyTotals.UpstreamErrors,
 		rep.Executions, rep.Takeovers, rep.LeaseLost,
 		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
+	summary += fmt.Sprintf(" listed=%d unlisted=%d listed_twice=%d", len(listed), len(unlisted), len(twice))
 	fmt.Println(summary)
 	report := summary + "\n" + strings.Join(rep.Violations, "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(p.dir, "report.txt"), []byte(report), 0o644); err != nil {

@@ -97,6 +97,7 @@ func workerEnv(p params, endpoint map[string]string, table string, q awstest.Que
 // plan is what the test sends.
 type plan struct {
 	valid      []string // ids of the valid tasks
+	singles    []string // those of them sent as single inline tasks (listed)
 	malformed  []string // bodies that docs/tokens.md sends to the DLQ
 	duplicates int
 	messages   []string // every body, in sending order
@@ -130,6 +131,7 @@ func makePlan(p params) plan {
 		}
 		body := fmt.Sprintf(`{"v":1,"kind":"chaos","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":20}`, id, i, work)
 		pl.valid = append(pl.valid, id)
+		pl.singles = append(pl.singles, id)
 		first = append(first, body)
 		if i%p.dupEvery == p.dupEvery/2 {
 			dups = append(dups, body)
@@ -321,4 +323,34 @@ func drainDLQ(t *testing.T, client *sqs.Client, url string, want int) []chaos.De
 		}
 	}
 	return out
+}
+
+// listings counts, per task id, how often leasehold's List shows it across
+// every status: the listing check (each single task listed once, none
+// twice) runs on the table as the workers left it, batch listing entries
+// and all.
+func listings(t *testing.T, client *dynamodb.Client, table string) map[string]int {
+	t.Helper()
+	store := lease.NewDynamoStore(client, table, lease.Options{})
+	seen := map[string]int{}
+	for _, status := range lease.Statuses {
+		cursor := ""
+		for page := 0; ; page++ {
+			if page == 10000 {
+				t.Fatalf("chaos: List(%s) does not end", status)
+			}
+			tasks, next, err := store.List(t.Context(), status, lease.MaxListLimit, cursor)
+			if err != nil {
+				t.Fatalf("chaos: List(%s): %v", status, err)
+			}
+			for _, task := range tasks {
+				seen[task.ID]++
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return seen
 }

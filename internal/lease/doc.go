@@ -30,8 +30,9 @@
 // an entry's key; the sweep re-arms an entry that comes due under a live
 // lease (MarkDispatched). The `by_created` index (list_shard, created_at,
 // keys only) serves listing; its keys never change after the create, and List
-// reads each task's status from the item. Both are sharded 16 ways by a hash
-// of the id, so no partition runs hot.
+// reads each task's status from the item. A batch of inline tasks shares one
+// entry of it, a batch listing entry (listing.go). Both indexes are sharded
+// 16 ways by a hash of the id, so no partition runs hot.
 //
 // The in-memory store in leasemem follows the same rules, and both pass the
 // conformance suite in leasetest.
