@@ -34,7 +34,7 @@ func BenchmarkColdStart(b *testing.B) {
 	dir := b.TempDir()
 	bootstrap, rie := buildBinaries(b, dir)
 	hello := filepath.Join(dir, "hello")
-	buildGo(b, []string{"build", "-tags", "lambda.norpc", "-trimpath", "-o", hello, "./testdata/hello"}, "", "GOOS=linux", "CGO_ENABLED=0")
+	buildGo(b, []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", hello, "./testdata/hello"}, "", "GOOS=linux", "CGO_ENABLED=0")
 	env := []string{
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"LEASEHOLD_TABLE=leasehold-tasks", "LEASEHOLD_WORK_QUEUE_URL=http://127.0.0.1:9/000000000000/leasehold-work",

@@ -167,7 +167,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 func buildBinaries(t testing.TB, dir string) (bootstrap, rie string) {
 	t.Helper()
 	bootstrap = filepath.Join(dir, "bootstrap")
-	buildGo(t, []string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-o", bootstrap, "."}, "",
+	buildGo(t, []string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, "."}, "",
 		"GOOS=linux", "CGO_ENABLED=0")
 	// Installed outside this module so that the emulator's own go.mod
 	// decides its dependencies. A proxy that cannot be reached fails the
