@@ -125,8 +125,11 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 	cur := e.listing
 	e.listing = nil
 	e.listingMu.Unlock()
-	if cur != nil && len(ids) >= minAppend && e.cfg.Clock.Since(cur.l.At) < lease.ListingWindow &&
-		cur.ids+len(ids) <= lease.MaxListingIDs && cur.bytes+size <= lease.MaxListingBytes {
+	switch {
+	case cur == nil || e.cfg.Clock.Since(cur.l.At) >= lease.ListingWindow:
+	case len(ids) < minAppend:
+		e.keepListing(cur) // for the next batch
+	case cur.ids+len(ids) <= lease.MaxListingIDs && cur.bytes+size <= lease.MaxListingBytes:
 		err := lister.AppendListing(ctx, cur.l, ids)
 		if err == nil {
 			cur.ids, cur.bytes = cur.ids+len(ids), cur.bytes+size

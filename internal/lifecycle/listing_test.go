@@ -58,6 +58,9 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 					t.Fatalf("message %s not acked: %+v", first[i].ID, r)
 				}
 			}
+			// One task (its token twice) keeps its own listing and leaves
+			// the entry open for the next batch.
+			e.exec.ProcessBatch(t.Context(), nil, append(batch("x0"), msg("x0again", inline(t, "ok", "x0", "", 0))))
 			e.exec.ProcessBatch(t.Context(), nil, batch("a0", "a1"))
 			e.clock.Advance(lease.ListingWindow)
 			e.exec.ProcessBatch(t.Context(), nil, batch("s0", "s1"))
@@ -85,7 +88,7 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 			case !c.failing && (entry == "" || later == "" || entry == later):
 				t.Fatalf("batches listed in %q, then after the window in %q: want two entries", entry, later)
 			}
-			for _, id := range []string{"ref", "s0", "s1"} {
+			for _, id := range []string{"ref", "s0", "s1", "x0"} {
 				if got := e.get(t, id); got.ListedIn != "" || got.Status != lease.StatusSucceeded {
 					t.Fatalf("%s: %s, listed in %q; want SUCCEEDED with its own listing key", id, got.Status, got.ListedIn)
 				}
@@ -99,7 +102,7 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 				ids = append(ids, task.ID)
 			}
 			slices.Sort(ids)
-			if want := []string{"a0", "a1", "n0", "n1", "n2", "ref", "s0", "s1", "t0", "t1", "t2", "t3", "t4"}; !slices.Equal(ids, want) {
+			if want := []string{"a0", "a1", "n0", "n1", "n2", "ref", "s0", "s1", "t0", "t1", "t2", "t3", "t4", "x0"}; !slices.Equal(ids, want) {
 				t.Fatalf("List(SUCCEEDED) = %v, want %v", ids, want)
 			}
 		})
