@@ -37,11 +37,14 @@ const AttrRedrives = "leasehold-redrives"
 const MaxDeadLetterRedrives = 3
 
 // Bounds of one sweep's dead-letter recovery: receives of up to ten
-// messages, each hidden for deadLetterHold while it is handled. A message
-// left in the queue is made visible again at once.
+// messages, each hidden for deadLetterHold while the sweep reads on. The
+// messages left in the queue stay hidden until the last receive, so that
+// each receive reaches messages behind them (a token moved there can sit
+// behind any number of rejected messages), and are then made visible
+// again at once.
 const (
-	maxDeadLetterReceives = 10
-	deadLetterHold        = 10 // seconds
+	maxDeadLetterReceives = 30
+	deadLetterHold        = 30 // seconds
 )
 
 // DeadLetterClient is the part of *sqs.Client dead-letter recovery uses.
@@ -62,7 +65,7 @@ type RedriveStats struct {
 
 // RedriveDeadLetters sends the messages SQS moved to the work dead-letter
 // queue back to the work queue (see the package's dead-letter recovery),
-// at most ten receives of ten messages per call. Without a dead-letter
+// at most maxDeadLetterReceives receives of ten messages per call. Without a dead-letter
 // queue (Config.WorkDLQURL) it does nothing.
 func (d *Dispatcher) RedriveDeadLetters(ctx context.Context) (RedriveStats, error) {
 	var st RedriveStats
@@ -70,10 +73,26 @@ func (d *Dispatcher) RedriveDeadLetters(ctx context.Context) (RedriveStats, erro
 		return st, nil
 	}
 	client := d.cfg.SQS.(DeadLetterClient) // checked by New
+	st, kept, err := d.redriveDeadLetters(ctx, client)
+	// What stays is shown again only now: hidden, it let each receive
+	// above reach the messages behind it.
+	for i := 0; i < len(kept); i += 10 {
+		err = errors.Join(err, d.showDeadLetters(ctx, client, kept[i:min(i+10, len(kept))]))
+	}
+	return st, err
+}
+
+// redriveDeadLetters is RedriveDeadLetters's receives; it returns the
+// messages it leaves in the queue, still hidden.
+func (d *Dispatcher) redriveDeadLetters(ctx context.Context, client DeadLetterClient) (RedriveStats, []types.Message, error) {
+	var (
+		st   RedriveStats
+		kept []types.Message
+	)
 	seen := map[string]bool{}
 	for range maxDeadLetterReceives {
 		if err := context.Cause(ctx); err != nil {
-			return st, err
+			return st, kept, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 		out, err := client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
@@ -84,13 +103,13 @@ func (d *Dispatcher) RedriveDeadLetters(ctx context.Context) (RedriveStats, erro
 		})
 		cancel()
 		if err != nil {
-			return st, fmt.Errorf("receive from the work dead-letter queue: %w", err)
+			return st, kept, fmt.Errorf("receive from the work dead-letter queue: %w", err)
 		}
 		if len(out.Messages) == 0 {
-			return st, nil
+			return st, kept, nil
 		}
-		// A message this call saw already (left visible, received again)
-		// is only made visible again.
+		// A message this call saw already (its hold ran out on a slow
+		// queue, and it was received again) is only left again.
 		var back, leave, again []types.Message
 		for _, m := range out.Messages {
 			id := aws.ToString(m.MessageId)
@@ -116,18 +135,15 @@ func (d *Dispatcher) RedriveDeadLetters(ctx context.Context) (RedriveStats, erro
 		st.Redriven += len(done)
 		st.Left += len(leave)
 		fresh := len(again) < len(out.Messages)
-		leave = append(leave, again...)
-		errs := errors.Join(
-			d.deleteDeadLetters(ctx, client, done),
-			d.showDeadLetters(ctx, client, leave))
-		if errs != nil {
-			return st, errs
+		kept = append(append(kept, leave...), again...)
+		if err := d.deleteDeadLetters(ctx, client, done); err != nil {
+			return st, kept, err
 		}
 		if !fresh {
-			return st, nil // the same messages again: every one was seen
+			return st, kept, nil // the same messages again: every one was seen
 		}
 	}
-	return st, nil
+	return st, kept, nil
 }
 
 // redrivable says whether m was moved to the dead-letter queue by SQS (no
@@ -204,8 +220,8 @@ func (d *Dispatcher) deleteDeadLetters(ctx context.Context, client DeadLetterCli
 	return nil
 }
 
-// showDeadLetters makes msgs, at most one receive's ten, visible again at
-// once in the dead-letter queue, where they stay.
+// showDeadLetters makes msgs, at most ten, visible again at once in the
+// dead-letter queue, where they stay.
 func (d *Dispatcher) showDeadLetters(ctx context.Context, client DeadLetterClient, msgs []types.Message) error {
 	if len(msgs) == 0 {
 		return nil

@@ -22,11 +22,13 @@ const (
 	workURL = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
 )
 
-// dlqQueues is a work queue and its dead-letter queue in memory: the DLQ's
-// messages are all visible to every receive until deleted.
+// dlqQueues is a work queue and its dead-letter queue in memory. A
+// received dead letter is hidden, oldest first, until it is made visible
+// again (there is no clock: its hold never runs out).
 type dlqQueues struct {
 	mu       sync.Mutex
 	dlq      []types.Message
+	hidden   map[string]bool // by receipt handle
 	work     []types.SendMessageBatchRequestEntry
 	visible  []string // receipt handles made visible again
 	failSend bool
@@ -46,7 +48,17 @@ func (q *dlqQueues) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInpu
 	if aws.ToString(in.QueueUrl) != dlqURL {
 		return nil, errors.New("receive from " + aws.ToString(in.QueueUrl))
 	}
-	return &sqs.ReceiveMessageOutput{Messages: q.dlq[:min(len(q.dlq), int(in.MaxNumberOfMessages))]}, nil
+	if q.hidden == nil {
+		q.hidden = map[string]bool{}
+	}
+	out := &sqs.ReceiveMessageOutput{}
+	for _, m := range q.dlq {
+		if len(out.Messages) < int(in.MaxNumberOfMessages) && !q.hidden[aws.ToString(m.ReceiptHandle)] {
+			q.hidden[aws.ToString(m.ReceiptHandle)] = true
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	return out, nil
 }
 
 func (q *dlqQueues) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
@@ -56,6 +68,7 @@ func (q *dlqQueues) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageB
 		for i, m := range q.dlq {
 			if aws.ToString(m.ReceiptHandle) == aws.ToString(e.ReceiptHandle) {
 				q.dlq = append(q.dlq[:i], q.dlq[i+1:]...)
+				delete(q.hidden, aws.ToString(e.ReceiptHandle))
 				break
 			}
 		}
@@ -71,6 +84,7 @@ func (q *dlqQueues) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Chan
 			return nil, errors.New("a dead letter left in the queue must be visible again at once")
 		}
 		q.visible = append(q.visible, aws.ToString(e.ReceiptHandle))
+		delete(q.hidden, aws.ToString(e.ReceiptHandle))
 	}
 	return &sqs.ChangeMessageVisibilityBatchOutput{}, nil
 }
@@ -145,6 +159,28 @@ func TestRedriveDeadLetters(t *testing.T) {
 	}
 	if len(q.visible) < 2 {
 		t.Fatalf("made visible again: %v, want the two left", q.visible)
+	}
+}
+
+// A token SQS moved there is found behind any number of rejected messages
+// (up to the receives of one sweep): those stay hidden while the sweep
+// reads on, then are all made visible again.
+func TestRedriveReachesPastRejectedMessages(t *testing.T) {
+	t.Parallel()
+	q := &dlqQueues{}
+	for i := range 45 {
+		q.put("rejected-"+strconv.Itoa(i), `not json`, map[string]string{"leasehold-reason": "not JSON"})
+	}
+	q.put("moved", `{"v":1,"id":"a"}`, nil)
+	st, err := newRedriver(t, q).RedriveDeadLetters(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Redriven != 1 || len(q.work) != 1 || aws.ToString(q.work[0].MessageBody) != `{"v":1,"id":"a"}` {
+		t.Fatalf("stats %+v, sent %d: want the moved token sent back from behind 45 rejected messages", st, len(q.work))
+	}
+	if len(q.dlq) != 45 || len(q.hidden) != 0 {
+		t.Fatalf("left %d, %d of them still hidden; want the 45 rejected, all visible", len(q.dlq), len(q.hidden))
 	}
 }
 

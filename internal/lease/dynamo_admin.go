@@ -529,6 +529,8 @@ func (s *DynamoStore) expand(ctx context.Context, status Status, positions []lis
 			entries = append(entries, e)
 			continue
 		}
+		// An id an entry names twice (a token delivered again to the
+		// worker that keeps the entry open) is listed at its first place.
 		names := named[p.ID]
 		if p.N >= len(names) {
 			entries = append(entries, listEntry{pos: listPos{CreatedAt: p.CreatedAt, ID: p.ID}})
@@ -539,7 +541,7 @@ func (s *DynamoStore) expand(ctx context.Context, status Status, positions []lis
 			if k+1 == len(names) {
 				e.pos.N = 0
 			}
-			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status {
+			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status && !slices.Contains(names[:k], names[k]) {
 				t.ListedIn = ""
 				e.task = &t
 			}

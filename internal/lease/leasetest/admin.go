@@ -838,6 +838,7 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 		got := a.createClaimed(a.newTask(), "w")
 		at[got.ID] = got.CreatedAt
 	}
+	var firstEntry lease.Listing
 	for round := range 4 {
 		var ns []lease.NewTask
 		var ids []string
@@ -848,6 +849,9 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 		l, err := a.admin.WriteListing(a.ctx, append(slices.Clone(ids), a.id())) // and an id never created
 		if err != nil || l.ID == "" || !lease.IsListingID(l.ID) {
 			t.Fatalf("WriteListing = %+v, %v", l, err)
+		}
+		if round == 0 {
+			firstEntry = l
 		}
 		a.clock.Advance(time.Millisecond) // the creates come later than the entry
 		for _, n := range ns {
@@ -881,6 +885,11 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	again.ID, again.Listing = batched[0], l
 	if _, err := a.admin.CreateClaimed(a.ctx, again, "w2"); !errors.Is(err, lease.ErrAlreadyExists) {
 		t.Fatalf("CreateClaimed of a taken id = %v, want ErrAlreadyExists", err)
+	}
+	// An entry that names a task twice (its token delivered again while
+	// the entry was open) lists it once.
+	if err := a.admin.AppendListing(a.ctx, firstEntry, []string{batched[0], batched[1]}); err != nil {
+		t.Fatalf("AppendListing of ids the entry names: %v", err)
 	}
 	lost := a.newTask()
 	lost.Listing = lease.Listing{ID: lease.NewListingID(), At: a.now()}
