@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,23 @@ func drainDLQ(t *testing.T, client *sqs.Client, url string, want int) []chaos.De
 	t.Helper()
 	var out []chaos.DeadLetter
 	deadline := time.Now().Add(drainDLQBound)
+	// A sweep cut short (its worker killed or stopped) leaves the dead
+	// letters it held hidden for their hold (30 s): wait until none is.
+	for hidden := -1; hidden != 0 && time.Now().Before(deadline.Add(-90*time.Second)); {
+		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+		a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+		})
+		cancel()
+		if err != nil {
+			t.Logf("chaos: DLQ attributes: %v", err)
+		} else if n, err := strconv.Atoi(a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)]); err == nil {
+			hidden = n
+		}
+		if hidden != 0 {
+			time.Sleep(time.Second)
+		}
+	}
 	for empty := 0; empty < 3 || (len(out) < want && time.Now().Before(deadline.Add(-90*time.Second))); {
 		if time.Now().After(deadline) {
 			t.Logf("chaos: DLQ drain stopped at its bound with %d messages", len(out))
