@@ -690,11 +690,8 @@ func (s *DynamoStore) WriteListing(ctx context.Context, ids []string) (Listing, 
 // AppendListing implements Lister: one UpdateItem of the entry's ids,
 // whose keys it leaves alone, so no index write.
 func (s *DynamoStore) AppendListing(ctx context.Context, l Listing, ids []string) error {
-	if err := CheckListing(ids, 1); err != nil {
+	if err := CheckAppend(l, ids); err != nil {
 		return fmt.Errorf("append listing: %w", err)
-	}
-	if !IsListingID(l.ID) {
-		return fmt.Errorf("append listing: %w: %q is not a listing entry", ErrInvalid, l.ID)
 	}
 	if s.opts.Unlisted {
 		return nil

@@ -134,3 +134,11 @@ func CheckListing(ids []string, least int) error {
 	}
 	return nil
 }
+
+// CheckAppend validates an append of ids to the entry l.
+func CheckAppend(l Listing, ids []string) error {
+	if !IsListingID(l.ID) {
+		return fmt.Errorf("%w: %q is not a listing entry", ErrInvalid, l.ID)
+	}
+	return CheckListing(ids, 1)
+}

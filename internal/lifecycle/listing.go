@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
@@ -14,6 +15,7 @@ import (
 type received struct {
 	tok     token.Token
 	err     error
+	created string // the listed inline task it creates (listedCreate), or ""
 	listing lease.Listing
 }
 
@@ -50,13 +52,8 @@ func (e *Executor) ProcessPrepared(ctx context.Context, log *slog.Logger, msgs [
 		return e.ProcessBatchEach(ctx, log, msgs, done)
 	}
 	<-p.done
-	if len(p.ids) != len(msgs) {
+	if !slices.EqualFunc(p.ids, msgs, func(id string, m Message) bool { return id == m.ID }) {
 		return e.ProcessBatchEach(ctx, log, msgs, done)
-	}
-	for i, m := range msgs {
-		if p.ids[i] != m.ID {
-			return e.ProcessBatchEach(ctx, log, msgs, done)
-		}
 	}
 	return e.processBatch(ctx, log, msgs, p.pre, done)
 }
@@ -97,27 +94,20 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 	first := make(map[string]bool, len(msgs))
 	for i, m := range msgs {
 		tok, err := token.Decode(m.Body)
-		pre[i] = received{tok: tok, err: err}
-		if id := listedCreate(tok, err, m); id != "" && !first[id] {
+		pre[i] = received{tok: tok, err: err, created: listedCreate(tok, err, m)}
+		if id := pre[i].created; id != "" && !first[id] {
 			first[id] = true
 			ids = append(ids, id)
 		}
 	}
 	assign := func(l lease.Listing, group []string) {
-		in := make(map[string]bool, len(group))
-		for _, id := range group {
-			in[id] = true
-		}
-		for i, m := range msgs {
-			if id := listedCreate(pre[i].tok, pre[i].err, m); in[id] {
+		for i := range pre {
+			if pre[i].created != "" && slices.Contains(group, pre[i].created) {
 				pre[i].listing = l
 			}
 		}
 	}
-	size := 0
-	for _, id := range ids {
-		size += len(id)
-	}
+	size := idBytes(ids)
 
 	// The open entry is taken while it is written to, so a batch beside
 	// this one opens an entry of its own rather than wait.
@@ -154,11 +144,7 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 			return pre // an unlisted store
 		}
 		assign(l, group)
-		groupSize := 0
-		for _, id := range group {
-			groupSize += len(id)
-		}
-		e.keepListing(&openListing{l: l, ids: len(group), bytes: groupSize})
+		e.keepListing(&openListing{l: l, ids: len(group), bytes: idBytes(group)})
 	}
 	return pre
 }
@@ -187,4 +173,13 @@ func listedCreate(tok token.Token, err error, m Message) string {
 		return "" // rejected by its create
 	}
 	return id
+}
+
+// idBytes is the bytes of ids, as an entry's bound counts them.
+func idBytes(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		n += len(id)
+	}
+	return n
 }

@@ -246,11 +246,8 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 
 // AppendListing implements lease.Lister.
 func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
-	if err := lease.CheckListing(ids, 1); err != nil {
+	if err := lease.CheckAppend(l, ids); err != nil {
 		return fmt.Errorf("append listing: %w", err)
-	}
-	if !lease.IsListingID(l.ID) {
-		return fmt.Errorf("append listing: %w: %q is not a listing entry", lease.ErrInvalid, l.ID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
