@@ -17,8 +17,17 @@ STACK := scripts/stack.sh
 # tests fail (instead of skipping) when LEASEHOLD_REQUIRE_STACK=1.
 # LEASEHOLD_TEST_TIMESCALE stretches every bound a test waits within (never
 # what it checks), so a loaded machine makes a run slower, not red.
+#
+# It drops the stack's named table and queues (LEASEHOLD_TABLE and each
+# LEASEHOLD_*_QUEUE_URL / *_DLQ_URL) that `stack.sh env` also prints: tests
+# make their own, and a test's `leasehold run` that inherited
+# LEASEHOLD_INTAKE_QUEUE_URL would serve the shared intake queue. The two
+# tests that use the named ones (the README's and the `leasehold init`
+# project's) point a fresh shell at them, as a reader does.
 TEST_TIMESCALE ?= 3
-WITH_STACK = eval "$$($(STACK) env)" && export LEASEHOLD_REQUIRE_STACK=1 LEASEHOLD_TEST_TIMESCALE=$(TEST_TIMESCALE) &&
+WITH_STACK = eval "$$($(STACK) env)" && \
+  for v in $${!LEASEHOLD_@}; do case $$v in LEASEHOLD_TABLE|LEASEHOLD_*_QUEUE_URL|LEASEHOLD_*_DLQ_URL) unset $$v;; esac; done && \
+  export LEASEHOLD_REQUIRE_STACK=1 LEASEHOLD_TEST_TIMESCALE=$(TEST_TIMESCALE) &&
 
 .PHONY: help
 help: ## list the targets

@@ -212,7 +212,7 @@ func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
 	}
 	defer logFile.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunnerChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = awstest.ChildEnv(
 		"LEASEHOLD_RUNNER_CHILD=1",
 		settings.EnvTable+"="+e.table,
 		settings.EnvWorkQueueURL+"="+e.queues.Work,

@@ -552,7 +552,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	e.send(t, e.queues.Work, inlineBody(t, "victim", "killed-1", empty{}, 3))
 
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestChildWorker$")
-	cmd.Env = append(os.Environ(), "LEASEHOLD_CHILD_TABLE="+e.table, "LEASEHOLD_CHILD_QUEUE="+e.queues.Work)
+	cmd.Env = awstest.ChildEnv("LEASEHOLD_CHILD_TABLE="+e.table, "LEASEHOLD_CHILD_QUEUE="+e.queues.Work)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/awstest"
 )
 
 // maxBootstrap is the most bytes a function's bootstrap may take.
@@ -53,7 +55,7 @@ func TestBootstrapSize(t *testing.T) {
 		// lets the go command fetch that one from the module proxy when
 		// the local one is older, even where GOTOOLCHAIN=local is the
 		// default.
-		cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+dir, "GOTOOLCHAIN=auto")
+		cmd.Env = awstest.ChildEnv("ARTIFACTS_DIR="+dir, "GOTOOLCHAIN=auto")
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("make %s: %v\n%s", target, err, out)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/toolchain"
 )
 
@@ -54,7 +55,7 @@ func TestBootstrapBuildRefusesAnOlderToolchain(t *testing.T) {
 
 	dir := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), makeTool, "--makefile", "Makefile", "build-WorkerFunction")
-	cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+dir, older)
+	cmd.Env = awstest.ChildEnv("ARTIFACTS_DIR="+dir, older)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("make build-WorkerFunction with %s (older than %s) succeeded:\n%s", older, required, out)
@@ -71,7 +72,7 @@ func TestBootstrapBuildRefusesAnOlderToolchain(t *testing.T) {
 func goVersion(t *testing.T, env ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), "go", "env", "GOVERSION")
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = awstest.ChildEnv(env...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go env GOVERSION with %v: %v", env, err)

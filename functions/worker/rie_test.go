@@ -190,7 +190,7 @@ func buildGo(t testing.TB, args []string, wd string, env ...string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = wd
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = awstest.ChildEnv(env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -224,7 +224,7 @@ func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emul
 		"--log-level", "warn",
 		bootstrap)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = awstest.ChildEnv(env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -59,3 +59,34 @@ func LockNamedResources(t testing.TB) {
 	}
 	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
 }
+
+// NamedResourceVar reports whether the environment variable k names one of
+// the stack's named resources, as `scripts/stack.sh env` exports them:
+// LEASEHOLD_TABLE, and a LEASEHOLD_<NAME>_QUEUE_URL or LEASEHOLD_<NAME>_DLQ_URL
+// per queue.
+func NamedResourceVar(k string) bool {
+	if k == "LEASEHOLD_TABLE" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(k, "LEASEHOLD_")
+	return ok && (strings.HasSuffix(rest, "_QUEUE_URL") || strings.HasSuffix(rest, "_DLQ_URL"))
+}
+
+// ChildEnv is the environment for a process a test starts: the test's own,
+// without the stack's named resources (NamedResourceVar), then extra
+// ("KEY=value" each, later ones winning). A shell pointed at the stack
+// (`eval "$(scripts/stack.sh env)"`) exports them, and `leasehold run` or a
+// worker of its own would serve whichever of them the test did not
+// override: a child that inherited LEASEHOLD_INTAKE_QUEUE_URL ran an intake
+// dispatcher on the shared leasehold-intake queue and took another test's
+// submissions into its own table.
+func ChildEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !NamedResourceVar(k) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}

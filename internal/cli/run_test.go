@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -56,7 +55,7 @@ func setupRun(t *testing.T) *runEnv {
 func (e *runEnv) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(buildLeasehold(t), append([]string{"run"}, args...)...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = awstest.ChildEnv(
 		"LEASEHOLD_TABLE="+e.table,
 		"LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work,
 		"LEASEHOLD_WORK_DLQ_URL="+e.queues.WorkDLQ)
@@ -241,7 +240,7 @@ func TestRunMissingResources(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = append(os.Environ(), "LEASEHOLD_TABLE="+e.table, "LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work)
+		cmd.Env = awstest.ChildEnv("LEASEHOLD_TABLE="+e.table, "LEASEHOLD_WORK_QUEUE_URL="+e.queues.Work)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		var exit *exec.ExitError

@@ -166,3 +166,63 @@ func TestRootAPISize(t *testing.T) {
 		t.Errorf("the root package exports %d top-level identifiers, more than %d: %s", len(names), maxRootAPI, strings.Join(names, " "))
 	}
 }
+
+// environAllowed are the test files that may read os.Environ(): they read
+// it, or filter it themselves, rather than hand it to a child whole.
+var environAllowed = map[string]string{
+	"internal/awsenv/awsenv_test.go":    "compares the SDK's reading of the environment",
+	"internal/chaos/helpers_test.go":    "drops every LEASEHOLD_ variable before it sets the run's own",
+}
+
+// TestChildrenGetChildEnv: no test hands a child process its whole
+// environment. Under `make test`, or a shell pointed at the stack, that
+// environment names the stack's shared table and queues; a `leasehold run`
+// child served the shared intake queue with it and took another test's
+// submission into its own table. A child's environment comes from
+// awstest.ChildEnv (or is built from nothing).
+func TestChildrenGetChildEnv(t *testing.T) {
+	dir := root(t)
+	fset := token.NewFileSet()
+	tests := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != dir && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if _, ok := environAllowed[rel]; ok {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		tests++
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Environ" {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "os" {
+				t.Errorf("%s: os.Environ(): start a child with awstest.ChildEnv, which drops the stack's named table and queues", fset.Position(sel.Pos()))
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tests < 100 {
+		t.Fatalf("found only %d test files under %s", tests, dir)
+	}
+}

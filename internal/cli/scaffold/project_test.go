@@ -79,7 +79,7 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, name strin
 	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = awstest.ChildEnv(env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -181,7 +181,7 @@ func TestInitProjectBuildRefusesAnOlderToolchain(t *testing.T) {
 	artifacts := t.TempDir()
 	cmd := exec.CommandContext(ctx, "make", "--makefile", "Makefile", "build-WorkerFunction")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "ARTIFACTS_DIR="+artifacts, "GOTOOLCHAIN=local")
+	cmd.Env = awstest.ChildEnv("ARTIFACTS_DIR="+artifacts, "GOTOOLCHAIN=local")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "refusing to build with "+local) {
 		t.Fatalf("make build-WorkerFunction with GOTOOLCHAIN=local (%s, older than %s): %v\n%s", local, toolchain.Minimum, err, out)
