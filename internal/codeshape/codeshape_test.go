@@ -170,8 +170,8 @@ func TestRootAPISize(t *testing.T) {
 // environAllowed are the test files that may read os.Environ(): they read
 // it, or filter it themselves, rather than hand it to a child whole.
 var environAllowed = map[string]string{
-	"internal/awsenv/awsenv_test.go":    "compares the SDK's reading of the environment",
-	"internal/chaos/helpers_test.go":    "drops every LEASEHOLD_ variable before it sets the run's own",
+	"internal/awsenv/awsenv_test.go": "compares the SDK's reading of the environment",
+	"internal/chaos/helpers_test.go": "drops every LEASEHOLD_ variable before it sets the run's own",
 }
 
 // TestChildrenGetChildEnv: no test hands a child process its whole
