@@ -207,6 +207,49 @@ func merge(ms ...map[string]string) map[string]string {
 // Functions are all the functions of the template.
 var Functions = []Function{Worker, Dispatch}
 
+// Policy is a managed policy of the template for the people and roles that
+// operate a stack, rather than for a function: what one CLI command calls.
+type Policy struct {
+	// LogicalID is its AWS::IAM::ManagedPolicy in template.yaml.
+	LogicalID string
+	// Calls are the calls the command makes; the policy grants exactly
+	// these.
+	Calls []Grant
+}
+
+// Policies are all the operator policies of the template.
+var Policies = []Policy{PauseQueues}
+
+// Resources of operator policies that are not resources of the template.
+const (
+	// AnyResource is "*": for an action that takes no resource
+	// (lambda:ListEventSourceMappings).
+	AnyResource = "*"
+	// WorkerMappings are the event source mappings of WorkerFunction: the
+	// event-source-mapping ARNs of the stack's account and Region, on the
+	// condition that lambda:FunctionArn is the worker function (or one of
+	// its versions or aliases).
+	WorkerMappings = "WorkerFunction/event-source-mapping"
+)
+
+// PauseQueues is `leasehold pause|resume [QUEUE] [--lambda]` (package
+// admin's Pause) on the stack's work queue: the template's
+// PauseQueuesPolicy, to attach to whoever pauses it. Another fleet's queue
+// (NamedQueueArns) is another stack's work queue, paused under that
+// stack's policy. The functions' roles need none of it.
+var PauseQueues = Policy{
+	LogicalID: "PauseQueuesPolicy",
+	Calls: []Grant{
+		{"sqs:GetQueueUrl", WorkQueue},                      // the queue given by name
+		{"sqs:TagQueue", WorkQueue},                         // pause: the leasehold-paused tag
+		{"sqs:UntagQueue", WorkQueue},                       // resume
+		{"sqs:ListQueueTags", WorkQueue},                    // whether, and since when, it is paused
+		{"sqs:GetQueueAttributes", WorkQueue},               // --lambda: the queue's ARN, to find its mappings
+		{"lambda:ListEventSourceMappings", AnyResource},     // --lambda: the mappings on the queue
+		{"lambda:UpdateEventSourceMapping", WorkerMappings}, // --lambda: disable or enable them
+	},
+}
+
 // ErrNotGranted: a call's action is not among the function's grants.
 var ErrNotGranted = errors.New("AWS action not granted")
 
@@ -228,6 +271,7 @@ func (e *NotGrantedError) Is(target error) bool { return target == ErrNotGranted
 var servicePrefix = map[string]string{
 	"DynamoDB": "dynamodb",
 	"SQS":      "sqs",
+	"Lambda":   "lambda",
 }
 
 // batchActions are operations IAM authorizes as another action.

@@ -360,6 +360,9 @@ func TestOnlyTracingPoliciesOutsideRoles(t *testing.T) {
 		default:
 			continue
 		}
+		if isOperatorPolicy(id) {
+			continue // TestOperatorPoliciesGrantExactlyTheirCalls
+		}
 		if r["Type"] != "AWS::IAM::RolePolicy" || !impliesTracing(tp, r["Condition"]) {
 			t.Errorf("%s: a %v (condition %v); want only AWS::IAM::RolePolicy resources on condition TracingActive (or one that requires it)", id, r["Type"], r["Condition"])
 			continue
@@ -380,6 +383,90 @@ func TestOnlyTracingPoliciesOutsideRoles(t *testing.T) {
 	for _, f := range iam.Functions {
 		if !attached[f.Role] {
 			t.Errorf("no TracingActive policy for %s: Tracing=Active would leave %s unable to send segments", f.Role, f.LogicalID)
+		}
+	}
+}
+
+func isOperatorPolicy(id string) bool {
+	return slices.ContainsFunc(iam.Policies, func(p iam.Policy) bool { return p.LogicalID == id })
+}
+
+// workerMappingsResource is the resource of a grant on iam.WorkerMappings:
+// every event source mapping of the stack's account and Region, narrowed by
+// workerMappingsCondition to the worker function's.
+const workerMappingsResource = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:event-source-mapping:*"
+
+// workerMappingsCondition reports whether a statement's Condition limits
+// it to the event source mappings of WorkerFunction, its versions and its
+// aliases (lambda:FunctionArn).
+func workerMappingsCondition(cond any) bool {
+	want := map[string]any{"ArnLike": map[string]any{"lambda:FunctionArn": []any{
+		map[string]any{"Fn::GetAtt": []any{"WorkerFunction", "Arn"}},
+		map[string]any{"Fn::Sub": "${WorkerFunction.Arn}:*"},
+	}}}
+	return fmt.Sprint(cond) == fmt.Sprint(want)
+}
+
+// operatorGrants reads what an operator policy allows, as grants: "*" only
+// for lambda:ListEventSourceMappings, which takes no resource, and the
+// worker's event source mappings only under workerMappingsCondition.
+func operatorGrants(t *testing.T, tp template, id string) []iam.Grant {
+	t.Helper()
+	r := tp.resource(t, id)
+	if r["Type"] != "AWS::IAM::ManagedPolicy" {
+		t.Fatalf("%s is a %v, want AWS::IAM::ManagedPolicy", id, r["Type"])
+	}
+	p := props(r)
+	for _, k := range []string{"Roles", "Users", "Groups"} {
+		if p[k] != nil {
+			t.Errorf("%s attaches itself to %s: an operator attaches it to whom they choose", id, k)
+		}
+	}
+	doc, _ := p["PolicyDocument"].(map[string]any)
+	var out []iam.Grant
+	for _, st := range statements(doc) {
+		if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil {
+			t.Errorf("%s: statement %v: want an Allow of actions on resources", id, st["Sid"])
+			continue
+		}
+		for _, a := range list(st["Action"]) {
+			action := fmt.Sprint(a)
+			if strings.Contains(action, "*") {
+				t.Errorf("%s: wildcard action %q", id, action)
+			}
+			for _, res := range list(st["Resource"]) {
+				switch {
+				case res == iam.AnyResource && action == "lambda:ListEventSourceMappings" && st["Condition"] == nil:
+					out = append(out, iam.Grant{Action: action, Resource: iam.AnyResource})
+				case fmt.Sprint(res) == fmt.Sprint(map[string]any{"Fn::Sub": workerMappingsResource}) && workerMappingsCondition(st["Condition"]):
+					out = append(out, iam.Grant{Action: action, Resource: iam.WorkerMappings})
+				case st["Condition"] != nil:
+					t.Errorf("%s: statement %v has a condition this test does not know", id, st["Sid"])
+				default:
+					rid, err := resourceID(res)
+					if err != nil {
+						t.Errorf("%s: %s: %v", id, action, err)
+						continue
+					}
+					out = append(out, iam.Grant{Action: action, Resource: rid})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Each operator policy grants exactly the calls of its command, and the
+// template says where to find it (an output of its ARN).
+func TestOperatorPoliciesGrantExactlyTheirCalls(t *testing.T) {
+	t.Parallel()
+	tp := loadTemplate(t)
+	outputs, _ := tp["Outputs"].(map[string]any)
+	for _, p := range iam.Policies {
+		diffGrants(t, p.LogicalID, operatorGrants(t, tp, p.LogicalID), p.Calls)
+		out, _ := outputs[p.LogicalID+"Arn"].(map[string]any)
+		if fmt.Sprint(out["Value"]) != fmt.Sprint(map[string]any{"Ref": p.LogicalID}) {
+			t.Errorf("no output %sArn with !Ref %s", p.LogicalID, p.LogicalID)
 		}
 	}
 }
