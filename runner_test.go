@@ -203,7 +203,7 @@ type runnerChild struct {
 	log   string
 }
 
-func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
+func startRunnerChild(t *testing.T, e *stackEnv, name string, env ...string) *runnerChild {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -217,6 +217,7 @@ func startRunnerChild(t *testing.T, e *stackEnv, name string) *runnerChild {
 		settings.EnvTable+"="+e.table,
 		settings.EnvWorkQueueURL+"="+e.queues.Work,
 		settings.EnvWorkDLQURL+"="+e.queues.WorkDLQ)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

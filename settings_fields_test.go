@@ -32,6 +32,7 @@ func TestSettingsTableNamesConfigFields(t *testing.T) {
 		settings.Pair:     {reflect.TypeFor[func(int) time.Duration](), d},
 		settings.Switch:   {reflect.TypeFor[bool]()},
 		settings.Level:    {reflect.TypeFor[*slog.Logger]()},
+		settings.Rates:    {reflect.TypeFor[map[string]settings.RateLimit]()},
 	}
 	// Fields only code sets: their types.
 	codeOnly := map[string]reflect.Type{

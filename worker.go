@@ -33,6 +33,10 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
+// RateLimit bounds how many tasks of one queue start in each window
+// (WorkerConfig.RateLimits): Starts per Per, Per a whole number of seconds.
+type RateLimit = settings.RateLimit
+
 // WorkerConfig is everything a worker is configured with: the resources it
 // uses, its timing, and how Run polls. Every field but AWS, Table, QueueURL
 // and Handlers may stay zero for its default; package settings lists each
@@ -121,6 +125,16 @@ type WorkerConfig struct {
 	// WaitTimeout enqueue option): at it the waiting task ends FAILED with
 	// the reason. Default 7 days, at most 365.
 	WaitTimeout time.Duration
+	// RateLimits bounds, per queue name, how many tasks start in each
+	// window, counted across every worker of the table in rate windows of
+	// the tasks table (one conditional write, 1 write unit, per start). A
+	// token that finds its queue's window full is held back before any
+	// claim: its message waits on the queue and comes back (replaced by a
+	// fresh token near maxReceiveCount), so a held task uses no attempt
+	// and nothing is lost. Every worker of a queue should set the same
+	// limit. docs/worker.md, "Flow control". LEASEHOLD_RATE_LIMITS sets it
+	// ("leasehold-work=50/s,reports=10/m").
+	RateLimits map[string]RateLimit
 	// Unlisted makes the tasks this worker creates from inline tokens
 	// unlisted: they get no entry in the listing index, which saves one of
 	// the three write units of an inline task, and neither `leasehold list`
@@ -244,6 +258,7 @@ func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
 		UnknownKindBackoffMax: cfg.UnknownKindBackoffMax,
 		UnknownKindLimit:      cfg.UnknownKindLimit,
 		WaitTimeout:           cfg.WaitTimeout,
+		RateLimits:            cfg.RateLimits,
 		Logger:                cfg.Logger,
 		Owner:                 cfg.Owner,
 		Clock:                 cfg.Clock,

@@ -37,6 +37,9 @@ const (
 	// Level is DEBUG, INFO, WARN or ERROR. The field is a *slog.Logger:
 	// JSON lines on stderr at that level.
 	Level
+	// Rates is ParseRateLimits's QUEUE=N/PER list. The field is a
+	// map[string]RateLimit.
+	Rates
 )
 
 // Scope says whose configuration a setting belongs to.
@@ -105,6 +108,7 @@ const (
 	EnvLongPoll              = "LEASEHOLD_LONG_POLL"
 	EnvReceiveVisibility     = "LEASEHOLD_RECEIVE_VISIBILITY"
 	EnvSweepEvery            = "LEASEHOLD_SWEEP_EVERY"
+	EnvRateLimits            = "LEASEHOLD_RATE_LIMITS"
 )
 
 // All is the table, in the order the docs list it.
@@ -155,6 +159,8 @@ var All = []Setting{
 		Doc: "how long a task's kind may stay unknown before the task fails; > 0"},
 	{Field: "WaitTimeout", Env: EnvWaitTimeout, Kind: Duration, Default: DefaultWaitTimeout, For: Worker,
 		Doc: "the deadline of a wait for children or dependencies that names none; at it the waiting task fails; 0 < d ≤ 365 days"},
+	{Field: "RateLimits", Env: EnvRateLimits, Kind: Rates, DefaultText: "none", For: Worker,
+		Doc: "per queue, at most N tasks start in each window, across every worker of the table: `QUEUE=N/PER,...`, PER `s`, `m`, `h` or whole seconds, `N/PER` alone for the default work queue (`50/s,reports=10/10s`); one write unit per start; a task held back uses no attempt and waits on its queue (docs/worker.md, \"Flow control\")"},
 	{Field: "Unlisted", Env: EnvListing, Kind: Switch, DefaultText: "on (listed)", For: Worker | Client | Dispatch,
 		Doc: "`off` creates tasks without a listing entry (one write unit less each): `leasehold list` and Client.List do not show them"},
 	{Field: "DispatchConcurrency", Env: EnvDispatchConcurrency, Kind: Int, Default: DefaultDispatchConcurrency, For: Dispatch,

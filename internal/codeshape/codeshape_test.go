@@ -122,8 +122,9 @@ func TestErrorsDefinedOnce(t *testing.T) {
 // before issue 20, whose target is 100; it fell to 77 when the worker's 18
 // With* options and Run's 9 options became WorkerConfig fields, as the
 // client's had; Middleware and HandlerRun (issue 23) made it 79; Then and
-// Link (chains known at enqueue, issue 21) 81.
-const maxRootAPI = 81
+// Link (chains known at enqueue, issue 21) 81; RateLimit (flow control,
+// issue 23) 82.
+const maxRootAPI = 82
 
 // TestRootAPISize: the root package exports only what a user of the
 // client, the worker or a handler needs.

@@ -142,6 +142,7 @@ var Worker = Function{
 		settings.EnvDispatchGrace, settings.EnvLogLevel, settings.EnvReplaceAtReceiveCount,
 		settings.EnvVisibilityMargin, settings.EnvBackoff, settings.EnvUnknownKindBackoff,
 		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
+		settings.EnvRateLimits,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -185,7 +186,8 @@ var (
 		settings.EnvLeaseDuration, settings.EnvRenewBefore,
 		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
 		settings.EnvReplaceAtReceiveCount, settings.EnvVisibilityMargin, settings.EnvBackoff,
-		settings.EnvUnknownKindBackoff, settings.EnvUnknownKindLimit, settings.EnvWaitTimeout)
+		settings.EnvUnknownKindBackoff, settings.EnvUnknownKindLimit, settings.EnvWaitTimeout,
+		settings.EnvRateLimits)
 )
 
 func unread(why string, names ...string) map[string]string {

@@ -146,6 +146,12 @@ type Config struct {
 	// WaitTimeout bounds a wait for children or dependencies that sets
 	// no deadline of its own (DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// RateLimits bounds the task starts of each queue (by name; "" is the
+	// default work queue, QueueURL) per window, counted in Store's rate
+	// windows (lease.RateLimiter), shared by every worker of the table. A
+	// token whose window is full is held back before its claim
+	// (holdForRate).
+	RateLimits map[string]settings.RateLimit
 }
 
 // QueueResolver turns a queue name into its URL ("" is the default work
@@ -257,6 +263,19 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: the unknown-kind limit must be positive", ErrConfig)
 	case c.WaitTimeout < 0 || c.WaitTimeout > MaxWaitTimeout:
 		return fmt.Errorf("%w: wait timeout %s is outside (0, %s]", ErrConfig, c.WaitTimeout, MaxWaitTimeout)
+	}
+	for queue, r := range c.RateLimits {
+		if err := r.Check(); err != nil {
+			return fmt.Errorf("%w: the rate limit of queue %q: %w", ErrConfig, queue, err)
+		}
+	}
+	if _, ok := c.RateLimits[""]; ok {
+		if _, dup := c.RateLimits[queues.NameFromURL(c.QueueURL)]; dup {
+			return fmt.Errorf("%w: two rate limits for the default work queue %s (one by name)", ErrConfig, queues.NameFromURL(c.QueueURL))
+		}
+	}
+	if _, ok := c.Store.(lease.RateLimiter); len(c.RateLimits) > 0 && !ok {
+		return fmt.Errorf("%w: rate limits need a store that keeps rate windows (%T does not)", ErrConfig, c.Store)
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ type Result struct {
 	Outcome Outcome
 	// Reason explains a message that was rejected or not acknowledged.
 	Reason string
+	// Held: a rate limit held the token back before any claim
+	// (Config.RateLimits); the message comes back later.
+	Held bool
 }
 
 // handlerResult is what the handler goroutine hands back.
@@ -244,6 +247,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 			x.flow.handoff = &dep
 			return StateAwaitingDependencies
 		}
+		if st, held := x.holdForRate(); held {
+			return st
+		}
 		if tok.CreateToken != "" {
 			// The sender stores this task too, most likely before this
 			// token arrives: claim it, and create it only if it is not
@@ -260,6 +266,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 	x.log.taskID = tok.ID
 	if tok.Wake {
 		return x.resumeClaim(ctx, tok.ID)
+	}
+	if st, held := x.holdForRate(); held {
+		return st
 	}
 	return x.claim(ctx, tok.ID)
 }

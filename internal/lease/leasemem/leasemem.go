@@ -31,7 +31,9 @@ type Store struct {
 	// task whose ListedIn is set is listed only if its entry names it, at
 	// the entry's time.
 	listings map[string]*listing
-	calls    Calls
+	// rates are the rate windows (TakeStart), by id.
+	rates map[string]*rateWindow
+	calls Calls
 }
 
 // listing is a batch listing entry: when it was opened, and its ids.
@@ -51,7 +53,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}}
 }
 
 // Calls returns the operation counts so far.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ type AdminStore interface {
 	lease.Store
 	lease.Admin
 	lease.Lister
+	lease.RateLimiter
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -57,6 +59,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"UnlistedTasksAreNotListed", testUnlisted},
 		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
 		{"BatchListingListsEachTaskOnce", testBatchListing},
+		{"RateWindowsCountStarts", testRateWindows},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -961,5 +964,78 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	unlisted := a.newStore(t, opts)
 	if l, err := unlisted.WriteListing(a.ctx, []string{a.id(), a.id(), a.id()}); err != nil || l != (lease.Listing{}) {
 		t.Fatalf("WriteListing on an unlisted store = %+v, %v; want nothing written", l, err)
+	}
+}
+
+// A rate window allows limit starts and refuses the rest, also when many
+// take at once; another window, or another key, counts on its own; bad
+// arguments are refused; and a window is no task: List and Due see none.
+func testRateWindows(t *testing.T, a *adminEnv) {
+	key := a.id()
+	window := a.now().Truncate(time.Second)
+	for _, bad := range []struct {
+		key   string
+		per   time.Duration
+		limit int
+	}{{"", time.Second, 1}, {key, 0, 1}, {key, 1500 * time.Millisecond, 1}, {key, time.Second, 0}} {
+		if _, err := a.admin.TakeStart(a.ctx, bad.key, window, bad.per, bad.limit); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("TakeStart(%q, %s, %d) = %v, want ErrInvalid", bad.key, bad.per, bad.limit, err)
+		}
+	}
+
+	const limit, takers = 5, 16
+	var (
+		wg      sync.WaitGroup
+		allowed atomic.Int32
+		errs    = make(chan error, takers)
+	)
+	for range takers {
+		wg.Go(func() {
+			ok, err := a.admin.TakeStart(a.ctx, key, window, time.Second, limit)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("TakeStart: %v", err)
+	}
+	if got := allowed.Load(); got != limit {
+		t.Fatalf("%d takers at once allowed %d starts, want the limit %d", takers, got, limit)
+	}
+	if ok, err := a.admin.TakeStart(a.ctx, key, window, time.Second, limit); err != nil || ok {
+		t.Fatalf("a start over the limit = %t, %v; want refused", ok, err)
+	}
+	if ok, err := a.admin.TakeStart(a.ctx, key, window, time.Second, limit+1); err != nil || !ok {
+		t.Fatalf("a start under a raised limit = %t, %v; want allowed", ok, err)
+	}
+	for name, take := range map[string]func() (bool, error){
+		"the next window": func() (bool, error) { return a.admin.TakeStart(a.ctx, key, window.Add(time.Second), time.Second, 1) },
+		"another key":     func() (bool, error) { return a.admin.TakeStart(a.ctx, key+"-other", window, time.Second, 1) },
+	} {
+		if ok, err := take(); err != nil || !ok {
+			t.Errorf("%s's first start = %t, %v; want allowed", name, ok, err)
+		}
+	}
+
+	for _, st := range []lease.Status{lease.StatusPending, lease.StatusRunning, lease.StatusSucceeded, lease.StatusFailed} {
+		if got := a.listAll(st, 10); len(got) != 0 {
+			t.Errorf("List(%s) of a table with rate windows and no task = %d items", st, len(got))
+		}
+	}
+	for _, shard := range lease.Shards() {
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) != 0 {
+			t.Errorf("Due(%s) of a table with rate windows and no task = %v", shard, due)
+		}
 	}
 }

@@ -1,0 +1,154 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
+)
+
+// A queue's rate limit lets Starts tokens start in a window and holds the
+// rest back before any write to their tasks: not created, not claimed, no
+// attempt used; their messages are hidden until a later window and not
+// acknowledged. In the next window they start. Another queue is not
+// limited, and neither are callbacks or wake tokens.
+func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) {
+		c.RateLimits = map[string]settings.RateLimit{"work": {Starts: 2, Per: time.Second}}
+	})
+	ran := 0
+	e.handlers["echo"] = func(_ context.Context, task lease.Task) ([]byte, error) {
+		ran++
+		return task.Payload, nil
+	}
+	// A stored task, dispatched by reference, is held back like an inline one.
+	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "stored", Kind: "echo", MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []lifecycle.Message{msg("ref", token.Ref("stored"))}
+	for i := range 4 {
+		msgs = append(msgs, msg(fmt.Sprintf("m%d", i), inline(t, "echo", "", `{}`, 0)))
+	}
+	var held []lifecycle.Message
+	for _, m := range msgs {
+		res := e.exec.Process(t.Context(), nil, m)
+		switch {
+		case res.Held:
+			if res.Ack || !strings.Contains(res.Reason, "rate limit of queue work (2/s)") {
+				t.Errorf("%s held: %+v; want not acknowledged, with the limit in the reason", m.ID, res)
+			}
+			held = append(held, m)
+		case !res.Ack || res.Outcome != lifecycle.OutcomeSucceeded:
+			t.Errorf("%s: %+v, want it run or held", m.ID, res)
+		}
+	}
+	if ran != 2 || len(held) != 3 {
+		t.Fatalf("ran %d, held %d of 5 in one window; want 2 and 3", ran, len(held))
+	}
+	for _, m := range held {
+		if m.ID == "ref" {
+			if got := e.get(t, "stored"); got.Status != lease.StatusPending || got.Attempt != 0 {
+				t.Errorf("a held stored task is %s at attempt %d; want PENDING, no attempt used", got.Status, got.Attempt)
+			}
+		} else if _, err := e.store.Get(t.Context(), m.ID); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("held inline token %s: its task was written (%v)", m.ID, err)
+		}
+	}
+	hidden := map[string]int32{}
+	for _, v := range e.sqs.visibilityChanges() {
+		hidden[aws.ToString(v.ReceiptHandle)] = v.VisibilityTimeout
+	}
+	for _, m := range held {
+		if s := hidden[m.ReceiptHandle]; s < 1 || s > int32((15*time.Minute)/time.Second) {
+			t.Errorf("held %s hidden for %ds; want 1s..15m", m.ID, s)
+		}
+	}
+
+	// The next window starts two more; the third waits again.
+	e.clock.Advance(time.Second)
+	again := 0
+	for _, m := range held {
+		m.ReceiveCount++
+		if res := e.exec.Process(t.Context(), nil, m); res.Held {
+			again++
+		} else if !res.Ack {
+			t.Errorf("%s in the next window: %+v", m.ID, res)
+		}
+	}
+	if ran != 4 || again != 1 {
+		t.Errorf("next window: ran %d in all, held %d again; want 4 and 1", ran, again)
+	}
+
+	// Another queue has no limit.
+	other := msg("elsewhere", inline(t, "echo", "", `{}`, 0))
+	other.QueueURL, other.Queue = "https://sqs.test/000000000000/reports", "reports"
+	if res := e.exec.Process(t.Context(), nil, other); res.Held || !res.Ack {
+		t.Errorf("a token of an unlimited queue: %+v", res)
+	}
+}
+
+// A token held back at the receive count where tokens are replaced is
+// handed to a fresh token (delayed by the hold) and its message
+// acknowledged, so a long hold never sends it to the dead-letter queue.
+func TestRateLimitReplacesAHeldTokenNearTheReceiveLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) {
+		c.RateLimits = map[string]settings.RateLimit{"work": {Starts: 1, Per: time.Minute}}
+	})
+	e.handlers["echo"] = func(_ context.Context, task lease.Task) ([]byte, error) { return nil, nil }
+	if res := e.exec.Process(t.Context(), nil, msg("first", inline(t, "echo", "", "", 0))); !res.Ack || res.Held {
+		t.Fatalf("first: %+v", res)
+	}
+	m := msg("late", inline(t, "echo", "", `{"n":1}`, 0))
+	m.ReceiveCount = lifecycle.DefaultReplaceAtReceiveCount
+	res := e.exec.Process(t.Context(), nil, m)
+	if !res.Held || !res.Ack {
+		t.Fatalf("held at the receive limit: %+v; want held, and acknowledged once replaced", res)
+	}
+	sent := e.sqs.sentTo(workURL)
+	if len(sent) != 1 {
+		t.Fatalf("%d tokens sent, want the replacement", len(sent))
+	}
+	tok, err := token.Decode(aws.ToString(sent[0].MessageBody))
+	if err != nil || tok.ID != "late" || tok.Kind != "echo" || string(tok.Payload) != `{"n":1}` {
+		t.Errorf("replacement %+v (%v); want the inline task with its id made explicit", tok, err)
+	}
+	if sent[0].DelaySeconds < 1 {
+		t.Errorf("replacement delayed %ds; want the hold", sent[0].DelaySeconds)
+	}
+}
+
+// A rate limit needs a store with rate windows, and a well-formed limit.
+func TestRateLimitConfig(t *testing.T) {
+	t.Parallel()
+	for name, limits := range map[string]map[string]settings.RateLimit{
+		"no starts":     {"work": {Starts: 0, Per: time.Second}},
+		"part-seconds":  {"work": {Starts: 1, Per: 1500 * time.Millisecond}},
+		"twice":         {"": {Starts: 1, Per: time.Second}, "work": {Starts: 2, Per: time.Second}},
+	} {
+		cfg := lifecycle.Config{Store: noRates{}, SQS: newFakeSQS(), QueueURL: workURL, Owner: "w",
+			Handlers: func(string) (lifecycle.Handler, bool) { return nil, false }, RateLimits: limits}
+		if _, err := lifecycle.New(cfg); !errors.Is(err, lifecycle.ErrConfig) {
+			t.Errorf("%s: New = %v, want ErrConfig", name, err)
+		}
+	}
+	cfg := lifecycle.Config{Store: noRates{}, SQS: newFakeSQS(), QueueURL: workURL, Owner: "w",
+		Handlers:   func(string) (lifecycle.Handler, bool) { return nil, false },
+		RateLimits: map[string]settings.RateLimit{"work": {Starts: 1, Per: time.Second}}}
+	if _, err := lifecycle.New(cfg); !errors.Is(err, lifecycle.ErrConfig) || !strings.Contains(err.Error(), "rate windows") {
+		t.Errorf("a store without rate windows: New = %v, want ErrConfig", err)
+	}
+}
+
+// noRates is a store without rate windows.
+type noRates struct{ lease.Store }

@@ -1,0 +1,114 @@
+package leasehold_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/settings"
+)
+
+// TestRateLimitAcrossWorkersOnTheStack runs three worker processes on one
+// queue with LEASEHOLD_RATE_LIMITS=2/s and sends them 16 tasks at once:
+// every task succeeds at its first attempt (a task held back uses none),
+// no message is left, no rate window of the table counts more than 2
+// starts, and the starts spread over at least 8 windows, which three
+// unlimited workers would not need for 16 quick tasks. The workers' logs
+// show tokens held back.
+func TestRateLimitAcrossWorkersOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	const tasks, perSecond = 16, 2
+	var ids []string
+	for i := range tasks {
+		id := fmt.Sprintf("limited-%d", i)
+		ids = append(ids, id)
+		e.send(t, e.queues.Work, `{"v":1,"kind":"greet","id":"`+id+`","payload":{"name":"rate"},"max_attempts":1}`)
+	}
+	var children []*runnerChild
+	for i := range 3 {
+		children = append(children, startRunnerChild(t, e, fmt.Sprintf("limited-%d", i),
+			settings.EnvRateLimits+"="+strconv.Itoa(perSecond)+"/s"))
+	}
+	waitUntil(t, 180*time.Second, func() bool {
+		for _, id := range ids {
+			if e.status(t, id) != lease.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	held := 0
+	for _, c := range children {
+		c.signal(t, syscall.SIGTERM)
+		c.stop(t, 60*time.Second)
+		logs, err := os.ReadFile(c.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held += strings.Count(string(logs), "rate limit reached")
+	}
+	for _, id := range ids {
+		if got := e.get(t, id); got.Attempt != 1 {
+			t.Errorf("task %s succeeded at attempt %d; a held task must use no attempt", id, got.Attempt)
+		}
+	}
+	if held == 0 {
+		t.Error("no worker logged a token held back by the rate limit")
+	}
+
+	windows := e.rateWindows(t)
+	total := 0
+	for id, starts := range windows {
+		if starts > perSecond {
+			t.Errorf("rate window %q counted %d starts, limit %d", id, starts, perSecond)
+		}
+		total += starts
+	}
+	if total < tasks || len(windows) < tasks/perSecond {
+		t.Errorf("%d starts in %d windows; want at least %d starts over at least %d windows", total, len(windows), tasks, tasks/perSecond)
+	}
+	t.Logf("%d tasks: %d starts counted in %d one-second windows, %d holds logged", tasks, total, len(windows), held)
+	e.wantNoLiveToken(t, e.queues.Work)
+}
+
+// rateWindows reads every rate window of e's table: its id and its count.
+func (e *stackEnv) rateWindows(t *testing.T) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out := map[string]int{}
+	p := dynamodb.NewScanPaginator(dynamodb.NewFromConfig(e.cfg), &dynamodb.ScanInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("scan %s: %v", e.table, err)
+		}
+		for _, item := range page.Items {
+			id, _ := item[lease.AttrID].(*types.AttributeValueMemberS)
+			if id == nil || !lease.IsRateWindowID(id.Value) {
+				continue
+			}
+			n, _ := item[lease.AttrStarts].(*types.AttributeValueMemberN)
+			if n == nil {
+				t.Fatalf("rate window %q has no count", id.Value)
+			}
+			starts, err := strconv.Atoi(n.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[id.Value] = starts
+		}
+	}
+	return out
+}

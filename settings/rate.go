@@ -1,0 +1,106 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RateLimit bounds how many tasks of one queue start in each window of Per,
+// across every worker of the table (WorkerConfig.RateLimits).
+type RateLimit struct {
+	// Starts is how many may start in one window; at least 1.
+	Starts int
+	// Per is the window: a whole number of seconds, at least one.
+	Per time.Duration
+}
+
+// Check reports what is wrong with r, if anything.
+func (r RateLimit) Check() error {
+	switch {
+	case r.Starts < 1:
+		return fmt.Errorf("%d starts: want at least 1", r.Starts)
+	case r.Per < time.Second || r.Per%time.Second != 0:
+		return fmt.Errorf("a window of %s: want a whole number of seconds, at least 1s", r.Per)
+	}
+	return nil
+}
+
+// String writes r as ParseRateLimits reads it: "5/s", "100/m", "3/10s".
+func (r RateLimit) String() string {
+	per := map[time.Duration]string{time.Second: "s", time.Minute: "m", time.Hour: "h"}[r.Per]
+	if per == "" {
+		per = FormatDuration(r.Per)
+	}
+	return strconv.Itoa(r.Starts) + "/" + per
+}
+
+// ParseRateLimits reads LEASEHOLD_RATE_LIMITS: comma-separated
+// QUEUE=N/PER, PER being s, m, h or a duration of whole seconds ("10s",
+// "2m"), such as "leasehold-work=50/s,reports=10/m"; N/PER alone is the
+// default work queue's (key ""), whose name a deployed stack generates. A
+// queue named twice is an error.
+func ParseRateLimits(v string) (map[string]RateLimit, error) {
+	out := map[string]RateLimit{}
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		queue, rate, ok := strings.Cut(part, "=")
+		if !ok { // N/PER alone: the default work queue
+			queue, rate = "", queue
+		}
+		queue, rate = strings.TrimSpace(queue), strings.TrimSpace(rate)
+		if ok && queue == "" || strings.ContainsAny(queue, " /") {
+			return nil, fmt.Errorf("%q: want QUEUE=N/PER, such as leasehold-work=50/s, or N/PER for the default work queue", part)
+		}
+		if _, dup := out[queue]; dup {
+			return nil, fmt.Errorf("queue %s is named twice", queue)
+		}
+		n, per, ok := strings.Cut(rate, "/")
+		starts, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q: want N/PER, such as 50/s", rate)
+		}
+		r := RateLimit{Starts: starts}
+		switch per = strings.TrimSpace(per); per {
+		case "s":
+			r.Per = time.Second
+		case "m":
+			r.Per = time.Minute
+		case "h":
+			r.Per = time.Hour
+		default:
+			if r.Per, err = time.ParseDuration(per); err != nil {
+				return nil, fmt.Errorf("%q: the window %q is neither s, m, h nor a duration", rate, per)
+			}
+		}
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("queue %s: %w", queue, err)
+		}
+		out[queue] = r
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no QUEUE=N/PER in it")
+	}
+	return out, nil
+}
+
+// FormatRateLimits writes limits as ParseRateLimits reads them, by queue
+// name.
+func FormatRateLimits(limits map[string]RateLimit) string {
+	var parts []string
+	for _, q := range slices.Sorted(maps.Keys(limits)) {
+		if q == "" {
+			parts = append(parts, limits[q].String())
+			continue
+		}
+		parts = append(parts, q+"="+limits[q].String())
+	}
+	return strings.Join(parts, ",")
+}
