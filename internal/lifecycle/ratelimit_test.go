@@ -132,9 +132,9 @@ func TestRateLimitReplacesAHeldTokenNearTheReceiveLimit(t *testing.T) {
 func TestRateLimitConfig(t *testing.T) {
 	t.Parallel()
 	for name, limits := range map[string]map[string]settings.RateLimit{
-		"no starts":     {"work": {Starts: 0, Per: time.Second}},
-		"part-seconds":  {"work": {Starts: 1, Per: 1500 * time.Millisecond}},
-		"twice":         {"": {Starts: 1, Per: time.Second}, "work": {Starts: 2, Per: time.Second}},
+		"no starts":    {"work": {Starts: 0, Per: time.Second}},
+		"part-seconds": {"work": {Starts: 1, Per: 1500 * time.Millisecond}},
+		"twice":        {"": {Starts: 1, Per: time.Second}, "work": {Starts: 2, Per: time.Second}},
 	} {
 		cfg := lifecycle.Config{Store: noRates{}, SQS: newFakeSQS(), QueueURL: workURL, Owner: "w",
 			Handlers: func(string) (lifecycle.Handler, bool) { return nil, false }, RateLimits: limits}
