@@ -112,3 +112,94 @@ func (e *stackEnv) rateWindows(t *testing.T) map[string]int {
 	}
 	return out
 }
+
+// TestKindConcurrencyAcrossWorkersOnTheStack runs three worker processes
+// with LEASEHOLD_KIND_CONCURRENCY=announced-sleep=2 and sends them 8 tasks
+// of a second and a half each: every task succeeds at its first attempt
+// (a held task uses none), the handlers' spans, on the clock the processes
+// share, never overlap more than 2 at once (without the limit the three
+// workers run up to 8), the limit is reached, holds are logged, the slot
+// set is empty at the end, and no message is left.
+func TestKindConcurrencyAcrossWorkersOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	const tasks, limit = 8, 2
+	var ids []string
+	for i := range tasks {
+		id := fmt.Sprintf("bounded-%d", i)
+		ids = append(ids, id)
+		e.send(t, e.queues.Work, `{"v":1,"kind":"announced-sleep","id":"`+id+`","payload":{"seconds":1.5},"max_attempts":1}`)
+	}
+	var children []*runnerChild
+	for i := range 3 {
+		children = append(children, startRunnerChild(t, e, fmt.Sprintf("bounded-%d", i),
+			settings.EnvKindConcurrency+"=announced-sleep="+strconv.Itoa(limit)))
+	}
+	waitUntil(t, 240*time.Second, func() bool {
+		for _, id := range ids {
+			if e.status(t, id) != lease.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	type span struct{ start, end int64 }
+	var spans []span
+	held := 0
+	for _, c := range children {
+		c.signal(t, syscall.SIGTERM)
+		for _, l := range c.stop(t, 60*time.Second) {
+			f := strings.Fields(l)
+			if len(f) != 4 || f[0] != "span" {
+				continue
+			}
+			start, err1 := strconv.ParseInt(f[2], 10, 64)
+			end, err2 := strconv.ParseInt(f[3], 10, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("bad span line %q", l)
+			}
+			spans = append(spans, span{start, end})
+		}
+		logs, err := os.ReadFile(c.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held += strings.Count(string(logs), "concurrency limit reached")
+	}
+	for _, id := range ids {
+		if got := e.get(t, id); got.Attempt != 1 {
+			t.Errorf("task %s succeeded at attempt %d; a held task must use no attempt", id, got.Attempt)
+		}
+	}
+	if len(spans) != tasks {
+		t.Fatalf("%d handler spans, want %d", len(spans), tasks)
+	}
+	most := 0
+	for _, s := range spans { // the overlap at each start
+		n := 0
+		for _, o := range spans {
+			if o.start <= s.start && s.start < o.end {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	if most > limit || most < limit {
+		t.Errorf("at most %d handlers ran at once; want exactly the limit %d", most, limit)
+	}
+	if held == 0 {
+		t.Error("no worker logged a task held back by the concurrency limit")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := dynamodb.NewFromConfig(e.cfg).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: lease.SlotsID("announced-sleep")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := out.Item[lease.AttrHolders].(*types.AttributeValueMemberM); h == nil || len(h.Value) != 0 {
+		t.Errorf("the slot set at the end: %v; want it empty", out.Item[lease.AttrHolders])
+	}
+	t.Logf("%d tasks of 1.5 s: at most %d at once, %d holds logged", tasks, most, held)
+	e.wantNoLiveToken(t, e.queues.Work)
+}

@@ -414,7 +414,12 @@ func TestRunnerChild(t *testing.T) {
 	examples.Register(hs)
 	leasehold.Handle(hs, "announced-sleep", func(ctx context.Context, task *leasehold.Task[examples.Sleep]) (map[string]any, error) {
 		fmt.Println("started", task.ID, strconv.Itoa(task.Attempt))
-		return examples.SleepFor(ctx, task)
+		start := time.Now()
+		out, err := examples.SleepFor(ctx, task)
+		// When the handler ran, on the machine's clock, which every child
+		// shares: TestKindConcurrencyAcrossWorkersOnTheStack overlaps them.
+		fmt.Println("span", task.ID, strconv.FormatInt(start.UnixNano(), 10), strconv.FormatInt(time.Now().UnixNano(), 10))
+		return out, err
 	})
 	// Short leases, so that a lost one would show within the test; they
 	// scale with LEASEHOLD_TEST_TIMESCALE, which this process inherits, so

@@ -33,6 +33,7 @@ func TestSettingsTableNamesConfigFields(t *testing.T) {
 		settings.Switch:   {reflect.TypeFor[bool]()},
 		settings.Level:    {reflect.TypeFor[*slog.Logger]()},
 		settings.Rates:    {reflect.TypeFor[map[string]settings.RateLimit]()},
+		settings.Counts:   {reflect.TypeFor[map[string]int]()},
 	}
 	// Fields only code sets: their types.
 	codeOnly := map[string]reflect.Type{

@@ -135,6 +135,16 @@ type WorkerConfig struct {
 	// limit. docs/worker.md, "Flow control". LEASEHOLD_RATE_LIMITS sets it
 	// ("leasehold-work=50/s,reports=10/m").
 	RateLimits map[string]RateLimit
+	// KindConcurrency bounds, per kind, how many attempts run at once
+	// across every worker of the table, in a slot set of the tasks table
+	// (one write to take a slot after the claim, one to give it back;
+	// each a write unit per KB of the set). A claimed task whose kind has
+	// no free slot is released without using an attempt (a snooze, with
+	// the reason) and offered again after a wait that doubles, from 1 s to
+	// 5 min. A slot whose worker died frees itself at the invocation's
+	// deadline. At most 100 per kind. docs/worker.md, "Flow control".
+	// LEASEHOLD_KIND_CONCURRENCY sets it ("resize=3,report=1").
+	KindConcurrency map[string]int
 	// Unlisted makes the tasks this worker creates from inline tokens
 	// unlisted: they get no entry in the listing index, which saves one of
 	// the three write units of an inline task, and neither `leasehold list`
@@ -259,6 +269,7 @@ func (cfg WorkerConfig) lifecycleConfig() lifecycle.Config {
 		UnknownKindLimit:      cfg.UnknownKindLimit,
 		WaitTimeout:           cfg.WaitTimeout,
 		RateLimits:            cfg.RateLimits,
+		KindConcurrency:       cfg.KindConcurrency,
 		Logger:                cfg.Logger,
 		Owner:                 cfg.Owner,
 		Clock:                 cfg.Clock,

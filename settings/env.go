@@ -94,6 +94,12 @@ func set(v, f reflect.Value, s Setting, raw string) error {
 			return errors.New("want DEBUG, INFO, WARN or ERROR")
 		}
 		f.Set(reflect.ValueOf(lambdalog.New(os.Stderr, level)))
+	case Counts:
+		limits, err := ParseKindConcurrency(raw)
+		if err != nil {
+			return err
+		}
+		f.Set(reflect.ValueOf(limits))
 	case Rates:
 		limits, err := ParseRateLimits(raw)
 		if err != nil {

@@ -104,3 +104,37 @@ func FormatRateLimits(limits map[string]RateLimit) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// ParseKindConcurrency reads LEASEHOLD_KIND_CONCURRENCY: comma-separated
+// KIND=N, N from 1 to 100, such as "resize=3,report=1". A kind named twice
+// is an error.
+func ParseKindConcurrency(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		kind, n, ok := strings.Cut(part, "=")
+		kind = strings.TrimSpace(kind)
+		limit, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || kind == "" || err != nil {
+			return nil, fmt.Errorf("%q: want KIND=N, such as resize=3", part)
+		}
+		if limit < 1 || limit > MaxKindConcurrency {
+			return nil, fmt.Errorf("kind %s: %d is outside 1..%d", kind, limit, MaxKindConcurrency)
+		}
+		if _, dup := out[kind]; dup {
+			return nil, fmt.Errorf("kind %s is named twice", kind)
+		}
+		out[kind] = limit
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no KIND=N in it")
+	}
+	return out, nil
+}
+
+// MaxKindConcurrency bounds one kind's concurrency limit: its running
+// attempts are entries of one item of the table.
+const MaxKindConcurrency = 100

@@ -32,3 +32,15 @@ func TestParseRateLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestParseKindConcurrency(t *testing.T) {
+	got, err := ParseKindConcurrency(" resize=3 , report=1,")
+	if want := map[string]int{"resize": 3, "report": 1}; err != nil || !maps.Equal(got, want) {
+		t.Errorf("ParseKindConcurrency = %v, %v; want %v", got, err, want)
+	}
+	for _, in := range []string{"", ",", "=3", "resize", "resize=", "resize=0", "resize=101", "resize=x", "a=1,a=2"} {
+		if got, err := ParseKindConcurrency(in); err == nil {
+			t.Errorf("ParseKindConcurrency(%q) = %v, want an error", in, got)
+		}
+	}
+}

@@ -40,6 +40,9 @@ const (
 	// Rates is ParseRateLimits's QUEUE=N/PER list. The field is a
 	// map[string]RateLimit.
 	Rates
+	// Counts is ParseKindConcurrency's KIND=N list. The field is a
+	// map[string]int.
+	Counts
 )
 
 // Scope says whose configuration a setting belongs to.
@@ -109,6 +112,7 @@ const (
 	EnvReceiveVisibility     = "LEASEHOLD_RECEIVE_VISIBILITY"
 	EnvSweepEvery            = "LEASEHOLD_SWEEP_EVERY"
 	EnvRateLimits            = "LEASEHOLD_RATE_LIMITS"
+	EnvKindConcurrency       = "LEASEHOLD_KIND_CONCURRENCY"
 )
 
 // All is the table, in the order the docs list it.
@@ -161,6 +165,8 @@ var All = []Setting{
 		Doc: "the deadline of a wait for children or dependencies that names none; at it the waiting task fails; 0 < d ≤ 365 days"},
 	{Field: "RateLimits", Env: EnvRateLimits, Kind: Rates, DefaultText: "none", For: Worker,
 		Doc: "per queue, at most N tasks start in each window, across every worker of the table: `QUEUE=N/PER,...`, PER `s`, `m`, `h` or whole seconds, `N/PER` alone for the default work queue (`50/s,reports=10/10s`); one write unit per start; a task held back uses no attempt and waits on its queue (docs/worker.md, \"Flow control\")"},
+	{Field: "KindConcurrency", Env: EnvKindConcurrency, Kind: Counts, DefaultText: "none", For: Worker,
+		Doc: "per kind, at most N attempts run at once across every worker of the table: `KIND=N,...`, N from 1 to 100 (`resize=3,report=1`); a task held back uses no attempt and is offered again later (docs/worker.md, \"Flow control\")"},
 	{Field: "Unlisted", Env: EnvListing, Kind: Switch, DefaultText: "on (listed)", For: Worker | Client | Dispatch,
 		Doc: "`off` creates tasks without a listing entry (one write unit less each): `leasehold list` and Client.List do not show them"},
 	{Field: "DispatchConcurrency", Env: EnvDispatchConcurrency, Kind: Int, Default: DefaultDispatchConcurrency, For: Dispatch,

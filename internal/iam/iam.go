@@ -142,7 +142,7 @@ var Worker = Function{
 		settings.EnvDispatchGrace, settings.EnvLogLevel, settings.EnvReplaceAtReceiveCount,
 		settings.EnvVisibilityMargin, settings.EnvBackoff, settings.EnvUnknownKindBackoff,
 		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
-		settings.EnvRateLimits,
+		settings.EnvRateLimits, settings.EnvKindConcurrency,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
 }
@@ -187,7 +187,7 @@ var (
 		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,
 		settings.EnvReplaceAtReceiveCount, settings.EnvVisibilityMargin, settings.EnvBackoff,
 		settings.EnvUnknownKindBackoff, settings.EnvUnknownKindLimit, settings.EnvWaitTimeout,
-		settings.EnvRateLimits)
+		settings.EnvRateLimits, settings.EnvKindConcurrency)
 )
 
 func unread(why string, names ...string) map[string]string {

@@ -152,6 +152,11 @@ type Config struct {
 	// token whose window is full is held back before its claim
 	// (holdForRate).
 	RateLimits map[string]settings.RateLimit
+	// KindConcurrency bounds, per kind, the attempts that run at once
+	// across every worker of the table, in Store's slot sets
+	// (lease.SlotLimiter). A claimed task whose kind has no free slot is
+	// released without using an attempt (holdForSlot).
+	KindConcurrency map[string]int
 }
 
 // QueueResolver turns a queue name into its URL ("" is the default work
@@ -273,6 +278,14 @@ func (c Config) validate() error {
 		if _, dup := c.RateLimits[queues.NameFromURL(c.QueueURL)]; dup {
 			return fmt.Errorf("%w: two rate limits for the default work queue %s (one by name)", ErrConfig, queues.NameFromURL(c.QueueURL))
 		}
+	}
+	for kind, n := range c.KindConcurrency {
+		if kind == "" || n < 1 || n > lease.MaxSlots {
+			return fmt.Errorf("%w: the concurrency limit of kind %q is %d, outside 1..%d", ErrConfig, kind, n, lease.MaxSlots)
+		}
+	}
+	if _, ok := c.Store.(lease.SlotLimiter); len(c.KindConcurrency) > 0 && !ok {
+		return fmt.Errorf("%w: concurrency limits need a store that keeps slot sets (%T does not)", ErrConfig, c.Store)
 	}
 	if _, ok := c.Store.(lease.RateLimiter); len(c.RateLimits) > 0 && !ok {
 		return fmt.Errorf("%w: rate limits need a store that keeps rate windows (%T does not)", ErrConfig, c.Store)

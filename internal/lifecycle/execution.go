@@ -37,6 +37,9 @@ const (
 	// OutcomeUnknownKind: no handler for the task's kind here; released
 	// for later without using an attempt.
 	OutcomeUnknownKind Outcome = "unknown_kind"
+	// OutcomeHeld: the kind's concurrency limit was reached; released for
+	// later without using an attempt (Config.KindConcurrency).
+	OutcomeHeld Outcome = "held"
 )
 
 // Message is one SQS message of a batch.
@@ -94,6 +97,9 @@ type execution struct {
 	// deleted (or left to be deleted by the acknowledgement); nothing more
 	// may be sent for it, and it is acknowledged whatever happens next.
 	replaced bool
+	// slotHolder names this execution's concurrency slot of its task's
+	// kind, once taken (holdForSlot); releaseSlot gives it back.
+	slotHolder string
 	// keepMessage: the message must not be acknowledged, because its body
 	// is kept nowhere else (an over-limit inline token without a
 	// dead-letter URL: the queue's redrive policy moves it).
@@ -425,6 +431,9 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	h, ok := x.cfg.Handlers(x.task.Kind)
 	if !ok {
 		return x.unknownKind(ctx)
+	}
+	if st, held := x.holdForSlot(ctx); held {
+		return st
 	}
 	x.handler = h
 	results, err := x.loadWaitResults()

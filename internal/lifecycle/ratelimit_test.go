@@ -152,3 +152,85 @@ func TestRateLimitConfig(t *testing.T) {
 
 // noRates is a store without rate windows.
 type noRates struct{ lease.Store }
+
+// A kind's concurrency limit: while one attempt of the kind runs, a second
+// claimed task of it is released to PENDING without using an attempt, with
+// the reason, and a delayed token; once the first ends its slot is free
+// again, and the second runs from its token. Another kind is not limited.
+func TestKindConcurrencyHoldsTasksBeyondTheLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.KindConcurrency = map[string]int{"slow": 1} })
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	e.handlers["slow"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		started <- task.ID
+		select {
+		case <-release:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	e.handlers["fast"] = func(context.Context, lease.Task) ([]byte, error) { return nil, nil }
+	first := e.processAsync(t.Context(), msg("a", inline(t, "slow", "", "", 3)))
+	if id := <-started; id != "a" {
+		t.Fatalf("started %s", id)
+	}
+	if got := e.store.Slots("slow"); len(got) != 1 {
+		t.Fatalf("slots of slow while a runs: %v", got)
+	}
+
+	res := e.exec.Process(t.Context(), nil, msg("b", inline(t, "slow", "", "", 3)))
+	if !res.Held || !res.Ack || res.Outcome != lifecycle.OutcomeHeld {
+		t.Fatalf("b at the limit: %+v; want held, acknowledged once its token is re-sent", res)
+	}
+	b := e.get(t, "b")
+	if b.Status != lease.StatusPending || b.Attempt != 0 || !strings.Contains(b.Error, `kind "slow" is at its concurrency limit (1 running)`) {
+		t.Fatalf("b after the hold: %s attempt %d error %q", b.Status, b.Attempt, b.Error)
+	}
+	var token string
+	for _, s := range e.sqs.sentTo(workURL) {
+		if s.DelaySeconds >= 1 && strings.Contains(aws.ToString(s.MessageBody), `"b"`) {
+			token = aws.ToString(s.MessageBody)
+		}
+	}
+	if token == "" {
+		t.Fatalf("no delayed token for b; sent %v", e.sqs.sentTo(workURL))
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("c", inline(t, "fast", "", "", 3))); !res.Ack || res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Errorf("a kind without a limit: %+v", res)
+	}
+
+	close(release)
+	if res := first(); res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Fatalf("a: %+v", res)
+	}
+	if got := e.store.Slots("slow"); len(got) != 0 {
+		t.Fatalf("slots of slow once a ended: %v", got)
+	}
+	e.clock.Advance(time.Minute)
+	if res := e.exec.Process(t.Context(), nil, msg("b-again", token)); res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Fatalf("b from its token: %+v", res)
+	}
+	if b := e.get(t, "b"); b.Status != lease.StatusSucceeded || b.Attempt != 1 {
+		t.Errorf("b: %s at attempt %d, want SUCCEEDED at 1", b.Status, b.Attempt)
+	}
+	if got := e.store.Slots("slow"); len(got) != 0 {
+		t.Errorf("slots of slow at the end: %v", got)
+	}
+}
+
+// A slot is given back whatever the attempt's end: a failure retried too.
+func TestKindConcurrencySlotFreedWhenTheAttemptFails(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.KindConcurrency = map[string]int{"bad": 2} })
+	e.handlers["bad"] = func(context.Context, lease.Task) ([]byte, error) { return nil, errors.New("boom") }
+	for i := range 3 {
+		if res := e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("m%d", i), inline(t, "bad", "", "", 3))); res.Outcome != lifecycle.OutcomeRetried {
+			t.Fatalf("m%d: %+v, want retried (not held: each slot was given back)", i, res)
+		}
+	}
+	if got := e.store.Slots("bad"); len(got) != 0 {
+		t.Errorf("slots after three failed attempts: %v", got)
+	}
+}

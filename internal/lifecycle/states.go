@@ -117,7 +117,7 @@ var transitions = []Transition{
 	{StateResuming, StateExited, "still waiting (a duplicate or early token), or kept to retry"},
 
 	{StateClaimed, StateRunning, "handler and renewer started"},
-	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, wait results unreadable"},
+	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, its kind at its concurrency limit, wait results unreadable"},
 	{StateClaimed, StateExited, "the end could not be written (lease lost, store error), or a re-dispatch failed"},
 
 	{StateRunning, StateStepping, "the handler records a step"},
@@ -206,6 +206,7 @@ func (x *execution) run(ctx context.Context) Result {
 		}
 	}
 	x.result.Final = x.state
+	x.releaseSlot()
 	x.endAttempt()
 	return x.result
 }

@@ -68,7 +68,10 @@ const (
 	// TasksUnknownKind counts releases of tasks whose kind the worker has
 	// no handler for (no attempt used).
 	TasksUnknownKind = "TasksUnknownKind"
-	HandlerDuration  = "HandlerDuration"
+	// TasksHeld counts releases of tasks whose kind was at its concurrency
+	// limit (no attempt used).
+	TasksHeld       = "TasksHeld"
+	HandlerDuration = "HandlerDuration"
 )
 
 // The Kind dimension's values are bounded (issue 18, item 17): whoever can
@@ -103,6 +106,7 @@ var outcomeMetric = map[lifecycle.Outcome]string{
 	lifecycle.OutcomeCancelled:   TasksCancelled,
 	lifecycle.OutcomeLeaseLost:   LeasesLost,
 	lifecycle.OutcomeUnknownKind: TasksUnknownKind,
+	lifecycle.OutcomeHeld:        TasksHeld,
 }
 
 // EMF writes one EMF line per attempt to a writer, when the attempt ends.

@@ -149,6 +149,7 @@ func TestEndedLines(t *testing.T) {
 		lifecycle.OutcomeCancelled:   "TasksCancelled",
 		lifecycle.OutcomeLeaseLost:   "LeasesLost",
 		lifecycle.OutcomeUnknownKind: "TasksUnknownKind",
+		lifecycle.OutcomeHeld:        "TasksHeld",
 	}
 	for outcome, counter := range outcomes {
 		t.Run(string(outcome), func(t *testing.T) {

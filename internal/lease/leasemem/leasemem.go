@@ -33,6 +33,8 @@ type Store struct {
 	listings map[string]*listing
 	// rates are the rate windows (TakeStart), by id.
 	rates map[string]*rateWindow
+	// slots are the slot sets (AcquireSlot): key, holder, its time.
+	slots map[string]map[string]time.Time
 	calls Calls
 }
 
@@ -53,7 +55,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}}
 }
 
 // Calls returns the operation counts so far.

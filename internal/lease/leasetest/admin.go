@@ -22,6 +22,7 @@ type AdminStore interface {
 	lease.Admin
 	lease.Lister
 	lease.RateLimiter
+	lease.SlotLimiter
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -60,6 +61,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
 		{"BatchListingListsEachTaskOnce", testBatchListing},
 		{"RateWindowsCountStarts", testRateWindows},
+		{"SlotsBoundHoldersAtOnce", testSlots},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1036,6 +1038,104 @@ func testRateWindows(t *testing.T, a *adminEnv) {
 		}
 		if len(due) != 0 {
 			t.Errorf("Due(%s) of a table with rate windows and no task = %v", shard, due)
+		}
+	}
+}
+
+// A slot set gives max holders a slot each, also when many take at once,
+// and refuses the rest; a holder taking again keeps its slot; a release
+// frees one; a holder whose time passed by more than the skew loses its
+// slot to a new one, but not before; sets of other keys are apart; bad
+// arguments are refused; and a set is no task: List and Due see none.
+func testSlots(t *testing.T, a *adminEnv) {
+	key := a.id()
+	until := a.now().Add(time.Minute)
+	for _, bad := range []struct {
+		key, holder string
+		max         int
+		until       time.Time
+	}{{"", "h", 1, until}, {key, "", 1, until}, {key, "h", 0, until}, {key, "h", lease.MaxSlots + 1, until}, {key, "h", 1, time.Time{}}} {
+		if _, err := a.admin.AcquireSlot(a.ctx, bad.key, bad.holder, bad.max, bad.until); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("AcquireSlot(%q, %q, %d, %v) = %v, want ErrInvalid", bad.key, bad.holder, bad.max, bad.until, err)
+		}
+	}
+
+	const max, takers = 3, 12
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		holder []string
+		errs   = make(chan error, takers)
+	)
+	for i := range takers {
+		wg.Go(func() {
+			h := lease.SlotHolder(fmt.Sprintf("task-%d", i), 1)
+			ok, err := a.admin.AcquireSlot(a.ctx, key, h, max, until)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				mu.Lock()
+				holder = append(holder, h)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("AcquireSlot: %v", err)
+	}
+	if len(holder) != max {
+		t.Fatalf("%d takers at once got %d slots, want %d", takers, len(holder), max)
+	}
+	take := func(h string, want bool) {
+		t.Helper()
+		if ok, err := a.admin.AcquireSlot(a.ctx, key, h, max, a.now().Add(time.Minute)); err != nil || ok != want {
+			t.Fatalf("AcquireSlot(%s) = %t, %v; want %t", h, ok, err, want)
+		}
+	}
+	take("late@1", false)
+	take(holder[0], true) // a holder taking again keeps its slot (until a minute from now)
+	if err := a.admin.ReleaseSlot(a.ctx, key, holder[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.admin.ReleaseSlot(a.ctx, key, "never@1"); err != nil {
+		t.Fatalf("releasing a slot never held: %v", err)
+	}
+	take("late@1", true)
+	take("later@1", false)
+	if ok, err := a.admin.AcquireSlot(a.ctx, key+"-other", "later@1", 1, until); err != nil || !ok {
+		t.Fatalf("another key's first slot = %t, %v", ok, err)
+	}
+
+	// The holders' time passes; within the skew they keep their slots,
+	// past it a new holder takes one. (holder[0] was released; holder[1],
+	// holder[2] and late@1 hold until a minute from the first takes.)
+	a.clock.Advance(time.Minute + a.opts.Skew/2)
+	take("later@1", false)
+	a.clock.Advance(a.opts.Skew)
+	take("later@1", true)
+	take("latest@1", true) // the other expired ones made room too
+	take("last@1", true)
+	take("over@1", false)
+
+	if err := a.admin.ReleaseSlot(a.ctx, a.id(), "h@1"); err != nil {
+		t.Fatalf("releasing a slot of a key never used: %v", err)
+	}
+	for _, st := range []lease.Status{lease.StatusPending, lease.StatusRunning, lease.StatusSucceeded, lease.StatusFailed} {
+		if got := a.listAll(st, 10); len(got) != 0 {
+			t.Errorf("List(%s) of a table with slot sets and no task = %d items", st, len(got))
+		}
+	}
+	for _, shard := range lease.Shards() {
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) != 0 {
+			t.Errorf("Due(%s) of a table with slot sets and no task = %v", shard, due)
 		}
 	}
 }
