@@ -46,7 +46,7 @@ running children and chain links, listed under their parent or head
 				return err
 			}
 			if bulk {
-				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusPending, leasehold.StatusRunning, leasehold.StatusWaiting}, "cancelled", cancelOne)
+				return a.bulk(cmd, &sel, admin.CancelStatuses, "cancelled", admin.CancelOne)
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Cancel(cmd.Context(), args[0])
@@ -95,7 +95,7 @@ leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
 				return err
 			}
 			if bulk {
-				return a.bulk(cmd, &sel, []leasehold.Status{leasehold.StatusFailed, leasehold.StatusCancelled}, "retried", retryOne(attempts))
+				return a.bulk(cmd, &sel, admin.RetryStatuses, "retried", admin.RetryOne(attempts))
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))

@@ -1,13 +1,8 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,92 +48,29 @@ func (s *selection) many(cmd *cobra.Command, args []string) (bool, error) {
 }
 
 // check validates the selection against the statuses the action takes.
-func (s *selection) check(allowed []leasehold.Status) ([]leasehold.Status, error) {
-	if s.since < 0 {
-		return nil, usageErrorf("--since cannot be negative")
-	}
+func (s *selection) check(allowed []leasehold.Status) (admin.Selection, error) {
 	if s.concurrency < 1 || s.concurrency > 64 {
-		return nil, usageErrorf("--concurrency must be 1..64")
+		return admin.Selection{}, usageErrorf("--concurrency must be 1..64")
 	}
-	if len(s.statuses) == 0 {
-		return allowed, nil
-	}
-	var out []leasehold.Status
+	sel := admin.Selection{Kind: s.kind, Queue: s.queue, Since: s.since}
 	for _, raw := range s.statuses {
 		st, err := leasehold.ParseStatus(raw)
 		if err != nil || !slices.Contains(allowed, st) {
-			return nil, usageErrorf("--status %s: want one of %s", raw, statusNames(allowed))
+			return sel, usageErrorf("--status %s: want one of %s", raw, admin.StatusNames(allowed))
 		}
-		out = append(out, st)
+		sel.Statuses = append(sel.Statuses, st)
 	}
-	return out, nil
-}
-
-func statusNames(ss []leasehold.Status) string {
-	names := make([]string, len(ss))
-	for i, s := range ss {
-		names[i] = string(s)
+	sel, err := sel.Check(allowed)
+	if err != nil {
+		return sel, usageErrorf("--since cannot be negative")
 	}
-	return strings.Join(names, ", ")
-}
-
-// selectIDs lists the tasks the selection picks. The listing is newest
-// first within a status, so --since stops a status's pages at the first
-// older task.
-func (s *selection) selectIDs(ctx context.Context, c *leasehold.Client, statuses []leasehold.Status) ([]string, error) {
-	cutoff := time.Time{}
-	if s.since > 0 {
-		cutoff = time.Now().Add(-s.since)
-	}
-	var ids []string
-	for _, st := range statuses {
-		cursor := ""
-	pages:
-		for {
-			page, err := c.List(ctx, leasehold.ListOptions{Status: st, Limit: leasehold.MaxListLimit, Cursor: cursor})
-			if err != nil {
-				return nil, err
-			}
-			for _, t := range page.Tasks {
-				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
-					break pages
-				}
-				if (s.kind == "" || t.Kind == s.kind) && (s.queue == "" || t.Queue == s.queue) {
-					ids = append(ids, t.ID)
-				}
-			}
-			if page.Next == "" {
-				break
-			}
-			cursor = page.Next
-		}
-	}
-	return ids, nil
-}
-
-// outcome tallies a bulk action.
-type bulkTally struct {
-	mu     sync.Mutex
-	counts map[string]int
-	errs   []string
-}
-
-func (b *bulkTally) add(what string, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.counts[what]++
-	if err != nil && len(b.errs) < maxReportedLines {
-		b.errs = append(b.errs, err.Error())
-	}
+	return sel, nil
 }
 
 // bulk runs act on every task the selection picks, concurrency at a time,
-// with a progress bar, and prints a summary. act returns the word for its
-// outcome ("cancelled", "already ended", ...) and, for a failure, an error.
-func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status, verb string,
-	act func(context.Context, *leasehold.Client, string) (string, error),
-) error {
-	statuses, err := s.check(allowed)
+// with a progress bar, and prints a summary (admin.Bulk).
+func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status, verb string, act admin.Action) error {
+	sel, err := s.check(allowed)
 	if err != nil {
 		return err
 	}
@@ -147,7 +79,7 @@ func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status,
 	if err != nil {
 		return err
 	}
-	ids, err := s.selectIDs(ctx, c, statuses)
+	ids, _, err := admin.Select(ctx, c, sel, time.Now(), 0)
 	if err != nil {
 		return err
 	}
@@ -155,82 +87,21 @@ func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status,
 		for _, id := range ids {
 			fmt.Fprintln(a.io.Out, admin.DisplayID(id))
 		}
-		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, statusNames(statuses))
+		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, admin.StatusNames(sel.Statuses))
 		return nil
 	}
-	tally := &bulkTally{counts: map[string]int{}}
 	bar := a.newBar(len(ids), verb)
-	work := make(chan string)
-	var done sync.WaitGroup
-	var finished int
-	var mu sync.Mutex
-	for range min(s.concurrency, max(len(ids), 1)) {
-		done.Go(func() {
-			for id := range work {
-				what, err := act(ctx, c, id)
-				if err != nil {
-					err = fmt.Errorf("%s: %w", admin.DisplayID(id), err)
-				}
-				tally.add(what, err)
-				mu.Lock()
-				finished++
-				bar.set(finished)
-				mu.Unlock()
-			}
-		})
-	}
-feed:
-	for _, id := range ids {
-		select {
-		case work <- id:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	done.Wait()
+	r := admin.Bulk(ctx, c, ids, s.concurrency, act, bar.set)
 	bar.finish()
-	for _, e := range tally.errs {
+	for i, e := range r.Errors {
+		if i == maxReportedLines {
+			break
+		}
 		fmt.Fprintf(a.io.Err, "leasehold: %s\n", e)
 	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(tally.counts)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, tally.counts[k]))
-	}
-	if len(parts) == 0 {
-		parts = []string{"no task selected"}
-	}
-	fmt.Fprintf(a.io.Out, "%d tasks selected: %s\n", len(ids), strings.Join(parts, ", "))
-	if n := tally.counts["failed"]; n > 0 {
+	fmt.Fprintf(a.io.Out, "%d tasks selected: %s\n", len(ids), r.Summary())
+	if n := r.Failed(); n > 0 {
 		return fmt.Errorf("%d of %d tasks could not be %s", n, len(ids), verb)
 	}
 	return ctx.Err()
-}
-
-// cancelOne is bulk cancel's action on one task.
-func cancelOne(ctx context.Context, c *leasehold.Client, id string) (string, error) {
-	info, err := c.Cancel(ctx, id)
-	switch {
-	case errors.Is(err, leasehold.ErrFinished):
-		return "already ended", nil
-	case err != nil:
-		return "failed", err
-	case info.Status == leasehold.StatusCancelled:
-		return "cancelled", nil
-	}
-	return "cancellation requested (running)", nil
-}
-
-// retryOne is bulk retry's action on one task.
-func retryOne(attempts int) func(context.Context, *leasehold.Client, string) (string, error) {
-	return func(ctx context.Context, c *leasehold.Client, id string) (string, error) {
-		_, err := c.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
-		switch {
-		case errors.Is(err, leasehold.ErrNotRetryable):
-			return "no longer retryable", nil
-		case err != nil:
-			return "failed", err
-		}
-		return "retried", nil
-	}
 }

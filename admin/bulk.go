@@ -1,0 +1,203 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// A bulk action changes many tasks at once: the ones a Selection picks from
+// the listing. `leasehold cancel|retry --status ...` and the inspector's
+// bulk actions share it.
+
+// Selection picks tasks from the listing: by status (newest first within
+// each), kind, queue and age. Zero fields select everything.
+type Selection struct {
+	Statuses []leasehold.Status
+	Kind     string
+	Queue    string
+	// Since selects tasks created at most this long before now.
+	Since time.Duration
+}
+
+// CancelStatuses and RetryStatuses are the statuses each bulk action takes,
+// and its default selection.
+var (
+	CancelStatuses = []leasehold.Status{leasehold.StatusPending, leasehold.StatusRunning, leasehold.StatusWaiting}
+	RetryStatuses  = []leasehold.Status{leasehold.StatusFailed, leasehold.StatusCancelled}
+)
+
+// ErrSelection: a selection that the action cannot take.
+var ErrSelection = errors.New("invalid selection")
+
+// Check returns s with its statuses defaulted to allowed, or why it is not
+// one the action takes (wrapping ErrSelection).
+func (s Selection) Check(allowed []leasehold.Status) (Selection, error) {
+	if s.Since < 0 {
+		return s, fmt.Errorf("%w: since cannot be negative", ErrSelection)
+	}
+	if len(s.Statuses) == 0 {
+		s.Statuses = slices.Clone(allowed)
+		return s, nil
+	}
+	for _, st := range s.Statuses {
+		if !slices.Contains(allowed, st) {
+			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, StatusNames(allowed))
+		}
+	}
+	return s, nil
+}
+
+// StatusNames joins statuses with commas.
+func StatusNames(ss []leasehold.Status) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Select lists the ids of the tasks s picks, as of now. The listing is
+// newest first within a status, so Since stops a status's pages at the
+// first older task. limit, when positive, stops at that many ids and
+// reports whether more were left.
+func Select(ctx context.Context, c *leasehold.Client, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
+	cutoff := time.Time{}
+	if s.Since > 0 {
+		cutoff = now.Add(-s.Since)
+	}
+	for _, st := range s.Statuses {
+		cursor := ""
+	pages:
+		for {
+			page, err := c.List(ctx, leasehold.ListOptions{Status: st, Limit: leasehold.MaxListLimit, Cursor: cursor})
+			if err != nil {
+				return ids, false, err
+			}
+			for _, t := range page.Tasks {
+				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
+					break pages
+				}
+				if (s.Kind == "" || t.Kind == s.Kind) && (s.Queue == "" || t.Queue == s.Queue) {
+					if limit > 0 && len(ids) == limit {
+						return ids, true, nil
+					}
+					ids = append(ids, t.ID)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+	}
+	return ids, false, nil
+}
+
+// Action is one bulk action on one task: the word for its outcome
+// ("cancelled", "already ended", ...), and an error for a failure (whose
+// word is "failed").
+type Action func(ctx context.Context, c *leasehold.Client, id string) (string, error)
+
+// CancelOne is bulk cancel's action.
+func CancelOne(ctx context.Context, c *leasehold.Client, id string) (string, error) {
+	info, err := c.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, leasehold.ErrFinished):
+		return "already ended", nil
+	case err != nil:
+		return "failed", err
+	case info.Status == leasehold.StatusCancelled:
+		return "cancelled", nil
+	}
+	return "cancellation requested (running)", nil
+}
+
+// RetryOne is bulk retry's action, each task getting attempts more.
+func RetryOne(attempts int) Action {
+	return func(ctx context.Context, c *leasehold.Client, id string) (string, error) {
+		_, err := c.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
+		switch {
+		case errors.Is(err, leasehold.ErrNotRetryable):
+			return "no longer retryable", nil
+		case err != nil:
+			return "failed", err
+		}
+		return "retried", nil
+	}
+}
+
+// maxBulkErrors bounds the errors a BulkReport keeps.
+const maxBulkErrors = 20
+
+// BulkReport is what a bulk action did.
+type BulkReport struct {
+	// Selected is how many tasks it was given; Counts how many ended with
+	// each outcome word; Done how many it acted on (less than Selected if
+	// ctx ended first).
+	Selected, Done int
+	Counts         map[string]int
+	// Errors are the first failures, each naming its task.
+	Errors []string
+}
+
+// Failed is how many tasks the action failed on.
+func (r BulkReport) Failed() int { return r.Counts["failed"] }
+
+// Summary is one line: each outcome and its count, in order of the words.
+func (r BulkReport) Summary() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, r.Counts[k]))
+	}
+	if len(parts) == 0 {
+		return "no task selected"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Bulk runs act on each of ids, concurrency at a time, and reports what it
+// did; progress, when not nil, hears the count done after each task (from
+// the goroutines doing them, one call at a time). It stops feeding tasks
+// when ctx ends and returns once every started task is done.
+func Bulk(ctx context.Context, c *leasehold.Client, ids []string, concurrency int, act Action, progress func(done int)) BulkReport {
+	r := BulkReport{Selected: len(ids), Counts: map[string]int{}}
+	var mu sync.Mutex
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(max(concurrency, 1), max(len(ids), 1)) {
+		wg.Go(func() {
+			for id := range work {
+				what, err := act(ctx, c, id)
+				mu.Lock()
+				r.Counts[what]++
+				r.Done++
+				if err != nil && len(r.Errors) < maxBulkErrors {
+					r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", DisplayID(id), err))
+				}
+				if progress != nil {
+					progress(r.Done)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for _, id := range ids {
+		select {
+		case work <- id:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	return r
+}
