@@ -27,6 +27,15 @@ type Selection struct {
 	Since time.Duration
 }
 
+// Tasks is what a bulk action asks of a *leasehold.Client.
+type Tasks interface {
+	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
+	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
+	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
+}
+
+var _ Tasks = (*leasehold.Client)(nil)
+
 // CancelStatuses and RetryStatuses are the statuses each bulk action takes,
 // and its default selection.
 var (
@@ -68,7 +77,7 @@ func StatusNames(ss []leasehold.Status) string {
 // newest first within a status, so Since stops a status's pages at the
 // first older task. limit, when positive, stops at that many ids and
 // reports whether more were left.
-func Select(ctx context.Context, c *leasehold.Client, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
+func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
 	cutoff := time.Time{}
 	if s.Since > 0 {
 		cutoff = now.Add(-s.Since)
@@ -104,10 +113,10 @@ func Select(ctx context.Context, c *leasehold.Client, s Selection, now time.Time
 // Action is one bulk action on one task: the word for its outcome
 // ("cancelled", "already ended", ...), and an error for a failure (whose
 // word is "failed").
-type Action func(ctx context.Context, c *leasehold.Client, id string) (string, error)
+type Action func(ctx context.Context, c Tasks, id string) (string, error)
 
 // CancelOne is bulk cancel's action.
-func CancelOne(ctx context.Context, c *leasehold.Client, id string) (string, error) {
+func CancelOne(ctx context.Context, c Tasks, id string) (string, error) {
 	info, err := c.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, leasehold.ErrFinished):
@@ -122,7 +131,7 @@ func CancelOne(ctx context.Context, c *leasehold.Client, id string) (string, err
 
 // RetryOne is bulk retry's action, each task getting attempts more.
 func RetryOne(attempts int) Action {
-	return func(ctx context.Context, c *leasehold.Client, id string) (string, error) {
+	return func(ctx context.Context, c Tasks, id string) (string, error) {
 		_, err := c.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
 		switch {
 		case errors.Is(err, leasehold.ErrNotRetryable):
@@ -167,7 +176,7 @@ func (r BulkReport) Summary() string {
 // did; progress, when not nil, hears the count done after each task (from
 // the goroutines doing them, one call at a time). It stops feeding tasks
 // when ctx ends and returns once every started task is done.
-func Bulk(ctx context.Context, c *leasehold.Client, ids []string, concurrency int, act Action, progress func(done int)) BulkReport {
+func Bulk(ctx context.Context, c Tasks, ids []string, concurrency int, act Action, progress func(done int)) BulkReport {
 	r := BulkReport{Selected: len(ids), Counts: map[string]int{}}
 	var mu sync.Mutex
 	work := make(chan string)

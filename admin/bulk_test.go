@@ -15,7 +15,7 @@ import (
 // up to the total, and stops feeding when its context ends.
 func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 	var running, most atomic.Int32
-	act := func(_ context.Context, _ *leasehold.Client, id string) (string, error) {
+	act := func(_ context.Context, _ Tasks, id string) (string, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -42,7 +42,7 @@ func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	stopped := Bulk(ctx, nil, ids, 1, func(context.Context, *leasehold.Client, string) (string, error) {
+	stopped := Bulk(ctx, nil, ids, 1, func(context.Context, Tasks, string) (string, error) {
 		cancel()
 		return "done", nil
 	}, nil)
