@@ -23,6 +23,8 @@ type Selection struct {
 	Statuses []leasehold.Status
 	Kind     string
 	Queue    string
+	// Prefix selects the tasks whose id starts with it.
+	Prefix string
 	// Since selects tasks created at most this long before now.
 	Since time.Duration
 }
@@ -94,7 +96,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
 					break pages
 				}
-				if (s.Kind == "" || t.Kind == s.Kind) && (s.Queue == "" || t.Queue == s.Queue) {
+				if (s.Kind == "" || t.Kind == s.Kind) && (s.Queue == "" || t.Queue == s.Queue) && strings.HasPrefix(t.ID, s.Prefix) {
 					if limit > 0 && len(ids) == limit {
 						return ids, true, nil
 					}
