@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 )
@@ -64,5 +66,73 @@ func TestSelectionCheck(t *testing.T) {
 	}
 	if _, err := (Selection{Since: -1}).Check(CancelStatuses); !errors.Is(err, ErrSelection) {
 		t.Errorf("negative since: %v", err)
+	}
+}
+
+// fakeTasks lists its tasks of a status newest first, two a page.
+type fakeTasks struct{ tasks []leasehold.TaskInfo }
+
+func (f fakeTasks) List(_ context.Context, o leasehold.ListOptions) (leasehold.Page, error) {
+	var of []leasehold.TaskInfo
+	for _, t := range f.tasks {
+		if t.Status == o.Status {
+			of = append(of, t)
+		}
+	}
+	start := 0
+	if o.Cursor != "" {
+		fmt.Sscan(o.Cursor, &start)
+	}
+	end := min(start+2, len(of))
+	p := leasehold.Page{Tasks: of[start:end]}
+	if end < len(of) {
+		p.Next = fmt.Sprint(end)
+	}
+	return p, nil
+}
+
+func (fakeTasks) Cancel(context.Context, string) (leasehold.TaskInfo, error) {
+	return leasehold.TaskInfo{}, nil
+}
+
+func (fakeTasks) Retry(context.Context, string, ...leasehold.RetryOption) (leasehold.TaskInfo, error) {
+	return leasehold.TaskInfo{}, nil
+}
+
+// Select pages through each status, keeps the tasks matching kind, queue
+// and prefix, stops a status at the first task older than Since, and stops
+// at a limit saying more were left.
+func TestSelectFiltersAndPages(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	task := func(id string, st leasehold.Status, kind, queue string, age time.Duration) leasehold.TaskInfo {
+		return leasehold.TaskInfo{ID: id, Status: st, Kind: kind, Queue: queue, CreatedAt: now.Add(-age)}
+	}
+	f := fakeTasks{tasks: []leasehold.TaskInfo{
+		task("r-1", leasehold.StatusFailed, "report", "", time.Minute),
+		task("g-1", leasehold.StatusFailed, "greet", "", 2*time.Minute),
+		task("r-2", leasehold.StatusFailed, "report", "slow", 3*time.Minute),
+		task("r-3", leasehold.StatusFailed, "report", "", 3*time.Hour),
+		task("x-1", leasehold.StatusCancelled, "report", "", time.Minute),
+		task("r-4", leasehold.StatusCancelled, "report", "", 2*time.Minute),
+	}}
+	for name, c := range map[string]struct {
+		sel   Selection
+		limit int
+		want  string
+		more  bool
+	}{
+		"all":          {Selection{Statuses: RetryStatuses}, 0, "r-1 g-1 r-2 r-3 x-1 r-4", false},
+		"kind":         {Selection{Statuses: RetryStatuses, Kind: "report"}, 0, "r-1 r-2 r-3 x-1 r-4", false},
+		"queue":        {Selection{Statuses: RetryStatuses, Queue: "slow"}, 0, "r-2", false},
+		"prefix":       {Selection{Statuses: RetryStatuses, Prefix: "r-"}, 0, "r-1 r-2 r-3 r-4", false},
+		"since":        {Selection{Statuses: RetryStatuses, Since: time.Hour}, 0, "r-1 g-1 r-2 x-1 r-4", false},
+		"one status":   {Selection{Statuses: []leasehold.Status{leasehold.StatusCancelled}}, 0, "x-1 r-4", false},
+		"limit":        {Selection{Statuses: RetryStatuses}, 3, "r-1 g-1 r-2", true},
+		"limit enough": {Selection{Statuses: RetryStatuses, Queue: "slow"}, 1, "r-2", false},
+	} {
+		ids, more, err := Select(t.Context(), f, c.sel, now, c.limit)
+		if got := strings.Join(ids, " "); err != nil || got != c.want || more != c.more {
+			t.Errorf("%s: %q more=%t %v; want %q more=%t", name, got, more, err, c.want, c.more)
+		}
 	}
 }
