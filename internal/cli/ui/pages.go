@@ -1,0 +1,556 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/admin"
+)
+
+var funcs = template.FuncMap{
+	"pretty": prettyJSON,
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"taskURL":     taskURL,
+	"workflowURL": workflowURL,
+	"dlqURL":      dlqURL,
+	"lower":       func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
+	"queueName":   queueName,
+	"clip": func(s string, n int) string {
+		if r := []rune(s); len(r) > n {
+			return string(r[:n-1]) + "…"
+		}
+		return s
+	},
+	"contains": slices.Contains[[]string],
+}
+
+func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }
+func workflowURL(id string) string { return "/workflow?" + url.Values{"id": {id}}.Encode() }
+func dlqURL(queue string) string   { return "/dlq?" + url.Values{"queue": {queue}}.Encode() }
+
+// queueName shows a task's queue: "" is the default work queue.
+func queueName(q string) string {
+	if q == "" {
+		return "(work queue)"
+	}
+	return q
+}
+
+// prettyJSON indents a JSON document for display; anything else is shown
+// as it is. The template escapes the text either way.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// ---- overview
+
+type count struct {
+	Name string
+	N    int
+}
+
+type bar struct {
+	X, Y, H int
+	Label   string
+}
+
+type queueRow struct {
+	Name      string // "" for the work queue
+	URL       string
+	Stats     admin.QueueStats
+	DeadDepth int
+	HasDead   bool
+	Paused    bool
+	Since     time.Time
+	Err       string
+}
+
+type overviewData struct {
+	Scanned   int
+	Truncated bool
+	ByStatus  []count
+	ByKind    []count
+	ByQueue   []count
+	Created   []bar
+	Finished  []bar
+	MaxPerMin int
+	Queues    []queueRow
+}
+
+// scan reads up to limit tasks of the listing, every status.
+func (s *Server) scan(ctx context.Context, limit int) ([]leasehold.TaskInfo, bool, error) {
+	var (
+		tasks []leasehold.TaskInfo
+		o     leasehold.ListOptions
+	)
+	for len(tasks) < limit {
+		o.Limit = min(limit-len(tasks), leasehold.MaxListLimit)
+		page, err := s.cfg.Tasks.List(ctx, o)
+		if err != nil {
+			return tasks, false, err
+		}
+		tasks = append(tasks, page.Tasks...)
+		if page.Next == "" {
+			return tasks, false, nil
+		}
+		o.Cursor = page.Next
+	}
+	return tasks, true, nil
+}
+
+func counts(m map[string]int) []count {
+	out := make([]count, 0, len(m))
+	for k, n := range m {
+		out = append(out, count{k, n})
+	}
+	slices.SortFunc(out, func(a, b count) int { return cmp.Or(b.N-a.N, strings.Compare(a.Name, b.Name)) })
+	return out
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	tasks, truncated, err := s.scan(ctx, s.cfg.Scan)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.sawQueues(tasks)
+	d := overviewData{Scanned: len(tasks), Truncated: truncated}
+	byStatus, byKind, byQueue := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, st := range leasehold.Statuses() {
+		byStatus[string(st)] = 0
+	}
+	now := s.cfg.Now()
+	var created, finished [60]int
+	minute := func(t time.Time) int {
+		age := now.Sub(t)
+		if t.IsZero() || age < 0 || age >= time.Hour {
+			return -1
+		}
+		return 59 - int(age/time.Minute)
+	}
+	for _, t := range tasks {
+		byStatus[string(t.Status)]++
+		byKind[t.Kind]++
+		byQueue[queueName(t.Queue)]++
+		if i := minute(t.CreatedAt); i >= 0 {
+			created[i]++
+		}
+		if i := minute(t.FinishedAt); i >= 0 {
+			finished[i]++
+		}
+	}
+	for _, st := range leasehold.Statuses() {
+		d.ByStatus = append(d.ByStatus, count{string(st), byStatus[string(st)]})
+	}
+	d.ByKind, d.ByQueue = counts(byKind), counts(byQueue)
+	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
+	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
+	d.Queues = s.queueRows(ctx)
+	s.render(w, r, http.StatusOK, "overview", "Overview", d)
+}
+
+// bars draws a per-minute series as SVG rectangles in a 600×80 box.
+func bars(series [60]int, peak int, now time.Time, what string) []bar {
+	out := make([]bar, 0, len(series))
+	for i, n := range series {
+		h := n * 80 / peak
+		if n > 0 {
+			h = max(h, 1)
+		}
+		at := now.Add(time.Duration(i-59) * time.Minute).UTC().Format("15:04")
+		out = append(out, bar{X: i * 10, Y: 80 - h, H: h, Label: at + ": " + strconv.Itoa(n) + " " + what})
+	}
+	return out
+}
+
+// queueRows reads the depths and pause state of the work queue and the
+// named queues seen in listings.
+func (s *Server) queueRows(ctx context.Context) []queueRow {
+	s.mu.Lock()
+	names := slices.Sorted(maps.Keys(s.queues))
+	s.mu.Unlock()
+	rows := make([]queueRow, 0, len(names)+1)
+	for _, name := range append([]string{""}, names...) {
+		row := queueRow{Name: name, URL: s.cfg.WorkQueueURL}
+		var err error
+		if name != "" {
+			row.URL, err = s.cfg.Queues.QueueURL(ctx, name)
+		}
+		if err == nil {
+			row.Stats, err = s.cfg.Queues.QueueStats(ctx, row.URL)
+		}
+		if err == nil && row.Stats.DeadLetterURL != "" {
+			var dead admin.QueueStats
+			dead, err = s.cfg.Queues.QueueStats(ctx, row.Stats.DeadLetterURL)
+			row.HasDead, row.DeadDepth = true, dead.Visible+dead.InFlight+dead.Delayed
+		}
+		if err != nil {
+			row.Err = err.Error()
+		} else {
+			row.Paused, row.Since = s.cfg.Queues.Paused(ctx, row.URL)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	if name := r.URL.Query().Get("queue"); name != "" {
+		// Another queue by name: look it up, then list it.
+		if err := admin.CheckQueueName(name); err != nil {
+			s.fail(w, r, badRequest("queue: "+err.Error()))
+			return
+		}
+		if _, err := s.cfg.Queues.QueueURL(ctx, name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.mu.Lock()
+		if len(s.queues) < maxQueues {
+			s.queues[name] = true
+		}
+		s.mu.Unlock()
+	}
+	s.render(w, r, http.StatusOK, "queues", "Queues", s.queueRows(ctx))
+}
+
+// ---- task list
+
+type filters struct {
+	Status, Kind, Queue, Since, Prefix, Cursor string
+}
+
+type tasksData struct {
+	F        filters
+	Statuses []leasehold.Status
+	Tasks    []leasehold.TaskInfo
+	Scanned  int
+	Next     string // URL of the next page; empty on the last
+	First    string // URL of the first page; empty on it
+}
+
+func (f filters) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"status": f.Status, "kind": f.Kind, "queue": f.Queue, "since": f.Since, "prefix": f.Prefix, "cursor": f.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// sinceOf reads the time filter: a duration back from now (90m, 2h) or an
+// RFC 3339 time.
+func sinceOf(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, badRequest("since: " + s + " is neither a duration such as 2h nor an RFC 3339 time")
+}
+
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := filters{
+		Status: strings.ToUpper(q.Get("status")), Kind: q.Get("kind"), Queue: q.Get("queue"),
+		Since: q.Get("since"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
+	}
+	d := tasksData{F: f, Statuses: leasehold.Statuses()}
+	since, err := sinceOf(f.Since, s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	o := leasehold.ListOptions{Cursor: f.Cursor}
+	if f.Status != "" {
+		st, err := leasehold.ParseStatus(f.Status)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		o.Status = st
+	}
+	match := func(t leasehold.TaskInfo) bool {
+		switch {
+		case f.Kind != "" && t.Kind != f.Kind,
+			f.Queue == "-" && t.Queue != "",
+			f.Queue != "" && f.Queue != "-" && t.Queue != f.Queue,
+			!since.IsZero() && t.CreatedAt.Before(since),
+			f.Prefix != "" && !strings.HasPrefix(t.ID, f.Prefix):
+			return false
+		}
+		return true
+	}
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	next := ""
+	// Each read asks for at most the room left on the page, so that the
+	// page ends where a listing page ends and the cursor after it is exact.
+	for calls := 1; ; calls++ {
+		o.Limit = s.cfg.PageSize - len(d.Tasks)
+		page, err := s.cfg.Tasks.List(ctx, o)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		d.Scanned += len(page.Tasks)
+		s.sawQueues(page.Tasks)
+		for _, t := range page.Tasks {
+			if match(t) {
+				d.Tasks = append(d.Tasks, t)
+			}
+		}
+		next, o.Cursor = page.Next, page.Next
+		if next == "" || len(d.Tasks) >= s.cfg.PageSize || d.Scanned >= maxFilterScan || calls >= maxFilterCalls {
+			break
+		}
+	}
+	if next != "" {
+		nf := f
+		nf.Cursor = next
+		d.Next = "/tasks?" + nf.values().Encode()
+	}
+	if f.Cursor != "" {
+		ff := f
+		ff.Cursor = ""
+		d.First = "/tasks?" + ff.values().Encode()
+	}
+	s.render(w, r, http.StatusOK, "tasks", "Tasks", d)
+}
+
+// ---- one task
+
+type taskData struct {
+	T         leasehold.TaskInfo
+	CanCancel bool
+	CanRetry  bool
+	Callback  bool
+}
+
+func (s *Server) task(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		s.fail(w, r, badRequest("id: give a task id (/task?id=ID)"))
+		return
+	}
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	t, err := s.cfg.Tasks.Get(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "task", "Task", taskData{
+		T:         t,
+		CanCancel: t.Status == leasehold.StatusPending || t.Status == leasehold.StatusRunning || t.Status == leasehold.StatusWaiting,
+		CanRetry:  t.Status == leasehold.StatusFailed || t.Status == leasehold.StatusCancelled,
+		Callback:  t.Status == leasehold.StatusWaiting && t.Wait == "callback",
+	})
+}
+
+// ---- workflow tree
+
+// Bounds of a workflow page.
+const (
+	maxAncestors = 20
+	maxDepth     = 5
+	maxNodes     = 200
+)
+
+type node struct {
+	T        leasehold.TaskInfo
+	Focus    bool
+	Children []*node
+	// Deps are the tasks it waits for that are not its children; Waiters
+	// the tasks told when it ends; Then its chain's later links.
+	Deps, Waiters, Then []ref
+}
+
+type ref struct {
+	ID     string
+	Status leasehold.Status
+	Err    string
+}
+
+type workflowData struct {
+	Root      *node
+	Focus     string
+	Ancestors int
+	Cut       bool // the tree hit a bound
+}
+
+func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		s.fail(w, r, badRequest("id: give a task id (/workflow?id=ID)"))
+		return
+	}
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	t, err := s.cfg.Tasks.Get(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := workflowData{Focus: id}
+	for t.Parent != "" && d.Ancestors < maxAncestors {
+		p, err := s.cfg.Tasks.Get(ctx, t.Parent)
+		if err != nil {
+			break // a parent gone from the table: the tree starts here
+		}
+		t = p
+		d.Ancestors++
+	}
+	nodes := 0
+	statuses := map[string]ref{}
+	refOf := func(id string) ref {
+		if r, ok := statuses[id]; ok {
+			return r
+		}
+		r := ref{ID: id}
+		if len(statuses) >= maxNodes {
+			d.Cut = true
+			return r
+		}
+		if t, err := s.cfg.Tasks.Get(ctx, id); err != nil {
+			r.Err = err.Error()
+		} else {
+			r.Status = t.Status
+		}
+		statuses[id] = r
+		return r
+	}
+	var grow func(t leasehold.TaskInfo, depth int) *node
+	grow = func(t leasehold.TaskInfo, depth int) *node {
+		nodes++
+		n := &node{T: t, Focus: t.ID == id}
+		statuses[t.ID] = ref{ID: t.ID, Status: t.Status}
+		kids, err := s.cfg.Tasks.Children(ctx, t.ID)
+		if err == nil && len(kids) > 0 {
+			if depth >= maxDepth || nodes+len(kids) > maxNodes {
+				d.Cut = true
+			} else {
+				for _, k := range kids {
+					// Children lists without the waits: read each child.
+					if full, err := s.cfg.Tasks.Get(ctx, k.ID); err == nil {
+						k = full
+					}
+					n.Children = append(n.Children, grow(k, depth+1))
+				}
+			}
+		}
+		isChild := map[string]bool{}
+		for _, k := range kids {
+			isChild[k.ID] = true
+		}
+		for _, dep := range t.WaitFor {
+			if !isChild[dep] {
+				n.Deps = append(n.Deps, refOf(dep))
+			}
+		}
+		for _, w := range t.Waiters {
+			n.Waiters = append(n.Waiters, refOf(w))
+		}
+		for _, l := range t.Then {
+			n.Then = append(n.Then, refOf(l))
+		}
+		return n
+	}
+	d.Root = grow(t, 0)
+	s.render(w, r, http.StatusOK, "workflow", "Workflow", d)
+}
+
+// ---- dead letters
+
+type deadData struct {
+	Queue    string
+	QueueURL string
+	DLQ      string
+	Depth    int
+	Letters  []admin.DeadLetter
+	Max      int
+}
+
+const maxPeek = 50
+
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	name := r.URL.Query().Get("queue")
+	src, dlq, err := s.deadLetterQueue(ctx, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := deadData{Queue: name, QueueURL: src, DLQ: dlq, Max: maxPeek}
+	st, err := s.cfg.Queues.QueueStats(ctx, dlq)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d.Depth = st.Visible + st.InFlight + st.Delayed
+	if r.URL.Query().Get("live") != "1" {
+		// Reading dead letters hides them for a moment: only on a load
+		// of the page, never on its live refresh.
+		if d.Letters, err = s.cfg.Queues.PeekDeadLetters(ctx, dlq, maxPeek); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	s.render(w, r, http.StatusOK, "dlq", "Dead letters", d)
+}
+
+// deadLetterQueue returns the URL of the queue called name ("" for the
+// work queue) and of its dead-letter queue.
+func (s *Server) deadLetterQueue(ctx context.Context, name string) (src, dlq string, err error) {
+	src = s.cfg.WorkQueueURL
+	if name != "" {
+		if err := admin.CheckQueueName(name); err != nil {
+			return "", "", badRequest("queue: " + err.Error())
+		}
+		if src, err = s.cfg.Queues.QueueURL(ctx, name); err != nil {
+			return "", "", err
+		}
+	}
+	st, err := s.cfg.Queues.QueueStats(ctx, src)
+	if err != nil {
+		return "", "", err
+	}
+	if st.DeadLetterURL == "" {
+		return "", "", badRequest("queue " + queueName(name) + " has no dead-letter queue (no redrive policy)")
+	}
+	return src, st.DeadLetterURL, nil
+}
