@@ -47,7 +47,7 @@ check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam bui
 
 ## ---- Go ----
 
-.PHONY: test unit vet bench build
+.PHONY: test chromium unit vet bench build
 # The bulk tests (thousands of tasks) flood the single local emulator; they
 # run afterwards, on their own, so that the timing-sensitive tests (renewal,
 # cancellation within one renewal period) never share the emulator with them.
@@ -67,7 +67,7 @@ CHAOS_CI_TASKS ?= 200
 ALLOC_TESTS = ^(TestProcessInlineAllocs|TestScanTakesEncodedTokens)$$
 ALLOC_PKGS = ./internal/lifecycle ./internal/token
 
-test: stack-up check-template ## template checks, then vet + all tests with -race, chaos, lint and short fuzzing against the local stack
+test: stack-up check-template chromium ## template checks, then vet + all tests with -race, chaos, lint and short fuzzing against the local stack
 	@$(WITH_STACK) $(GO) vet ./... && \
 	  failed=""; \
 	  step() { local name=$$1 start=$$SECONDS; shift; echo "== $$name"; \
@@ -81,6 +81,9 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step "fuzz-short" $(MAKE) --no-print-directory fuzz-short; \
 	  if [ -n "$$failed" ]; then echo "== make test: FAILED: $${failed#, }"; exit 1; fi; \
 	  echo "== make test: every step passed"
+
+chromium: ## find Chromium for the browser test (internal/cli/ui), installing it with apt-get when missing
+	@scripts/chromium.sh >/dev/null
 
 unit: ## tests that need no stack (-short); integration tests skip
 	$(GO) test -race -short -count=1 ./...

@@ -53,8 +53,10 @@ func queueName(q string) string {
 	return q
 }
 
-// prettyJSON indents a JSON document for display; anything else is shown
-// as it is. The template escapes the text either way.
+// prettyJSON indents a JSON document for display, with the <, > and &
+// that Go's encoder stored as \u003c, \u003e and \u0026 shown as
+// themselves; anything else is shown as it is. The template escapes the
+// text either way.
 func prettyJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
@@ -63,7 +65,41 @@ func prettyJSON(raw json.RawMessage) string {
 	if json.Indent(&buf, raw, "", "  ") != nil {
 		return string(raw)
 	}
-	return buf.String()
+	return unescapeHTMLSafe(buf.String())
+}
+
+// unescapeHTMLSafe turns the escapes \u003c, \u003e and \u0026 of valid
+// JSON back into the characters; every other escape stays.
+func unescapeHTMLSafe(s string) string {
+	if !strings.Contains(s, `\u00`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		if s[i+1] == 'u' && i+6 <= len(s) {
+			switch strings.ToLower(s[i+2 : i+6]) {
+			case "003c":
+				b.WriteByte('<')
+				i += 5
+				continue
+			case "003e":
+				b.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				b.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		b.WriteString(s[i : i+2]) // an escape: the backslash and what it escapes
+		i++
+	}
+	return b.String()
 }
 
 // ---- overview

@@ -418,3 +418,14 @@ func TestPages(t *testing.T) {
 		t.Errorf("app.js: %d", w.Code)
 	}
 }
+
+func TestPayloadShowsMarkupAsText(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	body := f.get(t, "/task?id=boom-1")
+	// The payload was stored as Go encodes it (\u003cscript\u003e); the
+	// page shows the characters, escaped for HTML.
+	if !strings.Contains(body, `&#34;Note&#34;: &#34;&lt;script&gt;alert(\&#34;x\&#34;)&lt;/script&gt;&#34;`) {
+		t.Errorf("payload not shown as escaped text:\n%s", body)
+	}
+}
