@@ -396,15 +396,19 @@ type taskData struct {
 	Callback  bool
 }
 
-func (s *Server) task(w http.ResponseWriter, r *http.Request) {
+// named reads the task the request's id parameter names.
+func (s *Server) named(ctx context.Context, r *http.Request) (leasehold.TaskInfo, error) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
-		s.fail(w, r, badRequest("id: give a task id (/task?id=ID)"))
-		return
+		return leasehold.TaskInfo{}, badRequest("id: give a task id (" + r.URL.Path + "?id=ID)")
 	}
+	return s.cfg.Tasks.Get(ctx, id)
+}
+
+func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	t, err := s.cfg.Tasks.Get(ctx, id)
+	t, err := s.named(ctx, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -449,18 +453,14 @@ type workflowData struct {
 }
 
 func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
-	if id == "" {
-		s.fail(w, r, badRequest("id: give a task id (/workflow?id=ID)"))
-		return
-	}
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	t, err := s.cfg.Tasks.Get(ctx, id)
+	t, err := s.named(ctx, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	id := t.ID
 	d := workflowData{Focus: id}
 	for t.Parent != "" && d.Ancestors < maxAncestors {
 		p, err := s.cfg.Tasks.Get(ctx, t.Parent)
