@@ -68,9 +68,8 @@ type browserStack struct {
 	kind             string
 }
 
-func newBrowserStack(t *testing.T) *browserStack {
+func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	t.Helper()
-	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
 	qs := awstest.NewQueues(t, cfg)
 	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: table, QueueURL: qs.Work})
@@ -136,9 +135,9 @@ func serve(t *testing.T, b *browserStack, adm *admin.Admin) string {
 }
 
 func TestBrowser(t *testing.T) {
-	b := newBrowserStack(t)
-	browser := chromium(t)
 	cfg := awstest.Config(t)
+	browser := chromium(t)
+	b := newBrowserStack(t, cfg)
 	start := serve(t, b, admin.New(admin.Config{AWS: cfg}))
 	base := strings.SplitN(start, "/?", 2)[0]
 

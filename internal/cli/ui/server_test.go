@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -427,5 +428,42 @@ func TestPayloadShowsMarkupAsText(t *testing.T) {
 	// page shows the characters, escaped for HTML.
 	if !strings.Contains(body, `&#34;Note&#34;: &#34;&lt;script&gt;alert(\&#34;x\&#34;)&lt;/script&gt;&#34;`) {
 		t.Errorf("payload not shown as escaped text:\n%s", body)
+	}
+}
+
+func TestServeStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Serve(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/tasks", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(ui.HeaderToken, f.srv.Token())
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /tasks over the network: %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
 	}
 }
