@@ -137,15 +137,19 @@ func setup(t *testing.T, pageSize int) *fixture {
 	}
 	// Run moves the clock to a wait's deadline once nothing else is due:
 	// the callback task gets one delivery, and waits.
-	if _, err := env.Enqueue("hook", nil, leasehold.ID("hook-1")); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"hook-1", "hook-2"} {
+		if _, err := env.Enqueue("hook", nil, leasehold.ID(id)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	env.SetMaxDeliveries(1)
+	env.SetMaxDeliveries(2)
 	if err := env.Run(); err != nil && !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
 		t.Fatal(err)
 	}
-	if st, err := env.Task("hook-1"); err != nil || st.Status != leasehold.StatusWaiting {
-		t.Fatalf("hook-1: %+v %v", st, err)
+	for _, id := range []string{"hook-1", "hook-2"} {
+		if st, err := env.Task(id); err != nil || st.Status != leasehold.StatusWaiting {
+			t.Fatalf("%s: %+v %v", id, st, err)
+		}
 	}
 	q := &fakeQueues{letters: []admin.DeadLetter{{MessageID: "m-1", Body: xss, Reason: "not JSON " + xss}}}
 	srv, err := ui.New(ui.Config{Tasks: env.Client(), Queues: q, WorkQueueURL: workURL, PageSize: pageSize, Now: env.Clock().Now})
@@ -332,7 +336,7 @@ func TestTaskListFiltersAndPages(t *testing.T) {
 	}{
 		{"/tasks?status=FAILED", []string{"boom-1"}},
 		{"/tasks?prefix=par", []string{"parent-1"}},
-		{"/tasks?kind=hook", []string{"hook-1"}},
+		{"/tasks?kind=hook", []string{"hook-1", "hook-2"}},
 		{"/tasks?queue=nosuch", nil},
 		{"/tasks?prefix=ok-6&since=1h", []string{"ok-6"}},
 	} {
@@ -371,6 +375,10 @@ func TestActions(t *testing.T) {
 	post("complete", "id", "hook-1", "result", `{"ok":true}`)
 	if st := get("hook-1").Status; st == leasehold.StatusWaiting {
 		t.Fatalf("hook-1 still waiting after complete")
+	}
+	post("fail", "id", "hook-2", "reason", "rejected by "+xss)
+	if info := get("hook-2"); info.Status == leasehold.StatusWaiting || !strings.Contains(info.Error, "rejected by") {
+		t.Fatalf("hook-2 after fail: %s %q", info.Status, info.Error)
 	}
 	if body := post("pause", "queue", ""); !strings.Contains(body, "is paused") {
 		t.Fatalf("pause: %s", body)
