@@ -257,11 +257,14 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(base+"/queues"), has(`#queues`, "paused since"), shot("queues"))
 	step("resume", confirmAndSubmit(`#pause-work`), has(`#result`, "not paused"))
 
+	// Reading the dead letters is a POST (the read button); the page's GET
+	// reads only the depth.
 	// A receive whose answer the stack lost hides the dead letter for the
 	// read's visibility (10 s): read again until it shows, within a bound.
 	deadline := time.Now().Add(awstest.Scale(2 * time.Minute))
 	for attempt := 1; ; attempt++ {
-		step("dead letters", chromedp.Navigate(base+"/dlq"), visible(`#dead-letters`))
+		step("dead letters", chromedp.Navigate(base+"/dlq"), has(`#dlq-depth`, "message(s)"),
+			submit(`#read-dlq button`), visible(`#dead-letters`))
 		if strings.Contains(text(`#dead-letters`), b.deadID) {
 			break
 		}
@@ -271,7 +274,8 @@ func TestBrowser(t *testing.T) {
 	}
 	step("dead letter escaped", has(`#dead-letters`, "unknown version <x>"), shot("dlq"))
 	for attempt := 1; ; attempt++ {
-		step("redrive", chromedp.Navigate(base+"/dlq"), visible(`#dead-letters`))
+		step("redrive", chromedp.Navigate(base+"/dlq"), visible(`#read-dlq`),
+			submit(`#read-dlq button`), visible(`#dead-letters`))
 		if strings.Contains(text(`#dead-letters`), b.deadID) {
 			form := fmt.Sprintf(`#dead-letters form:has(input[value=%q])`, b.deadID)
 			step("redrive it", confirmAndSubmit(form))

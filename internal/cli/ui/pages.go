@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"maps"
@@ -125,37 +126,95 @@ type queueRow struct {
 	Err       string
 }
 
-type overviewData struct {
+// statusCount is one status's line of the overview: how many of its
+// newest tasks the scan read, and whether it has more.
+type statusCount struct {
+	Name    string
+	N       int
+	More    bool   // the status has more tasks than the scan read
+	NotRead string // why the scan did not read it (its time ran out, an error)
+}
+
+// overviewScan is the overview's task scan: the newest PerStatus tasks of
+// each status, read once per load of the page.
+type overviewScan struct {
+	PerStatus int
 	Scanned   int
-	Truncated bool
-	ByStatus  []count
+	ByStatus  []statusCount
 	ByKind    []count
 	ByQueue   []count
 	Created   []bar
 	Finished  []bar
 	MaxPerMin int
-	Queues    []queueRow
 }
 
-// scan reads up to limit tasks of the listing, every status.
-func (s *Server) scan(ctx context.Context, limit int) ([]leasehold.TaskInfo, bool, error) {
-	var (
-		tasks []leasehold.TaskInfo
-		o     leasehold.ListOptions
-	)
-	for len(tasks) < limit {
-		o.Limit = min(limit-len(tasks), leasehold.MaxListLimit)
-		page, err := s.cfg.Tasks.List(ctx, o)
-		if err != nil {
-			return tasks, false, err
+type overviewData struct {
+	// Scan is nil on a live refresh, which reads only the queues.
+	Scan   *overviewScan
+	Queues []queueRow
+}
+
+// perStatus is the tasks of each status the overview reads: Scan shared
+// among the statuses, rounded up, at most one listing page.
+func (s *Server) perStatus() int {
+	n := len(leasehold.Statuses())
+	return min((s.cfg.Scan+n-1)/n, leasehold.MaxListLimit)
+}
+
+// scan reads the newest perStatus tasks of each status: one List call per
+// status, all of them within ScanTime. A status it has no time left for
+// is marked not read.
+func (s *Server) scan(ctx context.Context) *overviewScan {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTime)
+	defer cancel()
+	d := &overviewScan{PerStatus: s.perStatus()}
+	ranOut := "not read: the scan's " + s.cfg.ScanTime.String() + " ran out"
+	var tasks []leasehold.TaskInfo
+	for _, st := range leasehold.Statuses() {
+		row := statusCount{Name: string(st)}
+		if ctx.Err() != nil {
+			row.NotRead = ranOut
+			d.ByStatus = append(d.ByStatus, row)
+			continue
 		}
-		tasks = append(tasks, page.Tasks...)
-		if page.Next == "" {
-			return tasks, false, nil
+		page, err := s.cfg.Tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: d.PerStatus})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			row.NotRead = ranOut
+		case err != nil:
+			row.NotRead = "not read: " + err.Error()
+		default:
+			row.N, row.More = len(page.Tasks), page.Next != ""
+			tasks = append(tasks, page.Tasks...)
 		}
-		o.Cursor = page.Next
+		d.ByStatus = append(d.ByStatus, row)
 	}
-	return tasks, true, nil
+	s.sawQueues(tasks)
+	d.Scanned = len(tasks)
+	byKind, byQueue := map[string]int{}, map[string]int{}
+	now := s.cfg.Now()
+	var created, finished [60]int
+	minute := func(t time.Time) int {
+		age := now.Sub(t)
+		if t.IsZero() || age < 0 || age >= time.Hour {
+			return -1
+		}
+		return 59 - int(age/time.Minute)
+	}
+	for _, t := range tasks {
+		byKind[t.Kind]++
+		byQueue[queueName(t.Queue)]++
+		if i := minute(t.CreatedAt); i >= 0 {
+			created[i]++
+		}
+		if i := minute(t.FinishedAt); i >= 0 {
+			finished[i]++
+		}
+	}
+	d.ByKind, d.ByQueue = counts(byKind), counts(byQueue)
+	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
+	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
+	return d
 }
 
 func counts(m map[string]int) []count {
@@ -167,46 +226,15 @@ func counts(m map[string]int) []count {
 	return out
 }
 
+// overview scans the tasks on a load of the page; its live refresh reads
+// only the queues' attributes.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	tasks, truncated, err := s.scan(ctx, s.cfg.Scan)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	var d overviewData
+	if r.URL.Query().Get("live") != "1" {
+		d.Scan = s.scan(ctx)
 	}
-	s.sawQueues(tasks)
-	d := overviewData{Scanned: len(tasks), Truncated: truncated}
-	byStatus, byKind, byQueue := map[string]int{}, map[string]int{}, map[string]int{}
-	for _, st := range leasehold.Statuses() {
-		byStatus[string(st)] = 0
-	}
-	now := s.cfg.Now()
-	var created, finished [60]int
-	minute := func(t time.Time) int {
-		age := now.Sub(t)
-		if t.IsZero() || age < 0 || age >= time.Hour {
-			return -1
-		}
-		return 59 - int(age/time.Minute)
-	}
-	for _, t := range tasks {
-		byStatus[string(t.Status)]++
-		byKind[t.Kind]++
-		byQueue[queueName(t.Queue)]++
-		if i := minute(t.CreatedAt); i >= 0 {
-			created[i]++
-		}
-		if i := minute(t.FinishedAt); i >= 0 {
-			finished[i]++
-		}
-	}
-	for _, st := range leasehold.Statuses() {
-		d.ByStatus = append(d.ByStatus, count{string(st), byStatus[string(st)]})
-	}
-	d.ByKind, d.ByQueue = counts(byKind), counts(byQueue)
-	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
-	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
 	d.Queues = s.queueRows(ctx)
 	s.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
@@ -434,6 +462,8 @@ type node struct {
 	T        leasehold.TaskInfo
 	Focus    bool
 	Children []*node
+	// Omitted counts its children not shown: past a bound, or unreadable.
+	Omitted int
 	// Deps are the tasks it waits for that are not its children; Waiters
 	// the tasks told when it ends; Then its chain's later links.
 	Deps, Waiters, Then []ref
@@ -449,9 +479,15 @@ type workflowData struct {
 	Root      *node
 	Focus     string
 	Ancestors int
+	Omitted   int  // children not shown, over the whole tree
 	Cut       bool // the tree hit a bound
 }
 
+// workflow shows the tree of the task the request names. It reads each
+// task once: the tree's tasks (at most maxNodes), for each the list of
+// its children's ids (one read of it), and the tasks its relations name
+// (at most maxNodes more). A node's children are cut before they are
+// read: a map of 100,000 children costs the reads of those shown.
 func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
@@ -462,55 +498,83 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 	}
 	id := t.ID
 	d := workflowData{Focus: id}
+	read := map[string]leasehold.TaskInfo{t.ID: t}
+	get := func(id string) (leasehold.TaskInfo, error) {
+		if t, ok := read[id]; ok {
+			return t, nil
+		}
+		t, err := s.cfg.Tasks.Get(ctx, id)
+		if err == nil {
+			read[id] = t
+		}
+		return t, err
+	}
 	for t.Parent != "" && d.Ancestors < maxAncestors {
-		p, err := s.cfg.Tasks.Get(ctx, t.Parent)
+		p, err := get(t.Parent)
 		if err != nil {
 			break // a parent gone from the table: the tree starts here
 		}
 		t = p
 		d.Ancestors++
 	}
-	nodes := 0
-	statuses := map[string]ref{}
+	nodes := 1 // the root
+	refs := map[string]ref{}
 	refOf := func(id string) ref {
-		if r, ok := statuses[id]; ok {
+		if r, ok := refs[id]; ok {
 			return r
 		}
 		r := ref{ID: id}
-		if len(statuses) >= maxNodes {
+		if t, ok := read[id]; ok {
+			r.Status = t.Status
+		} else if len(refs) >= maxNodes {
 			d.Cut = true
 			return r
-		}
-		if t, err := s.cfg.Tasks.Get(ctx, id); err != nil {
+		} else if t, err := get(id); err != nil {
 			r.Err = err.Error()
 		} else {
 			r.Status = t.Status
 		}
-		statuses[id] = r
+		refs[id] = r
 		return r
 	}
 	var grow func(t leasehold.TaskInfo, depth int) *node
 	grow = func(t leasehold.TaskInfo, depth int) *node {
-		nodes++
 		n := &node{T: t, Focus: t.ID == id}
-		statuses[t.ID] = ref{ID: t.ID, Status: t.Status}
-		kids, err := s.cfg.Tasks.Children(ctx, t.ID)
-		if err == nil && len(kids) > 0 {
-			if depth >= maxDepth || nodes+len(kids) > maxNodes {
-				d.Cut = true
-			} else {
-				for _, k := range kids {
-					// Children lists without the waits: read each child.
-					if full, err := s.cfg.Tasks.Get(ctx, k.ID); err == nil {
-						k = full
-					}
-					n.Children = append(n.Children, grow(k, depth+1))
-				}
+		var err error
+		var kids []string
+		if mayHaveChildren(t) {
+			// A read of t again, for the ids (its steps' results).
+			if kids, err = s.cfg.Tasks.ChildIDs(ctx, t.ID); err != nil {
+				kids = nil
 			}
 		}
 		isChild := map[string]bool{}
 		for _, k := range kids {
-			isChild[k.ID] = true
+			isChild[k] = true
+		}
+		room := min(len(kids), maxNodes-nodes)
+		if depth >= maxDepth {
+			room = 0
+		}
+		nodes += room
+		for _, k := range kids[:room] {
+			c, err := get(k)
+			switch {
+			case errors.Is(err, leasehold.ErrNotFound):
+				// Its item expired, as Client.Children shows it.
+				n.Children = append(n.Children, &node{T: leasehold.TaskInfo{ID: k, Status: "EXPIRED"}})
+			case err != nil:
+				n.Omitted++
+				d.Omitted++
+				d.Cut = true
+			default:
+				n.Children = append(n.Children, grow(c, depth+1))
+			}
+		}
+		if left := len(kids) - room; left > 0 {
+			n.Omitted += left
+			d.Omitted += left
+			d.Cut = true
 		}
 		for _, dep := range t.WaitFor {
 			if !isChild[dep] {
@@ -529,38 +593,56 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "workflow", "Workflow", d)
 }
 
+// mayHaveChildren reports whether t may have started tasks that
+// Client.ChildIDs lists: the children of its All and Map awaits (steps
+// named children:… and map:…), of the children await it is in, and its
+// chain's later links. For any other task ChildIDs is an empty list, and
+// not worth a read.
+func mayHaveChildren(t leasehold.TaskInfo) bool {
+	if len(t.Then) > 0 || (t.Wait == "children" && len(t.WaitFor) > 0) {
+		return true
+	}
+	return slices.ContainsFunc(t.Steps, func(s string) bool {
+		return strings.HasPrefix(s, "map:") || strings.HasPrefix(s, "children:")
+	})
+}
+
 // ---- dead letters
 
 type deadData struct {
-	Queue    string
-	QueueURL string
-	DLQ      string
-	Depth    int
-	Letters  []admin.DeadLetter
-	Max      int
+	Queue string
+	DLQ   string
+	Depth int
+	// Read: the page was asked to read the messages (a POST); Letters are
+	// what it read.
+	Read    bool
+	Letters []admin.DeadLetter
+	Max     int
 }
 
 const maxPeek = 50
 
+// deadLetters shows the depth of a queue's dead-letter queue; a POST (the
+// "read dead letters" button) also reads its messages. Reading is an SQS
+// receive, which hides the messages for a moment and counts a receive on
+// each: a GET never does it.
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
 	name := r.URL.Query().Get("queue")
-	src, dlq, err := s.deadLetterQueue(ctx, name)
+	_, dlq, err := s.deadLetterQueue(ctx, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	d := deadData{Queue: name, QueueURL: src, DLQ: dlq, Max: maxPeek}
+	d := deadData{Queue: name, DLQ: dlq, Max: maxPeek, Read: r.Method == http.MethodPost}
 	st, err := s.cfg.Queues.QueueStats(ctx, dlq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	d.Depth = st.Visible + st.InFlight + st.Delayed
-	if r.URL.Query().Get("live") != "1" {
-		// Reading dead letters hides them for a moment: only on a load
-		// of the page, never on its live refresh.
+	if d.Read {
 		if d.Letters, err = s.cfg.Queues.PeekDeadLetters(ctx, dlq, maxPeek); err != nil {
 			s.fail(w, r, err)
 			return

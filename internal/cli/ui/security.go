@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 )
 
@@ -36,11 +38,11 @@ func (s *Server) tokenOK(t string) bool {
 // hostAllowed reports whether host (a request's Host) names this server:
 // one of the addresses it was told it listens on. With none (a server
 // bound to every interface) any host passes and the token alone guards.
-func (s *Server) hostAllowed(host string) bool {
-	if len(s.hosts) == 0 {
+func (g gate) hostAllowed(host string) bool {
+	if len(g.hosts) == 0 {
 		return true
 	}
-	for _, h := range s.hosts {
+	for _, h := range g.hosts {
 		if strings.EqualFold(h, host) {
 			return true
 		}
@@ -69,13 +71,22 @@ func securityHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-store")
 }
 
+// gate is one handler's view of who may call it: the Host values of its
+// listener and the name of its session cookie.
+type gate struct {
+	s      *Server
+	hosts  []string
+	cookie string
+}
+
 // guard checks every request: the host, the session, and for an action
 // its token and origin. A first visit with ?token= gets the cookie and is
 // sent on to the same page without the token in its URL.
-func (s *Server) guard(next http.Handler) http.Handler {
+func (g gate) guard(next http.Handler) http.Handler {
+	s := g.s
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
-		if !s.hostAllowed(r.Host) {
+		if !g.hostAllowed(r.Host) {
 			http.Error(w, "forbidden: unexpected Host "+r.Host, http.StatusForbidden)
 			return
 		}
@@ -84,16 +95,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				http.Error(w, "forbidden: wrong session token; open the URL `leasehold ui` printed", http.StatusForbidden)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			q := r.URL.Query()
 			q.Del(formToken)
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			http.Redirect(w, r, localURL(r.URL.Path, q), http.StatusSeeOther)
 			return
 		}
 		authed := s.tokenOK(r.Header.Get(HeaderToken))
-		if c, err := r.Cookie(s.cookie); err == nil && s.tokenOK(c.Value) {
+		if c, err := r.Cookie(g.cookie); err == nil && s.tokenOK(c.Value) {
 			authed = true
 		}
 		if !authed {
@@ -101,7 +110,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		switch r.Method {
-		case http.MethodGet, http.MethodHead:
+		case http.MethodGet:
 		case http.MethodPost:
 			if !sameOrigin(r) {
 				http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
@@ -117,7 +126,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		default:
-			w.Header().Set("Allow", "GET, HEAD, POST")
+			// HEAD too: it would do a GET's reads for nothing.
+			w.Header().Set("Allow", "GET, POST")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
@@ -141,4 +151,16 @@ func hostsOf(addr string) []string {
 		return []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("localhost", port), net.JoinHostPort("::1", port)}
 	}
 	return []string{addr}
+}
+
+// localURL is a redirect target on this server: path cleaned to one
+// leading slash (so that //host/ cannot name another host) and no
+// backslash (which browsers read as a slash), with query q.
+func localURL(p string, q url.Values) string {
+	p = path.Clean("/" + p)
+	if strings.Contains(p, `\`) {
+		p = "/"
+	}
+	u := url.URL{Path: p, RawQuery: q.Encode()}
+	return u.RequestURI()
 }

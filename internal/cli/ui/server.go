@@ -29,7 +29,7 @@ type Tasks interface {
 	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
 	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
-	Children(ctx context.Context, parent string) ([]leasehold.TaskInfo, error)
+	ChildIDs(ctx context.Context, parent string) ([]string, error)
 	CallbackTokenOf(ctx context.Context, id string) (string, error)
 	CompleteCallback(ctx context.Context, callbackToken string, result any) (leasehold.TaskInfo, error)
 	FailCallback(ctx context.Context, callbackToken, reason string) (leasehold.TaskInfo, error)
@@ -47,11 +47,13 @@ type Queues interface {
 
 // Defaults of Config.
 const (
-	DefaultScan           = 1000
+	DefaultScan           = 1200
+	DefaultScanTime       = 10 * time.Second
 	DefaultPageSize       = 50
 	DefaultRequestTimeout = 30 * time.Second
 	// maxFilterScan bounds the tasks one page of the task list reads to
-	// find PageSize that pass its filters.
+	// find PageSize that pass its filters, in at most maxFilterCalls List
+	// calls.
 	maxFilterScan  = 5000
 	maxFilterCalls = 50
 	// maxQueues bounds the queues the overview reads depths of.
@@ -64,8 +66,15 @@ type Config struct {
 	Queues Queues
 	// WorkQueueURL is the default work queue (tasks that name no queue).
 	WorkQueueURL string
-	// Scan bounds the tasks the overview reads (default DefaultScan).
+	// Scan bounds the tasks the overview reads when it is loaded (default
+	// DefaultScan): the newest Scan/6 (rounded up, at most
+	// leasehold.MaxListLimit) of each of the six statuses, one List call
+	// per status.
 	Scan int
+	// ScanTime bounds the time of the overview's scan (default
+	// DefaultScanTime); the statuses it has no time left for are shown
+	// as not read.
+	ScanTime time.Duration
 	// PageSize is the tasks a page of the task list shows (default
 	// DefaultPageSize).
 	PageSize int
@@ -80,8 +89,6 @@ type Config struct {
 type Server struct {
 	cfg    Config
 	token  string
-	cookie string
-	hosts  []string
 	pages  map[string]*template.Template
 	static http.Handler
 
@@ -97,10 +104,11 @@ func New(cfg Config) (*Server, error) {
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultScan)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.ScanTime = cmp.Or(cfg.ScanTime, DefaultScanTime)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > leasehold.MaxListLimit || cfg.RequestTimeout < 0 {
+	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > leasehold.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
 		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, leasehold.MaxListLimit, cfg.RequestTimeout)
 	}
 	tok, err := newToken()
@@ -116,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, token: tok, cookie: "leasehold_ui", pages: pages,
+		cfg: cfg, token: tok, pages: pages,
 		static: http.StripPrefix("/static/", http.FileServerFS(static)),
 		queues: map[string]bool{},
 	}, nil
@@ -126,12 +134,13 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Token() string { return s.token }
 
 // Handler serves the inspector to requests whose Host is one of addr's
-// (the listener's host:port; see hostsOf).
+// (the listener's host:port; see hostsOf). Each handler keeps its own
+// hosts and cookie name: one Server may serve several addresses.
 func (s *Server) Handler(addr string) http.Handler {
-	s.hosts = hostsOf(addr)
+	g := gate{s: s, hosts: hostsOf(addr), cookie: "leasehold_ui"}
 	if _, port, err := net.SplitHostPort(addr); err == nil {
 		// Cookies ignore ports: two inspectors on one host keep theirs apart.
-		s.cookie = "leasehold_ui_" + port
+		g.cookie = "leasehold_ui_" + port
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", s.static)
@@ -141,12 +150,14 @@ func (s *Server) Handler(addr string) http.Handler {
 	mux.HandleFunc("GET /workflow", s.workflow)
 	mux.HandleFunc("GET /queues", s.queuesPage)
 	mux.HandleFunc("GET /dlq", s.deadLetters)
+	mux.HandleFunc("POST /dlq", s.deadLetters)
 	mux.HandleFunc("POST /action/{name}", s.action)
-	return s.guard(mux)
+	return g.guard(mux)
 }
 
 // Serve serves the inspector on ln until ctx ends, then shuts the server
-// down (waiting up to 5 s for requests under way) and returns.
+// down and returns: it waits up to 5 s for requests under way, then
+// closes their connections.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(ln.Addr().String()),
@@ -166,10 +177,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if err != nil {
+		// Requests still under way: cut them off.
+		_ = srv.Close()
+	}
 	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
 	return err
+}
+
+// refreshEvery is the seconds between live refreshes of each page with
+// one: a task page reads one task and the queue pages read queue
+// attributes; the task list and a workflow read up to a page of tasks or
+// a tree, so they refresh less often.
+var refreshEvery = map[string]int{
+	"overview": 5,
+	"queues":   5,
+	"dlq":      5,
+	"task":     2,
+	"tasks":    10,
+	"workflow": 10,
 }
 
 // view is what every page template gets.
@@ -178,9 +206,12 @@ type view struct {
 	Nav   string
 	Token string
 	// Live is the URL the page's data polls; empty for a page without.
-	Live string
-	Now  time.Time
-	Data any
+	// Every is the seconds between two polls (the script doubles it after
+	// a failure, up to a minute).
+	Live  string
+	Every int
+	Now   time.Time
+	Data  any
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -213,6 +244,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 		q := r.URL.Query()
 		q.Set("live", "1")
 		v.Live = r.URL.Path + "?" + q.Encode()
+		v.Every = refreshEvery[name]
 	}
 	var buf bytes.Buffer
 	if r.URL.Query().Get("live") == "1" && t.Lookup("live") != nil {

@@ -34,6 +34,7 @@ const (
 // queue.
 type fakeQueues struct {
 	mu       sync.Mutex
+	peeks    int
 	paused   bool
 	letters  []admin.DeadLetter
 	redriven []string
@@ -68,6 +69,7 @@ func (f *fakeQueues) Pause(_ context.Context, u string, paused, _ bool) (admin.P
 func (f *fakeQueues) PeekDeadLetters(context.Context, string, int) ([]admin.DeadLetter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.peeks++
 	return append([]admin.DeadLetter(nil), f.letters...), nil
 }
 
@@ -231,6 +233,9 @@ func TestSessionAndActionsNeedTheToken(t *testing.T) {
 		{"action not confirmed", http.MethodPost, "/action/cancel", url.Values{"token": {f.srv.Token()}, "id": {"hook-1"}}, nil, http.StatusBadRequest},
 		{"action as GET", http.MethodGet, "/action/cancel?id=hook-1", nil, nil, http.StatusMethodNotAllowed},
 		{"PUT", http.MethodPut, "/", nil, nil, http.StatusMethodNotAllowed},
+		{"HEAD", http.MethodHead, "/dlq", nil, nil, http.StatusMethodNotAllowed},
+		{"read dead letters without token", http.MethodPost, "/dlq", url.Values{}, nil, http.StatusForbidden},
+		{"read dead letters cross-origin", http.MethodPost, "/dlq", url.Values{"token": {f.srv.Token()}}, []reqOpt{header("Origin", "http://evil.example")}, http.StatusForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -239,6 +244,9 @@ func TestSessionAndActionsNeedTheToken(t *testing.T) {
 				t.Fatalf("%s %s: got %d, want %d: %s", c.method, c.target, w.Code, c.want, w.Body)
 			}
 		})
+	}
+	if f.queues.peeks != 0 {
+		t.Errorf("refused requests read the dead letters %d time(s)", f.queues.peeks)
 	}
 	// None of them changed the task.
 	if info, err := f.env.Client().Get(t.Context(), "hook-1"); err != nil || info.Status != leasehold.StatusWaiting {
@@ -274,7 +282,7 @@ func TestFirstVisitTradesTheTokenForACookie(t *testing.T) {
 func TestTaskTextIsEscaped(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
-	for _, target := range []string{"/task?id=boom-1", "/tasks?status=FAILED", "/tasks?status=FAILED&live=1", "/dlq", "/workflow?id=boom-1"} {
+	for _, target := range []string{"/task?id=boom-1", "/tasks?status=FAILED", "/tasks?status=FAILED&live=1", "/workflow?id=boom-1"} {
 		body := f.get(t, target)
 		if strings.Contains(body, xss) || strings.Contains(body, `<script>alert`) {
 			t.Errorf("%s renders the markup unescaped", target)
@@ -284,8 +292,9 @@ func TestTaskTextIsEscaped(t *testing.T) {
 	if !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") {
 		t.Errorf("the task page does not show the escaped payload/error:\n%s", body)
 	}
-	if !strings.Contains(f.get(t, "/dlq"), "not JSON &lt;script&gt;") {
-		t.Error("the dead-letter page does not show the escaped reason")
+	w := f.do(t, http.MethodPost, "/dlq", url.Values{"token": {f.srv.Token()}})
+	if body := w.Body.String(); w.Code != http.StatusOK || strings.Contains(body, xss) || !strings.Contains(body, "not JSON &lt;script&gt;") {
+		t.Errorf("the dead-letter page does not show the escaped reason: %d\n%s", w.Code, body)
 	}
 }
 
