@@ -35,21 +35,32 @@ const (
 	envRequire     = "LEASEHOLD_REQUIRE_STACK"
 )
 
-// chromium finds the browser. Without one the test is skipped, or fails
-// under LEASEHOLD_REQUIRE_STACK=1 (make test installs it first).
+// chromiumNames are the browsers looked up on PATH, in order, as
+// scripts/chromium.sh does.
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"}
+
+// chromium finds the browser: LEASEHOLD_CHROMIUM when set, else the first
+// of chromiumNames on PATH. Without one the test is skipped, or fails
+// under LEASEHOLD_REQUIRE_STACK=1 (make test runs scripts/chromium.sh, which
+// installs it, as its first step).
 func chromium(t *testing.T) string {
 	t.Helper()
+	var msg string
 	if p := os.Getenv(envChromium); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
+		if _, err := exec.LookPath(p); err == nil {
 			return p
 		}
+		msg = envChromium + "=" + p + " is not an executable"
+	} else {
+		for _, name := range chromiumNames {
+			if p, err := exec.LookPath(name); err == nil {
+				return p
+			}
+		}
+		msg = "none of " + strings.Join(chromiumNames, ", ") + " is on PATH (scripts/chromium.sh installs chromium; or set " + envChromium + ")"
 	}
-	msg := "no chromium on PATH (scripts/chromium.sh installs it; or set " + envChromium + ")"
 	if os.Getenv(envRequire) == "1" {
-		t.Fatal(msg + " [" + envRequire + "=1]")
+		t.Fatal("the browser test needs Chromium: " + msg + " [" + envRequire + "=1]")
 	}
 	t.Skip(msg)
 	return ""
