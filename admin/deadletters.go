@@ -16,17 +16,37 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
-// Dead-letter reads are bounded: a peek or a redrive makes at most this
-// many receives, and hides what it reads for at most this long (a receive
+// queueAPI lists the SQS calls of QueueURL, QueueARN, QueueStats and the
+// dead-letter functions; *sqs.Client satisfies it.
+type queueAPI interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// Dead-letter reads are bounded: a peek or a redrive makes at most
+// deadLetterReceives receives, each waiting up to deadLetterWait seconds
+// for messages (a receive that does not wait samples only some of SQS's
+// servers, and may answer nothing while the queue has messages), and
+// hides what it reads for at most deadLetterVisibility seconds (a receive
 // whose answer is lost hides its messages that long).
 const (
 	deadLetterReceives   = 5
+	deadLetterWait       = 1  // seconds
 	deadLetterVisibility = 10 // seconds
 )
 
 // ErrDeadLetterNotFound: RedriveDeadLetter read the dead-letter queue and
 // did not find the message (gone, or held by another reader).
 var ErrDeadLetterNotFound = errors.New("dead letter not found")
+
+// ErrDeadLetterSource: RedriveDeadLetter found the message, but SQS says
+// it was moved to the dead-letter queue from a queue other than the one
+// it was asked to send it to. It sent nothing.
+var ErrDeadLetterSource = errors.New("dead letter came from another queue")
 
 // QueueStats is what SQS says about one queue.
 type QueueStats struct {
@@ -43,7 +63,7 @@ type QueueStats struct {
 func (a *Admin) QueueStats(ctx context.Context, url string) (QueueStats, error) {
 	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
 	defer cancel()
-	out, err := a.sqs.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
+	out, err := a.queues.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
 		AttributeNames: []sqstypes.QueueAttributeName{
 			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
@@ -79,6 +99,22 @@ func (a *Admin) QueueStats(ctx context.Context, url string) (QueueStats, error) 
 	return s, nil
 }
 
+// visible reads SQS's approximate count of the visible messages of the
+// queue at url.
+func (a *Admin) visible(ctx context.Context, url string) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	out, err := a.queues.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+	})
+	if err != nil {
+		return 0, a.queueErr(err, url, "read the depth of queue "+url)
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	return n, nil
+}
+
 // DeadLetter is one message of a dead-letter queue.
 type DeadLetter struct {
 	MessageID string
@@ -95,7 +131,10 @@ type DeadLetter struct {
 
 // PeekDeadLetters reads up to max messages of the dead-letter queue at url
 // and shows them again at once: they are hidden from other readers (the
-// recovery sweep among them) only while the read lasts, at most 10 s.
+// recovery sweep among them) only while the read lasts, at most 10 s, and
+// each read counts as a receive of the message. It keeps receiving while it
+// has fewer than max and the queue's depth, read first, says there are
+// messages it has not seen (5 receives at most).
 func (a *Admin) PeekDeadLetters(ctx context.Context, url string, max int) ([]DeadLetter, error) {
 	var (
 		out  []DeadLetter
@@ -103,25 +142,28 @@ func (a *Admin) PeekDeadLetters(ctx context.Context, url string, max int) ([]Dea
 		held []string
 	)
 	defer a.release(ctx, url, &held)
+	depth, err := a.visible(ctx, url)
+	if err != nil {
+		return nil, err
+	}
 	for range deadLetterReceives {
-		if len(out) >= max {
-			break
-		}
 		msgs, err := a.receiveDead(ctx, url)
 		if err != nil {
 			return out, err
 		}
-		if len(msgs) == 0 {
-			break
-		}
 		for _, m := range msgs {
 			held = append(held, aws.ToString(m.ReceiptHandle))
 			id := aws.ToString(m.MessageId)
-			if seen[id] || len(out) >= max {
+			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			out = append(out, deadLetterOf(m))
+			if len(out) < max {
+				out = append(out, deadLetterOf(m))
+			}
+		}
+		if len(out) >= max || len(seen) >= depth {
+			break
 		}
 	}
 	return out, nil
@@ -130,31 +172,64 @@ func (a *Admin) PeekDeadLetters(ctx context.Context, url string, max int) ([]Dea
 // RedriveDeadLetter finds the message with id messageID on the dead-letter
 // queue at dlqURL, sends its body and attributes (less leasehold-reason and
 // leasehold-source-message-id) to the queue at toURL, then deletes it. The
-// other messages it read are shown again. ErrDeadLetterNotFound: it read
-// the queue without finding the message.
+// other messages it read, and the message itself when it was not sent,
+// are shown again. It reads until it finds the message, while the queue's
+// depth says there are messages it has not seen (5 receives at most):
+// ErrDeadLetterNotFound when it does not. When SQS names the queue the
+// message came from (its DeadLetterQueueSourceArn) and that is not the
+// queue at toURL, it sends nothing and returns ErrDeadLetterSource.
 func (a *Admin) RedriveDeadLetter(ctx context.Context, dlqURL, toURL, messageID string) error {
 	var held []string
 	defer a.release(ctx, dlqURL, &held)
+	depth, err := a.visible(ctx, dlqURL)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
 	for range deadLetterReceives {
 		msgs, err := a.receiveDead(ctx, dlqURL)
 		if err != nil {
 			return err
 		}
-		if len(msgs) == 0 {
-			break
-		}
-		for _, m := range msgs {
-			if aws.ToString(m.MessageId) != messageID {
-				held = append(held, aws.ToString(m.ReceiptHandle))
+		var target *sqstypes.Message
+		for i, m := range msgs {
+			id := aws.ToString(m.MessageId)
+			seen[id] = true
+			if id == messageID && target == nil {
+				target = &msgs[i]
 				continue
 			}
-			return a.moveDead(ctx, dlqURL, toURL, m)
+			held = append(held, aws.ToString(m.ReceiptHandle))
+		}
+		if target != nil {
+			sent, err := a.moveDead(ctx, dlqURL, toURL, *target)
+			if !sent {
+				held = append(held, aws.ToString(target.ReceiptHandle))
+			}
+			return err
+		}
+		if len(seen) >= depth {
+			break
 		}
 	}
 	return fmt.Errorf("redrive message %s: %w", messageID, ErrDeadLetterNotFound)
 }
 
-func (a *Admin) moveDead(ctx context.Context, dlqURL, toURL string, m sqstypes.Message) error {
+// moveDead sends m to toURL and deletes it from dlqURL; sent says whether
+// the send succeeded. The delete runs after a cancelled request too: the
+// message was sent, and left on the dead-letter queue it would be there
+// twice.
+func (a *Admin) moveDead(ctx context.Context, dlqURL, toURL string, m sqstypes.Message) (sent bool, err error) {
+	id := aws.ToString(m.MessageId)
+	if from := m.Attributes[string(sqstypes.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; from != "" {
+		arn, err := a.QueueARN(ctx, toURL)
+		if err != nil {
+			return false, fmt.Errorf("redrive message %s: check the queue it came from: %w", id, err)
+		}
+		if arn != from {
+			return false, fmt.Errorf("redrive message %s: %w: SQS moved it from %s, not from %s (%s); nothing was sent", id, ErrDeadLetterSource, from, arn, toURL)
+		}
+	}
 	attrs := map[string]sqstypes.MessageAttributeValue{}
 	for k, v := range m.MessageAttributes {
 		if k != lifecycle.AttrReason && k != lifecycle.AttrSourceMessageID {
@@ -162,25 +237,26 @@ func (a *Admin) moveDead(ctx context.Context, dlqURL, toURL string, m sqstypes.M
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
-	_, err := a.sqs.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(toURL), MessageBody: m.Body, MessageAttributes: attrs})
+	_, err = a.queues.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(toURL), MessageBody: m.Body, MessageAttributes: attrs})
 	cancel()
 	if err != nil {
-		return a.queueErr(err, toURL, "redrive: send to "+toURL)
+		return false, a.queueErr(err, toURL, "redrive: send to "+toURL)
 	}
-	cctx, cancel = context.WithTimeout(ctx, a.callTimeout)
-	_, err = a.sqs.DeleteMessage(cctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle})
+	cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), a.callTimeout)
+	_, err = a.queues.DeleteMessage(cctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle})
 	cancel()
 	if err != nil {
-		return a.queueErr(err, dlqURL, "redrive: sent, but delete from "+dlqURL)
+		return true, a.queueErr(err, dlqURL, fmt.Sprintf("redrive: message %s was sent to %s, but its delete from %s failed (it shows there again within %d s: delete it, or it will be redriven twice)", id, toURL, dlqURL, deadLetterVisibility))
 	}
-	return nil
+	return true, nil
 }
 
 func (a *Admin) receiveDead(ctx context.Context, url string) ([]sqstypes.Message, error) {
-	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout+deadLetterWait*time.Second)
 	defer cancel()
-	out, err := a.sqs.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
+	out, err := a.queues.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: deadLetterVisibility,
+		WaitTimeSeconds:             deadLetterWait,
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 	})
@@ -203,7 +279,7 @@ func (a *Admin) release(ctx context.Context, url string, held *[]string) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
 		// A failure leaves them hidden until their visibility ends (10 s).
-		_, _ = a.sqs.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		_, _ = a.queues.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
 		cancel()
 		*held = (*held)[n:]
 	}

@@ -275,7 +275,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, leasehold.ErrInvalid), errors.As(err, new(badRequest)):
 		code = http.StatusBadRequest
-	case errors.Is(err, leasehold.ErrFinished), errors.Is(err, leasehold.ErrNotWaiting):
+	case errors.Is(err, leasehold.ErrFinished), errors.Is(err, leasehold.ErrNotWaiting), errors.Is(err, admin.ErrDeadLetterSource):
 		code = http.StatusConflict
 	case errors.As(err, &unreachable), errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusBadGateway
