@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold"
@@ -258,6 +259,23 @@ func TestBrowser(t *testing.T) {
 			return err
 		}),
 		has(`#task-status`, "CANCELLED"))
+
+	// A failed refresh doubles the wait (2 s, then 4 s, then 8 s), and a
+	// success brings it back: the task page's refreshes are blocked, then
+	// let through.
+	blockLive := func(on bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			var p []*network.BlockPattern
+			if on {
+				p = []*network.BlockPattern{{URLPattern: "*://*:*/task?*", Block: true}}
+			}
+			_, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: p})
+			return err
+		})
+	}
+	step("live refresh backs off", chromedp.Navigate(taskPage(b.doomed)), has(`#task-status`, "CANCELLED"),
+		blockLive(true), has(`#updated`, "next try in 4 s"), has(`#updated`, "next try in 8 s"),
+		blockLive(false), has(`#updated`, "every 2 s"))
 
 	step("retry a failed task", chromedp.Navigate(taskPage(b.failed)),
 		has(`#task-status`, "FAILED"), has(`#task-error`, "<i>handler failed</i>"),
