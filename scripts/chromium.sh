@@ -37,15 +37,15 @@ if ! command -v apt-get >/dev/null 2>&1; then
 	echo "chromium.sh: none of ${names[*]} is on PATH and there is no apt-get to install one; install Chromium or Chrome, or set LEASEHOLD_CHROMIUM" >&2
 	exit 1
 fi
-sudo=""
+sudo=()
 if [ "$(id -u)" -ne 0 ]; then
 	if ! command -v sudo >/dev/null 2>&1 || ! sudo -n true 2>/dev/null; then
 		echo "chromium.sh: none of ${names[*]} is on PATH, and installing chromium needs root: run as root, allow passwordless sudo, install Chromium yourself, or set LEASEHOLD_CHROMIUM" >&2
 		exit 1
 	fi
-	sudo="sudo -n"
+	sudo=(sudo -n)
 fi
-apt=($sudo env DEBIAN_FRONTEND=noninteractive apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=300)
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=300)
 echo "chromium.sh: installing chromium with apt-get (for the browser test)" >&2
 "${apt[@]}" update >&2
 "${apt[@]}" install chromium >&2
