@@ -56,7 +56,7 @@ check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam bui
 
 ## ---- Go ----
 
-.PHONY: test unit vet bench build
+.PHONY: test chromium unit vet bench build
 # The bulk tests (thousands of tasks) flood the single local emulator; they
 # run afterwards, on their own, so that the timing-sensitive tests (renewal,
 # cancellation within one renewal period) never share the emulator with them.
@@ -64,7 +64,9 @@ LOAD_TESTS := TestBulkEnqueue5000ThenListAll|TestClientEnqueueManyThousands|Test
 LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 
 # Every step always runs, so a failure in one never hides another's result;
-# the target fails if any did, and says which. The steps: all tests but the
+# the target fails if any did, and says which. The steps: finding (or
+# installing) Chromium for the browser test, whose own failure under
+# LEASEHOLD_REQUIRE_STACK=1 then says what is missing; all tests but the
 # bulk ones; the bulk tests on their own (thousands of tasks flood the
 # emulators); the chaos test at CI size (CHAOS_CI_TASKS, workers killed and
 # paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
@@ -81,6 +83,7 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  failed=""; \
 	  step() { local name=$$1 start=$$SECONDS; shift; echo "== $$name"; \
 	    if "$$@"; then echo "== $$name: passed in $$((SECONDS - start))s"; else echo "== $$name: FAILED after $$((SECONDS - start))s"; failed="$$failed, $$name"; fi; }; \
+	  step "chromium for the browser test (scripts/chromium.sh)" scripts/chromium.sh; \
 	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
 	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
@@ -90,6 +93,9 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step "fuzz-short" $(MAKE) --no-print-directory fuzz-short; \
 	  if [ -n "$$failed" ]; then echo "== make test: FAILED: $${failed#, }"; exit 1; fi; \
 	  echo "== make test: every step passed"
+
+chromium: ## find Chromium for the browser test (internal/cli/ui), installing it with apt-get when missing (make test does it as its first step)
+	@scripts/chromium.sh
 
 unit: ## tests that need no stack (-short); integration tests skip
 	$(GO) test -race -short -count=1 ./...

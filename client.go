@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/clienthook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
@@ -189,6 +190,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.traceWith(cfg.TracerProvider)
 	return c, nil
+}
+
+// leaseholdtest builds clients on its in-memory store and queues
+// (internal/clienthook).
+func init() {
+	clienthook.New = func(store, q any, queueURL string, clock clockwork.Clock) any {
+		return &Client{store: store.(adminStore), sqs: q.(clientSQS), table: "leaseholdtest", queueURL: queueURL,
+			named: queues.NewResolver(q.(clientSQS), "", settings.DefaultClientCallTimeout),
+			opts:  clientOptions{callTimeout: settings.DefaultClientCallTimeout, maxAttempts: settings.DefaultMaxAttempts, clock: clock}}
+	}
 }
 
 // endpointOf is where a client's calls go: its configured base endpoint, or

@@ -72,9 +72,12 @@ type TaskInfo struct {
 	// CancelRequested is set on a running task whose cancellation waits
 	// for its worker's next lease renewal.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
-	// LeaseOwner and LeaseUntil name the worker holding a running task.
+	// LeaseOwner and LeaseUntil name the worker holding a running task;
+	// LeaseFence is its lease's fencing token, which grows by one with
+	// every claim.
 	LeaseOwner string    `json:"lease_owner,omitempty"`
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	LeaseFence int64     `json:"lease_fence,omitempty"`
 	// RunAt is the earliest start of the next attempt.
 	RunAt      time.Time `json:"run_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at,omitzero"`
@@ -158,6 +161,7 @@ func infoOf(t lease.Task) TaskInfo {
 	if t.Status == lease.StatusRunning {
 		info.LeaseOwner = t.LeaseOwner
 		info.LeaseUntil = utc(t.LeaseUntil)
+		info.LeaseFence = t.Fence
 	}
 	info.Parent, info.Wait, info.WaitFor, info.Ended, info.WaitUntil = t.Parent, string(t.Wait), t.WaitFor, t.Ended, utc(t.WaitUntil)
 	for _, w := range t.Waiters {

@@ -110,6 +110,17 @@ func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
 	}
 }
 
+// ChildIDs lists the ids of the tasks Children lists, in the same order,
+// from one read of parent: a tool that shows a few of a large map's
+// children reads only those (Get) instead of all of them.
+func (c *Client) ChildIDs(ctx context.Context, parent string) ([]string, error) {
+	p, err := c.get(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	return lifecycle.StartedIDs(p), nil
+}
+
 // Children lists the tasks parent started, in the order it started them,
 // read one by one: the children of its finished All and Map awaits and of
 // the await it is in (a map's from its first wave), and the later links of
@@ -119,11 +130,10 @@ func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
 // parent, so not listed here; a parent that has not awaited children has
 // none. A map of n children makes n reads.
 func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error) {
-	p, err := c.get(ctx, parent)
+	ids, err := c.ChildIDs(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
-	ids := lifecycle.StartedIDs(p)
 	out := make([]TaskInfo, 0, len(ids))
 	for _, id := range ids {
 		t, err := c.Get(ctx, id)

@@ -63,6 +63,7 @@ type Admin struct {
 	awsCfg      aws.Config
 	ddb         *dynamodb.Client
 	sqs         *sqs.Client
+	queues      queueAPI // a.sqs; a fake in tests
 	scheduler   *scheduler.Client
 	mappings    mappingsAPI
 }
@@ -80,6 +81,7 @@ func New(cfg Config) *Admin {
 	a.awsCfg = cfg.AWS
 	a.ddb = dynamodb.NewFromConfig(cfg.AWS)
 	a.sqs = sqs.NewFromConfig(cfg.AWS)
+	a.queues = a.sqs
 	a.scheduler = scheduler.NewFromConfig(cfg.AWS)
 	a.mappings = lambda.NewFromConfig(cfg.AWS)
 	return a
@@ -89,7 +91,7 @@ func New(cfg Config) *Admin {
 func (a *Admin) QueueURL(ctx context.Context, name string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
 	defer cancel()
-	out, err := a.sqs.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	out, err := a.queues.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		return "", a.queueErr(err, name, "look up queue "+name)
 	}
@@ -100,7 +102,7 @@ func (a *Admin) QueueURL(ctx context.Context, name string) (string, error) {
 func (a *Admin) QueueARN(ctx context.Context, url string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
 	defer cancel()
-	out, err := a.sqs.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
+	out, err := a.queues.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
 	})
 	if err != nil {

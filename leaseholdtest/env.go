@@ -16,6 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/clienthook"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -183,6 +184,14 @@ func (e *Env) SetMaxDeliveries(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.maxDeliveries = max(n, 1)
+}
+
+// Client returns a leasehold.Client on the Env's store and queues, with its
+// fake clock: what a tool built on the client (an inspector, a script's
+// test) sees of the tasks the Env runs. Its Enqueue, Cancel and Retry
+// dispatch to the Env's queues, so the next Run takes them.
+func (e *Env) Client() *leasehold.Client {
+	return clienthook.New(e.store, e.queue, workQueueURL, e.clock).(*leasehold.Client)
 }
 
 // Clock is the Env's fake clock. Advance it to let time pass between Runs

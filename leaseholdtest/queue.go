@@ -226,3 +226,13 @@ func (q *memQueue) takeDead() []deadLetter {
 	q.dead = nil
 	return d
 }
+
+// GetQueueUrl resolves a queue name as names does, for a client on the
+// Env (Env.Client).
+func (q *memQueue) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	url, err := names{}.URL(ctx, aws.ToString(in.QueueName))
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String(url)}, nil
+}

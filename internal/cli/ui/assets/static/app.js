@@ -1,0 +1,60 @@
+// Live refresh: the element #live names the URL of its own data
+// (data-live) and the seconds between two reads of it (data-every). While
+// the tab is visible the script fetches it and puts the server-rendered
+// (escaped) HTML in its place; a hidden tab reads nothing. After a failure
+// it waits twice as long before the next try, up to a minute, and back to
+// data-every after a success.
+"use strict";
+(function () {
+  const live = document.getElementById("live");
+  if (!live || !live.dataset.live) {
+    return;
+  }
+  const url = live.dataset.live;
+  const every = Math.max(Number(live.dataset.every) || 10, 1) * 1000;
+  const longest = 60 * 1000;
+  const stamp = document.getElementById("updated");
+  let wait = every;
+  let timer = 0;
+  let busy = false;
+  function show(text) {
+    if (stamp) stamp.textContent = text;
+  }
+  // schedule sets the next read, or none while the tab is hidden.
+  function schedule() {
+    clearTimeout(timer);
+    timer = 0;
+    if (!busy && document.visibilityState === "visible") {
+      timer = setTimeout(refresh, wait);
+    }
+  }
+  function failed(why) {
+    wait = Math.min(wait * 2, longest);
+    show("live refresh failed (" + why + "); next try in " + wait / 1000 + " s");
+  }
+  async function refresh() {
+    timer = 0;
+    if (busy || document.visibilityState !== "visible") {
+      return;
+    }
+    busy = true;
+    try {
+      const r = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store", credentials: "same-origin" });
+      if (!r.ok) {
+        failed("HTTP " + r.status);
+        return;
+      }
+      const d = await r.json();
+      live.innerHTML = d.html;
+      wait = every;
+      show("live: updated " + d.at + " UTC; every " + every / 1000 + " s while this tab is visible");
+    } catch (e) {
+      failed(e.message);
+    } finally {
+      busy = false;
+      schedule();
+    }
+  }
+  document.addEventListener("visibilitychange", schedule);
+  schedule();
+})();

@@ -1,0 +1,324 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/cli/ui"
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Environment of the browser test.
+const (
+	// envChromium names the browser binary; by default chromium (or
+	// Chrome) is looked up on PATH (scripts/chromium.sh installs it).
+	envChromium = "LEASEHOLD_CHROMIUM"
+	// envScreenshots=1 saves a screenshot of each page to docs/ui/.
+	envScreenshots = "LEASEHOLD_UI_SCREENSHOTS"
+	envRequire     = "LEASEHOLD_REQUIRE_STACK"
+)
+
+// chromiumNames are the browsers looked up on PATH, in order, as
+// scripts/chromium.sh does.
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"}
+
+// chromium finds the browser: LEASEHOLD_CHROMIUM when set, else the first
+// of chromiumNames on PATH. Without one the test is skipped, or fails
+// under LEASEHOLD_REQUIRE_STACK=1 (make test runs scripts/chromium.sh, which
+// installs it, as its first step).
+func chromium(t *testing.T) string {
+	t.Helper()
+	var msg string
+	if p := os.Getenv(envChromium); p != "" {
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+		msg = envChromium + "=" + p + " is not an executable"
+	} else {
+		for _, name := range chromiumNames {
+			if p, err := exec.LookPath(name); err == nil {
+				return p
+			}
+		}
+		msg = "none of " + strings.Join(chromiumNames, ", ") + " is on PATH (scripts/chromium.sh installs chromium; or set " + envChromium + ")"
+	}
+	if os.Getenv(envRequire) == "1" {
+		t.Fatal("the browser test needs Chromium: " + msg + " [" + envRequire + "=1]")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browserStack is the test's own table and queues with a few tasks in
+// known states.
+type browserStack struct {
+	client           *leasehold.Client
+	work, dlq        string
+	sqs              *sqs.Client
+	pending, doomed  string // PENDING tasks: one to cancel in the browser, one from outside
+	failed           string // FAILED, to retry
+	dep, waiter      string // waiter runs after dep (WAITING)
+	deadBody, deadID string // a dead letter on the work DLQ
+	kind             string
+}
+
+func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
+	t.Helper()
+	table := awstest.NewTable(t, cfg)
+	qs := awstest.NewQueues(t, cfg)
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: cfg, Table: table, QueueURL: qs.Work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	b := &browserStack{client: c, work: qs.Work, dlq: qs.WorkDLQ, sqs: sqs.NewFromConfig(cfg), kind: "browse"}
+	enqueue := func(name string, opts ...leasehold.EnqueueOption) string {
+		id := name + "-" + fmt.Sprint(time.Now().UnixNano())
+		if _, err := c.Enqueue(ctx, b.kind, map[string]string{"name": name, "note": "<b>not bold</b>"}, append(opts, leasehold.ID(id))...); err != nil {
+			t.Fatalf("enqueue %s: %v", name, err)
+		}
+		return id
+	}
+	b.pending = enqueue("pending")
+	b.doomed = enqueue("doomed")
+	b.failed = enqueue("failed", leasehold.MaxAttempts(1))
+	b.dep = enqueue("dep")
+	b.waiter = enqueue("waiter", leasehold.After(b.dep))
+
+	// Fail one through the store, as a worker whose handler failed would.
+	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{})
+	held := awstest.Claim(t, ctx, store, b.failed, "browser-test")
+	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i>"})
+
+	b.deadBody = `{"not":"a token"} ` + fmt.Sprint(time.Now().UnixNano())
+	out, err := b.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(qs.WorkDLQ), MessageBody: aws.String(b.deadBody),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			"leasehold-reason": {DataType: aws.String("String"), StringValue: aws.String("token: unknown version <x>")},
+		},
+	})
+	if err != nil {
+		t.Fatalf("send dead letter: %v", err)
+	}
+	b.deadID = aws.ToString(out.MessageId)
+	return b
+}
+
+// serve starts the inspector on a free loopback port and returns its
+// start URL (with the token); the server stops when the test ends.
+func serve(t *testing.T, b *browserStack, adm *admin.Admin) string {
+	t.Helper()
+	srv, err := ui.New(ui.Config{Tasks: b.client, Queues: adm, WorkQueueURL: b.work, Scan: 200, RequestTimeout: awstest.Scale(30 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String() + "/?" + url.Values{"token": {srv.Token()}}.Encode()
+}
+
+func TestBrowser(t *testing.T) {
+	cfg := awstest.Config(t)
+	browser := chromium(t)
+	b := newBrowserStack(t, cfg)
+	start := serve(t, b, admin.New(admin.Config{AWS: cfg}))
+	base := strings.SplitN(start, "/?", 2)[0]
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	// The browser lives no longer than this bound.
+	life, cancelLife := context.WithTimeout(t.Context(), awstest.Scale(10*time.Minute))
+	defer cancelLife()
+	actx, cancelAlloc := chromedp.NewExecAllocator(life, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	// The first run starts the browser; it must not carry a step's timeout.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+
+	// step runs browser actions with a bounded time; the conditions inside
+	// wait, never a fixed sleep.
+	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, awstest.Scale(90*time.Second))
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			dctx, dcancel := context.WithTimeout(bctx, awstest.Scale(10*time.Second))
+			defer dcancel()
+			page, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("%s: %v; the page:\n%s", name, err, page)
+		}
+	}
+	dir := filepath.Join("..", "..", "..", "docs", "ui")
+	shots := os.Getenv(envScreenshots) == "1"
+	if shots {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if !shots {
+				return nil
+			}
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+		})
+	}
+	// has waits until the element matched by sel contains text.
+	has := func(sel, text string) chromedp.Action[chromedp.Void] {
+		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, text)
+		return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(0))
+	}
+	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+	// submit clicks a button that navigates, and waits until the answer
+	// has loaded.
+	submit := func(button string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(button)))
+			return err
+		})
+	}
+	confirmAndSubmit := func(form string) chromedp.Action[chromedp.Void] {
+		return chromedp.Steps(chromedp.Click(chromedp.CSS(form+` input[name="confirm"]`)), submit(form+` button`))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))
+		defer cancel()
+		// One evaluation: the live refresh replaces the nodes under #live.
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {textContent: ""}).textContent`, sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return s
+	}
+	taskPage := func(id string) string { return base + "/task?id=" + url.QueryEscape(id) }
+
+	step("overview", chromedp.Navigate(start), visible(`#by-status`),
+		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"), shot("overview"))
+
+	step("tasks filtered by kind and prefix",
+		chromedp.Navigate(base+"/tasks"), visible(`#filters`),
+		chromedp.SetValue(chromedp.CSS(`#filters input[name="kind"]`), b.kind),
+		chromedp.SetValue(chromedp.CSS(`#filters input[name="prefix"]`), "pending-"),
+		submit(`#apply`),
+		has(`#task-list`, b.pending))
+	if list := text(`#task-list`); strings.Contains(list, b.doomed) {
+		t.Fatalf("the prefix filter let %s through: %s", b.doomed, list)
+	}
+	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter), shot("tasks"))
+
+	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
+		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"), shot("workflow"))
+
+	step("cancel from the page", chromedp.Navigate(taskPage(b.pending)),
+		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), shot("task"),
+		confirmAndSubmit(`#cancel`), has(`#result`, "CANCELLED"),
+		chromedp.Navigate(taskPage(b.pending)), has(`#task-status`, "CANCELLED"))
+
+	// A change made elsewhere shows without a reload: the live refresh.
+	step("live refresh", chromedp.Navigate(taskPage(b.doomed)), has(`#task-status`, "PENDING"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := b.client.Cancel(ctx, b.doomed)
+			return err
+		}),
+		has(`#task-status`, "CANCELLED"))
+
+	// A failed refresh doubles the wait (2 s, then 4 s, then 8 s), and a
+	// success brings it back: the task page's refreshes are blocked, then
+	// let through.
+	blockLive := func(on bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			var p []*network.BlockPattern
+			if on {
+				p = []*network.BlockPattern{{URLPattern: "*://*:*/task?*", Block: true}}
+			}
+			_, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: p})
+			return err
+		})
+	}
+	step("live refresh backs off", chromedp.Navigate(taskPage(b.doomed)), has(`#task-status`, "CANCELLED"),
+		blockLive(true), has(`#updated`, "next try in 4 s"), has(`#updated`, "next try in 8 s"),
+		blockLive(false), has(`#updated`, "every 2 s"))
+
+	step("retry a failed task", chromedp.Navigate(taskPage(b.failed)),
+		has(`#task-status`, "FAILED"), has(`#task-error`, "<i>handler failed</i>"),
+		confirmAndSubmit(`#retry`), has(`#result`, "PENDING"))
+
+	step("pause", chromedp.Navigate(base+"/queues"), visible(`#queues`),
+		confirmAndSubmit(`#pause-work`), has(`#result`, "is paused"),
+		chromedp.Navigate(base+"/queues"), has(`#queues`, "paused since"), shot("queues"))
+	step("resume", confirmAndSubmit(`#pause-work`), has(`#result`, "not paused"))
+
+	// Reading the dead letters is a POST (the read button); the page's GET
+	// reads only the depth.
+	// A receive whose answer the stack lost hides the dead letter for the
+	// read's visibility (10 s): read again until it shows, within a bound.
+	deadline := time.Now().Add(awstest.Scale(2 * time.Minute))
+	for attempt := 1; ; attempt++ {
+		step("dead letters", chromedp.Navigate(base+"/dlq"), has(`#dlq-depth`, "message(s)"),
+			submit(`#read-dlq button`), visible(`#dead-letters`))
+		if strings.Contains(text(`#dead-letters`), b.deadID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead letter %s not shown after %d reads", b.deadID, attempt)
+		}
+	}
+	step("dead letter escaped", has(`#dead-letters`, "unknown version <x>"), shot("dlq"))
+	for attempt := 1; ; attempt++ {
+		step("redrive", chromedp.Navigate(base+"/dlq"), visible(`#read-dlq`),
+			submit(`#read-dlq button`), visible(`#dead-letters`))
+		if strings.Contains(text(`#dead-letters`), b.deadID) {
+			form := fmt.Sprintf(`#dead-letters form:has(input[value=%q])`, b.deadID)
+			step("redrive it", confirmAndSubmit(form))
+			if strings.Contains(text(`main`), "sent back") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redrive of %s did not succeed after %d tries: %s", b.deadID, attempt, text(`main`))
+		}
+	}
+	// The message is back on the work queue.
+	got := awstest.ReceiveN(t, b.sqs, b.work, 1, awstest.Scale(time.Minute), 5, awstest.Bodies(b.deadBody))
+	if len(got.Records) != 1 {
+		t.Fatalf("redriven message not on the work queue: %d", len(got.Records))
+	}
+}

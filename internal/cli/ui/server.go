@@ -1,0 +1,305 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/admin"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Tasks is what the inspector asks of a *leasehold.Client.
+type Tasks interface {
+	Get(ctx context.Context, id string) (leasehold.TaskInfo, error)
+	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
+	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
+	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
+	ChildIDs(ctx context.Context, parent string) ([]string, error)
+	CallbackTokenOf(ctx context.Context, id string) (string, error)
+	CompleteCallback(ctx context.Context, callbackToken string, result any) (leasehold.TaskInfo, error)
+	FailCallback(ctx context.Context, callbackToken, reason string) (leasehold.TaskInfo, error)
+}
+
+// Queues is what the inspector asks of an *admin.Admin.
+type Queues interface {
+	QueueURL(ctx context.Context, name string) (string, error)
+	QueueStats(ctx context.Context, url string) (admin.QueueStats, error)
+	Paused(ctx context.Context, url string) (bool, time.Time)
+	Pause(ctx context.Context, url string, paused, lambda bool) (admin.PauseReport, error)
+	PeekDeadLetters(ctx context.Context, url string, max int) ([]admin.DeadLetter, error)
+	RedriveDeadLetter(ctx context.Context, dlqURL, toURL, messageID string) error
+}
+
+// Defaults of Config.
+const (
+	DefaultScan           = 1200
+	DefaultScanTime       = 10 * time.Second
+	DefaultPageSize       = 50
+	DefaultRequestTimeout = 30 * time.Second
+	// maxFilterScan bounds the tasks one page of the task list reads to
+	// find PageSize that pass its filters, in at most maxFilterCalls List
+	// calls.
+	maxFilterScan  = 5000
+	maxFilterCalls = 50
+	// maxQueues bounds the queues the overview reads depths of.
+	maxQueues = 20
+)
+
+// Config configures a Server.
+type Config struct {
+	Tasks  Tasks
+	Queues Queues
+	// WorkQueueURL is the default work queue (tasks that name no queue).
+	WorkQueueURL string
+	// Scan bounds the tasks the overview reads when it is loaded (default
+	// DefaultScan): the newest Scan/6 (rounded up, at most
+	// leasehold.MaxListLimit) of each of the six statuses, one List call
+	// per status.
+	Scan int
+	// ScanTime bounds the time of the overview's scan (default
+	// DefaultScanTime); the statuses it has no time left for are shown
+	// as not read.
+	ScanTime time.Duration
+	// PageSize is the tasks a page of the task list shows (default
+	// DefaultPageSize).
+	PageSize int
+	// RequestTimeout bounds the work of one request, every AWS call in it
+	// included (each call also has the client's own timeout).
+	RequestTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the inspector. Build it with New; serve it with Serve.
+type Server struct {
+	cfg    Config
+	token  string
+	pages  map[string]*template.Template
+	static http.Handler
+
+	mu     sync.Mutex
+	queues map[string]bool // queue names seen in listings
+}
+
+// New checks cfg and draws the session token.
+func New(cfg Config) (*Server, error) {
+	if cfg.Tasks == nil || cfg.Queues == nil {
+		return nil, errors.New("ui: Tasks and Queues are required")
+	}
+	cfg.Scan = cmp.Or(cfg.Scan, DefaultScan)
+	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.ScanTime = cmp.Or(cfg.ScanTime, DefaultScanTime)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > leasehold.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
+		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, leasehold.MaxListLimit, cfg.RequestTimeout)
+	}
+	tok, err := newToken()
+	if err != nil {
+		return nil, fmt.Errorf("ui: session token: %w", err)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(assets, "assets/static")
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg: cfg, token: tok, pages: pages,
+		static: http.StripPrefix("/static/", http.FileServerFS(static)),
+		queues: map[string]bool{},
+	}, nil
+}
+
+// Token is the session token.
+func (s *Server) Token() string { return s.token }
+
+// Handler serves the inspector to requests whose Host is one of addr's
+// (the listener's host:port; see hostsOf). Each handler keeps its own
+// hosts and cookie name: one Server may serve several addresses.
+func (s *Server) Handler(addr string) http.Handler {
+	g := gate{s: s, hosts: hostsOf(addr), cookie: "leasehold_ui"}
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		// Cookies ignore ports: two inspectors on one host keep theirs apart.
+		g.cookie = "leasehold_ui_" + port
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", s.static)
+	mux.HandleFunc("GET /{$}", s.overview)
+	mux.HandleFunc("GET /tasks", s.tasks)
+	mux.HandleFunc("GET /task", s.task)
+	mux.HandleFunc("GET /workflow", s.workflow)
+	mux.HandleFunc("GET /queues", s.queuesPage)
+	mux.HandleFunc("GET /dlq", s.deadLetters)
+	mux.HandleFunc("POST /dlq", s.deadLetters)
+	mux.HandleFunc("POST /action/{name}", s.action)
+	return g.guard(mux)
+}
+
+// Serve serves the inspector on ln until ctx ends, then shuts the server
+// down and returns: it waits up to 5 s for requests under way, then
+// closes their connections.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(ln.Addr().String()),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.cfg.RequestTimeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		// Requests still under way: cut them off.
+		_ = srv.Close()
+	}
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// refreshEvery is the seconds between live refreshes of each page with
+// one: a task page reads one task and the queue pages read queue
+// attributes; the task list and a workflow read up to a page of tasks or
+// a tree, so they refresh less often.
+var refreshEvery = map[string]int{
+	"overview": 5,
+	"queues":   5,
+	"dlq":      5,
+	"task":     2,
+	"tasks":    10,
+	"workflow": 10,
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	Nav   string
+	Token string
+	// Live is the URL the page's data polls; empty for a page without.
+	// Every is the seconds between two polls (the script doubles it after
+	// a failure, up to a minute).
+	Live  string
+	Every int
+	Now   time.Time
+	Data  any
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui: templates: %w", err)
+	}
+	names, err := fs.Glob(assets, "assets/page_*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		t, err := template.Must(base.Clone()).ParseFS(assets, n)
+		if err != nil {
+			return nil, fmt.Errorf("ui: templates: %w", err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "assets/page_"), ".html")
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes page name with data; for a live request (live=1), JSON
+// whose html is the page's "live" template.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+	t := s.pages[name]
+	v := view{Title: title, Nav: name, Token: s.token, Now: s.cfg.Now().UTC(), Data: data}
+	if t.Lookup("live") != nil {
+		q := r.URL.Query()
+		q.Set("live", "1")
+		v.Live = r.URL.Path + "?" + q.Encode()
+		v.Every = refreshEvery[name]
+	}
+	var buf bytes.Buffer
+	if r.URL.Query().Get("live") == "1" && t.Lookup("live") != nil {
+		if err := t.ExecuteTemplate(&buf, "live", v); err != nil {
+			http.Error(w, "render: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"html": buf.String(), "at": v.Now.Format(time.TimeOnly)})
+		return
+	}
+	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
+		http.Error(w, "render: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders err on the error page with the status it maps to.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusInternalServerError
+	var unreachable *leasehold.UnreachableError
+	switch {
+	case errors.Is(err, leasehold.ErrNotFound), errors.Is(err, admin.ErrDeadLetterNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, leasehold.ErrInvalid), errors.As(err, new(badRequest)):
+		code = http.StatusBadRequest
+	case errors.Is(err, leasehold.ErrFinished), errors.Is(err, leasehold.ErrNotWaiting), errors.Is(err, admin.ErrDeadLetterSource):
+		code = http.StatusConflict
+	case errors.As(err, &unreachable), errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusBadGateway
+	}
+	s.render(w, r, code, "error", http.StatusText(code), err.Error())
+}
+
+// badRequest is a mistake in a request's parameters.
+type badRequest string
+
+func (b badRequest) Error() string { return string(b) }
+
+// budget is the request's context bounded by RequestTimeout.
+func (s *Server) budget(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+}
+
+// sawQueues remembers the queue names of listed tasks, for the queues page.
+func (s *Server) sawQueues(tasks []leasehold.TaskInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tasks {
+		if t.Queue != "" && len(s.queues) < maxQueues {
+			s.queues[t.Queue] = true
+		}
+	}
+}
