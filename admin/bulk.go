@@ -22,7 +22,9 @@ import (
 type Selection struct {
 	Statuses []leasehold.Status
 	Kind     string
-	Queue    string
+	// Queue selects the tasks of the queue of this name; "-" those of
+	// the default work queue (no queue name).
+	Queue string
 	// Prefix selects the tasks whose id starts with it.
 	Prefix string
 	// Since selects tasks created at most this long before now.
@@ -96,7 +98,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
 					break pages
 				}
-				if (s.Kind == "" || t.Kind == s.Kind) && (s.Queue == "" || t.Queue == s.Queue) && strings.HasPrefix(t.ID, s.Prefix) {
+				if (s.Kind == "" || t.Kind == s.Kind) && queueMatches(s.Queue, t.Queue) && strings.HasPrefix(t.ID, s.Prefix) {
 					if limit > 0 && len(ids) == limit {
 						return ids, true, nil
 					}
@@ -110,6 +112,18 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 		}
 	}
 	return ids, false, nil
+}
+
+// queueMatches reports whether a task of queue q matches the selection's
+// queue sel ("" any, "-" the default work queue).
+func queueMatches(sel, q string) bool {
+	switch sel {
+	case "":
+		return true
+	case "-":
+		return q == ""
+	}
+	return q == sel
 }
 
 // Action is one bulk action on one task: the word for its outcome

@@ -121,14 +121,15 @@ func TestSelectFiltersAndPages(t *testing.T) {
 		want  string
 		more  bool
 	}{
-		"all":          {Selection{Statuses: RetryStatuses}, 0, "r-1 g-1 r-2 r-3 x-1 r-4", false},
-		"kind":         {Selection{Statuses: RetryStatuses, Kind: "report"}, 0, "r-1 r-2 r-3 x-1 r-4", false},
-		"queue":        {Selection{Statuses: RetryStatuses, Queue: "slow"}, 0, "r-2", false},
-		"prefix":       {Selection{Statuses: RetryStatuses, Prefix: "r-"}, 0, "r-1 r-2 r-3 r-4", false},
-		"since":        {Selection{Statuses: RetryStatuses, Since: time.Hour}, 0, "r-1 g-1 r-2 x-1 r-4", false},
-		"one status":   {Selection{Statuses: []leasehold.Status{leasehold.StatusCancelled}}, 0, "x-1 r-4", false},
-		"limit":        {Selection{Statuses: RetryStatuses}, 3, "r-1 g-1 r-2", true},
-		"limit enough": {Selection{Statuses: RetryStatuses, Queue: "slow"}, 1, "r-2", false},
+		"all":           {Selection{Statuses: RetryStatuses}, 0, "r-1 g-1 r-2 r-3 x-1 r-4", false},
+		"kind":          {Selection{Statuses: RetryStatuses, Kind: "report"}, 0, "r-1 r-2 r-3 x-1 r-4", false},
+		"queue":         {Selection{Statuses: RetryStatuses, Queue: "slow"}, 0, "r-2", false},
+		"default queue": {Selection{Statuses: RetryStatuses, Queue: "-", Kind: "report"}, 0, "r-1 r-3 x-1 r-4", false},
+		"prefix":        {Selection{Statuses: RetryStatuses, Prefix: "r-"}, 0, "r-1 r-2 r-3 r-4", false},
+		"since":         {Selection{Statuses: RetryStatuses, Since: time.Hour}, 0, "r-1 g-1 r-2 x-1 r-4", false},
+		"one status":    {Selection{Statuses: []leasehold.Status{leasehold.StatusCancelled}}, 0, "x-1 r-4", false},
+		"limit":         {Selection{Statuses: RetryStatuses}, 3, "r-1 g-1 r-2", true},
+		"limit enough":  {Selection{Statuses: RetryStatuses, Queue: "slow"}, 1, "r-2", false},
 	} {
 		ids, more, err := Select(t.Context(), f, c.sel, now, c.limit)
 		if got := strings.Join(ids, " "); err != nil || got != c.want || more != c.more {

@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"contains": slices.Contains[[]string],
+	"sub":      func(a, b int) int { return a - b },
 }
 
 func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }
@@ -319,6 +320,12 @@ type tasksData struct {
 	Scanned  int
 	Next     string // URL of the next page; empty on the last
 	First    string // URL of the first page; empty on it
+}
+
+// Query is the filters (without the cursor) as a URL query.
+func (f filters) Query() string {
+	f.Cursor = ""
+	return f.values().Encode()
 }
 
 func (f filters) values() url.Values {

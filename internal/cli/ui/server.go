@@ -152,6 +152,7 @@ func (s *Server) Handler(addr string) http.Handler {
 	mux.HandleFunc("GET /dlq", s.deadLetters)
 	mux.HandleFunc("POST /dlq", s.deadLetters)
 	mux.HandleFunc("POST /action/{name}", s.action)
+	mux.HandleFunc("POST /bulk", s.bulk)
 	return g.guard(mux)
 }
 

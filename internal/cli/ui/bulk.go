@@ -1,0 +1,113 @@
+package ui
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/admin"
+)
+
+const (
+	// maxBulk bounds the tasks one bulk request acts on; a larger
+	// selection is done by submitting again.
+	maxBulk = 500
+	// bulkConcurrency is how many tasks a bulk request changes at once.
+	bulkConcurrency = 8
+	// bulkShown bounds the ids a dry run lists.
+	bulkShown = 20
+)
+
+// bulkData is what the bulk page shows: a dry run's count and sample with
+// the form that confirms it, or what the action did.
+type bulkData struct {
+	F        filters
+	Action   string // cancel or retry
+	Verb     string // cancelled or retried
+	Attempts int
+	Statuses string
+	IDs      []string // a dry run's first ids
+	Count    int
+	More     bool // more than maxBulk matched
+	Done     bool // acted, not a dry run
+	Summary  string
+	Errors   []string
+}
+
+// bulk runs POST /bulk: cancel or retry every task the tasks page's
+// filters select, as `leasehold cancel|retry --status ...` does (admin.Select,
+// admin.Bulk). Without confirm=yes it is a dry run: it counts what the
+// selection picks, lists the first ids and offers the form that confirms
+// it; with it, it acts on up to maxBulk tasks and shows the summary.
+func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
+	f := filters{
+		Status: strings.ToUpper(r.PostFormValue("status")), Kind: r.PostFormValue("kind"), Queue: r.PostFormValue("queue"),
+		Since: r.PostFormValue("since"), Prefix: r.PostFormValue("prefix"),
+	}
+	d := bulkData{F: f, Action: r.PostFormValue("action")}
+	var (
+		allowed []leasehold.Status
+		act     admin.Action
+	)
+	switch d.Action {
+	case "cancel":
+		allowed, act, d.Verb = admin.CancelStatuses, admin.CancelOne, "cancelled"
+	case "retry":
+		n, err := strconv.Atoi(cmp.Or(r.PostFormValue("attempts"), "1"))
+		if err != nil || n < 1 || n > maxRetryAttempts {
+			s.fail(w, r, badRequest(fmt.Sprintf("attempts: a number of 1..%d", maxRetryAttempts)))
+			return
+		}
+		d.Attempts = n
+		allowed, act, d.Verb = admin.RetryStatuses, admin.RetryOne(n), "retried"
+	default:
+		s.fail(w, r, badRequest("action: cancel or retry"))
+		return
+	}
+	now := s.cfg.Now()
+	sel := admin.Selection{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix}
+	if f.Status != "" {
+		st, err := leasehold.ParseStatus(f.Status)
+		if err != nil {
+			s.fail(w, r, badRequest("status: "+err.Error()))
+			return
+		}
+		sel.Statuses = []leasehold.Status{st}
+	}
+	since, err := sinceOf(f.Since, now)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !since.IsZero() {
+		sel.Since = max(now.Sub(since), 1)
+	}
+	sel, err = sel.Check(allowed)
+	if err != nil {
+		s.fail(w, r, badRequest(err.Error()))
+		return
+	}
+	d.Statuses = admin.StatusNames(sel.Statuses)
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	ids, more, err := admin.Select(ctx, s.cfg.Tasks, sel, now, maxBulk)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d.Count, d.More = len(ids), more
+	if r.PostFormValue("confirm") != "yes" {
+		d.IDs = ids[:min(len(ids), bulkShown)]
+		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
+		return
+	}
+	rep := admin.Bulk(ctx, s.cfg.Tasks, ids, bulkConcurrency, act, nil)
+	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
+	if rep.Done < len(ids) {
+		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(ids)-rep.Done)
+	}
+	s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
+}
