@@ -36,6 +36,7 @@ type fakeQueues struct {
 	mu       sync.Mutex
 	peeks    int
 	paused   bool
+	lambda   []bool // each Pause's lambda argument
 	letters  []admin.DeadLetter
 	redriven []string
 }
@@ -59,11 +60,16 @@ func (f *fakeQueues) Paused(context.Context, string) (bool, time.Time) {
 	return f.paused, time.Time{}
 }
 
-func (f *fakeQueues) Pause(_ context.Context, u string, paused, _ bool) (admin.PauseReport, error) {
+func (f *fakeQueues) Pause(_ context.Context, u string, paused, lambda bool) (admin.PauseReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.paused = paused
-	return admin.PauseReport{QueueURL: u, Paused: paused}, nil
+	f.lambda = append(f.lambda, lambda)
+	r := admin.PauseReport{QueueURL: u, Paused: paused}
+	if lambda {
+		r.Mappings = []string{"uuid-1"}
+	}
+	return r, nil
 }
 
 func (f *fakeQueues) PeekDeadLetters(context.Context, string, int) ([]admin.DeadLetter, error) {
@@ -389,8 +395,14 @@ func TestActions(t *testing.T) {
 	if info := get("hook-2"); info.Status == leasehold.StatusWaiting || !strings.Contains(info.Error, "rejected by") {
 		t.Fatalf("hook-2 after fail: %s %q", info.Status, info.Error)
 	}
-	if body := post("pause", "queue", ""); !strings.Contains(body, "is paused") {
+	if body := post("pause", "queue", ""); !strings.Contains(body, "is paused") || strings.Contains(body, "event source") {
 		t.Fatalf("pause: %s", body)
+	}
+	if body := post("resume", "queue", "", "lambda", "yes"); !strings.Contains(body, "not paused") || !strings.Contains(body, "enabled 1 Lambda event source mapping(s): uuid-1") {
+		t.Fatalf("resume with Lambda too: %s", body)
+	}
+	if got := fmt.Sprint(f.queues.lambda); got != "[false true]" {
+		t.Fatalf("Pause's lambda arguments: %s, want [false true]", got)
 	}
 	if body := post("redrive", "queue", "", "message", "m-1"); !strings.Contains(body, "sent back") || len(f.queues.redriven) != 1 {
 		t.Fatalf("redrive: %s", body)
