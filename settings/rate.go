@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -45,27 +44,19 @@ func (r RateLimit) String() string {
 // default work queue's (key ""), whose name a deployed stack generates. A
 // queue named twice is an error.
 func ParseRateLimits(v string) (map[string]RateLimit, error) {
-	out := map[string]RateLimit{}
-	for part := range strings.SplitSeq(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	return parseKeyed(v, "queue", "QUEUE=N/PER", func(part string) (string, RateLimit, error) {
 		queue, rate, ok := strings.Cut(part, "=")
 		if !ok { // N/PER alone: the default work queue
 			queue, rate = "", queue
 		}
 		queue, rate = strings.TrimSpace(queue), strings.TrimSpace(rate)
 		if ok && queue == "" || strings.ContainsAny(queue, " /") {
-			return nil, fmt.Errorf("%q: want QUEUE=N/PER, such as leasehold-work=50/s, or N/PER for the default work queue", part)
-		}
-		if _, dup := out[queue]; dup {
-			return nil, fmt.Errorf("queue %s is named twice", queue)
+			return "", RateLimit{}, fmt.Errorf("%q: want QUEUE=N/PER, such as leasehold-work=50/s, or N/PER for the default work queue", part)
 		}
 		n, per, ok := strings.Cut(rate, "/")
 		starts, err := strconv.Atoi(strings.TrimSpace(n))
 		if !ok || err != nil {
-			return nil, fmt.Errorf("%q: want N/PER, such as 50/s", rate)
+			return "", RateLimit{}, fmt.Errorf("%q: want N/PER, such as 50/s", rate)
 		}
 		r := RateLimit{Starts: starts}
 		switch per = strings.TrimSpace(per); per {
@@ -77,16 +68,36 @@ func ParseRateLimits(v string) (map[string]RateLimit, error) {
 			r.Per = time.Hour
 		default:
 			if r.Per, err = time.ParseDuration(per); err != nil {
-				return nil, fmt.Errorf("%q: the window %q is neither s, m, h nor a duration", rate, per)
+				return "", RateLimit{}, fmt.Errorf("%q: the window %q is neither s, m, h nor a duration", rate, per)
 			}
 		}
 		if err := r.Check(); err != nil {
-			return nil, fmt.Errorf("queue %s: %w", queue, err)
+			return "", RateLimit{}, fmt.Errorf("queue %s: %w", queue, err)
 		}
-		out[queue] = r
+		return queue, r, nil
+	})
+}
+
+// parseKeyed reads a comma-separated list whose items each name a key
+// (each, which also checks the item), and refuses a key named twice or an
+// empty list.
+func parseKeyed[V any](v, what, form string, each func(part string) (string, V, error)) (map[string]V, error) {
+	out := map[string]V{}
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		key, val, err := each(part)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%s %s is named twice", what, key)
+		}
+		out[key] = val
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no QUEUE=N/PER in it")
+		return nil, fmt.Errorf("no %s in it", form)
 	}
 	return out, nil
 }
@@ -109,30 +120,18 @@ func FormatRateLimits(limits map[string]RateLimit) string {
 // KIND=N, N from 1 to 100, such as "resize=3,report=1". A kind named twice
 // is an error.
 func ParseKindConcurrency(v string) (map[string]int, error) {
-	out := map[string]int{}
-	for part := range strings.SplitSeq(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	return parseKeyed(v, "kind", "KIND=N", func(part string) (string, int, error) {
 		kind, n, ok := strings.Cut(part, "=")
 		kind = strings.TrimSpace(kind)
 		limit, err := strconv.Atoi(strings.TrimSpace(n))
 		if !ok || kind == "" || err != nil {
-			return nil, fmt.Errorf("%q: want KIND=N, such as resize=3", part)
+			return "", 0, fmt.Errorf("%q: want KIND=N, such as resize=3", part)
 		}
 		if limit < 1 || limit > MaxKindConcurrency {
-			return nil, fmt.Errorf("kind %s: %d is outside 1..%d", kind, limit, MaxKindConcurrency)
+			return "", 0, fmt.Errorf("kind %s: %d is outside 1..%d", kind, limit, MaxKindConcurrency)
 		}
-		if _, dup := out[kind]; dup {
-			return nil, fmt.Errorf("kind %s is named twice", kind)
-		}
-		out[kind] = limit
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no KIND=N in it")
-	}
-	return out, nil
+		return kind, limit, nil
+	})
 }
 
 // MaxKindConcurrency bounds one kind's concurrency limit: its running

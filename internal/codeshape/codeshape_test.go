@@ -33,6 +33,18 @@ func root(t *testing.T) string {
 // directories Go itself ignores (testdata, dot and underscore names).
 func sourceFiles(t *testing.T) map[string]*ast.File {
 	t.Helper()
+	files := goFiles(t, false, nil)
+	if len(files) < 50 {
+		t.Fatalf("found only %d Go files under %s", len(files), root(t))
+	}
+	return files
+}
+
+// goFiles parses the module's Go files, the test files (tests) or the
+// others, by path from the module's root, skipping the directories Go
+// ignores and the paths in skip.
+func goFiles(t *testing.T, tests bool, skip map[string]string) map[string]*ast.File {
+	t.Helper()
 	dir := root(t)
 	fset := token.NewFileSet()
 	files := map[string]*ast.File{}
@@ -47,22 +59,22 @@ func sourceFiles(t *testing.T) map[string]*ast.File {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") != tests {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if _, ok := skip[rel]; ok {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, path)
 		files[rel] = f
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(files) < 50 {
-		t.Fatalf("found only %d Go files under %s", len(files), dir)
 	}
 	return files
 }
@@ -182,48 +194,20 @@ var environAllowed = map[string]string{
 // submission into its own table. A child's environment comes from
 // awstest.ChildEnv (or is built from nothing).
 func TestChildrenGetChildEnv(t *testing.T) {
-	dir := root(t)
-	fset := token.NewFileSet()
-	tests := 0
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != dir && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, path)
-		if _, ok := environAllowed[rel]; ok {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		tests++
+	files := goFiles(t, true, environAllowed)
+	if len(files) < 100 {
+		t.Fatalf("found only %d test files under %s", len(files), root(t))
+	}
+	for path, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok || sel.Sel.Name != "Environ" {
 				return true
 			}
 			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "os" {
-				t.Errorf("%s: os.Environ(): start a child with awstest.ChildEnv, which drops the stack's named table and queues", fset.Position(sel.Pos()))
+				t.Errorf("%s: os.Environ(): start a child with awstest.ChildEnv, which drops the stack's named table and queues", path)
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tests < 100 {
-		t.Fatalf("found only %d test files under %s", tests, dir)
 	}
 }
