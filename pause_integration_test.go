@@ -95,3 +95,55 @@ func visible(t *testing.T, e *stackEnv) int {
 	fmt.Sscan(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)], &n)
 	return n
 }
+
+// A queue paused while a worker's long poll is in flight: what that poll
+// brings is handed back unrun, and runs once the queue is resumed.
+func TestPauseStopsTasksAPollInFlightBringsOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	ctx := t.Context()
+	var logs syncBuffer
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "greet", func(context.Context, *leasehold.Task[map[string]string]) (string, error) { return "hi", nil })
+	runWorker(t, e.worker(t, leasehold.WorkerConfig{Handlers: hs, LongPoll: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+	e.send(t, e.queues.Work, `{"v":1,"kind":"greet","id":"before-pause","payload":{"name":"x"}}`)
+	waitFor(t, 60*time.Second, func() bool { return e.status(t, "before-pause") == lease.StatusSucceeded })
+	// The worker's pollers are in their long polls. Pause, and let the
+	// pause check's cached answer (at most pauseCheckEvery old) expire, so
+	// that the next look at it reads the tag.
+	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	for i := range 3 {
+		e.send(t, e.queues.Work, fmt.Sprintf(`{"v":1,"kind":"greet","id":"in-flight-%d","payload":{"name":"x"}}`, i))
+	}
+	// Whether a poll in flight took them (and handed them back) or not, they
+	// end up visible on the queue and none runs.
+	notStarted := func() {
+		for i := range 3 {
+			if s := e.status(t, fmt.Sprintf("in-flight-%d", i)); s != "" {
+				t.Fatalf("in-flight-%d is %s while its queue is paused", i, s)
+			}
+		}
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		notStarted()
+		return logs.contains("queue paused") && visible(t, e) == 3
+	})
+	notStarted()
+	if !logs.contains("handing back messages received before the pause") {
+		t.Log("no poll in flight took the messages this time; the unit tests cover the hand-back")
+	}
+	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		for i := range 3 {
+			if e.status(t, fmt.Sprintf("in-flight-%d", i)) != lease.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -403,6 +403,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 		sweepEvery: cfg.SweepEvery,
 	}
 	w.run.Prepare = w.prepare
+	w.run.Release = w.release
 	ds, okStore := store.(dispatch.Store)
 	dq, okSQS := q.(dispatch.SQSClient)
 	if okStore && okSQS {
@@ -480,6 +481,16 @@ func (w *Worker) prepare(ctx context.Context, ev events.SQSEvent) context.Contex
 		msgs[i] = lifecycle.Message{ID: r.MessageId, Body: r.Body}
 	}
 	return context.WithValue(ctx, preparedKey{}, w.exec.Prepare(ctx, w.log, msgs))
+}
+
+// release is Worker.Run's eventsource.Config.Release: a batch prepared but
+// handed back unrun (its queue was paused) has its listing write joined.
+// The tasks it listed are not created yet; the batch that creates them
+// lists them again.
+func (w *Worker) release(ctx context.Context) {
+	if p, ok := ctx.Value(preparedKey{}).(*lifecycle.Prepared); ok {
+		p.Wait()
+	}
 }
 
 // sourceQueue sets the queue a message came from, from its record's event

@@ -68,7 +68,7 @@ leasehold resume QUEUE undoes both.`,
 				return err
 			}
 			if r.Paused {
-				_, err = fmt.Fprintf(a.io.Out, "queue %s paused since %s: workers receive nothing from it; its messages stay queued\n", url, r.Since.Format(time.RFC3339))
+				_, err = fmt.Fprintf(a.io.Out, "queue %s paused since %s: workers start nothing from it; its messages stay queued\n", url, r.Since.Format(time.RFC3339))
 			} else {
 				_, err = fmt.Fprintf(a.io.Out, "queue %s is not paused: workers receive from it\n", url)
 			}

@@ -79,7 +79,10 @@ type Config struct {
 
 	// Paused, if set, is asked before each receive: while it reports true
 	// the poller receives nothing (batches running go on) and asks again
-	// every second. Worker.Run sets it from the queue's PausedTag.
+	// every second. It is asked again before a received batch runs: a batch
+	// a long poll brought, or one received ahead, after the pause is handed
+	// back unrun (made visible again; one more receive counted). Worker.Run
+	// sets it from the queue's PausedTag.
 	Paused func(ctx context.Context) bool
 
 	// Prepare, if set, is called with each batch as soon as it is
@@ -87,10 +90,15 @@ type Config struct {
 	// (receive-ahead), so that work the batch needs before it runs can
 	// overlap that wait. The context it returns, with what Prepare put in
 	// it, is the parent of the handler's context for that batch. It must
-	// not block; the handler, which is always called with the batch, joins
-	// whatever Prepare started. Worker.Run writes the batch's listing entry
-	// with it.
+	// not block; the handler called with the batch joins whatever Prepare
+	// started, and so does Release for a batch handed back unrun.
+	// Worker.Run writes the batch's listing entry with it.
 	Prepare func(ctx context.Context, ev events.SQSEvent) context.Context
+
+	// Release, if set, is called with the context Prepare returned for a
+	// batch that is handed back instead of run (its queue was paused while
+	// it waited); it joins whatever Prepare started.
+	Release func(ctx context.Context)
 
 	// Logger receives operational logs (never message bodies). Default
 	// slog.Default().

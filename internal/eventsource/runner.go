@@ -188,23 +188,19 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		}
 	}()
 	for {
-		if r.cfg.Paused != nil {
-			if now := r.cfg.Paused(ctx); now != paused {
-				paused = now
-				if paused {
-					log.Info("queue paused: receiving nothing until it is resumed (leasehold resume)")
-				} else {
-					log.Info("queue resumed")
-				}
+		if r.checkPaused(ctx, &paused, log) {
+			if !sleep(ctx, pausePoll) {
+				return
 			}
-			if paused {
-				if !sleep(ctx, pausePoll) {
-					return
-				}
-				continue
-			}
+			continue
 		}
 		msgs, err := r.gather(ctx)
+		// A long poll in flight when the queue was paused can still bring
+		// messages: they are handed back unrun.
+		if len(msgs) > 0 && r.checkPaused(ctx, &paused, log) {
+			r.handBack(msgs, log)
+			msgs = nil
+		}
 		if len(msgs) > 0 {
 			// Received messages are in flight even if ctx is done: process
 			// them rather than leave them invisible until they time out.
@@ -215,12 +211,20 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 			if running != nil {
 				r.hold(running, msgs, log)
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				r.invoke(bctx, ev, log)
-			}()
-			running = done
+			// So is a batch received ahead that waited through the pause.
+			if running != nil && r.checkPaused(ctx, &paused, log) {
+				r.handBack(msgs, log)
+				if r.cfg.Release != nil {
+					r.cfg.Release(bctx)
+				}
+			} else {
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					r.invoke(bctx, ev, log)
+				}()
+				running = done
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -235,6 +239,42 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 		if !sleep(ctx, delay) {
 			return
 		}
+	}
+}
+
+// checkPaused asks Config.Paused, if set, whether the queue is paused now,
+// and logs when the answer changes (*paused holds the last one). While
+// ctx is done it does not ask: the poller is stopping, and what it has
+// received is processed.
+func (r *Runner) checkPaused(ctx context.Context, paused *bool, log *slog.Logger) bool {
+	if r.cfg.Paused == nil || ctx.Err() != nil {
+		return false
+	}
+	if now := r.cfg.Paused(ctx); now != *paused {
+		*paused = now
+		if now {
+			log.Info("queue paused: receiving nothing until it is resumed (leasehold resume)")
+		} else {
+			log.Info("queue resumed")
+		}
+	}
+	return *paused
+}
+
+// handBack makes msgs, received but not run because the queue is paused,
+// visible again at once: they stay queued for when it is resumed. Each
+// counts one more receive (ApproximateReceiveCount) for the receive that
+// brought them. A client without ChangeMessageVisibilityBatch leaves them
+// hidden until their visibility timeout ends, which loses nothing either.
+func (r *Runner) handBack(msgs []types.Message, log *slog.Logger) {
+	vc, ok := r.client.(visibilityChanger)
+	if !ok {
+		log.Info("queue paused: messages received before the pause stay hidden until their visibility timeout ends", "count", len(msgs))
+		return
+	}
+	log.Info("queue paused: handing back messages received before the pause, unrun", "count", len(msgs))
+	if failed, err := r.setVisibility(vc, msgs, 0); failed > 0 {
+		log.Warn("could not hand back some messages received before the pause; they stay hidden until their visibility timeout ends", "error", err, "count", failed)
 	}
 }
 
@@ -268,11 +308,19 @@ func (r *Runner) hold(done <-chan struct{}, msgs []types.Message, log *slog.Logg
 	}
 }
 
-// extendHeld hides msgs for another visibility timeout, ten a call, each
-// call under the call timeout. A message whose extension fails may be
-// received again meanwhile; its task's lease keeps it from running twice.
+// extendHeld hides msgs for another visibility timeout. A message whose
+// extension fails may be received again meanwhile; its task's lease keeps
+// it from running twice.
 func (r *Runner) extendHeld(vc visibilityChanger, msgs []types.Message, log *slog.Logger) {
-	secs := int32(r.visibility / time.Second)
+	if failed, err := r.setVisibility(vc, msgs, int32(r.visibility/time.Second)); failed > 0 {
+		log.Warn("could not extend the visibility of messages received ahead; they may be delivered again", "error", err, "count", failed)
+	}
+}
+
+// setVisibility sets msgs' visibility timeout to secs, ten a call, each
+// call under the call timeout. It returns how many it could not set, and
+// the last call error if one failed whole.
+func (r *Runner) setVisibility(vc visibilityChanger, msgs []types.Message, secs int32) (failed int, err error) {
 	for chunk := range slices.Chunk(msgs, receiveLimit) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, m := range chunk {
@@ -281,15 +329,16 @@ func (r *Runner) extendHeld(vc visibilityChanger, msgs []types.Message, log *slo
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CallTimeout)
-		out, err := vc.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.cfg.QueueURL), Entries: entries})
+		out, cerr := vc.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.cfg.QueueURL), Entries: entries})
 		cancel()
 		switch {
-		case err != nil:
-			log.Warn("could not extend the visibility of messages received ahead; they may be delivered again", "error", err, "count", len(chunk))
+		case cerr != nil:
+			failed, err = failed+len(chunk), cerr
 		case len(out.Failed) > 0:
-			log.Warn("could not extend the visibility of some messages received ahead; they may be delivered again", "count", len(out.Failed))
+			failed += len(out.Failed)
 		}
 	}
+	return failed, err
 }
 
 // gather receives until it holds BatchSize messages or, once the first

@@ -43,6 +43,10 @@ func (e *Executor) Prepare(ctx context.Context, log *slog.Logger, msgs []Message
 	return p
 }
 
+// Wait returns when the listing writes Prepare started have ended: for a
+// batch that will not be processed (ProcessPrepared waits itself).
+func (p *Prepared) Wait() { <-p.done }
+
 // ProcessPrepared is ProcessBatchEach for msgs that p was prepared with
 // (the same messages in the same order): it waits for p's listing and
 // creates the batch's tasks with it. For other messages it lists them

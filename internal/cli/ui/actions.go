@@ -108,7 +108,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			state := "not paused: workers receive from it"
 			if rep.Paused {
-				state = "paused: workers receive nothing from it; its messages stay queued"
+				state = "paused: workers start nothing from it; its messages stay queued"
 			}
 			res = resultData{Message: fmt.Sprintf("queue %s is %s%s", queueName(queue), state, mappings), Back: "/queues"}
 		} else if len(rep.Mappings) > 0 {
