@@ -65,17 +65,7 @@ func TestPausedQueueIsNotReceivedFromOnTheStack(t *testing.T) {
 			t.Fatalf("held-%d is %s while its queue is paused", i, s)
 		}
 	}
-	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, false, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, func() bool {
-		for i := range 3 {
-			if e.status(t, fmt.Sprintf("held-%d", i)) != lease.StatusSucceeded {
-				return false
-			}
-		}
-		return true
-	})
+	resumeAndRun(t, e, "held-%d", 3)
 	if !logs.contains("queue resumed") {
 		t.Error("no log line said the queue resumed")
 	}
@@ -135,12 +125,19 @@ func TestPauseStopsTasksAPollInFlightBringsOnTheStack(t *testing.T) {
 	if !logs.contains("handing back messages received before the pause") {
 		t.Log("no poll in flight took the messages this time; the unit tests cover the hand-back")
 	}
-	if err := queues.SetPaused(ctx, e.sqs, e.queues.Work, false, time.Now()); err != nil {
+	resumeAndRun(t, e, "in-flight-%d", 3)
+}
+
+// resumeAndRun resumes the work queue and waits until the n tasks named by
+// format (with 0..n-1) have succeeded.
+func resumeAndRun(t *testing.T, e *stackEnv, format string, n int) {
+	t.Helper()
+	if err := queues.SetPaused(t.Context(), e.sqs, e.queues.Work, false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, func() bool {
-		for i := range 3 {
-			if e.status(t, fmt.Sprintf("in-flight-%d", i)) != lease.StatusSucceeded {
+		for i := range n {
+			if e.status(t, fmt.Sprintf(format, i)) != lease.StatusSucceeded {
 				return false
 			}
 		}
