@@ -98,7 +98,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
 					break pages
 				}
-				if (s.Kind == "" || t.Kind == s.Kind) && queueMatches(s.Queue, t.Queue) && strings.HasPrefix(t.ID, s.Prefix) {
+				if (Filter{Kind: s.Kind, Queue: s.Queue, Prefix: s.Prefix}).Matches(t) {
 					if limit > 0 && len(ids) == limit {
 						return ids, true, nil
 					}

@@ -247,6 +247,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"status without id", "", []string{"status"}, "accepts 1 arg(s), received 0"},
 		{"zero limit", "", []string{"list", "--limit", "0"}, "--limit 0 is outside"},
 		{"unknown status", "", []string{"list", "--status", "done"}, `unknown status "done"`},
+		{"bad since", "", []string{"list", "--since", "yesterday"}, "--since: want a duration back from now"},
+		{"parent and filter", "", []string{"list", "--parent", "p", "--kind", "k"}, "--parent takes no --status, --cursor or filter"},
 		{"watch nothing", "", []string{"watch"}, "give the ids"},
 		{"watch ids and all", "", []string{"watch", "--all", "x"}, "not both"},
 		{"retry zero attempts", "", []string{"retry", "--attempts", "0", "x"}, "--attempts must be at least 1"},
@@ -423,6 +425,42 @@ func TestEnqueueStatusList(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(table.stdout), "\n")
 	if table.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^ID\s+KIND\s+QUEUE\s+STATUS\s+ATTEMPTS\s+CREATED\s+ERROR$`).MatchString(lines[0]) {
 		t.Fatalf("list table: exit %d\n%s", table.code, table.stdout)
+	}
+
+	// Filters: by kind, id prefix and time; a filtered page ends at --limit
+	// matches with a cursor that goes on from there.
+	if r := s.run(t, "", "enqueue", "--kind", "upper", "--id", "up-1", `{"text":"x"}`); r.code != 0 {
+		t.Fatalf("enqueue: %d %s", r.code, r.stderr)
+	}
+	ids := func(r result) []string {
+		t.Helper()
+		var got []string
+		for _, l := range decode[[]taskJSON](t, r) {
+			got = append(got, l.ID)
+		}
+		return got
+	}
+	if got := ids(s.run(t, "", "list", "--json", "--kind", "upper")); !slices.Equal(got, []string{"up-1"}) {
+		t.Fatalf("list --kind upper: %v", got)
+	}
+	if got := ids(s.run(t, "", "list", "--json", "--prefix", "ad")); !slices.Equal(got, []string{"ada"}) {
+		t.Fatalf("list --prefix ad: %v", got)
+	}
+	if got := ids(s.run(t, "", "list", "--json", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))); len(got) != 0 {
+		t.Fatalf("list --since in an hour: %v", got)
+	}
+	if got := ids(s.run(t, "", "list", "--json", "--since", "1h", "--queue", "-")); len(got) != 5 {
+		t.Fatalf("list --since 1h --queue -: %v, want all 5", got)
+	}
+	first := s.run(t, "", "list", "--json", "--kind", "greet", "--limit", "3")
+	cursor, ok := strings.CutPrefix(strings.TrimSpace(first.stderr), "next-cursor: ")
+	if !ok {
+		t.Fatalf("list --kind greet --limit 3: no next-cursor on stderr: %q", first.stderr)
+	}
+	paged := append(ids(first), ids(s.run(t, "", "list", "--json", "--kind", "greet", "--limit", "3", "--cursor", cursor))...)
+	slices.Sort(paged)
+	if !slices.Equal(paged, want) {
+		t.Fatalf("list --kind greet in pages of 3: %v, want %v", paged, want)
 	}
 }
 

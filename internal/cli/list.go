@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,10 @@ type listFlags struct {
 	all     bool
 	jsonOut bool
 	parent  string
+	kind    string
+	queue   string
+	since   string
+	prefix  string
 }
 
 func init() {
@@ -41,12 +46,17 @@ cancelled.
 
 One page holds up to --limit tasks. When more remain, the cursor of the next
 page is printed on stderr as "next-cursor: CURSOR"; pass it to --cursor (with
-the same --status) to continue. --all fetches every page.`,
+the same --status and filters) to continue. --all fetches every page.
+
+--kind, --queue, --since and --prefix filter what the listing reads (it
+reads by status only): a page then holds up to --limit matching tasks, and
+ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 		Example: `  leasehold list --status failed
   leasehold list --json --limit 500 > page1.json 2> next.txt
   leasehold list --json --limit 500 --cursor "$(sed -n 's/^next-cursor: //p' next.txt)"
   leasehold list --all --json | jq length
-  leasehold list --parent report-2026-12`,
+  leasehold list --parent report-2026-12
+  leasehold list --status failed --kind resize --since 2h`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := leasehold.ListOptions{Limit: f.limit, Cursor: f.cursor}
@@ -64,9 +74,13 @@ the same --status) to continue. --all fetches every page.`,
 			if err != nil {
 				return err
 			}
+			filter, err := f.filter(time.Now())
+			if err != nil {
+				return err
+			}
 			if f.parent != "" {
-				if f.status != "" || f.cursor != "" {
-					return usageErrorf("--parent takes no --status or --cursor")
+				if f.status != "" || f.cursor != "" || !filter.IsZero() {
+					return usageErrorf("--parent takes no --status, --cursor or filter")
 				}
 				kids, err := c.Children(cmd.Context(), f.parent)
 				if err != nil {
@@ -79,7 +93,7 @@ the same --status) to continue. --all fetches every page.`,
 			}
 			tasks := []leasehold.TaskInfo{} // an empty page prints "[]", not "null"
 			for {
-				page, err := c.List(cmd.Context(), o)
+				page, err := admin.ListFiltered(cmd.Context(), c, o, filter, f.limit)
 				if err != nil {
 					return err
 				}
@@ -110,7 +124,25 @@ the same --status) to continue. --all fetches every page.`,
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")
 	fl.StringVar(&f.parent, "parent", "", "only the tasks this task started: its children and its chain's later links (in the order started)")
+	fl.StringVar(&f.kind, "kind", "", "only tasks of this kind")
+	fl.StringVar(&f.queue, "queue", "", `only tasks of this queue (by name; "-" for the default work queue)`)
+	fl.StringVar(&f.since, "since", "", "only tasks created since then: a duration back from now (90m, 2h) or an RFC 3339 time")
+	fl.StringVar(&f.prefix, "prefix", "", "only tasks whose id starts with this")
 	return cmd
+}
+
+// filter is the list's filter flags as an admin.Filter.
+func (f listFlags) filter(now time.Time) (admin.Filter, error) {
+	since, err := admin.ParseSince(f.since, now)
+	if err != nil {
+		return admin.Filter{}, usageErrorf("--%v", err)
+	}
+	if f.queue != "" && f.queue != "-" {
+		if err := admin.CheckQueueName(f.queue); err != nil {
+			return admin.Filter{}, usageErrorf("--queue: %v", err)
+		}
+	}
+	return admin.Filter{Kind: f.kind, Queue: f.queue, Prefix: f.prefix, Since: since}, nil
 }
 
 // writeTable prints tasks as an aligned table.

@@ -341,16 +341,11 @@ func (f filters) values() url.Values {
 // sinceOf reads the time filter: a duration back from now (90m, 2h) or an
 // RFC 3339 time.
 func sinceOf(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+	t, err := admin.ParseSince(s, now)
+	if err != nil {
+		return time.Time{}, badRequest(err.Error())
 	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, badRequest("since: " + s + " is neither a duration such as 2h nor an RFC 3339 time")
+	return t, nil
 }
 
 func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
@@ -374,41 +369,16 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 		}
 		o.Status = st
 	}
-	match := func(t leasehold.TaskInfo) bool {
-		switch {
-		case f.Kind != "" && t.Kind != f.Kind,
-			f.Queue == "-" && t.Queue != "",
-			f.Queue != "" && f.Queue != "-" && t.Queue != f.Queue,
-			!since.IsZero() && t.CreatedAt.Before(since),
-			f.Prefix != "" && !strings.HasPrefix(t.ID, f.Prefix):
-			return false
-		}
-		return true
-	}
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	next := ""
-	// Each read asks for at most the room left on the page, so that the
-	// page ends where a listing page ends and the cursor after it is exact.
-	for calls := 1; ; calls++ {
-		o.Limit = s.cfg.PageSize - len(d.Tasks)
-		page, err := s.cfg.Tasks.List(ctx, o)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		d.Scanned += len(page.Tasks)
-		s.sawQueues(page.Tasks)
-		for _, t := range page.Tasks {
-			if match(t) {
-				d.Tasks = append(d.Tasks, t)
-			}
-		}
-		next, o.Cursor = page.Next, page.Next
-		if next == "" || len(d.Tasks) >= s.cfg.PageSize || d.Scanned >= maxFilterScan || calls >= maxFilterCalls {
-			break
-		}
+	page, err := admin.ListFiltered(ctx, s.cfg.Tasks, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
+	s.sawQueues(page.Tasks)
+	d.Tasks, d.Scanned = page.Tasks, page.Scanned
+	next := page.Next
 	if next != "" {
 		nf := f
 		nf.Cursor = next

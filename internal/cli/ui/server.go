@@ -51,11 +51,6 @@ const (
 	DefaultScanTime       = 10 * time.Second
 	DefaultPageSize       = 50
 	DefaultRequestTimeout = 30 * time.Second
-	// maxFilterScan bounds the tasks one page of the task list reads to
-	// find PageSize that pass its filters, in at most maxFilterCalls List
-	// calls.
-	maxFilterScan  = 5000
-	maxFilterCalls = 50
 	// maxQueues bounds the queues the overview reads depths of.
 	maxQueues = 20
 )
