@@ -19,7 +19,6 @@ import (
 // its context ends. A visibility change to 0 makes a message visible again
 // (handed back); deletes remove it.
 type pauseClient struct {
-	unusedClient
 	mu       sync.Mutex
 	visible  []string
 	receives int
