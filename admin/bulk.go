@@ -86,6 +86,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 	if s.Since > 0 {
 		cutoff = now.Add(-s.Since)
 	}
+	match := Filter{Kind: s.Kind, Queue: s.Queue, Prefix: s.Prefix}
 	for _, st := range s.Statuses {
 		cursor := ""
 	pages:
@@ -98,7 +99,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
 					break pages
 				}
-				if (Filter{Kind: s.Kind, Queue: s.Queue, Prefix: s.Prefix}).Matches(t) {
+				if match.Matches(t) {
 					if limit > 0 && len(ids) == limit {
 						return ids, true, nil
 					}

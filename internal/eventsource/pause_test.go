@@ -2,6 +2,7 @@ package eventsource
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,10 +43,8 @@ func (c *pauseClient) stop(t *testing.T, cancel context.CancelFunc, done <-chan 
 	}
 }
 
-func (c *pauseClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
-		"QueueArn": "arn:aws:sqs:us-east-1:123456789012:work", "VisibilityTimeout": "60",
-	}}, nil
+func (c *pauseClient) GetQueueAttributes(ctx context.Context, _ *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return queueAttributes(ctx)
 }
 
 func (c *pauseClient) send(id string) {
@@ -100,15 +99,7 @@ func (c *pauseClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageI
 // message: a long poll in flight.
 func (c *pauseClient) waitForPoll(t *testing.T, n int) {
 	t.Helper()
-	for {
-		select {
-		case got := <-c.waiting:
-			if got >= n {
-				return
-			}
-		case <-time.After(testTimeout):
-			t.Fatalf("no receive numbered %d or more waited for a message", n)
-		}
+	for receive(t, c.waiting, fmt.Sprintf("a receive numbered %d or more to wait for a message", n)) < n {
 	}
 }
 
@@ -255,25 +246,15 @@ func TestPauseHandsBackTheBatchReceivedAhead(t *testing.T) {
 	client.send("ahead")
 	// The poller receives it while long runs, and holds it.
 	for _, want := range []string{"long", "ahead"} {
-		select {
-		case got := <-prepared:
-			if got != want {
-				t.Fatalf("prepared %s, want %s", got, want)
-			}
-		case <-time.After(testTimeout):
-			t.Fatalf("%s was not received and prepared", want)
+		if got := receive(t, prepared, want+" to be received and prepared"); got != want {
+			t.Fatalf("prepared %s, want %s", got, want)
 		}
 	}
 	paused.Store(true)
 	close(finish)
 	waitUntil(t, "the batch received ahead was handed back", func() bool { return slices.Contains(client.handedBack(), "ahead") })
-	select {
-	case id := <-released:
-		if id != "ahead" {
-			t.Fatalf("released the batch prepared as %s, want ahead", id)
-		}
-	case <-time.After(testTimeout):
-		t.Fatal("the batch handed back was not released: what Prepare started is not joined")
+	if id := receive(t, released, "the batch handed back to be released (what Prepare started, joined)"); id != "ahead" {
+		t.Fatalf("released the batch prepared as %s, want ahead", id)
 	}
 	if got := ran.get(); !slices.Equal(got, []string{"long"}) {
 		t.Fatalf("ran %v while paused, want only long", got)

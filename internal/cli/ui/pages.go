@@ -378,10 +378,9 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sawQueues(page.Tasks)
 	d.Tasks, d.Scanned = page.Tasks, page.Scanned
-	next := page.Next
-	if next != "" {
+	if page.Next != "" {
 		nf := f
-		nf.Cursor = next
+		nf.Cursor = page.Next
 		d.Next = "/tasks?" + nf.values().Encode()
 	}
 	if f.Cursor != "" {
