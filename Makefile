@@ -120,7 +120,7 @@ bench: stack-up ## micro-benchmarks, then calls, write units and cost per task o
 	@mkdir -p .stack/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... ./internal/eventsource > .stack/bench/micro.txt && cat .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSim$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
-	$(GO) test -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 30x ./functions/worker | tee -a .stack/bench/micro.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 200x ./functions/worker | tee -a .stack/bench/micro.txt
 	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_CHART=$(CURDIR)/docs/performance.png LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
 	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_MAP_CHILDREN=$(BENCH_MAP_CHILDREN) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
 

@@ -210,7 +210,7 @@ type emulator struct {
 // when the test ends.
 func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emulator {
 	t.Helper()
-	invokeAddr, runtimeAddr := freeAddr(t), freeAddr(t)
+	invokeAddr, runtimeAddr := freeAddrs(t)
 	logPath := filepath.Join(dir, "rie.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -244,22 +244,35 @@ func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emul
 
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	// Both: the emulator's Runtime API can start listening after its
+	// invocation endpoint does, and an invocation before it starts the
+	// function, which then finds nothing on the Runtime API and exits.
+	for _, addr := range []string{runtimeAddr, invokeAddr} {
+		if err := waitListening(ctx, addr, 20*time.Millisecond, exited); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fn
+}
+
+// waitListening dials addr every poll until it accepts a connection. It
+// fails when ctx ends or the process whose Wait reports on exited exits
+// (the report is put back for whoever waits next).
+func waitListening(ctx context.Context, addr string, poll time.Duration, exited chan error) error {
 	var d net.Dialer
 	for {
-		conn, err := d.DialContext(ctx, "tcp", invokeAddr)
+		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			conn.Close()
-			return fn
+			return nil
 		}
 		select {
 		case err := <-exited:
-			exited <- err // for the cleanup
-			t.Fatalf("emulator exited before it listened: %v", err)
+			exited <- err
+			return fmt.Errorf("%w (%v) before it listened on %s", errEmulatorExited, err, addr)
 		case <-ctx.Done():
-			t.Fatalf("emulator not listening on %s: %v", invokeAddr, ctx.Err())
-		case <-tick.C:
+			return fmt.Errorf("nothing listening on %s: %w", addr, ctx.Err())
+		case <-time.After(poll):
 		}
 	}
 }
@@ -305,14 +318,22 @@ func childPIDs(pid int) []int {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddrs returns two 127.0.0.1 addresses free a moment ago, and
+// different: both listeners are open together, since a port just closed
+// can be the next one handed out (an emulator given the same port twice
+// binds one of its servers and never answers).
+func freeAddrs(t testing.TB) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var addrs [2]string
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0], addrs[1]
 }
 
 // batchResponse is the documented wire shape of a Lambda SQS function's
