@@ -66,3 +66,15 @@ func ParseSubmission(line []byte, now time.Time) (leasehold.Submission, error) {
 	}
 	return s, nil
 }
+
+// HandedBack reports whether t is PENDING after an attempt that ended
+// without using up an attempt (a snooze, a durable sleep or poll, a hold
+// of a rate or concurrency limit, an unknown kind): the attempt was handed
+// back, so the last history entry's number is above t.Attempt. t.Error is
+// then the reason the task waits, not an error; the CLI's `status` and the
+// inspector label it so. It needs t.History (Client.Get has it, a listing
+// page does not).
+func HandedBack(t leasehold.TaskInfo) bool {
+	n := len(t.History)
+	return t.Status == leasehold.StatusPending && n > 0 && t.History[n-1].Attempt > t.Attempt
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -71,6 +72,33 @@ func TestOutputsEscapeTaskText(t *testing.T) {
 	for _, want := range []string{`q\x1b[0m`, `w\x1b]0;title\a`, `\u009b\u202e`} {
 		if !strings.Contains(status.String(), want) {
 			t.Errorf("status does not show %s:\n%s", want, status.String())
+		}
+	}
+}
+
+// status heads the reason of a handed-back attempt (a snooze, a sleep, a
+// hold) apart from an error: the task waits, nothing failed.
+func TestStatusHeadsAHandedBackReason(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		attempt int
+		want    string
+	}{
+		{"handed back", 0, `(?m)^waits because:\s+held back`},
+		{"retrying", 1, `(?m)^error:\s+held back`},
+	} {
+		info := leasehold.TaskInfo{
+			ID: "t1", Kind: "k", Status: leasehold.StatusPending, Attempt: c.attempt, MaxAttempts: 3,
+			Error:   "held back: kind \"k\" is at its concurrency limit",
+			History: []leasehold.AttemptInfo{{Attempt: 1, Status: leasehold.StatusPending, Error: "held back"}},
+		}
+		var out bytes.Buffer
+		if err := writeTask(&out, info); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(c.want).MatchString(out.String()) || strings.Count(out.String(), "held back: kind") != 1 {
+			t.Errorf("%s: status lacks %q, once:\n%s", c.name, c.want, out.String())
 		}
 	}
 }

@@ -301,7 +301,11 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("created", stamp(t.CreatedAt))
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
-	row("error", oneLine(t.Error))
+	if admin.HandedBack(t) {
+		row("waits because", oneLine(t.Error)) // a snooze, sleep or hold: no error
+	} else {
+		row("error", oneLine(t.Error))
+	}
 	if len(t.Steps) > 0 {
 		row("steps", escape(strings.Join(t.Steps, ", ")))
 	}

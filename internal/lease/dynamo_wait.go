@@ -27,6 +27,7 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 		return Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
 	}
 	e := s.end(l, StatusWaiting, "", s.now())
+	e.text(AttrError, "") // an earlier attempt's: the history keeps it
 	e.set = append(e.set, "#wait = :wait")
 	e.values[":wait"] = avS(string(w.Mode))
 	// The wait's deadline, and the sweep entry that ends the wait there.

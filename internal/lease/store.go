@@ -59,6 +59,8 @@ type Store interface {
 	// (Attempt 0), so MaxAttempts bounds the attempts between two
 	// suspensions and the resumed run is attempt 1. A callback wait keeps
 	// its attempt until it ends (EndWait). A history entry records it.
+	// The task's Error, an earlier attempt's, is cleared (the history
+	// keeps it).
 	Suspend(ctx context.Context, l Lease, w Wait) (Task, error)
 	// Watch registers w on task id, to be notified when id ends. A task
 	// that has ended gives *FinishedError with the task (the caller

@@ -41,6 +41,9 @@ var funcs = template.FuncMap{
 	},
 	"contains": slices.Contains[[]string],
 	"sub":      func(a, b int) int { return a - b },
+	// The task page heads a handed-back attempt's reason apart from an
+	// error (admin.HandedBack).
+	"handedBack": admin.HandedBack,
 }
 
 func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }

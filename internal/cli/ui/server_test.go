@@ -496,3 +496,41 @@ func TestServeStopsWhenItsContextEnds(t *testing.T) {
 		t.Fatal("Serve did not return after its context ended")
 	}
 }
+
+// A task whose attempt was handed back (a snooze here) shows the reason it
+// waits, not an error; a task waiting to retry a failed attempt shows the
+// error.
+func TestHandedBackReasonIsNotAnError(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "nap", func(context.Context, *leasehold.Task[json.RawMessage]) (any, error) {
+		return nil, leasehold.Snooze(time.Hour)
+	})
+	leasehold.Handle(hs, "shaky", func(context.Context, *leasehold.Task[json.RawMessage]) (any, error) {
+		return nil, errors.New("shaky failed")
+	})
+	env := leaseholdtest.New(t, hs)
+	env.SetMaxDeliveries(1)
+	for _, kind := range []string{"nap", "shaky"} {
+		if _, err := env.Enqueue(kind, nil, leasehold.ID(kind+"-1"), leasehold.MaxAttempts(3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Run(); err != nil && !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
+			t.Fatal(err)
+		}
+		if st, err := env.Task(kind + "-1"); err != nil || st.Status != leasehold.StatusPending || st.Error == "" {
+			t.Fatalf("%s: %+v %v, want PENDING with an error or reason", kind, st, err)
+		}
+	}
+	srv, err := ui.New(ui.Config{Tasks: env.Client(), Queues: &fakeQueues{}, WorkQueueURL: workURL, Now: env.Clock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{env: env, srv: srv, h: srv.Handler(addr)}
+	if body := f.get(t, "/task?id=nap-1"); !strings.Contains(body, `<h2>Waits because</h2><pre id="task-reason">`) || strings.Contains(body, `id="task-error"`) {
+		t.Errorf("the snoozed task's page does not head its reason as such:\n%s", body)
+	}
+	if body := f.get(t, "/task?id=shaky-1"); !strings.Contains(body, `id="task-error">shaky failed`) || strings.Contains(body, `id="task-reason"`) {
+		t.Errorf("the retrying task's page does not show its error:\n%s", body)
+	}
+}

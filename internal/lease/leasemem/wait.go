@@ -15,6 +15,7 @@ import (
 func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
 	return s.underLease(ctx, "suspend", l, w.Validate(), func(rec *lease.Task, now time.Time) {
 		s.end(rec, lease.StatusWaiting, "", now)
+		rec.Error = "" // an earlier attempt's: the history keeps it
 		rec.Wait, rec.WaitNote = w.Mode, w.Note
 		rec.WaitUntil, rec.DispatchAt = w.Times(now)
 		switch w.Mode {

@@ -108,6 +108,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ResumableCallback", testResumableCallback},
 		{"ChainLinksKept", testChainLinksKept},
 		{"WaitNoteKept", testWaitNoteKept},
+		{"SuspendClearsTheLastError", testSuspendClearsTheLastError},
 		{"CallbackNonceNotStored", testCallbackNonceNotStored},
 		{"ResumeClaims", testResumeClaims},
 		{"SuspensionStartsTheAttemptCountAgain", testSuspensionStartsTheCountAgain},

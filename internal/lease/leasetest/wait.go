@@ -786,3 +786,28 @@ func testWatchWaiterLimit(t *testing.T, newStore NewStoreFunc) {
 		t.Fatalf("a registered waiter's Watch again: %v", err)
 	}
 }
+
+// testSuspendClearsTheLastError: the error of an earlier attempt does not
+// stay on a task that has since suspended (a WAITING task shows none); its
+// history keeps it. Both kinds of wait.
+func testSuspendClearsTheLastError(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	for _, w := range []lease.Wait{
+		{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: "n0nce"},
+		{Mode: lease.WaitChildren},
+	} {
+		first := e.createClaimed(e.newTask(), "w1")
+		retry := e.release(first, lease.Release{Status: lease.StatusPending, RunAt: e.clock.Now(), Error: "boom"})
+		again := e.claim(retry, "w2")
+		if again.Error != "boom" {
+			t.Fatalf("%s: the retried attempt shows error %q, want the last one's, boom", w.Mode, again.Error)
+		}
+		if w.Mode == lease.WaitChildren {
+			w.For = []string{e.child(again, "w3").ID}
+		}
+		waiting := e.suspend(again, w) // checks Error == ""
+		if len(waiting.History) != 2 || waiting.History[0].Error != "boom" {
+			t.Fatalf("%s: history %+v, want the failed attempt's error kept", w.Mode, waiting.History)
+		}
+	}
+}
