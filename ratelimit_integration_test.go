@@ -203,3 +203,71 @@ func TestKindConcurrencyAcrossWorkersOnTheStack(t *testing.T) {
 	t.Logf("%d tasks of 1.5 s: at most %d at once, %d holds logged", tasks, most, held)
 	e.wantNoLiveToken(t, e.queues.Work)
 }
+
+// TestKindConcurrencySlotOfAKilledWorkerIsFreedOnTheStack: a worker
+// process is killed (SIGKILL) while it runs the only slot of a kind, its
+// slot held until its invocation's deadline 15 minutes away. Another
+// worker takes the task over once its lease has run out, finds the set
+// full, sees that the slot's attempt is lost (its task was claimed again),
+// gives the slot back and runs the task, and then a second task of the
+// kind, within minutes rather than the 15 the slot's own time would take.
+func TestKindConcurrencySlotOfAKilledWorkerIsFreedOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	env := []string{settings.EnvKindConcurrency + "=announced-sleep=1", settings.EnvInvocationTimeout + "=15m"}
+	first := startRunnerChild(t, e, "slot-killed", env...)
+	e.send(t, e.queues.Work, `{"v":1,"kind":"announced-sleep","id":"slot-orphan","payload":{"seconds":2},"max_attempts":3}`)
+	for l := first.next(t, 120*time.Second); l != "started slot-orphan 1"; l = first.next(t, 120*time.Second) {
+	}
+	first.signal(t, syscall.SIGKILL)
+	for range first.lines { // its output ends as it dies
+	}
+	_ = first.cmd.Wait() // killed: an error, as meant
+
+	slotsKey := map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: lease.SlotsID("announced-sleep")}}
+	holders := func() map[string]types.AttributeValue {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		out, err := dynamodb.NewFromConfig(e.cfg).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true), Key: slotsKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := out.Item[lease.AttrHolders].(*types.AttributeValueMemberM)
+		if h == nil {
+			t.Fatalf("no slot set: %v", out.Item)
+		}
+		return h.Value
+	}
+	h := holders()
+	n, _ := h["slot-orphan@1"].(*types.AttributeValueMemberN)
+	if len(h) != 1 || n == nil {
+		t.Fatalf("the killed worker's slot: %v, want slot-orphan@1", h)
+	}
+	// The premise: the slot's own time (the invocation's deadline) is far
+	// beyond this test's budget, so only finding its attempt lost frees it.
+	if ms, err := strconv.ParseInt(n.Value, 10, 64); err != nil || time.Until(time.UnixMilli(ms)) < 10*time.Minute {
+		t.Fatalf("the killed worker's slot is held until %s (%v); want about 15 minutes from now", n.Value, err)
+	}
+
+	second := startRunnerChild(t, e, "slot-taker", env...)
+	e.send(t, e.queues.Work, `{"v":1,"kind":"announced-sleep","id":"slot-next","payload":{"seconds":1},"max_attempts":3}`)
+	waitUntil(t, 180*time.Second, func() bool {
+		return e.status(t, "slot-orphan") == lease.StatusSucceeded && e.status(t, "slot-next") == lease.StatusSucceeded
+	})
+	second.signal(t, syscall.SIGTERM)
+	second.stop(t, 60*time.Second)
+	logs, err := os.ReadFile(second.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logs), "gave back concurrency slots of lost attempts") {
+		t.Error("the second worker did not log the lost slot it gave back")
+	}
+	if got := e.get(t, "slot-orphan"); got.Attempt != 2 {
+		t.Errorf("slot-orphan succeeded at attempt %d; want 2 (the killed one, then the takeover)", got.Attempt)
+	}
+	if h := holders(); len(h) != 0 {
+		t.Errorf("the slot set at the end: %v; want it empty", h)
+	}
+	e.wantNoLiveToken(t, e.queues.Work)
+}

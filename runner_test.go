@@ -433,6 +433,11 @@ func TestRunnerChild(t *testing.T) {
 		Pollers:   2, BatchSize: 3, LongPoll: time.Second,
 		ReceiveVisibility: awstest.Scale(3 * time.Second), InvocationTimeout: awstest.Scale(20 * time.Second),
 	}
+	// A parent that sets the invocation timeout gets it (code wins over
+	// the environment in settings.Load).
+	if os.Getenv(settings.EnvInvocationTimeout) != "" {
+		wcfg.InvocationTimeout = 0
+	}
 	// The resources from the environment the parent set.
 	if err := settings.Load(&wcfg, settings.Worker, os.Getenv); err != nil {
 		t.Fatal(err)

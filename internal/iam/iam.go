@@ -125,7 +125,7 @@ var Worker = Function{
 	Calls: []Grant{
 		{"dynamodb:PutItem", TasksTable},           // create-and-claim of an inline task
 		{"dynamodb:UpdateItem", TasksTable},        // claim, renew, finish, release
-		{"dynamodb:GetItem", TasksTable},           // a created dependent's read; a callback's task
+		{"dynamodb:GetItem", TasksTable},           // a created dependent's read; a callback's task; a full slot set and its oldest holders
 		{"dynamodb:BatchGetItem", TasksTable},      // a resumed task reads the tasks it waited for
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased

@@ -1,9 +1,11 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +51,49 @@ type SlotLimiter interface {
 	// ReleaseSlot gives holder's slot of key back; one not held is no
 	// error.
 	ReleaseSlot(ctx context.Context, key, holder string) error
+	// FreeLostSlots reads key's set and, for at most checks of its holders,
+	// those with the earliest times, reads the holder's task, and gives
+	// back the slot of each whose attempt is over or lost (SlotLost): its
+	// worker died or lost the lease, and the slot would otherwise stay
+	// taken until its time. It returns how many it gave back. A worker
+	// calls it when it finds the set full.
+	FreeLostSlots(ctx context.Context, key string, checks int) (int, error)
+}
+
+// ParseSlotHolder splits a SlotHolder into its task id and fence.
+func ParseSlotHolder(h string) (id string, fence int64, ok bool) {
+	i := strings.LastIndexByte(h, '@')
+	if i <= 0 {
+		return "", 0, false
+	}
+	fence, err := strconv.ParseInt(h[i+1:], 10, 64)
+	if err != nil || fence < 1 {
+		return "", 0, false
+	}
+	return h[:i], fence, true
+}
+
+// SlotLost reports whether the attempt fence of a task no longer runs
+// under its lease, given the task as read (found false: there is no such
+// task): the task is gone, was claimed again (a newer fence), is not
+// RUNNING, or its lease ended more than skew before now. Such an attempt
+// cannot finish the task; its handler, if it still runs somewhere, has
+// been or will be cancelled when its renewal fails.
+func SlotLost(t Task, found bool, fence int64, now time.Time, skew time.Duration) bool {
+	return !found || t.Fence != fence || t.Status != StatusRunning || t.LeaseUntil.Add(skew).Before(now)
+}
+
+// OldestHolders returns at most n holders of a set, earliest time first
+// (then by name): the ones FreeLostSlots checks.
+func OldestHolders(set map[string]time.Time, n int) []string {
+	hs := make([]string, 0, len(set))
+	for h := range set {
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b string) int {
+		return cmp.Or(set[a].Compare(set[b]), strings.Compare(a, b))
+	})
+	return hs[:min(n, len(hs))]
 }
 
 // SlotsID is the id of key's slot set.
@@ -206,4 +251,62 @@ func (s *DynamoStore) ReleaseSlot(ctx context.Context, key, holder string) error
 		return backendErr("release slot", id, err)
 	}
 	return nil
+}
+
+// FreeLostSlots implements SlotLimiter: a strongly consistent GetItem of
+// the set, one of each holder checked (Get), and for each lost one an
+// UpdateItem that removes it only while it keeps the time it was read
+// with.
+func (s *DynamoStore) FreeLostSlots(ctx context.Context, key string, checks int) (int, error) {
+	if key == "" || checks < 1 {
+		return 0, fmt.Errorf("free lost slots: %w: a key and at least one check", ErrInvalid)
+	}
+	id := SlotsID(key)
+	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	out, err := s.client.GetItem(cctx, &dynamodb.GetItemInput{
+		TableName:                &s.table,
+		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#holders"),
+		ExpressionAttributeNames: map[string]string{"#holders": AttrHolders},
+	})
+	cancel()
+	if err != nil {
+		return 0, backendErr("read slots", id, err)
+	}
+	held, _ := out.Item[AttrHolders].(*types.AttributeValueMemberM)
+	if held == nil {
+		return 0, nil
+	}
+	times := map[string]time.Time{}
+	for h, v := range held.Value {
+		if n, ok := v.(*types.AttributeValueMemberN); ok {
+			if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+				times[h] = time.UnixMilli(ms)
+			}
+		}
+	}
+	freed := 0
+	for _, h := range OldestHolders(times, checks) {
+		taskID, fence, ok := ParseSlotHolder(h)
+		if !ok {
+			continue // not a worker's: left to its time
+		}
+		t, err := s.Get(ctx, taskID)
+		found := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return freed, err
+		}
+		if !SlotLost(t, found, fence, s.now(), s.opts.Skew) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+		err = s.dropHolders(cctx, id, map[string]types.AttributeValue{h: held.Value[h]})
+		cancel()
+		if err != nil {
+			return freed, err
+		}
+		freed++
+	}
+	return freed, nil
 }

@@ -71,6 +71,10 @@ func (x *execution) holdForRate() (State, bool) {
 const (
 	maxSlotHold    = 5 * time.Minute
 	noDeadlineSlot = 15 * time.Minute
+	// maxSlotChecks bounds the holders of a full slot set whose tasks a
+	// held attempt reads (lease.SlotLimiter.FreeLostSlots): the oldest,
+	// likeliest to be lost.
+	maxSlotChecks = 2
 )
 
 // holdForSlot takes a slot of the claimed task's kind when the kind has a
@@ -82,6 +86,9 @@ const (
 // and history) and offered again after a wait that doubles with its
 // snoozes, from 1 s to 5 min, drawn from [w/2, w]; it returns the state to
 // go on with. A slot set that cannot be written holds the task back too.
+// Before it holds the task back, a full set's oldest holders are checked,
+// and the slots of attempts that are over or lost are given back
+// (lease.SlotLimiter.FreeLostSlots): then it takes a slot again.
 func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 	limit, ok := x.cfg.KindConcurrency[x.task.Kind]
 	if !ok {
@@ -93,9 +100,28 @@ func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 		until = dl
 	}
 	holder := lease.SlotHolder(x.task.ID, x.task.Fence)
+	slots := x.cfg.Store.(lease.SlotLimiter)
 	cctx, cancel := x.call()
-	got, err := x.cfg.Store.(lease.SlotLimiter).AcquireSlot(cctx, x.task.Kind, holder, limit, until)
+	got, err := slots.AcquireSlot(cctx, x.task.Kind, holder, limit, until)
 	cancel()
+	if err == nil && !got {
+		// Full: a holder whose worker died keeps its slot until its time
+		// (an invocation's deadline, up to 15 minutes) unless its lost
+		// attempt is found and its slot given back.
+		// Its calls: the set's read, and a read and a write per holder.
+		cctx, cancel := context.WithTimeout(x.detached, (1+2*maxSlotChecks)*x.cfg.CallTimeout)
+		freed, ferr := slots.FreeLostSlots(cctx, x.task.Kind, maxSlotChecks)
+		cancel()
+		if ferr != nil {
+			x.log.debug("could not check the concurrency slots' holders", "error", ferr)
+		}
+		if freed > 0 {
+			x.log.info("gave back concurrency slots of lost attempts", "freed", freed)
+			cctx, cancel := x.call()
+			got, err = slots.AcquireSlot(cctx, x.task.Kind, holder, limit, until)
+			cancel()
+		}
+	}
 	if err == nil && got {
 		x.slotHolder = holder
 		return 0, false

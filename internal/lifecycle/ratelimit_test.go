@@ -234,3 +234,32 @@ func TestKindConcurrencySlotFreedWhenTheAttemptFails(t *testing.T) {
 		t.Errorf("slots after three failed attempts: %v", got)
 	}
 }
+
+// A worker that died holding a slot: while its attempt's lease lasts, the
+// slot stays taken and another task of the kind is held back; once the
+// lease has run out (beyond the skew), the next attempt finds the set full,
+// gives the lost attempt's slot back and runs, long before the slot's own
+// time (the dead invocation's deadline) would have freed it.
+func TestKindConcurrencyFreesTheSlotOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.KindConcurrency = map[string]int{"slow": 1} })
+	e.handlers["slow"] = func(context.Context, lease.Task) ([]byte, error) { return nil, nil }
+	dead, err := e.store.CreateClaimed(t.Context(), lease.NewTask{ID: "dead", Kind: "slow", MaxAttempts: 3}, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadHolder := lease.SlotHolder(dead.ID, dead.Fence)
+	if ok, err := e.store.AcquireSlot(t.Context(), "slow", deadHolder, 1, e.clock.Now().Add(15*time.Minute)); err != nil || !ok {
+		t.Fatalf("the dead worker's slot: %t %v", ok, err)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("b", inline(t, "slow", "", "", 3))); !res.Held {
+		t.Fatalf("b while the dead worker's lease lasts: %+v, want held", res)
+	}
+	e.clock.Advance(20*time.Second + 3*time.Second) // the lease and the skew
+	if res := e.exec.Process(t.Context(), nil, msg("c", inline(t, "slow", "", "", 3))); res.Held || res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Fatalf("c once the dead worker's lease ran out: %+v, want it run", res)
+	}
+	if got := e.store.Slots("slow"); len(got) != 0 {
+		t.Errorf("slots of slow at the end: %v (the dead worker's should be gone)", got)
+	}
+}

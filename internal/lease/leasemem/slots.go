@@ -62,3 +62,33 @@ func (s *Store) Slots(key string) map[string]time.Time {
 	}
 	return out
 }
+
+// FreeLostSlots implements lease.SlotLimiter.
+func (s *Store) FreeLostSlots(ctx context.Context, key string, checks int) (int, error) {
+	if key == "" || checks < 1 {
+		return 0, fmt.Errorf("free lost slots: %w: a key and at least one check", lease.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return 0, err
+	}
+	set := s.slots[key]
+	freed := 0
+	for _, h := range lease.OldestHolders(set, checks) {
+		id, fence, ok := lease.ParseSlotHolder(h)
+		if !ok {
+			continue
+		}
+		var t lease.Task
+		rec, found := s.tasks[id]
+		if found {
+			t = *rec
+		}
+		if lease.SlotLost(t, found, fence, s.now(), s.opts.Skew) {
+			delete(set, h)
+			freed++
+		}
+	}
+	return freed, nil
+}

@@ -62,6 +62,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"BatchListingListsEachTaskOnce", testBatchListing},
 		{"RateWindowsCountStarts", testRateWindows},
 		{"SlotsBoundHoldersAtOnce", testSlots},
+		{"SlotsOfLostAttemptsAreFreed", testLostSlots},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1138,4 +1139,62 @@ func testSlots(t *testing.T, a *adminEnv) {
 			t.Errorf("Due(%s) of a table with slot sets and no task = %v", shard, due)
 		}
 	}
+}
+
+// testLostSlots: FreeLostSlots gives back the slots of attempts that are
+// over or lost, among the oldest holders it checks (earliest time first),
+// and keeps those of attempts that still hold their task's lease, whatever
+// the slots' own times.
+func testLostSlots(t *testing.T, a *adminEnv) {
+	key := a.id()
+	far := a.now().Add(time.Hour) // no slot's time passes here
+	take := func(h string, until time.Time, want bool) {
+		t.Helper()
+		if ok, err := a.admin.AcquireSlot(a.ctx, key, h, 3, until); err != nil || ok != want {
+			t.Fatalf("AcquireSlot(%s) = %t, %v; want %t", h, ok, err, want)
+		}
+	}
+	free := func(checks, want int) {
+		t.Helper()
+		if n, err := a.admin.FreeLostSlots(a.ctx, key, checks); err != nil || n != want {
+			t.Fatalf("FreeLostSlots(%d) = %d, %v; want %d", checks, n, err, want)
+		}
+	}
+	if _, err := a.admin.FreeLostSlots(a.ctx, key, 0); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("FreeLostSlots with no check: %v, want ErrInvalid", err)
+	}
+	free(2, 0) // no set yet
+
+	live := a.createClaimed(a.newTask(), "w1")
+	done := a.createClaimed(a.newTask(), "w2")
+	take(lease.SlotHolder(done.ID, done.Fence), far, true)
+	take(lease.SlotHolder(a.id(), 1), far.Add(time.Minute), true) // a task that is not there
+	take(lease.SlotHolder(live.ID, live.Fence), far.Add(2*time.Minute), true)
+	take(lease.SlotHolder(a.id(), 1), far, false) // full
+	free(4, 1)                                    // the missing task's
+	a.finish(done, nil)
+	take(lease.SlotHolder(a.id(), 1), far.Add(time.Minute), true)
+	free(1, 1) // the finished attempt's, the oldest
+	free(1, 1) // the missing task's, the next
+	free(4, 0) // the live one's stays
+	take(lease.SlotHolder(a.id(), 1), far, true)
+
+	// The live attempt's lease runs out: within the skew it keeps its
+	// slot, past it the slot is given back.
+	a.clock.Advance(leaseFor + a.opts.Skew/2)
+	free(4, 1) // the missing task's, not the live one's yet
+	a.clock.Advance(a.opts.Skew)
+	free(4, 1)
+	free(4, 0)
+
+	// A task claimed again: the old attempt's slot is lost, the new one's
+	// is not.
+	again, err := a.store.Claim(a.ctx, live.ID, "w3")
+	if err != nil || again.Fence != live.Fence+1 {
+		t.Fatalf("claim after the lease ran out: fence %d, %v", again.Fence, err)
+	}
+	take(lease.SlotHolder(live.ID, live.Fence), far, true) // a late taker of the old attempt
+	take(lease.SlotHolder(again.ID, again.Fence), far, true)
+	free(4, 1)
+	free(4, 0)
 }
