@@ -67,14 +67,25 @@ func ParseSubmission(line []byte, now time.Time) (leasehold.Submission, error) {
 	return s, nil
 }
 
-// HandedBack reports whether t is PENDING after an attempt that ended
-// without using up an attempt (a snooze, a durable sleep or poll, a hold
-// of a rate or concurrency limit, an unknown kind): the attempt was handed
-// back, so the last history entry's number is above t.Attempt. t.Error is
-// then the reason the task waits, not an error; the CLI's `status` and the
+// HandedBack reports whether t's last attempt ended without using up an
+// attempt (a snooze, a durable sleep or poll, a hold of a rate or
+// concurrency limit, an unknown kind), so that t.Error is the reason it
+// waited, not an error: PENDING with the last history entry's number above
+// t.Attempt (the attempt was handed back), or RUNNING again at that same
+// number (claimed again after the hand-back). The CLI's `status` and the
 // inspector label it so. It needs t.History (Client.Get has it, a listing
 // page does not).
 func HandedBack(t leasehold.TaskInfo) bool {
 	n := len(t.History)
-	return t.Status == leasehold.StatusPending && n > 0 && t.History[n-1].Attempt > t.Attempt
+	if n == 0 {
+		return false
+	}
+	last := t.History[n-1].Attempt
+	switch t.Status {
+	case leasehold.StatusPending:
+		return last > t.Attempt
+	case leasehold.StatusRunning:
+		return last >= t.Attempt
+	}
+	return false
 }

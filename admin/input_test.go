@@ -21,7 +21,9 @@ func TestHandedBack(t *testing.T) {
 		{"snoozed third attempt", leasehold.TaskInfo{Status: leasehold.StatusPending, Attempt: 2, History: h(3)}, true},
 		{"retrying after a failure", leasehold.TaskInfo{Status: leasehold.StatusPending, Attempt: 1, History: h(1)}, false},
 		{"never run", leasehold.TaskInfo{Status: leasehold.StatusPending}, false},
-		{"running again", leasehold.TaskInfo{Status: leasehold.StatusRunning, Attempt: 1, History: h(1)}, false},
+		{"running after a hold", leasehold.TaskInfo{Status: leasehold.StatusRunning, Attempt: 1, History: h(1)}, true},
+		{"running after a failure", leasehold.TaskInfo{Status: leasehold.StatusRunning, Attempt: 2, History: h(1)}, false},
+		{"running, first attempt", leasehold.TaskInfo{Status: leasehold.StatusRunning, Attempt: 1}, false},
 		{"failed", leasehold.TaskInfo{Status: leasehold.StatusFailed, Attempt: 0, History: h(1)}, false},
 	} {
 		if got := admin.HandedBack(c.t); got != c.want {

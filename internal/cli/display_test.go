@@ -82,14 +82,17 @@ func TestStatusHeadsAHandedBackReason(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name    string
+		status  leasehold.Status
 		attempt int
 		want    string
 	}{
-		{"handed back", 0, `(?m)^waits because:\s+held back`},
-		{"retrying", 1, `(?m)^error:\s+held back`},
+		{"handed back", leasehold.StatusPending, 0, `(?m)^waits because:\s+held back`},
+		{"running after the hand-back", leasehold.StatusRunning, 1, `(?m)^waited because:\s+held back`},
+		{"retrying", leasehold.StatusPending, 1, `(?m)^error:\s+held back`},
+		{"running after a failure", leasehold.StatusRunning, 2, `(?m)^error:\s+held back`},
 	} {
 		info := leasehold.TaskInfo{
-			ID: "t1", Kind: "k", Status: leasehold.StatusPending, Attempt: c.attempt, MaxAttempts: 3,
+			ID: "t1", Kind: "k", Status: c.status, Attempt: c.attempt, MaxAttempts: 3,
 			Error:   "held back: kind \"k\" is at its concurrency limit",
 			History: []leasehold.AttemptInfo{{Attempt: 1, Status: leasehold.StatusPending, Error: "held back"}},
 		}

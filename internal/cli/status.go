@@ -301,9 +301,12 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("created", stamp(t.CreatedAt))
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
-	if admin.HandedBack(t) {
+	switch {
+	case admin.HandedBack(t) && t.Status == leasehold.StatusRunning:
+		row("waited because", oneLine(t.Error)) // before this attempt: a snooze, sleep or hold
+	case admin.HandedBack(t):
 		row("waits because", oneLine(t.Error)) // a snooze, sleep or hold: no error
-	} else {
+	default:
 		row("error", oneLine(t.Error))
 	}
 	if len(t.Steps) > 0 {
