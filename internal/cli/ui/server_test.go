@@ -533,4 +533,26 @@ func TestHandedBackReasonIsNotAnError(t *testing.T) {
 	if body := f.get(t, "/task?id=shaky-1"); !strings.Contains(body, `id="task-error">shaky failed`) || strings.Contains(body, `id="task-reason"`) {
 		t.Errorf("the retrying task's page does not show its error:\n%s", body)
 	}
+	// The snoozed task as it reads once claimed again: RUNNING at the
+	// attempt number it handed back.
+	again, err := ui.New(ui.Config{Tasks: claimedAgain{env.Client()}, Queues: &fakeQueues{}, WorkQueueURL: workURL, Now: env.Clock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = &fixture{env: env, srv: again, h: again.Handler(addr)}
+	if body := f.get(t, "/task?id=nap-1"); !strings.Contains(body, `<h2>Waited because</h2><pre id="task-reason">`) {
+		t.Errorf("the task running again after its snooze does not head the reason as past:\n%s", body)
+	}
+}
+
+// claimedAgain shows every task RUNNING at the attempt number of its last
+// history entry, as a task claimed again after a hand-back reads.
+type claimedAgain struct{ ui.Tasks }
+
+func (c claimedAgain) Get(ctx context.Context, id string) (leasehold.TaskInfo, error) {
+	t, err := c.Tasks.Get(ctx, id)
+	if n := len(t.History); err == nil && n > 0 {
+		t.Status, t.Attempt = leasehold.StatusRunning, t.History[n-1].Attempt
+	}
+	return t, err
 }
