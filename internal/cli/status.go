@@ -301,14 +301,14 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("created", stamp(t.CreatedAt))
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
-	switch {
-	case admin.HandedBack(t) && t.Status == leasehold.StatusRunning:
-		row("waited because", oneLine(t.Error)) // before this attempt: a snooze, sleep or hold
-	case admin.HandedBack(t):
-		row("waits because", oneLine(t.Error)) // a snooze, sleep or hold: no error
-	default:
-		row("error", oneLine(t.Error))
+	label := "error"
+	if admin.HandedBack(t) { // a snooze, sleep or hold: no error
+		label = "waits because"
+		if t.Status == leasehold.StatusRunning {
+			label = "waited because" // before this attempt
+		}
 	}
+	row(label, oneLine(t.Error))
 	if len(t.Steps) > 0 {
 		row("steps", escape(strings.Join(t.Steps, ", ")))
 	}

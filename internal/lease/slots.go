@@ -188,27 +188,36 @@ func (s *DynamoStore) AcquireSlot(ctx context.Context, key, holder string, max i
 func (s *DynamoStore) expiredHolders(holders map[string]types.AttributeValue) map[string]types.AttributeValue {
 	cutoff := s.now().Add(-s.opts.Skew)
 	out := map[string]types.AttributeValue{}
-	for h, v := range holders {
-		n, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
-			continue
-		}
-		ms, err := strconv.ParseInt(n.Value, 10, 64)
-		if err == nil && time.UnixMilli(ms).Before(cutoff) {
-			out[h] = v
+	for h, t := range holderTimes(holders) {
+		if t.Before(cutoff) {
+			out[h] = holders[h]
 		}
 	}
 	return out
 }
 
-// dropHolders removes expired holders from the set id, each only while it
-// still has the time it was found with (it may have been taken again).
-func (s *DynamoStore) dropHolders(ctx context.Context, id string, expired map[string]types.AttributeValue) error {
+// holderTimes reads a set's holders map: each holder's time (unix ms).
+func holderTimes(holders map[string]types.AttributeValue) map[string]time.Time {
+	out := make(map[string]time.Time, len(holders))
+	for h, v := range holders {
+		if n, ok := v.(*types.AttributeValueMemberN); ok {
+			if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+				out[h] = time.UnixMilli(ms)
+			}
+		}
+	}
+	return out
+}
+
+// dropHolders removes holders (expired or lost) from the set id, each only
+// while it still has the time it was found with (it may have been taken
+// again).
+func (s *DynamoStore) dropHolders(ctx context.Context, id string, drop map[string]types.AttributeValue) error {
 	names := map[string]string{"#holders": AttrHolders}
 	values := map[string]types.AttributeValue{}
 	var remove, cond []string
 	i := 0
-	for h, v := range expired {
+	for h, v := range drop {
 		n, val := "#e"+strconv.Itoa(i), ":e"+strconv.Itoa(i)
 		names[n], values[val] = h, v
 		remove = append(remove, "#holders."+n)
@@ -278,16 +287,8 @@ func (s *DynamoStore) FreeLostSlots(ctx context.Context, key string, checks int)
 	if held == nil {
 		return 0, nil
 	}
-	times := map[string]time.Time{}
-	for h, v := range held.Value {
-		if n, ok := v.(*types.AttributeValueMemberN); ok {
-			if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
-				times[h] = time.UnixMilli(ms)
-			}
-		}
-	}
 	freed := 0
-	for _, h := range OldestHolders(times, checks) {
+	for _, h := range OldestHolders(holderTimes(held.Value), checks) {
 		taskID, fence, ok := ParseSlotHolder(h)
 		if !ok {
 			continue // not a worker's: left to its time
