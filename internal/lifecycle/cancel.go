@@ -34,8 +34,17 @@ func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.S
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrNotFound):
-		// It moved on (resumed, ended) since it was read: whoever moved it
+	case errors.Is(err, lease.ErrFinished):
+		// Ended since it was read: whoever ended it may have stopped
+		// before telling its waiters; its children cancelled here first
+		// have waiters too.
+		if fin := (*lease.FinishedError)(nil); errors.As(err, &fin) && fin.Task.ID != "" {
+			x.task = fin.Task
+			return x.endedAfterChildren(ctx, t.ID, cancelled)
+		}
+		return x.exit(true, "")
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrNotFound):
+		// It moved on (resumed) since it was read: whoever moved it
 		// answers for it.
 		x.log.info("waiting task moved on before it could be ended", "status", string(status), "error", err)
 		return x.exit(true, "")

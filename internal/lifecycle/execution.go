@@ -920,11 +920,22 @@ func (x *execution) sendURL(ctx context.Context, queueURL, body string, delay ti
 // then died, nothing would bring the task back. So a fresh reference token,
 // delayed until the other lease can be taken over, replaces this one before
 // it is acknowledged.
+//
+// A task found ended is ended by the attempt that took it over, whose
+// worker may have stopped between its end's write and the telling of the
+// task's waiters; and this message may be the last token of the task (its
+// delete may delete the other holder's delivery too). So its waiters are
+// told again, idempotently, before this message is acknowledged
+// (StateNotifying), as for any token of an ended task (endedElsewhere).
 func (x *execution) lost(ctx context.Context, err error) State {
 	x.result.Outcome = OutcomeLeaseLost
 	obs, ok := lease.Observed(err)
-	if !ok || obs.Status.Terminal() {
-		return x.exit(true, "lease lost")
+	if !ok {
+		return x.exit(true, "lease lost") // the task is gone: nobody to tell
+	}
+	if obs.Status.Terminal() {
+		x.task = obs
+		return x.ended(true, "lease lost")
 	}
 	x.task = obs
 	var wait time.Duration
@@ -940,6 +951,22 @@ func (x *execution) lost(ctx context.Context, err error) State {
 		x.hide(ctx, max(wait, 0))
 	}
 	return st
+}
+
+// endedElsewhere answers a write that found this message's task ended by
+// another writer: err is a lease.FinishedError carrying the item the write
+// saw. Whoever ended it may have stopped before telling the task's waiters,
+// and this message may be the task's last token, so they are told again
+// (idempotently) before it is acknowledged: every path that acknowledges a
+// token of an ended task goes through StateNotifying. It reports false
+// when err is no such error.
+func (x *execution) endedElsewhere(err error, reason string) (State, bool) {
+	var fin *lease.FinishedError
+	if !errors.As(err, &fin) || fin.Task.ID == "" {
+		return 0, false
+	}
+	x.task = fin.Task
+	return x.ended(true, reason), true
 }
 
 // keep answers a message whose task is not finished and cannot be run now:

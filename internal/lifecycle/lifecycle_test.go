@@ -207,6 +207,9 @@ type env struct {
 	sqs      *fakeSQS
 	handlers map[string]lifecycle.Handler
 	exec     *lifecycle.Executor
+	// cfg is the configuration exec was built from (another executes
+	// beside it on the same store and queues).
+	cfg lifecycle.Config
 }
 
 func setup(t *testing.T, tweak func(*lifecycle.Config)) *env {
@@ -239,8 +242,21 @@ func setup(t *testing.T, tweak func(*lifecycle.Config)) *env {
 	if err != nil {
 		t.Fatalf("lifecycle.New: %v", err)
 	}
-	e.exec = exec
+	e.exec, e.cfg = exec, cfg
 	return e
+}
+
+// another builds a second worker on e's store, queues and handlers, with
+// tweak applied to e's configuration.
+func (e *env) another(t *testing.T, tweak func(*lifecycle.Config)) *lifecycle.Executor {
+	t.Helper()
+	cfg := e.cfg
+	tweak(&cfg)
+	exec, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatalf("lifecycle.New: %v", err)
+	}
+	return exec
 }
 
 func inline(t *testing.T, kind, id string, payload string, maxAttempts int) string {

@@ -105,7 +105,7 @@ var transitions = []Transition{
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
 	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back by a rate limit, or a store error: the token is kept, replaced, re-sent or dead-lettered"},
 
-	{StateCallback, StateNotifying, "the callback ended the wait"},
+	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
 	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
 
 	{StateAwaitingDependencies, StateNotifying, "the task had ended already, or its wait was abandoned (a cycle, no room to wait)"},
@@ -113,12 +113,12 @@ var transitions = []Transition{
 
 	{StateResuming, StateClaimed, "the wait is over: resumed and claimed in one write"},
 	{StateResuming, StateResuming, "another token resumed it first, and the claim found it WAITING again"},
-	{StateResuming, StateNotifying, "the wait ended here: a cancel, its deadline, a callback timed out"},
+	{StateResuming, StateNotifying, "the wait ended here: a cancel, its deadline, a callback timed out; or the task was found ended since it was read"},
 	{StateResuming, StateExited, "still waiting (a duplicate or early token), or kept to retry"},
 
 	{StateClaimed, StateRunning, "handler and renewer started"},
-	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, its kind at its concurrency limit, wait results unreadable"},
-	{StateClaimed, StateExited, "the end could not be written (lease lost, store error), or a re-dispatch failed"},
+	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, its kind at its concurrency limit, wait results unreadable; or the lease was lost to an attempt that ended the task"},
+	{StateClaimed, StateExited, "the end could not be written (the lease lost to an attempt still going, a store error), or a re-dispatch failed"},
 
 	{StateRunning, StateStepping, "the handler records a step"},
 	{StateStepping, StateRunning, "the step's checkpoint write returned"},
@@ -126,17 +126,17 @@ var transitions = []Transition{
 
 	{StateFinishing, StateSpawning, "the handler returned AwaitChildrenError"},
 	{StateFinishing, StateAwaitingCallback, "the handler returned AwaitCallbackError"},
-	{StateFinishing, StateNotifying, "the outcome is written: succeeded, retried, snoozed, released, failed, cancelled"},
-	{StateFinishing, StateExited, "the lease was lost, or the outcome could not be written"},
+	{StateFinishing, StateNotifying, "the outcome is written: succeeded, retried, snoozed, released, failed, cancelled; or the lease was lost to an attempt that ended the task"},
+	{StateFinishing, StateExited, "the lease was lost to an attempt still going, or the outcome could not be written"},
 
 	{StateSpawning, StateAwaitingChildren, "every child's token sent"},
-	{StateSpawning, StateNotifying, "invalid children, or the tokens could not be sent: the attempt failed"},
+	{StateSpawning, StateNotifying, "invalid children, or the tokens could not be sent: the attempt failed; or the lease was lost to an attempt that ended the task"},
 	{StateSpawning, StateExited, "the attempt's end could not be written, or its retry's token not sent"},
 
-	{StateAwaitingChildren, StateNotifying, "a cancel came while it ran: the wait ended at once, its children first"},
+	{StateAwaitingChildren, StateNotifying, "a cancel came while it ran: the wait ended at once, its children first; or the lease was lost to an attempt that ended the task"},
 	{StateAwaitingChildren, StateExited, "suspended (and woken if every child had ended), or the suspension failed"},
 
-	{StateAwaitingCallback, StateNotifying, "no callback token taken, a bad timeout, or the timeout not armed: the attempt failed; or a cancel ended the wait"},
+	{StateAwaitingCallback, StateNotifying, "no callback token taken, a bad timeout, or the timeout not armed: the attempt failed; or a cancel ended the wait; or the lease was lost to an attempt that ended the task"},
 	{StateAwaitingCallback, StateExited, "suspended, or the suspension failed"},
 
 	{StateNotifying, StateExited, "every waiter told, if any (the message is kept if one could not be)"},

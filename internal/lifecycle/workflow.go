@@ -956,7 +956,13 @@ func (x *execution) runResuming(ctx context.Context) State {
 			// otherwise (its callback's timeout made it PENDING, say):
 			// claim it if it can be claimed.
 			return x.claim(ctx, t.ID)
-		case errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrAttemptsExhausted):
+		case errors.Is(err, lease.ErrFinished):
+			// Ended since it was read: its waiters may not have heard.
+			if st, ok := x.endedElsewhere(err, ""); ok {
+				return st
+			}
+			return x.exit(true, "")
+		case errors.Is(err, lease.ErrAttemptsExhausted):
 			return x.exit(true, "")
 		}
 		return x.keep(ctx, 0, err.Error())
@@ -987,7 +993,14 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrFinished), errors.Is(err, lease.ErrBadCallback):
+	case errors.Is(err, lease.ErrFinished):
+		// The callback came after all, and ended the task: its waiters
+		// may not have heard (the callback's worker stopped first).
+		if st, ok := x.endedElsewhere(err, ""); ok {
+			return st
+		}
+		return x.exit(true, "")
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrBadCallback):
 		return x.exit(true, "") // the callback came after all
 	default:
 		return x.keep(ctx, 0, err.Error())
@@ -1173,6 +1186,17 @@ func (x *execution) runCallback(ctx context.Context) State {
 		return x.keep(ctx, x.cfg.VisibilityMargin, "callback arrived before its task suspended")
 	case errors.Is(err, lease.ErrBackend):
 		return x.keep(ctx, 0, err.Error())
+	case errors.Is(err, lease.ErrFinished):
+		// Ended already: perhaps by this very answer, whose worker stopped
+		// before it told the task's waiters. They are told again before
+		// the message goes (rejected, as any answer to an ended task is).
+		st := x.reject(ctx, "callback rejected: "+err.Error())
+		var fin *lease.FinishedError
+		if errors.As(err, &fin) && fin.Task.ID != "" {
+			x.task = fin.Task
+			return StateNotifying
+		}
+		return st
 	}
 	return x.reject(ctx, "callback rejected: "+err.Error())
 }
