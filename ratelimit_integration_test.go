@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -270,4 +271,37 @@ func TestKindConcurrencySlotOfAKilledWorkerIsFreedOnTheStack(t *testing.T) {
 		t.Errorf("the slot set at the end: %v; want it empty", h)
 	}
 	e.wantNoLiveToken(t, e.queues.Work)
+}
+
+// TestRateLimitSpendsNothingOnBogusTokensOnTheStack floods a queue limited
+// to 5 starts a minute with references to tasks that do not exist (anyone
+// who can send to the queue can send them), then sends a real task: the
+// bogus tokens spend no start, so the real task starts at once, in the
+// same window, and the table's rate windows count exactly its one start.
+func TestRateLimitSpendsNothingOnBogusTokensOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	h := leasehold.NewHandlers()
+	leasehold.Handle(h, "greet", func(_ context.Context, task *leasehold.Task[struct{}]) (string, error) { return "hi", nil })
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: h,
+		RateLimits: map[string]leasehold.RateLimit{"": {Starts: 5, Per: time.Minute}}})
+	for i := range 8 {
+		e.send(t, e.queues.Work, fmt.Sprintf(`{"v":1,"id":"no-such-task-%d"}`, i))
+	}
+	e.pump(t, w, 60*time.Second, func() bool { return e.queueEmpty(t, e.queues.Work) })
+	if got := e.rateWindows(t); len(got) != 0 {
+		t.Fatalf("8 references to missing tasks spent starts: %v", got)
+	}
+	e.send(t, e.queues.Work, `{"v":1,"kind":"greet","id":"real","payload":{}}`)
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "real") == lease.StatusSucceeded })
+	if got := e.get(t, "real"); got.Attempt != 1 || got.Snoozes != 0 {
+		t.Errorf("the real task succeeded at attempt %d after %d hand-backs; want its first attempt, never held", got.Attempt, got.Snoozes)
+	}
+	total := 0
+	for _, n := range e.rateWindows(t) {
+		total += n
+	}
+	if total != 1 {
+		t.Errorf("the rate windows counted %d starts, want the real task's 1", total)
+	}
 }

@@ -149,14 +149,20 @@ type Config struct {
 	// RateLimits bounds the task starts of each queue (by name; "" is the
 	// default work queue, QueueURL) per window, counted in Store's rate
 	// windows (lease.RateLimiter), shared by every worker of the table. A
-	// token whose window is full is held back before its claim
-	// (holdForRate).
+	// start is taken after the claim; a claimed task whose window is full
+	// is released without using an attempt (holdForRate), and later
+	// tokens of the window are held back before their claim
+	// (heldByWindow).
 	RateLimits map[string]settings.RateLimit
 	// KindConcurrency bounds, per kind, the attempts that run at once
 	// across every worker of the table, in Store's slot sets
 	// (lease.SlotLimiter). A claimed task whose kind has no free slot is
 	// released without using an attempt (holdForSlot).
 	KindConcurrency map[string]int
+
+	// fullWindows is the Executor's memory of full rate windows (set by
+	// New; shared by the copies of the Config its executions use).
+	fullWindows fullWindows
 }
 
 // QueueResolver turns a queue name into its URL ("" is the default work

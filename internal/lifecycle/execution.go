@@ -71,8 +71,10 @@ type Result struct {
 	Outcome Outcome
 	// Reason explains a message that was rejected or not acknowledged.
 	Reason string
-	// Held: a rate limit held the token back before any claim
-	// (Config.RateLimits); the message comes back later.
+	// Held: a rate limit (Config.RateLimits) or a kind's concurrency limit
+	// (Config.KindConcurrency) held the token back: before its claim, the
+	// message coming back later, or after it, the task released with its
+	// attempt handed back (OutcomeHeld).
 	Held bool
 }
 
@@ -105,9 +107,10 @@ type execution struct {
 	// dead-letter URL: the queue's redrive policy moves it).
 	keepMessage bool
 	// finished: the handler returned (false: abandoned at the deadline).
-	// hasClaim: claimInfo is set. (The flags sit together, so that the
-	// record stays in a smaller size class.)
-	finished, hasClaim bool
+	// hasClaim: claimInfo is set. resumed: the claim resumed the task after
+	// a wait, which is not a start (holdForRate). (The flags sit together,
+	// so that the record stays in a smaller size class.)
+	finished, hasClaim, resumed bool
 
 	tok     token.Token
 	task    lease.Task
@@ -253,7 +256,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 			x.flow.handoff = &dep
 			return StateAwaitingDependencies
 		}
-		if st, held := x.holdForRate(); held {
+		if st, held := x.heldByWindow(); held {
 			return st
 		}
 		if tok.CreateToken != "" {
@@ -273,7 +276,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 	if tok.Wake {
 		return x.resumeClaim(ctx, tok.ID)
 	}
-	if st, held := x.holdForRate(); held {
+	if st, held := x.heldByWindow(); held {
 		return st
 	}
 	return x.claim(ctx, tok.ID)
@@ -433,6 +436,9 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		return x.unknownKind(ctx)
 	}
 	if st, held := x.holdForSlot(ctx); held {
+		return st
+	}
+	if st, held := x.holdForRate(ctx); held {
 		return st
 	}
 	x.handler = h

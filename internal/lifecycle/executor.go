@@ -26,6 +26,7 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.fullWindows = newFullWindows(c.RateLimits)
 	return &Executor{cfg: c}, nil
 }
 

@@ -5,23 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/settings"
 )
 
-// A queue's rate limit lets Starts tokens start in a window and holds the
-// rest back before any write to their tasks: not created, not claimed, no
-// attempt used; their messages are hidden until a later window and not
-// acknowledged. In the next window they start. Another queue is not
-// limited, and neither are callbacks or wake tokens.
-func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
+// A queue's rate limit lets Starts tasks start in a window. The first
+// claimed task that finds the window full is released with its attempt
+// handed back (the reason in its error, a fresh delayed token, its message
+// acknowledged); the tokens after it in the window are held back before
+// their claim, with no write at all: not created, not claimed, their
+// messages hidden until a later window and not acknowledged. In the next
+// window they start. Another queue is not limited.
+func TestRateLimitHoldsTasksBeyondTheWindow(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *lifecycle.Config) {
 		c.RateLimits = map[string]settings.RateLimit{"work": {Starts: 2, Per: time.Second}}
@@ -31,7 +35,7 @@ func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
 		ran++
 		return task.Payload, nil
 	}
-	// A stored task, dispatched by reference, is held back like an inline one.
+	// A stored task, dispatched by reference, counts like an inline one.
 	if _, err := e.store.Create(t.Context(), lease.NewTask{ID: "stored", Kind: "echo", MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,26 +47,30 @@ func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
 	for _, m := range msgs {
 		res := e.exec.Process(t.Context(), nil, m)
 		switch {
-		case res.Held:
+		case !res.Held:
+			if !res.Ack || res.Outcome != lifecycle.OutcomeSucceeded {
+				t.Errorf("%s: %+v, want it run or held", m.ID, res)
+			}
+		case m.ID == "m1": // the first to find the window full
+			if !res.Ack || res.Outcome != lifecycle.OutcomeHeld || !strings.Contains(res.Reason, "rate limit of queue work (2/s)") {
+				t.Errorf("%s held after its claim: %+v; want acknowledged (a fresh token stands for it), the limit in the reason", m.ID, res)
+			}
+			got := e.get(t, "m1")
+			if got.Status != lease.StatusPending || got.Attempt != 0 || !strings.Contains(got.Error, "rate limit of queue work (2/s)") {
+				t.Errorf("m1 after its hold: %s at attempt %d (%q); want PENDING, its attempt handed back, the reason", got.Status, got.Attempt, got.Error)
+			}
+		default:
 			if res.Ack || !strings.Contains(res.Reason, "rate limit of queue work (2/s)") {
 				t.Errorf("%s held: %+v; want not acknowledged, with the limit in the reason", m.ID, res)
 			}
-			held = append(held, m)
-		case !res.Ack || res.Outcome != lifecycle.OutcomeSucceeded:
-			t.Errorf("%s: %+v, want it run or held", m.ID, res)
-		}
-	}
-	if ran != 2 || len(held) != 3 {
-		t.Fatalf("ran %d, held %d of 5 in one window; want 2 and 3", ran, len(held))
-	}
-	for _, m := range held {
-		if m.ID == "ref" {
-			if got := e.get(t, "stored"); got.Status != lease.StatusPending || got.Attempt != 0 {
-				t.Errorf("a held stored task is %s at attempt %d; want PENDING, no attempt used", got.Status, got.Attempt)
+			if _, err := e.store.Get(t.Context(), m.ID); !errors.Is(err, lease.ErrNotFound) {
+				t.Errorf("%s held before its claim: its task was written (%v)", m.ID, err)
 			}
-		} else if _, err := e.store.Get(t.Context(), m.ID); !errors.Is(err, lease.ErrNotFound) {
-			t.Errorf("held inline token %s: its task was written (%v)", m.ID, err)
+			held = append(held, m)
 		}
+	}
+	if ran != 2 || len(held) != 2 {
+		t.Fatalf("ran %d, held %d before their claim of 5 in one window; want 2 and 2", ran, len(held))
 	}
 	hidden := map[string]int32{}
 	for _, v := range e.sqs.visibilityChanges() {
@@ -73,20 +81,32 @@ func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
 			t.Errorf("held %s hidden for %ds; want 1s..15m", m.ID, s)
 		}
 	}
+	var fresh []lifecycle.Message
+	for i, s := range e.sqs.sentTo(workURL) {
+		if s.DelaySeconds < 1 || aws.ToString(s.MessageBody) != token.Ref("m1") {
+			t.Fatalf("sent %s delayed %ds; want only m1's fresh token, delayed", aws.ToString(s.MessageBody), s.DelaySeconds)
+		}
+		fresh = append(fresh, msg(fmt.Sprintf("fresh%d", i), aws.ToString(s.MessageBody)))
+	}
+	if len(fresh) != 1 {
+		t.Fatalf("%d fresh tokens, want m1's", len(fresh))
+	}
 
-	// The next window starts two more; the third waits again.
+	// The next window starts the two held before their claim; m1 starts
+	// from its fresh token when it is due (a later window).
 	e.clock.Advance(time.Second)
-	again := 0
 	for _, m := range held {
 		m.ReceiveCount++
-		if res := e.exec.Process(t.Context(), nil, m); res.Held {
-			again++
-		} else if !res.Ack {
-			t.Errorf("%s in the next window: %+v", m.ID, res)
+		if res := e.exec.Process(t.Context(), nil, m); res.Held || res.Outcome != lifecycle.OutcomeSucceeded {
+			t.Errorf("%s in the next window: %+v, want it run", m.ID, res)
 		}
 	}
-	if ran != 4 || again != 1 {
-		t.Errorf("next window: ran %d in all, held %d again; want 4 and 1", ran, again)
+	e.clock.Advance(max(e.clock.Until(e.get(t, "m1").RunAt), 0))
+	if res := e.exec.Process(t.Context(), nil, fresh[0]); res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Errorf("m1 from its fresh token: %+v", res)
+	}
+	if got := e.get(t, "m1"); ran != 5 || got.Attempt != 1 {
+		t.Errorf("ran %d in all, m1 at attempt %d; want 5, and m1 at its first attempt", ran, got.Attempt)
 	}
 
 	// Another queue has no limit.
@@ -94,6 +114,98 @@ func TestRateLimitHoldsTokensBackBeforeTheClaim(t *testing.T) {
 	other.QueueURL, other.Queue = "https://sqs.test/000000000000/reports", "reports"
 	if res := e.exec.Process(t.Context(), nil, other); res.Held || !res.Ack {
 		t.Errorf("a token of an unlimited queue: %+v", res)
+	}
+}
+
+// countedStarts counts the starts a rate window gave.
+type countedStarts struct {
+	*leasemem.Store
+	mu     sync.Mutex
+	starts int
+}
+
+func (c *countedStarts) TakeStart(ctx context.Context, key string, window time.Time, per time.Duration, limit int) (bool, error) {
+	ok, err := c.Store.TakeStart(ctx, key, window, per, limit)
+	if ok {
+		c.mu.Lock()
+		c.starts++
+		c.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (c *countedStarts) taken() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.starts
+}
+
+// Only a task claimed to run spends a start. A flood of references to
+// tasks that do not exist, duplicate deliveries of a finished task, a token
+// of a task leased elsewhere, a resume after a wait and a callback spend
+// nothing, so the real task after them starts in its window.
+func TestRateLimitCountsOnlyTasksClaimedToRun(t *testing.T) {
+	t.Parallel()
+	var counted *countedStarts
+	e := setup(t, func(c *lifecycle.Config) {
+		c.RateLimits = map[string]settings.RateLimit{"work": {Starts: 5, Per: time.Minute}}
+		counted = &countedStarts{Store: c.Store.(*leasemem.Store)}
+		c.Store = counted
+	})
+	e.handlers["echo"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+		if _, ok := lifecycle.WaitResultsOf(ctx); ok {
+			return []byte(`"resumed"`), nil
+		}
+		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "echo", Payload: []byte(`1`)}}}
+	}
+	for i := range 5 {
+		body := fmt.Sprintf(`{"v":1,"id":"no-such-task-%d"}`, i)
+		if res := e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("bogus%d", i), body)); res.Held || !strings.Contains(res.Reason, "not found") {
+			t.Fatalf("bogus reference %d: %+v; want rejected as not found", i, res)
+		}
+	}
+	if n := counted.taken(); n != 0 {
+		t.Fatalf("5 references to missing tasks spent %d starts", n)
+	}
+	// A task that ran, then its token delivered twice more.
+	if res := e.exec.Process(t.Context(), nil, msg("done", inline(t, "echo", "done", `1`, 0))); res.Outcome != lifecycle.OutcomeSucceeded {
+		t.Fatalf("done: %+v", res)
+	}
+	for i := range 2 {
+		if res := e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("dup%d", i), token.Ref("done"))); res.Held || !res.Ack {
+			t.Fatalf("duplicate %d of a finished task: %+v", i, res)
+		}
+	}
+	// A task whose lease another worker holds.
+	if _, err := e.store.CreateClaimed(t.Context(), lease.NewTask{ID: "busy", Kind: "echo", MaxAttempts: 3}, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("busy", token.Ref("busy"))); res.Held || res.Ack {
+		t.Fatalf("a token of a leased task: %+v; want kept for later, not held", res)
+	}
+	if n := counted.taken(); n != 1 {
+		t.Fatalf("starts after the duplicates and a leased task: %d, want 1 (done's)", n)
+	}
+	// A parent: its start, its child's, and not its resume.
+	if res := e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0))); res.Outcome != lifecycle.OutcomeSuspended {
+		t.Fatalf("parent: %+v", res)
+	}
+	e.drainSent(t, 0)
+	if got := e.get(t, "p"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("parent %s, want resumed and SUCCEEDED", got.Status)
+	}
+	if n := counted.taken(); n != 3 {
+		t.Fatalf("starts after a parent, its child and its resume: %d, want 3", n)
+	}
+	// The real tasks after all that start in this window: two of them.
+	for i := range 2 {
+		if res := e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("real%d", i), inline(t, "echo", "", `{}`, 0))); res.Held || res.Outcome != lifecycle.OutcomeSucceeded {
+			t.Fatalf("real task %d after the flood: %+v; want it started in the window", i, res)
+		}
+	}
+	if res := e.exec.Process(t.Context(), nil, msg("sixth", inline(t, "echo", "", `{}`, 0))); !res.Held {
+		t.Fatalf("the sixth start of a 5/m window: %+v, want held", res)
 	}
 }
 
@@ -109,13 +221,19 @@ func TestRateLimitReplacesAHeldTokenNearTheReceiveLimit(t *testing.T) {
 	if res := e.exec.Process(t.Context(), nil, msg("first", inline(t, "echo", "", "", 0))); !res.Ack || res.Held {
 		t.Fatalf("first: %+v", res)
 	}
+	// The second finds the window full (and is released); the worker
+	// remembers the window as full.
+	if res := e.exec.Process(t.Context(), nil, msg("second", inline(t, "echo", "", "", 0))); !res.Held || res.Outcome != lifecycle.OutcomeHeld {
+		t.Fatalf("second: %+v, want held after its claim", res)
+	}
+	mark := len(e.sqs.sentTo(workURL))
 	m := msg("late", inline(t, "echo", "", `{"n":1}`, 0))
 	m.ReceiveCount = lifecycle.DefaultReplaceAtReceiveCount
 	res := e.exec.Process(t.Context(), nil, m)
 	if !res.Held || !res.Ack {
 		t.Fatalf("held at the receive limit: %+v; want held, and acknowledged once replaced", res)
 	}
-	sent := e.sqs.sentTo(workURL)
+	sent := e.sqs.sentTo(workURL)[mark:]
 	if len(sent) != 1 {
 		t.Fatalf("%d tokens sent, want the replacement", len(sent))
 	}

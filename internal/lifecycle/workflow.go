@@ -949,7 +949,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 		cancel()
 		switch {
 		case err == nil:
-			x.task = task
+			x.task, x.resumed = task, true
 			return StateClaimed
 		case errors.Is(err, lease.ErrNotWaiting):
 			// Another token's worker resumed it first, or it left WAITING

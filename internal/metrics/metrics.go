@@ -69,7 +69,7 @@ const (
 	// no handler for (no attempt used).
 	TasksUnknownKind = "TasksUnknownKind"
 	// TasksHeld counts releases of tasks whose kind was at its concurrency
-	// limit (no attempt used).
+	// limit, or whose queue's rate window was full (no attempt used).
 	TasksHeld       = "TasksHeld"
 	HandlerDuration = "HandlerDuration"
 )
