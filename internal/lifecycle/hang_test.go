@@ -436,6 +436,58 @@ func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
 	}
 }
 
+// A dependency wait shorter than the dispatch grace gets no registration
+// check before its deadline. A dependent whose own token was lost before it
+// registered is checked at its deadline instead: a dependency that ended in
+// time wakes it then, and it runs, instead of failing for a wait that was
+// over; one whose dependency has not ended still fails at the deadline.
+func TestShortDependencyWaitIsCheckedAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
+	ctx := t.Context()
+	for _, id := range []string{"ended", "running"} {
+		if _, err := e.store.Create(ctx, lease.NewTask{ID: id, Kind: "step", Payload: []byte(`"` + id + `"`), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Created by the client with a 30-second wait; their tokens were lost
+	// before they registered anywhere.
+	deadline := e.clock.Now().Add(30 * time.Second)
+	for _, d := range []lease.NewTask{
+		{ID: "d1", Kind: "step", Payload: []byte(`"d1"`), MaxAttempts: 1, After: []string{"ended"}, Carried: true, WaitUntil: deadline},
+		{ID: "d2", Kind: "step", Payload: []byte(`"d2"`), MaxAttempts: 1, After: []string{"running"}, Carried: true, WaitUntil: deadline},
+	} {
+		if _, err := e.store.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended, err := e.store.Claim(ctx, "ended", "w0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Finish(ctx, ended.LeaseOf(), []byte(`"ended"`)); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(30 * time.Second)
+	mark := len(e.sqs.sentTo(workURL))
+	for _, id := range []string{"d1", "d2"} {
+		if !e.due(t, id) {
+			t.Fatalf("%s is not due for the sweep at its deadline", id)
+		}
+		if res := e.exec.Process(ctx, nil, msg("sweep-"+id, token.Ref(id))); !res.Ack {
+			t.Fatalf("%s at its deadline: %+v, want acknowledged", id, res)
+		}
+	}
+	e.drainSent(t, mark)
+	if got := e.get(t, "d1"); got.Status != lease.StatusSucceeded {
+		t.Fatalf("d1, whose dependency had ended before its deadline: %s %q, want SUCCEEDED", got.Status, got.Error)
+	}
+	if got := e.get(t, "d2"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "the wait's deadline passed") {
+		t.Fatalf("d2, whose dependency still runs: %s %q, want FAILED at its deadline", got.Status, got.Error)
+	}
+}
+
 // Issue 18, item 6: a after b and b after a stayed WAITING forever. The
 // cycle is found when the second registers (its dependency waits for it)
 // and both end CANCELLED with a reason naming the cycle.

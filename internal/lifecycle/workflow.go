@@ -966,6 +966,8 @@ func (x *execution) runResuming(ctx context.Context) State {
 			return x.exit(true, "")
 		}
 		return x.keep(ctx, 0, err.Error())
+	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil) && dependencyWait(t):
+		return x.dependencyDeadline(ctx, t)
 	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
 		return x.waitTimedOut(ctx, t)
 	case dependencyWait(t) && !t.DispatchAt.IsZero() && t.DispatchAt.Before(t.WaitUntil):
@@ -1134,6 +1136,36 @@ func (x *execution) checkRegistrations(ctx context.Context, t lease.Task) State 
 	}
 	x.log.info("dependent's registrations checked", "dependencies", len(t.WaitFor))
 	return x.exit(true, "")
+}
+
+// dependencyDeadline answers the sweep's token at the deadline of t, which
+// still waits for dependencies. Its registrations are checked first, as at
+// its registration check (checkRegistrations): a wait shorter than the
+// dispatch grace gets no such check before its deadline, so a dependent
+// whose own token was lost before it registered on every dependency would
+// otherwise fail at its deadline although its dependencies had ended. A
+// dependency that ended meanwhile is told to t now (which wakes t if its
+// wait is over); t is then read again, and times out only if it still
+// waits for something that has not ended.
+func (x *execution) dependencyDeadline(ctx context.Context, t lease.Task) State {
+	if st, done := x.registerOn(ctx, t, unended(t)); !done {
+		return st
+	}
+	cctx, cancel := x.call()
+	now, err := x.cfg.Store.Get(cctx, t.ID)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return x.exit(true, "")
+	case err != nil:
+		return x.keep(ctx, 0, err.Error())
+	case now.Status != lease.StatusWaiting || now.Fence != t.Fence || lease.Complete(now):
+		// Its wait ended (a strict dependency's failure cancelled it), or
+		// is over: the notification that completed it sent its wake token.
+		x.log.info("dependent's registrations checked at its deadline: it need not time out", "status", string(now.Status))
+		return x.exit(true, "")
+	}
+	return x.waitTimedOut(ctx, now)
 }
 
 // dispatchMarker is the part of lease.Admin a registration check needs.
