@@ -21,48 +21,146 @@ var ErrBadCallback = lease.ErrBadCallback
 // CompleteCallback ends the waiting attempt the callback token names: the
 // task SUCCEEDS with result (encoded as JSON); or, for a token handed out
 // by workflow.WaitForCallback, the handler runs again and reads result
-// there (the task is PENDING then). A token is accepted once; any other
-// use gives an error matching ErrBadCallback with the reason.
+// there (the task is PENDING then). The token is the one the handler took
+// (workflow.CallbackToken, workflow.WaitForCallback): it carries a secret
+// the table keeps only a hash of, so this is the call to give a system
+// outside that answers waits. A token is accepted once; any other use, or
+// a token built from what the table holds, gives an error matching
+// ErrBadCallback with the reason. An operator who answers a wait by hand
+// uses OperatorComplete.
 func (c *Client) CompleteCallback(ctx context.Context, callbackToken string, result any) (TaskInfo, error) {
 	r, err := lease.EncodeJSON("result", result)
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	return c.endWait(ctx, callbackToken, lease.StatusSucceeded, r, "")
+	e, err := c.handlerWaitEnd(callbackToken, lease.StatusSucceeded, r, "")
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return c.endWait(ctx, e)
 }
 
 // FailCallback ends the waiting attempt the callback token names: the task
 // FAILS for good with reason; or, for a token handed out by
 // workflow.WaitForCallback, the handler runs again and WaitForCallback
-// returns the reason as a *workflow.CallbackFailedError.
+// returns the reason as a *workflow.CallbackFailedError. It takes only the
+// handler's token, as CompleteCallback does.
 func (c *Client) FailCallback(ctx context.Context, callbackToken, reason string) (TaskInfo, error) {
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
-	return c.endWait(ctx, callbackToken, lease.StatusFailed, nil, reason)
+	e, err := c.handlerWaitEnd(callbackToken, lease.StatusFailed, nil, reason)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return c.endWait(ctx, e)
+}
+
+// handlerWaitEnd is the end of the wait a handler's callback token names.
+// A token that carries the stored hash instead of the secret (what the
+// table holds, which any reader of the table, a backup or an export
+// knows) is refused: it would make the hash a password.
+func (c *Client) handlerWaitEnd(callbackToken string, status lease.Status, result []byte, reason string) (lease.WaitEnd, error) {
+	cb, err := token.ParseCallback(callbackToken)
+	if err != nil {
+		return lease.WaitEnd{}, fmt.Errorf("%w: %w", ErrBadCallback, err)
+	}
+	if lease.IsCallbackHash(cb.Nonce) {
+		return lease.WaitEnd{}, fmt.Errorf("%w: the token carries the stored hash of a callback's secret, not the secret: only the token the handler took answers a wait (an operator answers by task with OperatorComplete or OperatorFail, `leasehold complete --task`)", ErrBadCallback)
+	}
+	return lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}, nil
+}
+
+// CallbackWait names a task's callback wait for an operator's answer: the
+// task, and the fence and attempt of the attempt that waits
+// (CallbackWaitOf reads them). An answer lands only while that very
+// attempt waits.
+type CallbackWait struct {
+	ID      string `json:"id"`
+	Fence   int64  `json:"fence"`
+	Attempt int    `json:"attempt"`
+}
+
+// CallbackWaitOf reads task id and returns the callback wait it is in, for
+// OperatorComplete or OperatorFail; a task that does not wait for a
+// callback gives an error matching ErrNotWaiting.
+func (c *Client) CallbackWaitOf(ctx context.Context, id string) (CallbackWait, error) {
+	t, err := c.get(ctx, id)
+	if err != nil {
+		return CallbackWait{}, err
+	}
+	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
+		return CallbackWait{}, fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
+	}
+	return CallbackWait{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt}, nil
+}
+
+// OperatorComplete ends the callback wait w as CompleteCallback ends the
+// wait of a handler's token, for an operator who answers by hand (the CLI's
+// `leasehold complete --task`, the inspector). It takes no token: it reads
+// the task and writes it, so it needs read and write access to the table
+// itself, and lands only while the attempt w names still waits. Never
+// expose it to a system outside: give that the handler's token and
+// CompleteCallback (docs/workflows.md).
+func (c *Client) OperatorComplete(ctx context.Context, w CallbackWait, result any) (TaskInfo, error) {
+	r, err := lease.EncodeJSON("result", result)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	e, err := c.operatorWaitEnd(ctx, w, lease.StatusSucceeded, r, "")
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return c.endWait(ctx, e)
+}
+
+// OperatorFail ends the callback wait w as FailCallback ends the wait of a
+// handler's token, for an operator (see OperatorComplete).
+func (c *Client) OperatorFail(ctx context.Context, w CallbackWait, reason string) (TaskInfo, error) {
+	if reason == "" {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
+	}
+	e, err := c.operatorWaitEnd(ctx, w, lease.StatusFailed, nil, reason)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return c.endWait(ctx, e)
+}
+
+// operatorWaitEnd reads the task w names and returns the end of its wait,
+// under the stored hash of the wait's secret: the write's condition holds
+// it to the attempt w names.
+func (c *Client) operatorWaitEnd(ctx context.Context, w CallbackWait, status lease.Status, result []byte, reason string) (lease.WaitEnd, error) {
+	t, err := c.get(ctx, w.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return lease.WaitEnd{}, fmt.Errorf("%w: task %s: %w", ErrBadCallback, lease.DisplayID(w.ID), ErrNotFound)
+	case err != nil:
+		return lease.WaitEnd{}, err
+	case t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback:
+		return lease.WaitEnd{}, fmt.Errorf("%w: %w: task %s is %s, not waiting for a callback", ErrBadCallback, ErrNotWaiting, lease.DisplayID(w.ID), t.Status)
+	case t.Fence != w.Fence || t.Attempt != w.Attempt:
+		return lease.WaitEnd{}, fmt.Errorf("%w: %w: task %s waits at fence %d, attempt %d, not fence %d, attempt %d", ErrBadCallback, ErrNotWaiting,
+			lease.DisplayID(w.ID), t.Fence, t.Attempt, w.Fence, w.Attempt)
+	}
+	return lease.WaitEnd{ID: w.ID, Fence: w.Fence, Attempt: w.Attempt, Hash: lease.OperatorNonce(t), Status: status, Result: result, Error: reason}, nil
 }
 
 // callbackRaceWait bounds how long a callback waits for the suspension of
 // the attempt that handed out its token, which it may overtake.
 const callbackRaceWait = 10 * time.Second
 
-func (c *Client) endWait(ctx context.Context, callbackToken string, status lease.Status, result []byte, reason string) (info TaskInfo, err error) {
+// endWait writes e, the end of a callback wait, and hands the telling of
+// the task's waiters to a worker.
+func (c *Client) endWait(ctx context.Context, e lease.WaitEnd) (info TaskInfo, err error) {
 	if c.opts.tracer != nil {
 		var span trace.Span
 		ctx, span = c.opts.tracer.Start(ctx, "leasehold.callback", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attribute.String(tracing.AttrStatus, string(status))))
+			trace.WithAttributes(attribute.String(tracing.AttrStatus, string(e.Status))))
 		defer func() {
 			span.SetAttributes(attribute.String(tracing.AttrID, info.ID))
 			endClientSpan(span, nil, err)
 		}()
-	}
-	cb, err := token.ParseCallback(callbackToken)
-	if err != nil {
-		return TaskInfo{}, fmt.Errorf("%w: %w", ErrBadCallback, err)
-	}
-	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}
-	if lease.IsCallbackHash(cb.Nonce) { // an operator's token (CallbackTokenOf)
-		e.Nonce, e.Hash = "", cb.Nonce
 	}
 	deadline := c.opts.clock.Now().Add(callbackRaceWait)
 	pause := 50 * time.Millisecond
@@ -75,7 +173,7 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 		case err == nil:
 			c.wakeWaiters(ctx, t)
 			return infoOf(t), nil
-		case errors.As(err, &we) && we.Task.Status == lease.StatusRunning && we.Task.Fence == cb.Fence && c.opts.clock.Now().Before(deadline):
+		case errors.As(err, &we) && we.Task.Status == lease.StatusRunning && we.Task.Fence == e.Fence && c.opts.clock.Now().Before(deadline):
 			// The callback overtook the suspension: try again shortly.
 			select {
 			case <-ctx.Done():
@@ -89,7 +187,7 @@ func (c *Client) endWait(ctx context.Context, callbackToken string, status lease
 		case errors.Is(err, lease.ErrFinished), errors.Is(err, ErrNotWaiting):
 			return TaskInfo{}, fmt.Errorf("%w: %w", ErrBadCallback, err)
 		case errors.Is(err, lease.ErrNotFound):
-			return TaskInfo{}, fmt.Errorf("%w: task %s: %w", ErrBadCallback, lease.DisplayID(cb.ID), ErrNotFound)
+			return TaskInfo{}, fmt.Errorf("%w: task %s: %w", ErrBadCallback, lease.DisplayID(e.ID), ErrNotFound)
 		}
 		return TaskInfo{}, c.translate(ctx, err)
 	}
@@ -146,25 +244,6 @@ func (c *Client) Children(ctx context.Context, parent string) ([]TaskInfo, error
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// CallbackTokenOf returns an operator's callback token for task id while
-// it waits for a callback: for operators (`leasehold callback-token`) who
-// answer a wait by hand. The table keeps only a hash of the handler's
-// token's secret, so this token carries that hash instead: CompleteCallback
-// and FailCallback accept it, as they write to the table themselves (only
-// a principal who may update the table can use it), but a worker rejects
-// it from a queue, so reading the table and sending to the work queue is
-// not enough to answer a wait.
-func (c *Client) CallbackTokenOf(ctx context.Context, id string) (string, error) {
-	t, err := c.get(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
-		return "", fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
-	}
-	return token.Callback{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Nonce: lease.OperatorNonce(t)}.String(), nil
 }
 
 // ErrNotWaiting: the task does not wait for a callback.

@@ -109,6 +109,16 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 		t.Fatalf("chain: %s", got.Result)
 	}
 	// (The result shows each step ran with its predecessor's result.)
+	// A token built from what the table holds (the hash of the secret in
+	// place of the secret) answers nothing.
+	cb, err := token.ParseCallback(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb.Nonce = e.get(t, "cb").CallbackHash
+	if _, err := c.CompleteCallback(ctx, cb.String(), "forged"); !errors.Is(err, leasehold.ErrBadCallback) || e.status(t, "cb") != lease.StatusWaiting {
+		t.Fatalf("CompleteCallback with a token built from the table: %v (task %s), want ErrBadCallback and the task still waiting", err, e.status(t, "cb"))
+	}
 	info, err := c.CompleteCallback(ctx, tok, map[string]bool{"approved": true})
 	if err != nil || info.Status != leasehold.StatusSucceeded || string(info.Result) != `{"approved":true}` {
 		t.Fatalf("CompleteCallback: %+v, %v", info, err)

@@ -106,9 +106,9 @@ type Approval struct {
 }
 
 // AwaitApproval waits for an outside decision: it takes its callback token
-// and suspends. An operator reads the token with `leasehold callback-token
-// ID` and answers with `leasehold complete` or `leasehold fail`; a real
-// handler would hand the token to the outside system instead.
+// and suspends. An operator answers by task, with `leasehold complete
+// --task ID` or `leasehold fail --task ID`; a real handler would hand the
+// token to the outside system instead.
 func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
 	if _, err := workflow.CallbackToken(ctx); err != nil {
 		return nil, err
@@ -161,10 +161,9 @@ type OrderApproval struct {
 // them all, records the packing (a step), waits for an approval callback,
 // sleeps, and ships (a step). Each await suspends the task, holding no
 // lease; each run after one replays the steps before it from their
-// records. The approval's token goes to an operator here, who reads it
-// with `leasehold callback-token ID` and answers with `leasehold complete`
-// or `leasehold fail`; a real handler would send it to the approver in
-// submit.
+// records. The approval is an operator's here, who answers by task with
+// `leasehold complete --task ID` or `leasehold fail --task ID`; a real
+// handler would send the token to the approver in submit.
 func FulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) {
 	n, err := workflow.Step(ctx, "count", func(context.Context) (int, error) { return len(t.Payload.Items), nil })
 	if err != nil {

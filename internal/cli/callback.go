@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,69 +18,152 @@ func init() {
 	register((*app).failCommand)
 }
 
-func (a *app) completeCommand() *cobra.Command {
-	var jsonOut bool
-	cmd := &cobra.Command{
-		Use:   "complete TOKEN [RESULT]",
-		Short: "Complete a task waiting for a callback",
-		Long: `Complete ends the waiting attempt that the callback TOKEN names: the task
-SUCCEEDS with RESULT, a JSON document (none when left out). The handler
-that took the token with workflow.CallbackToken and returned
-workflow.AwaitCallback does not run again. A token handed out by
-workflow.WaitForCallback is answered instead: RESULT is recorded for the
-handler, which runs again to read it (the task is PENDING until then).
+// An operator's answer by task replaced `leasehold callback-token`, whose
+// token carried the table's hash of the callback's secret: that made the
+// hash a password (docs/workflows.md).
 
-A token is accepted once, and only while its attempt waits. A forged,
-stale or used token is rejected with the reason (exit 1). See
+func (a *app) completeCommand() *cobra.Command {
+	var (
+		jsonOut bool
+		by      waitBy
+	)
+	cmd := &cobra.Command{
+		Use:   "complete {TOKEN | --task ID} [RESULT]",
+		Short: "Complete a task waiting for a callback",
+		Long: `Complete ends a callback wait: the task SUCCEEDS with RESULT, a JSON document
+(none when left out). The handler that took the token with
+workflow.CallbackToken and returned workflow.AwaitCallback does not run
+again. A wait of workflow.WaitForCallback is answered instead: RESULT is
+recorded for the handler, which runs again to read it (the task is PENDING
+until then).
+
+TOKEN is the callback token the handler took (what a system outside is
+given). An operator who answers by hand names the task instead, with
+--task ID: the command reads the task's waiting attempt and answers that
+attempt only (--wait waits for the task to start waiting). --task needs
+read and write access to the table, as any operator's command does.
+
+A wait is answered once, and only while its attempt waits. A forged, stale
+or used token, or one built from what the table holds (the table keeps only
+a hash of the token's secret), is rejected with the reason (exit 1). See
 docs/workflows.md.`,
-		Example: `  leasehold complete "$TOKEN" '{"approved":true}'`,
-		Args:    posArgs(cobra.RangeArgs(1, 2)),
+		Example: `  leasehold complete "$TOKEN" '{"approved":true}'
+  leasehold complete --task order-7-approval --wait 30s '{"approved":true}'`,
+		Args: posArgs(by.args(0)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, args := by.split(args)
 			var result any
-			if len(args) == 2 {
-				if p, tooDeep := admin.JSONProblem([]byte(args[1])); p != "" {
+			if len(args) == 1 {
+				if p, tooDeep := admin.JSONProblem([]byte(args[0])); p != "" {
 					if !tooDeep {
 						p = "is not a JSON document"
 					}
 					return usageErrorf("RESULT %s", p)
 				}
-				result = json.RawMessage(args[1])
+				result = json.RawMessage(args[0])
 			}
-			return a.endWait(cmd, jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
-				return c.CompleteCallback(cmd.Context(), args[0], result)
+			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.CallbackWait) (leasehold.TaskInfo, error) {
+				if tok != "" {
+					return c.CompleteCallback(cmd.Context(), tok, result)
+				}
+				return c.OperatorComplete(cmd.Context(), w, result)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	by.flags(cmd)
 	return cmd
 }
 
 func (a *app) failCommand() *cobra.Command {
-	var jsonOut bool
+	var (
+		jsonOut bool
+		by      waitBy
+	)
 	cmd := &cobra.Command{
-		Use:   "fail TOKEN REASON",
+		Use:   "fail {TOKEN | --task ID} REASON",
 		Short: "Fail a task waiting for a callback",
-		Long: `Fail ends the waiting attempt that the callback TOKEN names: the task FAILS
-for good with REASON (leasehold retry runs it again). For a token handed
-out by workflow.WaitForCallback, the handler runs again and reads REASON
-as a refusal instead. A token is accepted once; a forged, stale or used
+		Long: `Fail ends a callback wait: the task FAILS for good with REASON (leasehold retry
+runs it again). For a wait of workflow.WaitForCallback, the handler runs
+again and reads REASON as a refusal instead. TOKEN is the callback token the
+handler took; an operator names the task with --task ID instead (see
+leasehold complete --help). A wait is answered once; a forged, stale or used
 token is rejected with the reason (exit 1).`,
-		Example: `  leasehold fail "$TOKEN" 'rejected by the reviewer'`,
-		Args:    posArgs(cobra.ExactArgs(2)),
+		Example: `  leasehold fail "$TOKEN" 'rejected by the reviewer'
+  leasehold fail --task order-7-approval 'rejected by the reviewer'`,
+		Args: posArgs(by.args(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.endWait(cmd, jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
-				return c.FailCallback(cmd.Context(), args[0], args[1])
+			tok, args := by.split(args)
+			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.CallbackWait) (leasehold.TaskInfo, error) {
+				if tok != "" {
+					return c.FailCallback(cmd.Context(), tok, args[0])
+				}
+				return c.OperatorFail(cmd.Context(), w, args[0])
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON")
+	by.flags(cmd)
 	return cmd
 }
 
-// endWait runs a callback's end with the client and prints the task it
+// waitBy says how complete and fail name the wait they answer: by the
+// handler's token (the first argument), or, for an operator, by task
+// (--task).
+type waitBy struct {
+	task string
+	wait time.Duration
+}
+
+func (b *waitBy) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&b.task, "task", "", "answer the callback wait of this task, as an operator (instead of a TOKEN)")
+	cmd.Flags().DurationVar(&b.wait, "wait", 0, "with --task: wait up to this long for the task to wait for a callback")
+}
+
+// args checks the positional arguments: a TOKEN unless --task, then want
+// required ones, and at most one optional one when want is 0 (RESULT).
+func (b *waitBy) args(want int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		n := len(args)
+		if b.task == "" {
+			if n == 0 {
+				return fmt.Errorf("a callback TOKEN, or --task ID")
+			}
+			n--
+		}
+		if b.wait != 0 && b.task == "" {
+			return fmt.Errorf("--wait needs --task")
+		}
+		if want == 0 {
+			return cobra.MaximumNArgs(1)(cmd, args[len(args)-n:])
+		}
+		return cobra.ExactArgs(want)(cmd, args[len(args)-n:])
+	}
+}
+
+// split returns the token (none with --task) and the other arguments.
+func (b *waitBy) split(args []string) (string, []string) {
+	if b.task != "" {
+		return "", args
+	}
+	return args[0], args[1:]
+}
+
+// endWait answers a callback wait with the client, by the handler's token
+// or, for --task, by the task's waiting attempt, and prints the task it
 // left: its id and status, or, with jsonOut, the whole task.
-func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Client) (leasehold.TaskInfo, error)) error {
-	return a.showTask(cmd.Context(), jsonOut, end, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
+func (a *app) endWait(cmd *cobra.Command, jsonOut bool, by waitBy, end func(*leasehold.Client, leasehold.CallbackWait) (leasehold.TaskInfo, error)) error {
+	answer := func(c *leasehold.Client) (leasehold.TaskInfo, error) {
+		var w leasehold.CallbackWait
+		if by.task != "" {
+			var err error
+			if w, err = a.callbackWait(cmd.Context(), c, by.task, by.wait); err != nil {
+				return leasehold.TaskInfo{}, err
+			}
+		}
+		return end(c, w)
+	}
+	return a.showTask(cmd.Context(), jsonOut, answer, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
 		if info.Status == leasehold.StatusPending {
 			_, err := fmt.Fprintf(a.io.Out, "task %s PENDING: answer recorded; its handler runs again to read it\n", admin.DisplayID(info.ID))
 			return err
@@ -89,43 +173,22 @@ func (a *app) endWait(cmd *cobra.Command, jsonOut bool, end func(*leasehold.Clie
 	})
 }
 
-func init() { register((*app).callbackTokenCommand) }
-
-func (a *app) callbackTokenCommand() *cobra.Command {
-	var wait time.Duration
-	cmd := &cobra.Command{
-		Use:   "callback-token ID",
-		Short: "Print the callback token of a task waiting for a callback",
-		Long: `Callback-token prints the token of task ID's waiting attempt, for an operator
-who answers the wait by hand with leasehold complete or leasehold fail.
-With --wait it waits up to that long for the task to start waiting.`,
-		Example: `  TOKEN=$(leasehold callback-token --wait 30s order-7-approval)
-  leasehold complete "$TOKEN" '{"approved":true}'`,
-		Args: posArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			deadline := time.Now().Add(wait)
-			for {
-				tok, err := c.CallbackTokenOf(cmd.Context(), args[0])
-				switch {
-				case err == nil:
-					_, err = fmt.Fprintln(a.io.Out, tok)
-					return err
-				case errors.Is(err, leasehold.ErrNotWaiting) && time.Now().Before(deadline):
-				default:
-					return a.taskErr(args[0], err)
-				}
-				select {
-				case <-cmd.Context().Done():
-					return cmd.Context().Err()
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		},
+// callbackWait reads the callback wait of task id, waiting up to wait for
+// the task to start waiting.
+func (a *app) callbackWait(ctx context.Context, c *leasehold.Client, id string, wait time.Duration) (leasehold.CallbackWait, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		w, err := c.CallbackWaitOf(ctx, id)
+		switch {
+		case err == nil:
+			return w, nil
+		case !errors.Is(err, leasehold.ErrNotWaiting) || !time.Now().Before(deadline):
+			return w, a.taskErr(id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return w, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the task to wait for a callback")
-	return cmd
 }

@@ -202,9 +202,9 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// completeWithCLI answers task id's callback the way a user would: the
-// token from `leasehold callback-token ID`, then `leasehold complete TOKEN
-// RESULT`, run in this process on the demo's resources.
+// completeWithCLI answers task id's callback the way an operator would:
+// `leasehold complete --task ID RESULT`, run in this process on the
+// demo's resources.
 func completeWithCLI(ctx context.Context, res Resources, id string) (string, error) {
 	env := func(name string) string {
 		switch name {
@@ -215,23 +215,13 @@ func completeWithCLI(ctx context.Context, res Resources, id string) (string, err
 		}
 		return os.Getenv(name)
 	}
-	run := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: env}); code != cli.ExitOK {
-			return "", fmt.Errorf("leasehold %s: exit %d: %s", args[0], code, strings.TrimSpace(errOut.String()))
-		}
-		return strings.TrimSpace(out.String()), nil
-	}
-	tok, err := run("callback-token", id)
-	if err != nil {
-		return "", err
-	}
 	const result = `{"approved":true}`
-	said, err := run("complete", tok, result)
-	if err != nil {
-		return "", err
+	args := []string{"complete", "--task", id, result}
+	var out, errOut bytes.Buffer
+	if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: env}); code != cli.ExitOK {
+		return "", fmt.Errorf("leasehold complete: exit %d: %s", code, strings.TrimSpace(errOut.String()))
 	}
-	return fmt.Sprintf("$ leasehold complete \"$(leasehold callback-token %s)\" '%s'  ->  %s", id, result, said), nil
+	return fmt.Sprintf("$ leasehold complete --task %s '%s'  ->  %s", id, result, strings.TrimSpace(out.String())), nil
 }
 
 func countVia(ps []planned, r route) int {

@@ -115,7 +115,7 @@ const MaxWaitNoteBytes = 2 << 10
 const MaxCallbackAnswerBytes = 16 << 10
 
 // resumeSep separates a callback token's secret (or the kept hash, in an
-// operator's token) from the step of a resumable wait.
+// operator's answer) from the step of a resumable wait.
 const resumeSep = "~"
 
 // ResumableNonce is the nonce of a resumable callback wait's token: the
@@ -125,8 +125,10 @@ func ResumableNonce(secret, step string) string {
 	return secret + resumeSep + base64.RawURLEncoding.EncodeToString([]byte(step))
 }
 
-// OperatorNonce is the nonce part of an operator's token for t, which
-// waits for a callback: the kept hash, and the step of a resumable wait.
+// OperatorNonce is what an operator's answer to t's callback wait (and a
+// worker's end of it at its timeout) matches the task with, in place of a
+// token's nonce (WaitEnd.Hash): the kept hash, and the step of a resumable
+// wait. It is never accepted as a token's nonce.
 func OperatorNonce(t Task) string {
 	if t.CallbackStep == "" {
 		return t.CallbackHash

@@ -1182,10 +1182,10 @@ func (x *execution) runCallback(ctx context.Context) State {
 	}
 	x.log.taskID = cb.ID
 	if lease.IsCallbackHash(cb.Nonce) {
-		// An operator's token holds the stored hash, which any reader of
-		// the table knows: only a direct write (Client.CompleteCallback)
-		// may use it, never a message.
-		return x.reject(ctx, "callback token is an operator's (leasehold callback-token): answer it with leasehold complete or fail, not with a queue message")
+		// The stored hash, which any reader of the table knows, in place
+		// of the secret: no credential (only an operator's direct write,
+		// by task, answers a wait without the secret).
+		return x.reject(ctx, "callback token carries the stored hash of the callback's secret, not the secret: it answers nothing (an operator answers by task: leasehold complete --task)")
 	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.tok.Result}
 	if x.tok.HasError {

@@ -64,20 +64,20 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		taskAction("callback completed", func() (leasehold.TaskInfo, error) {
-			tok, err := s.cfg.Tasks.CallbackTokenOf(ctx, id)
+			w, err := s.cfg.Tasks.CallbackWaitOf(ctx, id)
 			if err != nil {
 				return leasehold.TaskInfo{}, err
 			}
-			return s.cfg.Tasks.CompleteCallback(ctx, tok, raw)
+			return s.cfg.Tasks.OperatorComplete(ctx, w, raw)
 		})
 	case "fail":
 		reason := cmp.Or(r.PostFormValue("reason"), "failed from the inspector")
 		taskAction("callback failed", func() (leasehold.TaskInfo, error) {
-			tok, err := s.cfg.Tasks.CallbackTokenOf(ctx, id)
+			w, err := s.cfg.Tasks.CallbackWaitOf(ctx, id)
 			if err != nil {
 				return leasehold.TaskInfo{}, err
 			}
-			return s.cfg.Tasks.FailCallback(ctx, tok, reason)
+			return s.cfg.Tasks.OperatorFail(ctx, w, reason)
 		})
 	case "pause", "resume":
 		queue := r.PostFormValue("queue")

@@ -30,9 +30,9 @@ type Tasks interface {
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
 	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
 	ChildIDs(ctx context.Context, parent string) ([]string, error)
-	CallbackTokenOf(ctx context.Context, id string) (string, error)
-	CompleteCallback(ctx context.Context, callbackToken string, result any) (leasehold.TaskInfo, error)
-	FailCallback(ctx context.Context, callbackToken, reason string) (leasehold.TaskInfo, error)
+	CallbackWaitOf(ctx context.Context, id string) (leasehold.CallbackWait, error)
+	OperatorComplete(ctx context.Context, w leasehold.CallbackWait, result any) (leasehold.TaskInfo, error)
+	OperatorFail(ctx context.Context, w leasehold.CallbackWait, reason string) (leasehold.TaskInfo, error)
 }
 
 // Queues is what the inspector asks of an *admin.Admin.
