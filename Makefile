@@ -72,6 +72,7 @@ LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 # paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
 # (make lint); each fuzz target for FUZZTIME (make fuzz-short).
 CHAOS_CI_TASKS ?= 200
+CHAOS_CI_FLOW_TASKS ?= 150
 # Tests that hold an allocation count: under -race they check the rest and
 # leave the count to this step, run without the race detector (it adds its
 # own allocations, and drops sync.Pool items at random).
@@ -87,8 +88,9 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
 	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
-	  step "chaos test ($(CHAOS_CI_TASKS) tasks)" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
-	    $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' ./internal/chaos; \
+	  step "chaos test ($(CHAOS_CI_TASKS) tasks, then flow control with $(CHAOS_CI_FLOW_TASKS))" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) \
+	    LEASEHOLD_CHAOS_FLOW_TASKS=$(CHAOS_CI_FLOW_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
+	    $(GO) test -race -count=1 -timeout 15m -run '^(TestChaos|TestChaosFlowControl)$$' ./internal/chaos; \
 	  step "lint (staticcheck, govulncheck)" scripts/lint.sh; \
 	  step "fuzz-short" $(MAKE) --no-print-directory fuzz-short; \
 	  if [ -n "$$failed" ]; then echo "== make test: FAILED: $${failed#, }"; exit 1; fi; \
@@ -132,13 +134,16 @@ build: ## compile every package
 # TestChaos (internal/chaos, docs/chaos.md): CHAOS_TASKS tasks through four
 # worker processes that are killed and paused, behind a proxy that delays and
 # resets their AWS calls; fails unless every task succeeded exactly once and
-# every bad message is on the DLQ. Evidence and logs stay in .stack/chaos/.
+# every bad message is on the DLQ. Then TestChaosFlowControl: CHAOS_FLOW_TASKS
+# tasks under a rate limit and a kind's concurrency limit, the queue paused
+# and resumed. Evidence and logs stay in .stack/chaos/.
 CHAOS_TASKS ?= 1000
+CHAOS_FLOW_TASKS ?= 500
 
 .PHONY: chaos
-chaos: stack-up ## chaos test: CHAOS_TASKS (1000) tasks, workers killed and paused, network faults; nothing may be lost
-	@$(WITH_STACK) LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
-	  $(GO) test -race -count=1 -v -timeout 60m -run '^TestChaos$$' ./internal/chaos
+chaos: stack-up ## chaos test: CHAOS_TASKS (1000) tasks, workers killed and paused, network faults; nothing may be lost; then flow control (CHAOS_FLOW_TASKS)
+	@$(WITH_STACK) LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_TASKS) LEASEHOLD_CHAOS_FLOW_TASKS=$(CHAOS_FLOW_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
+	  $(GO) test -race -count=1 -v -timeout 75m -run '^(TestChaos|TestChaosFlowControl)$$' ./internal/chaos
 
 ## ---- static checks and fuzzing (also run by `make test`) ----
 

@@ -8,12 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/chaos"
@@ -189,79 +185,8 @@ func TestChaos(t *testing.T) {
 	p := readParams(t)
 	t.Logf("chaos: seed=%d tasks=%d workers=%d faults=%+v dir=%s", p.seed, p.tasks, p.workers, p.faults, p.dir)
 
-	bin := buildWorker(t, p)
-	table := awstest.NewTable(t, cfg)
-	queues := awstest.NewQueues(t, cfg)
-	ddb := dynamodb.NewFromConfig(cfg)
-	sq := sqs.NewFromConfig(cfg)
-
-	// One fault-injecting proxy per distinct upstream endpoint.
-	ledger := chaos.NewLedger(table)
-	var proxies []*chaos.Proxy
-	var proxyTotals chaos.ProxyStats
-	closeProxies := func() {
-		for _, px := range proxies {
-			st := px.Stats()
-			proxyTotals.Requests += st.Requests
-			proxyTotals.ResetsBefore += st.ResetsBefore
-			proxyTotals.ResetsAfter += st.ResetsAfter
-			proxyTotals.Delayed += st.Delayed
-			proxyTotals.UpstreamErrors += st.UpstreamErrors
-			if err := px.Close(10 * time.Second); err != nil {
-				t.Logf("chaos: proxy close: %v", err)
-			}
-		}
-		proxies = nil
-	}
-	t.Cleanup(closeProxies)
-	endpoint := map[string]string{} // upstream -> proxy URL
-	for i, env := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
-		up := strings.TrimRight(os.Getenv(env), "/")
-		if _, ok := endpoint[up]; ok {
-			continue
-		}
-		px, err := chaos.StartProxy(up, p.faults, p.seed+uint64(i)*7919, ledger.Observe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxies = append(proxies, px)
-		endpoint[up] = px.URL()
-	}
-	t.Logf("chaos: proxies (upstream -> proxy): %v", endpoint)
-
-	fleet := &chaos.Fleet{Bin: bin, Dir: p.dir, Env: workerEnv(p, endpoint, table, queues)}
-	stopped := false
-	stopFleet := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		if err := fleet.StopAll(p.graceStop); err != nil {
-			t.Errorf("chaos: %v", err)
-		}
-	}
-	t.Cleanup(stopFleet) // also reaps the workers of a Start that failed half-way
-	if err := fleet.Start(p.workers); err != nil {
-		t.Fatal(err)
-	}
-
-	chaosCtx, stopChaos := context.WithCancel(context.Background())
-	var chaosWG sync.WaitGroup
-	var chaosErr error
-	chaosWG.Add(1)
-	go func() {
-		defer chaosWG.Done()
-		chaosErr = chaos.Chaos{
-			KillMin: p.killMin, KillMax: p.killMax,
-			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor,
-			Seed: p.seed,
-		}.Run(chaosCtx, fleet)
-	}()
-	endChaos := func() {
-		stopChaos()
-		chaosWG.Wait()
-	}
-	t.Cleanup(endChaos)
+	r := startRig(t, cfg, p)
+	table, queues, ddb, sq, ledger, fleet := r.table, r.queues, r.ddb, r.sq, r.ledger, r.fleet
 
 	// The callbacks the workers hand out are answered as they come, several
 	// times each, through the client and as messages.
@@ -326,12 +251,7 @@ func TestChaos(t *testing.T) {
 	endAnswers()
 	endCancels()
 	endFanIn()
-	endChaos()
-	if chaosErr != nil {
-		t.Errorf("chaos: the chaos loop stopped early: %v", chaosErr)
-	}
-	stopFleet()
-	closeProxies()
+	r.end()
 	duration := time.Since(started)
 
 	records := scanRecords(t, ddb, table)
@@ -426,13 +346,13 @@ func TestChaos(t *testing.T) {
 			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
 			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) slept=%d early_wake=%d "+
 			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d "+
-			"exits_after_finish=%d exits_after_child=%d exits_restarted=%d ",
+			"exits_after_finish=%d exits_after_child=%d exits_beside_stale=%d exits_restarted=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
 			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers, w.Slept, w.EarlyWake,
 			w.Orders, w.OrdersDone, w.OrderResumes, w.MapChildren, w.MapsDone,
-			w.ExitAfterFinish, w.ExitAfterChild, fleet.Exits())
+			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, fleet.Exits())
 	}
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+
 		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d %s"+
@@ -440,7 +360,7 @@ func TestChaos(t *testing.T) {
 		"handler_past_lease=%d fenced_out_deletes=%d redriven_valid=%d deliveries=%d deletes=%d writes=%d rejected_writes=%d unknown_writes=%d cut_lines=%d seed=%d duration=%s",
 		rep.Tasks, rep.Succeeded, rep.Stuck, rep.WrongEnd, rep.DoubleFinish, rep.Overlaps, rep.StaleAccepted,
 		rep.FinishWithoutRun, rep.FalseSuccess, rep.BadHistory, rep.MalformedOK, rep.Malformed, rep.Panics, rep.Races, wfPart,
-		kills, stops, proxyTotals.Requests, proxyTotals.ResetsBefore, proxyTotals.ResetsAfter, proxyTotals.Delayed, proxyTotals.UpstreamErrors,
+		kills, stops, r.totals.Requests, r.totals.ResetsBefore, r.totals.ResetsAfter, r.totals.Delayed, r.totals.UpstreamErrors,
 		rep.Executions, rep.Takeovers, rep.LeaseLost,
 		rep.HandlerPastLease, rep.FencedOutDeletes, rep.RedrivenValid, len(deliveries), len(deletions), len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
 	summary += fmt.Sprintf(" listed=%d unlisted=%d listed_twice=%d", len(listed), len(unlisted), len(twice))

@@ -274,8 +274,8 @@ func scanRecords(t *testing.T, client *dynamodb.Client, table string) map[string
 	t.Helper()
 	out := map[string]lease.Task{}
 	for _, it := range scan(t, client, table, "") {
-		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && lease.IsListingID(id.Value) {
-			continue // a batch listing entry, not a task
+		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (lease.IsListingID(id.Value) || lease.IsRateWindowID(id.Value) || lease.IsSlotsID(id.Value)) {
+			continue // a batch listing entry, a rate window or a slot set, not a task
 		}
 		task, err := lease.TaskFromItem(it)
 		if err != nil {

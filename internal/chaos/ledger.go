@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Write is one write to the tasks table that the emulator applied (it
@@ -52,6 +54,16 @@ type Deletion struct {
 	Answered      time.Time
 }
 
+// Start is one start a rate window gave (lease.RateLimiter's TakeStart:
+// an UpdateItem of the window's item that the emulator applied).
+type Start struct {
+	Window    string // the window item's id
+	Worker    string
+	Forwarded time.Time
+	Answered  time.Time
+	Dropped   bool // the answer never reached the worker (its retry may count again)
+}
+
 // Ledger collects the applied writes to one table from the proxies' Observe
 // callbacks. It is safe for concurrent use.
 type Ledger struct {
@@ -59,6 +71,7 @@ type Ledger struct {
 
 	mu         sync.Mutex
 	writes     []Write
+	starts     []Start
 	deliveries []Delivery
 	deletions  []Deletion
 	rejected   int // conditional failures and other non-200 answers
@@ -96,6 +109,7 @@ func (l *Ledger) Observe(ex Exchange) {
 	}
 	var req struct {
 		TableName                 string
+		Key                       map[string]wireValue
 		Item                      map[string]wireValue
 		ExpressionAttributeValues map[string]wireValue
 	}
@@ -111,6 +125,12 @@ func (l *Ledger) Observe(ex Exchange) {
 	case ex.Status != 200:
 		l.rejected++
 		return
+	case op == "UpdateItem" && lease.IsRateWindowID(req.Key["id"].S):
+		l.starts = append(l.starts, Start{Window: req.Key["id"].S, Worker: workerOf(ex.UserAgent),
+			Forwarded: ex.Forwarded, Answered: ex.Answered, Dropped: ex.Dropped})
+		return
+	case op == "UpdateItem" && lease.IsSlotsID(req.Key["id"].S):
+		return // a kind's slot set, not a task
 	}
 	item := req.Item // PutItem: the item written
 	if op == "UpdateItem" {
@@ -156,6 +176,13 @@ func (l *Ledger) Writes() (writes []Write, rejected, unknown int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Write(nil), l.writes...), l.rejected, l.unknown
+}
+
+// Starts returns the starts the rate windows gave so far.
+func (l *Ledger) Starts() []Start {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Start(nil), l.starts...)
 }
 
 // WritesFrom returns the applied writes from the n-th on (in the order they

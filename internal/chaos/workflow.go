@@ -160,8 +160,12 @@ type WorkflowReport struct {
 	CallbackErrors   int // client calls that ended otherwise (timeouts of the call)
 	// ExitAfterFinish counts worker processes that exited right after a
 	// write ended a task with waiters, before notifying them; of those,
-	// ExitAfterChild ended a child of a parent.
-	ExitAfterFinish, ExitAfterChild int
+	// ExitAfterChild ended a child of a parent. ExitBesideStale counts those
+	// exits beside an older holder of the task (its lease taken over while
+	// it was frozen or cut off) whose handler returned after the exit: the
+	// stale holder's end then finds the task ended by the exited worker,
+	// and must tell the task's waiters before it acknowledges its message.
+	ExitAfterFinish, ExitAfterChild, ExitBesideStale int
 
 	// Cancels of parents: calls made, parents that ended CANCELLED by
 	// them, calls that found the parent finished; of the cancelled
@@ -193,14 +197,27 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	wf := in.Workflows
 	var r WorkflowReport
 	starts := map[string][]HandlerEvent{}
+	handlerEnds := map[string][]HandlerEvent{}
+	var exits []HandlerEvent
 	for _, e := range in.Handler {
 		switch e.Event {
 		case "start":
 			starts[e.Task] = append(starts[e.Task], e)
+		case "end":
+			handlerEnds[e.Task] = append(handlerEnds[e.Task], e)
 		case "exit_after_finish":
+			exits = append(exits, e)
 			r.ExitAfterFinish++
 			if _, isChild := wf.ChildN[e.Task]; isChild {
 				r.ExitAfterChild++
+			}
+		}
+	}
+	for _, x := range exits {
+		for _, e := range handlerEnds[x.Task] {
+			if e.Fence < x.Fence && e.At().After(x.At()) {
+				r.ExitBesideStale++
+				break
 			}
 		}
 	}

@@ -4,7 +4,8 @@
 // leasehold.NewHandlers, leasehold.Handle, settings.Load,
 // leasehold.NewWorker and Worker.Run.
 //
-// It registers one task kind, "chaos", whose handler sleeps for the payload's
+// It registers the task kind "chaos" (and "limited", the same handler for
+// the flow-control run to give a concurrency limit), whose handler sleeps for the payload's
 // work_ms (or until its context ends) and appends evidence of every execution
 // to an append-only JSONL file: one line when the handler starts, one when it
 // returns. The worker's own view of each outcome comes from the public
@@ -181,7 +182,9 @@ func main() {
 	pid := os.Getpid()
 
 	handlers := leasehold.NewHandlers()
-	leasehold.Handle(handlers, "chaos", func(ctx context.Context, t *leasehold.Task[Payload]) (Result, error) {
+	// "limited" is "chaos" under another name: the flow-control run gives
+	// it a concurrency limit (docs/chaos.md, "Flow control").
+	work := func(ctx context.Context, t *leasehold.Task[Payload]) (Result, error) {
 		base := Evidence{Task: t.ID, Fence: t.Fence, Attempt: t.Attempt, Worker: name, PID: pid}
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
@@ -202,7 +205,9 @@ func main() {
 			ev.write(end)
 			return Result{}, fmt.Errorf("chaos handler stopped: %w", cause)
 		}
-	})
+	}
+	leasehold.Handle(handlers, "chaos", work)
+	leasehold.Handle(handlers, "limited", work)
 
 	registerWorkflows(handlers, ev, name, pid)
 
