@@ -7,8 +7,10 @@ import (
 )
 
 func TestUIWarnsOfANonLoopbackAddress(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{
 		"127.0.0.1:8080": "",
+		"127.9.9.9:8080": "",
 		"[::1]:8080":     "",
 		"0.0.0.0:8080":   "Host check",
 		"[::]:8080":      "Host check",
