@@ -14,11 +14,16 @@ func init() {
 	register((*app).uiCommand)
 }
 
+// flagAllowNonLoopback lets `leasehold ui` serve an address other than a
+// loopback one.
+const flagAllowNonLoopback = "allow-non-loopback"
+
 func (a *app) uiCommand() *cobra.Command {
 	var (
-		addr           string
-		scan           int
-		idle, lifetime time.Duration
+		addr             string
+		scan             int
+		idle, lifetime   time.Duration
+		allowNonLoopback bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -37,13 +42,15 @@ prints the URL to open. The URL works once: its first visit opens the
 session (a cookie) and any later visit is refused. The session ends after
 --session-idle without a request (default 30m) or --session-max after it
 opened (default 12h); then restart ui for a new URL. An address other than
-a loopback one gets a warning: anyone who can reach it and has the URL can
-open the session, and on 0.0.0.0 or :: the Host check is off. See
-docs/ui.md for the security model.
+a loopback one (127.0.0.0/8, ::1, localhost) is refused unless
+--allow-non-loopback is given, and then served with a warning: anyone who
+can reach it and has the URL can open the session. See docs/ui.md for the
+security model.
 
 It uses the table, work queue and AWS settings of every other command.`,
 		Example: `  leasehold ui
-  leasehold ui --addr 127.0.0.1:0`,
+  leasehold ui --addr 127.0.0.1:0
+  leasehold ui --addr 0.0.0.0:8080 --allow-non-loopback`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scan < 1 {
@@ -51,6 +58,16 @@ It uses the table, work queue and AWS settings of every other command.`,
 			}
 			if idle <= 0 || lifetime <= 0 {
 				return usageErrorf("--session-idle and --session-max must be positive")
+			}
+			// Listen first: a refused address needs no AWS.
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return usageErrorf("--addr %s: %v", addr, err)
+			}
+			defer ln.Close() // Serve closes it too; this is for the returns before
+			warn := exposure(ln.Addr())
+			if warn != "" && !allowNonLoopback {
+				return usageErrorf("--addr %s: refused to listen on %s; pass --%s to serve it anyway", addr, warn, flagAllowNonLoopback)
 			}
 			ctx := cmd.Context()
 			c, err := a.client(ctx)
@@ -69,11 +86,7 @@ It uses the table, work queue and AWS settings of every other command.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return usageErrorf("--addr %s: %v", addr, err)
-			}
-			if warn := exposure(ln.Addr()); warn != "" {
+			if warn != "" {
 				fmt.Fprintf(a.io.Err, "leasehold ui: warning: listening on %s\n", warn)
 			}
 			fmt.Fprintf(a.io.Out, "leasehold ui: open %s\n(it opens one session, once; Ctrl-C stops it)\n", srv.StartURL(ln.Addr().String()))
@@ -84,6 +97,7 @@ It uses the table, work queue and AWS settings of every other command.`,
 	cmd.Flags().IntVar(&scan, "scan", ui.DefaultScan, "tasks the overview reads when loaded: the newest scan/6 of each status")
 	cmd.Flags().DurationVar(&idle, "session-idle", ui.DefaultSessionIdle, "end the session after this long without a request (live refreshes do not count)")
 	cmd.Flags().DurationVar(&lifetime, "session-max", ui.DefaultSessionLifetime, "end the session this long after it opened")
+	cmd.Flags().BoolVar(&allowNonLoopback, flagAllowNonLoopback, false, "serve an --addr that is not a loopback address (0.0.0.0, an interface's address), with a warning")
 	return cmd
 }
 
