@@ -55,14 +55,14 @@ func request(t *testing.T, h http.Handler, srv *ui.Server, method, target string
 	t.Helper()
 	var r *http.Request
 	if form != nil {
-		r = httptest.NewRequest(method, target, strings.NewReader(form.Encode()))
+		r = httptest.NewRequest(method, srv.Base()+target, strings.NewReader(form.Encode()))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		r.Header.Set("Origin", "http://"+addr)
 	} else {
-		r = httptest.NewRequest(method, target, nil)
+		r = httptest.NewRequest(method, srv.Base()+target, nil)
 	}
 	r.Host = addr
-	r.Header.Set(ui.HeaderToken, srv.Token())
+	r.Header.Set(ui.HeaderToken, srv.APIToken())
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
@@ -216,38 +216,55 @@ func TestDeadLettersAreReadOnlyOnPost(t *testing.T) {
 	if f.queues.peeks != 0 {
 		t.Fatalf("GETs read the dead letters %d time(s)", f.queues.peeks)
 	}
-	if !strings.Contains(f.get(t, "/dlq"), `<form method="post" action="/dlq?queue=" class="action" id="read-dlq">`) {
+	if !strings.Contains(f.get(t, "/dlq"), `<form method="post" action="`+f.srv.Base()+`/dlq?queue=" class="action" id="read-dlq">`) {
 		t.Error("the dead-letter page has no read button")
 	}
-	w := f.do(t, http.MethodPost, "/dlq?queue=", url.Values{"token": {f.srv.Token()}})
+	w := f.do(t, http.MethodPost, "/dlq?queue=", url.Values{"csrf": {ui.CSRFToken(f.srv, "/dlq")}})
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "m-1") || f.queues.peeks != 1 {
 		t.Fatalf("POST /dlq: %d, %d read(s)\n%s", w.Code, f.queues.peeks, w.Body)
 	}
 	// Its live refresh is a GET.
-	if !strings.Contains(w.Body.String(), `data-live="/dlq?live=1&amp;queue="`) {
+	if !strings.Contains(w.Body.String(), `data-live="`+f.srv.Base()+`/dlq?live=1&amp;queue="`) {
 		t.Errorf("the read page's live URL is not a GET of the depth:\n%s", w.Body)
 	}
 }
 
-// The first visit's redirect stays on this server whatever its path.
+// The first visit's redirect stays on this server, under its base,
+// whatever its path; outside the base there is no redirect at all.
 func TestFirstVisitRedirectStaysLocal(t *testing.T) {
 	t.Parallel()
-	f := setup(t, 0)
 	for target, want := range map[string]string{
 		"//evil.example/?token=":      "/evil.example",
 		"///evil.example/x?token=":    "/evil.example/x",
 		"/\\evil.example/?token=":     "/",
+		"/../../evil.example?token=":  "/evil.example",
 		"/tasks/../task?id=a&token=":  "/task?id=a",
 		"/workflow?id=%2F%2Fx&token=": "/workflow?id=%2F%2Fx",
+		"?token=":                     "/",
 	} {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.URL = &url.URL{Path: strings.SplitN(target, "?", 2)[0], RawQuery: strings.SplitN(target, "?", 2)[1] + f.srv.Token()}
-		r.RequestURI = r.URL.RequestURI()
-		r.Host = addr
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != want {
-			t.Errorf("%s: %d, Location %q, want %q", target, w.Code, w.Header().Get("Location"), want)
+		// A server each: the start token opens one session.
+		srv, h := serveWith(t, ui.Config{Tasks: &bigMap{}, Queues: &fakeQueues{}, WorkQueueURL: workURL})
+		start, err := url.Parse(srv.StartURL(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, q, _ := strings.Cut(target, "?")
+		for _, under := range []bool{false, true} {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.URL = &url.URL{Path: p, RawQuery: q + start.Query().Get("token")}
+			if under {
+				r.URL.Path = srv.Base() + p
+			}
+			r.RequestURI = r.URL.RequestURI()
+			r.Host = addr
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			switch {
+			case under && (w.Code != http.StatusSeeOther || w.Header().Get("Location") != srv.Base()+want):
+				t.Errorf("%s under the base: %d, Location %q, want %q", target, w.Code, w.Header().Get("Location"), srv.Base()+want)
+			case !under && (w.Code != http.StatusNotFound || w.Header().Get("Location") != ""):
+				t.Errorf("%s outside the base: %d, Location %q, want 404", target, w.Code, w.Header().Get("Location"))
+			}
 		}
 	}
 }
@@ -269,9 +286,9 @@ func TestHandlersKeepTheirOwnState(t *testing.T) {
 		{other, addr, "leasehold_ui_9001", http.StatusForbidden},
 		{f.h, addr, "leasehold_ui_9001", http.StatusForbidden},
 	} {
-		r := httptest.NewRequest(http.MethodGet, "/queues", nil)
+		r := httptest.NewRequest(http.MethodGet, f.srv.Base()+"/queues", nil)
 		r.Host = c.host
-		r.AddCookie(&http.Cookie{Name: c.cookie, Value: f.srv.Token()})
+		r.AddCookie(&http.Cookie{Name: c.cookie, Value: f.cookie.Value})
 		w := httptest.NewRecorder()
 		c.h.ServeHTTP(w, r)
 		if w.Code != c.want {

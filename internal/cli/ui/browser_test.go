@@ -3,12 +3,16 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,7 +147,7 @@ func serve(t *testing.T, b *browserStack, adm *admin.Admin) string {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String() + "/?" + url.Values{"token": {srv.Token()}}.Encode()
+	return srv.StartURL(ln.Addr().String())
 }
 
 func TestBrowser(t *testing.T) {
@@ -151,7 +155,29 @@ func TestBrowser(t *testing.T) {
 	browser := chromium(t)
 	b := newBrowserStack(t, cfg)
 	start := serve(t, b, admin.New(admin.Config{AWS: cfg}))
-	base := strings.SplitN(start, "/?", 2)[0]
+	base := strings.SplitN(start, "/?", 2)[0] // http://127.0.0.1:PORT/BASE
+	su, err := url.Parse(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basePath, startToken := strings.TrimSuffix(su.Path, "/"), su.Query().Get("token")
+	// spy is another web server on this host, on another port: it records
+	// the cookies the browser sends it.
+	var (
+		spyMu   sync.Mutex
+		spied   []string
+		spyHits int
+	)
+	spy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		spyMu.Lock()
+		defer spyMu.Unlock()
+		spyHits++
+		for _, c := range r.Cookies() {
+			spied = append(spied, c.Name)
+		}
+		_, _ = io.WriteString(w, "<!doctype html><title>other server</title><p>another server on this host")
+	}))
+	defer spy.Close()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -233,6 +259,74 @@ func TestBrowser(t *testing.T) {
 	step("overview", chromedp.Navigate(start), visible(`#by-status`),
 		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"), shot("overview"))
 
+	// The session's cookie: HttpOnly, SameSite=Strict, and sent under the
+	// run's base path alone.
+	var session *network.Cookie
+	step("the session cookie", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/"}})
+		if err != nil {
+			return err
+		}
+		for _, c := range res.Cookies {
+			if strings.HasPrefix(c.Name, "leasehold_ui") {
+				session = c
+			}
+		}
+		return nil
+	}))
+	if session == nil || session.Path != basePath || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict || session.Value == "" {
+		t.Fatalf("session cookie %+v, want HttpOnly, SameSite Strict, Path %s", session, basePath)
+	}
+	if session.Value == startToken || strings.Contains(start, session.Value) {
+		t.Fatal("the session cookie carries the start token")
+	}
+	// inTab runs fn in a new tab of the browser (its cookies too), so that
+	// the main tab stays on the inspector's pages.
+	inTab := func(name string, fn func(ctx context.Context) error) {
+		t.Helper()
+		tab, closeTab := chromedp.NewContext(bctx)
+		defer closeTab()
+		ctx, cancel := context.WithTimeout(tab, awstest.Scale(90*time.Second))
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// visit opens u and returns its HTTP status and its text.
+	visit := func(ctx context.Context, u string) (int64, string, error) {
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(u))
+		if err != nil {
+			return 0, "", err
+		}
+		body, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		return resp.Status, body, err
+	}
+	// Another server on this host, on another port, gets no cookie of the
+	// inspector's: neither at its root nor at a path of the inspector's.
+	inTab("another local server", func(ctx context.Context) error {
+		for _, page := range []string{spy.URL + "/", spy.URL + "/tasks"} {
+			if code, _, err := visit(ctx, page); err != nil || code != http.StatusOK {
+				return fmt.Errorf("GET %s: HTTP %d, %v", page, code, err)
+			}
+		}
+		return nil
+	})
+	spyMu.Lock()
+	if spyHits < 2 || len(spied) != 0 {
+		t.Errorf("the other server had %d request(s), with cookies %v; want none of the inspector's", spyHits, spied)
+	}
+	spyMu.Unlock()
+
+	// The start URL works once: a second visit (the printed link clicked
+	// again) is refused, with a message that says what to do.
+	inTab("start URL used twice", func(ctx context.Context) error {
+		code, body, err := visit(ctx, start)
+		if err == nil && (code != http.StatusForbidden || !strings.Contains(body, "already been used") || !strings.Contains(body, "restart `leasehold ui`")) {
+			err = fmt.Errorf("second visit of the start URL: HTTP %d: %s", code, body)
+		}
+		return err
+	})
+
 	step("tasks filtered by kind and prefix",
 		chromedp.Navigate(base+"/tasks"), visible(`#filters`),
 		chromedp.SetValue(chromedp.CSS(`#filters input[name="kind"]`), b.kind),
@@ -247,9 +341,20 @@ func TestBrowser(t *testing.T) {
 	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
 		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"), shot("workflow"))
 
-	step("cancel from the page", chromedp.Navigate(taskPage(b.pending)),
-		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), shot("task"),
-		confirmAndSubmit(`#cancel`), has(`#result`, "CANCELLED"),
+	step("task page", chromedp.Navigate(taskPage(b.pending)),
+		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), shot("task"))
+	// Its form carries a CSRF token of its own, and the page's HTML holds
+	// neither the session's id nor the start token.
+	ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#cancel input[name="csrf"]').value, document.documentElement.outerHTML]`))
+	cancel()
+	if err != nil || len(page) != 2 {
+		t.Fatalf("read the task page: %v", err)
+	}
+	if csrf := page[0]; csrf == "" || csrf == session.Value || csrf == startToken || strings.Contains(page[1], session.Value) || strings.Contains(page[1], startToken) {
+		t.Fatalf("the cancel form's CSRF token %q is empty or the session's, or the page shows the session id or start token", csrf)
+	}
+	step("cancel from the page", confirmAndSubmit(`#cancel`), has(`#result`, "CANCELLED"),
 		chromedp.Navigate(taskPage(b.pending)), has(`#task-status`, "CANCELLED"))
 
 	// A change made elsewhere shows without a reload: the live refresh.
@@ -267,7 +372,7 @@ func TestBrowser(t *testing.T) {
 		return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			var p []*network.BlockPattern
 			if on {
-				p = []*network.BlockPattern{{URLPattern: "*://*:*/task?*", Block: true}}
+				p = []*network.BlockPattern{{URLPattern: "*://*:*/*/task?*", Block: true}}
 			}
 			_, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: p})
 			return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/cli/ui"
 )
 
 // The tasks page offers bulk cancel and retry of what its filter selects.
@@ -30,7 +31,7 @@ func TestBulkActions(t *testing.T) {
 	}
 	bulk := func(want int, fields ...string) string {
 		t.Helper()
-		form := url.Values{"token": {f.srv.Token()}}
+		form := url.Values{"csrf": {ui.CSRFToken(f.srv, "/bulk")}}
 		for i := 0; i+1 < len(fields); i += 2 {
 			form.Set(fields[i], fields[i+1])
 		}
@@ -44,6 +45,10 @@ func TestBulkActions(t *testing.T) {
 	dry := bulk(http.StatusOK, "action", "cancel", "kind", "hook")
 	if !strings.Contains(dry, "Dry run: 2 task(s) would be cancelled") || !strings.Contains(dry, "hook-1") || !strings.Contains(dry, `id="bulk-confirm"`) {
 		t.Fatalf("dry run:\n%s", dry)
+	}
+	// Its link back names the tasks page with the filter.
+	if back := `href="` + f.srv.Base() + `/tasks?kind=hook" id="back"`; !strings.Contains(dry, back) {
+		t.Fatalf("the dry run has no link %s:\n%s", back, dry)
 	}
 	if status("hook-1") != leasehold.StatusWaiting || status("hook-2") != leasehold.StatusWaiting {
 		t.Fatal("a dry run changed a task")
@@ -71,6 +76,6 @@ func TestBulkActions(t *testing.T) {
 	bulk(http.StatusBadRequest, "action", "retry", "status", "RUNNING")
 	bulk(http.StatusBadRequest, "action", "delete")
 	if w := f.do(t, http.MethodPost, "/bulk", url.Values{"action": {"cancel"}, "kind": {"ok"}, "confirm": {"yes"}}); w.Code != http.StatusForbidden {
-		t.Fatalf("bulk without the token: %d, want 403", w.Code)
+		t.Fatalf("bulk without the CSRF token: %d, want 403", w.Code)
 	}
 }

@@ -5,18 +5,26 @@
 //
 // # Security
 //
-// The server is meant for one operator on one machine. New draws a random
-// session token; the URL printed at start carries it, and the first visit
-// trades it for an HttpOnly, SameSite=Strict cookie. Every request needs
-// that cookie (or the token in the X-Leasehold-Token header), and a Host
-// the handler's listener answers to (any Host on a wildcard address). A GET
-// never changes anything, in the table or on a queue, and HEAD is refused;
-// every action, and the read of dead letters (an SQS receive), is a POST
-// that carries the token again in a form field or the header and whose
-// Origin (when the browser sends one) is the server's own. Pages are
-// html/template output, so task text (payloads, results, errors, ids) is
-// escaped; the Content-Security-Policy allows only the embedded script and
-// style sheet, and no framing.
+// The server is meant for one operator on one machine. New draws a base
+// path, a start token and an API token. Every page, asset and action is
+// under the base (anything else is 404). StartURL carries the start token,
+// which opens the one session of the run, once: the first visit trades it
+// for an HttpOnly, SameSite=Strict cookie whose Path is the base, so that
+// the browser sends it to no other server on another port of the host; a
+// later visit with it is refused. The session ends after Config.SessionIdle
+// without a request (live refreshes do not count) or Config.SessionLifetime
+// after it opened. Every request needs the cookie (or the API token in the
+// X-Leasehold-Token header), and a Host the handler's listener answers to
+// (any Host on a wildcard address). A GET never changes anything, in the
+// table or on a queue, and HEAD is refused; every action, and the read of
+// dead letters (an SQS receive), is a POST whose Origin (when the browser
+// sends one) is the server's own and that carries the CSRF token of its
+// action (an HMAC of the action's path under a key of the session's; a
+// client with the API token needs none). No page holds the session's id
+// or a token other than its forms' CSRF tokens. Pages are html/template
+// output, so task text (payloads, results, errors, ids) is escaped; the
+// Content-Security-Policy allows only the embedded script and style sheet,
+// and no framing.
 //
 // # Live updates
 //

@@ -331,6 +331,16 @@ func (f filters) Query() string {
 	return f.values().Encode()
 }
 
+// URL is the tasks page with the filters (without the cursor). A page
+// names it whole: a query put after a literal "?" in a template would be
+// escaped as one value.
+func (f filters) URL() string {
+	if q := f.Query(); q != "" {
+		return "/tasks?" + q
+	}
+	return "/tasks"
+}
+
 func (f filters) values() url.Values {
 	v := url.Values{}
 	for k, s := range map[string]string{"status": f.Status, "kind": f.Kind, "queue": f.Queue, "since": f.Since, "prefix": f.Prefix, "cursor": f.Cursor} {

@@ -1,9 +1,7 @@
 package ui
 
 import (
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
+	"context"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,11 +9,16 @@ import (
 	"strings"
 )
 
-// HeaderToken carries the session token for clients other than a browser.
+// HeaderToken carries the API token (Server.APIToken) of a client other
+// than a browser. It is not the start token of the printed URL, and no page
+// shows it.
 const HeaderToken = "X-Leasehold-Token"
 
-// formToken is the form field that carries the session token of an action.
-const formToken = "token"
+// queryToken is the start URL's parameter that carries the start token.
+const queryToken = "token"
+
+// formCSRF is the form field that carries an action's CSRF token.
+const formCSRF = "csrf"
 
 // maxForm bounds an action's body.
 const maxForm = 1 << 20
@@ -23,21 +26,9 @@ const maxForm = 1 << 20
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func (s *Server) tokenOK(t string) bool {
-	return t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(s.token)) == 1
-}
-
 // hostAllowed reports whether host (a request's Host) names this server:
 // one of the addresses it was told it listens on. With none (a server
-// bound to every interface) any host passes and the token alone guards.
+// bound to every interface) any host passes and the session alone guards.
 func (g gate) hostAllowed(host string) bool {
 	if len(g.hosts) == 0 {
 		return true
@@ -52,7 +43,7 @@ func (g gate) hostAllowed(host string) bool {
 
 // sameOrigin reports whether a POST comes from a page of this server. A
 // browser sends Origin with every POST; a client without it (curl with the
-// token header) passes on the token alone.
+// API token) passes on the token alone.
 func sameOrigin(r *http.Request) bool {
 	if o := r.Header.Get("Origin"); o != "" {
 		return o == "http://"+r.Host
@@ -79,9 +70,10 @@ type gate struct {
 	cookie string
 }
 
-// guard checks every request: the host, the session, and for an action
-// its token and origin. A first visit with ?token= gets the cookie and is
-// sent on to the same page without the token in its URL.
+// guard checks every request: the host, the base path, the session, and
+// for an action its origin and CSRF token. A first visit with ?token= opens
+// the session, sets its cookie and is sent on to the same page without the
+// token in its URL; any later visit with the token is refused.
 func (g gate) guard(next http.Handler) http.Handler {
 	s := g.s
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,39 +82,55 @@ func (g gate) guard(next http.Handler) http.Handler {
 			http.Error(w, "forbidden: unexpected Host "+r.Host, http.StatusForbidden)
 			return
 		}
-		if t := r.URL.Query().Get(formToken); t != "" && r.Method == http.MethodGet {
-			if !s.tokenOK(t) {
-				http.Error(w, "forbidden: wrong session token; open the URL `leasehold ui` printed", http.StatusForbidden)
+		rest, ok := strings.CutPrefix(r.URL.Path, s.base)
+		if !ok || (rest != "" && rest[0] != '/') {
+			http.Error(w, "not found: the inspector's pages are under the path of the URL `leasehold ui` printed", http.StatusNotFound)
+			return
+		}
+		now := s.cfg.Now()
+		if t := r.URL.Query().Get(queryToken); t != "" && r.Method == http.MethodGet {
+			sess, refused := s.auth.open(t, now)
+			if sess == nil {
+				http.Error(w, refused, http.StatusForbidden)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			// Path: the browser sends the cookie to this run's base alone,
+			// never to another server on another port of this host.
+			http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: sess.id, Path: s.base, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			q := r.URL.Query()
-			q.Del(formToken)
-			http.Redirect(w, r, localURL(r.URL.Path, q), http.StatusSeeOther)
+			q.Del(queryToken)
+			http.Redirect(w, r, s.localURL(rest, q), http.StatusSeeOther)
 			return
 		}
-		authed := s.tokenOK(r.Header.Get(HeaderToken))
-		if c, err := r.Cookie(g.cookie); err == nil && s.tokenOK(c.Value) {
-			authed = true
-		}
-		if !authed {
-			http.Error(w, "forbidden: no session; open the URL `leasehold ui` printed (it carries the session token)", http.StatusForbidden)
-			return
+		var sess *session
+		if !same(r.Header.Get(HeaderToken), s.apiToken) {
+			var ids []string
+			for _, c := range r.CookiesNamed(g.cookie) {
+				ids = append(ids, c.Value)
+			}
+			var refused string
+			if sess, refused = s.auth.session(ids, now, r.URL.Query().Get("live") != "1"); sess == nil {
+				http.Error(w, refused, http.StatusForbidden)
+				return
+			}
 		}
 		switch r.Method {
 		case http.MethodGet:
+			if rest == "" {
+				http.Redirect(w, r, s.localURL("/", r.URL.Query()), http.StatusSeeOther)
+				return
+			}
 		case http.MethodPost:
 			if !sameOrigin(r) {
 				http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-			t := r.Header.Get(HeaderToken)
-			if t == "" {
-				t = r.PostFormValue(formToken)
-			}
-			if !s.tokenOK(t) {
-				http.Error(w, "forbidden: the action carries no valid session token", http.StatusForbidden)
+			// A client with the API token needs none: a page of another
+			// origin cannot send the header without a CORS preflight, which
+			// this server never grants.
+			if sess != nil && !sess.csrfOK(rest, r.PostFormValue(formCSRF)) {
+				http.Error(w, "forbidden: the form carries no valid CSRF token for this action; reload the page it came from and submit again", http.StatusForbidden)
 				return
 			}
 		default:
@@ -131,7 +139,7 @@ func (g gate) guard(next http.Handler) http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
 	})
 }
 
@@ -153,14 +161,15 @@ func hostsOf(addr string) []string {
 	return []string{addr}
 }
 
-// localURL is a redirect target on this server: path cleaned to one
-// leading slash (so that //host/ cannot name another host) and no
-// backslash (which browsers read as a slash), with query q.
-func localURL(p string, q url.Values) string {
+// localURL is a redirect target on this server, under its base: p (a path
+// relative to the base) cleaned to one leading slash, so that no path
+// names another host or leaves the base, and with no backslash (which
+// browsers read as a slash); with query q.
+func (s *Server) localURL(p string, q url.Values) string {
 	p = path.Clean("/" + p)
 	if strings.Contains(p, `\`) {
 		p = "/"
 	}
-	u := url.URL{Path: p, RawQuery: q.Encode()}
+	u := url.URL{Path: s.base + p, RawQuery: q.Encode()}
 	return u.RequestURI()
 }

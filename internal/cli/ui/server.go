@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,11 @@ const (
 	DefaultScanTime       = 10 * time.Second
 	DefaultPageSize       = 50
 	DefaultRequestTimeout = 30 * time.Second
+	// DefaultSessionIdle ends a session after half an hour without a
+	// request of the operator's; DefaultSessionLifetime ends it half a day
+	// after it opened, whatever it did.
+	DefaultSessionIdle     = 30 * time.Minute
+	DefaultSessionLifetime = 12 * time.Hour
 	// maxQueues bounds the queues the overview reads depths of.
 	maxQueues = 20
 )
@@ -76,22 +83,36 @@ type Config struct {
 	// RequestTimeout bounds the work of one request, every AWS call in it
 	// included (each call also has the client's own timeout).
 	RequestTimeout time.Duration
+	// SessionIdle ends the session after that long without a request of
+	// the operator's (a live refresh is none); SessionLifetime ends it that
+	// long after it opened, and the start URL that long after New if it was
+	// never used. Defaults DefaultSessionIdle and DefaultSessionLifetime.
+	SessionIdle     time.Duration
+	SessionLifetime time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Server is the inspector. Build it with New; serve it with Serve.
 type Server struct {
-	cfg    Config
-	token  string
-	pages  map[string]*template.Template
-	static http.Handler
+	cfg Config
+	// base is the path every page of this run is under: "/" and 32 random
+	// hex digits. The session cookie's Path is base, so a browser sends it
+	// to no other server on another port of the same host.
+	base string
+	// auth is the one-time start token and the session it opens; apiToken
+	// is the long-lived token of the HeaderToken header.
+	auth     *sessions
+	apiToken string
+	pages    map[string]*template.Template
+	static   http.Handler
 
 	mu     sync.Mutex
 	queues map[string]bool // queue names seen in listings
 }
 
-// New checks cfg and draws the session token.
+// New checks cfg and draws the base path, the start token and the API
+// token.
 func New(cfg Config) (*Server, error) {
 	if cfg.Tasks == nil || cfg.Queues == nil {
 		return nil, errors.New("ui: Tasks and Queues are required")
@@ -100,17 +121,27 @@ func New(cfg Config) (*Server, error) {
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.ScanTime = cmp.Or(cfg.ScanTime, DefaultScanTime)
+	cfg.SessionIdle = cmp.Or(cfg.SessionIdle, DefaultSessionIdle)
+	cfg.SessionLifetime = cmp.Or(cfg.SessionLifetime, DefaultSessionLifetime)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > leasehold.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
 		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, leasehold.MaxListLimit, cfg.RequestTimeout)
 	}
-	tok, err := newToken()
-	if err != nil {
-		return nil, fmt.Errorf("ui: session token: %w", err)
+	if cfg.SessionIdle < 0 || cfg.SessionLifetime < 0 {
+		return nil, fmt.Errorf("ui: session idle limit %s and lifetime %s must be positive", cfg.SessionIdle, cfg.SessionLifetime)
 	}
-	pages, err := parsePages()
+	var secrets [3]string
+	for i := range secrets {
+		t, err := newToken()
+		if err != nil {
+			return nil, fmt.Errorf("ui: draw tokens: %w", err)
+		}
+		secrets[i] = t
+	}
+	base := "/" + secrets[0][:32]
+	pages, err := parsePages(base)
 	if err != nil {
 		return nil, err
 	}
@@ -119,35 +150,55 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, token: tok, pages: pages,
-		static: http.StripPrefix("/static/", http.FileServerFS(static)),
-		queues: map[string]bool{},
+		cfg: cfg, base: base, pages: pages,
+		auth:     &sessions{start: secrets[1], issued: cfg.Now(), idle: cfg.SessionIdle, lifetime: cfg.SessionLifetime},
+		apiToken: secrets[2],
+		static:   http.StripPrefix(base+"/static/", http.FileServerFS(static)),
+		queues:   map[string]bool{},
 	}, nil
 }
 
-// Token is the session token.
-func (s *Server) Token() string { return s.token }
+// StartURL is the URL to open first, on host (the listener's host:port):
+// the inspector's overview with the start token. Its first visit opens the
+// session; any later one is refused.
+func (s *Server) StartURL(host string) string {
+	u := url.URL{Scheme: "http", Host: host, Path: s.base + "/", RawQuery: url.Values{queryToken: {s.auth.start}}.Encode()}
+	return u.String()
+}
 
-// Handler serves the inspector to requests whose Host is one of addr's
-// (the listener's host:port; see hostsOf). Each handler keeps its own
-// hosts and cookie name: one Server may serve several addresses.
+// Base is the path every page is under (no trailing slash).
+func (s *Server) Base() string { return s.base }
+
+// APIToken is the token a client other than a browser sends in the
+// HeaderToken header instead of a session cookie. It lasts as long as the
+// server, needs no CSRF token, and no URL or page shows it; `leasehold ui`
+// gives it to no one.
+func (s *Server) APIToken() string { return s.apiToken }
+
+// Handler serves the inspector, under Base, to requests whose Host is one
+// of addr's (the listener's host:port; see hostsOf). Each handler keeps
+// its own hosts and cookie name: one Server may serve several addresses,
+// with one session.
 func (s *Server) Handler(addr string) http.Handler {
 	g := gate{s: s, hosts: hostsOf(addr), cookie: "leasehold_ui"}
 	if _, port, err := net.SplitHostPort(addr); err == nil {
 		// Cookies ignore ports: two inspectors on one host keep theirs apart.
 		g.cookie = "leasehold_ui_" + port
 	}
+	// The patterns name the base, so that the mux's own redirects (of a
+	// path to its clean form) stay under it.
 	mux := http.NewServeMux()
-	mux.Handle("GET /static/", s.static)
-	mux.HandleFunc("GET /{$}", s.overview)
-	mux.HandleFunc("GET /tasks", s.tasks)
-	mux.HandleFunc("GET /task", s.task)
-	mux.HandleFunc("GET /workflow", s.workflow)
-	mux.HandleFunc("GET /queues", s.queuesPage)
-	mux.HandleFunc("GET /dlq", s.deadLetters)
-	mux.HandleFunc("POST /dlq", s.deadLetters)
-	mux.HandleFunc("POST /action/{name}", s.action)
-	mux.HandleFunc("POST /bulk", s.bulk)
+	b := s.base
+	mux.Handle("GET "+b+"/static/", s.static)
+	mux.HandleFunc("GET "+b+"/{$}", s.overview)
+	mux.HandleFunc("GET "+b+"/tasks", s.tasks)
+	mux.HandleFunc("GET "+b+"/task", s.task)
+	mux.HandleFunc("GET "+b+"/workflow", s.workflow)
+	mux.HandleFunc("GET "+b+"/queues", s.queuesPage)
+	mux.HandleFunc("GET "+b+"/dlq", s.deadLetters)
+	mux.HandleFunc("POST "+b+"/dlq", s.deadLetters)
+	mux.HandleFunc("POST "+b+"/action/{name}", s.action)
+	mux.HandleFunc("POST "+b+"/bulk", s.bulk)
 	return g.guard(mux)
 }
 
@@ -200,8 +251,11 @@ var refreshEvery = map[string]int{
 type view struct {
 	Title string
 	Nav   string
-	Token string
-	// Live is the URL the page's data polls; empty for a page without.
+	// sess is the request's session, whose key makes the forms' CSRF
+	// tokens; nil for a client with the API token.
+	sess *session
+	// Live is the URL the page's data polls (under the base); empty for a
+	// page without.
 	// Every is the seconds between two polls (the script doubles it after
 	// a failure, up to a minute).
 	Live  string
@@ -210,8 +264,23 @@ type view struct {
 	Data  any
 }
 
-func parsePages() (map[string]*template.Template, error) {
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html")
+// CSRF is the CSRF token of the form whose action is the URL action
+// (relative to the base; its query is not part of what the token binds).
+func (v view) CSRF(action string) string {
+	if v.sess == nil {
+		return ""
+	}
+	p, _, _ := strings.Cut(action, "?")
+	return v.sess.csrfToken(p)
+}
+
+// parsePages parses the templates of a server whose pages are under base:
+// their "at" function puts a URL relative to the base under it. Every
+// link, form action and asset of a page goes through it.
+func parsePages(base string) (map[string]*template.Template, error) {
+	fm := maps.Clone(funcs)
+	fm["at"] = func(u string) string { return base + u }
+	tmpl, err := template.New("layout.html").Funcs(fm).ParseFS(assets, "assets/layout.html")
 	if err != nil {
 		return nil, fmt.Errorf("ui: templates: %w", err)
 	}
@@ -221,7 +290,7 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	pages := map[string]*template.Template{}
 	for _, n := range names {
-		t, err := template.Must(base.Clone()).ParseFS(assets, n)
+		t, err := template.Must(tmpl.Clone()).ParseFS(assets, n)
 		if err != nil {
 			return nil, fmt.Errorf("ui: templates: %w", err)
 		}
@@ -235,7 +304,7 @@ func parsePages() (map[string]*template.Template, error) {
 // whose html is the page's "live" template.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	t := s.pages[name]
-	v := view{Title: title, Nav: name, Token: s.token, Now: s.cfg.Now().UTC(), Data: data}
+	v := view{Title: title, Nav: name, sess: sessionOf(r.Context()), Now: s.cfg.Now().UTC(), Data: data}
 	if t.Lookup("live") != nil {
 		q := r.URL.Query()
 		q.Set("live", "1")

@@ -97,6 +97,40 @@ type fixture struct {
 	srv    *ui.Server
 	h      http.Handler
 	queues *fakeQueues
+	// cookie is the session's, set by the first visit of the start URL.
+	cookie *http.Cookie
+}
+
+// newFixture serves srv on addr and opens its session with the start URL.
+func newFixture(t *testing.T, env *leaseholdtest.Env, srv *ui.Server, q *fakeQueues) *fixture {
+	t.Helper()
+	f := &fixture{env: env, srv: srv, h: srv.Handler(addr), queues: q}
+	f.cookie = firstVisit(t, f.h, srv)
+	return f
+}
+
+// startTarget is the path and query of srv's start URL.
+func startTarget(t *testing.T, srv *ui.Server) string {
+	t.Helper()
+	u, err := url.Parse(srv.StartURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.RequestURI()
+}
+
+// firstVisit opens the start URL on h and returns the session cookie.
+func firstVisit(t *testing.T, h http.Handler, srv *ui.Server) *http.Cookie {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, startTarget(t, srv), nil)
+	r.Host = addr
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	c := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(c) != 1 {
+		t.Fatalf("first visit: %d, cookies %v: %s", w.Code, c, w.Body)
+	}
+	return c[0]
 }
 
 // setup runs a few tasks in an in-memory Env: succeeded "ok" tasks, a
@@ -164,7 +198,7 @@ func setup(t *testing.T, pageSize int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{env: env, srv: srv, h: srv.Handler(addr), queues: q}
+	return newFixture(t, env, srv, q)
 }
 
 type reqOpt func(*http.Request)
@@ -173,19 +207,21 @@ func noCookie(r *http.Request) { r.Header.Del("Cookie") }
 
 func header(k, v string) reqOpt { return func(r *http.Request) { r.Header.Set(k, v) } }
 
+// do sends a request for target (relative to the base) with the session's
+// cookie.
 func (f *fixture) do(t *testing.T, method, target string, form url.Values, opts ...reqOpt) *httptest.ResponseRecorder {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	r := httptest.NewRequest(method, target, body)
+	r := httptest.NewRequest(method, f.srv.Base()+target, body)
 	r.Host = addr
 	if form != nil {
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		r.Header.Set("Origin", "http://"+addr)
 	}
-	r.AddCookie(&http.Cookie{Name: "leasehold_ui_8123", Value: f.srv.Token()})
+	r.AddCookie(&http.Cookie{Name: f.cookie.Name, Value: f.cookie.Value})
 	for _, o := range opts {
 		o(r)
 	}
@@ -203,8 +239,9 @@ func (f *fixture) get(t *testing.T, target string) string {
 	return w.Body.String()
 }
 
+// action is the form of /action/name with its CSRF token, confirmed.
 func (f *fixture) action(name string, fields ...string) url.Values {
-	v := url.Values{"token": {f.srv.Token()}, "confirm": {"yes"}}
+	v := url.Values{"csrf": {ui.CSRFToken(f.srv, "/action/"+name)}, "confirm": {"yes"}}
 	for i := 0; i+1 < len(fields); i += 2 {
 		v.Set(fields[i], fields[i+1])
 	}
@@ -215,10 +252,14 @@ func TestSessionAndActionsNeedTheToken(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
 	cancelForm := f.action("cancel", "id", "hook-1")
-	wrongToken := f.action("cancel", "id", "hook-1")
-	wrongToken.Set("token", strings.Repeat("0", 64))
-	noToken := f.action("cancel", "id", "hook-1")
-	noToken.Del("token")
+	withCSRF := func(v string) url.Values {
+		form := f.action("cancel", "id", "hook-1")
+		form.Set("csrf", v)
+		return form
+	}
+	noCSRF := f.action("cancel", "id", "hook-1")
+	noCSRF.Del("csrf")
+	readDLQ := url.Values{"csrf": {ui.CSRFToken(f.srv, "/dlq")}}
 	cases := []struct {
 		name   string
 		method string
@@ -228,20 +269,26 @@ func TestSessionAndActionsNeedTheToken(t *testing.T) {
 		want   int
 	}{
 		{"page without session", http.MethodGet, "/", nil, []reqOpt{noCookie}, http.StatusForbidden},
-		{"page with wrong cookie", http.MethodGet, "/", nil, []reqOpt{noCookie, header("Cookie", "leasehold_ui_8123=nope")}, http.StatusForbidden},
+		{"page with wrong cookie", http.MethodGet, "/", nil, []reqOpt{noCookie, header("Cookie", f.cookie.Name+"=nope")}, http.StatusForbidden},
 		{"wrong token in URL", http.MethodGet, "/?token=nope", nil, []reqOpt{noCookie}, http.StatusForbidden},
+		{"API token in URL", http.MethodGet, "/?token=" + f.srv.APIToken(), nil, []reqOpt{noCookie}, http.StatusForbidden},
+		{"session id in header", http.MethodGet, "/", nil, []reqOpt{noCookie, header(ui.HeaderToken, f.cookie.Value)}, http.StatusForbidden},
 		{"other Host (DNS rebinding)", http.MethodGet, "/", nil, []reqOpt{func(r *http.Request) { r.Host = "evil.example:8123" }}, http.StatusForbidden},
-		{"action without token", http.MethodPost, "/action/cancel", noToken, nil, http.StatusForbidden},
-		{"action with wrong token", http.MethodPost, "/action/cancel", wrongToken, nil, http.StatusForbidden},
+		{"action without CSRF token", http.MethodPost, "/action/cancel", noCSRF, nil, http.StatusForbidden},
+		{"action with wrong CSRF token", http.MethodPost, "/action/cancel", withCSRF(strings.Repeat("A", 43)), nil, http.StatusForbidden},
+		{"action with another form's CSRF token", http.MethodPost, "/action/cancel", withCSRF(ui.CSRFToken(f.srv, "/action/retry")), nil, http.StatusForbidden},
+		{"action with the session id as CSRF token", http.MethodPost, "/action/cancel", withCSRF(f.cookie.Value), nil, http.StatusForbidden},
 		{"action without session", http.MethodPost, "/action/cancel", cancelForm, []reqOpt{noCookie}, http.StatusForbidden},
 		{"cross-origin action", http.MethodPost, "/action/cancel", cancelForm, []reqOpt{header("Origin", "http://evil.example")}, http.StatusForbidden},
+		{"other port's action", http.MethodPost, "/action/cancel", cancelForm, []reqOpt{header("Origin", "http://127.0.0.1:3000")}, http.StatusForbidden},
 		{"cross-site fetch", http.MethodPost, "/action/cancel", cancelForm, []reqOpt{func(r *http.Request) { r.Header.Del("Origin"); r.Header.Set("Sec-Fetch-Site", "cross-site") }}, http.StatusForbidden},
-		{"action not confirmed", http.MethodPost, "/action/cancel", url.Values{"token": {f.srv.Token()}, "id": {"hook-1"}}, nil, http.StatusBadRequest},
+		{"action not confirmed", http.MethodPost, "/action/cancel", url.Values{"csrf": {ui.CSRFToken(f.srv, "/action/cancel")}, "id": {"hook-1"}}, nil, http.StatusBadRequest},
 		{"action as GET", http.MethodGet, "/action/cancel?id=hook-1", nil, nil, http.StatusMethodNotAllowed},
 		{"PUT", http.MethodPut, "/", nil, nil, http.StatusMethodNotAllowed},
 		{"HEAD", http.MethodHead, "/dlq", nil, nil, http.StatusMethodNotAllowed},
-		{"read dead letters without token", http.MethodPost, "/dlq", url.Values{}, nil, http.StatusForbidden},
-		{"read dead letters cross-origin", http.MethodPost, "/dlq", url.Values{"token": {f.srv.Token()}}, []reqOpt{header("Origin", "http://evil.example")}, http.StatusForbidden},
+		{"read dead letters without CSRF token", http.MethodPost, "/dlq", url.Values{}, nil, http.StatusForbidden},
+		{"read dead letters with an action's CSRF token", http.MethodPost, "/dlq", url.Values{"csrf": {ui.CSRFToken(f.srv, "/action/redrive")}}, nil, http.StatusForbidden},
+		{"read dead letters cross-origin", http.MethodPost, "/dlq", readDLQ, []reqOpt{header("Origin", "http://evil.example")}, http.StatusForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -258,17 +305,101 @@ func TestSessionAndActionsNeedTheToken(t *testing.T) {
 	if info, err := f.env.Client().Get(t.Context(), "hook-1"); err != nil || info.Status != leasehold.StatusWaiting {
 		t.Fatalf("hook-1 after refused actions: %v %v", info.Status, err)
 	}
+	// The same forms with their tokens pass.
+	if w := f.do(t, http.MethodPost, "/dlq", readDLQ); w.Code != http.StatusOK {
+		t.Fatalf("read dead letters with the page's CSRF token: %d %s", w.Code, w.Body)
+	}
+	if w := f.do(t, http.MethodPost, "/action/cancel", cancelForm); w.Code != http.StatusOK {
+		t.Fatalf("cancel with the page's CSRF token: %d %s", w.Code, w.Body)
+	}
+}
+
+// The start URL opens the session once: the first visit gets the cookie
+// (under the base path alone) and is sent on without the token; any later
+// visit with it is refused with a message that says what to do, cookie or
+// not.
+func TestStartURLWorksOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	c := f.cookie
+	if c.Path != f.srv.Base() || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Domain != "" {
+		t.Fatalf("cookie: %+v, want HttpOnly, SameSite=Strict, host-only, Path %s", c, f.srv.Base())
+	}
+	if len(f.srv.Base()) < 33 || strings.Contains(startTarget(t, f.srv), c.Value) || c.Value == f.srv.APIToken() {
+		t.Fatalf("base %q, cookie %q: the session id must be new, and the base unguessable", f.srv.Base(), c.Value)
+	}
+	second := httptest.NewRequest(http.MethodGet, startTarget(t, f.srv), nil)
+	second.Host = addr
+	for _, withCookie := range []bool{false, true} {
+		if withCookie {
+			second.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		}
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, second)
+		body := w.Body.String()
+		if w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 ||
+			!strings.Contains(body, "already been used") || !strings.Contains(body, "restart `leasehold ui`") || !strings.Contains(body, "browser tab that already has the session") {
+			t.Errorf("start URL used again (cookie %t): %d %v %q", withCookie, w.Code, w.Result().Cookies(), body)
+		}
+	}
+	// The session it opened goes on.
+	f.get(t, "/tasks")
+}
+
+// Nothing outside the base is served, the start URL included, and the
+// base without its slash leads to the overview.
+func TestOutsideTheBaseIsNotServed(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	for _, target := range []string{"/", "/tasks", "/static/app.js", "/?token=x", f.srv.Base() + "x/", "/x" + f.srv.Base() + "/"} {
+		r := httptest.NewRequest(http.MethodGet, target, nil)
+		r.Host = addr
+		r.AddCookie(&http.Cookie{Name: f.cookie.Name, Value: f.cookie.Value})
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", target, w.Code)
+		}
+	}
+	fresh, err := ui.New(ui.Config{Tasks: f.env.Client(), Queues: f.queues, WorkQueueURL: workURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fresh.Handler(addr)
+	r := httptest.NewRequest(http.MethodGet, strings.TrimPrefix(startTarget(t, fresh), fresh.Base()), nil)
+	r.Host = addr
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusNotFound || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("start token outside the base: %d %v", w.Code, w.Result().Cookies())
+	}
+	// That did not use the token up.
+	firstVisit(t, h, fresh)
+	if w := f.do(t, http.MethodGet, "", nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != f.srv.Base()+"/" {
+		t.Errorf("GET of the base: %d, Location %q", w.Code, w.Header().Get("Location"))
+	}
 }
 
 func TestFirstVisitTradesTheTokenForACookie(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
-	w := f.do(t, http.MethodGet, "/tasks?status=FAILED&token="+f.srv.Token(), nil, noCookie)
-	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/tasks?status=FAILED" {
+	fresh, err := ui.New(ui.Config{Tasks: f.env.Client(), Queues: f.queues, WorkQueueURL: workURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := url.Parse(fresh.StartURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, fresh.Base()+"/tasks?status=FAILED&"+start.RawQuery, nil)
+	r.Host = addr
+	w := httptest.NewRecorder()
+	fresh.Handler(addr).ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != fresh.Base()+"/tasks?status=FAILED" {
 		t.Fatalf("first visit: %d, Location %q", w.Code, w.Header().Get("Location"))
 	}
 	c := w.Result().Cookies()
-	if len(c) != 1 || c[0].Value != f.srv.Token() || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode {
+	if len(c) != 1 || c[0].Value == "" || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode || c[0].Path != fresh.Base() {
 		t.Fatalf("cookie: %+v", c)
 	}
 	page := f.do(t, http.MethodGet, "/", nil)
@@ -280,8 +411,83 @@ func TestFirstVisitTradesTheTokenForACookie(t *testing.T) {
 			t.Errorf("%s = %q, want %q in it", k, page.Header().Get(k), want)
 		}
 	}
-	if strings.Contains(page.Body.String(), "<script>") || !strings.Contains(page.Body.String(), `<script src="/static/app.js" defer></script>`) {
+	if strings.Contains(page.Body.String(), "<script>") || !strings.Contains(page.Body.String(), `<script src="`+f.srv.Base()+`/static/app.js" defer></script>`) {
 		t.Error("the page has inline script, or lacks the embedded one")
+	}
+}
+
+// hrefs finds every URL a page names in an attribute.
+var hrefs = regexp.MustCompile(`(?:href|action|src|data-live)="([^"]*)"`)
+
+// The pages' links, forms, assets and live URLs are all under the base.
+func TestEveryURLIsUnderTheBase(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 3)
+	pages := map[string]string{}
+	for _, target := range []string{"/", "/tasks?status=SUCCEEDED", "/tasks?status=SUCCEEDED&cursor=", "/task?id=boom-1", "/task?id=hook-1", "/task?id=parent-1",
+		"/workflow?id=parent-1", "/queues", "/dlq", "/task?id=nosuch"} {
+		pages[target] = f.do(t, http.MethodGet, target, nil).Body.String()
+	}
+	pages["POST /dlq"] = f.do(t, http.MethodPost, "/dlq", url.Values{"csrf": {ui.CSRFToken(f.srv, "/dlq")}}).Body.String()
+	pages["POST /bulk"] = f.do(t, http.MethodPost, "/bulk", url.Values{"csrf": {ui.CSRFToken(f.srv, "/bulk")}, "action": {"cancel"}, "kind": {"hook"}}).Body.String()
+	pages["POST /action/retry"] = f.do(t, http.MethodPost, "/action/retry", f.action("retry", "id", "boom-1")).Body.String()
+	seen := 0
+	for name, body := range pages {
+		for _, m := range hrefs.FindAllStringSubmatch(body, -1) {
+			seen++
+			if !strings.HasPrefix(m[1], f.srv.Base()+"/") {
+				t.Errorf("%s names %q, outside the base", name, m[1])
+			}
+		}
+	}
+	if seen < 50 {
+		t.Fatalf("only %d URLs in the pages", seen)
+	}
+}
+
+// Each form carries the CSRF token of its own action, and no page shows
+// the session's id, the start token or the API token.
+func TestFormsCarryTheirOwnCSRFToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	secrets := map[string]string{"session id": f.cookie.Value, "API token": f.srv.APIToken(), "start token": strings.SplitN(startTarget(t, f.srv), "token=", 2)[1]}
+	forms := regexp.MustCompile(`<form method="post" action="([^"?]*)[^"]*"[^>]*>[\s\S]*?<input type="hidden" name="csrf" value="([^"]*)">`)
+	tokens := map[string]string{}
+	for _, target := range []string{"/task?id=boom-1", "/task?id=hook-1", "/task?id=ok-1", "/queues", "/tasks", "/", "/dlq?live=1"} {
+		body := f.get(t, target)
+		for name, v := range secrets {
+			if strings.Contains(body, v) {
+				t.Errorf("%s shows the %s", target, name)
+			}
+		}
+		for _, m := range forms.FindAllStringSubmatch(body, -1) {
+			action := strings.TrimPrefix(m[1], f.srv.Base())
+			if want := ui.CSRFToken(f.srv, action); m[2] != want || m[2] == "" {
+				t.Errorf("%s: the form of %s carries %q, want %q", target, action, m[2], want)
+			}
+			tokens[action] = m[2]
+		}
+	}
+	w := f.do(t, http.MethodPost, "/dlq", url.Values{"csrf": {ui.CSRFToken(f.srv, "/dlq")}})
+	for _, m := range forms.FindAllStringSubmatch(w.Body.String(), -1) {
+		tokens[strings.TrimPrefix(m[1], f.srv.Base())] = m[2]
+	}
+	for _, action := range []string{"/action/cancel", "/action/retry", "/action/complete", "/action/fail", "/action/pause", "/bulk", "/dlq", "/action/redrive"} {
+		if tokens[action] == "" {
+			t.Errorf("no form of %s found", action)
+		}
+	}
+	distinct := map[string]bool{}
+	for _, v := range tokens {
+		distinct[v] = true
+		for name, secret := range secrets {
+			if v == secret {
+				t.Errorf("a CSRF token is the %s", name)
+			}
+		}
+	}
+	if len(distinct) != len(tokens) {
+		t.Errorf("%d actions share %d CSRF tokens", len(tokens), len(distinct))
 	}
 }
 
@@ -298,13 +504,13 @@ func TestTaskTextIsEscaped(t *testing.T) {
 	if !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") {
 		t.Errorf("the task page does not show the escaped payload/error:\n%s", body)
 	}
-	w := f.do(t, http.MethodPost, "/dlq", url.Values{"token": {f.srv.Token()}})
+	w := f.do(t, http.MethodPost, "/dlq", url.Values{"csrf": {ui.CSRFToken(f.srv, "/dlq")}})
 	if body := w.Body.String(); w.Code != http.StatusOK || strings.Contains(body, xss) || !strings.Contains(body, "not JSON &lt;script&gt;") {
 		t.Errorf("the dead-letter page does not show the escaped reason: %d\n%s", w.Code, body)
 	}
 }
 
-var taskLink = regexp.MustCompile(`href="/task\?id=([^"]+)"`)
+var taskLink = regexp.MustCompile(`href="/[0-9a-f]{32}/task\?id=([^"]+)"`)
 
 func ids(body string) []string {
 	var out []string
@@ -334,7 +540,7 @@ func TestTaskListFiltersAndPages(t *testing.T) {
 		seen = append(seen, got...)
 		target = ""
 		if m := nextLink.FindStringSubmatch(body); m != nil {
-			target = strings.ReplaceAll(m[1], "&amp;", "&")
+			target = strings.TrimPrefix(strings.ReplaceAll(m[1], "&amp;", "&"), f.srv.Base())
 		}
 	}
 	if len(seen) != 7 {
@@ -419,7 +625,7 @@ func TestPages(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
 	over := f.get(t, "/")
-	for _, want := range []string{`id="by-status"`, "SUCCEEDED", `<rect class="created"`, "(work queue)", `href="/dlq?queue="`} {
+	for _, want := range []string{`id="by-status"`, "SUCCEEDED", `<rect class="created"`, "(work queue)", `href="` + f.srv.Base() + `/dlq?queue="`} {
 		if !strings.Contains(over, want) {
 			t.Errorf("overview lacks %q", want)
 		}
@@ -441,7 +647,7 @@ func TestPages(t *testing.T) {
 	if w := f.do(t, http.MethodGet, "/task?id=nosuch", nil); w.Code != http.StatusNotFound {
 		t.Errorf("unknown task: %d, want 404", w.Code)
 	}
-	if !strings.Contains(f.get(t, "/queues"), `action="/action/pause"`) {
+	if !strings.Contains(f.get(t, "/queues"), `action="`+f.srv.Base()+`/action/pause"`) {
 		t.Error("queues page lacks the pause form")
 	}
 	if w := f.do(t, http.MethodGet, "/static/app.js", nil); w.Code != http.StatusOK {
@@ -471,11 +677,11 @@ func TestServeStopsWhenItsContextEnds(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.srv.Serve(ctx, ln) }()
 	base := "http://" + ln.Addr().String()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/tasks", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+f.srv.Base()+"/tasks", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(ui.HeaderToken, f.srv.Token())
+	req.Header.Set(ui.HeaderToken, f.srv.APIToken())
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
@@ -526,7 +732,7 @@ func TestHandedBackReasonIsNotAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{env: env, srv: srv, h: srv.Handler(addr)}
+	f := newFixture(t, env, srv, nil)
 	if body := f.get(t, "/task?id=nap-1"); !strings.Contains(body, `<h2>Waits because</h2><pre id="task-reason">`) || strings.Contains(body, `id="task-error"`) {
 		t.Errorf("the snoozed task's page does not head its reason as such:\n%s", body)
 	}
@@ -539,7 +745,7 @@ func TestHandedBackReasonIsNotAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f = &fixture{env: env, srv: again, h: again.Handler(addr)}
+	f = newFixture(t, env, again, nil)
 	if body := f.get(t, "/task?id=nap-1"); !strings.Contains(body, `<h2>Waited because</h2><pre id="task-reason">`) {
 		t.Errorf("the task running again after its snooze does not head the reason as past:\n%s", body)
 	}

@@ -3,7 +3,8 @@
 // the tab is visible the script fetches it and puts the server-rendered
 // (escaped) HTML in its place; a hidden tab reads nothing. After a failure
 // it waits twice as long before the next try, up to a minute, and back to
-// data-every after a success.
+// data-every after a success. A 403 (the session expired, or ended) stops
+// it: no later read can succeed, so it shows the server's message instead.
 "use strict";
 (function () {
   const live = document.getElementById("live");
@@ -17,6 +18,7 @@
   let wait = every;
   let timer = 0;
   let busy = false;
+  let stopped = false;
   function show(text) {
     if (stamp) stamp.textContent = text;
   }
@@ -24,7 +26,7 @@
   function schedule() {
     clearTimeout(timer);
     timer = 0;
-    if (!busy && document.visibilityState === "visible") {
+    if (!busy && !stopped && document.visibilityState === "visible") {
       timer = setTimeout(refresh, wait);
     }
   }
@@ -40,6 +42,11 @@
     busy = true;
     try {
       const r = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store", credentials: "same-origin" });
+      if (r.status === 403) {
+        stopped = true;
+        show("live refresh stopped: " + (await r.text()).trim());
+        return;
+      }
       if (!r.ok) {
         failed("HTTP " + r.status);
         return;
