@@ -2,6 +2,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -64,7 +65,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		taskAction("callback completed", func() (leasehold.TaskInfo, error) {
-			w, err := s.cfg.Tasks.CallbackWaitOf(ctx, id)
+			w, err := s.callbackWait(ctx, r, id)
 			if err != nil {
 				return leasehold.TaskInfo{}, err
 			}
@@ -73,7 +74,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	case "fail":
 		reason := cmp.Or(r.PostFormValue("reason"), "failed from the inspector")
 		taskAction("callback failed", func() (leasehold.TaskInfo, error) {
-			w, err := s.cfg.Tasks.CallbackWaitOf(ctx, id)
+			w, err := s.callbackWait(ctx, r, id)
 			if err != nil {
 				return leasehold.TaskInfo{}, err
 			}
@@ -136,4 +137,21 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "result", "Done", res)
+}
+
+// callbackWait is the callback wait an answer form names: the task id and
+// the fence and attempt of the wait its page showed, so that the answer
+// lands on that attempt's wait only. A form without them (a client that
+// posts the id alone) answers the task's current wait.
+func (s *Server) callbackWait(ctx context.Context, r *http.Request, id string) (leasehold.CallbackWait, error) {
+	fence, attempt := r.PostFormValue("fence"), r.PostFormValue("attempt")
+	if fence == "" && attempt == "" {
+		return s.cfg.Tasks.CallbackWaitOf(ctx, id)
+	}
+	f, ferr := strconv.ParseInt(fence, 10, 64)
+	a, aerr := strconv.Atoi(attempt)
+	if ferr != nil || aerr != nil {
+		return leasehold.CallbackWait{}, badRequest("fence and attempt: whole numbers, as the task page gives them")
+	}
+	return leasehold.CallbackWait{ID: id, Fence: f, Attempt: a}, nil
 }

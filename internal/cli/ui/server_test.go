@@ -593,7 +593,16 @@ func TestActions(t *testing.T) {
 	if body := post("retry", "id", "boom-1", "attempts", "2"); !strings.Contains(body, "PENDING") || get("boom-1").Status != leasehold.StatusPending {
 		t.Fatalf("retry: %s", body)
 	}
-	post("complete", "id", "hook-1", "result", `{"ok":true}`)
+	// The complete form names the wait its page showed: an answer for
+	// another attempt's wait is refused.
+	m := regexp.MustCompile(`name="fence" value="(\d+)"><input type="hidden" name="attempt" value="(\d+)"><button>Complete`).FindStringSubmatch(f.get(t, "/task?id=hook-1"))
+	if m == nil {
+		t.Fatal("hook-1's complete form names no wait (fence and attempt)")
+	}
+	if w := f.do(t, http.MethodPost, "/action/complete", f.action("complete", "id", "hook-1", "fence", m[1]+"9", "attempt", m[2], "result", `1`)); w.Code == http.StatusOK || get("hook-1").Status != leasehold.StatusWaiting {
+		t.Fatalf("complete of another fence's wait: %d %s; hook-1 %s", w.Code, w.Body, get("hook-1").Status)
+	}
+	post("complete", "id", "hook-1", "fence", m[1], "attempt", m[2], "result", `{"ok":true}`)
 	if st := get("hook-1").Status; st == leasehold.StatusWaiting {
 		t.Fatalf("hook-1 still waiting after complete")
 	}
