@@ -59,6 +59,9 @@ type Message struct {
 	// TraceHeader is the message's AWSTraceHeader system attribute (an
 	// X-Ray trace header), if any: the attempt span links to it.
 	TraceHeader string
+	// Paused: the message's queue is paused (`leasehold pause`). Its token
+	// is handed back unrun, with no write to its task (holdForPause).
+	Paused bool
 }
 
 // Result says what the batch response should say about a message.
@@ -71,8 +74,10 @@ type Result struct {
 	Outcome Outcome
 	// Reason explains a message that was rejected or not acknowledged.
 	Reason string
-	// Held: a rate limit held the token back before any claim
-	// (Config.RateLimits); the message comes back later.
+	// Held: the token was held back without using an attempt: before any
+	// claim by a rate limit (Config.RateLimits) or because its queue is
+	// paused (Message.Paused), or after its claim by its kind's
+	// concurrency limit. It comes back later.
 	Held bool
 }
 
@@ -212,6 +217,13 @@ func (x *execution) runReceived(ctx context.Context) State {
 	}
 	x.tokenErr = err
 	x.startAttempt()
+	if x.msg.Paused && x.tokenErr == nil {
+		// Nothing of a paused queue's starts: not a task, a callback or a
+		// wake. (A message that names no task that can run, rejected or
+		// over the payload limit, takes its usual way: it runs nothing.)
+		x.log.taskID = tok.ID
+		return x.holdForPause()
+	}
 	if tok.IsCallback() {
 		return StateCallback
 	}

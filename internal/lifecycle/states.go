@@ -103,7 +103,7 @@ var transitions = []Transition{
 	{StateReceived, StateAwaitingDependencies, "an inline token with dependencies (after)"},
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
-	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back by a rate limit, or a store error: the token is kept, replaced, re-sent or dead-lettered"},
+	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back by a rate limit or a paused queue, or a store error: the token is kept, replaced, re-sent or dead-lettered"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait"},
 	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
