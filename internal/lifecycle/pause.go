@@ -12,9 +12,9 @@ import (
 // its first receive, doubling with each receive, at most maxPauseHold,
 // which is also the delay of the fresh token that replaces it near
 // maxReceiveCount (at most SQS's 15-minute delay). A message held n times
-// has waited about as long as its next hold, so after a resume a backlog
-// runs again within about the time it had been paused, and within
-// maxPauseHold whatever the pause's length.
+// has waited at least about half its next hold, so after a resume a
+// backlog runs again within about twice the time it had been paused, and
+// within maxPauseHold whatever the pause's length.
 const (
 	firstPauseHold = 10 * time.Second
 	maxPauseHold   = MaxSQSDelay
