@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/eventsource"
-	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // ErrQueueNotFound is returned (wrapped) by Run when a work queue it should
@@ -44,10 +42,6 @@ var ErrQueueNotFound = eventsource.ErrQueueNotFound
 // process killed before that (a second signal, the orchestrator's stop
 // timeout) loses nothing either: its leases expire and other workers take
 // the tasks over after the lease duration plus the clock-skew bound.
-// pauseCheckEvery is how often Run reads a queue's tags to see whether it
-// is paused.
-const pauseCheckEvery = 2 * time.Second
-
 func (w *Worker) Run(ctx context.Context) error {
 	if w.source == nil {
 		return fmt.Errorf("%w: the worker has no SQS client to poll with (build it with NewWorker)", ErrConfig)
@@ -63,15 +57,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	for i, u := range urls {
 		c := w.run
 		c.QueueURL = u
-		if tags, ok := w.source.(queues.TagLister); ok {
+		if w.pauses != nil {
 			// A paused queue (leasehold pause: its PausedTag) gets no
 			// receive; its tags are read at most every 2 s.
-			log := w.log.With("queue_url", u)
-			check := &queues.PauseCheck{Client: tags, URL: u, Every: pauseCheckEvery, CallTimeout: w.exec.Config().CallTimeout,
-				OnError: func(err error) {
-					log.Warn("could not read the queue's tags to see whether it is paused; polling as if it were not", "error", err)
-				}}
-			c.Paused = check.Paused
+			c.Paused = func(ctx context.Context) bool { return w.pauses.Paused(ctx, u) }
 		}
 		r, err := eventsource.New(w.source, c, w.HandleSQS)
 		if err != nil {

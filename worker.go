@@ -347,6 +347,11 @@ type Worker struct {
 	// sweepEvery is WorkerConfig.SweepEvery.
 	run        eventsource.Config
 	sweepEvery time.Duration
+	// pauses reads whether a queue is paused (its queues.PausedTag), at
+	// most once per pauseCheckEvery per queue: for Run's pollers and for
+	// the batches HandleSQS gets on Lambda. Nil when the SQS client cannot
+	// read tags (a test's fake): then no queue is paused.
+	pauses *queues.PauseChecks
 }
 
 // NewWorker checks cfg and returns a worker. Impossible settings, such as
@@ -373,6 +378,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.source = q // Run polls the work queue with it
 	return w, nil
 }
+
+// pauseCheckEvery is how often a worker reads a queue's tags to see
+// whether it is paused: per process under Run, per container on Lambda.
+const pauseCheckEvery = 2 * time.Second
 
 // newWorker builds a worker on store and q; NewWorker's, and the tests'.
 func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Worker, error) {
@@ -404,6 +413,13 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	}
 	w.run.Prepare = w.prepare
 	w.run.Release = w.release
+	if tags, ok := q.(queues.TagLister); ok {
+		log := lc.Logger
+		w.pauses = &queues.PauseChecks{Client: tags, Every: pauseCheckEvery, CallTimeout: exec.Config().CallTimeout,
+			OnError: func(url string, err error) {
+				log.Warn("could not read the queue's tags to see whether it is paused; taking it as not paused", "queue_url", url, "error", err)
+			}}
+	}
 	ds, okStore := store.(dispatch.Store)
 	dq, okSQS := q.(dispatch.SQSClient)
 	if okStore && okSQS {
@@ -441,6 +457,15 @@ func defaultOwner() string {
 // (configure it with ReportBatchItemFailures). Messages are processed
 // concurrently; the response lists the ones to deliver again. It returns
 // only when every message is done.
+//
+// The messages of a paused queue (`leasehold pause`: the queue's
+// leasehold-paused tag, read at most every 2 s per queue and container)
+// are handed back unrun: nothing is written for their tasks, so no attempt
+// is used; each is hidden for a hold that grows with its receives (10 s
+// doubling, at most 15 minutes) and, near the queue's maxReceiveCount,
+// replaced by a fresh delayed token, so a paused backlog never reaches the
+// dead-letter queue. A queue whose tags cannot be read counts as not
+// paused (logged once).
 func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	log := w.log
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
@@ -454,6 +479,14 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	// Off Lambda, the event source deletes each acknowledged message at
 	// once (eventsource.Ack); on Lambda the response below decides.
 	prepared, _ := ctx.Value(preparedKey{}).(*lifecycle.Prepared)
+	if prepared == nil {
+		// A batch Worker.Run hands over (prepared) was checked by its
+		// event source just before: a batch of a paused queue is handed
+		// back there, whole and at once, since Run receives no more from
+		// it. On Lambda the mapping keeps receiving, so each message is
+		// held back here instead.
+		w.markPaused(ctx, log, msgs)
+	}
 	results := w.exec.ProcessPrepared(ctx, log, msgs, prepared, func(i int, r lifecycle.Result) {
 		if r.Ack {
 			eventsource.Ack(ctx, msgs[i].ID)
@@ -466,6 +499,38 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		}
 	}
 	return resp, nil
+}
+
+// markPaused sets Paused on the messages of msgs whose queue is paused,
+// asking once per queue of the batch, and logs how many it holds back.
+func (w *Worker) markPaused(ctx context.Context, log *slog.Logger, msgs []lifecycle.Message) {
+	if w.pauses == nil {
+		return
+	}
+	paused := map[string]bool{}
+	held := map[string]int{}
+	for i := range msgs {
+		m := &msgs[i]
+		u := m.QueueURL
+		if u == "" {
+			if m.Queue != "" {
+				continue // its queue's URL is unknown (sourceQueue warned): not asked about
+			}
+			u = w.queueURL
+		}
+		p, asked := paused[u]
+		if !asked {
+			p = w.pauses.Paused(ctx, u)
+			paused[u] = p
+		}
+		if p {
+			m.Paused = true
+			held[u]++
+		}
+	}
+	for u, n := range held {
+		log.Info("queue paused: handing back its messages unrun, to come back later (leasehold resume)", "queue_url", u, "count", n)
+	}
 }
 
 // preparedKey carries a batch's lifecycle.Prepared from Worker.Run's

@@ -28,7 +28,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -65,7 +64,6 @@ type Admin struct {
 	sqs         *sqs.Client
 	queues      queueAPI // a.sqs; a fake in tests
 	scheduler   *scheduler.Client
-	mappings    mappingsAPI
 }
 
 // New builds an Admin. It makes no AWS call.
@@ -83,7 +81,6 @@ func New(cfg Config) *Admin {
 	a.sqs = sqs.NewFromConfig(cfg.AWS)
 	a.queues = a.sqs
 	a.scheduler = scheduler.NewFromConfig(cfg.AWS)
-	a.mappings = lambda.NewFromConfig(cfg.AWS)
 	return a
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,24 +19,23 @@ func (a *app) pauseCommand() *cobra.Command { return a.pauseOrResume(true) }
 func (a *app) resumeCommand() *cobra.Command { return a.pauseOrResume(false) }
 
 func (a *app) pauseOrResume(pause bool) *cobra.Command {
-	var lambda bool
 	cmd := &cobra.Command{
 		Use:   "pause [QUEUE]",
 		Short: "Pause a queue: workers stop taking its tasks, which stay queued",
 		Long: `Pause tags the queue (QUEUE by name; default the work queue, --queue-url)
-with leasehold-paused. Workers under leasehold run (Worker.Run) read the tag
-before each receive, at most 2 s old, and receive nothing while it is there:
-the queue's messages stay queued and nothing is lost; tasks already running
-finish. A message a worker had received before the pause may still run.
+with leasehold-paused. Every worker reads the tag, at most 2 s old: under
+leasehold run (Worker.Run) it receives nothing from the queue, and on
+Lambda it hands the queue's messages back unrun, each hidden for a while
+that grows with its receives (from 10 s to at most 15 minutes), so they
+come back later. The queue's messages stay queued and nothing is lost;
+tasks already running finish. A message a worker had received before the
+pause may still run.
 
-With --lambda it also disables every Lambda event source mapping on the
-queue, so deployed workers stop receiving too (it needs
-lambda:ListEventSourceMappings and lambda:UpdateEventSourceMapping).
-
-leasehold resume QUEUE undoes both.`,
+It needs only sqs:TagQueue, sqs:UntagQueue and sqs:ListQueueTags on the
+queue (the template's PauseQueuesPolicy). leasehold resume QUEUE undoes it.`,
 		Example: `  leasehold pause
-  leasehold pause reports --lambda
-  leasehold resume reports --lambda`,
+  leasehold pause reports
+  leasehold resume reports`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -56,14 +54,7 @@ leasehold resume QUEUE undoes both.`,
 			if err != nil {
 				return err
 			}
-			r, err := adm.Pause(ctx, url, pause, lambda)
-			if len(r.Mappings) > 0 {
-				verb := "disabled"
-				if !pause {
-					verb = "enabled"
-				}
-				fmt.Fprintf(a.io.Out, "%s %d event source mapping(s): %s\n", verb, len(r.Mappings), strings.Join(r.Mappings, ", "))
-			}
+			r, err := adm.Pause(ctx, url, pause)
 			if err != nil {
 				return err
 			}
@@ -79,11 +70,10 @@ leasehold resume QUEUE undoes both.`,
 		cmd.Use = "resume [QUEUE]"
 		cmd.Short = "Resume a paused queue"
 		cmd.Long = `Resume removes the queue's leasehold-paused tag (leasehold pause): workers
-under leasehold run receive from it again within 2 s. With --lambda it
-enables the queue's Lambda event source mappings again.`
+under leasehold run receive from it again within 2 s; on Lambda each held
+message runs when it comes back, at most its hold (15 minutes) later.`
 		cmd.Example = `  leasehold resume
-  leasehold resume reports --lambda`
+  leasehold resume reports`
 	}
-	cmd.Flags().BoolVar(&lambda, "lambda", false, "also disable (pause) or enable (resume) the Lambda event source mappings on the queue")
 	return cmd
 }

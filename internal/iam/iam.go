@@ -130,6 +130,7 @@ var Worker = Function{
 		{"sqs:SendMessage", WorkQueue},             // fresh tokens for retries and early tokens
 		{"sqs:ChangeMessageVisibility", WorkQueue}, // renewals; hiding a message whose task is leased
 		{"sqs:DeleteMessage", WorkQueue},           // a message replaced by a fresh token near maxReceiveCount
+		{"sqs:ListQueueTags", WorkQueue},           // whether the queue is paused (leasehold pause), at most every 2 s
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
 		{"sqs:GetQueueUrl", NamedQueues},           // the queue a task names, looked up once
 		{"sqs:SendMessage", NamedQueues},           // fresh tokens of tasks on named queues
@@ -222,33 +223,27 @@ type Policy struct {
 // Policies are all the operator policies of the template.
 var Policies = []Policy{PauseQueues}
 
-// Resources of operator policies that are not resources of the template.
-const (
-	// AnyResource is "*": for an action that takes no resource
-	// (lambda:ListEventSourceMappings).
-	AnyResource = "*"
-	// WorkerMappings are the event source mappings of WorkerFunction: the
-	// event-source-mapping ARNs of the stack's account and Region, on the
-	// condition that lambda:FunctionArn is the worker function (or one of
-	// its versions or aliases).
-	WorkerMappings = "WorkerFunction/event-source-mapping"
-)
-
-// PauseQueues is `leasehold pause|resume [QUEUE] [--lambda]` (package
-// admin's Pause) on the stack's work queue: the template's
-// PauseQueuesPolicy, to attach to whoever pauses it. Another fleet's queue
-// (NamedQueueArns) is another stack's work queue, paused under that
-// stack's policy. The functions' roles need none of it.
+// PauseQueues is `leasehold pause|resume [QUEUE]` (package admin's Pause)
+// on the stack's work queue and on every queue of NamedQueueArns (another
+// fleet's work queue, served by a worker of the same project): the
+// template's PauseQueuesPolicy, to attach to whoever pauses them. Pausing
+// is the queue's tag, which every worker reads (the worker function's
+// sqs:ListQueueTags), so the policy grants the tag calls and nothing
+// else: no Lambda action at all, since lambda:UpdateEventSourceMapping
+// cannot be limited to Enabled and its holder could set a FilterCriteria,
+// whose unmatched SQS messages Lambda deletes.
 var PauseQueues = Policy{
 	LogicalID: "PauseQueuesPolicy",
 	Calls: []Grant{
-		{"sqs:GetQueueUrl", WorkQueue},                      // the queue given by name
-		{"sqs:TagQueue", WorkQueue},                         // pause: the leasehold-paused tag
-		{"sqs:UntagQueue", WorkQueue},                       // resume
-		{"sqs:ListQueueTags", WorkQueue},                    // whether, and since when, it is paused
-		{"sqs:GetQueueAttributes", WorkQueue},               // --lambda: the queue's ARN, to find its mappings
-		{"lambda:ListEventSourceMappings", AnyResource},     // --lambda: the mappings on the queue
-		{"lambda:UpdateEventSourceMapping", WorkerMappings}, // --lambda: disable or enable them
+		{"sqs:GetQueueUrl", WorkQueue},   // the queue given by name
+		{"sqs:TagQueue", WorkQueue},      // pause: the leasehold-paused tag
+		{"sqs:UntagQueue", WorkQueue},    // resume
+		{"sqs:ListQueueTags", WorkQueue}, // whether, and since when, it is paused
+		// The same on another fleet's queue.
+		{"sqs:GetQueueUrl", NamedQueues},
+		{"sqs:TagQueue", NamedQueues},
+		{"sqs:UntagQueue", NamedQueues},
+		{"sqs:ListQueueTags", NamedQueues},
 	},
 }
 
@@ -273,7 +268,6 @@ func (e *NotGrantedError) Is(target error) bool { return target == ErrNotGranted
 var servicePrefix = map[string]string{
 	"DynamoDB": "dynamodb",
 	"SQS":      "sqs",
-	"Lambda":   "lambda",
 }
 
 // batchActions are operations IAM authorizes as another action.

@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/leasehold/leasehold/internal/cli/scaffold"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/schedule"
@@ -391,25 +392,8 @@ func isOperatorPolicy(id string) bool {
 	return slices.ContainsFunc(iam.Policies, func(p iam.Policy) bool { return p.LogicalID == id })
 }
 
-// workerMappingsResource is the resource of a grant on iam.WorkerMappings:
-// every event source mapping of the stack's account and Region, narrowed by
-// workerMappingsCondition to the worker function's.
-const workerMappingsResource = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:event-source-mapping:*"
-
-// workerMappingsCondition reports whether a statement's Condition limits
-// it to the event source mappings of WorkerFunction, its versions and its
-// aliases (lambda:FunctionArn).
-func workerMappingsCondition(cond any) bool {
-	want := map[string]any{"ArnLike": map[string]any{"lambda:FunctionArn": []any{
-		map[string]any{"Fn::GetAtt": []any{"WorkerFunction", "Arn"}},
-		map[string]any{"Fn::Sub": "${WorkerFunction.Arn}:*"},
-	}}}
-	return fmt.Sprint(cond) == fmt.Sprint(want)
-}
-
-// operatorGrants reads what an operator policy allows, as grants: "*" only
-// for lambda:ListEventSourceMappings, which takes no resource, and the
-// worker's event source mappings only under workerMappingsCondition.
+// operatorGrants reads what an operator policy allows, as grants, each on
+// a resource of the template, without conditions.
 func operatorGrants(t *testing.T, tp template, id string) []iam.Grant {
 	t.Helper()
 	r := tp.resource(t, id)
@@ -425,8 +409,8 @@ func operatorGrants(t *testing.T, tp template, id string) []iam.Grant {
 	doc, _ := p["PolicyDocument"].(map[string]any)
 	var out []iam.Grant
 	for _, st := range statements(doc) {
-		if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil {
-			t.Errorf("%s: statement %v: want an Allow of actions on resources", id, st["Sid"])
+		if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil || st["Condition"] != nil {
+			t.Errorf("%s: statement %v: want a plain Allow of actions on resources", id, st["Sid"])
 			continue
 		}
 		for _, a := range list(st["Action"]) {
@@ -435,39 +419,67 @@ func operatorGrants(t *testing.T, tp template, id string) []iam.Grant {
 				t.Errorf("%s: wildcard action %q", id, action)
 			}
 			for _, res := range list(st["Resource"]) {
-				switch {
-				case res == iam.AnyResource && action == "lambda:ListEventSourceMappings" && st["Condition"] == nil:
-					out = append(out, iam.Grant{Action: action, Resource: iam.AnyResource})
-				case fmt.Sprint(res) == fmt.Sprint(map[string]any{"Fn::Sub": workerMappingsResource}) && workerMappingsCondition(st["Condition"]):
-					out = append(out, iam.Grant{Action: action, Resource: iam.WorkerMappings})
-				case st["Condition"] != nil:
-					t.Errorf("%s: statement %v has a condition this test does not know", id, st["Sid"])
-				default:
-					rid, err := resourceID(res)
-					if err != nil {
-						t.Errorf("%s: %s: %v", id, action, err)
-						continue
-					}
-					out = append(out, iam.Grant{Action: action, Resource: rid})
+				rid, err := resourceID(res)
+				if err != nil {
+					t.Errorf("%s: %s: %v", id, action, err)
+					continue
 				}
+				out = append(out, iam.Grant{Action: action, Resource: rid})
 			}
 		}
 	}
 	return out
 }
 
-// Each operator policy grants exactly the calls of its command, and the
-// template says where to find it (an output of its ARN).
+// Each operator policy grants exactly the calls of its command, in
+// template.yaml and in the template `leasehold init` writes (whose
+// PauseQueuesPolicy stands in for the nested stack's), and the templates
+// say where to find it (an output of its ARN).
 func TestOperatorPoliciesGrantExactlyTheirCalls(t *testing.T) {
 	t.Parallel()
-	tp := loadTemplate(t)
-	outputs, _ := tp["Outputs"].(map[string]any)
-	for _, p := range iam.Policies {
-		diffGrants(t, p.LogicalID, operatorGrants(t, tp, p.LogicalID), p.Calls)
-		out, _ := outputs[p.LogicalID+"Arn"].(map[string]any)
-		if fmt.Sprint(out["Value"]) != fmt.Sprint(map[string]any{"Ref": p.LogicalID}) {
-			t.Errorf("no output %sArn with !Ref %s", p.LogicalID, p.LogicalID)
+	root := loadTemplate(t)
+	dir := t.TempDir()
+	if _, err := scaffold.Write(scaffold.Config{Dir: dir, Module: "example.com/thumbs"}); err != nil {
+		t.Fatal(err)
+	}
+	outputs, _ := root["Outputs"].(map[string]any)
+	resolved, err := resolveNested(map[string]any(loadTemplateFile(t, filepath.Join(dir, "template.yaml"))), "Leasehold", outputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tp := range map[string]template{"template.yaml": root, "the project's template.yaml": template(resolved.(map[string]any))} {
+		outs, _ := tp["Outputs"].(map[string]any)
+		for _, p := range iam.Policies {
+			diffGrants(t, name+": "+p.LogicalID, operatorGrants(t, tp, p.LogicalID), p.Calls)
+			out, _ := outs[p.LogicalID+"Arn"].(map[string]any)
+			if fmt.Sprint(out["Value"]) != fmt.Sprint(map[string]any{"Ref": p.LogicalID}) {
+				t.Errorf("%s: no output %sArn with !Ref %s", name, p.LogicalID, p.LogicalID)
+			}
 		}
+	}
+}
+
+// Pausing needs only the queue's tag: PauseQueuesPolicy grants no Lambda
+// action (lambda:UpdateEventSourceMapping cannot be limited to Enabled, and
+// a FilterCriteria it sets has Lambda delete the SQS messages it does not
+// match), and it covers the queues of NamedQueueArns as the work queue.
+func TestPauseQueuesPolicyIsTheTagOnEveryWorkQueue(t *testing.T) {
+	t.Parallel()
+	for _, g := range iam.PauseQueues.Calls {
+		if !strings.HasPrefix(g.Action, "sqs:") {
+			t.Errorf("PauseQueuesPolicy grants %s on %s; want SQS calls only, no Lambda action", g.Action, g.Resource)
+		}
+	}
+	for _, action := range []string{"sqs:TagQueue", "sqs:UntagQueue", "sqs:ListQueueTags"} {
+		for _, q := range []string{iam.WorkQueue, iam.NamedQueues} {
+			if !slices.Contains(iam.PauseQueues.Calls, iam.Grant{Action: action, Resource: q}) {
+				t.Errorf("PauseQueuesPolicy lacks %s on %s", action, q)
+			}
+		}
+	}
+	// The worker reads the tag of the queue it consumes.
+	if !slices.Contains(iam.Worker.Calls, iam.Grant{Action: "sqs:ListQueueTags", Resource: iam.WorkQueue}) {
+		t.Error("the worker function cannot read its queue's pause tag (sqs:ListQueueTags on WorkQueue)")
 	}
 }
 

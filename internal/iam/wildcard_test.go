@@ -56,13 +56,8 @@ func wildcardGrants(tp template) []string {
 			for _, st := range statements(doc) {
 				acts := list(st["Action"])
 				xray := slices.Equal(acts, []any{"xray:PutTraceSegments", "xray:PutTelemetryRecords"})
-				// lambda:ListEventSourceMappings takes no resource; the
-				// mappings an operator may toggle are scoped by a condition
-				// on the function (TestOperatorPoliciesGrantExactlyTheirCalls).
-				unscopable := slices.Equal(acts, []any{"lambda:ListEventSourceMappings"}) && st["Condition"] == nil
-				scoped := workerMappingsCondition(st["Condition"])
 				for _, res := range list(st["Resource"]) {
-					if s := fmt.Sprint(res); strings.Contains(s, "*") && !xray && !unscopable && !scoped {
+					if s := fmt.Sprint(res); strings.Contains(s, "*") && !xray {
 						bad = append(bad, fmt.Sprintf("%s: %v on %s", id, st["Sid"], s))
 					}
 				}

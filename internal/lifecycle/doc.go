@@ -26,7 +26,9 @@
 // received may also exit at once: a rejected message (dead-lettered with
 // its reason), a task leased by another worker (message hidden for the rest
 // of that lease plus a margin), a task not due yet (a fresh token is sent
-// with the remaining delay).
+// with the remaining delay), a token held back by its queue's rate limit or
+// because its queue is paused (hidden for a hold that grows with its
+// receives, replaced near maxReceiveCount; no write to the task).
 //
 // # Timing rules
 //

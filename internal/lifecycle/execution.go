@@ -59,6 +59,9 @@ type Message struct {
 	// TraceHeader is the message's AWSTraceHeader system attribute (an
 	// X-Ray trace header), if any: the attempt span links to it.
 	TraceHeader string
+	// Paused: the message's queue is paused (`leasehold pause`). Its token
+	// is handed back unrun, with no write to its task (holdForPause).
+	Paused bool
 }
 
 // Result says what the batch response should say about a message.
@@ -71,10 +74,12 @@ type Result struct {
 	Outcome Outcome
 	// Reason explains a message that was rejected or not acknowledged.
 	Reason string
-	// Held: a rate limit (Config.RateLimits) or a kind's concurrency limit
-	// (Config.KindConcurrency) held the token back: before its claim, the
-	// message coming back later, or after it, the task released with its
-	// attempt handed back (OutcomeHeld).
+	// Held: the token was held back without using an attempt. Before its
+	// claim: by a rate window known full (Config.RateLimits) or because
+	// its queue is paused (Message.Paused), the message coming back later.
+	// After it: by its queue's rate limit or its kind's concurrency limit
+	// (Config.KindConcurrency), the task released with its attempt handed
+	// back (OutcomeHeld).
 	Held bool
 }
 
@@ -215,6 +220,13 @@ func (x *execution) runReceived(ctx context.Context) State {
 	}
 	x.tokenErr = err
 	x.startAttempt()
+	if x.msg.Paused && x.tokenErr == nil {
+		// Nothing of a paused queue's starts: not a task, a callback or a
+		// wake. (A message that names no task that can run, rejected or
+		// over the payload limit, takes its usual way: it runs nothing.)
+		x.log.taskID = tok.ID
+		return x.holdForPause()
+	}
 	if tok.IsCallback() {
 		return StateCallback
 	}

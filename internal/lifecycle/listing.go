@@ -29,8 +29,8 @@ type Prepared struct {
 
 // Prepare starts writing the batch listing entries of msgs (listBatch) in
 // a goroutine of its own, so that a batch received ahead of its turn has
-// them written while it waits. Only each message's ID and Body are read.
-// ProcessPrepared with the same messages joins it.
+// them written while it waits. Only each message's ID, Body and Paused
+// are read. ProcessPrepared with the same messages joins it.
 func (e *Executor) Prepare(ctx context.Context, log *slog.Logger, msgs []Message) *Prepared {
 	p := &Prepared{ids: make([]string, len(msgs)), done: make(chan struct{})}
 	for i, m := range msgs {
@@ -166,6 +166,9 @@ func (e *Executor) keepListing(o *openListing) {
 // listedCreate is the id of the listed inline task that m's token creates
 // (runReceived's CreateClaimed), or "".
 func listedCreate(tok token.Token, err error, m Message) string {
+	if m.Paused {
+		return "" // held back, not created (holdForPause)
+	}
 	if err != nil || !tok.Inline() || tok.IsCallback() || tok.CreateToken != "" || len(tok.After) > 0 || tok.Parent != "" || tok.Prev != "" {
 		return ""
 	}

@@ -103,7 +103,7 @@ var transitions = []Transition{
 	{StateReceived, StateAwaitingDependencies, "an inline token with dependencies (after)"},
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
-	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back by a rate limit, or a store error: the token is kept, replaced, re-sent or dead-lettered"},
+	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back (a rate window known full, a paused queue), or a store error: the token is kept, replaced, re-sent or dead-lettered"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
 	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
@@ -117,7 +117,7 @@ var transitions = []Transition{
 	{StateResuming, StateExited, "still waiting (a duplicate or early token), or kept to retry"},
 
 	{StateClaimed, StateRunning, "handler and renewer started"},
-	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, its kind at its concurrency limit, wait results unreadable; or the lease was lost to an attempt that ended the task"},
+	{StateClaimed, StateNotifying, "ended without running: cancelled, an over-limit payload, an unknown kind, its kind at its concurrency limit or its queue's rate window full, wait results unreadable; or the lease was lost to an attempt that ended the task"},
 	{StateClaimed, StateExited, "the end could not be written (the lease lost to an attempt still going, a store error), or a re-dispatch failed"},
 
 	{StateRunning, StateStepping, "the handler records a step"},

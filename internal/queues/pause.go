@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -8,13 +9,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 // PausedTag is the queue tag that pauses a queue (`leasehold pause`): its
 // value is when it was paused (RFC 3339). Worker.Run receives nothing from
-// a queue that has it; on Lambda, pausing also disables the queue's event
-// source mappings. The tag lives with the queue, so every worker of every
-// process sees the same state, and no table item is needed.
+// a queue that has it, and the worker on Lambda (HandleSQS) hands the
+// messages of such a queue back unrun. The tag lives with the queue, so
+// every worker of every process and every Lambda container sees the same
+// state, no table item is needed, and whoever pauses needs only the tag
+// calls: no power over the event source mappings.
 const PausedTag = "leasehold-paused"
 
 // TagLister is the call a pause check makes; *sqs.Client satisfies it.
@@ -57,14 +62,15 @@ func SetPaused(ctx context.Context, c Tagger, url string, paused bool, now time.
 	return nil
 }
 
-// PauseCheck answers "is the queue paused?" for the pollers of one queue,
+// PauseCheck answers "is the queue paused?" for the workers of one queue,
 // reading its tags at most once per Every (one ListQueueTags call, shared
-// by the pollers). A failed read counts as not paused: a worker that cannot
-// read tags keeps working, and says why once.
+// by the pollers and batches that ask). A failed read counts as not paused:
+// a worker that cannot read tags keeps working, and says why once.
 type PauseCheck struct {
-	Client      TagLister
-	URL         string
-	Every       time.Duration
+	Client TagLister
+	URL    string
+	Every  time.Duration
+	// CallTimeout bounds the read (zero: settings.DefaultCallTimeout).
 	CallTimeout time.Duration
 	// OnError is told of a failed read (once until a read succeeds).
 	OnError func(error)
@@ -82,7 +88,7 @@ func (p *PauseCheck) Paused(ctx context.Context) bool {
 	if !p.checked.IsZero() && time.Since(p.checked) < p.Every {
 		return p.paused
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(p.CallTimeout, settings.DefaultCallTimeout))
 	paused, _, err := PausedSince(cctx, p.Client, p.URL)
 	cancel()
 	p.checked = time.Now()
@@ -97,4 +103,69 @@ func (p *PauseCheck) Paused(ctx context.Context) bool {
 	}
 	p.paused = paused && err == nil
 	return p.paused
+}
+
+// MaxPauseChecks bounds the queues a PauseChecks keeps: a worker serves a
+// few queues, but on Lambda any queue mapped to the function can bring a
+// record, so the set must not grow without bound.
+const MaxPauseChecks = 64
+
+// PauseChecks is a PauseCheck per queue URL, made when the queue is first
+// asked about, all with the same client and timing: each queue's tags are
+// read at most once per Every, however many pollers, batches or messages
+// ask. It keeps at most MaxPauseChecks queues; asking about one more drops
+// the one asked about least recently (which is read again if it is asked
+// about later). Safe for concurrent use.
+type PauseChecks struct {
+	Client      TagLister
+	Every       time.Duration
+	CallTimeout time.Duration
+	// OnError is told of a failed read of a queue's tags (once until a
+	// read of that queue succeeds).
+	OnError func(url string, err error)
+
+	mu     sync.Mutex
+	checks map[string]*pauseEntry
+	asked  uint64 // counts the asks, to order them
+}
+
+// pauseEntry is one queue's check and the number of the last ask about it.
+type pauseEntry struct {
+	check *PauseCheck
+	asked uint64
+}
+
+// Paused reports whether the queue at url is paused, as last read (read
+// now when that was Every or longer ago).
+func (s *PauseChecks) Paused(ctx context.Context, url string) bool {
+	return s.check(url).Paused(ctx)
+}
+
+// check returns url's PauseCheck, made and kept if it is new.
+func (s *PauseChecks) check(url string) *PauseCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked++
+	if e, ok := s.checks[url]; ok {
+		e.asked = s.asked
+		return e.check
+	}
+	if s.checks == nil {
+		s.checks = map[string]*pauseEntry{}
+	}
+	if len(s.checks) >= MaxPauseChecks {
+		var oldest string
+		for u, e := range s.checks {
+			if oldest == "" || e.asked < s.checks[oldest].asked {
+				oldest = u
+			}
+		}
+		delete(s.checks, oldest)
+	}
+	c := &PauseCheck{Client: s.Client, URL: url, Every: s.Every, CallTimeout: s.CallTimeout}
+	if s.OnError != nil {
+		c.OnError = func(err error) { s.OnError(url, err) }
+	}
+	s.checks[url] = &pauseEntry{check: c, asked: s.asked}
+	return c
 }

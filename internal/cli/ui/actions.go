@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
@@ -92,28 +91,13 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		lambda := r.PostFormValue("lambda") == "yes"
 		var rep admin.PauseReport
-		rep, err = s.cfg.Queues.Pause(ctx, url, name == "pause", lambda)
-		mappings := ""
-		if lambda {
-			verb := "disabled"
-			if name == "resume" {
-				verb = "enabled"
-			}
-			mappings = fmt.Sprintf("; %s %d Lambda event source mapping(s)", verb, len(rep.Mappings))
-			if len(rep.Mappings) > 0 {
-				mappings += ": " + strings.Join(rep.Mappings, ", ")
-			}
-		}
-		if err == nil {
+		if rep, err = s.cfg.Queues.Pause(ctx, url, name == "pause"); err == nil {
 			state := "not paused: workers receive from it"
 			if rep.Paused {
 				state = "paused: workers start nothing from it; its messages stay queued"
 			}
-			res = resultData{Message: fmt.Sprintf("queue %s is %s%s", queueName(queue), state, mappings), Back: "/queues"}
-		} else if len(rep.Mappings) > 0 {
-			err = fmt.Errorf("%w (after it %s)", err, strings.TrimPrefix(mappings, "; "))
+			res = resultData{Message: fmt.Sprintf("queue %s is %s", queueName(queue), state), Back: "/queues"}
 		}
 	case "redrive":
 		queue, msg := r.PostFormValue("queue"), r.PostFormValue("message")

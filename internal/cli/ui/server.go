@@ -42,7 +42,7 @@ type Queues interface {
 	QueueURL(ctx context.Context, name string) (string, error)
 	QueueStats(ctx context.Context, url string) (admin.QueueStats, error)
 	Paused(ctx context.Context, url string) (bool, time.Time)
-	Pause(ctx context.Context, url string, paused, lambda bool) (admin.PauseReport, error)
+	Pause(ctx context.Context, url string, paused bool) (admin.PauseReport, error)
 	PeekDeadLetters(ctx context.Context, url string, max int) ([]admin.DeadLetter, error)
 	RedriveDeadLetter(ctx context.Context, dlqURL, toURL, messageID string) error
 }

@@ -36,7 +36,6 @@ type fakeQueues struct {
 	mu       sync.Mutex
 	peeks    int
 	paused   bool
-	lambda   []bool // each Pause's lambda argument
 	letters  []admin.DeadLetter
 	redriven []string
 }
@@ -60,16 +59,11 @@ func (f *fakeQueues) Paused(context.Context, string) (bool, time.Time) {
 	return f.paused, time.Time{}
 }
 
-func (f *fakeQueues) Pause(_ context.Context, u string, paused, lambda bool) (admin.PauseReport, error) {
+func (f *fakeQueues) Pause(_ context.Context, u string, paused bool) (admin.PauseReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.paused = paused
-	f.lambda = append(f.lambda, lambda)
-	r := admin.PauseReport{QueueURL: u, Paused: paused}
-	if lambda {
-		r.Mappings = []string{"uuid-1"}
-	}
-	return r, nil
+	return admin.PauseReport{QueueURL: u, Paused: paused}, nil
 }
 
 func (f *fakeQueues) PeekDeadLetters(context.Context, string, int) ([]admin.DeadLetter, error) {
@@ -613,11 +607,8 @@ func TestActions(t *testing.T) {
 	if body := post("pause", "queue", ""); !strings.Contains(body, "is paused") || strings.Contains(body, "event source") {
 		t.Fatalf("pause: %s", body)
 	}
-	if body := post("resume", "queue", "", "lambda", "yes"); !strings.Contains(body, "not paused") || !strings.Contains(body, "enabled 1 Lambda event source mapping(s): uuid-1") {
-		t.Fatalf("resume with Lambda too: %s", body)
-	}
-	if got := fmt.Sprint(f.queues.lambda); got != "[false true]" {
-		t.Fatalf("Pause's lambda arguments: %s, want [false true]", got)
+	if body := post("resume", "queue", ""); !strings.Contains(body, "not paused") {
+		t.Fatalf("resume: %s", body)
 	}
 	if body := post("redrive", "queue", "", "message", "m-1"); !strings.Contains(body, "sent back") || len(f.queues.redriven) != 1 {
 		t.Fatalf("redrive: %s", body)
@@ -656,8 +647,14 @@ func TestPages(t *testing.T) {
 	if w := f.do(t, http.MethodGet, "/task?id=nosuch", nil); w.Code != http.StatusNotFound {
 		t.Errorf("unknown task: %d, want 404", w.Code)
 	}
-	if !strings.Contains(f.get(t, "/queues"), `action="`+f.srv.Base()+`/action/pause"`) {
+	queues := f.get(t, "/queues")
+	if !strings.Contains(queues, `action="`+f.srv.Base()+`/action/pause"`) {
 		t.Error("queues page lacks the pause form")
+	}
+	// The pause tag is the one pause mechanism: no box to toggle the
+	// Lambda event source mappings (docs/operations.md, "Pausing a queue").
+	if strings.Contains(queues, `name="lambda"`) || strings.Contains(queues, "Lambda too") {
+		t.Error("queues page still offers to toggle the Lambda event source mappings")
 	}
 	if w := f.do(t, http.MethodGet, "/static/app.js", nil); w.Code != http.StatusOK {
 		t.Errorf("app.js: %d", w.Code)
