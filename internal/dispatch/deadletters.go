@@ -492,7 +492,8 @@ func redrives(m types.Message) int {
 }
 
 // takeRedrive counts one more redrive of m, which goes back to the queue
-// at to, in the store's redrive count for m's queue and body, and reports
+// at to, in the store's redrive count for that queue (its account and
+// name) and m's body, and reports
 // whether it is within MaxDeadLetterRedrives. Without a store that keeps
 // counts, or when the count cannot be written, m stays where it is.
 func (d *Dispatcher) takeRedrive(ctx context.Context, to string, m types.Message) bool {
@@ -501,13 +502,25 @@ func (d *Dispatcher) takeRedrive(ctx context.Context, to string, m types.Message
 		d.cfg.Logger.WarnContext(ctx, "dead letter has no room for its redrive count, and the store keeps none; left there", "message_id", id)
 		return false
 	}
-	sum := sha256.Sum256([]byte(to + "\n" + aws.ToString(m.Body)))
+	sum := sha256.Sum256([]byte(queueIdentity(to) + "\n" + aws.ToString(m.Body)))
 	ok, err := d.counter.TakeRedrive(ctx, hex.EncodeToString(sum[:]), MaxDeadLetterRedrives)
 	if err != nil {
 		d.cfg.Logger.WarnContext(ctx, "could not count a dead letter's redrive; the next sweep tries again", "message_id", id, "error", err)
 		return false
 	}
 	return ok
+}
+
+// queueIdentity is the account and name of the queue at queueURL (the
+// last two parts of its path, on AWS as on the local stack), so that
+// sweepers that spell one queue's URL differently share its counts.
+func queueIdentity(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return queueURL
+	}
+	dir, name := path.Split(strings.TrimSuffix(u.Path, "/"))
+	return path.Base(dir) + "/" + name
 }
 
 // sendBack sends msgs to the queue at to, body and attributes as they

@@ -343,7 +343,8 @@ func TestRedriveNeedsADeadLetterClient(t *testing.T) {
 	}
 	// Named queues' dead-letter queues are found through their redrive
 	// policies: the client must read queue attributes too.
-	_, err = dispatch.New(dispatch.Config{Store: leasemem.New(lease.Options{}), SQS: noAttributes{newQueues("work")}, WorkQueueURL: workURL,
+	q := newQueues("work")
+	_, err = dispatch.New(dispatch.Config{Store: leasemem.New(lease.Options{}), SQS: noAttributes{q, q}, WorkQueueURL: workURL,
 		NamedQueues: []string{queuePrefix + "images"}})
 	if !errors.Is(err, dispatch.ErrConfig) {
 		t.Fatalf("New with named queues and a client that reads no queue attributes: %v, want ErrConfig", err)
@@ -357,26 +358,9 @@ func TestRedriveNeedsADeadLetterClient(t *testing.T) {
 }
 
 // noAttributes is a client that receives but reads no queue attributes.
-type noAttributes struct{ q *sqsQueues }
-
-func (n noAttributes) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return n.q.SendMessageBatch(ctx, in, o...)
-}
-
-func (n noAttributes) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	return n.q.SendMessage(ctx, in, o...)
-}
-
-func (n noAttributes) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	return n.q.ReceiveMessage(ctx, in, o...)
-}
-
-func (n noAttributes) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	return n.q.DeleteMessageBatch(ctx, in, o...)
-}
-
-func (n noAttributes) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	return n.q.ChangeMessageVisibilityBatch(ctx, in, o...)
+type noAttributes struct {
+	dispatch.SQSClient
+	dispatch.DeadLetterClient
 }
 
 type sendOnly struct{}
