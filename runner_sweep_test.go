@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -85,5 +88,48 @@ func TestNewWorkerWiresTheSweeper(t *testing.T) {
 	}
 	if w.sweeper != nil {
 		t.Fatal("store without the sweep's calls: a sweeper")
+	}
+}
+
+// deadLetterSQS is a client whose dead-letter queues are empty and whose
+// queues have no redrive policy; it records whose attributes are read.
+type deadLetterSQS struct {
+	batchingSQS
+	mu   sync.Mutex
+	read []string
+}
+
+func (d *deadLetterSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return &sqs.ReceiveMessageOutput{}, nil
+}
+
+func (d *deadLetterSQS) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+func (d *deadLetterSQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.read = append(d.read, aws.ToString(in.QueueUrl))
+	return &sqs.GetQueueAttributesOutput{}, nil
+}
+
+// Run's sweep also looks for the dead-letter queues of the other queues
+// the worker serves (QueueURLs), through their redrive policies; the
+// default queue's is DeadLetterQueueURL.
+func TestWorkerSweepRecoversTheDeadLettersOfItsQueues(t *testing.T) {
+	t.Parallel()
+	q := &deadLetterSQS{}
+	cfg := WorkerConfig{QueueURL: "https://sqs.example/1/work", QueueURLs: []string{"https://sqs.example/1/work", "https://sqs.example/1/images"},
+		DeadLetterQueueURL: "https://sqs.example/1/work-dlq", Handlers: NewHandlers(), Logger: slog.New(slog.DiscardHandler), Owner: "test"}
+	w, err := newWorker(leasemem.New(lease.Options{}), q, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sweeper.RedriveDeadLetters(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(q.read, []string{"https://sqs.example/1/images"}) {
+		t.Fatalf("read the redrive policies of %v, want the served named queue's only", q.read)
 	}
 }

@@ -59,7 +59,9 @@ type WorkerConfig struct {
 	// poller group per queue. On Lambda, give the function one event
 	// source mapping per queue; each record's event source ARN names its
 	// queue. Retries, snoozes and sweeps go to the queue the task names,
-	// whichever queue served it.
+	// whichever queue served it. Run's recovery sweep also reads the
+	// dead-letter queue that each of these queues' redrive policy names,
+	// as it reads DeadLetterQueueURL.
 	QueueURLs []string
 	// DeadLetterQueueURL, if set, receives messages that cannot name a task
 	// (malformed, wrong version, missing fields, unknown task id), with the
@@ -67,7 +69,8 @@ type WorkerConfig struct {
 	// messages are reported as failures until the queue's redrive policy
 	// moves them to its dead-letter queue. Run's recovery sweep also sends
 	// the messages SQS moved there (those without a reason: tokens whose
-	// receives ran out) back to QueueURL, up to 3 times each.
+	// receives ran out) back to the queue they came from, up to 3 times
+	// each.
 	DeadLetterQueueURL string
 	// Handlers maps kinds to handlers.
 	Handlers *Handlers
@@ -424,15 +427,26 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	dq, okSQS := q.(dispatch.SQSClient)
 	if okStore && okSQS {
 		// The sweep sends each task to its own queue, with the store's
-		// grace, and what SQS moved to the work dead-letter queue back
-		// (a client that cannot receive from it, a test's fake, skips
-		// that part).
-		var dlq string
+		// grace, and what SQS moved to the dead-letter queues of the work
+		// queue and of the other queues this worker serves back to where
+		// it came from (a client that cannot receive from them, a test's
+		// fake, skips that part).
+		var (
+			dlq   string
+			named []string
+		)
 		if _, ok := q.(dispatch.DeadLetterClient); ok {
 			dlq = cfg.DeadLetterQueueURL
+			if _, ok := q.(dispatch.QueueAttributesClient); ok {
+				for _, u := range w.queueURLs {
+					if u != cfg.QueueURL {
+						named = append(named, u)
+					}
+				}
+			}
 		}
 		w.sweeper, err = dispatch.New(dispatch.Config{
-			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver, WorkDLQURL: dlq,
+			Store: ds, SQS: dq, WorkQueueURL: cfg.QueueURL, Queues: resolver, WorkDLQURL: dlq, NamedQueues: named,
 			DispatchGrace: cfg.DispatchGrace, Clock: lc.Clock, CallTimeout: lc.CallTimeout,
 			Logger: lc.Logger.With("activity", "sweep"), // not "part": leasehold run names the worker part
 		})

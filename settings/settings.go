@@ -87,6 +87,7 @@ const (
 	EnvWorkDLQURL            = "LEASEHOLD_WORK_DLQ_URL"
 	EnvWorkDLQName           = "LEASEHOLD_WORK_DLQ_NAME"
 	EnvIntakeDLQURL          = "LEASEHOLD_INTAKE_DLQ_URL"
+	EnvNamedQueues           = "LEASEHOLD_NAMED_QUEUES"
 	EnvLeaseDuration         = "LEASEHOLD_LEASE_DURATION"
 	EnvRenewBefore           = "LEASEHOLD_RENEW_BEFORE"
 	EnvMaxAttempts           = "LEASEHOLD_MAX_ATTEMPTS"
@@ -129,9 +130,11 @@ var All = []Setting{
 	{Field: "QueueURLs", Env: EnvServeQueueURLs, Kind: List, DefaultText: "QueueURL alone", For: Worker,
 		Doc: "the work queues this worker serves, comma-separated: Run polls each, with one poller group per queue"},
 	{Field: "DeadLetterQueueURL", Env: EnvWorkDLQURL, Kind: String, DefaultText: "none", For: Worker | Dispatch,
-		Doc: "receives messages that cannot name a task, with the reason in the `leasehold-reason` attribute; without it they are left to the queue's redrive policy. The recovery sweep sends what SQS moved there (no reason) back to the work queue, up to 3 times a message"},
+		Doc: "receives messages that cannot name a task, with the reason in the `leasehold-reason` attribute; without it they are left to the queue's redrive policy. The recovery sweep sends what SQS moved there (no reason) back to the queue it came from, up to 3 times a message"},
 	{Env: EnvWorkDLQName, Kind: String, DefaultText: "the work queue's redrive target", For: Worker,
 		Doc: "NewWorkerFromEnv only, without LEASEHOLD_WORK_DLQ_URL: the name of the work dead-letter queue to look up"},
+	{Field: "NamedQueues", Env: EnvNamedQueues, Kind: List, DefaultText: "none", For: Dispatch,
+		Doc: "the queues other than the default that tasks may name, comma-separated, each by ARN or URL: the recovery sweep also reads the dead-letter queue each one's redrive policy names, and sends what SQS moved there back to the queue it came from, up to 3 times a message"},
 	{Field: "IntakeDLQURL", Env: EnvIntakeDLQURL, Kind: String, DefaultText: "none", For: Dispatch,
 		Doc: "receives invalid submissions, with the reason; without it they are left to the intake queue's redrive policy"},
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -72,10 +74,19 @@ type Config struct {
 	// them after maxReceiveCount receives.
 	IntakeDLQURL string
 	// WorkDLQURL is the work queue's dead-letter queue. Each sweep sends
-	// the messages SQS moved there back to the work queue
+	// the messages SQS moved there back to the queue they came from
 	// (RedriveDeadLetters); the SQS client must then be a
-	// DeadLetterClient too. Empty: no dead-letter recovery.
+	// DeadLetterClient too. Empty: no dead-letter recovery for the work
+	// queue.
 	WorkDLQURL string
+	// NamedQueues are the queues other than the default that tasks may
+	// name, each by URL or ARN, whose dead-letter queues each sweep reads
+	// too: the one each queue's redrive policy names (read once an hour;
+	// a queue without one is skipped), sending what SQS moved there back
+	// to it. The SQS client must then be a DeadLetterClient and a
+	// QueueAttributesClient too. Empty: only WorkDLQURL is read, and no
+	// call is made for named queues.
+	NamedQueues []string
 	// DispatchGrace must equal the store's: after a sweep sends a token, the
 	// task waits this long for a claim before the sweep sends another.
 	DispatchGrace time.Duration
@@ -136,7 +147,32 @@ func (c Config) validate() error {
 	if _, ok := c.SQS.(DeadLetterClient); c.WorkDLQURL != "" && !ok {
 		return fmt.Errorf("%w: dead-letter recovery from %s needs an SQS client that receives, deletes and changes visibility (%T does not)", ErrConfig, c.WorkDLQURL, c.SQS)
 	}
+	if len(c.NamedQueues) == 0 {
+		return nil
+	}
+	_, receives := c.SQS.(DeadLetterClient)
+	if _, reads := c.SQS.(QueueAttributesClient); !receives || !reads {
+		return fmt.Errorf("%w: dead-letter recovery for named queues needs an SQS client that reads queue attributes, receives, deletes and changes visibility (%T does not)", ErrConfig, c.SQS)
+	}
+	for _, q := range c.NamedQueues {
+		if err := queues.CheckName(namedQueueName(q)); err != nil {
+			return fmt.Errorf("%w: named queue %q is neither a queue URL nor a queue ARN: %w", ErrConfig, q, err)
+		}
+	}
 	return nil
+}
+
+// namedQueueName is the name of the queue ref (an ARN, or a URL with a
+// scheme and a host) names; "" when it is neither.
+func namedQueueName(ref string) string {
+	if strings.HasPrefix(ref, "arn:") {
+		name, _ := queues.NameFromARN(ref)
+		return name
+	}
+	if u, err := url.Parse(ref); err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return queues.NameFromURL(ref)
 }
 
 // Settings is the dispatch function's configuration from its environment:
@@ -147,6 +183,7 @@ type Settings struct {
 	QueueURL            string // required: the default work queue
 	IntakeDLQURL        string
 	DeadLetterQueueURL  string        // the work dead-letter queue
+	NamedQueues         []string      // URLs or ARNs of the named queues, for their dead-letter queues
 	DispatchGrace       time.Duration // 0: settings.DefaultDispatchGrace
 	MaxAttempts         int
 	DispatchConcurrency int
@@ -191,6 +228,7 @@ func (s Settings) Config(store Store, q SQSClient, log *slog.Logger) Config {
 		WorkQueueURL:       s.QueueURL,
 		IntakeDLQURL:       s.IntakeDLQURL,
 		WorkDLQURL:         s.DeadLetterQueueURL,
+		NamedQueues:        s.NamedQueues,
 		DispatchGrace:      s.DispatchGrace,
 		DefaultMaxAttempts: s.MaxAttempts,
 		Concurrency:        s.DispatchConcurrency,

@@ -35,6 +35,10 @@ type Dispatcher struct {
 	cfg     Config
 	creator Creator
 	store   Store // nil for a dispatcher that only enqueues
+	// counter keeps the redrive counts of dead letters with no room for
+	// the attribute; nil when the store keeps none.
+	counter lease.RedriveCounter
+	dead    deadLetterState
 }
 
 // New checks cfg and returns a dispatcher.
@@ -46,7 +50,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, creator: cfg.Store, store: cfg.Store}, nil
+	return &Dispatcher{cfg: cfg, creator: cfg.Store, store: cfg.Store, counter: counterOf(cfg.Store)}, nil
 }
 
 // ref is a dispatch token to send: a reference to task id, delivered after

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -232,14 +233,16 @@ func TestSettingsFromEnv(t *testing.T) {
 	full := map[string]string{
 		settings.EnvTable: "tasks", settings.EnvWorkQueueURL: "https://q/work", settings.EnvIntakeDLQURL: "https://q/dlq",
 		settings.EnvDispatchGrace: "90s", settings.EnvMaxAttempts: "7", settings.EnvDispatchConcurrency: "12", settings.EnvSweepConcurrency: "3",
+		settings.EnvNamedQueues: "arn:aws:sqs:us-east-1:1:images, https://q/reports",
 	}
 	s, err := dispatch.SettingsFrom(func(k string) string { return full[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := dispatch.Settings{Table: "tasks", QueueURL: "https://q/work", IntakeDLQURL: "https://q/dlq",
-		DispatchGrace: 90 * time.Second, MaxAttempts: 7, DispatchConcurrency: 12, SweepConcurrency: 3}
-	if s != want {
+		DispatchGrace: 90 * time.Second, MaxAttempts: 7, DispatchConcurrency: 12, SweepConcurrency: 3,
+		NamedQueues: []string{"arn:aws:sqs:us-east-1:1:images", "https://q/reports"}}
+	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("settings %+v, want %+v", s, want)
 	}
 	if g := s.StoreOptions().DispatchGrace; g != 90*time.Second {

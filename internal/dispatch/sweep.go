@@ -24,10 +24,11 @@ type SweepStats struct {
 	// not be sent. They stay due, or become due again after the grace, so a
 	// later sweep retries them.
 	Failed int `json:"failed"`
-	// Redriven and DeadLettersLeft count the sweep's dead-letter recovery
-	// (RedriveDeadLetters).
-	Redriven        int `json:"redriven"`
-	DeadLettersLeft int `json:"dead_letters_left"`
+	// Redriven, DeadLettersLeft and DeadLetterQueuesUnread count the
+	// sweep's dead-letter recovery (RedriveDeadLetters).
+	Redriven               int `json:"redriven"`
+	DeadLettersLeft        int `json:"dead_letters_left"`
+	DeadLetterQueuesUnread int `json:"dead_letter_queues_unread"`
 }
 
 func (s *SweepStats) add(o SweepStats) {
@@ -37,6 +38,7 @@ func (s *SweepStats) add(o SweepStats) {
 	s.Failed += o.Failed
 	s.Redriven += o.Redriven
 	s.DeadLettersLeft += o.DeadLettersLeft
+	s.DeadLetterQueuesUnread += o.DeadLetterQueuesUnread
 }
 
 // ErrSweep wraps the error of a sweep that left work behind.
@@ -82,7 +84,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, now time.Time) (SweepStats, erro
 	}
 	if d.budgetLeft(ctx) {
 		rs, err := d.RedriveDeadLetters(ctx)
-		total.Redriven, total.DeadLettersLeft = rs.Redriven, rs.Left
+		total.Redriven, total.DeadLettersLeft, total.DeadLetterQueuesUnread = rs.Redriven, rs.Left, rs.Unread
 		if err != nil {
 			errs = append(errs, fmt.Errorf("dead letters: %w", err))
 		}
@@ -92,7 +94,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, now time.Time) (SweepStats, erro
 		level = slog.LevelDebug // an idle sweep, every period in every worker process
 	}
 	d.cfg.Logger.Log(ctx, level, "sweep done", "due", total.Due, "dispatched", total.Dispatched, "raced", total.Raced, "failed", total.Failed,
-		"redriven", total.Redriven, "dead_letters_left", total.DeadLettersLeft)
+		"redriven", total.Redriven, "dead_letters_left", total.DeadLettersLeft, "dead_letter_queues_unread", total.DeadLetterQueuesUnread)
 	if len(errs) > 0 || total.Failed > 0 {
 		return total, fmt.Errorf("%w: %d entries failed: %w", ErrSweep, total.Failed, errors.Join(errs...))
 	}

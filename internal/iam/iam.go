@@ -99,6 +99,13 @@ const (
 	// also covers the intake queue, the dead-letter queues and the queues
 	// of every stack whose name starts the same.
 	NamedQueues = "NamedQueueArns"
+	// NamedDeadLetterQueues are the dead-letter queues of the named queues
+	// (those their redrive policies name), from which the sweep sends what
+	// SQS moved there back: exactly the ARNs of the template's
+	// NamedDeadLetterQueueArns parameter, granted as !Ref
+	// NamedDeadLetterQueueArns in a statement kept only when the list is
+	// not empty (condition HasNamedDeadLetterQueues).
+	NamedDeadLetterQueues = "NamedDeadLetterQueueArns"
 )
 
 // eventSourceMapping is what Lambda needs to poll queue for a function.
@@ -153,22 +160,26 @@ var Dispatch = Function{
 	LogicalID: "DispatchFunction",
 	Role:      "DispatchRole",
 	Calls: []Grant{
-		{"dynamodb:PutItem", TasksTable},                     // store a submission
-		{"dynamodb:UpdateItem", TasksTable},                  // mark a swept task dispatched
-		{"dynamodb:Query", SweepIndex},                       // due tasks of a shard
-		{"sqs:SendMessage", WorkQueue},                       // dispatch tokens (SendMessageBatch)
-		{"sqs:SendMessage", IntakeDeadLetterQueue},           // invalid submissions, with their reason
-		{"sqs:ReceiveMessage", WorkDeadLetterQueue},          // the sweep's dead-letter recovery
-		{"sqs:DeleteMessage", WorkDeadLetterQueue},           // a dead letter sent back (DeleteMessageBatch)
-		{"sqs:ChangeMessageVisibility", WorkDeadLetterQueue}, // a dead letter left there, visible again
-		{"sqs:GetQueueUrl", NamedQueues},                     // the queue a task names, looked up once
-		{"sqs:SendMessage", NamedQueues},                     // tokens of tasks on named queues
+		{"dynamodb:PutItem", TasksTable},                       // store a submission
+		{"dynamodb:UpdateItem", TasksTable},                    // mark a swept task dispatched
+		{"dynamodb:Query", SweepIndex},                         // due tasks of a shard
+		{"sqs:SendMessage", WorkQueue},                         // dispatch tokens (SendMessageBatch)
+		{"sqs:SendMessage", IntakeDeadLetterQueue},             // invalid submissions, with their reason
+		{"sqs:ReceiveMessage", WorkDeadLetterQueue},            // the sweep's dead-letter recovery
+		{"sqs:DeleteMessage", WorkDeadLetterQueue},             // a dead letter sent back (DeleteMessageBatch)
+		{"sqs:ChangeMessageVisibility", WorkDeadLetterQueue},   // a dead letter left there, visible again
+		{"sqs:GetQueueUrl", NamedQueues},                       // the queue a task names, looked up once
+		{"sqs:SendMessage", NamedQueues},                       // tokens of tasks on named queues; their dead letters sent back
+		{"sqs:GetQueueAttributes", NamedQueues},                // a named queue's ARN and redrive policy: its dead-letter queue, once an hour
+		{"sqs:ReceiveMessage", NamedDeadLetterQueues},          // the sweep's dead-letter recovery on named queues
+		{"sqs:DeleteMessage", NamedDeadLetterQueues},           // a dead letter sent back (DeleteMessageBatch)
+		{"sqs:ChangeMessageVisibility", NamedDeadLetterQueues}, // a dead letter left there, visible again
 	},
 	Platform: slices.Concat(eventSourceMapping(IntakeQueue), logs(DispatchLogGroup)),
 	Env: []string{
 		settings.EnvTable, settings.EnvWorkQueueURL, settings.EnvIntakeDLQURL, settings.EnvWorkDLQURL,
 		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
-		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing,
+		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing, settings.EnvNamedQueues,
 	},
 	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
 }
@@ -182,7 +193,7 @@ var (
 		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
-		settings.EnvIntakeDLQURL, settings.EnvDispatchConcurrency, settings.EnvSweepConcurrency)
+		settings.EnvIntakeDLQURL, settings.EnvDispatchConcurrency, settings.EnvSweepConcurrency, settings.EnvNamedQueues)
 	workerEnv = unread("WorkerConfig's fields (package settings), which only the worker function loads",
 		settings.EnvLeaseDuration, settings.EnvRenewBefore,
 		settings.EnvConcurrency, settings.EnvClockSkew, settings.EnvDeadlineMargin,

@@ -146,8 +146,8 @@ func list(v any) []any {
 
 // resourceID names the template resource an ARN expression stands for:
 // !GetAtt X.Arn is "X", !Sub "${X.Arn}/index/NAME" is "X/index/NAME", and
-// !Ref NamedQueueArns, the parameter's list of queue ARNs, is
-// iam.NamedQueues.
+// !Ref NamedQueueArns and !Ref NamedDeadLetterQueueArns, the parameters'
+// lists of queue ARNs, are iam.NamedQueues and iam.NamedDeadLetterQueues.
 func resourceID(expr any) (string, error) {
 	m, ok := expr.(map[string]any)
 	if !ok {
@@ -156,8 +156,8 @@ func resourceID(expr any) (string, error) {
 	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 && ga[1] == "Arn" {
 		return fmt.Sprint(ga[0]), nil
 	}
-	if m["Ref"] == iam.NamedQueues {
-		return iam.NamedQueues, nil // the parameter's list of queue ARNs
+	if m["Ref"] == iam.NamedQueues || m["Ref"] == iam.NamedDeadLetterQueues {
+		return fmt.Sprint(m["Ref"]), nil // a parameter's list of queue ARNs
 	}
 	if sub, ok := m["Fn::Sub"].(string); ok && strings.HasPrefix(sub, "${") {
 		ref, rest, ok := strings.Cut(sub[2:], "}")

@@ -54,8 +54,9 @@ type recorder struct {
 }
 
 // newRecorder maps the stack's resources to their logical ids; named is a
-// queue a task names, one of iam.NamedQueues (by URL and by name).
-func newRecorder(table string, q awstest.Queues, named string) *recorder {
+// queue a task names, one of iam.NamedQueues (by URL and by name), and
+// namedDLQ its dead-letter queue, one of iam.NamedDeadLetterQueues.
+func newRecorder(table string, q awstest.Queues, named, namedDLQ string) *recorder {
 	return &recorder{
 		targets: map[string]string{
 			table:                     iam.TasksTable,
@@ -66,6 +67,7 @@ func newRecorder(table string, q awstest.Queues, named string) *recorder {
 			q.IntakeDLQ:               iam.IntakeDeadLetterQueue,
 			named:                     iam.NamedQueues,
 			queues.NameFromURL(named): iam.NamedQueues,
+			namedDLQ:                  iam.NamedDeadLetterQueues,
 		},
 		calls: map[iam.Grant]bool{},
 	}
@@ -162,14 +164,17 @@ type stack struct {
 	table  string
 	queues awstest.Queues
 	named  string // URL of a queue that tasks name (a fleet's own queue)
-	sqs    *sqs.Client
+	// namedDLQ is the dead-letter queue of named (its redrive policy's).
+	namedDLQ string
+	sqs      *sqs.Client
 }
 
 func setupStack(t *testing.T) *stack {
 	t.Helper()
 	cfg := awstest.Config(t)
+	fleet := awstest.NewQueues(t, cfg)
 	return &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg),
-		named: awstest.NewQueues(t, cfg).Work, sqs: sqs.NewFromConfig(cfg)}
+		named: fleet.Work, namedDLQ: fleet.WorkDLQ, sqs: sqs.NewFromConfig(cfg)}
 }
 
 // namedToken is an inline token whose task names the queue s.named.
@@ -245,7 +250,7 @@ func inline(t *testing.T, kind, id string, payload any, maxAttempts int) string 
 func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
-	rec := newRecorder(s.table, s.queues, s.named)
+	rec := newRecorder(s.table, s.queues, s.named, s.namedDLQ)
 	logs, emf := &syncBuffer{}, &syncBuffer{}
 
 	// The worker as functions/worker/main.go wires it (with the example
@@ -363,13 +368,22 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
-	rec := newRecorder(s.table, s.queues, s.named)
+	rec := newRecorder(s.table, s.queues, s.named, s.namedDLQ)
 	logs := &syncBuffer{}
 	clock := clockwork.NewFakeClockAt(time.Now())
 
 	// The dispatcher as functions/dispatch/main.go wires it, at DEBUG.
 	cfg := s.recorded(rec, iam.Dispatch)
-	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ, DeadLetterQueueURL: s.queues.WorkDLQ}
+	// The template lists the named queues by ARN.
+	actx, acancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
+	defer acancel()
+	attrs, err := s.sqs.GetQueueAttributes(actx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.named),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ, DeadLetterQueueURL: s.queues.WorkDLQ,
+		NamedQueues: []string{attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}}
 	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
 	dc := settings.Config(store, sqs.NewFromConfig(cfg), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	dc.Clock = clock
@@ -400,14 +414,17 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		record("m-named", `{"v":1,"kind":"greet","id":"named","payload":{},"queue":"`+queues.NameFromURL(s.named)+`"}`), // token to the queue it names
 	}})
 	s.tokenOn(t, s.named, "named")
-	// In the work dead-letter queue: a token SQS moved there (no reason),
-	// which the sweep sends back, and one a worker rejected, which stays.
-	s.send(t, s.queues.WorkDLQ, `{"v":1,"id":"dead"}`)
+	// In the work dead-letter queue, and in the named queue's: a token SQS
+	// moved there (no reason), which the sweep sends back, and one a
+	// worker rejected, which stays.
 	rejected, rejectedCancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer rejectedCancel()
-	if _, err := s.sqs.SendMessage(rejected, &sqs.SendMessageInput{QueueUrl: aws.String(s.queues.WorkDLQ), MessageBody: aws.String(`not json`),
-		MessageAttributes: map[string]sqstypes.MessageAttributeValue{"leasehold-reason": {DataType: aws.String("String"), StringValue: aws.String("not JSON")}}}); err != nil {
-		t.Fatal(err)
+	for _, dlq := range []string{s.queues.WorkDLQ, s.namedDLQ} {
+		s.send(t, dlq, `{"v":1,"id":"dead"}`)
+		if _, err := s.sqs.SendMessage(rejected, &sqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(`not json`),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{"leasehold-reason": {DataType: aws.String("String"), StringValue: aws.String("not JSON")}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The sweep an hour and a bit later dispatches the delayed task.
 	clock.Advance(time.Hour + 5*time.Minute)
@@ -430,8 +447,13 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 		}
 	}
 
-	if left := s.receive(t, s.queues.WorkDLQ, 1).Records; len(left) != 1 || left[0].Body != "not json" {
-		t.Fatalf("work dead-letter queue after the sweep: %+v, want only the rejected message", left)
+	// The named queue's dead letter went back to it (beside, maybe, the
+	// sweep's second token of "named", whose grace has passed too).
+	s.receiveTask(t, s.named, "dead")
+	for _, dlq := range []string{s.queues.WorkDLQ, s.namedDLQ} {
+		if left := s.receive(t, dlq, 1).Records; len(left) != 1 || left[0].Body != "not json" {
+			t.Fatalf("dead-letter queue %s after the sweep: %+v, want only the rejected message", dlq, left)
+		}
 	}
 
 	rec.check(t, iam.Dispatch)

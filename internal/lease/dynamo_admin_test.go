@@ -41,6 +41,7 @@ func TestDynamoStoreAdminBoundary(t *testing.T) {
 		"RequestCancel":  func() error { _, err := store.RequestCancel(ctx, "b1"); return err },
 		"Retry":          func() error { _, err := store.Retry(ctx, "b1", 1); return err },
 		"List":           func() error { _, _, err := store.List(ctx, lease.StatusPending, 10, ""); return err },
+		"TakeRedrive":    func() error { _, err := store.TakeRedrive(ctx, "digest", 3); return err },
 	}
 	for name, call := range calls {
 		err := call()

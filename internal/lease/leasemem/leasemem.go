@@ -35,7 +35,9 @@ type Store struct {
 	rates map[string]*rateWindow
 	// slots are the slot sets (AcquireSlot): key, holder, its time.
 	slots map[string]map[string]time.Time
-	calls Calls
+	// redrives are the redrive counts (TakeRedrive), by id.
+	redrives map[string]*redriveCount
+	calls    Calls
 }
 
 // listing is a batch listing entry: when it was opened, and its ids.
@@ -55,7 +57,7 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}, redrives: map[string]*redriveCount{}}
 }
 
 // Calls returns the operation counts so far.

@@ -23,6 +23,7 @@ type AdminStore interface {
 	lease.Lister
 	lease.RateLimiter
 	lease.SlotLimiter
+	lease.RedriveCounter
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -61,6 +62,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
 		{"BatchListingListsEachTaskOnce", testBatchListing},
 		{"RateWindowsCountStarts", testRateWindows},
+		{"RedriveCountsBoundRedrives", testRedriveCounts},
 		{"SlotsBoundHoldersAtOnce", testSlots},
 		{"SlotsOfLostAttemptsAreFreed", testLostSlots},
 	}
@@ -1039,6 +1041,75 @@ func testRateWindows(t *testing.T, a *adminEnv) {
 		}
 		if len(due) != 0 {
 			t.Errorf("Due(%s) of a table with rate windows and no task = %v", shard, due)
+		}
+	}
+}
+
+// A redrive count allows limit redrives of its dead letter and refuses the
+// rest, also when many take at once; a raised limit allows one more;
+// another key counts on its own; bad arguments are refused; and a count is
+// no task: List and Due see none.
+func testRedriveCounts(t *testing.T, a *adminEnv) {
+	key := a.id()
+	for _, bad := range []struct {
+		key   string
+		limit int
+	}{{"", 1}, {key, 0}} {
+		if _, err := a.admin.TakeRedrive(a.ctx, bad.key, bad.limit); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("TakeRedrive(%q, %d) = %v, want ErrInvalid", bad.key, bad.limit, err)
+		}
+	}
+
+	const limit, takers = 3, 8
+	var (
+		wg      sync.WaitGroup
+		allowed atomic.Int32
+		errs    = make(chan error, takers)
+	)
+	for range takers {
+		wg.Go(func() {
+			ok, err := a.admin.TakeRedrive(a.ctx, key, limit)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("TakeRedrive: %v", err)
+	}
+	if got := allowed.Load(); got != limit {
+		t.Fatalf("%d takers at once allowed %d redrives, want the limit %d", takers, got, limit)
+	}
+	// A day later the count is still there (it is kept for days).
+	a.clock.Advance(24 * time.Hour)
+	if ok, err := a.admin.TakeRedrive(a.ctx, key, limit); err != nil || ok {
+		t.Fatalf("a redrive over the limit = %t, %v; want refused", ok, err)
+	}
+	if ok, err := a.admin.TakeRedrive(a.ctx, key, limit+1); err != nil || !ok {
+		t.Fatalf("a redrive under a raised limit = %t, %v; want allowed", ok, err)
+	}
+	if ok, err := a.admin.TakeRedrive(a.ctx, key+"-other", 1); err != nil || !ok {
+		t.Errorf("another key's first redrive = %t, %v; want allowed", ok, err)
+	}
+
+	for _, st := range []lease.Status{lease.StatusPending, lease.StatusRunning, lease.StatusSucceeded, lease.StatusFailed} {
+		if got := a.listAll(st, 10); len(got) != 0 {
+			t.Errorf("List(%s) of a table with redrive counts and no task = %d items", st, len(got))
+		}
+	}
+	for _, shard := range lease.Shards() {
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) != 0 {
+			t.Errorf("Due(%s) of a table with redrive counts and no task = %v", shard, due)
 		}
 	}
 }
