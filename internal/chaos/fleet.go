@@ -207,12 +207,38 @@ func (f *Fleet) Exits() int {
 func (f *Fleet) Pause(rng *rand.Rand) (resume func(), ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.anyPaused() {
+		return nil, false
+	}
+	return f.pause(f.slots[rng.IntN(len(f.slots))])
+}
+
+// PauseNamed is Pause for the process named name, if it still runs.
+func (f *Fleet) PauseNamed(name string) (resume func(), ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.anyPaused() {
+		return nil, false
+	}
 	for _, p := range f.slots {
-		if p.paused {
-			return nil, false
+		if p.name == name {
+			return f.pause(p)
 		}
 	}
-	p := f.slots[rng.IntN(len(f.slots))]
+	return nil, false
+}
+
+func (f *Fleet) anyPaused() bool {
+	for _, p := range f.slots {
+		if p.paused {
+			return true
+		}
+	}
+	return false
+}
+
+// pause SIGSTOPs p (f.mu held) and returns the function that SIGCONTs it.
+func (f *Fleet) pause(p *proc) (resume func(), ok bool) {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return nil, false
 	}
@@ -228,12 +254,15 @@ func (f *Fleet) Pause(rng *rand.Rand) (resume func(), ok bool) {
 	}, true
 }
 
-// Chaos kills a random worker every KillMin..KillMax and pauses one for
-// PauseFor every PauseEvery, until ctx is done. It resumes a paused worker
-// before it returns.
+// Chaos kills a random worker every KillMin..KillMax and pauses one every
+// PauseEvery, until ctx is done: for PauseFor, and every other time for
+// PauseLong when it is longer (long enough for its messages to come back
+// to other workers, who take its tasks over while it is frozen). It
+// resumes a paused worker before it returns.
 type Chaos struct {
 	KillMin, KillMax     time.Duration
 	PauseEvery, PauseFor time.Duration
+	PauseLong            time.Duration
 	Seed                 uint64
 }
 
@@ -258,6 +287,7 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 	exitT := time.NewTicker(250 * time.Millisecond)
 	defer exitT.Stop()
 	var resume func()
+	pauses := 0
 	defer func() {
 		if resume != nil {
 			resume()
@@ -275,7 +305,12 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 		case <-pauseT.C:
 			if r, ok := f.Pause(rng); ok {
 				resume = r
-				resumeT.Reset(c.PauseFor)
+				pauses++
+				d := c.PauseFor
+				if pauses%2 == 0 && c.PauseLong > d {
+					d = c.PauseLong
+				}
+				resumeT.Reset(d)
 			}
 			pauseT.Reset(between(c.PauseEvery/2, c.PauseEvery*3/2))
 		case <-exitT.C:

@@ -85,6 +85,7 @@ func workerEnv(p params, endpoint map[string]string, table string, q awstest.Que
 		"LEASEHOLD_DEADLINE_MARGIN=3s",
 		"GORACE=halt_on_error=0",
 		fmt.Sprintf("CHAOS_EXIT_AFTER_FINISH=%g", p.exitAfterFinish),
+		fmt.Sprintf("CHAOS_EXIT_AFTER_TAKEOVER_FINISH=%g", p.exitAfterTakeover),
 	)
 	if os.Getenv("AWS_REGION") == "" {
 		env = append(env, "AWS_REGION=us-east-1")

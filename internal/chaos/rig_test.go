@@ -77,7 +77,7 @@ func startRig(t *testing.T, cfg aws.Config, p params, env ...string) *rig {
 	r.chaosWG.Go(func() {
 		r.chaosErr = chaos.Chaos{
 			KillMin: p.killMin, KillMax: p.killMax,
-			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor,
+			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor, PauseLong: p.pauseLong,
 			Seed: p.seed,
 		}.Run(chaosCtx, r.fleet)
 	})

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -400,6 +401,55 @@ func killDuringFanIn(ctx context.Context, t *testing.T, ledger *chaos.Ledger, fl
 				return kills
 			}
 			kills++
+		}
+	}
+}
+
+// freezeChildHolders freezes the worker that claims a child, for d (longer
+// than its message's visibility and its lease, so that another worker takes
+// the child over while it is frozen), at most one at a time and one every
+// `every`, until ctx ends, and returns how many it froze. The worker that
+// takes the child over may exit right after its finish write
+// (CHAOS_EXIT_AFTER_TAKEOVER_FINISH): the frozen holder then wakes to find
+// the child ended and its parent untold (exits_beside_stale).
+func freezeChildHolders(ctx context.Context, ledger *chaos.Ledger, fleet *chaos.Fleet, d, every time.Duration) int {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var (
+		seen, frozen int
+		last         time.Time
+		thaw         <-chan time.Time
+		resume       func()
+	)
+	defer func() {
+		if resume != nil {
+			resume()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return frozen
+		case <-thaw:
+			resume()
+			resume, thaw = nil, nil
+		case <-tick.C:
+		}
+		var ws []chaos.Write
+		ws, seen = ledger.WritesFrom(seen)
+		if resume != nil || time.Since(last) < every {
+			continue
+		}
+		for _, w := range ws {
+			worker, _, _ := strings.Cut(w.Owner, "/")
+			if w.Status != string(lease.StatusRunning) || !strings.Contains(w.Task, "/") || worker == "" {
+				continue
+			}
+			if r, ok := fleet.PauseNamed(worker); ok {
+				resume, thaw, last = r, time.After(d), time.Now()
+				frozen++
+				break
+			}
 		}
 	}
 }

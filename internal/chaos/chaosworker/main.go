@@ -30,7 +30,9 @@
 // probability p right after the store answers a write that ended a task
 // somebody waits for (a child or a dependency), before the worker can notify
 // its waiters: the crash the workflows must survive. It writes an
-// "exit_after_finish" evidence line first.
+// "exit_after_finish" evidence line first. CHAOS_EXIT_AFTER_TAKEOVER_FINISH
+// sets the probability for such a write under a fence after the first (the
+// worker took the task over, perhaps from a frozen holder).
 //
 // Environment (besides the worker's LEASEHOLD_* variables, package
 // settings):
@@ -162,6 +164,19 @@ func durationEnv(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// probability reads the probability in variable name (0 when unset).
+func probability(name string) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	p, err := strconv.ParseFloat(v, 64)
+	if err != nil || p < 0 || p > 1 {
+		log.Fatalf("chaosworker: %s=%q: want a probability", name, v)
+	}
+	return p
+}
+
 func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	name := os.Getenv("CHAOS_NAME")
@@ -220,14 +235,9 @@ func main() {
 		log.Fatalf("chaosworker: AWS config: %v", err)
 	}
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
-	if v := os.Getenv("CHAOS_EXIT_AFTER_FINISH"); v != "" {
-		rate, err := strconv.ParseFloat(v, 64)
-		if err != nil || rate < 0 || rate > 1 {
-			log.Fatalf("chaosworker: CHAOS_EXIT_AFTER_FINISH=%q: want a probability", v)
-		}
-		if rate > 0 {
-			awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, ev: ev, name: name, pid: pid}
-		}
+	rate, takeover := probability("CHAOS_EXIT_AFTER_FINISH"), probability("CHAOS_EXIT_AFTER_TAKEOVER_FINISH")
+	if rate > 0 || takeover > 0 {
+		awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, takeover: takeover, ev: ev, name: name, pid: pid}
 	}
 	cfg := leasehold.WorkerConfig{
 		AWS: awsCfg, Handlers: handlers,

@@ -250,12 +250,15 @@ func kidLines(kids []workflow.Outcome) []string {
 // exitAfterFinish is the SDK's HTTP client with one fault: after the store
 // answers a DynamoDB write that ended a task with waiters (a child's parent
 // or a dependency's dependents), it exits the process with probability
-// rate, before the answer reaches the worker and so before any notify.
+// rate, before the answer reaches the worker and so before any notify; with
+// probability takeover instead when the write ended a fence after the first
+// (this worker took the task over, perhaps from a frozen holder, who then
+// wakes to find the task ended and its waiters untold).
 type exitAfterFinish struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
 	}
-	rate float64
+	rate, takeover float64
 	ev   evidenceFile
 	name string
 	pid  int
@@ -289,11 +292,15 @@ func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
 	default:
 		return resp, nil
 	}
-	if len(a.Waiters.SS) == 0 || rand.Float64() >= c.rate {
-		return resp, nil
-	}
 	var fence int64
 	_, _ = fmt.Sscan(a.Fence.N, &fence)
+	rate := c.rate
+	if fence > 1 {
+		rate = max(rate, c.takeover)
+	}
+	if len(a.Waiters.SS) == 0 || rand.Float64() >= rate {
+		return resp, nil
+	}
 	c.ev.write(Evidence{Event: "exit_after_finish", Task: a.ID.S, Fence: fence, Status: a.Status.S,
 		Worker: c.name, PID: c.pid, AtUS: time.Now().UnixMicro()})
 	os.Exit(3)
