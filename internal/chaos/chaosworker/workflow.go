@@ -259,9 +259,9 @@ type exitAfterFinish struct {
 		Do(*http.Request) (*http.Response, error)
 	}
 	rate, takeover float64
-	ev   evidenceFile
-	name string
-	pid  int
+	ev             evidenceFile
+	name           string
+	pid            int
 }
 
 func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
