@@ -603,6 +603,42 @@ func TestCancelRequestedWhileRunningCancelsHandler(t *testing.T) {
 	}
 }
 
+// A cancel that lands while the handler runs, after its last renewal (here
+// before the first), meets a handler that asks to run again: a snooze of a
+// day, or an error retried after a backoff. The flag dooms the task, so the
+// worker ends it CANCELLED at once instead of leaving it PENDING until its
+// next claim, a day later (issue 33), and sends no token for the next run.
+func TestCancelAfterTheLastRenewalEndsATaskReleasedToRunAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"snooze", &lifecycle.SnoozeError{Delay: 24 * time.Hour}},
+		{"retry", errors.New("transient")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			id := "late-cancel-" + tc.name
+			e.handlers["k"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+				if _, err := e.store.RequestCancel(context.WithoutCancel(ctx), task.ID); err != nil {
+					t.Errorf("RequestCancel: %v", err)
+				}
+				return nil, tc.err
+			}
+			res := e.exec.Process(t.Context(), nil, msg("m1", inline(t, "k", id, "", 3)))
+			got := e.get(t, id)
+			if !res.Ack || res.Outcome != lifecycle.OutcomeCancelled || got.Status != lease.StatusCancelled || !got.CancelRequested {
+				t.Fatalf("result %+v, task %s flag %t; want acked, cancelled, CANCELLED with the flag", res, got.Status, got.CancelRequested)
+			}
+			if sent := e.sqs.sentTo(workURL); len(sent) != 0 {
+				t.Errorf("%d tokens sent for a cancelled task, want none", len(sent))
+			}
+		})
+	}
+}
+
 func TestBadInputIsRecordedNotRetried(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
