@@ -63,7 +63,8 @@ import (
 // Besides linearizability, no cancel may give up on its own (issue 33): a
 // cancel that reports a backend error other than the SDK running out of
 // tries on lost answers fails the check. The store's cancels before issue
-// 33 gave up ("the task kept changing") in 3 of the 5 seeds.
+// 33 gave up ("the task kept changing") in 3 of the 5 seeds of the one run
+// made against them.
 //
 // TestHistModelRejectsTheOldAnomalies shows that the model rejects the
 // non-linearizable histories the store gave before its user writes
