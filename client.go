@@ -618,13 +618,24 @@ func decodeListCursor(s string, statuses int) (listCursor, error) {
 	return cur, nil
 }
 
-// Cancel cancels a task. A PENDING task becomes CANCELLED at once and never
-// runs. A RUNNING task is marked: its worker cancels the handler's context
-// (cause ErrCancelRequested) at its next lease renewal, and the task ends
-// CANCELLED unless the handler finished first. A task that already ended
-// gives an error matching ErrFinished. A cancel that failed while it
-// cancelled the children of a parent it had ended can be repeated: the
-// repeat cancels the children that are left, then gives ErrFinished.
+// Cancel cancels a task. No other writer can make it fail: workers
+// claiming, renewing, releasing or suspending the task meanwhile, however
+// many, do not make it give up (docs/states.md, "What a cancel
+// guarantees"). It takes effect by setting the task's cancel flag
+// (TaskInfo.CancelRequested), after which no attempt claimed later runs
+// the handler. A PENDING or WAITING task becomes CANCELLED at once and never
+// runs (a parent waiting for its children takes them with it). A RUNNING
+// task is marked: its worker cancels the handler's context (cause
+// ErrCancelRequested) at its next lease renewal, and the task ends
+// CANCELLED unless the handler finished first; a handler that returns
+// asking to run again (an error to retry, a snooze) before that renewal is
+// cancelled instead. Only if other writers keep moving a PENDING or WAITING
+// task without claiming it, which no worker does, is it returned flagged
+// and still PENDING or WAITING: the worker that next takes it cancels it.
+// A task that already ended gives an error matching ErrFinished. A cancel
+// that failed while it cancelled the children of a parent it had ended can
+// be repeated: the repeat cancels the children that are left, then gives
+// ErrFinished.
 func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	// A parent that waits for its children has them cancelled first, so
 	// that no child is created or started after its parent ended: a child

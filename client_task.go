@@ -69,8 +69,9 @@ type TaskInfo struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	// Error is the last attempt's error, if it had one.
 	Error string `json:"error,omitempty"`
-	// CancelRequested is set on a running task whose cancellation waits
-	// for its worker's next lease renewal.
+	// CancelRequested is set once a cancel took effect (Client.Cancel): on
+	// a running task whose cancellation waits for its worker's next lease
+	// renewal, on a task it ended, and on a task that finished first.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// LeaseOwner and LeaseUntil name the worker holding a running task;
 	// LeaseFence is its lease's fencing token, which grows by one with

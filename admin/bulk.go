@@ -142,8 +142,15 @@ func CancelOne(ctx context.Context, c Tasks, id string) (string, error) {
 		return "failed", err
 	case info.Status == leasehold.StatusCancelled:
 		return "cancelled", nil
+	case info.Status == leasehold.StatusRunning:
+		return "cancellation requested (running)", nil
+	case !info.Status.Terminal():
+		// Other writers kept moving it (docs/states.md, "What a cancel
+		// guarantees"): it is cancelled when a worker next takes it.
+		return "cancellation requested (" + strings.ToLower(string(info.Status)) + ")", nil
 	}
-	return "cancellation requested (running)", nil
+	// Its holder finished before it saw the cancellation.
+	return "already ended", nil
 }
 
 // RetryOne is bulk retry's action, each task getting attempts more.

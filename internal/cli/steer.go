@@ -52,10 +52,18 @@ running children and chain links, listed under their parent or head
 				info, err := c.Cancel(cmd.Context(), args[0])
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) (err error) {
-				if info.Status == leasehold.StatusCancelled {
-					_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", admin.DisplayID(info.ID))
-				} else {
-					_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it stops at its next lease renewal\n", admin.DisplayID(info.ID), info.Status)
+				id := admin.DisplayID(info.ID)
+				switch {
+				case info.Status == leasehold.StatusCancelled:
+					_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", id)
+				case info.Status == leasehold.StatusRunning:
+					_, err = fmt.Fprintf(a.io.Out, "task %s is RUNNING: cancellation requested; it stops at its next lease renewal\n", id)
+				case !info.Status.Terminal():
+					// Other writers kept moving it (docs/states.md, "What a
+					// cancel guarantees").
+					_, err = fmt.Fprintf(a.io.Out, "task %s is %s: cancellation requested; it is cancelled when a worker next takes it\n", id, info.Status)
+				default:
+					_, err = fmt.Fprintf(a.io.Out, "task %s ended %s before its worker saw the cancellation\n", id, info.Status)
 				}
 				return err
 			})

@@ -25,9 +25,17 @@ type Admin interface {
 	// it is, so it can come due while the holder works; its DispatchAt then
 	// moves to the lease's expiry plus skew plus grace and no token is needed.
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
-	// RequestCancel cancels a PENDING or WAITING task at once (CANCELLED, terminal) or
-	// sets CancelRequested on a RUNNING one, which its worker honours at the
-	// next renewal. A terminal task gives *FinishedError.
+	// RequestCancel cancels a task that has not ended, whatever other
+	// writers do meanwhile: no claim, renewal, checkpoint, release or
+	// suspension makes it fail. Its effect is CancelRequested, the flag that
+	// dooms the task: a PENDING or WAITING task is ended at once
+	// (CANCELLED, terminal) and returned so; a RUNNING one is returned
+	// flagged, and its worker cancels the handler at its next renewal (the
+	// task may still end SUCCEEDED or FAILED if the handler returns first).
+	// Only if other writers keep moving a PENDING or WAITING task between
+	// PENDING and WAITING without claiming it, which no worker does, is it
+	// returned flagged and not ended: whoever next meets it (a claim, a
+	// resume, a cancel) ends it. A terminal task gives *FinishedError.
 	RequestCancel(ctx context.Context, id string) (Task, error)
 	// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
 	// extraAttempts more attempts than it has used. Attempt count and

@@ -134,39 +134,82 @@ func (s *DynamoStore) rearm(ctx context.Context, old Task) error {
 // caller decides from the item it saw.
 var errConditionFailed = errors.New("condition failed")
 
-// maxCancelTries bounds the writes of one RequestCancel: each failed
-// condition hands back the item it saw, and the next write is built for it.
+// maxCancelTries bounds the writes of each step of one RequestCancel: the
+// flag's (which only a call list trimmed under it refuses) and the pinned
+// writes that end a flagged PENDING or WAITING task (each refused one
+// hands back the item it saw, and the next is built for it).
 const maxCancelTries = 4
 
-// RequestCancel implements Admin. It makes no read: the first write assumes
-// a PENDING task that never ran; when its condition fails, the item DynamoDB
-// returns with the failure says what to write instead. Every write of one
-// call carries the same call id (withCallID), so once one of them has
-// landed, the others (the SDK's retries after a lost response, the next
-// guesses) find it in the item and report that write's effect instead of
-// acting again: one cancel flags a running task or cancels a pending one,
-// never both, and a later retry of the task is never undone by it.
+// RequestCancel implements Admin. It makes no read, and no other writer can
+// make it fail:
+//
+//  1. The first write assumes a PENDING task that never ran and ends it
+//     CANCELLED (cancelPending); for a task queued and never claimed, the
+//     common case, that is the whole cancel.
+//  2. Otherwise (the item that write saw says the task moved on, and has not
+//     ended) one write sets cancel_requested on the task, conditioned only
+//     on its existence and a status that is not terminal (flagCancel):
+//     claims, renewals, checkpoints, releases and suspensions leave both
+//     alone, so none of them can make it fail. It is the cancel's
+//     linearization point: from it on the task is doomed, whoever ends
+//     it. The workers honour the flag (internal/lifecycle): the holder's
+//     next renewal cancels the handler, a claim or a resume of a flagged
+//     task ends it CANCELLED without running it, a suspension or a release
+//     to PENDING of a flagged attempt ends the task cancelled at once.
+//  3. A flagged task that is PENDING or WAITING is ended CANCELLED at once
+//     with the pinned write of step 1, built for the item the flag's write
+//     returned (endFlagged); a write refused because another writer moved
+//     the task is built again for the item it saw, while the task is
+//     flagged, PENDING or WAITING, up to maxCancelTries writes. A RUNNING
+//     one is left to its holder.
+//
+// Every write of steps 1 and 2 carries the call id (withCallID), so once
+// one of them has landed the others (the SDK's retries after a lost
+// response, the next step) find it in the item and report that write's
+// effect instead of acting again: a later retry of the task is never
+// undone by the cancel. Step 3's writes carry an id of their own, and are
+// conditioned on the flag, which a retry clears.
 func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error) {
 	if noSuchID(id) {
 		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
 	}
 	call := rand.Text()
-	guess := Task{ID: id, Status: StatusPending}
+	var seen *Task
+	saw := func(old *Task) error { seen = old; return errConditionFailed }
+	t, err := s.cancelPending(ctx, Task{ID: id, Status: StatusPending}, false, call, saw)
+	switch {
+	case err == nil:
+		return t, nil
+	case !errors.Is(err, errConditionFailed):
+		return Task{}, err
+	case seen == nil:
+		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+	case seen.Status.Terminal():
+		return Task{}, &FinishedError{TaskID: id, Status: seen.Status}
+	}
+	if t, err = s.flagCancel(ctx, id, call); err != nil {
+		return Task{}, err
+	}
+	return s.endFlagged(ctx, t)
+}
+
+// flagCancel sets cancel_requested on task id, which has not ended (step 2
+// of RequestCancel). Its condition holds for every task that has not
+// ended, so only the call list can refuse it: a full list trimmed by
+// another user write in between (update tries again), or, after
+// maxCallTrims such trims, a refusal flagCancel tries again itself. A task
+// found flagged by another cancel needs no write.
+func (s *DynamoStore) flagCancel(ctx context.Context, id, call string) (Task, error) {
 	for range maxCancelTries {
 		var seen *Task
-		saw := func(old *Task) error { seen = old; return errConditionFailed }
-		var (
-			t   Task
-			err error
-		)
-		switch guess.Status {
-		case StatusPending, StatusWaiting:
-			t, err = s.cancelPending(ctx, guess, call, saw)
-		case StatusRunning:
-			t, err = s.flagCancel(ctx, id, call, saw)
-		default:
-			return Task{}, &FinishedError{TaskID: id, Status: guess.Status}
-		}
+		t, err := s.update(ctx, "request cancel", id,
+			"attribute_exists(#id) AND "+notEndedCond,
+			"SET #cancel_requested = :true, #updated_at = :now",
+			terminalValues(withCallID(map[string]types.AttributeValue{
+				":true": &types.AttributeValueMemberBOOL{Value: true},
+				":now":  avMillis(s.now()),
+			}, call)),
+			func(old *Task) error { seen = old; return errConditionFailed })
 		switch {
 		case err == nil:
 			return t, nil
@@ -174,16 +217,51 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 			return Task{}, err
 		case seen == nil:
 			return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+		case seen.Status.Terminal():
+			return Task{}, &FinishedError{TaskID: id, Status: seen.Status}
+		case seen.CancelRequested:
+			return *seen, nil
 		}
-		guess = *seen
 	}
-	return Task{}, fmt.Errorf("request cancel %s: %w: the task kept changing", id, ErrBackend)
+	return Task{}, fmt.Errorf("request cancel %s: %w: its call list kept changing", id, ErrBackend)
 }
 
-// cancelPending ends a PENDING (or WAITING) task that is at attempt and fence of prev as
+// endFlagged ends t, as the write that flagged it returned it, CANCELLED if
+// it is PENDING or WAITING (step 3 of RequestCancel). It returns the task
+// as last seen: CANCELLED, RUNNING with the flag (its holder ends it),
+// ended otherwise, or, should every try meet another move of the task,
+// still flagged and PENDING or WAITING, which its next claim or resume
+// ends. A refused try means another writer moved the task: a claim, or a
+// resume that claims, makes it RUNNING (endFlagged stops there); most
+// other moves end it. Only the end of a callback wait (WAITING to
+// PENDING, once per wait) or a writer that ignores the flag keeps it
+// PENDING or WAITING, so the tries are not used up in practice.
+func (s *DynamoStore) endFlagged(ctx context.Context, t Task) (Task, error) {
+	call := rand.Text()
+	for range maxCancelTries {
+		if t.Status != StatusPending && t.Status != StatusWaiting || !t.CancelRequested {
+			return t, nil
+		}
+		var seen *Task
+		got, err := s.cancelPending(ctx, t, true, call, func(old *Task) error { seen = old; return errConditionFailed })
+		switch {
+		case err == nil:
+			return got, nil
+		case !errors.Is(err, errConditionFailed):
+			return Task{}, err
+		case seen == nil: // gone since: its retention ran out
+			return t, nil
+		}
+		t = *seen
+	}
+	return t, nil
+}
+
+// cancelPending ends prev, a PENDING or WAITING task at the attempt and
+// fence of prev (and, if flagged, still carrying the cancel flag), as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
-func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string, classify func(*Task) error) (Task, error) {
+func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, flagged bool, call string, classify func(*Task) error) (Task, error) {
 	now := s.now()
 	values := withCallID(map[string]types.AttributeValue{
 		":pending": avS(string(prev.Status)), // PENDING or WAITING
@@ -195,7 +273,13 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string,
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
 	}, call)
 	// prev was read whole, so its history is known (the condition pins it).
-	e := &ending{cond: "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence", values: values}
+	cond := "attribute_exists(#id) AND #status = :pending AND #attempt = :attempt AND #fence = :fence"
+	if flagged {
+		// A retry clears the flag: the task it put back is not this
+		// cancel's to end.
+		cond += " AND #cancel_requested = :true"
+	}
+	e := &ending{cond: cond, values: values}
 	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
 	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
 		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ") + s.listFailed(prev.ID, StatusCancelled, values)
@@ -206,21 +290,6 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, call string,
 	return s.update(ctx, "request cancel", prev.ID, e.cond,
 		set+" REMOVE #sweep_shard, #sweep_at, #lease_owner, #lease_until, #wait_until, #callback, #callback_step",
 		values, classify)
-}
-
-// flagCancel sets cancel_requested on a RUNNING task; its holder sees it in
-// the task its next renewal returns. It is stamped with the cancel's call
-// id like every write of RequestCancel.
-func (s *DynamoStore) flagCancel(ctx context.Context, id, call string, classify func(*Task) error) (Task, error) {
-	return s.update(ctx, "request cancel", id,
-		"attribute_exists(#id) AND #status = :running",
-		"SET #cancel_requested = :true, #updated_at = :now",
-		withCallID(map[string]types.AttributeValue{
-			":running": avS(string(StatusRunning)),
-			":true":    &types.AttributeValueMemberBOOL{Value: true},
-			":now":     avMillis(s.now()),
-		}, call),
-		classify)
 }
 
 // Retry implements Admin.

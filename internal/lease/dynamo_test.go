@@ -476,6 +476,8 @@ func TestDynamoCancelTakesEffectOnceUnderALostResponse(t *testing.T) {
 	store, other, losing, _ := losingPair(t)
 	ctx := t.Context()
 	const update = "DynamoDB_20120810.UpdateItem"
+	// Only the cancel's flag write sets the flag and the time alone.
+	const flagWrite = "#cancel_requested = :true, #updated_at = :now"
 	running := func(id string) lease.Task {
 		t.Helper()
 		task, err := other.CreateClaimed(ctx, lease.NewTask{ID: id, Kind: "k", MaxAttempts: 3}, "w1")
@@ -497,7 +499,7 @@ func TestDynamoCancelTakesEffectOnceUnderALostResponse(t *testing.T) {
 		// The flag lands on the running task, its answer is lost, and the
 		// task finishes before the retry: the cancel did take effect first.
 		held := running("flag-finish")
-		losing.LoseNextThen(update, `"RUNNING"`, func() {
+		losing.LoseNextThen(update, flagWrite, func() {
 			if _, err := other.Finish(ctx, held.LeaseOf(), []byte(`1`)); err != nil {
 				t.Errorf("finish meanwhile: %v", err)
 			}
@@ -512,18 +514,25 @@ func TestDynamoCancelTakesEffectOnceUnderALostResponse(t *testing.T) {
 
 	t.Run("FlagThenRelease", func(t *testing.T) {
 		// The flag lands, its answer is lost, the holder releases the task
-		// to PENDING: the cancel must not also cancel the PENDING task.
+		// to PENDING without honouring it. The retry finds its own flag on
+		// a flagged PENDING task, which the flag dooms (its next claim would
+		// cancel it): the cancel ends it now, once.
 		held := running("flag-release")
-		losing.LoseNextThen(update, `"RUNNING"`, func() {
+		losing.LoseNextThen(update, flagWrite, func() {
 			if _, err := other.Release(ctx, held.LeaseOf(), lease.Release{Status: lease.StatusPending, RunAt: time.Now()}); err != nil {
 				t.Errorf("release meanwhile: %v", err)
 			}
 		})
-		if _, err := store.RequestCancel(ctx, held.ID); err != nil {
-			t.Fatalf("RequestCancel: %v", err)
+		got, err := store.RequestCancel(ctx, held.ID)
+		if err != nil || got.Status != lease.StatusCancelled {
+			t.Fatalf("RequestCancel: %s, %v; want CANCELLED", got.Status, err)
 		}
-		if got := get(held.ID); got.Status != lease.StatusPending || !got.CancelRequested {
-			t.Fatalf("task %s flag %v, want PENDING with the flag: one cancel had two effects", got.Status, got.CancelRequested)
+		stored := get(held.ID)
+		if stored.Status != lease.StatusCancelled || !stored.CancelRequested {
+			t.Fatalf("task %s flag %v, want CANCELLED with the flag", stored.Status, stored.CancelRequested)
+		}
+		if h := stored.History; len(h) != 2 || h[0].Status != lease.StatusPending || h[1].Status != lease.StatusCancelled {
+			t.Fatalf("history %+v, want the release, then one cancel", h)
 		}
 	})
 

@@ -21,11 +21,19 @@ func histCallOp(client int, in histIn, call, ret int64, out histOut) porcupine.O
 }
 
 // TestHistModelRejectsTheOldAnomalies feeds the model of the history check
-// (TestDynamoStoreHistoryIsLinearizable) the three histories the store gave
-// when a cancel lost its answer before its writes carried a call id (issue
-// 18 items 3, 4 and 5), and the same histories as the store gives them now.
-// The model must find the old ones not linearizable and accept the new
-// ones: the stack check, which uses this model, catches the anomalies.
+// (TestDynamoStoreHistoryIsLinearizable) the histories the store gave when
+// a cancel lost its answer before its writes carried a call id (issue 18
+// items 3 and 5), and when a cancel's end of a task it had flagged was not
+// conditioned on the flag (issue 33), and the same histories as the store
+// gives them now. The model must find the old ones not linearizable and
+// accept the new ones: the stack check, which uses this model, catches the
+// anomalies.
+//
+// Issue 18's item 4 (a cancel's flag lands on a lease, the holder releases
+// the task to PENDING, and the cancel then ends the PENDING task) is no
+// anomaly since issue 33: the flag dooms the task, and whoever meets it
+// PENDING or WAITING first ends it (histEndFlagged);
+// TestHistModelAcceptsALegalHistory has that history.
 func TestHistModelRejectsTheOldAnomalies(t *testing.T) {
 	t.Parallel()
 	const o1 = "c0#1"
@@ -59,24 +67,35 @@ func TestHistModelRejectsTheOldAnomalies(t *testing.T) {
 			histCallOp(2, histIn{Op: hGet}, 11, 12, get(lease.StatusSucceeded, 1, 1, true)),
 		},
 	}, {
-		// Item 4: one cancel, two effects. Its flag lands on the lease
-		// (the holder's renewal sees it), the holder releases the task to
-		// PENDING, and the cancel's retry then cancels the PENDING task.
-		name: "flag on a lease, then cancel of the released task",
+		// Issue 33: a cancel flags a PENDING task and ends it with a
+		// second write; meanwhile a claim took it, its worker released it
+		// CANCELLED (honouring the flag) and a retry put it back. Were
+		// the ending write not conditioned on the flag (a retry clears
+		// it), it would undo the retry.
+		name: "end of a flagged task after a retry cleared the flag",
 		old: []porcupine.Operation{
 			histCallOp(0, claim, 0, 1, claimed),
-			histCallOp(1, histIn{Op: hCancel}, 2, 20, ok),
-			histCallOp(0, held(hRenew), 3, 4, histOut{Flag: true, FlagKnown: true}),
-			histCallOp(0, histIn{Op: hRelease, Owner: o1, Fence: 1, Attempt: 1, To: lease.StatusPending}, 5, 6, ok),
-			histCallOp(2, histIn{Op: hGet}, 21, 22, get(lease.StatusCancelled, 1, 1, true)),
+			histCallOp(0, histIn{Op: hRelease, Owner: o1, Fence: 1, Attempt: 1, To: lease.StatusPending}, 2, 3, ok),
+			histCallOp(1, histIn{Op: hCancel}, 4, 40, ok),
+			histCallOp(2, histIn{Op: hGet}, 5, 6, get(lease.StatusPending, 1, 1, true)),
+			histCallOp(0, histIn{Op: hClaim, Owner: "c0#2"}, 7, 8, histOut{Fence: 2, Attempt: 2, Flag: true, FlagKnown: true}),
+			histCallOp(0, histIn{Op: hRelease, Owner: "c0#2", Fence: 2, Attempt: 2, To: lease.StatusCancelled}, 9, 10, ok),
+			histCallOp(2, histIn{Op: hRetry}, 11, 12, ok),
+			histCallOp(2, histIn{Op: hGet}, 13, 14, get(lease.StatusPending, 2, 2, false)),
+			histCallOp(2, histIn{Op: hGet}, 41, 42, get(lease.StatusCancelled, 2, 2, true)),
 		},
-		// Now the retry finds its flag and stops: the task stays PENDING.
+		// Now the ending write finds the flag cleared: the retried task
+		// is left alone.
 		now: []porcupine.Operation{
 			histCallOp(0, claim, 0, 1, claimed),
-			histCallOp(1, histIn{Op: hCancel}, 2, 20, ok),
-			histCallOp(0, held(hRenew), 3, 4, histOut{Flag: true, FlagKnown: true}),
-			histCallOp(0, histIn{Op: hRelease, Owner: o1, Fence: 1, Attempt: 1, To: lease.StatusPending}, 5, 6, ok),
-			histCallOp(2, histIn{Op: hGet}, 21, 22, get(lease.StatusPending, 1, 1, true)),
+			histCallOp(0, histIn{Op: hRelease, Owner: o1, Fence: 1, Attempt: 1, To: lease.StatusPending}, 2, 3, ok),
+			histCallOp(1, histIn{Op: hCancel}, 4, 40, ok),
+			histCallOp(2, histIn{Op: hGet}, 5, 6, get(lease.StatusPending, 1, 1, true)),
+			histCallOp(0, histIn{Op: hClaim, Owner: "c0#2"}, 7, 8, histOut{Fence: 2, Attempt: 2, Flag: true, FlagKnown: true}),
+			histCallOp(0, histIn{Op: hRelease, Owner: "c0#2", Fence: 2, Attempt: 2, To: lease.StatusCancelled}, 9, 10, ok),
+			histCallOp(2, histIn{Op: hRetry}, 11, 12, ok),
+			histCallOp(2, histIn{Op: hGet}, 13, 14, get(lease.StatusPending, 2, 2, false)),
+			histCallOp(2, histIn{Op: hGet}, 41, 42, get(lease.StatusPending, 2, 2, false)),
 		},
 	}, {
 		// Item 5: an earlier cancel undoes a later retry. The cancel of
@@ -114,9 +133,10 @@ func TestHistModelRejectsTheOldAnomalies(t *testing.T) {
 	}
 }
 
-// A legal history over two tasks with every kind of call, a refusal of
-// each kind, and calls whose outcome is unknown (one took effect, one did
-// not) is linearizable; the same history with one outcome changed is not.
+// A legal history over four tasks with every kind of call, a refusal of
+// each kind, calls whose outcome is unknown (one took effect, one did not)
+// and flagged tasks ended after their cancel's flag is linearizable; the
+// same history with one outcome changed is not.
 func TestHistModelAcceptsALegalHistory(t *testing.T) {
 	t.Parallel()
 	on := func(task int, in histIn) histIn { in.Task = task; return in }
@@ -137,6 +157,25 @@ func TestHistModelAcceptsALegalHistory(t *testing.T) {
 		histCallOp(2, on(0, histIn{Op: hRetry}), 11, 12, histOut{Err: "notretryable"}),
 		histCallOp(1, on(0, histIn{Op: hClaim, Owner: "b2"}), 13, 14, histOut{Err: "finished"}),
 		histCallOp(0, on(0, histIn{Op: hGet}), 15, 16, histOut{Status: lease.StatusSucceeded, Fence: 1, Attempt: 1, FlagKnown: true}),
+
+		// Task 2: a cancel flags a PENDING task, a read sees it flagged
+		// before the cancel's second write ends it, a claim then finds it
+		// ended.
+		histCallOp(6, on(2, histIn{Op: hClaim, Owner: "e"}), 0, 1, histOut{Fence: 1, Attempt: 1, FlagKnown: true}),
+		histCallOp(6, histIn{Task: 2, Op: hRelease, Owner: "e", Fence: 1, Attempt: 1, To: lease.StatusPending}, 2, 3, ok),
+		histCallOp(7, on(2, histIn{Op: hCancel}), 4, 20, ok),
+		histCallOp(6, on(2, histIn{Op: hGet}), 5, 6, histOut{Status: lease.StatusPending, Fence: 1, Attempt: 1, Flag: true, FlagKnown: true}),
+		histCallOp(6, on(2, histIn{Op: hClaim, Owner: "e2"}), 21, 22, histOut{Err: "finished"}),
+		histCallOp(6, on(2, histIn{Op: hGet}), 23, 24, histOut{Status: lease.StatusCancelled, Fence: 1, Attempt: 1, Flag: true, FlagKnown: true}),
+
+		// Task 3: a cancel's flag lands on a lease, the holder releases
+		// the task to PENDING, and the flagged PENDING task ends
+		// CANCELLED (issue 18's item 4, legal since issue 33).
+		histCallOp(8, on(3, histIn{Op: hClaim, Owner: "f"}), 0, 1, histOut{Fence: 1, Attempt: 1, FlagKnown: true}),
+		histCallOp(9, on(3, histIn{Op: hCancel}), 2, 20, ok),
+		histCallOp(8, lease1(hRenew, 3, "f", 1, 1), 3, 4, histOut{Flag: true, FlagKnown: true}),
+		histCallOp(8, histIn{Task: 3, Op: hRelease, Owner: "f", Fence: 1, Attempt: 1, To: lease.StatusPending}, 5, 6, ok),
+		histCallOp(8, on(3, histIn{Op: hGet}), 21, 22, histOut{Status: lease.StatusCancelled, Fence: 1, Attempt: 1, Flag: true, FlagKnown: true}),
 
 		// Task 1: released FAILED, retried, claimed; a cancel flags the
 		// running attempt, which finishes anyway; a release whose outcome

@@ -128,9 +128,7 @@ func (c childCanceller) CreateCancelled(ctx context.Context, id, parent, reason 
 }
 
 func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
-	rc, ok := c.x.cfg.Store.(interface {
-		RequestCancel(ctx context.Context, id string) (lease.Task, error)
-	})
+	rc, ok := c.x.cfg.Store.(canceller)
 	if !ok {
 		c.x.log.warn("store cannot cancel a running child; it runs on", "child", id)
 		return lease.Task{}, nil
@@ -138,6 +136,42 @@ func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Tas
 	cctx, cancel := c.x.call()
 	defer cancel()
 	return rc.RequestCancel(cctx, id)
+}
+
+// cancelFlagged ends task CANCELLED, as this execution's write left it:
+// PENDING with the cancel flag set, because a cancel landed after the last
+// renewal (or after the read that found the task waiting) and the attempt
+// was released, or the wait ended, to run again. The flag dooms the task,
+// and its next claim would cancel it, but only once it is due: after a
+// backoff, a snooze or a long hold. So the cancel is finished now, with
+// the store's own cancel, which ends a flagged PENDING task at once. It
+// returns the task ended and true, or task and false when it could not
+// end it: a store without RequestCancel (a test's wrapper), a store error,
+// or another writer's move. The next claim then ends it.
+func (x *execution) cancelFlagged(task lease.Task) (lease.Task, bool) {
+	rc, ok := x.cfg.Store.(canceller)
+	if !ok {
+		return task, false
+	}
+	cctx, cancel := x.call()
+	defer cancel()
+	ended, err := rc.RequestCancel(cctx, task.ID)
+	switch {
+	case err == nil && ended.Status == lease.StatusCancelled:
+		x.log.info("cancellation requested as the attempt ended; task cancelled instead of run again")
+		return ended, true
+	case errors.Is(err, lease.ErrFinished):
+		return task, false // ended meanwhile by another writer, which tells its waiters
+	}
+	x.log.warn("cancellation requested as the attempt ended; the task could not be cancelled now, its next claim cancels it",
+		"error", err, "status", string(ended.Status))
+	return task, false
+}
+
+// canceller is the store's cancel (lease.Admin's), which the lifecycle's
+// lease.Store does not declare: both stores have it.
+type canceller interface {
+	RequestCancel(ctx context.Context, id string) (lease.Task, error)
 }
 
 // cancelUnspawned writes a CANCELLED placeholder for each of ids, the

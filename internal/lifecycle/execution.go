@@ -829,7 +829,7 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		r.DispatchAt = r.RunAt
 	}
 	st := x.release(ctx, r, outcome)
-	if !x.result.Ack || wait > MaxSQSDelay || x.replaced {
+	if !x.result.Ack || wait > MaxSQSDelay || x.replaced || x.task.Status.Terminal() {
 		// (A token sent at the claim already stands for the task; arriving
 		// early, it is sent again with the time still to wait.)
 		return st
@@ -854,6 +854,11 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 		func(ctx context.Context, l lease.Lease) (lease.Task, error) { return x.cfg.Store.Release(ctx, l, r) })
 	if err != nil {
 		return x.leaseWriteFailed(ctx, err, "could not release: lease already lost", "could not release lease")
+	}
+	if task.Status == lease.StatusPending && task.CancelRequested {
+		if ended, ok := x.cancelFlagged(task); ok {
+			task, outcome = ended, OutcomeCancelled
+		}
 	}
 	x.record(task, outcome, x.handlerTime)
 	x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)

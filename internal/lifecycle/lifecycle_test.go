@@ -619,6 +619,77 @@ func TestCancelRequestedWhileRunningCancelsHandler(t *testing.T) {
 	}
 }
 
+// A cancel that lands while the handler runs, after its last renewal (here
+// before the first), meets a handler that asks to run again: a snooze of a
+// day, or an error retried after a backoff. The flag dooms the task, so the
+// worker ends it CANCELLED at once instead of leaving it PENDING until its
+// next claim, a day later (issue 33), and sends no token for the next run.
+func TestCancelAfterTheLastRenewalEndsATaskReleasedToRunAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"snooze", &lifecycle.SnoozeError{Delay: 24 * time.Hour}},
+		{"retry", errors.New("transient")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			id := "late-cancel-" + tc.name
+			e.handlers["k"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+				if _, err := e.store.RequestCancel(context.WithoutCancel(ctx), task.ID); err != nil {
+					t.Errorf("RequestCancel: %v", err)
+				}
+				return nil, tc.err
+			}
+			res := e.exec.Process(t.Context(), nil, msg("m1", inline(t, "k", id, "", 3)))
+			got := e.get(t, id)
+			if !res.Ack || res.Outcome != lifecycle.OutcomeCancelled || got.Status != lease.StatusCancelled || !got.CancelRequested {
+				t.Fatalf("result %+v, task %s flag %t; want acked, cancelled, CANCELLED with the flag", res, got.Status, got.CancelRequested)
+			}
+			if sent := e.sqs.sentTo(workURL); len(sent) != 0 {
+				t.Errorf("%d tokens sent for a cancelled task, want none", len(sent))
+			}
+		})
+	}
+}
+
+// flaglessGets is the store as a worker's read made before a cancel saw
+// it: Get leaves the cancel flag out.
+type flaglessGets struct{ *leasemem.Store }
+
+func (s flaglessGets) Get(ctx context.Context, id string) (lease.Task, error) {
+	t, err := s.Store.Get(ctx, id)
+	t.CancelRequested = false
+	return t, err
+}
+
+// A callback wait whose deadline passed, read before a cancel flagged it:
+// the timeout's write makes the task PENDING again (after a backoff) and
+// finds the flag, so the worker cancels it at once (issue 33).
+func TestCancelAfterTheReadEndsATimedOutCallbackWait(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *lifecycle.Config) { c.Store = flaglessGets{c.Store.(*leasemem.Store)} })
+	ctx := t.Context()
+	held, err := e.store.CreateClaimed(ctx, lease.NewTask{ID: "cb1", Kind: "k", MaxAttempts: 3}, "w0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.RequestCancel(ctx, "cb1"); err != nil { // flags the running attempt
+		t.Fatal(err)
+	}
+	if _, err := e.store.Suspend(ctx, held.LeaseOf(), lease.Wait{Mode: lease.WaitCallback, Until: e.clock.Now().Add(time.Minute), Nonce: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	res := e.exec.Process(ctx, nil, msg("m1", token.Wake("cb1")))
+	got := e.get(t, "cb1")
+	if !res.Ack || res.Outcome != lifecycle.OutcomeCancelled || got.Status != lease.StatusCancelled {
+		t.Fatalf("result %+v, task %s; want acked, cancelled, CANCELLED", res, got.Status)
+	}
+}
+
 func TestBadInputIsRecordedNotRetried(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)

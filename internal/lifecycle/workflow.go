@@ -1008,8 +1008,14 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 		return x.keep(ctx, 0, err.Error())
 	}
 	outcome := OutcomeRetried
-	if task.Status == lease.StatusFailed {
+	switch {
+	case task.Status == lease.StatusFailed:
 		outcome = OutcomeFailed
+	case task.Status == lease.StatusPending && task.CancelRequested:
+		// Cancelled after the read that found it waiting.
+		if ended, ok := x.cancelFlagged(task); ok {
+			task, outcome = ended, OutcomeCancelled
+		}
 	}
 	x.record(task, outcome, 0)
 	x.log.info("callback timed out", "status", string(task.Status))

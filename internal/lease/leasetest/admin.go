@@ -52,6 +52,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"CancelRunningSetsFlagRenewReturns", testCancelRunning},
 		{"CancelFinishedOrUnknown", testCancelFinishedOrUnknown},
 		{"CancelFlagLifecycle", testCancelFlagLifecycle},
+		{"CancelUnderContention", testCancelUnderContention},
 		{"RetryFailed", testRetryFailed},
 		{"RetryCancelled", testRetryCancelled},
 		{"RetryRejects", testRetryRejects},
