@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -86,32 +87,7 @@ func TestRateLimitAcrossWorkersOnTheStack(t *testing.T) {
 // rateWindows reads every rate window of e's table: its id and its count.
 func (e *stackEnv) rateWindows(t *testing.T) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	out := map[string]int{}
-	p := dynamodb.NewScanPaginator(dynamodb.NewFromConfig(e.cfg), &dynamodb.ScanInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			t.Fatalf("scan %s: %v", e.table, err)
-		}
-		for _, item := range page.Items {
-			id, _ := item[lease.AttrID].(*types.AttributeValueMemberS)
-			if id == nil || !lease.IsRateWindowID(id.Value) {
-				continue
-			}
-			n, _ := item[lease.AttrStarts].(*types.AttributeValueMemberN)
-			if n == nil {
-				t.Fatalf("rate window %q has no count", id.Value)
-			}
-			starts, err := strconv.Atoi(n.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[id.Value] = starts
-		}
-	}
-	return out
+	return awstest.RateWindows(t, dynamodb.NewFromConfig(e.cfg), e.table)
 }
 
 // TestKindConcurrencyAcrossWorkersOnTheStack runs three worker processes

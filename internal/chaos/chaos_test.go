@@ -188,12 +188,7 @@ func readParams(t *testing.T) params {
 // paused and restarted while a proxy delays and resets their AWS calls, and
 // checks that nothing is lost: see docs/chaos.md.
 func TestChaos(t *testing.T) {
-	if os.Getenv("LEASEHOLD_CHAOS") != "1" {
-		t.Skip("chaos test is opt-in: set LEASEHOLD_CHAOS=1 (make chaos)")
-	}
-	if testing.Short() {
-		t.Skip("chaos test skipped with -short")
-	}
+	needChaos(t)
 	cfg := awstest.Config(t)
 	p := readParams(t)
 	t.Logf("chaos: seed=%d tasks=%d workers=%d faults=%+v dir=%s", p.seed, p.tasks, p.workers, p.faults, p.dir)
@@ -281,28 +276,11 @@ func TestChaos(t *testing.T) {
 	r.end()
 	duration := time.Since(started)
 
-	records := scanRecords(t, ddb, table)
-	dlq := drainDLQ(t, sq, queues.WorkDLQ, len(plan.malformed))
-	handler, metrics, cut, err := chaos.ReadEvidence(p.dir)
-	if err != nil {
-		t.Fatalf("chaos: read evidence: %v", err)
-	}
-	stderr := map[string]string{}
-	for _, n := range fleet.Names() {
-		b, err := os.ReadFile(filepath.Join(p.dir, "stderr-"+n+".log"))
-		if err != nil {
-			t.Fatalf("chaos: %v", err)
-		}
-		stderr[n] = string(b)
-	}
-	writes, rejected, unknown := ledger.Writes()
-	deliveries, deletions := ledger.Messages()
-	in := chaos.Input{
-		Valid: plan.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: fleet.Fates(),
-		Handler: handler, Metrics: metrics,
-		Malformed: plan.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
-		Expect: wp.expect, Downs: fleet.Downs(),
-	}
+	ev := r.gather(t, plan.valid, plan.malformed)
+	records, dlq, writes, deliveries, deletions := ev.in.Records, ev.in.DLQ, ev.in.Writes, ev.in.Deliveries, ev.in.Deletions
+	rejected, unknown, cut := ev.rejected, ev.unknown, ev.cut
+	in := ev.in
+	in.Expect = wp.expect
 	if p.workflows {
 		wf := wp.wf
 		wf.Answers = ans.result()

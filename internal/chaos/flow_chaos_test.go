@@ -6,18 +6,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/chaos"
-	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 )
 
@@ -37,12 +34,7 @@ const (
 // more attempts of the limited kind run at once (holding their lease) than
 // its limit, and that nothing is lost or stuck.
 func TestChaosFlowControl(t *testing.T) {
-	if os.Getenv("LEASEHOLD_CHAOS") != "1" {
-		t.Skip("chaos test is opt-in: set LEASEHOLD_CHAOS=1 (make chaos)")
-	}
-	if testing.Short() {
-		t.Skip("chaos test skipped with -short")
-	}
+	needChaos(t)
 	cfg := awstest.Config(t)
 	p := readParams(t)
 	p.tasks = envInt(t, "LEASEHOLD_CHAOS_FLOW_TASKS", 150)
@@ -76,30 +68,11 @@ func TestChaosFlowControl(t *testing.T) {
 	r.end()
 	duration := time.Since(started)
 
-	records := scanRecords(t, r.ddb, r.table)
-	dlq := drainDLQ(t, r.sq, r.queues.WorkDLQ, len(pl.malformed))
-	handler, metrics, cut, err := chaos.ReadEvidence(p.dir)
-	if err != nil {
-		t.Fatalf("chaos: read evidence: %v", err)
-	}
-	stderr := map[string]string{}
-	for _, n := range r.fleet.Names() {
-		b, err := os.ReadFile(filepath.Join(p.dir, "stderr-"+n+".log"))
-		if err != nil {
-			t.Fatalf("chaos: %v", err)
-		}
-		stderr[n] = string(b)
-	}
-	writes, rejected, unknown := r.ledger.Writes()
-	deliveries, deletions := r.ledger.Messages()
-	in := chaos.Input{
-		Valid: pl.valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: r.fleet.Fates(),
-		Handler: handler, Metrics: metrics, Malformed: pl.malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
-		Downs: r.fleet.Downs(),
-	}
+	ev := r.gather(t, pl.valid, pl.malformed)
+	in, records := ev.in, ev.in.Records
 	rep := chaos.Check(in)
 	flow := chaos.CheckFlow(in, chaos.FlowInput{
-		StartsPerWindow: rate, Windows: rateWindows(t, r), Starts: r.ledger.Starts(),
+		StartsPerWindow: rate, Windows: awstest.RateWindows(t, r.ddb, r.table), Starts: r.ledger.Starts(),
 		Limited: pl.limited, KindLimit: flowKindLimit, Paused: pauses.intervals(), PauseLag: flowPauseLag,
 	})
 	rep.Violations = append(rep.Violations, flow.Violations...)
@@ -143,7 +116,7 @@ func TestChaosFlowControl(t *testing.T) {
 		flow.Unmatched, flow.OverWindow, flow.OverLimit, flow.HandlerStarts, flow.Counted, flow.Windows, flow.FullWindows, flow.MaxRunning, flowKindLimit,
 		rateHolds, slotHolds, len(pauses.intervals()), flow.RanWhilePaused,
 		kills, stops, r.totals.Requests, r.totals.ResetsBefore, r.totals.ResetsAfter, r.totals.Delayed, rep.Takeovers, rep.LeaseLost,
-		len(writes), rejected, unknown, cut, p.seed, duration.Round(time.Second))
+		len(in.Writes), ev.rejected, ev.unknown, ev.cut, p.seed, duration.Round(time.Second))
 	fmt.Println(summary)
 	report := summary + "\n" + strings.Join(rep.Violations, "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(p.dir, "report-flow.txt"), []byte(report), 0o644); err != nil {
@@ -248,26 +221,4 @@ func (ps *pauser) intervals() [][2]time.Time {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return append([][2]time.Time(nil), ps.done...)
-}
-
-// rateWindows reads the count of every rate window item of r's table.
-func rateWindows(t *testing.T, r *rig) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	for _, it := range scan(t, r.ddb, r.table, "") {
-		id, _ := it[lease.AttrID].(*ddbtypes.AttributeValueMemberS)
-		if id == nil || !lease.IsRateWindowID(id.Value) {
-			continue
-		}
-		n, _ := it[lease.AttrStarts].(*ddbtypes.AttributeValueMemberN)
-		if n == nil {
-			t.Fatalf("chaos: rate window %q has no count", id.Value)
-		}
-		starts, err := strconv.Atoi(n.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[id.Value] = starts
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,4 +129,51 @@ func (r *rig) end() {
 	r.endChaos()
 	r.stopFleet()
 	r.closeProxies()
+}
+
+// evidence is what a run left, once it is over (end), for the checks.
+type evidence struct {
+	in                chaos.Input
+	rejected, unknown int // writes refused, and forwarded with no answer
+	cut               int // evidence lines cut by a SIGKILL
+}
+
+// gather reads what the run left: the table's records, the dead-letter
+// queue (want: the malformed messages sent), the workers' evidence and
+// stderr, and the ledger; valid and malformed are the run's valid task
+// ids and malformed bodies.
+func (r *rig) gather(t *testing.T, valid, malformed []string) evidence {
+	t.Helper()
+	records := scanRecords(t, r.ddb, r.table)
+	dlq := drainDLQ(t, r.sq, r.queues.WorkDLQ, len(malformed))
+	handler, metrics, cut, err := chaos.ReadEvidence(r.p.dir)
+	if err != nil {
+		t.Fatalf("chaos: read evidence: %v", err)
+	}
+	stderr := map[string]string{}
+	for _, n := range r.fleet.Names() {
+		b, err := os.ReadFile(filepath.Join(r.p.dir, "stderr-"+n+".log"))
+		if err != nil {
+			t.Fatalf("chaos: %v", err)
+		}
+		stderr[n] = string(b)
+	}
+	writes, rejected, unknown := r.ledger.Writes()
+	deliveries, deletions := r.ledger.Messages()
+	return evidence{rejected: rejected, unknown: unknown, cut: cut, in: chaos.Input{
+		Valid: valid, Records: records, Writes: writes, Deliveries: deliveries, Deletions: deletions, Fates: r.fleet.Fates(),
+		Handler: handler, Metrics: metrics, Malformed: malformed, DLQ: dlq, Stderr: stderr, Now: time.Now(),
+		Downs: r.fleet.Downs(),
+	}}
+}
+
+// needChaos skips a chaos test unless LEASEHOLD_CHAOS=1 asks for it.
+func needChaos(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LEASEHOLD_CHAOS") != "1" {
+		t.Skip("chaos test is opt-in: set LEASEHOLD_CHAOS=1 (make chaos)")
+	}
+	if testing.Short() {
+		t.Skip("chaos test skipped with -short")
+	}
 }

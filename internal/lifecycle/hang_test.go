@@ -366,16 +366,12 @@ func TestDependencyWaitEndsAtItsDeadline(t *testing.T) {
 	}
 }
 
-// Chaos run m1 (stop 28): a dependent's own token, which registers it on its
-// dependencies, went to the dead-letter queue after its receives ran out,
-// before it registered on every dependency; nothing would have woken it
-// before its deadline. Its registration check, the sweep entry a dispatch
-// grace after its creation, registers it again: on a dependency that ended
-// meanwhile, which wakes it at once, and on one that still runs, which
-// wakes it when it ends. The entry then moves on to the deadline.
-func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
-	t.Parallel()
-	e := setup(t, nil)
+// lostDependents stores the tasks "ended" (SUCCEEDED) and "running"
+// (PENDING, of kind "step", which it serves), and their dependents "d1"
+// and "d2", waiting until waitUntil (zero: the default wait), as their
+// lost tokens left them: created, never registered anywhere.
+func lostDependents(t *testing.T, e *env, waitUntil time.Time) {
+	t.Helper()
 	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
 	ctx := t.Context()
 	for _, id := range []string{"ended", "running"} {
@@ -383,11 +379,9 @@ func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The dependents as their lost tokens left them: created, never
-	// registered anywhere.
 	for _, d := range []lease.NewTask{
-		{ID: "d1", Kind: "step", Payload: []byte(`"d1"`), MaxAttempts: 1, After: []string{"ended"}, Carried: true},
-		{ID: "d2", Kind: "step", Payload: []byte(`"d2"`), MaxAttempts: 1, After: []string{"running"}, Carried: true},
+		{ID: "d1", Kind: "step", Payload: []byte(`"d1"`), MaxAttempts: 1, After: []string{"ended"}, Carried: true, WaitUntil: waitUntil},
+		{ID: "d2", Kind: "step", Payload: []byte(`"d2"`), MaxAttempts: 1, After: []string{"running"}, Carried: true, WaitUntil: waitUntil},
 	} {
 		if _, err := e.store.Create(ctx, d); err != nil {
 			t.Fatal(err)
@@ -400,6 +394,20 @@ func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
 	if _, err := e.store.Finish(ctx, ended.LeaseOf(), []byte(`"ended"`)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Chaos run m1 (stop 28): a dependent's own token, which registers it on its
+// dependencies, went to the dead-letter queue after its receives ran out,
+// before it registered on every dependency; nothing would have woken it
+// before its deadline. Its registration check, the sweep entry a dispatch
+// grace after its creation, registers it again: on a dependency that ended
+// meanwhile, which wakes it at once, and on one that still runs, which
+// wakes it when it ends. The entry then moves on to the deadline.
+func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	lostDependents(t, e, time.Time{})
 	if e.due(t, "d1") || e.due(t, "d2") {
 		t.Fatal("a dependent is due for the sweep at its creation")
 	}
@@ -444,31 +452,9 @@ func TestLostDependentTokenIsRecoveredByTheRegistrationCheck(t *testing.T) {
 func TestShortDependencyWaitIsCheckedAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	e.handlers["step"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
 	ctx := t.Context()
-	for _, id := range []string{"ended", "running"} {
-		if _, err := e.store.Create(ctx, lease.NewTask{ID: id, Kind: "step", Payload: []byte(`"` + id + `"`), MaxAttempts: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Created by the client with a 30-second wait; their tokens were lost
-	// before they registered anywhere.
-	deadline := e.clock.Now().Add(30 * time.Second)
-	for _, d := range []lease.NewTask{
-		{ID: "d1", Kind: "step", Payload: []byte(`"d1"`), MaxAttempts: 1, After: []string{"ended"}, Carried: true, WaitUntil: deadline},
-		{ID: "d2", Kind: "step", Payload: []byte(`"d2"`), MaxAttempts: 1, After: []string{"running"}, Carried: true, WaitUntil: deadline},
-	} {
-		if _, err := e.store.Create(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ended, err := e.store.Claim(ctx, "ended", "w0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.store.Finish(ctx, ended.LeaseOf(), []byte(`"ended"`)); err != nil {
-		t.Fatal(err)
-	}
+	// Created by the client with a 30-second wait.
+	lostDependents(t, e, e.clock.Now().Add(30*time.Second))
 	e.clock.Advance(30 * time.Second)
 	mark := len(e.sqs.sentTo(workURL))
 	for _, id := range []string{"d1", "d2"} {

@@ -990,29 +990,9 @@ func testRateWindows(t *testing.T, a *adminEnv) {
 	}
 
 	const limit, takers = 5, 16
-	var (
-		wg      sync.WaitGroup
-		allowed atomic.Int32
-		errs    = make(chan error, takers)
-	)
-	for range takers {
-		wg.Go(func() {
-			ok, err := a.admin.TakeStart(a.ctx, key, window, time.Second, limit)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if ok {
-				allowed.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("TakeStart: %v", err)
-	}
-	if got := allowed.Load(); got != limit {
+	if got := allowedAtOnce(t, "TakeStart", takers, func() (bool, error) {
+		return a.admin.TakeStart(a.ctx, key, window, time.Second, limit)
+	}); got != limit {
 		t.Fatalf("%d takers at once allowed %d starts, want the limit %d", takers, got, limit)
 	}
 	if ok, err := a.admin.TakeStart(a.ctx, key, window, time.Second, limit); err != nil || ok {
@@ -1062,29 +1042,9 @@ func testRedriveCounts(t *testing.T, a *adminEnv) {
 	}
 
 	const limit, takers = 3, 8
-	var (
-		wg      sync.WaitGroup
-		allowed atomic.Int32
-		errs    = make(chan error, takers)
-	)
-	for range takers {
-		wg.Go(func() {
-			ok, err := a.admin.TakeRedrive(a.ctx, key, limit)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if ok {
-				allowed.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("TakeRedrive: %v", err)
-	}
-	if got := allowed.Load(); got != limit {
+	if got := allowedAtOnce(t, "TakeRedrive", takers, func() (bool, error) {
+		return a.admin.TakeRedrive(a.ctx, key, limit)
+	}); got != limit {
 		t.Fatalf("%d takers at once allowed %d redrives, want the limit %d", takers, got, limit)
 	}
 	// A day later the count is still there (it is kept for days).
@@ -1269,4 +1229,33 @@ func testLostSlots(t *testing.T, a *adminEnv) {
 	take(lease.SlotHolder(again.ID, again.Fence), far, true)
 	free(4, 1)
 	free(4, 0)
+}
+
+// allowedAtOnce runs take from takers goroutines at once and returns how
+// many it allowed; an error fails the test, named by op.
+func allowedAtOnce(t *testing.T, op string, takers int, take func() (bool, error)) int {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		allowed atomic.Int32
+		errs    = make(chan error, takers)
+	)
+	for range takers {
+		wg.Go(func() {
+			ok, err := take()
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%s: %v", op, err)
+	}
+	return int(allowed.Load())
 }
