@@ -79,6 +79,10 @@ type TaskInfo struct {
 	LeaseOwner string    `json:"lease_owner,omitempty"`
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
 	LeaseFence int64     `json:"lease_fence,omitempty"`
+	// Fence is the task's fencing token whatever its status: the number of
+	// claims so far. With Attempt it names a waiting attempt's wait
+	// (Client.OperatorComplete).
+	Fence int64 `json:"fence,omitempty"`
 	// RunAt is the earliest start of the next attempt.
 	RunAt      time.Time `json:"run_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at,omitzero"`
@@ -158,6 +162,7 @@ func infoOf(t lease.Task) TaskInfo {
 		HistoryDropped:  t.HistoryDropped,
 		Snoozes:         t.Snoozes,
 		Queue:           t.Queue,
+		Fence:           t.Fence,
 	}
 	if t.Status == lease.StatusRunning {
 		info.LeaseOwner = t.LeaseOwner

@@ -71,66 +71,44 @@ func (c *Client) handlerWaitEnd(callbackToken string, status lease.Status, resul
 	return lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}, nil
 }
 
-// CallbackWait names a task's callback wait for an operator's answer: the
-// task, and the fence and attempt of the attempt that waits
-// (CallbackWaitOf reads them). An answer lands only while that very
-// attempt waits.
-type CallbackWait struct {
-	ID      string `json:"id"`
-	Fence   int64  `json:"fence"`
-	Attempt int    `json:"attempt"`
-}
-
-// CallbackWaitOf reads task id and returns the callback wait it is in, for
-// OperatorComplete or OperatorFail; a task that does not wait for a
-// callback gives an error matching ErrNotWaiting.
-func (c *Client) CallbackWaitOf(ctx context.Context, id string) (CallbackWait, error) {
-	t, err := c.get(ctx, id)
-	if err != nil {
-		return CallbackWait{}, err
-	}
-	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback {
-		return CallbackWait{}, fmt.Errorf("%w: task %s is %s, not waiting for a callback", ErrNotWaiting, lease.DisplayID(id), t.Status)
-	}
-	return CallbackWait{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt}, nil
-}
-
-// OperatorComplete ends the callback wait w as CompleteCallback ends the
-// wait of a handler's token, for an operator who answers by hand (the CLI's
-// `leasehold complete --task`, the inspector). It takes no token: it reads
-// the task and writes it, so it needs read and write access to the table
-// itself, and lands only while the attempt w names still waits. Never
+// OperatorComplete ends the callback wait of waiting, a task as Get read
+// it (its ID, Fence and Attempt name the wait), as CompleteCallback ends
+// the wait of a handler's token, for an operator who answers by hand (the
+// CLI's `leasehold complete --task`, the inspector). It takes no token: it
+// reads the task and writes it, so it needs read and write access to the
+// table itself, and lands only while the attempt read still waits (any
+// other gives an error matching ErrBadCallback and ErrNotWaiting). Never
 // expose it to a system outside: give that the handler's token and
 // CompleteCallback (docs/workflows.md).
-func (c *Client) OperatorComplete(ctx context.Context, w CallbackWait, result any) (TaskInfo, error) {
+func (c *Client) OperatorComplete(ctx context.Context, waiting TaskInfo, result any) (TaskInfo, error) {
 	r, err := lease.EncodeJSON("result", result)
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	e, err := c.operatorWaitEnd(ctx, w, lease.StatusSucceeded, r, "")
+	e, err := c.operatorWaitEnd(ctx, waiting, lease.StatusSucceeded, r, "")
 	if err != nil {
 		return TaskInfo{}, err
 	}
 	return c.endWait(ctx, e)
 }
 
-// OperatorFail ends the callback wait w as FailCallback ends the wait of a
-// handler's token, for an operator (see OperatorComplete).
-func (c *Client) OperatorFail(ctx context.Context, w CallbackWait, reason string) (TaskInfo, error) {
+// OperatorFail ends the callback wait of waiting as FailCallback ends the
+// wait of a handler's token, for an operator (see OperatorComplete).
+func (c *Client) OperatorFail(ctx context.Context, waiting TaskInfo, reason string) (TaskInfo, error) {
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
-	e, err := c.operatorWaitEnd(ctx, w, lease.StatusFailed, nil, reason)
+	e, err := c.operatorWaitEnd(ctx, waiting, lease.StatusFailed, nil, reason)
 	if err != nil {
 		return TaskInfo{}, err
 	}
 	return c.endWait(ctx, e)
 }
 
-// operatorWaitEnd reads the task w names and returns the end of its wait,
-// under the stored hash of the wait's secret: the write's condition holds
-// it to the attempt w names.
-func (c *Client) operatorWaitEnd(ctx context.Context, w CallbackWait, status lease.Status, result []byte, reason string) (lease.WaitEnd, error) {
+// operatorWaitEnd reads the task w names (its ID, Fence and Attempt) and
+// returns the end of its wait, under the stored hash of the wait's secret:
+// the write's condition holds it to the attempt w names.
+func (c *Client) operatorWaitEnd(ctx context.Context, w TaskInfo, status lease.Status, result []byte, reason string) (lease.WaitEnd, error) {
 	t, err := c.get(ctx, w.ID)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -140,7 +118,7 @@ func (c *Client) operatorWaitEnd(ctx context.Context, w CallbackWait, status lea
 	case t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback:
 		return lease.WaitEnd{}, fmt.Errorf("%w: %w: task %s is %s, not waiting for a callback", ErrBadCallback, ErrNotWaiting, lease.DisplayID(w.ID), t.Status)
 	case t.Fence != w.Fence || t.Attempt != w.Attempt:
-		return lease.WaitEnd{}, fmt.Errorf("%w: %w: task %s waits at fence %d, attempt %d, not fence %d, attempt %d", ErrBadCallback, ErrNotWaiting,
+		return lease.WaitEnd{}, fmt.Errorf("%w: %w: task %s waits at fence %d, attempt %d, not fence %d, attempt %d as read", ErrBadCallback, ErrNotWaiting,
 			lease.DisplayID(w.ID), t.Fence, t.Attempt, w.Fence, w.Attempt)
 	}
 	return lease.WaitEnd{ID: w.ID, Fence: w.Fence, Attempt: w.Attempt, Hash: lease.OperatorNonce(t), Status: status, Result: result, Error: reason}, nil

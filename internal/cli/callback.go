@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,7 +61,7 @@ docs/workflows.md.`,
 				}
 				result = json.RawMessage(args[0])
 			}
-			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.CallbackWait) (leasehold.TaskInfo, error) {
+			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.TaskInfo) (leasehold.TaskInfo, error) {
 				if tok != "" {
 					return c.CompleteCallback(cmd.Context(), tok, result)
 				}
@@ -94,7 +93,7 @@ token is rejected with the reason (exit 1).`,
 		Args: posArgs(by.args(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tok, args := by.split(args)
-			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.CallbackWait) (leasehold.TaskInfo, error) {
+			return a.endWait(cmd, jsonOut, by, func(c *leasehold.Client, w leasehold.TaskInfo) (leasehold.TaskInfo, error) {
 				if tok != "" {
 					return c.FailCallback(cmd.Context(), tok, args[0])
 				}
@@ -150,11 +149,11 @@ func (b *waitBy) split(args []string) (string, []string) {
 }
 
 // endWait answers a callback wait with the client, by the handler's token
-// or, for --task, by the task's waiting attempt, and prints the task it
-// left: its id and status, or, with jsonOut, the whole task.
-func (a *app) endWait(cmd *cobra.Command, jsonOut bool, by waitBy, end func(*leasehold.Client, leasehold.CallbackWait) (leasehold.TaskInfo, error)) error {
+// or, for --task, by the task's waiting attempt as read, and prints the
+// task it left: its id and status, or, with jsonOut, the whole task.
+func (a *app) endWait(cmd *cobra.Command, jsonOut bool, by waitBy, end func(*leasehold.Client, leasehold.TaskInfo) (leasehold.TaskInfo, error)) error {
 	answer := func(c *leasehold.Client) (leasehold.TaskInfo, error) {
-		var w leasehold.CallbackWait
+		var w leasehold.TaskInfo
 		if by.task != "" {
 			var err error
 			if w, err = a.callbackWait(cmd.Context(), c, by.task, by.wait); err != nil {
@@ -173,21 +172,23 @@ func (a *app) endWait(cmd *cobra.Command, jsonOut bool, by waitBy, end func(*lea
 	})
 }
 
-// callbackWait reads the callback wait of task id, waiting up to wait for
-// the task to start waiting.
-func (a *app) callbackWait(ctx context.Context, c *leasehold.Client, id string, wait time.Duration) (leasehold.CallbackWait, error) {
+// callbackWait reads task id, waiting up to wait for it to wait for a
+// callback.
+func (a *app) callbackWait(ctx context.Context, c *leasehold.Client, id string, wait time.Duration) (leasehold.TaskInfo, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		w, err := c.CallbackWaitOf(ctx, id)
+		t, err := c.Get(ctx, id)
 		switch {
-		case err == nil:
-			return w, nil
-		case !errors.Is(err, leasehold.ErrNotWaiting) || !time.Now().Before(deadline):
-			return w, a.taskErr(id, err)
+		case err != nil:
+			return t, a.taskErr(id, err)
+		case t.Status == leasehold.StatusWaiting && t.Wait == "callback":
+			return t, nil
+		case !time.Now().Before(deadline):
+			return t, fmt.Errorf("%w: task %s is %s, not waiting for a callback", leasehold.ErrNotWaiting, admin.DisplayID(id), t.Status)
 		}
 		select {
 		case <-ctx.Done():
-			return w, ctx.Err()
+			return t, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

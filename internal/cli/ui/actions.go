@@ -126,16 +126,16 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 // callbackWait is the callback wait an answer form names: the task id and
 // the fence and attempt of the wait its page showed, so that the answer
 // lands on that attempt's wait only. A form without them (a client that
-// posts the id alone) answers the task's current wait.
-func (s *Server) callbackWait(ctx context.Context, r *http.Request, id string) (leasehold.CallbackWait, error) {
+// posts the id alone) answers the task's wait as read now.
+func (s *Server) callbackWait(ctx context.Context, r *http.Request, id string) (leasehold.TaskInfo, error) {
 	fence, attempt := r.PostFormValue("fence"), r.PostFormValue("attempt")
 	if fence == "" && attempt == "" {
-		return s.cfg.Tasks.CallbackWaitOf(ctx, id)
+		return s.cfg.Tasks.Get(ctx, id)
 	}
 	f, ferr := strconv.ParseInt(fence, 10, 64)
 	a, aerr := strconv.Atoi(attempt)
 	if ferr != nil || aerr != nil {
-		return leasehold.CallbackWait{}, badRequest("fence and attempt: whole numbers, as the task page gives them")
+		return leasehold.TaskInfo{}, badRequest("fence and attempt: whole numbers, as the task page gives them")
 	}
-	return leasehold.CallbackWait{ID: id, Fence: f, Attempt: a}, nil
+	return leasehold.TaskInfo{ID: id, Fence: f, Attempt: a}, nil
 }

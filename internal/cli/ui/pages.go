@@ -411,9 +411,6 @@ type taskData struct {
 	CanCancel bool
 	CanRetry  bool
 	Callback  bool
-	// Wait is the callback wait the page shows (Callback): its forms
-	// answer that attempt's wait only.
-	Wait leasehold.CallbackWait
 }
 
 // named reads the task the request's id parameter names.
@@ -438,14 +435,6 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 		CanCancel: t.Status == leasehold.StatusPending || t.Status == leasehold.StatusRunning || t.Status == leasehold.StatusWaiting,
 		CanRetry:  t.Status == leasehold.StatusFailed || t.Status == leasehold.StatusCancelled,
 		Callback:  t.Status == leasehold.StatusWaiting && t.Wait == "callback",
-	}
-	if d.Callback {
-		// One more read, for a task waiting for a callback only: the
-		// forms name the waiting attempt, so an answer never lands on a
-		// later attempt's wait that the operator has not seen.
-		if d.Wait, err = s.cfg.Tasks.CallbackWaitOf(ctx, t.ID); err != nil {
-			d.Callback = false // it moved on since the read
-		}
 	}
 	s.render(w, r, http.StatusOK, "task", "Task", d)
 }

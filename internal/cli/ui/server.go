@@ -32,9 +32,8 @@ type Tasks interface {
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
 	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
 	ChildIDs(ctx context.Context, parent string) ([]string, error)
-	CallbackWaitOf(ctx context.Context, id string) (leasehold.CallbackWait, error)
-	OperatorComplete(ctx context.Context, w leasehold.CallbackWait, result any) (leasehold.TaskInfo, error)
-	OperatorFail(ctx context.Context, w leasehold.CallbackWait, reason string) (leasehold.TaskInfo, error)
+	OperatorComplete(ctx context.Context, waiting leasehold.TaskInfo, result any) (leasehold.TaskInfo, error)
+	OperatorFail(ctx context.Context, waiting leasehold.TaskInfo, reason string) (leasehold.TaskInfo, error)
 }
 
 // Queues is what the inspector asks of an *admin.Admin.
