@@ -72,7 +72,7 @@ LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 # paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
 # (make lint); each fuzz target for FUZZTIME (make fuzz-short).
 CHAOS_CI_TASKS ?= 200
-CHAOS_CI_FLOW_TASKS ?= 150
+CHAOS_CI_FLOW_TASKS ?= 100
 # Tests that hold an allocation count: under -race they check the rest and
 # leave the count to this step, run without the race detector (it adds its
 # own allocations, and drops sync.Pool items at random).

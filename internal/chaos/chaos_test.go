@@ -40,9 +40,9 @@ type params struct {
 	stall, bound     time.Duration
 	killMin, killMax time.Duration
 	pauseFor         time.Duration
-	// pauseLong is every other pause: longer than the workers' receive
-	// visibility plus a lease, so that the frozen worker's tasks are taken
-	// over before it wakes.
+	// pauseLong is how long a child's holder is frozen
+	// (freezeChildHolders): longer than the workers' receive visibility
+	// plus a lease, so that the child is taken over before it wakes.
 	pauseLong         time.Duration
 	graceStop         time.Duration
 	invocationTimeout time.Duration
@@ -230,7 +230,7 @@ func TestChaos(t *testing.T) {
 	// the child over (and may exit right after finishing it).
 	freezeCtx, stopFreezes := context.WithCancel(context.Background())
 	freezes := make(chan int, 1)
-	go func() { freezes <- freezeChildHolders(freezeCtx, ledger, fleet, p.pauseLong, 3*p.pauseLong/2) }()
+	go func() { freezes <- freezeChildHolders(freezeCtx, ledger, fleet, p.pauseLong, 2*p.pauseLong) }()
 	childFreezes := -1
 	endFreezes := func() {
 		if childFreezes < 0 {

@@ -254,15 +254,12 @@ func (f *Fleet) pause(p *proc) (resume func(), ok bool) {
 	}, true
 }
 
-// Chaos kills a random worker every KillMin..KillMax and pauses one every
-// PauseEvery, until ctx is done: for PauseFor, and every other time for
-// PauseLong when it is longer (long enough for its messages to come back
-// to other workers, who take its tasks over while it is frozen). It
-// resumes a paused worker before it returns.
+// Chaos kills a random worker every KillMin..KillMax and pauses one for
+// PauseFor every PauseEvery, until ctx is done. It resumes a paused worker
+// before it returns.
 type Chaos struct {
 	KillMin, KillMax     time.Duration
 	PauseEvery, PauseFor time.Duration
-	PauseLong            time.Duration
 	Seed                 uint64
 }
 
@@ -287,7 +284,6 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 	exitT := time.NewTicker(250 * time.Millisecond)
 	defer exitT.Stop()
 	var resume func()
-	pauses := 0
 	defer func() {
 		if resume != nil {
 			resume()
@@ -305,12 +301,7 @@ func (c Chaos) Run(ctx context.Context, f *Fleet) error {
 		case <-pauseT.C:
 			if r, ok := f.Pause(rng); ok {
 				resume = r
-				pauses++
-				d := c.PauseFor
-				if pauses%2 == 0 && c.PauseLong > d {
-					d = c.PauseLong
-				}
-				resumeT.Reset(d)
+				resumeT.Reset(c.PauseFor)
 			}
 			pauseT.Reset(between(c.PauseEvery/2, c.PauseEvery*3/2))
 		case <-exitT.C:

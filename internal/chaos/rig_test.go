@@ -78,7 +78,7 @@ func startRig(t *testing.T, cfg aws.Config, p params, env ...string) *rig {
 	r.chaosWG.Go(func() {
 		r.chaosErr = chaos.Chaos{
 			KillMin: p.killMin, KillMax: p.killMax,
-			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor, PauseLong: p.pauseLong,
+			PauseEvery: p.pauseEvery, PauseFor: p.pauseFor,
 			Seed: p.seed,
 		}.Run(chaosCtx, r.fleet)
 	})
