@@ -38,7 +38,7 @@ func TestChaosFlowControl(t *testing.T) {
 	cfg := awstest.Config(t)
 	p := readParams(t)
 	p.tasks = envInt(t, "LEASEHOLD_CHAOS_FLOW_TASKS", 150)
-	p.workflows, p.exitAfterFinish, p.exitAfterTakeover = false, 0, 0
+	p.workflows, p.exitAfterFinish, p.freezeChildren = false, 0, false
 	p.bound = scaled(max(5*time.Minute, time.Duration(p.tasks)*time.Second), p.factor)
 	rate := envInt(t, "LEASEHOLD_CHAOS_FLOW_RATE", 10)
 	t.Logf("chaos: flow control: seed=%d tasks=%d workers=%d rate=%d/s limited=%d at once faults=%+v dir=%s",

@@ -85,7 +85,7 @@ func workerEnv(p params, endpoint map[string]string, table string, q awstest.Que
 		"LEASEHOLD_DEADLINE_MARGIN=3s",
 		"GORACE=halt_on_error=0",
 		fmt.Sprintf("CHAOS_EXIT_AFTER_FINISH=%g", p.exitAfterFinish),
-		fmt.Sprintf("CHAOS_EXIT_AFTER_TAKEOVER_FINISH=%g", p.exitAfterTakeover),
+		"CHAOS_DOOMED="+doomedFile(p),
 	)
 	if os.Getenv("AWS_REGION") == "" {
 		env = append(env, "AWS_REGION=us-east-1")
@@ -95,6 +95,11 @@ func workerEnv(p params, endpoint map[string]string, table string, q awstest.Que
 	}
 	return env
 }
+
+// doomedFile is the file that lists, one id a line, the children whose
+// holder the test froze: the worker that takes one over exits right after
+// its finish write (chaosworker's CHAOS_DOOMED).
+func doomedFile(p params) string { return filepath.Join(p.dir, "doomed.txt") }
 
 // plan is what the test sends.
 type plan struct {

@@ -408,11 +408,11 @@ func killDuringFanIn(ctx context.Context, t *testing.T, ledger *chaos.Ledger, fl
 // freezeChildHolders freezes the worker that claims a child, for d (longer
 // than its message's visibility and its lease, so that another worker takes
 // the child over while it is frozen), at most one at a time and one every
-// `every`, until ctx ends, and returns how many it froze. The worker that
-// takes the child over may exit right after its finish write
-// (CHAOS_EXIT_AFTER_TAKEOVER_FINISH): the frozen holder then wakes to find
+// `every`, until ctx ends, and returns how many it froze. Each child so
+// frozen is listed in the file doomed: the worker that takes it over
+// exits right after its finish write, so the frozen holder wakes to find
 // the child ended and its parent untold (exits_beside_stale).
-func freezeChildHolders(ctx context.Context, ledger *chaos.Ledger, fleet *chaos.Fleet, d, every time.Duration) int {
+func freezeChildHolders(ctx context.Context, ledger *chaos.Ledger, fleet *chaos.Fleet, doomed string, d, every time.Duration) int {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var (
@@ -447,11 +447,23 @@ func freezeChildHolders(ctx context.Context, ledger *chaos.Ledger, fleet *chaos.
 			}
 			if r, ok := fleet.PauseNamed(worker); ok {
 				resume, thaw, last = r, time.After(d), time.Now()
-				frozen++
+				if doom(doomed, w.Task) == nil {
+					frozen++
+				}
 				break
 			}
 		}
 	}
+}
+
+// doom appends id to the file doomed.
+func doom(doomed, id string) error {
+	f, err := os.OpenFile(doomed, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(id + "\n")
+	return errors.Join(err, f.Close())
 }
 
 // cancelParents cancels each parent of targets with client once its

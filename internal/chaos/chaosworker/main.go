@@ -30,9 +30,11 @@
 // probability p right after the store answers a write that ended a task
 // somebody waits for (a child or a dependency), before the worker can notify
 // its waiters: the crash the workflows must survive. It writes an
-// "exit_after_finish" evidence line first. CHAOS_EXIT_AFTER_TAKEOVER_FINISH
-// sets the probability for such a write under a fence after the first (the
-// worker took the task over, perhaps from a frozen holder).
+// "exit_after_finish" evidence line first. With CHAOS_DOOMED=path it always
+// does so after such a write under a fence after the first of a task listed
+// in that file (one id a line): the test lists a child whose holder it
+// froze, so that the worker that takes it over dies before telling the
+// parent.
 //
 // Environment (besides the worker's LEASEHOLD_* variables, package
 // settings):
@@ -235,9 +237,9 @@ func main() {
 		log.Fatalf("chaosworker: AWS config: %v", err)
 	}
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient)
-	rate, takeover := probability("CHAOS_EXIT_AFTER_FINISH"), probability("CHAOS_EXIT_AFTER_TAKEOVER_FINISH")
-	if rate > 0 || takeover > 0 {
-		awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, takeover: takeover, ev: ev, name: name, pid: pid}
+	rate, doomed := probability("CHAOS_EXIT_AFTER_FINISH"), os.Getenv("CHAOS_DOOMED")
+	if rate > 0 || doomed != "" {
+		awsCfg.HTTPClient = &exitAfterFinish{next: awsCfg.HTTPClient, rate: rate, doomed: doomed, ev: ev, name: name, pid: pid}
 	}
 	cfg := leasehold.WorkerConfig{
 		AWS: awsCfg, Handlers: handlers,

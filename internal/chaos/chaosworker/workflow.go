@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -250,18 +252,20 @@ func kidLines(kids []workflow.Outcome) []string {
 // exitAfterFinish is the SDK's HTTP client with one fault: after the store
 // answers a DynamoDB write that ended a task with waiters (a child's parent
 // or a dependency's dependents), it exits the process with probability
-// rate, before the answer reaches the worker and so before any notify; with
-// probability takeover instead when the write ended a fence after the first
-// (this worker took the task over, perhaps from a frozen holder, who then
-// wakes to find the task ended and its waiters untold).
+// rate, before the answer reaches the worker and so before any notify; and
+// always when the write ended a fence after the first of a task listed in
+// the file doomed (the test lists a child whose holder it froze: this
+// worker took it over, and the frozen holder wakes to find it ended and
+// its parent untold).
 type exitAfterFinish struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
 	}
-	rate, takeover float64
-	ev             evidenceFile
-	name           string
-	pid            int
+	rate   float64
+	doomed string
+	ev     evidenceFile
+	name   string
+	pid    int
 }
 
 func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
@@ -294,15 +298,23 @@ func (c *exitAfterFinish) Do(req *http.Request) (*http.Response, error) {
 	}
 	var fence int64
 	_, _ = fmt.Sscan(a.Fence.N, &fence)
-	rate := c.rate
-	if fence > 1 {
-		rate = max(rate, c.takeover)
-	}
-	if len(a.Waiters.SS) == 0 || rand.Float64() >= rate {
+	if len(a.Waiters.SS) == 0 || (rand.Float64() >= c.rate && (fence < 2 || !c.isDoomed(a.ID.S))) {
 		return resp, nil
 	}
 	c.ev.write(Evidence{Event: "exit_after_finish", Task: a.ID.S, Fence: fence, Status: a.Status.S,
 		Worker: c.name, PID: c.pid, AtUS: time.Now().UnixMicro()})
 	os.Exit(3)
 	return resp, nil
+}
+
+// isDoomed reports whether id is a line of the file doomed.
+func (c *exitAfterFinish) isDoomed(id string) bool {
+	if c.doomed == "" {
+		return false
+	}
+	b, err := os.ReadFile(c.doomed)
+	if err != nil {
+		return false
+	}
+	return slices.Contains(strings.Split(string(b), "\n"), id)
 }
