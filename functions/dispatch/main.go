@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/internal/lambdarun"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -50,5 +50,7 @@ func main() {
 		log.Error("configure dispatcher", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(d.Handle)
+	// SIGTERM enabled (internal/lambdarun): a shutdown logs and exits 0
+	// before the SIGKILL.
+	lambdarun.Start(d.Handle, log, nil)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/rie"
 )
 
 // BenchmarkColdStart starts the worker's bootstrap and a hello-world
@@ -35,9 +36,9 @@ func BenchmarkColdStart(b *testing.B) {
 		b.Skip("the Lambda Runtime Interface Emulator runs only on Linux")
 	}
 	dir := b.TempDir()
-	bootstrap, rie := buildBinaries(b, dir)
+	bootstrap, emulator := buildBinaries(b, dir)
 	hello := filepath.Join(dir, "hello")
-	buildGo(b, []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", hello, "./testdata/hello"}, "", "GOOS=linux", "CGO_ENABLED=0")
+	rie.Go(b, []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", hello, "./testdata/hello"}, "", "GOOS=linux", "CGO_ENABLED=0")
 	env := []string{
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"LEASEHOLD_TABLE=leasehold-tasks", "LEASEHOLD_WORK_QUEUE_URL=http://127.0.0.1:9/000000000000/leasehold-work",
@@ -46,11 +47,11 @@ func BenchmarkColdStart(b *testing.B) {
 	var worker, base []time.Duration
 	for b.Loop() {
 		if len(worker)%2 == 0 {
-			worker = append(worker, coldStart(b, dir, rie, bootstrap, env))
-			base = append(base, coldStart(b, dir, rie, hello, env))
+			worker = append(worker, coldStart(b, dir, emulator, bootstrap, env))
+			base = append(base, coldStart(b, dir, emulator, hello, env))
 		} else {
-			base = append(base, coldStart(b, dir, rie, hello, env))
-			worker = append(worker, coldStart(b, dir, rie, bootstrap, env))
+			base = append(base, coldStart(b, dir, emulator, hello, env))
+			worker = append(worker, coldStart(b, dir, emulator, bootstrap, env))
 		}
 	}
 	b.StopTimer()
@@ -71,15 +72,15 @@ func BenchmarkColdStart(b *testing.B) {
 // to the first answer. A start whose emulator exits before it answers is
 // tried again on fresh ports, at most three times: the emulator exits when
 // it cannot bind a port it was given, which another socket can take
-// between freeAddrs and the emulator's bind.
-func coldStart(tb testing.TB, dir, rie, bootstrap string, env []string) time.Duration {
+// between FreeAddrs and the emulator's bind.
+func coldStart(tb testing.TB, dir, emulator, bootstrap string, env []string) time.Duration {
 	tb.Helper()
 	for try := 1; ; try++ {
-		d, err := startAndInvoke(tb, dir, rie, bootstrap, env)
+		d, err := startAndInvoke(tb, dir, emulator, bootstrap, env)
 		switch {
 		case err == nil:
 			return d
-		case errors.Is(err, errEmulatorExited) && try < 3:
+		case errors.Is(err, rie.ErrExited) && try < 3:
 			tb.Logf("%s: %v; again on fresh ports", filepath.Base(bootstrap), err)
 		default:
 			tb.Fatalf("%s: %v", filepath.Base(bootstrap), err)
@@ -87,13 +88,11 @@ func coldStart(tb testing.TB, dir, rie, bootstrap string, env []string) time.Dur
 	}
 }
 
-var errEmulatorExited = errors.New("the emulator exited before it answered")
-
 // startAndInvoke is one try of coldStart. Its error carries what the
 // emulator and the function wrote.
-func startAndInvoke(tb testing.TB, dir, rie, bootstrap string, env []string) (_ time.Duration, err error) {
-	addr, runtimeAddr := freeAddrs(tb)
-	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", runtimeAddr, "--log-level", "error", bootstrap)
+func startAndInvoke(tb testing.TB, dir, emulator, bootstrap string, env []string) (_ time.Duration, err error) {
+	addr, runtimeAddr := rie.FreeAddrs(tb)
+	cmd := exec.Command(emulator, "--runtime-interface-emulator-address", addr, "--runtime-api-address", runtimeAddr, "--log-level", "error", bootstrap)
 	cmd.Dir = dir
 	cmd.Env = awstest.ChildEnv(env...)
 	var out bytes.Buffer
@@ -101,12 +100,12 @@ func startAndInvoke(tb testing.TB, dir, rie, bootstrap string, env []string) (_ 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start %s: %w", rie, err)
+		return 0, fmt.Errorf("start %s: %w", emulator, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		stopEmulator(tb, cmd.Process.Pid, exited) // cmd.Wait has copied all the output
+		rie.StopGroup(tb, cmd.Process.Pid, exited) // cmd.Wait has copied all the output
 		if err != nil {
 			err = fmt.Errorf("%w\noutput:\n%s", err, out.Bytes())
 		}
@@ -115,7 +114,7 @@ func startAndInvoke(tb testing.TB, dir, rie, bootstrap string, env []string) (_ 
 	defer cancel()
 	// The Runtime API first: an invocation the emulator takes before that
 	// listens starts a function that finds nothing there and exits.
-	if err := waitListening(ctx, runtimeAddr, time.Millisecond, exited); err != nil {
+	if err := rie.WaitListening(ctx, runtimeAddr, time.Millisecond, exited); err != nil {
 		return 0, err
 	}
 	url := "http://" + addr + "/2015-03-31/functions/function/invocations"
@@ -135,8 +134,8 @@ func startAndInvoke(tb testing.TB, dir, rie, bootstrap string, env []string) (_ 
 		}
 		select {
 		case err := <-exited:
-			exited <- err // for stopEmulator
-			return 0, fmt.Errorf("%w (%v)", errEmulatorExited, err)
+			exited <- err // for StopGroup
+			return 0, fmt.Errorf("%w (%v)", rie.ErrExited, err)
 		case <-ctx.Done():
 			return 0, fmt.Errorf("no answer: %w: %w", ctx.Err(), err)
 		case <-time.After(time.Millisecond): // the emulator is not listening yet

@@ -20,12 +20,12 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/internal/lambdarun"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -77,17 +77,20 @@ func main() {
 		log.Error("configure worker", "error", err)
 		os.Exit(1)
 	}
+	// SIGTERM enabled (internal/lambdarun): when Lambda shuts the
+	// environment down, spans still buffered are flushed and the process
+	// exits 0 before the SIGKILL.
 	if flush == nil {
-		lambda.Start(w.HandleSQS)
+		lambdarun.Start(w.HandleSQS, log, nil)
 		return
 	}
 	// Lambda freezes the process between invocations: spans are exported
 	// before each one returns.
-	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	lambdarun.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := w.HandleSQS(ctx, ev)
 		flush(ctx)
 		return resp, err
-	})
+	}, log, flush)
 }
 
 // setupTracing, set by the leasehold_otel build (otel.go), configures

@@ -13,19 +13,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"maps"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,15 +28,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/lambdarun"
 	"github.com/leasehold/leasehold/internal/lease"
-)
-
-// rieModule is the emulator's command, installed from the Go module proxy.
-// The version is a pseudo-version because the proxy does not serve the
-// repository's release tags (v1.23.0 and later are not Go-module versions).
-const (
-	rieModule  = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
-	rieVersion = "v0.0.0-20261030222936-bef5c4ba774d"
+	"github.com/leasehold/leasehold/internal/rie"
 )
 
 // Timing of the emulated function. The handler's context ends
@@ -73,8 +60,8 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	bootstrap, rie := buildBinaries(t, dir)
-	fn := startEmulator(t, dir, rie, bootstrap, []string{
+	bootstrap, emulator := buildBinaries(t, dir)
+	fn := rie.Start(t, dir, emulator, bootstrap, []string{
 		"LEASEHOLD_TABLE=" + table,
 		"LEASEHOLD_WORK_QUEUE_URL=" + queues.Work,
 		"LEASEHOLD_WORK_DLQ_URL=" + queues.WorkDLQ,
@@ -110,7 +97,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	// Only the messages sent, not a second copy of one (the SDK resends
 	// when an answer is lost), which could take another's place.
 	ev := env.receiveEvent(t, queues.Work, len(bodies), slices.Collect(maps.Keys(ids))...)
-	resp := fn.invoke(t, ev)
+	resp := invoke(t, fn, ev)
 
 	var failed []string
 	for _, f := range resp.BatchItemFailures {
@@ -147,7 +134,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	slowID := env.send(t, queues.Work, `{"v":1,"kind":"sleep","id":"rie-slow","payload":{"seconds":60},"max_attempts":3}`)
 	ev = env.receiveEvent(t, queues.Work, 2, dupID, slowID)
 	start := time.Now()
-	resp = fn.invoke(t, ev)
+	resp = invoke(t, fn, ev)
 	took := time.Since(start)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Errorf("second invocation: batchItemFailures %+v, want none", resp.BatchItemFailures)
@@ -160,180 +147,26 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 	if slow.RunAt.After(time.Now()) {
 		t.Errorf("released task runs at %s, want at once", slow.RunAt)
 	}
-}
 
-// buildBinaries builds the worker as `bootstrap` (as for a provided.al2023
-// function) and installs the emulator from the module proxy, both into dir.
-func buildBinaries(t testing.TB, dir string) (bootstrap, rie string) {
-	t.Helper()
-	bootstrap = filepath.Join(dir, "bootstrap")
-	buildGo(t, []string{"build", "-tags", "lambda.norpc,leasehold_demo", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, "."}, "",
-		"GOOS=linux", "CGO_ENABLED=0")
-	// Installed outside this module so that the emulator's own go.mod
-	// decides its dependencies. A proxy that cannot be reached fails the
-	// test: it is part of `make test`, which needs the proxy anyway.
-	buildGo(t, []string{"install", rieModule + "@" + rieVersion}, dir,
-		"GOBIN="+dir, "GOOS=linux", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	return bootstrap, filepath.Join(dir, "aws-lambda-rie")
-}
-
-// buildGo runs the go command with args in wd ("" for this package's
-// directory) and env added.
-func buildGo(t testing.TB, args []string, wd string, env ...string) {
-	t.Helper()
-	// go test puts its own GOROOT/bin first on PATH.
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("no go command on PATH: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(5*time.Minute))
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, args...)
-	cmd.Dir = wd
-	cmd.Env = awstest.ChildEnv(env...)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("go %s: %s", args[0], time.Since(start).Round(time.Millisecond))
-}
-
-// emulator is a running aws-lambda-rie.
-type emulator struct {
-	url string // invocation endpoint
-	log string // path of the emulator's and the function's output
-}
-
-// startEmulator starts rie serving bootstrap on free 127.0.0.1 ports, waits
-// until it accepts connections, and stops it (and the function it started)
-// when the test ends.
-func startEmulator(t *testing.T, dir, rie, bootstrap string, env []string) *emulator {
-	t.Helper()
-	invokeAddr, runtimeAddr := freeAddrs(t)
-	logPath := filepath.Join(dir, "rie.log")
-	logFile, err := os.Create(logPath)
+	// Shutdown: the emulator, stopped with SIGTERM, shuts the runtime down
+	// as Lambda does. The worker registered for SIGTERM (internal/lambdarun),
+	// so it gets one before the SIGKILL, logs it and exits by itself; a
+	// plain lambda.Start gets only the SIGKILL and logs nothing.
+	fn.Stop(t)
+	out, err := os.ReadFile(fn.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close() // the child has its own descriptor
-
-	cmd := exec.Command(rie,
-		"--runtime-interface-emulator-address", invokeAddr,
-		"--runtime-api-address", runtimeAddr,
-		"--log-level", "warn",
-		bootstrap)
-	cmd.Dir = dir
-	cmd.Env = awstest.ChildEnv(env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", rie, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	fn := &emulator{url: "http://" + invokeAddr + "/2015-03-31/functions/function/invocations", log: logPath}
-	t.Cleanup(func() {
-		stopEmulator(t, cmd.Process.Pid, exited)
-		if t.Failed() {
-			out, _ := os.ReadFile(logPath)
-			t.Logf("emulator and function output:\n%s", out)
-		}
-	})
-
-	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
-	defer cancel()
-	// Both: the emulator's Runtime API can start listening after its
-	// invocation endpoint does, and an invocation before it starts the
-	// function, which then finds nothing on the Runtime API and exits.
-	for _, addr := range []string{runtimeAddr, invokeAddr} {
-		if err := waitListening(ctx, addr, 20*time.Millisecond, exited); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fn
-}
-
-// waitListening dials addr every poll until it accepts a connection. It
-// fails when ctx ends or the process whose Wait reports on exited exits
-// (the report is put back for whoever waits next).
-func waitListening(ctx context.Context, addr string, poll time.Duration, exited chan error) error {
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("%w (%v) before it listened on %s", errEmulatorExited, err, addr)
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listening on %s: %w", addr, ctx.Err())
-		case <-time.After(poll):
-		}
+	if problem := rie.StoppedOnSIGTERM(out, `"msg":"`+lambdarun.Stopped+`"`); problem != "" {
+		t.Errorf("%s; its output:\n%s", problem, out)
 	}
 }
 
-// stopEmulator sends SIGTERM to the emulator's process group (the emulator
-// then stops the function it started, which runs in a group of its own),
-// escalates to SIGKILL after 10s, and kills any function process left over.
-func stopEmulator(t testing.TB, pid int, exited chan error) {
+// buildBinaries builds the worker as `bootstrap` with the example kinds
+// (the leasehold_demo tag) and installs the emulator, both into dir.
+func buildBinaries(t testing.TB, dir string) (bootstrap, emulator string) {
 	t.Helper()
-	children := childPIDs(pid)
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-exited:
-	case <-timer.C:
-		t.Errorf("emulator (pid %d) ignored SIGTERM for 10s; killing it", pid)
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-exited
-	}
-	for _, c := range children {
-		// The function was started with its own process group; the
-		// emulator normally kills it. ESRCH (already gone) is the usual
-		// answer here.
-		if err := syscall.Kill(-c, syscall.SIGKILL); err == nil {
-			t.Logf("killed leftover function process group %d", c)
-		}
-	}
-}
-
-// childPIDs lists the direct children of pid from /proc.
-func childPIDs(pid int) []int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var out []int
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// freeAddrs returns two 127.0.0.1 addresses free a moment ago, and
-// different: both listeners are open together, since a port just closed
-// can be the next one handed out (an emulator given the same port twice
-// binds one of its servers and never answers).
-func freeAddrs(t testing.TB) (string, string) {
-	t.Helper()
-	var addrs [2]string
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		addrs[i] = l.Addr().String()
-	}
-	return addrs[0], addrs[1]
+	return rie.Bootstrap(t, dir, "", "leasehold_demo"), rie.Install(t, dir)
 }
 
 // batchResponse is the documented wire shape of a Lambda SQS function's
@@ -345,30 +178,13 @@ type batchResponse struct {
 }
 
 // invoke posts ev to the function and decodes its answer.
-func (fn *emulator) invoke(t *testing.T, ev events.SQSEvent) batchResponse {
+func invoke(t *testing.T, fn *rie.Emulator, ev events.SQSEvent) batchResponse {
 	t.Helper()
 	body, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(functionTimeout+20*time.Second))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fn.url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatalf("read invocation response: %v", err)
-	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("invoke: HTTP %d: %s", res.StatusCode, out)
-	}
+	out := fn.Invoke(t, body, awstest.Scale(functionTimeout+20*time.Second))
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.DisallowUnknownFields()
 	var resp batchResponse
