@@ -27,7 +27,7 @@ import (
 
 // EnvIntakeQueueURL is the intake queue RunFromEnv consumes: unset, it runs
 // the worker alone.
-const EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
+const EnvIntakeQueueURL = settings.EnvIntakeQueueURL
 
 // RunFromEnv runs w until ctx is done, as w.Run(ctx) does. When
 // LEASEHOLD_INTAKE_QUEUE_URL is set it also runs the dispatcher on that

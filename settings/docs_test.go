@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated settings tables of docs/worker.md and docs/dispatch.md from the table")
+var update = flag.Bool("update", false, "rewrite the generated settings tables of docs/worker.md, docs/dispatch.md and docs/running.md from the table")
 
 // generatedTables are the settings tables the docs show: the doc (relative
 // to this package's directory), the name of its markers, and the scope the
@@ -21,6 +21,7 @@ var generatedTables = []struct {
 }{
 	{"../docs/worker.md", "worker", Worker},
 	{"../docs/dispatch.md", "dispatch", Dispatch},
+	{"../docs/running.md", "process", Process},
 }
 
 // TestDocTables checks that each generated table of the docs is what

@@ -21,6 +21,9 @@ func Markdown(scope Scope) string {
 				field += ", `" + s.Field2 + "`"
 			}
 		}
+		if s.Const != "" {
+			field = "fixed: `settings." + s.Const + "`"
+		}
 		if s.Env != "" {
 			env = "`" + s.Env + "`"
 		}

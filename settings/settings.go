@@ -56,6 +56,10 @@ const (
 	// Dispatch settings are fields of the dispatch function's
 	// dispatch.Settings.
 	Dispatch
+	// Process settings are read by the off-Lambda process (`leasehold
+	// run`, serve.RunFromEnv) and the leasehold command's schedule verbs,
+	// where they are used; each has a flag of the command too.
+	Process
 )
 
 // Setting is one row of the table.
@@ -66,8 +70,11 @@ type Setting struct {
 	// Field2, for a Pair whose field is not a func, takes the second value.
 	Field2 string
 	// Env is the environment variable; "" for a setting only code sets.
-	Env  string
-	Kind Kind
+	Env string
+	// Const, for a setting with neither field nor variable (a timeout code
+	// applies), names the constant of this package that holds it.
+	Const string
+	Kind  Kind
 	// Default is the typed default (a constant of this package), or nil.
 	Default any
 	// DefaultText says the default when Default cannot ("required", "the
@@ -114,6 +121,12 @@ const (
 	EnvSweepEvery            = "LEASEHOLD_SWEEP_EVERY"
 	EnvRateLimits            = "LEASEHOLD_RATE_LIMITS"
 	EnvKindConcurrency       = "LEASEHOLD_KIND_CONCURRENCY"
+	EnvIntakeQueueURL        = "LEASEHOLD_INTAKE_QUEUE_URL"
+	EnvMetrics               = "LEASEHOLD_METRICS"
+	EnvFireSchedules         = "LEASEHOLD_FIRE_SCHEDULES"
+	EnvScheduleGroup         = "LEASEHOLD_SCHEDULE_GROUP"
+	EnvSchedulerRoleARN      = "LEASEHOLD_SCHEDULER_ROLE_ARN"
+	EnvScheduleDLQARN        = "LEASEHOLD_SCHEDULE_DLQ_ARN"
 )
 
 // All is the table, in the order the docs list it.
@@ -135,7 +148,9 @@ var All = []Setting{
 		Doc: "NewWorkerFromEnv only, without LEASEHOLD_WORK_DLQ_URL: the name of the work dead-letter queue to look up"},
 	{Field: "NamedQueues", Env: EnvNamedQueues, Kind: List, DefaultText: "none", For: Dispatch,
 		Doc: "the queues other than the default that tasks may name, comma-separated, each by ARN or URL: the recovery sweep also reads the dead-letter queue each one's redrive policy names, and sends what SQS moved there back to the queue it came from, up to 3 times a message"},
-	{Field: "IntakeDLQURL", Env: EnvIntakeDLQURL, Kind: String, DefaultText: "none", For: Dispatch,
+	{Env: EnvIntakeQueueURL, Kind: String, DefaultText: "none: no dispatcher", For: Process,
+		Doc: "`leasehold run` (`--intake-queue-url`) and serve.RunFromEnv: the intake queue; with it the process also runs the dispatcher on that queue (on Lambda the dispatch function's event source names it)"},
+	{Field: "IntakeDLQURL", Env: EnvIntakeDLQURL, Kind: String, DefaultText: "none", For: Dispatch | Process,
 		Doc: "receives invalid submissions, with the reason; without it they are left to the intake queue's redrive policy"},
 
 	// Tasks and leases.
@@ -191,6 +206,18 @@ var All = []Setting{
 	{Field: "TracerProvider", For: Worker | Client, DefaultText: "none: no tracing",
 		Doc: "OpenTelemetry tracing: spans for attempts, claims, renewals, ends, steps and awaits, and the trace context carried in every token (docs/observability.md); package otelenv builds one from the OTEL_* environment and traces the AWS calls too"},
 
+	{Env: EnvMetrics, Kind: String, DefaultText: "off", For: Process,
+		Doc: "`leasehold run` (`--metrics`): `true` writes the worker's CloudWatch metrics to stdout in embedded metric format"},
+
+	// Remote calls: every call to AWS has a timeout. Code sets these; no
+	// variable changes them.
+	{Const: "DefaultCallTimeout", Kind: Duration, Default: DefaultCallTimeout, For: Worker | Dispatch,
+		Doc: "bounds each DynamoDB or SQS call made while tasks are processed: store writes, token sends, visibility changes, queue lookups, sweep pages, pause checks"},
+	{Const: "DefaultReceiveCallTimeout", Kind: Duration, Default: DefaultReceiveCallTimeout, For: Worker | Process,
+		Doc: "Run: bounds each SQS call of the pollers and each HTTP round trip of `leasehold run`; above the longest long poll (20s)"},
+	{Const: "DefaultClientCallTimeout", Kind: Duration, Default: DefaultClientCallTimeout, For: Worker | Dispatch | Process,
+		Doc: "bounds each start-up call of a process (credential checks, queue and dead-letter queue lookups) and each call of the schedule firer (`--fire-schedules`, `--schedule`) and of the leasehold command (`--call-timeout`)"},
+
 	// Run: polling, the part Lambda's event source mapping does.
 	{Field: "Pollers", Env: EnvPollers, Kind: Int, Default: DefaultPollers, For: Worker,
 		Doc: "Run: batches run at the same time; each poller receives its next batch while its current one runs"},
@@ -206,6 +233,17 @@ var All = []Setting{
 		Doc: "Run: overrides the queue's visibility timeout for received messages (whole seconds); running tasks stay hidden regardless"},
 	{Field: "SweepEvery", Env: EnvSweepEvery, Kind: Duration, Default: DefaultSweepEvery, For: Worker,
 		Doc: "Run: the period of the recovery sweep that re-dispatches tasks whose message was lost (at least 100ms); negative turns the sweep off"},
+
+	// Schedules: the leasehold command's schedule verbs and the firer of
+	// `leasehold run`.
+	{Env: EnvFireSchedules, Kind: String, DefaultText: "off", For: Process,
+		Doc: "`leasehold run` (`--fire-schedules`): `true` also fires the schedules stored in the schedule group, for a local stack, which stores schedules but never fires them"},
+	{Env: EnvScheduleGroup, Kind: String, DefaultText: "`default`", For: Process,
+		Doc: "`leasehold schedule` (`--group`) and `leasehold run --fire-schedules` (`--schedule-group`): the EventBridge Scheduler group (template output ScheduleGroupName)"},
+	{Env: EnvSchedulerRoleARN, Kind: String, DefaultText: "required on AWS; a placeholder on a local stack", For: Process,
+		Doc: "`leasehold schedule create` (`--role-arn`): the role EventBridge Scheduler assumes to send to the queue (template output SchedulerRoleArn)"},
+	{Env: EnvScheduleDLQARN, Kind: String, DefaultText: "none", For: Process,
+		Doc: "`leasehold schedule create` (`--dlq-arn`): the queue of slots EventBridge could not deliver (template output ScheduleDeadLetterQueueArn)"},
 
 	// The client.
 	{Field: "CallTimeout", Kind: Duration, Default: DefaultClientCallTimeout, For: Client,

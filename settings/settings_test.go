@@ -10,8 +10,11 @@ import (
 func TestTableIsConsistent(t *testing.T) {
 	fields, envs := map[string]bool{}, map[string]bool{}
 	for _, s := range All {
-		if s.Field == "" && s.Env == "" {
-			t.Errorf("a setting has neither field nor variable: %+v", s)
+		if s.Field == "" && s.Env == "" && s.Const == "" {
+			t.Errorf("a setting has neither field, variable nor constant: %+v", s)
+		}
+		if s.Const != "" && (s.Field != "" || s.Env != "" || s.Default == nil) {
+			t.Errorf("constant %s: a fixed setting has no field and no variable, and a typed default", s.Const)
 		}
 		if s.Field != "" && fields[s.Field] {
 			t.Errorf("field %s is in the table twice", s.Field)

@@ -25,19 +25,19 @@ import (
 
 // Environment variables of `leasehold run` beyond the global ones.
 const (
-	EnvWorkDLQURL     = settings.EnvWorkDLQURL // LEASEHOLD_WORK_DLQ_URL
-	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
-	EnvIntakeDLQURL   = "LEASEHOLD_INTAKE_DLQ_URL"
-	EnvSweepEvery     = settings.EnvSweepEvery // LEASEHOLD_SWEEP_EVERY
-	EnvLogLevel       = settings.EnvLogLevel   // LEASEHOLD_LOG_LEVEL
-	EnvMetrics        = "LEASEHOLD_METRICS"
+	EnvWorkDLQURL     = settings.EnvWorkDLQURL     // LEASEHOLD_WORK_DLQ_URL
+	EnvIntakeQueueURL = settings.EnvIntakeQueueURL // LEASEHOLD_INTAKE_QUEUE_URL
+	EnvIntakeDLQURL   = settings.EnvIntakeDLQURL   // LEASEHOLD_INTAKE_DLQ_URL
+	EnvSweepEvery     = settings.EnvSweepEvery     // LEASEHOLD_SWEEP_EVERY
+	EnvLogLevel       = settings.EnvLogLevel       // LEASEHOLD_LOG_LEVEL
+	EnvMetrics        = settings.EnvMetrics        // LEASEHOLD_METRICS
 
 	DefaultWorkDLQName = "leasehold-work-dlq"
 )
 
 // runHTTPTimeout bounds one HTTP round trip of the runner: above the 20s long
 // poll of ReceiveMessage, which the global --call-timeout would cut short.
-const runHTTPTimeout = 30 * time.Second
+const runHTTPTimeout = settings.DefaultReceiveCallTimeout
 
 // runFlags are the flags of `leasehold run`. Each falls back to its
 // environment variable, then to the library's default.

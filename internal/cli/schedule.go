@@ -14,15 +14,16 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Environment variables of `leasehold schedule` (and `leasehold run
 // --fire-schedules`).
 const (
-	EnvScheduleGroup   = "LEASEHOLD_SCHEDULE_GROUP"     // template output ScheduleGroupName
-	EnvSchedulerRole   = "LEASEHOLD_SCHEDULER_ROLE_ARN" // template output SchedulerRoleArn
-	EnvScheduleDLQARN  = "LEASEHOLD_SCHEDULE_DLQ_ARN"   // template output ScheduleDeadLetterQueueArn
-	EnvFireSchedules   = "LEASEHOLD_FIRE_SCHEDULES"
+	EnvScheduleGroup   = settings.EnvScheduleGroup    // template output ScheduleGroupName
+	EnvSchedulerRole   = settings.EnvSchedulerRoleARN // template output SchedulerRoleArn
+	EnvScheduleDLQARN  = settings.EnvScheduleDLQARN   // template output ScheduleDeadLetterQueueArn
+	EnvFireSchedules   = settings.EnvFireSchedules
 	DefaultGroup       = "default"
 	localSchedulerRole = "arn:aws:iam::000000000000:role/leasehold-scheduler"
 )

@@ -10,6 +10,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Resources names the table and queues the demo uses.
@@ -29,11 +31,11 @@ const (
 
 // Environment variables that override the default resources.
 const (
-	EnvTable          = "LEASEHOLD_TABLE"
-	EnvWorkQueueURL   = "LEASEHOLD_WORK_QUEUE_URL"
-	EnvWorkDLQURL     = "LEASEHOLD_WORK_DLQ_URL"
-	EnvIntakeQueueURL = "LEASEHOLD_INTAKE_QUEUE_URL"
-	EnvIntakeDLQURL   = "LEASEHOLD_INTAKE_DLQ_URL"
+	EnvTable          = settings.EnvTable
+	EnvWorkQueueURL   = settings.EnvWorkQueueURL
+	EnvWorkDLQURL     = settings.EnvWorkDLQURL
+	EnvIntakeQueueURL = settings.EnvIntakeQueueURL
+	EnvIntakeDLQURL   = settings.EnvIntakeDLQURL
 )
 
 // ErrMissing means a table or queue does not exist: the stack is not up.

@@ -152,7 +152,7 @@ var Worker = Function{
 		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
 		settings.EnvRateLimits, settings.EnvKindConcurrency,
 	},
-	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly),
+	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly, processEnv),
 }
 
 // Dispatch is the dispatch function (functions/dispatch).
@@ -181,7 +181,7 @@ var Dispatch = Function{
 		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
 		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing, settings.EnvNamedQueues,
 	},
-	Unread: merge(runnerEnv, workerEnv, fromEnvOnly),
+	Unread: merge(runnerEnv, workerEnv, fromEnvOnly, processEnv),
 }
 
 // Variables of code that one function links but only another runs.
@@ -192,6 +192,9 @@ var (
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
 		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
+	processEnv = unread("the leasehold command's and serve.RunFromEnv's (settings.Process): the off-Lambda process and the schedule verbs read them; no function does",
+		settings.EnvIntakeQueueURL, settings.EnvMetrics, settings.EnvFireSchedules, settings.EnvScheduleGroup,
+		settings.EnvSchedulerRoleARN, settings.EnvScheduleDLQARN)
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",
 		settings.EnvIntakeDLQURL, settings.EnvDispatchConcurrency, settings.EnvSweepConcurrency, settings.EnvNamedQueues)
 	workerEnv = unread("WorkerConfig's fields (package settings), which only the worker function loads",

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 // SQS is the one call the firer makes, with the SDK's signature.
@@ -39,7 +41,8 @@ type Config struct {
 	// RefreshEvery (default 30s). A failed list keeps the previous ones.
 	List         func(ctx context.Context) ([]Spec, error)
 	RefreshEvery time.Duration
-	// CallTimeout bounds each SQS send and each List (default 10s).
+	// CallTimeout bounds each SQS send and each List (default
+	// settings.DefaultClientCallTimeout, 10s).
 	CallTimeout time.Duration
 	// Tolerance: see Spec.Due (default DefaultTolerance).
 	Tolerance time.Duration
@@ -72,7 +75,7 @@ func (c *Config) defaults() error {
 		c.RefreshEvery = 30 * time.Second
 	}
 	if c.CallTimeout <= 0 {
-		c.CallTimeout = 10 * time.Second
+		c.CallTimeout = settings.DefaultClientCallTimeout
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = 2 * time.Second
