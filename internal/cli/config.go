@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -109,7 +110,7 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 		return nil, err
 	}
 	// The deployment's listing choice (template parameter TaskListing).
-	unlisted, err := admin.ParseListing(os.Getenv(settings.EnvListing))
+	unlisted, err := lease.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
 		return nil, usageErrorf("%s: %v", settings.EnvListing, err)
 	}

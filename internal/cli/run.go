@@ -19,6 +19,8 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -180,7 +182,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		specs = append(specs, s)
 	}
 	for _, name := range f.serveQueues {
-		if err := admin.CheckQueueName(name); err != nil {
+		if err := queues.CheckName(name); err != nil {
 			return usageErrorf("--serve-queue: %v", err)
 		}
 	}
@@ -191,7 +193,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = admin.HTTPClient(runHTTPTimeout)
+	cfg.HTTPClient = awsenv.HTTPClient(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}
