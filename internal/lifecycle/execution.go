@@ -472,6 +472,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	}
 
 	x.renewer = renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
+	x.renewer.trusted.Store(x.task.LeaseUntil.UnixNano())
 	if x.vis != nil && !x.replaced {
 		x.vis.join(x)
 	}
@@ -500,6 +501,10 @@ func (x *execution) runHandler() {
 		}
 		close(x.handlerDone)
 	}()
+	if x.trusted(ctx) != nil {
+		x.handlerResult.err = errNotStarted
+		return
+	}
 	x.handlerResult.result, x.handlerResult.err = h(ctx, task)
 }
 
@@ -693,6 +698,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
 	case errors.Is(cause, ErrDeadline):
 		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
+	case res.err == errNotStarted:
+		// Nothing ran. The release is fenced: if another worker holds the
+		// task now, it fails and the lost lease is handled as any other.
+		return x.retryOrFail(ctx, errNotStarted.Error(), 0, OutcomeReleased)
 	}
 	err := res.err
 	var (
@@ -917,7 +926,10 @@ func (x *execution) sendTo(ctx context.Context, queue, body string, delay time.D
 func (x *execution) sendURL(ctx context.Context, queueURL, body string, delay time.Duration) error {
 	cctx, cancel := x.call()
 	defer cancel()
-	secs := int32(math.Ceil(max(delay, 0).Seconds()))
+	// In whole milliseconds first, as the store keeps run_at: a token for
+	// a backoff of 2.0004 s and a later one for the same run_at say the
+	// same delay.
+	secs := int32(math.Ceil(max(delay, 0).Truncate(time.Millisecond).Seconds()))
 	_, err := x.cfg.SQS.SendMessage(cctx, &sqs.SendMessageInput{
 		QueueUrl:     aws.String(queueURL),
 		MessageBody:  aws.String(body),

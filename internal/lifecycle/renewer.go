@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,8 +43,10 @@ type renewer struct {
 	// store stamped the lease from a clock reading taken after that, and a
 	// takeover waits another skew bound on top, so the handler is always
 	// stopped before anyone else can hold the task.
-	trustUntil      time.Time
-	cancelRequested bool
+	trustUntil time.Time
+	// trusted is trustUntil in Unix nanoseconds, for the handler's
+	// goroutine (execution.trusted), which reads it while this writes it.
+	trusted atomic.Int64
 }
 
 // retryInterval is how soon a failed renewal is tried again.
@@ -54,6 +58,36 @@ func (r *renewer) retryInterval() time.Duration {
 func (r *renewer) firstRenewal() time.Time {
 	return r.trustUntil.Add(-r.x.cfg.RenewBefore)
 }
+
+// trusted returns nil while this worker may still trust its lease by its
+// own clock, and otherwise the cause it cancels the handler with (ctx is
+// the handler's context). A process paused after its claim or between two
+// renewals (a long stop of the world, SIGSTOP) wakes up with its lease
+// possibly taken over; the renewer notices at its next timer, but the
+// handler's goroutine may run first. So a handler is not started, and no
+// step's function called, on a lease that has run out.
+// Other ends of the handler's context (the deadline, a cancellation
+// request) are the handler's to see, as before.
+func (x *execution) trusted(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
+		return cause
+	}
+	if x.cfg.Clock.Now().UnixNano() < x.renewer.trusted.Load() {
+		return nil
+	}
+	err := &lostError{err: errPausedPastLease}
+	x.cancelHandler(err)
+	return err
+}
+
+var (
+	// errPausedPastLease is the trusted lease that ran out before the
+	// handler or a step began.
+	errPausedPastLease = errors.New("it ran out before the handler or a step could start (was the process paused?)")
+	// errNotStarted is the result of a handler that was not started
+	// because the lease had run out (runHandler).
+	errNotStarted = fmt.Errorf("handler not started: %w", &lostError{err: errPausedPastLease})
+)
 
 // run renews from the first renewal on, until ctx is done or the lease is
 // lost. runClaimed arms a timer that starts it at firstRenewal: a handler
@@ -111,9 +145,9 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 		return err
 	}
 	r.trustUntil = sent.Add(cfg.LeaseDuration)
+	r.trusted.Store(r.trustUntil.UnixNano())
 	r.lease.Until = task.LeaseUntil
-	if task.CancelRequested && !r.cancelRequested {
-		r.cancelRequested = true
+	if task.CancelRequested && r.x.handlerCtx.Err() == nil { // once: cancelled, it stays so
 		r.x.log.info("cancellation requested; handler cancelled")
 		r.x.cancelHandler(ErrCancelRequested)
 	}

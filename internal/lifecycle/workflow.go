@@ -194,6 +194,12 @@ func (w *workflowCtx) step(ctx context.Context, name string, fn func(context.Con
 		w.mu.Unlock()
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
+	if err := w.x.trusted(ctx); err != nil {
+		// Another worker may hold the task and have recorded this step:
+		// its function must not start here.
+		w.mu.Unlock()
+		return nil, fmt.Errorf("step %q not started: %w", name, err)
+	}
 	w.markCalled(name)
 	w.mu.Unlock()
 	out, err := fn(ctx)
