@@ -166,6 +166,11 @@ func (a *Admin) unreachable(err error) *leasehold.UnreachableError {
 	return &leasehold.UnreachableError{Service: u.Service, Endpoint: u.Endpoint, Reason: u.Reason, Err: err}
 }
 
+// HTTPClient is the SDK HTTP client leasehold's own processes build their
+// AWS configuration with: the SDK's default client, each round trip
+// bounded by timeout (none when 0), behind leasehold.GuardHTTP.
+func HTTPClient(timeout time.Duration) aws.HTTPClient { return awsenv.HTTPClient(timeout) }
+
 // CheckCredentials finds out, before any other call, whether cfg has usable
 // credentials. Without them every call fails with the SDK's whole provider
 // chain in its message; the error returned names what to set instead

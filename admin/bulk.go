@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // A bulk action changes many tasks at once: the ones a Selection picks from
@@ -63,10 +62,19 @@ func (s Selection) Check(allowed []leasehold.Status) (Selection, error) {
 	}
 	for _, st := range s.Statuses {
 		if !slices.Contains(allowed, st) {
-			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, lease.StatusNames(allowed))
+			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, StatusNames(allowed))
 		}
 	}
 	return s, nil
+}
+
+// StatusNames joins statuses with commas.
+func StatusNames(ss []leasehold.Status) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Select lists the ids of the tasks s picks, as of now. The listing is
@@ -205,7 +213,7 @@ func Bulk(ctx context.Context, c Tasks, ids []string, concurrency int, act Actio
 				r.Counts[what]++
 				r.Done++
 				if err != nil && len(r.Errors) < maxBulkErrors {
-					r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", lease.DisplayID(id), err))
+					r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", DisplayID(id), err))
 				}
 				if progress != nil {
 					progress(r.Done)

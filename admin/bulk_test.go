@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Bulk acts on every id, never more than concurrency at once, counts each
@@ -59,7 +58,7 @@ func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 
 func TestSelectionCheck(t *testing.T) {
 	s, err := Selection{}.Check(RetryStatuses)
-	if err != nil || lease.StatusNames(s.Statuses) != "FAILED, CANCELLED" {
+	if err != nil || StatusNames(s.Statuses) != "FAILED, CANCELLED" {
 		t.Errorf("default = %v, %v", s.Statuses, err)
 	}
 	if _, err := (Selection{Statuses: []leasehold.Status{leasehold.StatusRunning}}).Check(RetryStatuses); !errors.Is(err, ErrSelection) {

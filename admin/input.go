@@ -5,12 +5,42 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
 // MaxSubmissionBytes bounds one intake-queue submission body, and one line
 // of a bulk file (`leasehold enqueue --file`).
 const MaxSubmissionBytes = token.MaxBodyBytes
+
+// JSONProblem says what is wrong with b as one JSON document, in words that
+// follow the name of the document ("payload " + problem): "" when nothing.
+// tooDeep reports a document that nests arrays and objects past
+// leasehold's depth limit, which the standard decoder would accept but the
+// store does not.
+func JSONProblem(b []byte) (problem string, tooDeep bool) {
+	p := lease.JSONProblem(b)
+	return p, p == lease.TooDeep
+}
+
+// CheckQueueName accepts a standard SQS queue name, as the client and the
+// dispatcher do: 1 to 80 characters, each an ASCII letter, digit, '-' or
+// '_'. A ".fifo" name is rejected: leasehold's tokens carry no message
+// group, and its retries rely on per-message delays.
+func CheckQueueName(name string) error { return queues.CheckName(name) }
+
+// ParseListing reads a deployment's task-listing setting (the template's
+// TaskListing parameter, settings.EnvListing): "on" or "" keeps the
+// listing index, "off" turns it off, which the client then needs to know
+// (unlisted).
+func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListing(v) }
+
+// DisplayID returns id fit for a terminal or a log line: unchanged when it
+// is valid UTF-8 made only of printable characters, otherwise quoted and
+// escaped as by strconv.Quote, so that a control character, a
+// bidirectional override or a stray byte can never act on the output.
+func DisplayID(id string) string { return lease.DisplayID(id) }
 
 // ParseSubmission reads one line of a file of submissions (`leasehold
 // enqueue --file`): an intake-queue submission whose "v" may be left out.

@@ -15,8 +15,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // lineError is a rejected input line.
@@ -79,7 +77,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		in = fh
 	}
 	if f.queue != "" {
-		if err := queues.CheckName(f.queue); err != nil {
+		if err := admin.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 	}
@@ -112,7 +110,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			for _, r := range results {
 				if r.Err == nil {
 					enqueued++
-					fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
+					fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
 				}
 			}
 			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
@@ -155,7 +153,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 					continue // not stored: no id to print
 				}
 			}
-			fmt.Fprintln(a.io.Out, lease.DisplayID(r.ID))
+			fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
 		}
 		if failed > maxReportedLines {
 			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -110,7 +109,7 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 		return nil, err
 	}
 	// The deployment's listing choice (template parameter TaskListing).
-	unlisted, err := lease.ParseListing(os.Getenv(settings.EnvListing))
+	unlisted, err := admin.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
 		return nil, usageErrorf("%s: %v", settings.EnvListing, err)
 	}

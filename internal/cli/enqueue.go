@@ -13,8 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -135,7 +134,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
 	}
 	if f.queue != "" {
-		if err := queues.CheckName(f.queue); err != nil {
+		if err := admin.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 		opts = append(opts, leasehold.Queue(f.queue))
@@ -157,8 +156,8 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 			kind, payload, hasPayload := strings.Cut(t, "=")
 			links[i].Kind = kind
 			if hasPayload {
-				if p := lease.JSONProblem([]byte(payload)); p != "" {
-					if p != lease.TooDeep {
+				if p, tooDeep := admin.JSONProblem([]byte(payload)); p != "" {
+					if !tooDeep {
 						p = "is not a JSON document"
 					}
 					return usageErrorf("--then %s: the payload %s", kind, p)
@@ -200,10 +199,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	case errors.As(err, &conflict):
 		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
-		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", lease.DisplayID(info.ID), info.Status)
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", admin.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):
 		// Stored: the id is worth printing even though the send failed.
-		fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
+		fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
 		return err
 	case err != nil:
 		return err
@@ -211,7 +210,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintln(a.io.Out, lease.DisplayID(info.ID))
+	_, err = fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
 	return err
 }
 
@@ -258,7 +257,7 @@ func checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return errors.New("it is empty")
 	}
-	if p := lease.JSONProblem(b); p == lease.TooDeep {
+	if p, tooDeep := admin.JSONProblem(b); tooDeep {
 		return errors.New("it " + p)
 	}
 	var v any

@@ -10,8 +10,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -140,7 +138,7 @@ func (f listFlags) filter(now time.Time) (admin.Filter, error) {
 		return admin.Filter{}, usageErrorf("--%v", err)
 	}
 	if f.queue != "" && f.queue != "-" {
-		if err := queues.CheckName(f.queue); err != nil {
+		if err := admin.CheckQueueName(f.queue); err != nil {
 			return admin.Filter{}, usageErrorf("--queue: %v", err)
 		}
 	}
@@ -157,7 +155,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 			queue = "-" // the default work queue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			lease.DisplayID(t.ID), lease.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			admin.DisplayID(t.ID), admin.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

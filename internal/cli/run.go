@@ -19,8 +19,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
-	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -182,7 +180,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		specs = append(specs, s)
 	}
 	for _, name := range f.serveQueues {
-		if err := queues.CheckName(name); err != nil {
+		if err := admin.CheckQueueName(name); err != nil {
 			return usageErrorf("--serve-queue: %v", err)
 		}
 	}
@@ -193,7 +191,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = awsenv.HTTPClient(runHTTPTimeout)
+	cfg.HTTPClient = admin.HTTPClient(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -128,7 +127,7 @@ func specFromFlags(name string, f createFlags, seconds bool) (admin.Schedule, er
 	}
 	spec := admin.ScheduleSpec{Name: name, Expression: expr, Kind: f.kind, Queue: f.queue, CatchUp: f.catchUp}
 	if f.payload != "" {
-		if p := lease.JSONProblem([]byte(f.payload)); p != "" {
+		if p, _ := admin.JSONProblem([]byte(f.payload)); p != "" {
 			return admin.Schedule{}, usageErrorf("--payload %s", p)
 		}
 		spec.Payload = json.RawMessage(f.payload)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func init() {
@@ -53,7 +52,7 @@ running children and chain links, listed under their parent or head
 				info, err := c.Cancel(cmd.Context(), args[0])
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) (err error) {
-				id := lease.DisplayID(info.ID)
+				id := admin.DisplayID(info.ID)
 				switch {
 				case info.Status == leasehold.StatusCancelled:
 					_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", id)
@@ -110,7 +109,7 @@ leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
 				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
-				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", lease.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
+				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", admin.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
 				return err
 			})
 		},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // selection picks tasks for a bulk cancel or retry: from the listing, by
@@ -57,7 +56,7 @@ func (s *selection) check(allowed []leasehold.Status) (admin.Selection, error) {
 	for _, raw := range s.statuses {
 		st, err := leasehold.ParseStatus(raw)
 		if err != nil || !slices.Contains(allowed, st) {
-			return sel, usageErrorf("--status %s: want one of %s", raw, lease.StatusNames(allowed))
+			return sel, usageErrorf("--status %s: want one of %s", raw, admin.StatusNames(allowed))
 		}
 		sel.Statuses = append(sel.Statuses, st)
 	}
@@ -86,9 +85,9 @@ func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status,
 	}
 	if s.dryRun {
 		for _, id := range ids {
-			fmt.Fprintln(a.io.Out, lease.DisplayID(id))
+			fmt.Fprintln(a.io.Out, admin.DisplayID(id))
 		}
-		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, lease.StatusNames(sel.Statuses))
+		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, admin.StatusNames(sel.Statuses))
 		return nil
 	}
 	bar := a.newBar(len(ids), verb)

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/admin"
 )
 
 type watchFlags struct {
@@ -226,7 +226,7 @@ func (w *watcher) report(c counts) error {
 			fmt.Fprintln(w.app.io.Err, "...")
 			break
 		}
-		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, lease.DisplayID(id), clip(oneLine(t.Error), 200))
+		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, admin.DisplayID(id), clip(oneLine(t.Error), 200))
 		shown++
 	}
 	_, total := c.finished()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -404,13 +403,3 @@ const (
 	MaxItemBytes    = 400 << 10
 	ItemMarginBytes = 8 << 10
 )
-
-// StatusNames joins statuses (this package's or the root's Status) with
-// commas, as the CLI and the inspector name a choice of statuses.
-func StatusNames[S ~string](ss []S) string {
-	names := make([]string, len(ss))
-	for i, s := range ss {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
-}

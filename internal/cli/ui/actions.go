@@ -10,8 +10,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // maxRetryAttempts bounds the attempts one retry from the page adds.
@@ -46,7 +44,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if info, err = op(); err == nil {
-			res = resultData{Message: fmt.Sprintf("task %s: %s; now %s", lease.DisplayID(id), verb, info.Status), Task: &info, Back: taskURL(id)}
+			res = resultData{Message: fmt.Sprintf("task %s: %s; now %s", admin.DisplayID(id), verb, info.Status), Task: &info, Back: taskURL(id)}
 		}
 	}
 	switch name := r.PathValue("name"); name {
@@ -85,7 +83,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		queue := r.PostFormValue("queue")
 		url := s.cfg.WorkQueueURL
 		if queue != "" {
-			if err = queues.CheckName(queue); err != nil {
+			if err = admin.CheckQueueName(queue); err != nil {
 				err = badRequest("queue: " + err.Error())
 				break
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 const (
@@ -91,7 +90,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest(err.Error()))
 		return
 	}
-	d.Statuses = lease.StatusNames(sel.Statuses)
+	d.Statuses = admin.StatusNames(sel.Statuses)
 	ctx, cancel := s.budget(r)
 	defer cancel()
 	ids, more, err := admin.Select(ctx, s.cfg.Tasks, sel, now, maxBulk)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
-	"github.com/leasehold/leasehold/internal/queues"
 )
 
 var funcs = template.FuncMap{
@@ -294,7 +293,7 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if name := r.URL.Query().Get("queue"); name != "" {
 		// Another queue by name: look it up, then list it.
-		if err := queues.CheckName(name); err != nil {
+		if err := admin.CheckQueueName(name); err != nil {
 			s.fail(w, r, badRequest("queue: "+err.Error()))
 			return
 		}
@@ -647,7 +646,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deadLetterQueue(ctx context.Context, name string) (src, dlq string, err error) {
 	src = s.cfg.WorkQueueURL
 	if name != "" {
-		if err := queues.CheckName(name); err != nil {
+		if err := admin.CheckQueueName(name); err != nil {
 			return "", "", badRequest("queue: " + err.Error())
 		}
 		if src, err = s.cfg.Queues.QueueURL(ctx, name); err != nil {
