@@ -471,8 +471,8 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		x.invocationDeadline = dl
 	}
 
-	x.renewer = renewer{x: x, lease: x.task.LeaseOf(), trustUntil: x.task.LeaseUntil}
-	x.renewer.trusted.Store(x.task.LeaseUntil.UnixNano())
+	x.renewer = renewer{x: x, lease: x.task.LeaseOf()}
+	x.renewer.trust(x.task.LeaseUntil)
 	if x.vis != nil && !x.replaced {
 		x.vis.join(x)
 	}

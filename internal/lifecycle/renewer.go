@@ -46,7 +46,14 @@ type renewer struct {
 	trustUntil time.Time
 	// trusted is trustUntil in Unix nanoseconds, for the handler's
 	// goroutine (execution.trusted), which reads it while this writes it.
+	// Both are set only by trust.
 	trusted atomic.Int64
+}
+
+// trust sets when this worker stops trusting its lease.
+func (r *renewer) trust(until time.Time) {
+	r.trustUntil = until
+	r.trusted.Store(until.UnixNano())
 }
 
 // retryInterval is how soon a failed renewal is tried again.
@@ -66,6 +73,7 @@ func (r *renewer) firstRenewal() time.Time {
 // possibly taken over; the renewer notices at its next timer, but the
 // handler's goroutine may run first. So a handler is not started, and no
 // step's function called, on a lease that has run out.
+//
 // Other ends of the handler's context (the deadline, a cancellation
 // request) are the handler's to see, as before.
 func (x *execution) trusted(ctx context.Context) error {
@@ -144,8 +152,7 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	if err != nil {
 		return err
 	}
-	r.trustUntil = sent.Add(cfg.LeaseDuration)
-	r.trusted.Store(r.trustUntil.UnixNano())
+	r.trust(sent.Add(cfg.LeaseDuration))
 	r.lease.Until = task.LeaseUntil
 	if task.CancelRequested && r.x.handlerCtx.Err() == nil { // once: cancelled, it stays so
 		r.x.log.info("cancellation requested; handler cancelled")
