@@ -128,8 +128,8 @@ func (c childCanceller) CreateCancelled(ctx context.Context, id, parent, reason 
 }
 
 func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
-	rc, ok := c.x.cfg.Store.(canceller)
-	if !ok {
+	rc := c.x.cfg.caps.cancels
+	if rc == nil {
 		c.x.log.warn("store cannot cancel a running child; it runs on", "child", id)
 		return lease.Task{}, nil
 	}
@@ -149,8 +149,8 @@ func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Tas
 // end it: a store without RequestCancel (a test's wrapper), a store error,
 // or another writer's move. The next claim then ends it.
 func (x *execution) cancelFlagged(task lease.Task) (lease.Task, bool) {
-	rc, ok := x.cfg.Store.(canceller)
-	if !ok {
+	rc := x.cfg.caps.cancels
+	if rc == nil {
 		return task, false
 	}
 	cctx, cancel := x.call()
@@ -168,11 +168,6 @@ func (x *execution) cancelFlagged(task lease.Task) (lease.Task, bool) {
 	return task, false
 }
 
-// canceller is the store's cancel (lease.Admin's), which the lifecycle's
-// lease.Store does not declare: both stores have it.
-type canceller interface {
-	RequestCancel(ctx context.Context, id string) (lease.Task, error)
-}
 
 // cancelUnspawned writes a CANCELLED placeholder for each of ids, the
 // children of the held task, which is about to fail with reason after some

@@ -160,6 +160,8 @@ type Config struct {
 	// released without using an attempt (holdForSlot).
 	KindConcurrency map[string]int
 
+	// caps are Store's optional interfaces, found once by withDefaults.
+	caps capabilities
 	// fullWindows is the Executor's memory of full rate windows (set by
 	// New; shared by the copies of the Config its executions use).
 	fullWindows fullWindows
@@ -237,6 +239,7 @@ func (c Config) withDefaults() (Config, error) {
 			c.SQS = tracedSQS{c.SQS}
 		}
 	}
+	c.caps = capabilitiesOf(c.Store)
 	return c, c.validate()
 }
 
@@ -290,10 +293,10 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: the concurrency limit of kind %q is %d, outside 1..%d", ErrConfig, kind, n, lease.MaxSlots)
 		}
 	}
-	if _, ok := c.Store.(lease.SlotLimiter); len(c.KindConcurrency) > 0 && !ok {
+	if len(c.KindConcurrency) > 0 && c.caps.slots == nil {
 		return fmt.Errorf("%w: concurrency limits need a store that keeps slot sets (%T does not)", ErrConfig, c.Store)
 	}
-	if _, ok := c.Store.(lease.RateLimiter); len(c.RateLimits) > 0 && !ok {
+	if len(c.RateLimits) > 0 && c.caps.rates == nil {
 		return fmt.Errorf("%w: rate limits need a store that keeps rate windows (%T does not)", ErrConfig, c.Store)
 	}
 	return nil

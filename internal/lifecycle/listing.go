@@ -86,8 +86,8 @@ const minAppend = 2
 // cannot use one. A task whose entry could not be written is created with
 // a listing key of its own, as without entries.
 func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Message) []received {
-	lister, ok := e.cfg.Store.(lease.Lister)
-	if !ok || len(msgs) < minAppend {
+	lister := e.cfg.caps.lister
+	if lister == nil || len(msgs) < minAppend {
 		return nil
 	}
 	if log == nil {

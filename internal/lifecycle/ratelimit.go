@@ -114,7 +114,7 @@ func (x *execution) holdForRate(ctx context.Context) (State, bool) {
 	now := x.cfg.Clock.Now()
 	window := now.Truncate(limit.Per)
 	cctx, cancel := x.call()
-	allowed, err := x.cfg.Store.(lease.RateLimiter).TakeStart(cctx, queue, window, limit.Per, limit.Starts)
+	allowed, err := x.cfg.caps.rates.TakeStart(cctx, queue, window, limit.Per, limit.Starts)
 	cancel()
 	if err == nil && allowed {
 		return 0, false
@@ -170,7 +170,7 @@ func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 		until = dl
 	}
 	holder := lease.SlotHolder(x.task.ID, x.task.Fence)
-	slots := x.cfg.Store.(lease.SlotLimiter)
+	slots := x.cfg.caps.slots
 	cctx, cancel := x.call()
 	got, err := slots.AcquireSlot(cctx, x.task.Kind, holder, limit, until)
 	cancel()
@@ -221,7 +221,7 @@ func (x *execution) releaseSlot() {
 	}
 	cctx, cancel := x.call()
 	defer cancel()
-	if err := x.cfg.Store.(lease.SlotLimiter).ReleaseSlot(cctx, x.task.Kind, x.slotHolder); err != nil {
+	if err := x.cfg.caps.slots.ReleaseSlot(cctx, x.task.Kind, x.slotHolder); err != nil {
 		x.log.warn("could not give back a concurrency slot; it frees itself at its time", "error", err)
 	}
 	x.slotHolder = ""

@@ -558,7 +558,7 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 // call timeout), else one Get each under the call timeout. A task that does
 // not exist (its record expired) has only its ID.
 func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, error) {
-	if mg, ok := cfg.Store.(lease.ManyGetter); ok {
+	if mg := cfg.caps.many; mg != nil {
 		out, err := mg.GetMany(ctx, ids)
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks: %w", len(ids), err)
@@ -1137,7 +1137,7 @@ func (x *execution) checkRegistrations(ctx context.Context, t lease.Task) State 
 	if st, done := x.registerOn(ctx, t, unended(t)); !done {
 		return st
 	}
-	if m, ok := x.cfg.Store.(dispatchMarker); ok {
+	if m := x.cfg.caps.marker; m != nil {
 		cctx, cancel := x.call()
 		_, err := m.MarkDispatched(cctx, t.ID, t.DispatchAt, t.WaitUntil)
 		cancel()
@@ -1180,10 +1180,6 @@ func (x *execution) dependencyDeadline(ctx context.Context, t lease.Task) State 
 	return x.waitTimedOut(ctx, now)
 }
 
-// dispatchMarker is the part of lease.Admin a registration check needs.
-type dispatchMarker interface {
-	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error)
-}
 
 // runCallback applies a callback message: it ends the waiting attempt its
 // token names, exactly once.

@@ -1,0 +1,52 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// capabilities are the optional interfaces of Config.Store, found once, by
+// type assertion, when the Config is built (withDefaults), so that no use
+// site asserts the store again. A nil field is a capability the store
+// lacks; each use site says what it does without it.
+type capabilities struct {
+	// rates keeps rate windows (Config.RateLimits; required with them).
+	rates lease.RateLimiter
+	// slots keeps slot sets (Config.KindConcurrency; required with it).
+	slots lease.SlotLimiter
+	// many reads many tasks in one call (readTasks; else one Get each).
+	many lease.ManyGetter
+	// lister writes batch listing entries (listBatch; else none).
+	lister lease.Lister
+	// cancels requests a cancel (cancelFlagged, childCanceller; else a
+	// flagged task waits for its next claim and a running child runs on).
+	cancels canceller
+	// marker moves a dependent's sweep entry (checkRegistrations; else the
+	// entry stays where the sweep put it).
+	marker dispatchMarker
+}
+
+// capabilitiesOf finds the optional interfaces of store.
+func capabilitiesOf(store lease.Store) capabilities {
+	var c capabilities
+	c.rates, _ = store.(lease.RateLimiter)
+	c.slots, _ = store.(lease.SlotLimiter)
+	c.many, _ = store.(lease.ManyGetter)
+	c.lister, _ = store.(lease.Lister)
+	c.cancels, _ = store.(canceller)
+	c.marker, _ = store.(dispatchMarker)
+	return c
+}
+
+// canceller is the store's cancel (lease.Admin's), which the lifecycle's
+// lease.Store does not declare: both stores have it.
+type canceller interface {
+	RequestCancel(ctx context.Context, id string) (lease.Task, error)
+}
+
+// dispatchMarker is the part of lease.Admin a registration check needs.
+type dispatchMarker interface {
+	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error)
+}
