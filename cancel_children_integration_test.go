@@ -14,8 +14,8 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/workflow"
 )
 
@@ -62,7 +62,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 		}
 	}
 	for i := range n {
-		if s := e.status(t, lifecycle.ChildID("p", i)); s != "" {
+		if s := e.status(t, durable.ChildID("p", i)); s != "" {
 			t.Fatalf("child %d has an item (%s) before any child token was taken", i, s)
 		}
 	}
@@ -74,7 +74,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 	wantCancelled := func(when string) {
 		t.Helper()
 		for i := range n {
-			id := lifecycle.ChildID("p", i)
+			id := durable.ChildID("p", i)
 			got := e.get(t, id)
 			if got.Status != lease.StatusCancelled || !strings.Contains(got.Error, "parent p") {
 				t.Fatalf("%s: %s is %s %q; want CANCELLED with a reason naming p", when, id, got.Status, got.Error)

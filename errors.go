@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
@@ -26,13 +27,13 @@ var (
 // snooze in a hot loop). The attempt is not counted against the task's max
 // attempts; the task's snoozes counter grows, and its history keeps only the
 // newest 50 entries.
-func Snooze(d time.Duration) error { return &lifecycle.SnoozeError{Delay: max(d, 0)} }
+func Snooze(d time.Duration) error { return &durable.SnoozeError{Delay: max(d, 0)} }
 
 // Fail returns an error that fails the task now, without further attempts.
-func Fail(err error) error { return &lifecycle.PermanentError{Err: err} }
+func Fail(err error) error { return &durable.PermanentError{Err: err} }
 
 // Cancel returns an error that ends the task as CANCELLED.
-func Cancel(err error) error { return &lifecycle.CancelError{Err: err} }
+func Cancel(err error) error { return &durable.CancelError{Err: err} }
 
 // CredentialsError is the error of a constructor (NewWorkerFromEnv,
 // serve.RunFromEnv) whose aws.Config has no usable credentials: one line

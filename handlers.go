@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -161,7 +162,7 @@ func tracingMiddleware(tp trace.TracerProvider) Middleware {
 			attribute.String(tracing.AttrKind, r.Kind), attribute.String(tracing.AttrID, r.ID),
 			attribute.Int(tracing.AttrAttempt, r.Attempt), attribute.Int64(tracing.AttrFence, r.Fence)))
 		var err error
-		defer func() { lifecycle.EndRunSpan(span, err) }() // a panic ends it too
+		defer func() { durable.EndRunSpan(span, err) }() // a panic ends it too
 		err = next(ctx)
 		return err
 	}

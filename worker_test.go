@@ -17,9 +17,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -181,7 +181,7 @@ func TestSteeringErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not decode") {
 		t.Fatalf("undecodable payload: %v", err)
 	}
-	var perm *lifecycle.PermanentError
+	var perm *durable.PermanentError
 	if !errors.As(err, &perm) {
 		t.Errorf("undecodable payload should fail without retry (a permanent error), got %T", err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -194,7 +194,7 @@ func (c *Client) ChildIDs(ctx context.Context, parent string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return lifecycle.StartedIDs(p), nil
+	return durable.StartedIDs(p), nil
 }
 
 // Children lists the tasks parent started, in the order it started them,

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/clienthook"
 	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
@@ -156,7 +157,7 @@ func (e *Env) handler(kind string) (lifecycle.Handler, bool) {
 	}
 	return func(ctx context.Context, t lease.Task) ([]byte, error) {
 		defer func() {
-			if tok, ok := lifecycle.TakenCallbackToken(ctx); ok {
+			if tok, ok := durable.TakenCallbackToken(ctx); ok {
 				e.mu.Lock()
 				e.tokens[t.ID] = tok
 				e.mu.Unlock()

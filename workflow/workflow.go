@@ -44,8 +44,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 // Child is a task a handler spawns with AwaitChildren.
@@ -65,15 +65,15 @@ type Child struct {
 // Children. Child i gets the id ChildID(parent, i), so a retried handler
 // spawns no new children. A task awaits children once.
 func AwaitChildren(children ...Child) error {
-	out := make([]lifecycle.Child, len(children))
+	out := make([]durable.Child, len(children))
 	for i, c := range children {
 		p, err := lease.EncodeJSON("payload", c.Payload)
 		if err != nil {
 			return leasehold.Fail(fmt.Errorf("child %d: %w", i, err))
 		}
-		out[i] = lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
+		out[i] = durable.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
 	}
-	return &lifecycle.AwaitChildrenError{Children: out}
+	return &durable.AwaitChildrenError{Children: out}
 }
 
 // AwaitChildrenWithin is AwaitChildren with a deadline for the wait: if
@@ -82,7 +82,7 @@ func AwaitChildren(children ...Child) error {
 // wait timeout (WorkerConfig, LEASEHOLD_WAIT_TIMEOUT; default 7 days).
 func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
 	err := AwaitChildren(children...)
-	if ac, ok := err.(*lifecycle.AwaitChildrenError); ok {
+	if ac, ok := err.(*durable.AwaitChildrenError); ok {
 		ac.Timeout = timeout
 	}
 	return err
@@ -118,15 +118,15 @@ func All(ctx context.Context, name string, children ...Child) ([]Outcome, error)
 // the worker's WaitTimeout): if the children have not all ended within
 // timeout, the task fails with the reason.
 func AllWithin(ctx context.Context, name string, timeout time.Duration, children ...Child) ([]Outcome, error) {
-	cs := make([]lifecycle.Child, len(children))
+	cs := make([]durable.Child, len(children))
 	for i, c := range children {
 		p, err := lease.EncodeJSON("payload", c.Payload)
 		if err != nil {
 			return nil, leasehold.Fail(fmt.Errorf("children %q: child %d: %w", name, i, err))
 		}
-		cs[i] = lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
+		cs[i] = durable.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
 	}
-	raw, err := lifecycle.AllOf(ctx, name, cs, timeout)
+	raw, err := durable.AllOf(ctx, name, cs, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +206,14 @@ func (e *MapFailedError) Error() string {
 // their results. item must return the same child for the same i in every
 // run (build it from the payload and recorded steps).
 func Map(ctx context.Context, name string, n int, item func(i int) Child, opts MapOptions) (MapResult, error) {
-	raw, err := lifecycle.MapOf(ctx, name, n, func(i int) (lifecycle.Child, error) {
+	raw, err := durable.MapOf(ctx, name, n, func(i int) (durable.Child, error) {
 		c := item(i)
 		p, err := lease.EncodeJSON("payload", c.Payload)
 		if err != nil {
-			return lifecycle.Child{}, err
+			return durable.Child{}, err
 		}
-		return lifecycle.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}, nil
-	}, lifecycle.MapOptions{MaxConcurrency: opts.MaxConcurrency, MinSuccessful: opts.MinSuccessful, ToleratedFailures: opts.ToleratedFailures})
+		return durable.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}, nil
+	}, durable.MapOptions{MaxConcurrency: opts.MaxConcurrency, MinSuccessful: opts.MinSuccessful, ToleratedFailures: opts.ToleratedFailures})
 	if err != nil {
 		return MapResult{}, err
 	}
@@ -226,7 +226,7 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 		return MapResult{}, leasehold.Fail(fmt.Errorf("map %q: recorded summary does not decode: %w", name, err))
 	}
 	r := MapResult{Total: sum.Total, Started: sum.Started, Succeeded: sum.Succeeded, Failed: sum.Failed, Stopped: sum.Stopped, Failures: sum.Failures}
-	if r.Stopped == lifecycle.MapStoppedFailures {
+	if r.Stopped == durable.MapStoppedFailures {
 		return r, leasehold.Fail(&MapFailedError{Name: name, Tolerated: opts.ToleratedFailures, Result: r})
 	}
 	return r, nil
@@ -237,7 +237,7 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 // returns their outcomes in the order given; a task that no longer exists
 // (its record expired) is EXPIRED.
 func ReadOutcomes(ctx context.Context, ids ...string) ([]Outcome, error) {
-	raw, err := lifecycle.ReadOutcomesOf(ctx, ids)
+	raw, err := durable.ReadOutcomesOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func ReadOutcomes(ctx context.Context, ids ...string) ([]Outcome, error) {
 
 // ChildIDIn is the id of the i-th child (from 0) of the await called name
 // (All) of the task parent.
-func ChildIDIn(parent, name string, i int) string { return lifecycle.ChildIDIn(parent, name, i) }
+func ChildIDIn(parent, name string, i int) string { return durable.ChildIDIn(parent, name, i) }
 
 // CallbackFailedError is what WaitForCallback returns for a callback that
 // was failed (Client.FailCallback, `leasehold fail`, a failed callback
@@ -288,8 +288,8 @@ func (e *CallbackFailedError) Error() string {
 // different names (as All's). A callback's result is at most 16 KiB.
 func WaitForCallback[T any](ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) (T, error) {
 	var zero T
-	raw, err := lifecycle.CallbackOf(ctx, name, timeout, submit)
-	var failed *lifecycle.CallbackFailedError
+	raw, err := durable.CallbackOf(ctx, name, timeout, submit)
+	var failed *durable.CallbackFailedError
 	if errors.As(err, &failed) {
 		return zero, &CallbackFailedError{Name: failed.Name, Reason: failed.Reason}
 	}
@@ -307,7 +307,7 @@ func WaitForCallback[T any](ctx context.Context, name string, timeout time.Durat
 }
 
 // ChildID is the id of the i-th child (from 0) the task parent spawns.
-func ChildID(parent string, i int) string { return lifecycle.ChildID(parent, i) }
+func ChildID(parent string, i int) string { return durable.ChildID(parent, i) }
 
 // Outcome is how a child or a dependency ended, as its waiter sees it.
 type Outcome struct {
@@ -334,7 +334,7 @@ func Dependencies(ctx context.Context) ([]Outcome, bool) {
 }
 
 func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
-	r, ok := lifecycle.WaitResultsOf(ctx)
+	r, ok := durable.WaitResultsOf(ctx)
 	if !ok || r.Mode != mode {
 		return nil, false
 	}
@@ -353,7 +353,7 @@ func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
 // The token names the task and this attempt's fence and carries a secret
 // drawn for the attempt; it is accepted once, and only while the attempt
 // waits. Treat it as a secret.
-func CallbackToken(ctx context.Context) (string, error) { return lifecycle.CallbackTokenOf(ctx) }
+func CallbackToken(ctx context.Context) (string, error) { return durable.CallbackTokenOf(ctx) }
 
 // AwaitCallback returns an error that suspends the task, holding no lease,
 // until an outside system completes or fails it with its callback token
@@ -361,7 +361,7 @@ func CallbackToken(ctx context.Context) (string, error) { return lifecycle.Callb
 // complete`, or a callback message on the work queue). If no callback
 // comes within timeout, the attempt fails and is retried like any failure.
 func AwaitCallback(timeout time.Duration) error {
-	return &lifecycle.AwaitCallbackError{Timeout: timeout}
+	return &durable.AwaitCallbackError{Timeout: timeout}
 }
 
 // Step runs fn as the step called name of the handler's task, once per task:
@@ -380,7 +380,7 @@ func AwaitCallback(timeout time.Duration) error {
 // keep them small (store big ones elsewhere and record their keys).
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	raw, err := lifecycle.StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+	raw, err := durable.StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
 		v, err := fn(ctx)
 		if err != nil {
 			return nil, err
@@ -424,7 +424,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 // a later one from the recovery sweep, with no message in between; then a
 // claim as for any run. docs/workflows.md#sleep-a-durable-pause has the
 // measured cost.
-func Sleep(ctx context.Context, d time.Duration) error { return lifecycle.SleepOf(ctx, d) }
+func Sleep(ctx context.Context, d time.Duration) error { return durable.SleepOf(ctx, d) }
 
 // Poll says how WaitFor checks: the wait before the next check is the time
 // since the first check, at least Min (default 1s) and at most Max
@@ -455,7 +455,7 @@ type Poll struct{ Min, Max, Timeout time.Duration }
 // within 15 minutes, one delayed message.
 func WaitFor[T any](ctx context.Context, name string, p Poll, check func(context.Context) (T, bool, error)) (T, error) {
 	var zero T
-	raw, err := lifecycle.PollOf(ctx, name, lifecycle.Poll{Min: p.Min, Max: p.Max, Timeout: p.Timeout},
+	raw, err := durable.PollOf(ctx, name, durable.Poll{Min: p.Min, Max: p.Max, Timeout: p.Timeout},
 		func(ctx context.Context) ([]byte, bool, error) {
 			v, met, err := check(ctx)
 			if err != nil || !met {

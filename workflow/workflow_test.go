@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/workflow"
 )
 
@@ -34,7 +34,7 @@ func TestOutsideAWorker(t *testing.T) {
 
 func TestAwaitChildren(t *testing.T) {
 	err := workflow.AwaitChildrenWithin(time.Hour, workflow.Child{Kind: "k", Payload: map[string]int{"n": 1}, Queue: "q"})
-	var ac *lifecycle.AwaitChildrenError
+	var ac *durable.AwaitChildrenError
 	if !errors.As(err, &ac) {
 		t.Fatalf("AwaitChildrenWithin = %v, want an *AwaitChildrenError", err)
 	}
@@ -44,7 +44,7 @@ func TestAwaitChildren(t *testing.T) {
 	// A payload that cannot be encoded fails the task for good: it never
 	// will encode.
 	err = workflow.AwaitChildren(workflow.Child{Kind: "k"}, workflow.Child{Kind: "k", Payload: math.Inf(1)})
-	var perm *lifecycle.PermanentError
+	var perm *durable.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "child 1") {
 		t.Errorf("AwaitChildren with an unencodable payload = %v, want a permanent failure naming child 1", err)
 	}
@@ -54,7 +54,7 @@ func TestAwaitChildren(t *testing.T) {
 }
 
 func TestAwaitCallback(t *testing.T) {
-	var ac *lifecycle.AwaitCallbackError
+	var ac *durable.AwaitCallbackError
 	if err := workflow.AwaitCallback(time.Minute); !errors.As(err, &ac) || ac.Timeout != time.Minute {
 		t.Errorf("AwaitCallback = %v", err)
 	}

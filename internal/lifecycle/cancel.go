@@ -168,7 +168,6 @@ func (x *execution) cancelFlagged(task lease.Task) (lease.Task, bool) {
 	return task, false
 }
 
-
 // cancelUnspawned writes a CANCELLED placeholder for each of ids, the
 // children of the held task, which is about to fail with reason after some
 // of their tokens went out: a token taken later finds its child ended. A

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -23,17 +24,17 @@ func kidHandlers(e *env, n int, before func(ctx context.Context, task lease.Task
 		return []byte(`1`), nil
 	}
 	e.handlers["fan"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		if _, ok := lifecycle.WaitResultsOf(ctx); ok {
+		if _, ok := durable.WaitResultsOf(ctx); ok {
 			return []byte(`"joined"`), nil
 		}
 		if before != nil {
 			before(ctx, task)
 		}
-		kids := make([]lifecycle.Child, n)
+		kids := make([]durable.Child, n)
 		for i := range kids {
-			kids[i] = lifecycle.Child{Kind: "kid", Payload: []byte(fmt.Sprint(i))}
+			kids[i] = durable.Child{Kind: "kid", Payload: []byte(fmt.Sprint(i))}
 		}
-		return nil, &lifecycle.AwaitChildrenError{Children: kids}
+		return nil, &durable.AwaitChildrenError{Children: kids}
 	}
 	return &runs
 }
@@ -75,7 +76,7 @@ func TestCancelFlagBeforeSuspendCancelsChildren(t *testing.T) {
 		t.Fatalf("%d children ran after their parent's cancel", n)
 	}
 	for i := range 3 {
-		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+		e.wantCancelledWithParent(t, durable.ChildID("p", i), "p")
 	}
 }
 
@@ -103,14 +104,14 @@ func TestRedeliveredTokenOfFlaggedWaitingParentCancels(t *testing.T) {
 		t.Fatalf("parent: %s, want CANCELLED", got.Status)
 	}
 	for i := range 2 {
-		body, err := token.Token{ID: lifecycle.ChildID("p", i), Kind: "kid", MaxAttempts: 1, Parent: "p"}.Encode()
+		body, err := token.Token{ID: durable.ChildID("p", i), Kind: "kid", MaxAttempts: 1, Parent: "p"}.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res := e.exec.Process(ctx, nil, msg(fmt.Sprint("c", i), body)); !res.Ack {
 			t.Fatalf("child token: %+v", res)
 		}
-		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+		e.wantCancelledWithParent(t, durable.ChildID("p", i), "p")
 	}
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("%d children ran", n)
@@ -226,7 +227,7 @@ func TestSpawnFailingOnLastAttemptCancelsSentChildren(t *testing.T) {
 		t.Fatalf("%d children ran after their parent failed", n)
 	}
 	for i := range 10 {
-		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+		e.wantCancelledWithParent(t, durable.ChildID("p", i), "p")
 	}
 }
 
@@ -278,6 +279,6 @@ func TestSpawnFailingOnLastAttemptWaitsForEveryPlaceholder(t *testing.T) {
 		t.Fatalf("%d children ran after their parent failed", n)
 	}
 	for i := range 10 {
-		e.wantCancelledWithParent(t, lifecycle.ChildID("p", i), "p")
+		e.wantCancelledWithParent(t, durable.ChildID("p", i), "p")
 	}
 }

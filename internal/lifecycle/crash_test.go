@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -395,7 +396,7 @@ func TestSnoozeHasAFloor(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
 			e := setup(t, nil)
-			e.handlers["k"] = func(context.Context, lease.Task) ([]byte, error) { return nil, &lifecycle.SnoozeError{Delay: d} }
+			e.handlers["k"] = func(context.Context, lease.Task) ([]byte, error) { return nil, &durable.SnoozeError{Delay: d} }
 			res := e.exec.Process(t.Context(), nil, msg("m1", inline(t, "k", "s1", "", 3)))
 			got := e.get(t, "s1")
 			sent := e.sqs.sentTo(workURL)

@@ -20,7 +20,8 @@
 // token), awaiting_dependencies (a token with after), resuming (a token
 // whose task is WAITING), spawning and awaiting_children (a handler that
 // returned AwaitChildrenError), awaiting_callback (AwaitCallbackError), and
-// stepping, the sub-state of running while StepOf records a step.
+// stepping, the sub-state of running while durable.StepOf records a step
+// (the handler-side workflow calls live in package durable).
 // docs/states.md draws the whole machine, rendered from the table.
 //
 // received may also exit at once: a rejected message (dead-lettered with

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -22,40 +23,6 @@ var (
 	// ErrCancelRequested: somebody cancelled the task.
 	ErrCancelRequested = errors.New("task cancellation requested")
 )
-
-// ErrStepTwice: a handler called one step name twice in one run. Step
-// names must be unique within a task; the second call fails the task.
-var ErrStepTwice = errors.New("step name used twice in one run (step names must be unique within a task)")
-
-// SnoozeError asks for the task to run again after Delay without counting
-// this attempt.
-type SnoozeError struct{ Delay time.Duration }
-
-func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Delay) }
-
-// PermanentError fails the task now, without further attempts.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string {
-	if e.Err == nil {
-		return "permanent failure"
-	}
-	return e.Err.Error()
-}
-
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// CancelError ends the task as CANCELLED.
-type CancelError struct{ Err error }
-
-func (e *CancelError) Error() string {
-	if e.Err == nil {
-		return "cancelled by handler"
-	}
-	return e.Err.Error()
-}
-
-func (e *CancelError) Unwrap() error { return e.Err }
 
 // PanicError is a recovered handler panic.
 type PanicError struct {
@@ -85,9 +52,9 @@ const (
 // than one request is read in this order: snooze, cancel, fail.
 func SteerOf(err error) (Steer, time.Duration) {
 	var (
-		snooze    *SnoozeError
-		cancelled *CancelError
-		permanent *PermanentError
+		snooze    *durable.SnoozeError
+		cancelled *durable.CancelError
+		permanent *durable.PermanentError
 	)
 	switch {
 	case errors.As(err, &snooze):

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
@@ -163,7 +164,7 @@ type execution struct {
 	// handlerParent is the parent of handlerCtx: the detached context
 	// carrying the workflow state (what context.WithValue would build, kept
 	// in the record instead of allocated).
-	handlerParent  flowValueCtx
+	handlerParent  durable.Scope
 	renewer        renewer
 	renewerRunning sync.WaitGroup
 	// timers is the Executor's pool of the timer runRunning waits with.
@@ -458,13 +459,13 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.flow.ctx = workflowCtx{results: results, steps: x.task.Steps, note: x.task.WaitNote, x: x, held: x.task.LeaseOf()}
+	x.flow.ctx.Start(x, x.task.LeaseOf(), x.task.Steps, x.task.WaitNote, results)
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	x.handlerParent = flowValueCtx{Context: x.detached, flow: &x.flow.ctx}
+	x.handlerParent = durable.Scope{Context: x.detached, Workflow: &x.flow.ctx}
 	hctx, cancel := context.WithCancelCause(&x.handlerParent)
 	x.handlerCtx, x.cancelHandler = hctx, cancel
 	if dl, ok := ctx.Deadline(); ok {
@@ -506,21 +507,6 @@ func (x *execution) runHandler() {
 		return
 	}
 	x.handlerResult.result, x.handlerResult.err = h(ctx, task)
-}
-
-// flowValueCtx is a context carrying the execution's workflow state under
-// workflowKey, as context.WithValue(Context, workflowKey{}, flow) would, but
-// kept in the execution record rather than allocated per task.
-type flowValueCtx struct {
-	context.Context
-	flow *workflowCtx
-}
-
-func (c *flowValueCtx) Value(key any) any {
-	if key == (workflowKey{}) {
-		return c.flow
-	}
-	return c.Context.Value(key)
 }
 
 // unknownKind answers a claimed task whose kind has no handler here. The
@@ -705,8 +691,8 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	}
 	err := res.err
 	var (
-		children *AwaitChildrenError
-		callback *AwaitCallbackError
+		children *durable.AwaitChildrenError
+		callback *durable.AwaitCallbackError
 	)
 	switch {
 	case errors.As(err, &children):

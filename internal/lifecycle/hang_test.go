@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -55,10 +56,10 @@ func (e *env) due(t *testing.T, id string) bool {
 
 func awaitCallbackFor(e *env, timeout time.Duration) {
 	e.handlers["approve"] = func(ctx context.Context, _ lease.Task) ([]byte, error) {
-		if _, err := lifecycle.CallbackTokenOf(ctx); err != nil {
+		if _, err := durable.CallbackTokenOf(ctx); err != nil {
 			return nil, err
 		}
-		return nil, &lifecycle.AwaitCallbackError{Timeout: timeout}
+		return nil, &durable.AwaitCallbackError{Timeout: timeout}
 	}
 }
 
@@ -137,7 +138,7 @@ func TestChildrenWaitEndsAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.handlers["parent"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}, {Kind: "child"}}}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "child"}, {Kind: "child"}}}
 	}
 	e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
 	if got := e.get(t, "p"); got.Status != lease.StatusWaiting || !got.WaitUntil.Equal(epoch.Add(lifecycle.DefaultWaitTimeout)) {
@@ -294,10 +295,10 @@ func TestWaitDeadlineIsConfigurable(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *lifecycle.Config) { c.WaitTimeout = time.Hour })
 	e.handlers["parent"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}}}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "child"}}}
 	}
 	e.handlers["quick"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "child"}}, Timeout: time.Minute}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "child"}}, Timeout: time.Minute}
 	}
 	e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0)))
 	e.exec.Process(t.Context(), nil, msg("q", inline(t, "quick", "q", "", 0)))

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -630,7 +631,7 @@ func TestCancelAfterTheLastRenewalEndsATaskReleasedToRunAgain(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"snooze", &lifecycle.SnoozeError{Delay: 24 * time.Hour}},
+		{"snooze", &durable.SnoozeError{Delay: 24 * time.Hour}},
 		{"retry", errors.New("transient")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -90,13 +91,13 @@ func TestStepIsNotStartedOnALeaseThatRanOutBetweenSteps(t *testing.T) {
 	e := setup(t, nil)
 	var secondRan atomic.Bool
 	e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		if _, err := lifecycle.StepOf(ctx, "a", func(context.Context) ([]byte, error) { return []byte(`1`), nil }); err != nil {
+		if _, err := durable.StepOf(ctx, "a", func(context.Context) ([]byte, error) { return []byte(`1`), nil }); err != nil {
 			return nil, err
 		}
 		// Paused here past the lease and the skew: the renewer is as
 		// frozen as the handler, and another worker may take over.
 		e.clock.Advance(25 * time.Second)
-		return lifecycle.StepOf(ctx, "b", func(context.Context) ([]byte, error) {
+		return durable.StepOf(ctx, "b", func(context.Context) ([]byte, error) {
 			secondRan.Store(true)
 			return []byte(`2`), nil
 		})

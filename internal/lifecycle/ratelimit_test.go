@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -154,10 +155,10 @@ func TestRateLimitCountsOnlyTasksClaimedToRun(t *testing.T) {
 	})
 	e.handlers["echo"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
 	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		if _, ok := lifecycle.WaitResultsOf(ctx); ok {
+		if _, ok := durable.WaitResultsOf(ctx); ok {
 			return []byte(`"resumed"`), nil
 		}
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "echo", Payload: []byte(`1`)}}}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "echo", Payload: []byte(`1`)}}}
 	}
 	for i := range 5 {
 		body := fmt.Sprintf(`{"v":1,"id":"no-such-task-%d"}`, i)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -31,10 +32,10 @@ func frozenChild(t *testing.T, e *env) (thaw chan struct{}, wait func() lifecycl
 	t.Helper()
 	thaw, running := make(chan struct{}), make(chan struct{}, 1)
 	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		if r, ok := lifecycle.WaitResultsOf(ctx); ok {
+		if r, ok := durable.WaitResultsOf(ctx); ok {
 			return []byte(fmt.Sprintf(`"%d children"`, len(r.Tasks))), nil
 		}
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "frozen"}, {Kind: "child", Payload: []byte(`2`)}}}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "frozen"}, {Kind: "child", Payload: []byte(`2`)}}}
 	}
 	e.handlers["child"] = func(_ context.Context, task lease.Task) ([]byte, error) { return task.Payload, nil }
 	e.handlers["frozen"] = func(ctx context.Context, task lease.Task) ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
@@ -35,7 +36,7 @@ func stepsEnv(t *testing.T, results [][]byte) (*env, *countingCheckpoints, *atom
 	var runs atomic.Int32
 	e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 		for i, r := range results {
-			if _, err := lifecycle.StepOf(ctx, fmt.Sprintf("s%d", i), func(context.Context) ([]byte, error) {
+			if _, err := durable.StepOf(ctx, fmt.Sprintf("s%d", i), func(context.Context) ([]byte, error) {
 				runs.Add(1)
 				return r, nil
 			}); err != nil {

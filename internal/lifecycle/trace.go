@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.opentelemetry.io/otel/attribute"
@@ -147,35 +146,6 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-}
-
-// EndRunSpan ends the span of a handler's run, step or await (when not
-// nil): a suspension (the handler must return the error to wait) is marked
-// and is no failure; any other error sets an error status.
-func EndRunSpan(span trace.Span, err error) {
-	if span == nil {
-		return
-	}
-	if suspends(err) {
-		span.SetAttributes(attribute.Bool("leasehold.suspended", true))
-		err = nil
-	}
-	endSpan(span, err)
-}
-
-// suspends reports whether err, a handler's, hands the attempt back to wait
-// (for children, a callback, or a snooze: a sleep or a condition) rather
-// than failing it.
-func suspends(err error) bool {
-	if err == nil {
-		return false
-	}
-	var (
-		children *AwaitChildrenError
-		callback *AwaitCallbackError
-		snooze   *SnoozeError
-	)
-	return errors.As(err, &children) || errors.As(err, &callback) || errors.As(err, &snooze)
 }
 
 // tracedSQS sends every token with the trace context of the span it is

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
@@ -115,7 +116,7 @@ func TestAwaitCallbackWithoutTokenFails(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.handlers["cb"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.AwaitCallbackError{Timeout: time.Minute}
+		return nil, &durable.AwaitCallbackError{Timeout: time.Minute}
 	}
 	res := e.exec.Process(t.Context(), nil, msg("m", inline(t, "cb", "c", "", 0)))
 	if got := e.get(t, "c"); !res.Ack || res.Outcome != lifecycle.OutcomeFailed || got.Status != lease.StatusFailed {
@@ -131,7 +132,7 @@ func TestRetryWithoutItsTokenKeepsTheMessage(t *testing.T) {
 	e := setup(t, nil)
 	e.sqs.failSend = true
 	e.handlers["parent"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{{Kind: "leaf"}}}
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{{Kind: "leaf"}}}
 	}
 	for _, kind := range []string{"parent", "nobody-knows"} {
 		res := e.exec.Process(t.Context(), nil, msg("m-"+kind, inline(t, kind, kind, "", 3)))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -17,8 +18,8 @@ import (
 // token for a wait that goes on, so a forged or duplicate token causes at
 // most one further message.
 
-// MaxWaitTimeout bounds Config.WaitTimeout and AwaitChildrenError.Timeout.
-const MaxWaitTimeout = MaxCallbackTimeout
+// MaxWaitTimeout bounds Config.WaitTimeout and durable.AwaitChildrenError.Timeout.
+const MaxWaitTimeout = durable.MaxCallbackTimeout
 
 // earlyTimerTolerance is how early a token may come for a callback wait and
 // still be kept, hidden until the deadline, rather than dropped: the

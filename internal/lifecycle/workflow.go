@@ -3,534 +3,72 @@ package lifecycle
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
-	"github.com/leasehold/leasehold/internal/tracing"
 )
 
 // OutcomeSuspended: the attempt parked the task WAITING for its children or
 // a callback.
 const OutcomeSuspended Outcome = "suspended"
 
-// Child is a task a handler spawns (AwaitChildrenError).
-type Child struct {
-	Kind        string
-	Payload     []byte // JSON; nil for none
-	MaxAttempts int    // 0: the worker's default
-	// Queue names the child's queue; "" is the parent's queue.
-	Queue string
-}
-
-// AwaitChildrenError asks the worker to spawn Children and suspend the task
-// until every one has ended; the handler then runs again with their results
-// (WaitResultsOf). Child i gets the id ChildID(parent, i), so a retried
-// spawn makes no new children.
-type AwaitChildrenError struct {
-	Children []Child
-	// Timeout bounds the wait: at its end the task fails with the reason.
-	// 0 takes the worker's WaitTimeout.
-	Timeout time.Duration
-	// IDs are the children's ids, for a named await (AllOf); nil gives
-	// child i the id ChildID(parent, i), and allows one such await per
-	// task.
-	IDs []string
-	// Note is kept on the task through the wait (lease.Wait.Note): a
-	// map's progress.
-	Note string
-}
-
-func (e *AwaitChildrenError) Error() string {
-	return fmt.Sprintf("awaiting %d children", len(e.Children))
-}
-
-// AwaitCallbackError asks the worker to suspend the task until an outside
-// system completes or fails it with the callback token (CallbackTokenOf),
-// or until Timeout passes, which fails the attempt (retried as any failure).
-type AwaitCallbackError struct {
-	Timeout time.Duration
-	// Step makes the wait resumable (CallbackOf): the answer is recorded
-	// as this step, and the handler runs again to read it.
-	Step string
-}
-
-func (e *AwaitCallbackError) Error() string {
-	return fmt.Sprintf("awaiting a callback for up to %s", e.Timeout)
-}
-
-// ChildID is the id of the i-th child (from 0) a task spawns.
-func ChildID(parent string, i int) string { return parent + "/" + strconv.Itoa(i) }
-
-// ChildIDIn is the id of the i-th child (from 0) of the await called name
-// (AllOf) of the task parent. An await's name starts with a letter and
-// has no slash, so these ids differ from ChildID's, and from those of the
-// children's own children.
-func ChildIDIn(parent, name string, i int) string {
-	return childPrefix(parent, name) + strconv.Itoa(i)
-}
-
-// childPrefix is what the ids of the await called name of parent start
-// with (ChildIDIn).
-func childPrefix(parent, name string) string { return parent + "/" + name + "/" }
-
-// CheckAwaitName checks the name of a named await (AllOf, CallbackOf):
-// 1 to 32 letters, digits, '-', '_' or '.', starting with a letter.
-func CheckAwaitName(name string) error {
-	ok := len(name) >= 1 && len(name) <= 32
-	for i, r := range name {
-		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
-		ok = ok && (letter || i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'))
-	}
-	if !ok {
-		return fmt.Errorf("%w: await name %q: want 1 to 32 letters, digits, '-', '_' or '.', starting with a letter", lease.ErrInvalid, name)
-	}
-	return nil
-}
-
 // MissingDependencyGrace is how long after its creation a task with a
 // dependency that does not exist keeps waiting for it to appear; after that
 // it is cancelled with the reason.
 const MissingDependencyGrace = 5 * time.Minute
 
-// MaxCallbackTimeout bounds AwaitCallbackError.Timeout.
-const MaxCallbackTimeout = 365 * 24 * time.Hour
-
-// WaitResults is what a resumed handler sees of the tasks it waited for.
-type WaitResults struct {
-	Mode  lease.WaitMode // children, after or after_any
-	Tasks []lease.Task   // in WaitFor order; a task gone (expired) has only its ID
-}
-
 // flowState is an execution's workflow state: the handler context's view,
 // and what one workflow state hands the next (docs/states.md).
 type flowState struct {
-	ctx workflowCtx
+	ctx durable.Workflow
 	// handoff is what the state moved to needs, one at a time (one field,
 	// not four: the execution record stays in a smaller size class):
 	//   - StateAwaitingDependencies: the *lease.NewTask it creates;
-	//   - StateSpawning: the handler's *AwaitChildrenError;
-	//   - StateAwaitingCallback: the handler's *AwaitCallbackError;
+	//   - StateSpawning: the handler's *durable.AwaitChildrenError;
+	//   - StateAwaitingCallback: the handler's *durable.AwaitCallbackError;
 	//   - StateAwaitingChildren: the *lease.Wait it suspends the task for.
 	handoff any
 }
 
-// workflowCtx is the handler context's view of its execution's workflow
-// state.
-type workflowCtx struct {
-	results *WaitResults
-	// note is the task's WaitNote: a map's progress (MapOf).
-	note string
-	// x and held record steps (checkpoint), and held names the running
-	// attempt in its callback token; the handler's goroutine reads only x's
-	// immutable config, never x.task.
-	x    *execution
-	held lease.Lease
-
-	mu    sync.Mutex
-	nonce string
-	steps []lease.Step // as the last checkpoint left them
-	// called holds the step names this run has called whose call has not
-	// failed: running, recorded or replayed. A second call of one of them
-	// is a programming error (ErrStepTwice).
-	called map[string]bool
-	// sleeps counts this run's SleepOf calls: the n-th is the step
-	// "sleep#n".
-	sleeps int
-}
-
-// StepOf runs fn as the step named name of the handler's task, once per
-// task: the first attempt to finish it records its result under the
-// attempt's lease (one write), and the call of that step in every later
-// run (a retry, or a resume after a wait) returns the recorded result
-// without running fn.
-// An error of fn is returned as it is, and nothing is recorded; the step
-// may then be called again in the same run.
-//
-// A name is checked before fn runs: an invalid name, a step beyond
-// lease.MaxSteps, or a name this run has already called (and whose call
-// did not fail) fails the task (PermanentError) without running fn. A
-// repeated name would otherwise return the first step's result for a
-// different step.
-func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return nil, ErrNoWorkflow
-	}
-	if w.x.cfg.Tracer != nil {
-		ctx, span := w.x.startSpan(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
-		out, err := w.step(ctx, name, fn)
-		EndRunSpan(span, err)
-		return out, err
-	}
-	return w.step(ctx, name, fn)
-}
-
-// step is StepOf's work.
-func (w *workflowCtx) step(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
-	w.mu.Lock()
-	if w.called[name] {
-		w.mu.Unlock()
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, ErrStepTwice)}
-	}
-	if r, done := (lease.Task{Steps: w.steps}).StepResult(name); done {
-		w.markCalled(name)
-		w.mu.Unlock()
-		return r, nil
-	}
-	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, nil); err != nil {
-		w.mu.Unlock()
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
-	}
-	if err := w.x.trusted(ctx); err != nil {
-		// Another worker may hold the task and have recorded this step:
-		// its function must not start here.
-		w.mu.Unlock()
-		return nil, fmt.Errorf("step %q not started: %w", name, err)
-	}
-	w.markCalled(name)
-	w.mu.Unlock()
-	out, err := fn(ctx)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		delete(w.called, name) // a failed step may be tried again
-		return nil, err
-	}
-	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
-	}
+// Checkpoint records a step of the running handler under this attempt's
+// lease (durable.Attempt), in StateStepping.
+func (x *execution) Checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error) {
 	stepping(true)
-	t, err := w.x.checkpoint(ctx, w.held, name, out)
-	stepping(false)
-	if err != nil {
-		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
-	}
-	w.steps = t.Steps
-	return out, nil
-}
-
-// MaxSleep bounds one SleepOf.
-const MaxSleep = 366 * 24 * time.Hour
-
-// SleepOf suspends the handler's task for d, durably, holding no lease: it
-// returns a *SnoozeError the handler must return until d has passed since
-// the first run of the task that reached this call, and nil from then on.
-// The wake-up time is the result of a step, the n-th SleepOf call of a run
-// being the step "sleep#n"; so a handler sleeps at the same calls, in the
-// same order, in every run (as its steps are named the same), and a run
-// that resumes after the wake-up replays the steps before the sleep and
-// passes it. Until then the task is PENDING with its run time at the
-// wake-up: the snooze hands the attempt back, and a wake-up beyond SQS's
-// 15 minutes is dispatched by the sweep, with no token in between.
-func SleepOf(ctx context.Context, d time.Duration) error {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return ErrNoWorkflow
-	}
-	if d < 0 || d > MaxSleep {
-		return &PermanentError{Err: fmt.Errorf("sleep of %s: %w: want 0 to %s", d, lease.ErrInvalid, MaxSleep)}
-	}
-	if w.x.cfg.Tracer != nil {
-		ctx, span := w.x.startSpan(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "sleep"))
-		err := w.sleep(ctx, d)
-		EndRunSpan(span, err)
-		return err
-	}
-	return w.sleep(ctx, d)
-}
-
-// sleep is SleepOf's work.
-func (w *workflowCtx) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.sleeps++
-	name := "sleep#" + strconv.Itoa(w.sleeps)
-	w.mu.Unlock()
-	clock := w.x.cfg.Clock
-	raw, err := StepOf(ctx, name, func(context.Context) ([]byte, error) {
-		return strconv.AppendInt(nil, clock.Now().Add(d).UnixMilli(), 10), nil
-	})
-	if err != nil {
-		return err
-	}
-	ms, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return &PermanentError{Err: fmt.Errorf("step %q: recorded wake-up %q is not a time: %w", name, raw, err)}
-	}
-	if wake := time.UnixMilli(ms); wake.After(clock.Now()) {
-		return &pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}
-	}
-	return nil
-}
-
-// Poll bounds a PollOf: the wait before the next check is the time since
-// the first check, at least Min and at most Max (so it roughly doubles),
-// and the condition fails the task once Timeout has passed since the
-// first check.
-type Poll struct{ Min, Max, Timeout time.Duration }
-
-// Poll defaults.
-const (
-	DefaultPollMin     = time.Second
-	DefaultPollMax     = 10 * time.Minute
-	DefaultPollTimeout = 7 * 24 * time.Hour
-)
-
-// errNotYet is the step error of a check whose condition does not hold:
-// it records nothing.
-var errNotYet = errors.New("condition not met yet")
-
-// PollOf waits, durably and holding no lease between checks, until check
-// reports its condition met, and returns the result check gave then. The
-// result is the step called name, and the time of the first check the
-// step name+"#start": a run after the condition held replays both without
-// checking again. While the condition does not hold, PollOf returns a
-// *SnoozeError the handler must return: the task sleeps PENDING until the
-// next check, as in SleepOf. An error of check is returned as it is (the
-// handler's retry), and a condition not met within p.Timeout fails the
-// task.
-func PollOf(ctx context.Context, name string, p Poll, check func(context.Context) ([]byte, bool, error)) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return nil, ErrNoWorkflow
-	}
-	p.Min, p.Max, p.Timeout = cmp.Or(p.Min, DefaultPollMin), cmp.Or(p.Max, DefaultPollMax), cmp.Or(p.Timeout, DefaultPollTimeout)
-	if p.Min < 0 || p.Max < p.Min || p.Timeout < 0 || p.Timeout > MaxSleep {
-		return nil, &PermanentError{Err: fmt.Errorf("condition %q: poll %s..%s within %s: %w", name, p.Min, p.Max, p.Timeout, lease.ErrInvalid)}
-	}
-	if w.x.cfg.Tracer != nil {
-		ctx, span := w.x.startSpan(ctx, "leasehold.await", attribute.String(tracing.AttrAwait, "condition"), attribute.String(tracing.AttrStep, name))
-		out, err := w.poll(ctx, name, p, check)
-		EndRunSpan(span, err)
-		return out, err
-	}
-	return w.poll(ctx, name, p, check)
-}
-
-// poll is PollOf's work, p defaulted and checked.
-func (w *workflowCtx) poll(ctx context.Context, name string, p Poll, check func(context.Context) ([]byte, bool, error)) ([]byte, error) {
-	clock := w.x.cfg.Clock
-	raw, err := StepOf(ctx, name+"#start", func(context.Context) ([]byte, error) {
-		return strconv.AppendInt(nil, clock.Now().UnixMilli(), 10), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	ms, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded start %q is not a time: %w", name+"#start", raw, err)}
-	}
-	out, err := StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
-		r, met, err := check(ctx)
-		switch {
-		case err != nil:
-			return nil, err
-		case !met:
-			return nil, errNotYet
-		}
-		return r, nil
-	})
-	if !errors.Is(err, errNotYet) {
-		return out, err
-	}
-	waited := clock.Now().Sub(time.UnixMilli(ms))
-	if waited >= p.Timeout {
-		return nil, &PermanentError{Err: fmt.Errorf("condition %q not met within %s", name, p.Timeout)}
-	}
-	next := min(max(waited, p.Min), p.Max, p.Timeout-waited)
-	return nil, &pauseError{
-		msg:    fmt.Sprintf("condition %q not met after %s; next check in %s", name, waited.Round(time.Second), next.Round(time.Second)),
-		snooze: SnoozeError{Delay: next},
-	}
-}
-
-// outcome is how a child ended, as AllOf records it (the JSON of
-// workflow.Outcome).
-type outcome struct {
-	ID     string          `json:"id"`
-	Status lease.Status    `json:"status"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
-
-// AllOf spawns children as the await called name and returns, once every
-// one of them has ended, their outcomes: a JSON array of {id, status,
-// result, error} in spawn order. Until then it returns an
-// *AwaitChildrenError the handler must return: the task waits, holding no
-// lease, and runs again (as the same attempt) when the last child ends.
-// The outcomes are then recorded as the step "children:"+name, so later
-// runs replay them without reading the children again, and a handler may
-// await children any number of times, under different names. Child i
-// gets the id ChildIDIn(parent, name, i).
-func AllOf(ctx context.Context, name string, children []Child, timeout time.Duration) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return nil, ErrNoWorkflow
-	}
-	if err := CheckAwaitName(name); err != nil {
-		return nil, &PermanentError{Err: err}
-	}
-	ids := make([]string, len(children))
-	for i := range children {
-		ids[i] = ChildIDIn(w.held.TaskID, name, i)
-	}
-	return StepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
-		r := w.results
-		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
-			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
-		}
-		out := make([]outcome, len(ids))
-		for i, t := range r.Tasks {
-			if t.ID != ids[i] {
-				return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
-			}
-			out[i] = outcomeOf(t)
-		}
-		b, err := json.Marshal(out)
-		if err != nil {
-			return nil, &PermanentError{Err: fmt.Errorf("children %q: outcomes do not encode: %w", name, err)}
-		}
-		return b, nil
-	})
-}
-
-// CallbackFailedError is the answer of a callback that was failed
-// (FailCallback) to a resumable wait (CallbackOf).
-type CallbackFailedError struct {
-	Name, Reason string
-}
-
-func (e *CallbackFailedError) Error() string {
-	return fmt.Sprintf("callback %q failed: %s", e.Name, e.Reason)
-}
-
-// CallbackOf waits for the callback called name, durably: the first run
-// that reaches it draws this attempt's callback token, passes it to
-// submit (which hands it to the outside system), and returns an
-// *AwaitCallbackError the handler must return. The task then waits,
-// holding no lease, until the callback's answer, which is recorded as the
-// step "callback:"+name; the handler runs again, as the same attempt, and
-// CallbackOf returns the answer's result, or a *CallbackFailedError for a
-// failed callback. A wait with no answer within timeout fails the attempt,
-// which is retried as after any failure (and submits a new token). An
-// error of submit is returned as it is.
-func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return nil, ErrNoWorkflow
-	}
-	if err := CheckAwaitName(name); err != nil {
-		return nil, &PermanentError{Err: err}
-	}
-	step := "callback:" + name
-	raw, err := StepOf(ctx, step, func(ctx context.Context) ([]byte, error) {
-		w.mu.Lock()
-		if w.nonce != "" {
-			w.mu.Unlock()
-			return nil, &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
-		}
-		w.nonce = lease.ResumableNonce(rand.Text(), step)
-		tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
-		w.mu.Unlock()
-		if err := submit(ctx, tok); err != nil {
-			return nil, err
-		}
-		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
-	})
-	if err != nil {
-		return nil, err
-	}
-	var answer struct {
-		Result json.RawMessage `json:"result"`
-		Error  *string         `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded answer %q is not a callback's: %w", step, raw, err)}
-	}
-	if answer.Error != nil {
-		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
-	}
-	return answer.Result, nil
-}
-
-// pauseError is the snooze of a sleep or a condition's wait, with the
-// reason the task's history and status show.
-type pauseError struct {
-	msg    string
-	snooze SnoozeError
-}
-
-func (e *pauseError) Error() string { return e.msg }
-func (e *pauseError) Unwrap() error { return &e.snooze }
-
-// markCalled records that this run called the step name; w.mu is held.
-func (w *workflowCtx) markCalled(name string) {
-	if w.called == nil {
-		w.called = map[string]bool{}
-	}
-	w.called[name] = true
-}
-
-type workflowKey struct{}
-
-// WaitResultsOf returns the results of the tasks a resumed handler waited
-// for, and false when the task has not waited.
-func WaitResultsOf(ctx context.Context) (WaitResults, bool) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok || w.results == nil {
-		return WaitResults{}, false
-	}
-	return *w.results, true
-}
-
-// ErrNoWorkflow: a workflow call outside a handler run by a worker.
-var ErrNoWorkflow = errors.New("not called from a handler run by a leasehold worker")
-
-// CallbackTokenOf returns the callback token of this attempt: bound to the
-// task's fence and a secret drawn once per attempt. Hand it to the outside
-// system, then return AwaitCallbackError.
-func CallbackTokenOf(ctx context.Context) (string, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
-	if !ok {
-		return "", ErrNoWorkflow
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.nonce == "" {
-		w.nonce = rand.Text()
-	}
-	return token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String(), nil
-}
-
-func (w *workflowCtx) callbackNonce() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.nonce
-}
-
-// checkpoint records a step of the running handler under this attempt's
-// lease.
-func (x *execution) checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error) {
+	defer stepping(false)
 	cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
 	defer cancel()
 	return x.cfg.Store.Checkpoint(cctx, l, name, result)
 }
 
+// ReadTasks reads the tasks ids for the running handler (durable.Attempt).
+func (x *execution) ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error) {
+	return readTasks(ctx, x.cfg, ids)
+}
+
+// Clock is the worker's clock (durable.Attempt).
+func (x *execution) Clock() clockwork.Clock { return x.cfg.Clock }
+
+// Tracer is the worker's tracer, nil for none (durable.Attempt).
+func (x *execution) Tracer() trace.Tracer { return x.cfg.Tracer }
+
+// Trusted is trusted, for the running handler's steps (durable.Attempt).
+func (x *execution) Trusted(ctx context.Context) error { return x.trusted(ctx) }
+
 // loadWaitResults reads the tasks a claimed task waited for, for its
 // handler.
-func (x *execution) loadWaitResults() (*WaitResults, error) {
+func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 	t := x.task
 	if len(t.WaitFor) == 0 || (t.Wait != lease.WaitChildren && t.Wait != lease.WaitAfter && t.Wait != lease.WaitAfterAny) {
 		return nil, nil
@@ -542,7 +80,7 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 		name, _, _ := strings.Cut(rest, "/")
 		_, all := t.StepResult("children:" + name)
 		_, mapped := t.StepResult("map:" + name)
-		if (all || mapped) && CheckAwaitName(name) == nil && strings.HasPrefix(t.WaitFor[0], t.ID+"/"+name+"/") {
+		if (all || mapped) && durable.CheckAwaitName(name) == nil && strings.HasPrefix(t.WaitFor[0], t.ID+"/"+name+"/") {
 			return nil, nil
 		}
 	}
@@ -550,7 +88,7 @@ func (x *execution) loadWaitResults() (*WaitResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
 	}
-	return &WaitResults{Mode: t.Wait, Tasks: tasks}, nil
+	return &durable.WaitResults{Mode: t.Wait, Tasks: tasks}, nil
 }
 
 // readTasks reads the tasks ids: with the store's GetMany when it has one
@@ -581,18 +119,9 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 	return out, nil
 }
 
-// outcomeOf is how t ended, as the awaits record it; a task with no
-// record (expired) is EXPIRED.
-func outcomeOf(t lease.Task) outcome {
-	if t.Status == "" {
-		return outcome{ID: t.ID, Status: "EXPIRED", Error: "the task's record expired before it was read"}
-	}
-	return outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
-}
-
 // runSpawning sends the tokens of the children the handler asked for.
 func (x *execution) runSpawning(ctx context.Context) State {
-	ac := x.flow.handoff.(*AwaitChildrenError)
+	ac := x.flow.handoff.(*durable.AwaitChildrenError)
 	x.awaitSpan("children", len(ac.Children))
 	return x.spawn(ctx, ac)
 }
@@ -607,12 +136,12 @@ func (x *execution) runAwaitingChildren(ctx context.Context) State {
 // then suspends the task for it.
 func (x *execution) runAwaitingCallback(ctx context.Context) State {
 	x.awaitSpan("callback", 0)
-	return x.awaitCallback(ctx, x.flow.handoff.(*AwaitCallbackError))
+	return x.awaitCallback(ctx, x.flow.handoff.(*durable.AwaitCallbackError))
 }
 
 // spawn sends the children's tokens; the task is then suspended until they
 // end (StateAwaitingChildren).
-func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
+func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) State {
 	switch {
 	case len(ac.Children) == 0 || len(ac.Children) > lease.MaxChildren:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: %d children, want 1..%d", len(ac.Children), lease.MaxChildren))
@@ -626,7 +155,7 @@ func (x *execution) spawn(ctx context.Context, ac *AwaitChildrenError) State {
 	ids := make([]string, len(ac.Children))
 	bodies := make([]string, len(ac.Children))
 	for i, c := range ac.Children {
-		ids[i] = ChildID(x.task.ID, i)
+		ids[i] = durable.ChildID(x.task.ID, i)
 		if ac.IDs != nil {
 			ids[i] = ac.IDs[i]
 		}
@@ -725,13 +254,13 @@ func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string
 }
 
 // awaitCallback arms the timeout, then suspends the task for the callback.
-func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) State {
-	nonce := x.flow.ctx.callbackNonce()
+func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallbackError) State {
+	nonce := x.flow.ctx.CallbackNonce()
 	switch {
 	case nonce == "":
 		return x.failClaimed(ctx, "await callback: the handler never took its callback token (CallbackToken), so nothing could complete the task")
-	case ac.Timeout <= 0 || ac.Timeout > MaxCallbackTimeout:
-		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, MaxCallbackTimeout))
+	case ac.Timeout <= 0 || ac.Timeout > durable.MaxCallbackTimeout:
+		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, durable.MaxCallbackTimeout))
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
 	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step}
@@ -740,9 +269,7 @@ func (x *execution) awaitCallback(ctx context.Context, ac *AwaitCallbackError) S
 	}
 	if ac.Step != "" {
 		// The answer becomes a step: there must be room for it.
-		x.flow.ctx.mu.Lock()
-		steps := lease.Task{Steps: x.flow.ctx.steps}
-		x.flow.ctx.mu.Unlock()
+		steps := lease.Task{Steps: x.flow.ctx.Steps()}
 		used := lease.StepsBytes(steps)
 		if len(steps.Steps) >= lease.MaxSteps || used+lease.MaxCallbackAnswerBytes+32 > lease.MaxStepsBytes {
 			return x.failClaimed(ctx, fmt.Sprintf("await callback %q: no room left for its answer among the task's steps (%d steps, %d bytes; limits %d and %d)",
@@ -1179,7 +706,6 @@ func (x *execution) dependencyDeadline(ctx context.Context, t lease.Task) State 
 	}
 	return x.waitTimedOut(ctx, now)
 }
-
 
 // runCallback applies a callback message: it ends the waiting attempt its
 // token names, exactly once.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -36,14 +37,14 @@ func (e *env) drainSent(t *testing.T, mark int) int {
 func fanInHandlers(e *env, runs *int) {
 	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 		*runs++
-		if r, ok := lifecycle.WaitResultsOf(ctx); ok {
+		if r, ok := durable.WaitResultsOf(ctx); ok {
 			var parts []string
 			for _, c := range r.Tasks {
 				parts = append(parts, fmt.Sprintf("%s=%s:%s", c.ID[len(task.ID)+1:], c.Status, c.Result))
 			}
 			return json.Marshal(strings.Join(parts, ","))
 		}
-		return nil, &lifecycle.AwaitChildrenError{Children: []lifecycle.Child{
+		return nil, &durable.AwaitChildrenError{Children: []durable.Child{
 			{Kind: "child", Payload: []byte(`1`)}, {Kind: "child", Payload: []byte(`2`)}, {Kind: "fails", MaxAttempts: 1},
 		}}
 	}
@@ -84,7 +85,7 @@ func TestFanOutFanInResumesOnceWithEveryChild(t *testing.T) {
 	// parent must not resume again.
 	before := len(e.sqs.sentTo(workURL))
 	for i := range 3 {
-		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("dup%d", i), token.Ref(lifecycle.ChildID("p", i))))
+		e.exec.Process(t.Context(), nil, msg(fmt.Sprintf("dup%d", i), token.Ref(durable.ChildID("p", i))))
 	}
 	if after := len(e.sqs.sentTo(workURL)); after != before || runs != 2 {
 		t.Fatalf("duplicates sent %d tokens and ran the parent %d times", after-before, runs)
@@ -128,13 +129,13 @@ func TestDependenciesRunInOrderAndFailureCancels(t *testing.T) {
 	var order []string
 	e.handlers["step"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 		order = append(order, task.ID)
-		if r, ok := lifecycle.WaitResultsOf(ctx); ok {
+		if r, ok := durable.WaitResultsOf(ctx); ok {
 			return r.Tasks[0].Result, nil
 		}
 		return task.Payload, nil
 	}
 	e.handlers["boom"] = func(context.Context, lease.Task) ([]byte, error) {
-		return nil, &lifecycle.PermanentError{Err: errors.New("bad input")}
+		return nil, &durable.PermanentError{Err: errors.New("bad input")}
 	}
 	dep := func(id string, after []string, any bool) lifecycle.Message {
 		body, err := token.Token{ID: id, Kind: "step", Payload: []byte(`"from ` + id + `"`), After: after, AfterAny: any}.Encode()
@@ -200,12 +201,12 @@ func TestCallbackCompletesOnceAndTimesOut(t *testing.T) {
 	e := setup(t, nil)
 	tokens := make(chan string, 4)
 	e.handlers["approve"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		cb, err := lifecycle.CallbackTokenOf(ctx)
+		cb, err := durable.CallbackTokenOf(ctx)
 		if err != nil {
 			return nil, err
 		}
 		tokens <- cb
-		return nil, &lifecycle.AwaitCallbackError{Timeout: time.Minute}
+		return nil, &durable.AwaitCallbackError{Timeout: time.Minute}
 	}
 	res := e.exec.Process(t.Context(), nil, msg("x", inline(t, "approve", "x", "", 2)))
 	if res.Outcome != lifecycle.OutcomeSuspended {
@@ -284,7 +285,7 @@ func TestStepsRunOncePerTask(t *testing.T) {
 	e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 		var out []string
 		for _, name := range []string{"a", "b", "c"} {
-			r, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+			r, err := durable.StepOf(ctx, name, func(context.Context) ([]byte, error) {
 				runs[name]++
 				if name == "c" && task.Attempt == 1 {
 					return nil, errors.New("c fails once")
@@ -339,7 +340,7 @@ func TestStepNamesAreCheckedBeforeTheStepRuns(t *testing.T) {
 			runs := 0
 			e.handlers["steps"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 				for i, name := range tc.steps {
-					if _, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+					if _, err := durable.StepOf(ctx, name, func(context.Context) ([]byte, error) {
 						runs++
 						return json.Marshal(i)
 					}); err != nil {
@@ -368,7 +369,7 @@ func TestStepMayBeCalledAgainAfterItsFunctionFails(t *testing.T) {
 		var r []byte
 		var err error
 		for range 3 {
-			if r, err = lifecycle.StepOf(ctx, "fetch", func(context.Context) ([]byte, error) {
+			if r, err = durable.StepOf(ctx, "fetch", func(context.Context) ([]byte, error) {
 				runs++
 				if runs < 3 {
 					return nil, errors.New("not yet")
@@ -393,11 +394,11 @@ func TestLargeChildrenAreSentInBatchesSQSAccepts(t *testing.T) {
 	e := setup(t, nil)
 	big := `"` + strings.Repeat("x", 100<<10) + `"`
 	e.handlers["parent"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		kids := make([]lifecycle.Child, 12)
+		kids := make([]durable.Child, 12)
 		for i := range kids {
-			kids[i] = lifecycle.Child{Kind: "child", Payload: []byte(big)}
+			kids[i] = durable.Child{Kind: "child", Payload: []byte(big)}
 		}
-		return nil, &lifecycle.AwaitChildrenError{Children: kids}
+		return nil, &durable.AwaitChildrenError{Children: kids}
 	}
 	if res := e.exec.Process(t.Context(), nil, msg("p", inline(t, "parent", "p", "", 0))); res.Outcome != lifecycle.OutcomeSuspended {
 		t.Fatalf("%+v", res)
@@ -477,7 +478,7 @@ func TestSleepSuspendsUntilItsWakeUp(t *testing.T) {
 	e := setup(t, nil)
 	runs := map[string]int{}
 	step := func(ctx context.Context, name string) error {
-		_, err := lifecycle.StepOf(ctx, name, func(context.Context) ([]byte, error) {
+		_, err := durable.StepOf(ctx, name, func(context.Context) ([]byte, error) {
 			runs[name]++
 			return json.Marshal(name)
 		})
@@ -488,13 +489,13 @@ func TestSleepSuspendsUntilItsWakeUp(t *testing.T) {
 		if err := step(ctx, "before"); err != nil {
 			return nil, err
 		}
-		if err := lifecycle.SleepOf(ctx, 72*time.Hour); err != nil {
+		if err := durable.SleepOf(ctx, 72*time.Hour); err != nil {
 			return nil, err
 		}
 		if err := step(ctx, "between"); err != nil {
 			return nil, err
 		}
-		if err := lifecycle.SleepOf(ctx, time.Minute); err != nil {
+		if err := durable.SleepOf(ctx, time.Minute); err != nil {
 			return nil, err
 		}
 		if err := step(ctx, "after"); err != nil {
@@ -555,13 +556,13 @@ func stepNames(t lease.Task) []string {
 // is recorded; outside a handler SleepOf says so.
 func TestSleepRejectsBadDurations(t *testing.T) {
 	t.Parallel()
-	if err := lifecycle.SleepOf(t.Context(), time.Second); !errors.Is(err, lifecycle.ErrNoWorkflow) {
+	if err := durable.SleepOf(t.Context(), time.Second); !errors.Is(err, durable.ErrNoWorkflow) {
 		t.Fatalf("outside a handler: %v, want ErrNoWorkflow", err)
 	}
-	for _, d := range []time.Duration{-time.Second, lifecycle.MaxSleep + time.Hour} {
+	for _, d := range []time.Duration{-time.Second, durable.MaxSleep + time.Hour} {
 		e := setup(t, nil)
 		e.handlers["sleeper"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-			return nil, lifecycle.SleepOf(ctx, d)
+			return nil, durable.SleepOf(ctx, d)
 		}
 		e.exec.Process(t.Context(), nil, msg("s", inline(t, "sleeper", "s", "", 3)))
 		if got := e.get(t, "s"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "sleep of") || len(got.Steps) != 0 {
@@ -580,7 +581,7 @@ func TestPollWaitsForItsConditionWithBackoff(t *testing.T) {
 	checks, runs := 0, 0
 	e.handlers["poller"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
 		runs++
-		r, err := lifecycle.PollOf(ctx, "ready", lifecycle.Poll{Min: time.Second, Max: 4 * time.Second, Timeout: time.Hour},
+		r, err := durable.PollOf(ctx, "ready", durable.Poll{Min: time.Second, Max: 4 * time.Second, Timeout: time.Hour},
 			func(context.Context) ([]byte, bool, error) {
 				checks++
 				return []byte(strconv.Itoa(checks)), checks == 5, nil
@@ -623,7 +624,7 @@ func TestPollTimesOut(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.handlers["poller"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
-		return lifecycle.PollOf(ctx, "never", lifecycle.Poll{Min: time.Minute, Max: time.Hour, Timeout: 3 * time.Hour},
+		return durable.PollOf(ctx, "never", durable.Poll{Min: time.Minute, Max: time.Hour, Timeout: 3 * time.Hour},
 			func(context.Context) ([]byte, bool, error) { return nil, false, nil })
 	}
 	e.exec.Process(t.Context(), nil, msg("p", inline(t, "poller", "p", "", 3)))

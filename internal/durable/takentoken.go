@@ -1,4 +1,4 @@
-package lifecycle
+package durable
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // attempt's AwaitCallbackError does. Package leaseholdtest reads it to
 // record the tokens its handlers handed out.
 func TakenCallbackToken(ctx context.Context) (string, bool) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return "", false
 	}

@@ -1,4 +1,4 @@
-package lifecycle
+package durable
 
 import (
 	"cmp"
@@ -70,7 +70,7 @@ type mapNote struct {
 // the step "map:"+name and returned (JSON of MapSummary). Until then it
 // returns an *AwaitChildrenError the handler must return.
 func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, error), o MapOptions) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
@@ -152,11 +152,11 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 // children, say), one GetItem each: their outcomes as JSON (as AllOf
 // records them); a task that does not exist (expired) is EXPIRED.
 func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
-	w, ok := ctx.Value(workflowKey{}).(*workflowCtx)
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
-	tasks, err := readTasks(ctx, w.x.cfg, ids)
+	tasks, err := w.att.ReadTasks(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,130 @@
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// outcome is how a child ended, as AllOf records it (the JSON of
+// workflow.Outcome).
+type outcome struct {
+	ID     string          `json:"id"`
+	Status lease.Status    `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// AllOf spawns children as the await called name and returns, once every
+// one of them has ended, their outcomes: a JSON array of {id, status,
+// result, error} in spawn order. Until then it returns an
+// *AwaitChildrenError the handler must return: the task waits, holding no
+// lease, and runs again (as the same attempt) when the last child ends.
+// The outcomes are then recorded as the step "children:"+name, so later
+// runs replay them without reading the children again, and a handler may
+// await children any number of times, under different names. Child i
+// gets the id ChildIDIn(parent, name, i).
+func AllOf(ctx context.Context, name string, children []Child, timeout time.Duration) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(name); err != nil {
+		return nil, &PermanentError{Err: err}
+	}
+	ids := make([]string, len(children))
+	for i := range children {
+		ids[i] = ChildIDIn(w.held.TaskID, name, i)
+	}
+	return StepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
+		r := w.results
+		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
+			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
+		}
+		out := make([]outcome, len(ids))
+		for i, t := range r.Tasks {
+			if t.ID != ids[i] {
+				return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
+			}
+			out[i] = outcomeOf(t)
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, &PermanentError{Err: fmt.Errorf("children %q: outcomes do not encode: %w", name, err)}
+		}
+		return b, nil
+	})
+}
+
+// CallbackFailedError is the answer of a callback that was failed
+// (FailCallback) to a resumable wait (CallbackOf).
+type CallbackFailedError struct {
+	Name, Reason string
+}
+
+func (e *CallbackFailedError) Error() string {
+	return fmt.Sprintf("callback %q failed: %s", e.Name, e.Reason)
+}
+
+// CallbackOf waits for the callback called name, durably: the first run
+// that reaches it draws this attempt's callback token, passes it to
+// submit (which hands it to the outside system), and returns an
+// *AwaitCallbackError the handler must return. The task then waits,
+// holding no lease, until the callback's answer, which is recorded as the
+// step "callback:"+name; the handler runs again, as the same attempt, and
+// CallbackOf returns the answer's result, or a *CallbackFailedError for a
+// failed callback. A wait with no answer within timeout fails the attempt,
+// which is retried as after any failure (and submits a new token). An
+// error of submit is returned as it is.
+func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		return nil, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(name); err != nil {
+		return nil, &PermanentError{Err: err}
+	}
+	step := "callback:" + name
+	raw, err := StepOf(ctx, step, func(ctx context.Context) ([]byte, error) {
+		w.mu.Lock()
+		if w.nonce != "" {
+			w.mu.Unlock()
+			return nil, &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+		}
+		w.nonce = lease.ResumableNonce(rand.Text(), step)
+		tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
+		w.mu.Unlock()
+		if err := submit(ctx, tok); err != nil {
+			return nil, err
+		}
+		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  *string         `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded answer %q is not a callback's: %w", step, raw, err)}
+	}
+	if answer.Error != nil {
+		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
+	}
+	return answer.Result, nil
+}
+
+// outcomeOf is how t ended, as the awaits record it; a task with no
+// record (expired) is EXPIRED.
+func outcomeOf(t lease.Task) outcome {
+	if t.Status == "" {
+		return outcome{ID: t.ID, Status: "EXPIRED", Error: "the task's record expired before it was read"}
+	}
+	return outcome{ID: t.ID, Status: t.Status, Result: t.Result, Error: t.Error}
+}

@@ -1,0 +1,92 @@
+package durable
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// Child is a task a handler spawns (AwaitChildrenError).
+type Child struct {
+	Kind        string
+	Payload     []byte // JSON; nil for none
+	MaxAttempts int    // 0: the worker's default
+	// Queue names the child's queue; "" is the parent's queue.
+	Queue string
+}
+
+// AwaitChildrenError asks the worker to spawn Children and suspend the task
+// until every one has ended; the handler then runs again with their results
+// (WaitResultsOf). Child i gets the id ChildID(parent, i), so a retried
+// spawn makes no new children.
+type AwaitChildrenError struct {
+	Children []Child
+	// Timeout bounds the wait: at its end the task fails with the reason.
+	// 0 takes the worker's WaitTimeout.
+	Timeout time.Duration
+	// IDs are the children's ids, for a named await (AllOf); nil gives
+	// child i the id ChildID(parent, i), and allows one such await per
+	// task.
+	IDs []string
+	// Note is kept on the task through the wait (lease.Wait.Note): a
+	// map's progress.
+	Note string
+}
+
+func (e *AwaitChildrenError) Error() string {
+	return fmt.Sprintf("awaiting %d children", len(e.Children))
+}
+
+// AwaitCallbackError asks the worker to suspend the task until an outside
+// system completes or fails it with the callback token (CallbackTokenOf),
+// or until Timeout passes, which fails the attempt (retried as any failure).
+type AwaitCallbackError struct {
+	Timeout time.Duration
+	// Step makes the wait resumable (CallbackOf): the answer is recorded
+	// as this step, and the handler runs again to read it.
+	Step string
+}
+
+func (e *AwaitCallbackError) Error() string {
+	return fmt.Sprintf("awaiting a callback for up to %s", e.Timeout)
+}
+
+// ChildID is the id of the i-th child (from 0) a task spawns.
+func ChildID(parent string, i int) string { return parent + "/" + strconv.Itoa(i) }
+
+// ChildIDIn is the id of the i-th child (from 0) of the await called name
+// (AllOf) of the task parent. An await's name starts with a letter and
+// has no slash, so these ids differ from ChildID's, and from those of the
+// children's own children.
+func ChildIDIn(parent, name string, i int) string {
+	return childPrefix(parent, name) + strconv.Itoa(i)
+}
+
+// childPrefix is what the ids of the await called name of parent start
+// with (ChildIDIn).
+func childPrefix(parent, name string) string { return parent + "/" + name + "/" }
+
+// CheckAwaitName checks the name of a named await (AllOf, CallbackOf):
+// 1 to 32 letters, digits, '-', '_' or '.', starting with a letter.
+func CheckAwaitName(name string) error {
+	ok := len(name) >= 1 && len(name) <= 32
+	for i, r := range name {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		ok = ok && (letter || i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'))
+	}
+	if !ok {
+		return fmt.Errorf("%w: await name %q: want 1 to 32 letters, digits, '-', '_' or '.', starting with a letter", lease.ErrInvalid, name)
+	}
+	return nil
+}
+
+// MaxCallbackTimeout bounds AwaitCallbackError.Timeout.
+const MaxCallbackTimeout = 365 * 24 * time.Hour
+
+// WaitResults is what a resumed handler sees of the tasks it waited for.
+type WaitResults struct {
+	Mode  lease.WaitMode // children, after or after_any
+	Tasks []lease.Task   // in WaitFor order; a task gone (expired) has only its ID
+}

@@ -1,0 +1,152 @@
+// Package durable is the handler side of leasehold's workflows: steps whose
+// results are recorded once per task (StepOf), durable sleeps and polls,
+// awaits of children (AllOf, MapOf) and of callbacks (CallbackOf), and the
+// errors a handler returns to suspend its task. Package workflow wraps it
+// for users.
+//
+// The executor (package lifecycle) runs the handler: it implements
+// Attempt, keeps a Workflow per message, and puts it in the handler's
+// context with a Scope. This package never imports the executor; the
+// executor reads the errors defined here (AwaitChildrenError,
+// AwaitCallbackError, SnoozeError, PermanentError, CancelError) to decide
+// what a run's end asks of its task.
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"sync"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Workflow is the handler context's view of its attempt's workflow state:
+// what the durable calls of one run read and record. The executor keeps
+// one in its per-message record (no allocation per task), sets it with
+// Start before the handler runs, and puts it in the handler's context
+// with a Scope.
+type Workflow struct {
+	results *WaitResults
+	// note is the task's WaitNote: a map's progress (MapOf).
+	note string
+	// att and held record steps (Attempt.Checkpoint), and held names the
+	// running attempt in its callback token; the handler's goroutine reads
+	// through att only what does not change while it runs.
+	att  Attempt
+	held lease.Lease
+
+	mu    sync.Mutex
+	nonce string
+	steps []lease.Step // as the last checkpoint left them
+	// called holds the step names this run has called whose call has not
+	// failed: running, recorded or replayed. A second call of one of them
+	// is a programming error (ErrStepTwice).
+	called map[string]bool
+	// sleeps counts this run's SleepOf calls: the n-th is the step
+	// "sleep#n".
+	sleeps int
+}
+
+// Attempt is the executor's side of the running attempt, as the durable
+// calls need it. The executor implements it; this package never imports
+// the executor.
+type Attempt interface {
+	// Trusted returns nil while the worker may still trust the attempt's
+	// lease by its own clock, and otherwise the cause it cancels the
+	// handler with (ctx is the handler's). No step's function starts on a
+	// lease that has run out: another worker may hold the task and have
+	// recorded the step.
+	Trusted(ctx context.Context) error
+	// Checkpoint records the step name's result under the lease l, in one
+	// write bounded by the call timeout, and returns the task as written.
+	Checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error)
+	// ReadTasks reads the tasks ids; one that does not exist has only its
+	// ID.
+	ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error)
+	// Clock is the worker's clock.
+	Clock() clockwork.Clock
+	// Tracer is the worker's tracer; nil traces nothing.
+	Tracer() trace.Tracer
+}
+
+// Start sets w for a run of the attempt att, which holds the lease held:
+// the task's recorded steps, its wait's note, and the results of what it
+// waited for (nil: it did not wait). It forgets the previous run's state.
+func (w *Workflow) Start(att Attempt, held lease.Lease, steps []lease.Step, note string, results *WaitResults) {
+	*w = Workflow{att: att, held: held, steps: steps, note: note, results: results}
+}
+
+// Steps returns the steps as the last checkpoint left them.
+func (w *Workflow) Steps() []lease.Step {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.steps
+}
+
+// Scope is a context carrying a Workflow for the durable calls, as
+// context.WithValue would, but a value the executor keeps in its record
+// rather than one allocated per task. Set both fields before use.
+type Scope struct {
+	context.Context
+	Workflow *Workflow
+}
+
+// Value returns the Workflow for this package's key, and otherwise what
+// the parent context holds.
+func (c *Scope) Value(key any) any {
+	if key == (workflowKey{}) {
+		return c.Workflow
+	}
+	return c.Context.Value(key)
+}
+
+// startSpan starts a span named name under ctx's, with attrs; the caller
+// checks that there is a Tracer.
+func (w *Workflow) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return w.att.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// workflowKey is the context key of the Workflow (Scope).
+type workflowKey struct{}
+
+// WaitResultsOf returns the results of the tasks a resumed handler waited
+// for, and false when the task has not waited.
+func WaitResultsOf(ctx context.Context) (WaitResults, bool) {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok || w.results == nil {
+		return WaitResults{}, false
+	}
+	return *w.results, true
+}
+
+// ErrNoWorkflow: a workflow call outside a handler run by a worker.
+var ErrNoWorkflow = errors.New("not called from a handler run by a leasehold worker")
+
+// CallbackTokenOf returns the callback token of this attempt: bound to the
+// task's fence and a secret drawn once per attempt. Hand it to the outside
+// system, then return AwaitCallbackError.
+func CallbackTokenOf(ctx context.Context) (string, error) {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		return "", ErrNoWorkflow
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.nonce == "" {
+		w.nonce = rand.Text()
+	}
+	return token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String(), nil
+}
+
+// CallbackNonce returns the secret of the callback token this run handed
+// out, and "" when it handed out none.
+func (w *Workflow) CallbackNonce() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nonce
+}
