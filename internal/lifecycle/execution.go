@@ -90,7 +90,11 @@ type handlerResult struct {
 	err    error
 }
 
-// execution carries one message through the states.
+// execution carries one message through the states. Its fields are few on
+// purpose: what only some states need sits in a sub-record owned by those
+// states (intake, msgFate, claimRecord, runRecord, flowState), kept by
+// value so that the whole record is one allocation. The states hand each
+// other typed values through them, never an any.
 type execution struct {
 	cfg *Config
 	log taskLog
@@ -99,35 +103,35 @@ type execution struct {
 	// parent of the handler's and the renewer's contexts and of each remote
 	// call's timeout.
 	detached context.Context
+	state    State
+	// task is the message's task as this execution last read or wrote it.
+	task lease.Task
 
-	state State
-	// replaced: a fresh token for the task was sent and this message
-	// deleted (or left to be deleted by the acknowledgement); nothing more
-	// may be sent for it, and it is acknowledged whatever happens next.
-	replaced bool
-	// slotHolder names this execution's concurrency slot of its task's
-	// kind, once taken (holdForSlot); releaseSlot gives it back.
-	slotHolder string
-	// keepMessage: the message must not be acknowledged, because its body
-	// is kept nowhere else (an over-limit inline token without a
-	// dead-letter URL: the queue's redrive policy moves it).
-	keepMessage bool
-	// finished: the handler returned (false: abandoned at the deadline).
-	// hasClaim: claimInfo is set. resumed: the claim resumed the task after
-	// a wait, which is not a start (holdForRate). (The flags sit together,
-	// so that the record stays in a smaller size class.)
-	finished, hasClaim, resumed bool
+	// in is what StateReceived learnt of the message's token.
+	in intake
+	// fate is what the message's acknowledgement depends on beyond its
+	// task's state.
+	fate msgFate
+	// claimed is this attempt's claim (StateClaimed on).
+	claimed claimRecord
+	// running is the handler's run (StateRunning, StateFinishing).
+	running runRecord
+	// flow is the workflow's state: the handler context's view, and what
+	// one workflow state hands the next.
+	flow flowState
+	// tr holds the attempt's spans (trace.go); nil without a Tracer.
+	tr *traced
 
-	tok     token.Token
-	task    lease.Task
-	handler Handler
+	result Result
+}
+
+// intake is the message's token as StateReceived decoded and routed it.
+type intake struct {
+	tok token.Token
 	// pre is the message's token as its batch decoded it, with the batch
 	// listing entry its inline create records (listing.go); nil for a
 	// message processed alone.
 	pre *received
-	// ownerName is this execution's lease_owner: unique per execution, so a
-	// write that meets its own name knows it met its own earlier try.
-	ownerName string
 	// tokenErr is a decode error that still names a task (an over-limit
 	// inline payload): the task is recorded and failed, never run, whichever
 	// way it gets claimed.
@@ -136,21 +140,47 @@ type execution struct {
 	// inline token with a create token is claimed first. (A pointer: most
 	// executions have none, and the record stays in a smaller size class.)
 	fallback *lease.NewTask
-	// flow is the workflow's state: the handler context's view, and what
-	// one workflow state hands the next.
-	flow flowState
+	// dependent is the task StateAwaitingDependencies creates WAITING: an
+	// inline token with dependencies.
+	dependent *lease.NewTask
+}
+
+// msgFate is what decides the message's acknowledgement besides its task.
+type msgFate struct {
 	// failReason is the reason of a claimed task failed without running
 	// (failClaimed): the Result's reason even when its waiters cannot be
 	// told (runNotifying).
 	failReason string
-	// vis extends this message's visibility together with the rest of its
-	// batch while the handler runs; nil for a message processed on its own.
-	vis *batchVisibility
+	// replaced: a fresh token for the task was sent and this message
+	// deleted (or left to be deleted by the acknowledgement); nothing more
+	// may be sent for it, and it is acknowledged whatever happens next.
+	replaced bool
+	// keepMessage: the message must not be acknowledged, because its body
+	// is kept nowhere else (an over-limit inline token without a
+	// dead-letter URL: the queue's redrive policy moves it).
+	keepMessage bool
+}
 
-	// Running.
-	invocationDeadline time.Time
-	startedAt          time.Time
-	handlerTime        time.Duration // from start to the handler's return (or abandonment)
+// claimRecord is this attempt's claim, from the claim's write on.
+type claimRecord struct {
+	// ownerName is this execution's lease_owner: unique per execution, so a
+	// write that meets its own name knows it met its own earlier try.
+	ownerName string
+	// slotHolder names this execution's concurrency slot of its task's
+	// kind, once taken (holdForSlot); releaseSlot gives it back.
+	slotHolder string
+	// claimInfo is the claim of this attempt, for the Observer (when
+	// hasClaim).
+	claimInfo Claim
+	// hasClaim: claimInfo is set. resumed: the claim resumed the task after
+	// a wait, which is not a start (holdForRate).
+	hasClaim, resumed bool
+}
+
+// runRecord is the handler's run: set by runClaimed, waited for by
+// runRunning, read by runFinishing.
+type runRecord struct {
+	handler Handler
 	// handlerDone is closed when the handler's goroutine has left its
 	// result in handlerResult, which is read only after that.
 	handlerDone   chan struct{}
@@ -169,23 +199,23 @@ type execution struct {
 	renewerRunning sync.WaitGroup
 	// timers is the Executor's pool of the timer runRunning waits with.
 	timers *sync.Pool
-
-	// Finishing.
-	res   handlerResult
+	// vis extends this message's visibility together with the rest of its
+	// batch while the handler runs; nil for a message processed on its own.
+	vis       *batchVisibility
+	startedAt time.Time
+	// handlerTime is from the start to the handler's return (or
+	// abandonment).
+	handlerTime time.Duration
+	// cause is the handler context's cause once the run is over.
 	cause error
-
-	// claimInfo is the claim of this attempt, for the Observer (when
-	// hasClaim).
-	claimInfo Claim
-	// tr holds the attempt's spans (trace.go); nil without a Tracer.
-	tr *traced
-
-	result Result
+	// finished: the handler returned (false: abandoned at the deadline),
+	// and handlerResult may be read.
+	finished bool
 }
 
 // exit ends the execution with ack deciding the message's fate.
 func (x *execution) exit(ack bool, reason string) State {
-	x.result.Ack = ack && !x.keepMessage || x.replaced
+	x.result.Ack = ack && !x.fate.keepMessage || x.fate.replaced
 	if reason != "" {
 		x.result.Reason = reason
 	}
@@ -207,21 +237,21 @@ func (x *execution) runReceived(ctx context.Context) State {
 		tok token.Token
 		err error
 	)
-	if x.pre != nil {
-		tok, err = x.pre.tok, x.pre.err
+	if x.in.pre != nil {
+		tok, err = x.in.pre.tok, x.in.pre.err
 	} else {
 		tok, err = token.Decode(x.msg.Body)
 	}
-	x.tok = tok
+	x.in.tok = tok
 	if err != nil && !errors.Is(err, token.ErrPayloadTooBig) {
 		return x.reject(ctx, err.Error())
 	}
 	if err != nil && tok.Kind == "" {
 		return x.reject(ctx, err.Error())
 	}
-	x.tokenErr = err
+	x.in.tokenErr = err
 	x.startAttempt()
-	if x.msg.Paused && x.tokenErr == nil {
+	if x.msg.Paused && x.in.tokenErr == nil {
 		// Nothing of a paused queue's starts: not a task, a callback or a
 		// wake. (A message that names no task that can run, rejected or
 		// over the payload limit, takes its usual way: it runs nothing.)
@@ -250,23 +280,23 @@ func (x *execution) runReceived(ctx context.Context) State {
 		}
 		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken,
 			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny, Then: tok.Then, Prev: tok.Prev}
-		if x.tokenErr != nil {
+		if x.in.tokenErr != nil {
 			// The task is recorded without its payload, so the body goes
 			// to the dead-letter queue first: it is never lost with the
 			// message.
 			nt.After, nt.AfterAny = nil, false
 			if x.cfg.DeadLetterURL == "" {
-				x.keepMessage = true
-			} else if err := x.sendDead(x.tokenErr.Error()); err != nil {
+				x.fate.keepMessage = true
+			} else if err := x.sendDead(x.in.tokenErr.Error()); err != nil {
 				x.log.error("could not forward an over-limit token to the dead-letter queue; the message is kept", "error", err)
-				return x.exit(false, x.tokenErr.Error())
+				return x.exit(false, x.in.tokenErr.Error())
 			}
 			return x.createFailed(ctx, nt)
 		}
 		if len(nt.After) > 0 {
 			dep := nt          // its own variable: only a dependent's record moves to the heap
 			dep.Carried = true // this message brings it back until it is created and registered
-			x.flow.handoff = &dep
+			x.in.dependent = &dep
 			return StateAwaitingDependencies
 		}
 		if st, held := x.heldByWindow(); held {
@@ -277,11 +307,11 @@ func (x *execution) runReceived(ctx context.Context) State {
 			// token arrives: claim it, and create it only if it is not
 			// stored (yet, or ever: the sender stopped after the send).
 			fallback := nt // a copy, so that only this path allocates one
-			x.fallback = &fallback
+			x.in.fallback = &fallback
 			return x.claim(ctx, id)
 		}
-		if x.pre != nil {
-			nt.Listing = x.pre.listing
+		if x.in.pre != nil {
+			nt.Listing = x.in.pre.listing
 		}
 		return x.createClaimed(ctx, nt)
 	}
@@ -318,7 +348,7 @@ func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 	case errors.Is(err, lease.ErrConflict): // the id names another task
 		return x.reject(ctx, err.Error())
 	case errors.Is(err, lease.ErrAlreadyExists):
-		x.fallback = nil
+		x.in.fallback = nil
 		return x.claim(ctx, nt.ID)
 	default:
 		x.log.warn("could not create task", "error", err)
@@ -326,15 +356,15 @@ func (x *execution) createClaimed(ctx context.Context, nt lease.NewTask) State {
 	}
 }
 
-func (x *execution) owner() string { return x.ownerName }
+func (x *execution) owner() string { return x.claimed.ownerName }
 
 // createFailed records an inline task that names itself but cannot run (an
 // over-limit payload, not stored) as FAILED in one write, so no token can
 // ever claim and run it without its payload.
 func (x *execution) createFailed(ctx context.Context, nt lease.NewTask) State {
-	reason := x.tokenErr.Error() + "; the message, payload included, is on the dead-letter queue"
-	if x.keepMessage {
-		reason = x.tokenErr.Error() + "; the message, payload included, is left to the queue's redrive policy, which moves it to the dead-letter queue"
+	reason := x.in.tokenErr.Error() + "; the message, payload included, is on the dead-letter queue"
+	if x.fate.keepMessage {
+		reason = x.in.tokenErr.Error() + "; the message, payload included, is left to the queue's redrive policy, which moves it to the dead-letter queue"
 	}
 	cctx, cancel := x.call()
 	defer cancel()
@@ -376,10 +406,10 @@ func (x *execution) claim(ctx context.Context, id string) State {
 		finished  *lease.FinishedError
 	)
 	switch {
-	case errors.Is(err, lease.ErrNotFound) && x.fallback != nil:
+	case errors.Is(err, lease.ErrNotFound) && x.in.fallback != nil:
 		// Not stored yet: the token carries the task, so create it.
-		nt := *x.fallback
-		x.fallback = nil
+		nt := *x.in.fallback
+		x.in.fallback = nil
 		return x.createClaimed(ctx, nt)
 	case errors.Is(err, lease.ErrNotFound):
 		return x.reject(ctx, fmt.Sprintf("task %s not found", id))
@@ -422,20 +452,20 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
 	x.claimedSpan()
 	if x.cfg.Observer != nil {
-		x.claimInfo = Claim{
+		x.claimed.claimInfo = Claim{
 			Attempt: x.task.Attempt, CreatedAt: x.task.CreatedAt, RunAt: x.task.RunAt,
 			SinceEnqueue: x.cfg.Clock.Since(x.task.CreatedAt),
 		}
-		x.hasClaim = true
+		x.claimed.hasClaim = true
 	}
 	if x.task.CancelRequested {
 		// Cancelled while a worker that has since vanished held it.
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
 	}
-	if x.tokenErr != nil {
+	if x.in.tokenErr != nil {
 		// An over-limit payload was recorded without its bytes: never run
 		// it, however the task came to be claimed.
-		return x.failClaimed(ctx, x.tokenErr.Error())
+		return x.failClaimed(ctx, x.in.tokenErr.Error())
 	}
 	if x.msg.ReceiveCount >= x.cfg.ReplaceAtReceiveCount {
 		// A crash during this attempt would bring the message back once
@@ -454,7 +484,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if st, held := x.holdForRate(ctx); held {
 		return st
 	}
-	x.handler = h
+	x.running.handler = h
 	results, err := x.loadWaitResults()
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
@@ -465,25 +495,22 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	// the task is cancelled, or the invocation deadline draws near. It is
 	// detached from shutdown of the invocation's context so that a graceful
 	// stop lets a running handler finish within its own deadline.
-	x.handlerParent = durable.Scope{Context: x.detached, Workflow: &x.flow.ctx}
-	hctx, cancel := context.WithCancelCause(&x.handlerParent)
-	x.handlerCtx, x.cancelHandler = hctx, cancel
-	if dl, ok := ctx.Deadline(); ok {
-		x.invocationDeadline = dl
-	}
+	x.running.handlerParent = durable.Scope{Context: x.detached, Workflow: &x.flow.ctx}
+	hctx, cancel := context.WithCancelCause(&x.running.handlerParent)
+	x.running.handlerCtx, x.running.cancelHandler = hctx, cancel
 
-	x.renewer = renewer{x: x, lease: x.task.LeaseOf()}
-	x.renewer.trust(x.task.LeaseUntil)
-	if x.vis != nil && !x.replaced {
-		x.vis.join(x)
+	x.running.renewer = renewer{x: x, lease: x.task.LeaseOf()}
+	x.running.renewer.trust(x.task.LeaseUntil)
+	if x.running.vis != nil && !x.fate.replaced {
+		x.running.vis.join(x)
 	}
 	// The renewer's goroutine (and its context) start at the first renewal,
 	// from runRunning's wait, so a handler that returns before then (most
 	// do) costs no goroutine and no wake-up for it.
 
-	x.handlerDone = make(chan struct{})
-	x.startedAt = x.cfg.Clock.Now()
-	x.handlerStarted.Add(1)
+	x.running.handlerDone = make(chan struct{})
+	x.running.startedAt = x.cfg.Clock.Now()
+	x.running.handlerStarted.Add(1)
 	go x.runHandler()
 	return StateRunning
 }
@@ -491,22 +518,22 @@ func (x *execution) runClaimed(ctx context.Context) State {
 // runHandler is the handler's goroutine. It leaves the result in
 // handlerResult and then closes handlerDone; nothing else touches
 // handlerResult, so a handler abandoned at the deadline races with nobody.
-// It reads x.task, x.handler and x.handlerCtx only before it marks
+// It reads x.task, x.running.handler and x.running.handlerCtx only before it marks
 // handlerStarted done; none of them is written before that.
 func (x *execution) runHandler() {
-	h, ctx, task := x.handler, x.handlerCtx, x.task
-	x.handlerStarted.Done()
+	h, ctx, task := x.running.handler, x.running.handlerCtx, x.task
+	x.running.handlerStarted.Done()
 	defer func() {
 		if v := recover(); v != nil {
-			x.handlerResult = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
+			x.running.handlerResult = handlerResult{err: &PanicError{Value: v, Stack: debug.Stack()}}
 		}
-		close(x.handlerDone)
+		close(x.running.handlerDone)
 	}()
 	if x.trusted(ctx) != nil {
-		x.handlerResult.err = errNotStarted
+		x.running.handlerResult.err = errNotStarted
 		return
 	}
-	x.handlerResult.result, x.handlerResult.err = h(ctx, task)
+	x.running.handlerResult.result, x.running.handlerResult.err = h(ctx, task)
 }
 
 // unknownKind answers a claimed task whose kind has no handler here. The
@@ -555,10 +582,10 @@ func (x *execution) unknownKind(ctx context.Context) State {
 // of the handler's grace.
 func (x *execution) runRunning(ctx context.Context) State {
 	clock := x.cfg.Clock
-	renewAt := x.renewer.firstRenewal()
+	renewAt := x.running.renewer.firstRenewal()
 	var deadline, graceUntil time.Time // zero: none, or not yet
-	if !x.invocationDeadline.IsZero() {
-		deadline = x.invocationDeadline.Add(-x.cfg.DeadlineMargin)
+	if dl, ok := ctx.Deadline(); ok {  // the invocation's deadline, as runClaimed saw it
+		deadline = dl.Add(-x.cfg.DeadlineMargin)
 	}
 	var (
 		timer       clockwork.Timer
@@ -583,8 +610,8 @@ wait:
 			wake = timer.Chan()
 		}
 		select {
-		case <-x.handlerDone:
-			x.res, x.finished = x.handlerResult, true
+		case <-x.running.handlerDone:
+			x.running.finished = true
 			break wait
 		case <-wake:
 		}
@@ -598,40 +625,40 @@ wait:
 		if stopRenewer == nil && !now.Before(renewAt) {
 			var rctx context.Context
 			rctx, stopRenewer = context.WithCancel(x.detached)
-			x.renewerRunning.Add(1)
+			x.running.renewerRunning.Add(1)
 			go func() {
-				defer x.renewerRunning.Done()
-				x.renewer.run(rctx)
+				defer x.running.renewerRunning.Done()
+				x.running.renewer.run(rctx)
 			}()
 		}
 		switch {
 		case graceUntil.IsZero() && !deadline.IsZero() && !now.Before(deadline):
-			x.cancelHandler(ErrDeadline)
+			x.running.cancelHandler(ErrDeadline)
 			// Give the handler half the margin to wind down, then move on
 			// without it: its writes are fenced, so it can do no harm.
 			graceUntil = now.Add(x.cfg.DeadlineMargin / 2)
 		case !graceUntil.IsZero() && !now.Before(graceUntil):
 			x.log.warn("handler ignored its cancelled context; abandoning it")
-			x.handlerStarted.Wait() // it no longer reads x.task
+			x.running.handlerStarted.Wait() // it no longer reads x.task
 			break wait
 		}
 	}
 	if timer != nil {
 		x.releaseTimer(timer)
 	}
-	x.handlerTime = clock.Since(x.startedAt)
-	x.cause = context.Cause(x.handlerCtx)
+	x.running.handlerTime = clock.Since(x.running.startedAt)
+	x.running.cause = context.Cause(x.running.handlerCtx)
 	// Stop and join the renewer before the outcome is written: a renewal
 	// racing the finish write would only fail harmlessly, but a joined
 	// renewer keeps every goroutine owned by this invocation.
 	if stopRenewer != nil {
 		stopRenewer()
-		x.renewerRunning.Wait()
+		x.running.renewerRunning.Wait()
 	}
-	if x.vis != nil {
-		x.vis.leave(x) // waits for a batch call still extending the message
+	if x.running.vis != nil {
+		x.running.vis.leave(x) // waits for a batch call still extending the message
 	}
-	x.cancelHandler(context.Canceled)
+	x.running.cancelHandler(context.Canceled)
 	return StateFinishing
 }
 
@@ -639,7 +666,7 @@ wait:
 // with no earlier expiry left in its channel, and returns it.
 func (x *execution) armTimer(t clockwork.Timer, d time.Duration) clockwork.Timer {
 	if t == nil {
-		if pooled, ok := x.timers.Get().(clockwork.Timer); ok {
+		if pooled, ok := x.running.timers.Get().(clockwork.Timer); ok {
 			t = pooled
 		} else {
 			return x.cfg.Clock.NewTimer(d)
@@ -654,7 +681,7 @@ func (x *execution) armTimer(t clockwork.Timer, d time.Duration) clockwork.Timer
 // uses it, and that has ended.
 func (x *execution) releaseTimer(t clockwork.Timer) {
 	stopTimer(t)
-	x.timers.Put(t)
+	x.running.timers.Put(t)
 }
 
 // stopTimer stops t and drops an expiry left unread in its channel (a fake
@@ -670,15 +697,19 @@ func stopTimer(t clockwork.Timer) {
 
 // runFinishing records the outcome (seed: WorkerFinishedProcessing).
 func (x *execution) runFinishing(ctx context.Context) State {
-	res, cause := x.res, x.cause
-	elapsed := x.handlerTime
+	var res handlerResult // (zero for a handler abandoned at the deadline)
+	if x.running.finished {
+		res = x.running.handlerResult
+	}
+	cause := x.running.cause
+	elapsed := x.running.handlerTime
 	x.log.timed, x.log.durationMS = true, elapsed.Milliseconds()
 	switch {
 	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
 		x.log.warn("lease lost; the result of this attempt is discarded")
 		x.observe(OutcomeLeaseLost, elapsed)
 		return x.lost(ctx, cause)
-	case x.finished && res.err == nil:
+	case x.running.finished && res.err == nil:
 		return x.finish(ctx, res.result, elapsed)
 	case errors.Is(cause, ErrCancelRequested):
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
@@ -696,10 +727,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	)
 	switch {
 	case errors.As(err, &children):
-		x.flow.handoff = children
+		x.flow.children = children
 		return StateSpawning
 	case errors.As(err, &callback):
-		x.flow.handoff = callback
+		x.flow.callback = callback
 		return StateAwaitingCallback
 	}
 	steer, delay := SteerOf(err)
@@ -723,7 +754,7 @@ func (x *execution) runFinishing(ctx context.Context) State {
 // someone else's (as opposed to merely unconfirmed).
 func (x *execution) leaseGone() bool {
 	var lost *lostError
-	return errors.As(context.Cause(x.handlerCtx), &lost) && lost.definite
+	return errors.As(context.Cause(x.running.handlerCtx), &lost) && lost.definite
 }
 
 func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Duration) State {
@@ -824,7 +855,7 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		r.DispatchAt = r.RunAt
 	}
 	st := x.release(ctx, r, outcome)
-	if !x.result.Ack || wait > MaxSQSDelay || x.replaced || x.task.Status.Terminal() {
+	if !x.result.Ack || wait > MaxSQSDelay || x.fate.replaced || x.task.Status.Terminal() {
 		// (A token sent at the claim already stands for the task; arriving
 		// early, it is sent again with the time still to wait.)
 		return st
@@ -855,7 +886,7 @@ func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcom
 			task, outcome = ended, OutcomeCancelled
 		}
 	}
-	x.record(task, outcome, x.handlerTime)
+	x.record(task, outcome, x.running.handlerTime)
 	x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
 	return x.ended(true, "")
 }
@@ -865,7 +896,7 @@ func (x *execution) failClaimed(ctx context.Context, reason string) State {
 	x.log.warn("task rejected", "reason", reason)
 	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
 	x.result.Reason = reason
-	x.failReason = reason
+	x.fate.failReason = reason
 	return st
 }
 
@@ -1015,7 +1046,7 @@ func (x *execution) keep(ctx context.Context, d time.Duration, reason string) St
 // acknowledges this message once it is sent. Without a body to send, or
 // when the send fails, the message is left unacknowledged.
 func (x *execution) replace(ctx context.Context, d time.Duration, reason string) State {
-	if x.replaced {
+	if x.fate.replaced {
 		return x.exit(true, reason)
 	}
 	body := x.replacementBody()
@@ -1025,7 +1056,7 @@ func (x *execution) replace(ctx context.Context, d time.Duration, reason string)
 	if err := x.send(ctx, body, min(d, MaxSQSDelay)); err != nil {
 		return x.exit(false, reason)
 	}
-	x.replaced = true
+	x.fate.replaced = true
 	x.log.info("token replaced by a fresh one", "delay", d, "receive_count", x.msg.ReceiveCount, "reason", reason)
 	// Delete this message now rather than with the batch's answer: an
 	// invocation that dies before answering would otherwise bring it back
@@ -1054,21 +1085,21 @@ func (x *execution) msgQueueURL() string {
 // its task id made explicit ("" when that cannot be rebuilt).
 func (x *execution) replacementBody() string {
 	switch {
-	case len(x.tok.After) > 0 && x.task.Status == lease.StatusWaiting:
+	case len(x.in.tok.After) > 0 && x.task.Status == lease.StatusWaiting:
 		// A dependent whose registrations on its dependencies may be
 		// unfinished: only its own token redoes them (createWaiting). A
 		// reference would find it WAITING and acknowledge it.
 		return x.msg.Body
 	case x.task.ID != "":
 		return token.Ref(x.task.ID)
-	case !x.tok.Inline():
+	case !x.in.tok.Inline():
 		return x.msg.Body
-	case x.tokenErr != nil:
+	case x.in.tokenErr != nil:
 		return ""
-	case x.tok.ID != "":
+	case x.in.tok.ID != "":
 		return x.msg.Body
 	}
-	tok := x.tok
+	tok := x.in.tok
 	tok.ID = x.msg.ID
 	body, err := tok.Encode()
 	if err != nil {
@@ -1167,8 +1198,8 @@ func (x *execution) observe(o Outcome, d time.Duration) {
 		return
 	}
 	e := Ended{Task: x.task, Outcome: o, HandlerTime: d}
-	if x.hasClaim {
-		e.Claim = &x.claimInfo
+	if x.claimed.hasClaim {
+		e.Claim = &x.claimed.claimInfo
 	}
 	x.cfg.Observer.Ended(e)
 }

@@ -54,8 +54,8 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	hex.Encode(nonceHex[:], nonce[:])
 	x := &execution{
 		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
-		ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:]),
-		vis:       vis, timers: &e.timers, pre: pre,
+		claimed: claimRecord{ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:])},
+		running: runRecord{vis: vis, timers: &e.timers}, in: intake{pre: pre},
 	}
 	return x.run(ctx)
 }

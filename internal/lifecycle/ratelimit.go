@@ -108,7 +108,7 @@ func (x *execution) heldByWindow() (State, bool) {
 // back too (for one window): the limit errs on the side of fewer starts.
 func (x *execution) holdForRate(ctx context.Context) (State, bool) {
 	limit, queue, key, ok := x.rateLimit()
-	if !ok || x.resumed {
+	if !ok || x.claimed.resumed {
 		return 0, false
 	}
 	now := x.cfg.Clock.Now()
@@ -193,7 +193,7 @@ func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 		}
 	}
 	if err == nil && got {
-		x.slotHolder = holder
+		x.claimed.slotHolder = holder
 		return 0, false
 	}
 	wait := min(time.Second<<min(x.task.Snoozes, 9), maxSlotHold)
@@ -216,13 +216,13 @@ func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 // releaseSlot gives back the concurrency slot this execution took, if
 // any. A release that fails leaves the slot to expire at its time.
 func (x *execution) releaseSlot() {
-	if x.slotHolder == "" {
+	if x.claimed.slotHolder == "" {
 		return
 	}
 	cctx, cancel := x.call()
 	defer cancel()
-	if err := x.cfg.caps.slots.ReleaseSlot(cctx, x.task.Kind, x.slotHolder); err != nil {
+	if err := x.cfg.caps.slots.ReleaseSlot(cctx, x.task.Kind, x.claimed.slotHolder); err != nil {
 		x.log.warn("could not give back a concurrency slot; it frees itself at its time", "error", err)
 	}
-	x.slotHolder = ""
+	x.claimed.slotHolder = ""
 }

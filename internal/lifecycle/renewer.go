@@ -80,11 +80,11 @@ func (x *execution) trusted(ctx context.Context) error {
 	if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
 		return cause
 	}
-	if x.cfg.Clock.Now().UnixNano() < x.renewer.trusted.Load() {
+	if x.cfg.Clock.Now().UnixNano() < x.running.renewer.trusted.Load() {
 		return nil
 	}
 	err := &lostError{err: errPausedPastLease}
-	x.cancelHandler(err)
+	x.running.cancelHandler(err)
 	return err
 }
 
@@ -108,7 +108,7 @@ func (r *renewer) run(ctx context.Context) {
 		}
 		now := cfg.Clock.Now()
 		if !now.Before(r.trustUntil) {
-			r.x.cancelHandler(&lostError{err: errors.New("renewals kept failing")})
+			r.x.running.cancelHandler(&lostError{err: errors.New("renewals kept failing")})
 			r.x.log.warn("lease expired locally before a renewal landed; handler cancelled")
 			return
 		}
@@ -118,7 +118,7 @@ func (r *renewer) run(ctx context.Context) {
 		case err == nil:
 			next = r.trustUntil.Add(-cfg.RenewBefore)
 		case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
-			r.x.cancelHandler(&lostError{definite: true, err: err})
+			r.x.running.cancelHandler(&lostError{definite: true, err: err})
 			r.x.log.warn("lease lost; handler cancelled", "error", err)
 			return
 		case ctx.Err() != nil:
@@ -154,16 +154,16 @@ func (r *renewer) renew(ctx context.Context, sent time.Time) error {
 	}
 	r.trust(sent.Add(cfg.LeaseDuration))
 	r.lease.Until = task.LeaseUntil
-	if task.CancelRequested && r.x.handlerCtx.Err() == nil { // once: cancelled, it stays so
+	if task.CancelRequested && r.x.running.handlerCtx.Err() == nil { // once: cancelled, it stays so
 		r.x.log.info("cancellation requested; handler cancelled")
-		r.x.cancelHandler(ErrCancelRequested)
+		r.x.running.cancelHandler(ErrCancelRequested)
 	}
-	if r.x.replaced {
+	if r.x.fate.replaced {
 		return nil // the message is gone; a fresh token stands for the task
 	}
 	var verr error
-	if r.x.vis != nil {
-		verr = r.x.vis.extend(ctx, r.x)
+	if r.x.running.vis != nil {
+		verr = r.x.running.vis.extend(ctx, r.x)
 	} else {
 		vctx, vcancel := context.WithTimeout(ctx, cfg.CallTimeout)
 		_, verr = cfg.SQS.ChangeMessageVisibility(vctx, &sqs.ChangeMessageVisibilityInput{

@@ -43,14 +43,14 @@ func (x *execution) startAttempt() {
 	if x.cfg.Tracer == nil {
 		return
 	}
-	parent := tracing.Extract(x.detached, x.tok.TraceParent, x.tok.TraceState)
+	parent := tracing.Extract(x.detached, x.in.tok.TraceParent, x.in.tok.TraceState)
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String(tracing.AttrMessageID, x.msg.ID))}
 	if l, ok := tracing.XRayLink(x.msg.TraceHeader); ok {
 		opts = append(opts, trace.WithLinks(l))
 	}
 	name := "leasehold.attempt"
-	if x.tok.IsCallback() {
+	if x.in.tok.IsCallback() {
 		name = "leasehold.callback"
 	}
 	ctx, span := x.cfg.Tracer.Start(parent, name, opts...)
@@ -107,8 +107,8 @@ func (x *execution) outcomeReason() string {
 	if x.result.Reason != "" {
 		return x.result.Reason
 	}
-	if x.res.err != nil {
-		return x.res.err.Error()
+	if x.running.finished && x.running.handlerResult.err != nil {
+		return x.running.handlerResult.err.Error()
 	}
 	return string(x.result.Outcome)
 }

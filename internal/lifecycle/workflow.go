@@ -30,16 +30,20 @@ const OutcomeSuspended Outcome = "suspended"
 const MissingDependencyGrace = 5 * time.Minute
 
 // flowState is an execution's workflow state: the handler context's view,
-// and what one workflow state hands the next (docs/states.md).
+// and what one workflow state hands the next (docs/states.md), each in a
+// field of its own type, set by the state that moves on and read by the
+// state it moves to.
 type flowState struct {
 	ctx durable.Workflow
-	// handoff is what the state moved to needs, one at a time (one field,
-	// not four: the execution record stays in a smaller size class):
-	//   - StateAwaitingDependencies: the *lease.NewTask it creates;
-	//   - StateSpawning: the handler's *durable.AwaitChildrenError;
-	//   - StateAwaitingCallback: the handler's *durable.AwaitCallbackError;
-	//   - StateAwaitingChildren: the *lease.Wait it suspends the task for.
-	handoff any
+	// children is the handler's await of children, from StateFinishing to
+	// StateSpawning.
+	children *durable.AwaitChildrenError
+	// callback is the handler's await of a callback, from StateFinishing to
+	// StateAwaitingCallback.
+	callback *durable.AwaitCallbackError
+	// wait is what the task is suspended for once the children's tokens
+	// are sent, from StateSpawning to StateAwaitingChildren.
+	wait *lease.Wait
 }
 
 // Checkpoint records a step of the running handler under this attempt's
@@ -121,7 +125,7 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 
 // runSpawning sends the tokens of the children the handler asked for.
 func (x *execution) runSpawning(ctx context.Context) State {
-	ac := x.flow.handoff.(*durable.AwaitChildrenError)
+	ac := x.flow.children
 	x.awaitSpan("children", len(ac.Children))
 	return x.spawn(ctx, ac)
 }
@@ -129,14 +133,14 @@ func (x *execution) runSpawning(ctx context.Context) State {
 // runAwaitingChildren suspends the task until its children, whose tokens
 // are sent, end.
 func (x *execution) runAwaitingChildren(ctx context.Context) State {
-	return x.suspend(ctx, *x.flow.handoff.(*lease.Wait))
+	return x.suspend(ctx, *x.flow.wait)
 }
 
 // runAwaitingCallback arms the timeout of the callback the handler awaits,
 // then suspends the task for it.
 func (x *execution) runAwaitingCallback(ctx context.Context) State {
 	x.awaitSpan("callback", 0)
-	return x.awaitCallback(ctx, x.flow.handoff.(*durable.AwaitCallbackError))
+	return x.awaitCallback(ctx, x.flow.callback)
 }
 
 // spawn sends the children's tokens; the task is then suspended until they
@@ -206,7 +210,7 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 		}
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
-	x.flow.handoff = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
+	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
 	return StateAwaitingChildren
 }
 
@@ -303,7 +307,7 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 		// wait at once, its children first.
 		return x.endWaiting(ctx, task, lease.StatusCancelled, CancelledOnRequest)
 	}
-	x.record(task, OutcomeSuspended, x.handlerTime)
+	x.record(task, OutcomeSuspended, x.running.handlerTime)
 	x.log.info("task suspended", "wait", string(w.Mode), "children", len(w.For))
 	if lease.Complete(task) {
 		// Every child ended before the suspension landed.
@@ -421,7 +425,7 @@ func (x *execution) runNotifying(ctx context.Context) State {
 	if err != nil {
 		x.log.warn("could not notify the tasks waiting for this one or start its chain's next link; the message comes back to retry", "error", err)
 		x.result.Ack = false
-		x.result.Reason = cmp.Or(x.failReason, err.Error())
+		x.result.Reason = cmp.Or(x.fate.failReason, err.Error())
 	}
 	return StateExited
 }
@@ -482,7 +486,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 		cancel()
 		switch {
 		case err == nil:
-			x.task, x.resumed = task, true
+			x.task, x.claimed.resumed = task, true
 			return StateClaimed
 		case errors.Is(err, lease.ErrNotWaiting):
 			// Another token's worker resumed it first, or it left WAITING
@@ -563,7 +567,7 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 // runAwaitingDependencies creates the inline token's task, which has
 // dependencies, WAITING for them.
 func (x *execution) runAwaitingDependencies(ctx context.Context) State {
-	return x.createWaiting(ctx, *x.flow.handoff.(*lease.NewTask))
+	return x.createWaiting(ctx, *x.in.dependent)
 }
 
 // createWaiting creates a task with dependencies (WAITING) from its token,
@@ -584,7 +588,7 @@ func (x *execution) createWaiting(ctx context.Context, nt lease.NewTask) State {
 		}
 	}
 	if errors.Is(err, lease.ErrNotFound) {
-		nt.WaitUntil = x.cfg.Clock.Now().Add(cmp.Or(x.tok.WaitTimeout, x.cfg.WaitTimeout))
+		nt.WaitUntil = x.cfg.Clock.Now().Add(cmp.Or(x.in.tok.WaitTimeout, x.cfg.WaitTimeout))
 		cctx, cancel := x.call()
 		task, err = x.cfg.Store.Create(cctx, nt)
 		cancel()
@@ -710,7 +714,7 @@ func (x *execution) dependencyDeadline(ctx context.Context, t lease.Task) State 
 // runCallback applies a callback message: it ends the waiting attempt its
 // token names, exactly once.
 func (x *execution) runCallback(ctx context.Context) State {
-	cb, err := token.ParseCallback(x.tok.Callback)
+	cb, err := token.ParseCallback(x.in.tok.Callback)
 	if err != nil {
 		return x.reject(ctx, err.Error())
 	}
@@ -721,9 +725,9 @@ func (x *execution) runCallback(ctx context.Context) State {
 		// by task, answers a wait without the secret).
 		return x.reject(ctx, "callback token carries the stored hash of the callback's secret, not the secret: it answers nothing (an operator answers by task: leasehold complete --task)")
 	}
-	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.tok.Result}
-	if x.tok.HasError {
-		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.tok.Error
+	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.in.tok.Result}
+	if x.in.tok.HasError {
+		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.in.tok.Error
 	}
 	if e.Status == lease.StatusSucceeded {
 		if err := checkResult(e.Result); err != nil {
