@@ -1,0 +1,252 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/durable"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// StateFinishing: the handler's outcome is written under the lease.
+
+// runFinishing records the outcome (seed: WorkerFinishedProcessing).
+func (x *execution) runFinishing(ctx context.Context) State {
+	var res handlerResult // (zero for a handler abandoned at the deadline)
+	if x.running.finished {
+		res = x.running.handlerResult
+	}
+	cause := x.running.cause
+	elapsed := x.running.handlerTime
+	x.log.timed, x.log.durationMS = true, elapsed.Milliseconds()
+	switch {
+	case errors.Is(cause, ErrLeaseLost) && x.leaseGone():
+		x.log.warn("lease lost; the result of this attempt is discarded")
+		x.observe(OutcomeLeaseLost, elapsed)
+		return x.lost(ctx, cause)
+	case x.running.finished && res.err == nil:
+		return x.finish(ctx, res.result, elapsed)
+	case errors.Is(cause, ErrCancelRequested):
+		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
+	case errors.Is(cause, ErrDeadline):
+		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
+	case res.err == errNotStarted:
+		// Nothing ran. The release is fenced: if another worker holds the
+		// task now, it fails and the lost lease is handled as any other.
+		return x.retryOrFail(ctx, errNotStarted.Error(), 0, OutcomeReleased)
+	}
+	err := res.err
+	var (
+		children *durable.AwaitChildrenError
+		callback *durable.AwaitCallbackError
+	)
+	switch {
+	case errors.As(err, &children):
+		x.flow.children = children
+		return StateSpawning
+	case errors.As(err, &callback):
+		x.flow.callback = callback
+		return StateAwaitingCallback
+	}
+	steer, delay := SteerOf(err)
+	switch steer {
+	case SteerSnooze:
+		runAt := x.cfg.Clock.Now().Add(delay)
+		return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: err.Error(), RefundAttempt: true}, OutcomeSnoozed)
+	case SteerCancel:
+		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: err.Error()}, OutcomeCancelled)
+	case SteerFail:
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: err.Error()}, OutcomeFailed)
+	}
+	var panicked *PanicError
+	if errors.As(err, &panicked) {
+		x.log.error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
+	}
+	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+}
+
+func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Duration) State {
+	// A result the store cannot keep will never be kept: fail the task now
+	// with the reason instead of re-running the handler until its lease
+	// runs out.
+	if err := checkResult(result); err != nil {
+		return x.failClaimed(ctx, err.Error())
+	}
+	task, err := x.leaseWrite(lease.StatusSucceeded, "finish response lost; the retried write met this execution's own result",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) {
+			return x.cfg.Store.Finish(ctx, l, result)
+		})
+	switch {
+	case err == nil:
+		x.record(task, OutcomeSucceeded, elapsed)
+		// DEBUG: a success is the common case, and its metrics line
+		// (Observer) already names the task, attempt and outcome.
+		x.log.debug("task succeeded")
+		return x.ended(true, "")
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrNotFound):
+		x.log.warn("finished, but the lease was lost; another worker took over", "error", err)
+		x.observe(OutcomeLeaseLost, elapsed)
+		return x.lost(ctx, err)
+	case errors.Is(err, lease.ErrInvalid):
+		return x.failClaimed(ctx, err.Error())
+	default:
+		// The result could not be stored. Keep the token: the task will be
+		// taken over once the lease expires.
+		x.log.error("could not record result", "error", err)
+		return x.keep(ctx, 0, err.Error())
+	}
+}
+
+// checkResult is the store's check of a result plus JSON validity: a result
+// is a JSON document (empty means none).
+func checkResult(result []byte) error {
+	if err := lease.CheckResult(result); err != nil {
+		return fmt.Errorf("result cannot be stored: %w", err)
+	}
+	if len(result) > 0 {
+		if p := lease.JSONProblem(result); p != "" {
+			if p != lease.TooDeep {
+				p = "is not a JSON document"
+			}
+			return fmt.Errorf("result cannot be stored: %w: result %s", lease.ErrInvalid, p)
+		}
+	}
+	return nil
+}
+
+// leaseWrite makes write, a write of status under the task's lease, within
+// one call's time. A write whose response was lost, met by the SDK's retry
+// (ownWriteLanded), has landed: leaseWrite returns the item the retry saw
+// and no error, and logs landed, if it is not empty.
+func (x *execution) leaseWrite(status lease.Status, landed string, write func(ctx context.Context, l lease.Lease) (lease.Task, error)) (lease.Task, error) {
+	cctx, cancel := x.call()
+	defer cancel()
+	cctx, span := x.startSpan(cctx, "leasehold.finish")
+	if span != nil {
+		span.SetAttributes(attribute.String(tracing.AttrStatus, string(status)))
+	}
+	l := x.task.LeaseOf()
+	task, err := write(cctx, l)
+	endSpan(span, err)
+	if obs, ok := ownWriteLanded(err, l, status); ok {
+		if landed != "" {
+			x.log.info(landed)
+		}
+		return obs, nil
+	}
+	return task, err
+}
+
+// ownWriteLanded reports whether err, from a write of status under l, says
+// the lease was lost only because the write had already landed: the SDK's
+// retry met this execution's own write. It returns the item the failed write
+// saw.
+func ownWriteLanded(err error, l lease.Lease, status lease.Status) (lease.Task, bool) {
+	if err == nil || !errors.Is(err, lease.ErrLeaseLost) {
+		return lease.Task{}, false // (and no allocation for a nil error)
+	}
+	obs, ok := lease.Observed(err)
+	return obs, ok && lease.Landed(l, status, obs)
+}
+
+// leaseWriteFailed answers a write under the lease that failed with err:
+// a lease that is gone (lost, after logging gone), or any other failure,
+// which keeps the message (after logging failed).
+func (x *execution) leaseWriteFailed(ctx context.Context, err error, gone, failed string) State {
+	if errors.Is(err, lease.ErrLeaseLost) || errors.Is(err, lease.ErrNotFound) {
+		x.log.warn(gone, "error", err)
+		return x.lost(ctx, err)
+	}
+	x.log.error(failed, "error", err)
+	return x.keep(ctx, 0, err.Error())
+}
+
+// retryOrFail schedules another attempt after delay, or fails the task when
+// it has no attempts left.
+func (x *execution) retryOrFail(ctx context.Context, msg string, delay time.Duration, outcome Outcome) State {
+	if x.task.Attempt >= x.task.MaxAttempts {
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
+	}
+	runAt := x.cfg.Clock.Now().Add(delay)
+	return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: msg}, outcome)
+}
+
+// reschedule releases the task to PENDING and arranges its next dispatch: a
+// fresh delayed token when SQS can hold the wait, else the sweeper. Sending a
+// fresh token keeps retries from burning the queue's maxReceiveCount.
+func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Outcome) State {
+	wait := x.cfg.Clock.Until(r.RunAt)
+	if wait > MaxSQSDelay {
+		r.DispatchAt = r.RunAt
+	}
+	st := x.release(ctx, r, outcome)
+	if !x.result.Ack || wait > MaxSQSDelay || x.fate.replaced || x.task.Status.Terminal() {
+		// (A token sent at the claim already stands for the task; arriving
+		// early, it is sent again with the time still to wait.)
+		return st
+	}
+	if err := x.send(ctx, token.Ref(x.task.ID), wait); err != nil {
+		if errors.Is(err, queues.ErrNotFound) {
+			// The task's queue is gone. The task is PENDING in the sweep
+			// index, which dispatches it once the queue exists again;
+			// this message is done with.
+			return x.exit(true, err.Error())
+		}
+		// The task is safe in the table; let this message come back and
+		// redo the dispatch, with the sweeper as the last resort.
+		return x.exit(false, err.Error())
+	}
+	return st
+}
+
+// release gives the lease up as r says.
+func (x *execution) release(ctx context.Context, r lease.Release, outcome Outcome) State {
+	task, err := x.leaseWrite(r.Status, "release response lost; the retried write met this execution's own release",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) { return x.cfg.Store.Release(ctx, l, r) })
+	if err != nil {
+		return x.leaseWriteFailed(ctx, err, "could not release: lease already lost", "could not release lease")
+	}
+	if task.Status == lease.StatusPending && task.CancelRequested {
+		if ended, ok := x.cancelFlagged(task); ok {
+			task, outcome = ended, OutcomeCancelled
+		}
+	}
+	x.record(task, outcome, x.running.handlerTime)
+	x.log.info("task released", "outcome", string(outcome), "status", string(task.Status), "error", r.Error)
+	return x.ended(true, "")
+}
+
+// failClaimed fails a task this execution holds without running it.
+func (x *execution) failClaimed(ctx context.Context, reason string) State {
+	x.log.warn("task rejected", "reason", reason)
+	st := x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: reason}, OutcomeFailed)
+	x.result.Reason = reason
+	x.fate.failReason = reason
+	return st
+}
+
+// record takes task, as the write that settled this message left it, and
+// outcome, how the message ended, and reports them to the Observer (d: how
+// long the handler ran).
+func (x *execution) record(task lease.Task, outcome Outcome, d time.Duration) {
+	x.task = task
+	x.result.Outcome = outcome
+	x.observe(outcome, d)
+}
+
+func (x *execution) observe(o Outcome, d time.Duration) {
+	if x.cfg.Observer == nil {
+		return
+	}
+	e := Ended{Task: x.task, Outcome: o, HandlerTime: d}
+	if x.claimed.hasClaim {
+		e.Claim = &x.claimed.claimInfo
+	}
+	x.cfg.Observer.Ended(e)
+}

@@ -1,0 +1,213 @@
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/leasehold/leasehold/internal/durable"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// StateSpawning, StateAwaitingChildren and StateAwaitingCallback: a handler
+// that awaits children or a callback has its task suspended WAITING.
+
+// runSpawning sends the tokens of the children the handler asked for.
+func (x *execution) runSpawning(ctx context.Context) State {
+	ac := x.flow.children
+	x.awaitSpan("children", len(ac.Children))
+	return x.spawn(ctx, ac)
+}
+
+// spawn sends the children's tokens; the task is then suspended until they
+// end (StateAwaitingChildren).
+func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) State {
+	switch {
+	case len(ac.Children) == 0 || len(ac.Children) > lease.MaxChildren:
+		return x.failClaimed(ctx, fmt.Sprintf("await children: %d children, want 1..%d", len(ac.Children), lease.MaxChildren))
+	case ac.IDs == nil && x.task.Wait == lease.WaitChildren && len(x.task.WaitFor) > 0:
+		return x.failClaimed(ctx, "await children: this task has awaited its children already; AwaitChildren is once per task (workflow.All awaits by name, any number of times)")
+	case ac.IDs != nil && len(ac.IDs) != len(ac.Children):
+		return x.failClaimed(ctx, fmt.Sprintf("await children: %d ids for %d children", len(ac.IDs), len(ac.Children)))
+	case ac.Timeout < 0 || ac.Timeout > MaxWaitTimeout:
+		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
+	}
+	ids := make([]string, len(ac.Children))
+	bodies := make([]string, len(ac.Children))
+	for i, c := range ac.Children {
+		ids[i] = durable.ChildID(x.task.ID, i)
+		if ac.IDs != nil {
+			ids[i] = ac.IDs[i]
+		}
+		if err := lease.CheckID(ids[i]); err != nil {
+			return x.failClaimed(ctx, fmt.Sprintf("await children: child id: %v", err))
+		}
+		maxAttempts := c.MaxAttempts
+		if maxAttempts == 0 {
+			maxAttempts = x.cfg.DefaultMaxAttempts
+		}
+		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: c.Payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID}.Encode()
+		if err != nil {
+			return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, err))
+		}
+		bodies[i] = body
+	}
+	// The children's tokens go first: once the parent waits, nothing but
+	// their ends wakes it. A crash between the sends and the suspension
+	// leaves the parent RUNNING, taken over when its lease expires; its
+	// handler then spawns the same children again, which exist already.
+	byQueue := map[string][]string{}
+	var order []string
+	for i, body := range bodies {
+		queue := cmp.Or(ac.Children[i].Queue, x.task.Queue)
+		if _, ok := byQueue[queue]; !ok {
+			order = append(order, queue)
+		}
+		byQueue[queue] = append(byQueue[queue], body)
+	}
+	for _, queue := range order {
+		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
+			reason := "await children: could not send the children's tokens: " + err.Error()
+			delay := x.cfg.Backoff(x.task.Attempt)
+			if x.task.Attempt >= x.task.MaxAttempts {
+				// The parent fails next, once each child has a placeholder.
+				// Until then it may not end: its attempt is handed back,
+				// and the next one spawns again (and, failing again, cancels
+				// again).
+				if err := x.cancelUnspawned(ctx, ids, reason); err != nil {
+					x.log.warn("could not cancel the children of a failing parent; its attempt is handed back to try again", "error", err)
+					return x.reschedule(ctx, lease.Release{
+						Status: lease.StatusPending, RunAt: x.cfg.Clock.Now().Add(delay), RefundAttempt: true,
+						Error: reason + "; the parent cannot fail before its children are cancelled: " + err.Error(),
+					}, OutcomeRetried)
+				}
+			}
+			return x.retryOrFail(ctx, reason, delay, OutcomeRetried)
+		}
+	}
+	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
+	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
+	return StateAwaitingChildren
+}
+
+// maxBatchBytes bounds the bodies of one SendMessageBatch call, under SQS's
+// 256 KiB for a whole batch.
+const maxBatchBytes = 240 << 10
+
+// sendBatch puts bodies on the queue named queue, up to ten per
+// SendMessageBatch call. Any entry that fails fails the whole send (a
+// retry sends them all again: the children's ids make that harmless).
+func (x *execution) sendBatch(ctx context.Context, queue string, bodies []string) error {
+	rctx, cancel := x.call()
+	url, err := x.cfg.Queues.URL(rctx, queue)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for start := 0; start < len(bodies); {
+		// Up to ten entries and maxBatchBytes per call (SQS refuses a
+		// batch over 256 KiB in all).
+		end, size := start, 0
+		for end < len(bodies) && end-start < 10 && (end == start || size+len(bodies[end]) <= maxBatchBytes) {
+			size += len(bodies[end])
+			end++
+		}
+		chunk := bodies[start:end]
+		start = end
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, b := range chunk {
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
+		}
+		cctx, cancel := x.call()
+		out, err := x.cfg.SQS.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		cancel()
+		switch {
+		case err != nil:
+			return err
+		case len(out.Failed) > 0:
+			return fmt.Errorf("%d of %d tokens refused: %s", len(out.Failed), len(chunk), aws.ToString(out.Failed[0].Message))
+		case len(out.Successful) != len(chunk):
+			return fmt.Errorf("%d of %d tokens confirmed", len(out.Successful), len(chunk))
+		}
+	}
+	return nil
+}
+
+// runAwaitingChildren suspends the task until its children, whose tokens
+// are sent, end.
+func (x *execution) runAwaitingChildren(ctx context.Context) State {
+	return x.suspend(ctx, *x.flow.wait)
+}
+
+// suspend parks the held task WAITING for w.
+func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
+	task, err := x.leaseWrite(lease.StatusWaiting, "",
+		func(ctx context.Context, l lease.Lease) (lease.Task, error) { return x.cfg.Store.Suspend(ctx, l, w) })
+	if err != nil {
+		return x.leaseWriteFailed(ctx, err, "could not suspend: lease already lost", "could not suspend the task")
+	}
+	if task.CancelRequested {
+		// Cancelled while its attempt ran, after the last renewal: end the
+		// wait at once, its children first.
+		return x.endWaiting(ctx, task, lease.StatusCancelled, CancelledOnRequest)
+	}
+	x.record(task, OutcomeSuspended, x.running.handlerTime)
+	x.log.info("task suspended", "wait", string(w.Mode), "children", len(w.For))
+	if lease.Complete(task) {
+		// Every child ended before the suspension landed.
+		if err := x.wake(ctx, task); err != nil {
+			return x.exit(false, err.Error())
+		}
+	}
+	return x.exit(true, "")
+}
+
+// runAwaitingCallback arms the timeout of the callback the handler awaits,
+// then suspends the task for it.
+func (x *execution) runAwaitingCallback(ctx context.Context) State {
+	x.awaitSpan("callback", 0)
+	return x.awaitCallback(ctx, x.flow.callback)
+}
+
+// awaitCallback arms the timeout, then suspends the task for the callback.
+func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallbackError) State {
+	nonce := x.flow.ctx.CallbackNonce()
+	switch {
+	case nonce == "":
+		return x.failClaimed(ctx, "await callback: the handler never took its callback token (CallbackToken), so nothing could complete the task")
+	case ac.Timeout <= 0 || ac.Timeout > durable.MaxCallbackTimeout:
+		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, durable.MaxCallbackTimeout))
+	}
+	until := x.cfg.Clock.Now().Add(ac.Timeout)
+	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step}
+	if err := w.Validate(); err != nil {
+		return x.failClaimed(ctx, "await callback: "+err.Error())
+	}
+	if ac.Step != "" {
+		// The answer becomes a step: there must be room for it.
+		steps := lease.Task{Steps: x.flow.ctx.Steps()}
+		used := lease.StepsBytes(steps)
+		if len(steps.Steps) >= lease.MaxSteps || used+lease.MaxCallbackAnswerBytes+32 > lease.MaxStepsBytes {
+			return x.failClaimed(ctx, fmt.Sprintf("await callback %q: no room left for its answer among the task's steps (%d steps, %d bytes; limits %d and %d)",
+				ac.Step, len(steps.Steps), used, lease.MaxSteps, lease.MaxStepsBytes))
+		}
+	}
+	if ac.Timeout > MaxSQSDelay {
+		// The sweep index holds the deadline (the suspension writes the
+		// entry): no message keeps the time.
+		return x.suspend(ctx, w)
+	}
+	// A timeout SQS can delay a message for: one token, sent first, so a
+	// crash after the suspension cannot leave the wait without an end. It
+	// carries the deadline: no sweep entry (two index writes saved).
+	if err := x.send(ctx, token.Ref(x.task.ID), ac.Timeout); err != nil {
+		return x.retryOrFail(ctx, fmt.Sprintf("await callback: could not arm the timeout: %v", err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+	}
+	w.Carried = true
+	return x.suspend(ctx, w)
+}
