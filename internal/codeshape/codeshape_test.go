@@ -211,3 +211,38 @@ func TestChildrenGetChildEnv(t *testing.T) {
 		})
 	}
 }
+
+// maxExecutorFileLines bounds each non-test file of the executor and of
+// its handler-side workflow API (issue 34): a state's code stays in a file
+// a reader can hold, and a new state gets a file of its own.
+const maxExecutorFileLines = 600
+
+// TestExecutorFilesSmall: no non-test file of internal/lifecycle or
+// internal/durable is over maxExecutorFileLines lines.
+func TestExecutorFilesSmall(t *testing.T) {
+	dir := root(t)
+	n := 0
+	for _, pkg := range []string{"internal/lifecycle", "internal/durable"} {
+		paths, err := filepath.Glob(filepath.Join(dir, pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if lines := strings.Count(string(b), "\n"); lines > maxExecutorFileLines {
+				rel, _ := filepath.Rel(dir, p)
+				t.Errorf("%s has %d lines, more than %d: split it by state", rel, lines, maxExecutorFileLines)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d executor files", n)
+	}
+}

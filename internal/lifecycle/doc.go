@@ -31,6 +31,22 @@
 // because its queue is paused (hidden for a hold that grows with its
 // receives, replaced near maxReceiveCount; no write to the task).
 //
+// # Files
+//
+// The states' code is in files named for them, and a message meets them in
+// this order: states.go (the machine and its loop, run), execution.go (the
+// record every state shares, and its sub-records, each owned by the states
+// that use it), claim.go (received: decode, route, claim), run.go (claimed
+// and running: the handler and the renewer, and durable.Attempt, what the
+// handler's durable calls ask of the executor), finish.go (finishing: the
+// outcome's write), spawn.go (spawning, awaiting_children,
+// awaiting_callback), notify.go (notifying). The branches have theirs:
+// callback.go, dependencies.go (awaiting_dependencies), resume.go and
+// waitend.go (resuming), cancel.go. What any state may end in is in
+// message.go (the message kept, replaced or dead-lettered); the flow
+// controls in ratelimit.go, slots.go and pause.go. The handler side of
+// workflows (StepOf and the rest) is package durable.
+//
 // # Timing rules
 //
 //   - The lease is renewed RenewBefore ahead of its expiry; LeaseDuration
