@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/tracing"
-	"go.opentelemetry.io/otel/attribute"
 )
 
 // StepOf runs fn as the step named name of the handler's task, once per

@@ -19,10 +19,11 @@ import (
 	"sync"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/token"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // Workflow is the handler context's view of its attempt's workflow state:

@@ -14,7 +14,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
-
 	"github.com/leasehold/leasehold/settings"
 )
 

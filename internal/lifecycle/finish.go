@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/internal/tracing"
-	"go.opentelemetry.io/otel/attribute"
 )
 
 // StateFinishing: the handler's outcome is written under the lease.

@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // StateClaimed and StateRunning: the handler and the renewer start, and the
