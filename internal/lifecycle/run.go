@@ -99,7 +99,7 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 		return nil, nil
 	}
 	if t.Wait == lease.WaitChildren {
-		// The children of a named await whose outcomes are recorded (AllOf)
+		// The children of a named await whose outcomes are recorded (durable.AllOf)
 		// are not read again.
 		rest, _ := strings.CutPrefix(t.WaitFor[0], t.ID+"/")
 		name, _, _ := strings.Cut(rest, "/")

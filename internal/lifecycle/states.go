@@ -36,10 +36,11 @@ const (
 	StateClaimed
 	// StateRunning: the handler and the renewer are running.
 	StateRunning
-	// StateStepping: the running handler is recording a step (StepOf's
-	// checkpoint write). A sub-state of StateRunning, entered and left by
-	// the handler's goroutine while the execution's loop waits in
-	// runRunning, so it has no function of its own (checkpoint).
+	// StateStepping: the running handler is recording a step
+	// (durable.StepOf's checkpoint write). A sub-state of StateRunning,
+	// entered and left by the handler's goroutine while the execution's
+	// loop waits in runRunning, so it has no function of its own
+	// (execution.Checkpoint).
 	StateStepping
 	// StateFinishing: the handler is done and the renewer joined; the
 	// outcome is being recorded.

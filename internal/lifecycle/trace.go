@@ -25,7 +25,7 @@ import (
 //	  leasehold.finish  the write that ends the attempt (any status)
 //
 // and, under the handler's span, leasehold.step for each step and
-// leasehold.await for each sleep and condition (StepOf, SleepOf, PollOf).
+// leasehold.await for each sleep and condition (durable.StepOf, SleepOf, PollOf).
 // Every token the execution sends carries the context of the span it is
 // sent under (tracedSQS); a dead-lettered body goes as it came. Without a
 // Tracer none of this runs: x.tr stays nil and no call allocates.
