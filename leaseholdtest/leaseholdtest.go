@@ -52,9 +52,9 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/wiring"
 )
 
 // Defaults of the fields of Task left zero.
@@ -114,7 +114,7 @@ func Run[P, R any](ctx context.Context, h leasehold.HandlerFunc[P, R], t Task[P]
 // is not registered is an error.
 func RunKind(ctx context.Context, handlers *leasehold.Handlers, t Task[json.RawMessage]) (result json.RawMessage, err error) {
 	t = withDefaults(t)
-	h, ok := handlerhook.Lookup(handlers, t.Kind)
+	h, ok := wiring.Lookup(handlers, t.Kind)
 	if !ok {
 		return nil, fmt.Errorf("leaseholdtest: no handler for kind %q", t.Kind)
 	}
