@@ -185,4 +185,30 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 	if !run.Parent().IsValid() {
 		t.Errorf("leasehold.run has no parent, want the attempt span")
 	}
+
+	// The Env's Client is traced too, and its token carries the trace to
+	// the worker: the enqueue and the run are one trace.
+	if _, err := env.Client().Enqueue(t.Context(), "traced", 2, leasehold.ID("t2")); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	var enqueue, run2 sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		for _, a := range s.Attributes() {
+			if string(a.Key) == "leasehold.task.id" && a.Value.Emit() == "t2" {
+				switch s.Name() {
+				case "leasehold.enqueue":
+					enqueue = s
+				case "leasehold.run":
+					run2 = s
+				}
+			}
+		}
+	}
+	if enqueue == nil || run2 == nil {
+		t.Fatalf("no leasehold.enqueue or leasehold.run span of t2 among %d spans", len(rec.Ended()))
+	}
+	if enqueue.SpanContext().TraceID() != run2.SpanContext().TraceID() {
+		t.Errorf("the client's enqueue (trace %s) and the run (trace %s) are not one trace", enqueue.SpanContext().TraceID(), run2.SpanContext().TraceID())
+	}
 }
