@@ -21,64 +21,20 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/internal/clienthook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/internal/tracing"
+	"github.com/leasehold/leasehold/internal/wiring"
 	"github.com/leasehold/leasehold/settings"
 )
 
 // ClientConfig configures a client: the resources it uses and how it
 // calls them. Zero fields take the defaults that package settings lists.
-type ClientConfig struct {
-	// AWS is the SDK configuration the DynamoDB and SQS clients are built
-	// from; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS point it at a
-	// local stack.
-	AWS aws.Config
-	// Table is the tasks table (required).
-	Table string
-	// QueueURL is the default work queue, as WorkerConfig.QueueURL: where
-	// the tokens of tasks that name no queue go. Enqueue and EnqueueMany
-	// need it (or QueueName); without either, Retry leaves the dispatch of
-	// the retried task to the sweeper. Get, List and Cancel do not use it.
-	QueueURL string
-	// QueueName, used when QueueURL is empty, is looked up with
-	// GetQueueUrl on first use.
-	QueueName string
-	// KindQueues names the queue of each kind that does not go to the
-	// default work queue (QueueURL or QueueName): the SQS queue name,
-	// resolved with GetQueueUrl on first use. The Queue option of one task
-	// overrides it.
-	KindQueues map[string]string
-	// MaxAttempts is the max attempts of a task enqueued without the
-	// MaxAttempts option, as WorkerConfig's is of an inline token that
-	// names none (0: settings.DefaultMaxAttempts, 5; at most 100).
-	MaxAttempts int
-	// CallTimeout bounds each call to DynamoDB or SQS (0:
-	// settings.DefaultClientCallTimeout, 10s).
-	CallTimeout time.Duration
-	// EnqueueConcurrency bounds the calls EnqueueMany makes at once (0:
-	// settings.DefaultEnqueueConcurrency, 10).
-	EnqueueConcurrency int
-	// Unlisted makes the tasks this client enqueues unlisted: no entry in
-	// the listing index (one write unit less each), so List and `leasehold
-	// list` do not show them. LEASEHOLD_LISTING=off sets it for the CLI.
-	Unlisted bool
-	// Endpoint, if set, receives every DynamoDB and SQS call, such as a
-	// local stack at http://127.0.0.1:4566, whatever AWS and the
-	// AWS_ENDPOINT_URL* variables say.
-	Endpoint string
-	// Clock replaces the client's time source (Delay, Wait); for tests.
-	Clock clockwork.Clock
-	// TracerProvider, if set, traces the client with OpenTelemetry: a
-	// producer span for each Enqueue and EnqueueMany and a span for each
-	// callback's answer (otelenv.Client adds the AWS calls); the tokens it
-	// sends carry the trace context of those spans, children of the
-	// caller's, so the worker's attempts join the caller's trace. Nil (the
-	// default) traces nothing. See docs/observability.md.
-	TracerProvider trace.TracerProvider
-}
+// It is defined in internal/wiring, where its fields are documented, so
+// that package leaseholdtest can build a Client on its in-memory store
+// with NewClient itself.
+type ClientConfig = wiring.ClientConfig
 
 type clientOptions struct {
 	callTimeout time.Duration
@@ -93,15 +49,7 @@ type clientOptions struct {
 
 // adminStore lists the lease store calls a client makes; both stores
 // satisfy it.
-type adminStore interface {
-	Create(ctx context.Context, t lease.NewTask) (lease.Task, error)
-	Get(ctx context.Context, id string) (lease.Task, error)
-	RequestCancel(ctx context.Context, id string) (lease.Task, error)
-	CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error)
-	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
-	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
-	EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
-}
+type adminStore = wiring.ClientStore
 
 // Client enqueues, inspects, cancels and retries tasks. It is safe for
 // concurrent use.
@@ -157,6 +105,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, fmt.Errorf("%w: queue of kind %q: %w", ErrConfig, kind, err)
 		}
 	}
+	if b, ok := wiring.ClientBackendOf(cfg); ok {
+		c := newClientOn(b.Store, b.SQS, cfg, o)
+		c.traceWith(cfg.TracerProvider)
+		return c, nil
+	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	ddb := dynamodb.NewFromConfig(cfg.AWS, func(d *dynamodb.Options) {
 		if o.endpoint != "" {
@@ -173,32 +126,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		CallTimeout: o.callTimeout,
 		Unlisted:    o.unlisted,
 	})
-	c := &Client{
-		store:      store,
-		sqs:        queue,
-		table:      cfg.Table,
-		queueURL:   cfg.QueueURL,
-		queueName:  cfg.QueueName,
-		opts:       o,
-		kindQueues: maps.Clone(cfg.KindQueues),
-		named:      queues.NewResolver(queue, "", o.callTimeout),
-		region:     cfg.AWS.Region,
-		endpoints: map[string]string{
-			"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
-			"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),
-		},
+	c := newClientOn(store, queue, cfg, o)
+	c.region = cfg.AWS.Region
+	c.endpoints = map[string]string{
+		"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
+		"SQS":      endpointOf(queue.Options().BaseEndpoint, "sqs", cfg.AWS.Region),
 	}
 	c.traceWith(cfg.TracerProvider)
 	return c, nil
 }
 
-// leaseholdtest builds clients on its in-memory store and queues
-// (internal/clienthook).
-func init() {
-	clienthook.New = func(store, q any, queueURL string, clock clockwork.Clock) any {
-		return &Client{store: store.(adminStore), sqs: q.(clientSQS), table: "leaseholdtest", queueURL: queueURL,
-			named: queues.NewResolver(q.(clientSQS), "", settings.DefaultClientCallTimeout),
-			opts:  clientOptions{callTimeout: settings.DefaultClientCallTimeout, maxAttempts: settings.DefaultMaxAttempts, clock: clock}}
+// newClientOn is NewClient's client on store and q, with cfg's queues and
+// the options o checked from it.
+func newClientOn(store adminStore, q clientSQS, cfg ClientConfig, o clientOptions) *Client {
+	return &Client{
+		store:      store,
+		sqs:        q,
+		table:      cfg.Table,
+		queueURL:   cfg.QueueURL,
+		queueName:  cfg.QueueName,
+		opts:       o,
+		kindQueues: maps.Clone(cfg.KindQueues),
+		named:      queues.NewResolver(q, "", o.callTimeout),
 	}
 }
 

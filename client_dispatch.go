@@ -12,14 +12,11 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/wiring"
 )
 
 // clientSQS lists the SQS calls a client makes, with the SDK's signatures.
-type clientSQS interface {
-	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
-	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-}
+type clientSQS = wiring.ClientSQS
 
 // workQueue returns the work queue's URL, looking it up by name on first
 // use. A failed lookup is not remembered.

@@ -4,16 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/durable"
-	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lifecycle"
-	"github.com/leasehold/leasehold/internal/tracing"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/leasehold/leasehold/internal/wiring"
 )
 
 // Task is what a handler sees of the task it runs.
@@ -50,14 +44,13 @@ func (t *Task[P]) IdempotencyKey() string { return fmt.Sprintf("%s/%d", t.ID, t.
 // they say; any other error is retried with backoff until max attempts.
 type HandlerFunc[P, R any] func(ctx context.Context, t *Task[P]) (R, error)
 
-// Handlers maps task kinds to handlers. Build one with NewHandlers and Handle.
-type Handlers struct {
-	mu    sync.RWMutex
-	kinds map[string]lifecycle.Handler
-}
+// Handlers maps task kinds to handlers. Build one with NewHandlers and
+// Handle. It is defined in internal/wiring, so that package leaseholdtest
+// runs a registered handler as the worker does.
+type Handlers = wiring.Handlers
 
 // NewHandlers returns an empty registry.
-func NewHandlers() *Handlers { return &Handlers{kinds: map[string]lifecycle.Handler{}} }
+func NewHandlers() *Handlers { return wiring.NewHandlers() }
 
 // Handle registers h for kind. Payloads are decoded from JSON into P, and
 // results encoded to JSON. It panics if kind is empty or taken, as a
@@ -69,12 +62,7 @@ func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
 	if h == nil {
 		panic("leasehold: nil handler for kind " + kind)
 	}
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if _, dup := hs.kinds[kind]; dup {
-		panic("leasehold: kind registered twice: " + kind)
-	}
-	hs.kinds[kind] = func(ctx context.Context, t lease.Task) ([]byte, error) {
+	adapted := func(ctx context.Context, t lease.Task) ([]byte, error) {
 		task := &Task[P]{
 			ID: t.ID, Kind: t.Kind, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
 			Fence: t.Fence, LeaseUntil: t.LeaseUntil, CreatedAt: t.CreatedAt,
@@ -100,24 +88,9 @@ func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
 		}
 		return out, nil
 	}
-}
-
-// Kinds lists the registered kinds.
-func (hs *Handlers) Kinds() []string {
-	hs.mu.RLock()
-	defer hs.mu.RUnlock()
-	out := make([]string, 0, len(hs.kinds))
-	for k := range hs.kinds {
-		out = append(out, k)
+	if !wiring.Register(hs, kind, adapted) {
+		panic("leasehold: kind registered twice: " + kind)
 	}
-	return out
-}
-
-func (hs *Handlers) lookup(kind string) (lifecycle.Handler, bool) {
-	hs.mu.RLock()
-	defer hs.mu.RUnlock()
-	h, ok := hs.kinds[kind]
-	return h, ok
 }
 
 // Middleware wraps every handler run of a worker (WorkerConfig.Middleware,
@@ -136,62 +109,8 @@ func (hs *Handlers) lookup(kind string) (lifecycle.Handler, bool) {
 //		slog.InfoContext(ctx, "run", "kind", r.Kind, "id", r.ID, "attempt", r.Attempt, "took", time.Since(start), "error", err)
 //		return err
 //	}
-type Middleware func(ctx context.Context, r HandlerRun, next func(context.Context) error) error
+type Middleware = wiring.Middleware
 
-// HandlerRun is one run of a handler, as a Middleware sees it.
-type HandlerRun struct {
-	Kind, ID             string
-	Attempt, MaxAttempts int
-	// Fence is the attempt's fencing token; LeaseUntil its lease's expiry
-	// when the run started.
-	Fence      int64
-	LeaseUntil time.Time
-}
-
-// tracingMiddleware is the Middleware WorkerConfig.TracerProvider installs,
-// outermost: it runs each handler under an OpenTelemetry span
-// "leasehold.run" from tp, a child of the attempt span, with the run's
-// kind, id, attempt and fence as attributes (never its payload), and an
-// error status when the run fails (a wait or a snooze is no failure). The
-// handler's context carries the span, so the spans of its own calls nest
-// under it. See docs/observability.md.
-func tracingMiddleware(tp trace.TracerProvider) Middleware {
-	tracer := tp.Tracer(tracing.ScopeName)
-	return func(ctx context.Context, r HandlerRun, next func(context.Context) error) error {
-		ctx, span := tracer.Start(ctx, "leasehold.run", trace.WithAttributes(
-			attribute.String(tracing.AttrKind, r.Kind), attribute.String(tracing.AttrID, r.ID),
-			attribute.Int(tracing.AttrAttempt, r.Attempt), attribute.Int64(tracing.AttrFence, r.Fence)))
-		var err error
-		defer func() { durable.EndRunSpan(span, err) }() // a panic ends it too
-		err = next(ctx)
-		return err
-	}
-}
-
-// wrap returns h run through mws, the first outermost.
-func wrap(h lifecycle.Handler, mws []Middleware) lifecycle.Handler {
-	return func(ctx context.Context, t lease.Task) ([]byte, error) {
-		r := HandlerRun{Kind: t.Kind, ID: t.ID, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Fence: t.Fence, LeaseUntil: t.LeaseUntil}
-		var out []byte
-		next := func(ctx context.Context) error {
-			var err error
-			out, err = h(ctx, t)
-			return err
-		}
-		for i := len(mws) - 1; i >= 0; i-- {
-			mw, inner := mws[i], next
-			next = func(ctx context.Context) error { return mw(ctx, r, inner) }
-		}
-		if err := next(ctx); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-}
-
-// leaseholdtest runs registered handlers through lookup (internal/handlerhook).
-func init() {
-	handlerhook.Lookup = func(hs any, kind string) (lifecycle.Handler, bool) {
-		return hs.(*Handlers).lookup(kind)
-	}
-}
+// HandlerRun is one run of a handler, as a Middleware sees it: its kind,
+// id, attempt, max attempts, fence and lease expiry.
+type HandlerRun = wiring.HandlerRun

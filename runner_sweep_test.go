@@ -37,7 +37,7 @@ func TestSweepEvery(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := WorkerConfig{QueueURL: "https://sqs.example/work", Handlers: NewHandlers(), Logger: slog.New(slog.DiscardHandler), SweepEvery: c.set}
-			if err := cfg.fromEnv(func(k string) string {
+			if err := fromEnv(&cfg, func(k string) string {
 				if k == settings.EnvSweepEvery {
 					return c.env
 				}
@@ -55,7 +55,7 @@ func TestSweepEvery(t *testing.T) {
 		})
 	}
 	cfg := WorkerConfig{}
-	if err := cfg.fromEnv(func(k string) string { return map[string]string{settings.EnvSweepEvery: "often"}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), settings.EnvSweepEvery) {
+	if err := fromEnv(&cfg, func(k string) string { return map[string]string{settings.EnvSweepEvery: "often"}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), settings.EnvSweepEvery) {
 		t.Fatalf("LEASEHOLD_SWEEP_EVERY=often: %v, want ErrConfig naming the variable", err)
 	}
 }

@@ -44,7 +44,7 @@ const lookupTimeout = settings.DefaultClientCallTimeout
 // behind GuardHTTP.
 func NewWorkerFromEnv(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
-	if err := cfg.fromEnv(os.Getenv); err != nil {
+	if err := fromEnv(&cfg, os.Getenv); err != nil {
 		return nil, err
 	}
 	var dlqProblem string

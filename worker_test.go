@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/wiring"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -142,7 +143,7 @@ func TestNewWorkerRejectsImpossibleSettings(t *testing.T) {
 
 func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
 	var cfg WorkerConfig
-	if err := cfg.fromEnv(func(k string) string { return map[string]string{settings.EnvReplaceAtReceiveCount: "3"}[k] }); err != nil {
+	if err := fromEnv(&cfg, func(k string) string { return map[string]string{settings.EnvReplaceAtReceiveCount: "3"}[k] }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.ReplaceAtReceiveCount != 3 {
@@ -153,7 +154,7 @@ func TestWorkerConfigFromEnvReadsReplaceAtReceiveCount(t *testing.T) {
 func TestWorkerConfigFromEnvRejectsBadValues(t *testing.T) {
 	for env, bad := range map[string]string{settings.EnvLeaseDuration: "twenty", settings.EnvMaxAttempts: "0", settings.EnvListing: "maybe", settings.EnvPollers: "-2"} {
 		var cfg WorkerConfig
-		if err := cfg.fromEnv(func(k string) string { return map[string]string{env: bad}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
+		if err := fromEnv(&cfg, func(k string) string { return map[string]string{env: bad}[k] }); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) {
 			t.Errorf("%s=%q: err = %v, want ErrConfig naming it", env, bad, err)
 		}
 	}
@@ -176,7 +177,7 @@ func TestSteeringErrors(t *testing.T) {
 	t.Parallel()
 	hs := NewHandlers()
 	Handle(hs, "bad-payload", func(context.Context, *Task[upper]) (string, error) { return "", nil })
-	h, _ := hs.lookup("bad-payload")
+	h, _ := wiring.Lookup(hs, "bad-payload")
 	_, err := h(t.Context(), lease.Task{Kind: "bad-payload", Payload: []byte(`[1,2]`)})
 	if err == nil || !strings.Contains(err.Error(), "does not decode") {
 		t.Fatalf("undecodable payload: %v", err)
@@ -199,7 +200,7 @@ func TestAbsentPayloadIsNull(t *testing.T) {
 	Handle(hs, "val", func(_ context.Context, task *Task[p]) (int, error) { gotVal = task.Payload; return 0, nil })
 	run := func(kind string, payload []byte) {
 		t.Helper()
-		h, ok := hs.lookup(kind)
+		h, ok := wiring.Lookup(hs, kind)
 		if !ok {
 			t.Fatalf("no handler for %s", kind)
 		}

@@ -14,17 +14,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/clienthook"
 	"github.com/leasehold/leasehold/internal/dispatch"
-	"github.com/leasehold/leasehold/internal/durable"
-	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/wiring"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -82,6 +81,8 @@ type Env struct {
 	handlers *leasehold.Handlers
 	clock    *clockwork.FakeClock
 	store    *leasemem.Store
+	created  createdStore // store, noting the tasks created
+	tracer   trace.TracerProvider
 	queue    *memQueue
 	exec     *lifecycle.Executor
 	sweeper  *dispatch.Dispatcher
@@ -93,12 +94,18 @@ type Env struct {
 	ids           int
 	tokens        map[string]string // task id: the last callback token its handler took
 	unknown       []lease.Task      // tasks claimed with a kind that has no handler
+	seen          map[string]bool   // ids of the tasks created, as in order
+	order         []string          // the tasks created, oldest first
 }
 
-// New returns an empty Env that runs the handlers registered in handlers.
-// It registers nothing itself: a test stubs a kind (a child's, say) by
-// registering a stub handler for it. The Env is closed when t's test ends.
-func New(t testing.TB, handlers *leasehold.Handlers) *Env {
+// New returns an empty Env that runs the handlers registered in handlers,
+// with the worker opts configure (Middleware, RateLimits,
+// KindConcurrency, TracerProvider: the WorkerConfig fields of the same
+// names), built by the code that builds a deployed worker's executor. It
+// registers nothing itself: a test stubs a kind (a child's, say) by
+// registering a stub handler for it. The Env is closed when t's test ends;
+// a config the worker would refuse fails t.
+func New(t testing.TB, handlers *leasehold.Handlers, opts ...Option) *Env {
 	t.Helper()
 	if handlers == nil {
 		t.Fatal("leaseholdtest.New: handlers is nil; build them with leasehold.NewHandlers and leasehold.Handle")
@@ -106,29 +113,23 @@ func New(t testing.TB, handlers *leasehold.Handlers) *Env {
 	e := &Env{
 		t: t, ctx: t.Context(), handlers: handlers,
 		clock:  clockwork.NewFakeClockAt(start),
-		tokens: map[string]string{}, maxDeliveries: DefaultMaxDeliveries,
+		tokens: map[string]string{}, seen: map[string]bool{}, maxDeliveries: DefaultMaxDeliveries,
 	}
 	e.queue = &memQueue{clock: e.clock}
 	e.store = leasemem.New(lease.Options{Clock: e.clock})
-	exec, err := lifecycle.New(lifecycle.Config{
-		Store:         e.store,
-		SQS:           e.queue,
-		QueueURL:      workQueueURL,
-		Queues:        names{},
-		DeadLetterURL: deadLetterURL,
-		Handlers:      e.handler,
-		Owner:         "leaseholdtest",
-		LeaseDuration: e.store.Options().LeaseDuration,
-		Clock:         e.clock,
-		Observer:      observer{e},
-	})
+	e.created = createdStore{Store: e.store, e: e}
+	cfg := e.workerConfig(opts)
+	e.tracer = cfg.TracerProvider
+	exec, err := lifecycle.New(e.executorConfig(cfg))
 	if err != nil {
 		t.Fatalf("leaseholdtest.New: %v", err)
+		return nil
 	}
 	e.exec = exec
 	e.sweeper, err = dispatch.New(e.dispatchConfig())
 	if err != nil {
 		t.Fatalf("leaseholdtest.New: %v", err)
+		return nil
 	}
 	t.Cleanup(func() {
 		e.mu.Lock()
@@ -140,31 +141,12 @@ func New(t testing.TB, handlers *leasehold.Handlers) *Env {
 
 func (e *Env) dispatchConfig() dispatch.Config {
 	return dispatch.Config{
-		Store: e.store, SQS: e.queue, WorkQueueURL: workQueueURL, Queues: names{},
+		Store: e.created, SQS: e.queue, WorkQueueURL: workQueueURL, Queues: names{},
 		DispatchGrace:      e.store.Options().DispatchGrace,
 		DefaultMaxAttempts: settings.DefaultMaxAttempts,
 		Concurrency:        1, SweepConcurrency: 1,
 		Clock: e.clock,
 	}
-}
-
-// handler finds the handler of kind and records the callback token it
-// takes, for CallbackToken.
-func (e *Env) handler(kind string) (lifecycle.Handler, bool) {
-	h, ok := handlerhook.Lookup(e.handlers, kind)
-	if !ok {
-		return nil, false
-	}
-	return func(ctx context.Context, t lease.Task) ([]byte, error) {
-		defer func() {
-			if tok, ok := durable.TakenCallbackToken(ctx); ok {
-				e.mu.Lock()
-				e.tokens[t.ID] = tok
-				e.mu.Unlock()
-			}
-		}()
-		return h(ctx, t)
-	}, true
 }
 
 // observer hears how each attempt ended; it notes the tasks whose kind had
@@ -192,7 +174,13 @@ func (e *Env) SetMaxDeliveries(n int) {
 // test) sees of the tasks the Env runs. Its Enqueue, Cancel and Retry
 // dispatch to the Env's queues, so the next Run takes them.
 func (e *Env) Client() *leasehold.Client {
-	return clienthook.New(e.store, e.queue, workQueueURL, e.clock).(*leasehold.Client)
+	cfg := leasehold.ClientConfig{Table: "leaseholdtest", QueueURL: workQueueURL, Clock: e.clock, TracerProvider: e.tracer}
+	wiring.SetClientBackend(&cfg, wiring.ClientBackend{Store: e.created, SQS: e.queue})
+	c, err := leasehold.NewClient(cfg)
+	if err != nil { // NewClient checks nothing this config can break
+		panic("leaseholdtest: the Env's client: " + err.Error())
+	}
+	return c
 }
 
 // Clock is the Env's fake clock. Advance it to let time pass between Runs
@@ -219,7 +207,7 @@ func (e *Env) Enqueue(kind string, payload any, opts ...leasehold.EnqueueOption)
 	for _, o := range opts {
 		o(&s)
 	}
-	if _, ok := handlerhook.Lookup(e.handlers, kind); !ok {
+	if _, ok := wiring.Lookup(e.handlers, kind); !ok {
 		return "", fmt.Errorf("leaseholdtest: enqueue of kind %q: %w", kind, ErrNoHandler)
 	}
 	if s.ID == "" {
@@ -229,7 +217,7 @@ func (e *Env) Enqueue(kind string, payload any, opts ...leasehold.EnqueueOption)
 	if err != nil {
 		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
 	}
-	res, err := dispatch.Enqueue(e.ctx, e.store, e.queue, workQueueURL, []lease.NewTask{nt}, func(c *dispatch.Config) { *c = e.dispatchConfig() })
+	res, err := dispatch.Enqueue(e.ctx, e.created, e.queue, workQueueURL, []lease.NewTask{nt}, func(c *dispatch.Config) { *c = e.dispatchConfig() })
 	switch {
 	case len(res) == 1 && res[0].Err != nil:
 		return s.ID, fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, res[0].Err)

@@ -42,6 +42,23 @@
 // advances to the next thing due. A task waiting for a callback stops
 // Run; take its token with CallbackToken (or from the handler), answer it
 // with CompleteCallback or FailCallback, and Run again.
+//
+// # The configured worker, and assertions
+//
+// New takes the worker's options, the WorkerConfig fields of the same
+// names: Middleware, RateLimits, KindConcurrency and TracerProvider. The
+// Env's executor is built from them by the code that builds a deployed
+// worker's, so a test runs the worker the program configures:
+//
+//	env := leaseholdtest.New(t, hs, leaseholdtest.Middleware(logRuns), leaseholdtest.TracerProvider(tp))
+//
+// RequireEnqueued fails a test unless one task of a kind was made (by
+// Enqueue, the Env's Client or a handler: a child, a chain's link) with a
+// payload and enqueue options, and returns it; RequireState fails it
+// unless a task is in a status. Their failures list what differs:
+//
+//	kid := leaseholdtest.RequireEnqueued(t, env, "ship", order, leasehold.MaxAttempts(3))
+//	leaseholdtest.RequireState(t, env, kid.ID, leasehold.StatusSucceeded)
 package leaseholdtest
 
 import (
@@ -52,9 +69,9 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/handlerhook"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/wiring"
 )
 
 // Defaults of the fields of Task left zero.
@@ -114,7 +131,7 @@ func Run[P, R any](ctx context.Context, h leasehold.HandlerFunc[P, R], t Task[P]
 // is not registered is an error.
 func RunKind(ctx context.Context, handlers *leasehold.Handlers, t Task[json.RawMessage]) (result json.RawMessage, err error) {
 	t = withDefaults(t)
-	h, ok := handlerhook.Lookup(handlers, t.Kind)
+	h, ok := wiring.Lookup(handlers, t.Kind)
 	if !ok {
 		return nil, fmt.Errorf("leaseholdtest: no handler for kind %q", t.Kind)
 	}

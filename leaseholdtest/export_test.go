@@ -1,0 +1,9 @@
+package leaseholdtest
+
+import "time"
+
+// TakeSlot takes a concurrency slot of kind for holder until until, as an
+// attempt on another worker would: for the tests of KindConcurrency.
+func (e *Env) TakeSlot(kind, holder string, limit int, until time.Time) (bool, error) {
+	return e.store.AcquireSlot(e.ctx, kind, holder, limit, until)
+}

@@ -1,0 +1,144 @@
+package leaseholdtest
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/durable"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/wiring"
+)
+
+// Option configures the worker of an Env as the WorkerConfig field of the
+// same name configures a deployed one: pass New the options a program
+// gives its worker, and the Env runs that worker. Each option sets its
+// field; given twice, the last wins.
+type Option func(*leasehold.WorkerConfig)
+
+// Middleware runs every handler of the Env through mws, the first
+// outermost, as WorkerConfig.Middleware does.
+func Middleware(mws ...leasehold.Middleware) Option {
+	return func(c *leasehold.WorkerConfig) { c.Middleware = slices.Clone(mws) }
+}
+
+// RateLimits bounds the task starts of each queue per window, as
+// WorkerConfig.RateLimits does: a token that finds its window full waits
+// on its queue for a later one (on the Env's fake clock). In an Env the
+// default work queue is named "work" (or "", as a worker's is).
+func RateLimits(limits map[string]leasehold.RateLimit) Option {
+	return func(c *leasehold.WorkerConfig) { c.RateLimits = maps.Clone(limits) }
+}
+
+// KindConcurrency bounds the attempts of each kind that hold a slot at
+// once, as WorkerConfig.KindConcurrency does: a claimed task whose kind
+// has no free slot is released, its attempt handed back, and offered again
+// later. An Env runs one attempt at a time, and an attempt gives its slot
+// back when it ends or suspends, so a bound of 1 or more holds a task back
+// in an Env only while a slot is taken from outside it; what the option
+// gives a test is the worker's own check of the bounds and each attempt's
+// taking and giving back of its slot.
+func KindConcurrency(limits map[string]int) Option {
+	return func(c *leasehold.WorkerConfig) { c.KindConcurrency = maps.Clone(limits) }
+}
+
+// TracerProvider traces the Env's worker and its Client with tp, as
+// WorkerConfig.TracerProvider and ClientConfig.TracerProvider do: an
+// attempt span for each delivery and a "leasehold.run" span around each
+// handler run. Give it an in-memory exporter's provider (the OpenTelemetry
+// SDK's tracetest) to assert on the spans.
+func TracerProvider(tp trace.TracerProvider) Option {
+	return func(c *leasehold.WorkerConfig) { c.TracerProvider = tp }
+}
+
+// workerConfig is the WorkerConfig of an Env's worker: the kit's queues,
+// owner, lease, clock and a silent logger, then opts.
+func (e *Env) workerConfig(opts []Option) leasehold.WorkerConfig {
+	cfg := leasehold.WorkerConfig{
+		QueueURL:           workQueueURL,
+		DeadLetterQueueURL: deadLetterURL,
+		Handlers:           e.handlers,
+		Owner:              "leaseholdtest",
+		LeaseDuration:      e.store.Options().LeaseDuration,
+		Clock:              e.clock,
+		Logger:             slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// executorConfig is the executor of cfg, built by the code NewWorker
+// builds a deployed worker's with (wiring.LifecycleConfig), on the Env's
+// store and queues; its handlers record the callback tokens they take, for
+// CallbackToken, and its observer notes unknown kinds.
+func (e *Env) executorConfig(cfg leasehold.WorkerConfig) lifecycle.Config {
+	lc := wiring.LifecycleConfig(cfg)
+	lc.Store = e.created
+	lc.SQS = e.queue
+	lc.Queues = names{}
+	lc.Observer = observer{e}
+	handlers := lc.Handlers
+	lc.Handlers = func(kind string) (lifecycle.Handler, bool) {
+		h, ok := handlers(kind)
+		if !ok {
+			return nil, false
+		}
+		return func(ctx context.Context, t lease.Task) ([]byte, error) {
+			defer func() {
+				if tok, ok := durable.TakenCallbackToken(ctx); ok {
+					e.mu.Lock()
+					e.tokens[t.ID] = tok
+					e.mu.Unlock()
+				}
+			}()
+			return h(ctx, t)
+		}, true
+	}
+	return lc
+}
+
+// createdStore is the Env's store as its worker, sweep and client use it:
+// the in-memory store, noting the id of every task created, in order, for
+// RequireEnqueued. Every other call (and every optional capability the
+// executor finds by type assertion) is the in-memory store's own.
+type createdStore struct {
+	*leasemem.Store
+	e *Env
+}
+
+func (s createdStore) Create(ctx context.Context, t lease.NewTask) (lease.Task, error) {
+	return s.note(s.Store.Create(ctx, t))
+}
+
+func (s createdStore) CreateClaimed(ctx context.Context, t lease.NewTask, owner string) (lease.Task, error) {
+	return s.note(s.Store.CreateClaimed(ctx, t, owner))
+}
+
+func (s createdStore) CreateFailed(ctx context.Context, t lease.NewTask, reason string) (lease.Task, error) {
+	return s.note(s.Store.CreateFailed(ctx, t, reason))
+}
+
+func (s createdStore) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
+	return s.note(s.Store.CreateCancelled(ctx, id, parent, reason))
+}
+
+// note records the task a create returned, unless the call failed.
+func (s createdStore) note(t lease.Task, err error) (lease.Task, error) {
+	if err == nil && t.ID != "" {
+		s.e.mu.Lock()
+		if !s.e.seen[t.ID] {
+			s.e.seen[t.ID] = true
+			s.e.order = append(s.e.order, t.ID)
+		}
+		s.e.mu.Unlock()
+	}
+	return t, err
+}
