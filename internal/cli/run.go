@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -232,7 +233,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	examples.Register(hs)
 	wc.AWS, wc.Table, wc.QueueURL, wc.QueueURLs, wc.DeadLetterQueueURL, wc.Handlers = cfg, a.table, workURL, serveURLs, dlqURL, hs
 	wc.Logger = log.With("part", "worker")
-	if err := settings.Load(&wc, settings.Worker, os.Getenv); err != nil {
+	if err := settingstable.Load(&wc, settingstable.Worker, os.Getenv); err != nil {
 		return usageError{fmt.Errorf("%w: %w", leasehold.ErrConfig, err)}
 	}
 	tp, err := a.tracer(ctx)
