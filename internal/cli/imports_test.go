@@ -12,7 +12,9 @@ import (
 
 // sharedRules are the internal packages of the module that the CLI may
 // import, by the CLI package that imports each (its directory below
-// internal/cli; "." is internal/cli itself), each with the reason. Every
+// internal/cli), each with the reason. internal/cli itself and the
+// inspector (ui) import none: what they need of a shared rule they take
+// from internal/cli/rules, the one package of the CLI that reaches one. Every
 // operation on tasks, queues and schedules goes through the public API
 // (the root package and admin): a tool that reached into the store would
 // duplicate its validation and drift from the client. What is allowed here
@@ -21,8 +23,12 @@ import (
 // second rule waiting to differ from the first, and exporting it from a
 // public package would make every user carry the CLI's helpers.
 var sharedRules = map[string]map[string]string{
-	".": {
-		"internal/settingstable": "`leasehold run` fills its WorkerConfig from the LEASEHOLD_* variables with the settings table's reader, the one NewWorkerFromEnv and the worker function use",
+	"rules": {
+		"internal/awsenv":        "the HTTP client and the credentials check every leasehold process sets its AWS configuration up with (HTTPClient, CheckCredentials)",
+		"internal/lease":         "the task model's rules the store applies: a task id made safe to print (DisplayID), a payload's JSON check with its depth limit (JSONProblem), the listing switch (ParseListing)",
+		"internal/queues":        "the queue name rule the client and the dispatcher apply (CheckQueueName)",
+		"internal/settingstable": "the settings table's reader, with which `leasehold run` fills its WorkerConfig from the LEASEHOLD_* variables as NewWorkerFromEnv and the worker function do (WorkerFromEnv)",
+		"internal/token":         "the intake dispatcher's decoding of a submission, with its bounds and words, applied to each line of `leasehold enqueue --file` (ParseSubmission)",
 	},
 	"scaffold": {
 		"internal/toolchain": "a generated project's go.mod names the minimum Go toolchain that checktoolchain enforces on the bootstraps",
