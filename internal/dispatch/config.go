@@ -177,8 +177,8 @@ func namedQueueName(ref string) string {
 }
 
 // Settings is the dispatch function's configuration from its environment:
-// the fields of package settings' table for scope settingstable.Dispatch, named
-// as there.
+// the fields of the settings table (internal/settingstable) for scope
+// Dispatch, named as there.
 type Settings struct {
 	Table               string // required
 	QueueURL            string // required: the default work queue
