@@ -11,8 +11,8 @@ package settings
 
 // The environment variables, one constant each: code names them by these
 // constants (internal/codeshape checks that no other package spells one
-// out),
-// and each has its row in the settings table (internal/settingstable).
+// out), and each has its row in the settings table
+// (internal/settingstable).
 const (
 	EnvTable                 = "LEASEHOLD_TABLE"
 	EnvWorkQueueURL          = "LEASEHOLD_WORK_QUEUE_URL"
