@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/examples"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -434,12 +435,12 @@ func TestRunnerChild(t *testing.T) {
 		ReceiveVisibility: awstest.Scale(3 * time.Second), InvocationTimeout: awstest.Scale(20 * time.Second),
 	}
 	// A parent that sets the invocation timeout gets it (code wins over
-	// the environment in settings.Load).
+	// the environment in settingstable.Load).
 	if os.Getenv(settings.EnvInvocationTimeout) != "" {
 		wcfg.InvocationTimeout = 0
 	}
 	// The resources from the environment the parent set.
-	if err := settings.Load(&wcfg, settings.Worker, os.Getenv); err != nil {
+	if err := settingstable.Load(&wcfg, settingstable.Worker, os.Getenv); err != nil {
 		t.Fatal(err)
 	}
 	w, err := leasehold.NewWorker(wcfg)

@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -18,29 +19,29 @@ import (
 // the type its variable's parser fills: the table, the configs and the
 // environment cannot drift apart.
 func TestSettingsTableNamesConfigFields(t *testing.T) {
-	configs := map[settings.Scope]reflect.Type{
-		settings.Worker:   reflect.TypeFor[WorkerConfig](),
-		settings.Client:   reflect.TypeFor[ClientConfig](),
-		settings.Dispatch: reflect.TypeFor[dispatch.Settings](),
+	configs := map[settingstable.Scope]reflect.Type{
+		settingstable.Worker:   reflect.TypeFor[WorkerConfig](),
+		settingstable.Client:   reflect.TypeFor[ClientConfig](),
+		settingstable.Dispatch: reflect.TypeFor[dispatch.Settings](),
 	}
 	d := reflect.TypeFor[time.Duration]()
-	kinds := map[settings.Kind][]reflect.Type{
-		settings.String:   {reflect.TypeFor[string]()},
-		settings.List:     {reflect.TypeFor[[]string]()},
-		settings.Duration: {d},
-		settings.Int:      {reflect.TypeFor[int]()},
-		settings.Pair:     {reflect.TypeFor[func(int) time.Duration](), d},
-		settings.Switch:   {reflect.TypeFor[bool]()},
-		settings.Level:    {reflect.TypeFor[*slog.Logger]()},
-		settings.Rates:    {reflect.TypeFor[map[string]settings.RateLimit]()},
-		settings.Counts:   {reflect.TypeFor[map[string]int]()},
+	kinds := map[settingstable.Kind][]reflect.Type{
+		settingstable.String:   {reflect.TypeFor[string]()},
+		settingstable.List:     {reflect.TypeFor[[]string]()},
+		settingstable.Duration: {d},
+		settingstable.Int:      {reflect.TypeFor[int]()},
+		settingstable.Pair:     {reflect.TypeFor[func(int) time.Duration](), d},
+		settingstable.Switch:   {reflect.TypeFor[bool]()},
+		settingstable.Level:    {reflect.TypeFor[*slog.Logger]()},
+		settingstable.Rates:    {reflect.TypeFor[map[string]settings.RateLimit]()},
+		settingstable.Counts:   {reflect.TypeFor[map[string]int]()},
 	}
 	// Fields only code sets: their types.
 	codeOnly := map[string]reflect.Type{
 		"Metrics": reflect.TypeFor[io.Writer](), "Clock": reflect.TypeFor[clockwork.Clock](),
 	}
 	checked := 0
-	for _, s := range settings.All {
+	for _, s := range settingstable.All {
 		if s.Field == "" {
 			continue
 		}

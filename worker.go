@@ -21,6 +21,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/internal/wiring"
 	"github.com/leasehold/leasehold/settings"
@@ -55,7 +56,7 @@ var ErrConfig = lifecycle.ErrConfig
 // fromEnv fills cfg's zero fields from the LEASEHOLD_* variables of the
 // settings table, read through getenv: what code set wins.
 func fromEnv(cfg *WorkerConfig, getenv func(string) string) error {
-	if err := settings.Load(cfg, settings.Worker, getenv); err != nil {
+	if err := settingstable.Load(cfg, settingstable.Worker, getenv); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return nil

@@ -1,21 +1,20 @@
 // Package admin is the operator's side of leasehold: what the `leasehold`
 // command needs beyond leasehold.Client, for tools of your own that manage
-// a stack.
+// a stack. It reads as one sentence: build one Admin (New), call its verbs.
 //
-// An *Admin is built from an aws.Config and the tasks table's name (New).
-// It looks queues up (QueueURL, QueueARN), checks that the table exists
-// (CheckTable), runs the worker with the intake dispatcher and fired
-// schedules as one long-lived process (Run: `leasehold run`), and manages
-// the EventBridge Scheduler schedules that start tasks (ScheduleGroup).
+// An *Admin is built from a Config: the AWS configuration, the tasks
+// table's name and, for the verbs on tasks, the client they go through
+// (Config.Tasks, a *leasehold.Client). Its verbs look queues up (QueueURL,
+// QueueARN) and read or pause them (QueueStats, Pause, Paused), handle
+// dead letters (PeekDeadLetters, RedriveDeadLetter), check that the table
+// exists (CheckTable), pick and change many tasks at once (Select, Bulk
+// with CancelOne or RetryOne, ListFiltered), run the worker with the
+// intake dispatcher and fired schedules as one long-lived process (Run:
+// `leasehold run`), and manage the EventBridge Scheduler schedules that
+// start tasks (ScheduleGroup; a ScheduleSpec is checked by its Parse).
 // Every failure that means "the stack is not there" is a
 // *leasehold.UnreachableError or a *leasehold.MissingResourceError, as the
 // client's are.
-//
-// The functions at the end of the index check and show input the way the
-// client and the intake dispatcher do: JSONProblem, CheckQueueName and
-// ParseListing check a payload, a queue name and a listing setting, and
-// DisplayID makes a task id safe to print; the Submission constants are the
-// intake queue's limits.
 package admin
 
 import (
@@ -53,6 +52,10 @@ type Config struct {
 	// CallTimeout bounds each AWS call (default
 	// settings.DefaultClientCallTimeout).
 	CallTimeout time.Duration
+	// Tasks is the client the verbs on tasks go through (Select, Bulk and
+	// its actions, ListFiltered): a *leasehold.Client, or a fake in tests.
+	// Required by those verbs only.
+	Tasks Tasks
 }
 
 // Admin manages one stack. It is safe for concurrent use.
@@ -64,11 +67,12 @@ type Admin struct {
 	sqs         *sqs.Client
 	queues      queueAPI // a.sqs; a fake in tests
 	scheduler   *scheduler.Client
+	tasks       Tasks
 }
 
 // New builds an Admin. It makes no AWS call.
 func New(cfg Config) *Admin {
-	a := &Admin{table: cfg.Table, callTimeout: cfg.CallTimeout}
+	a := &Admin{table: cfg.Table, callTimeout: cfg.CallTimeout, tasks: cfg.Tasks}
 	if a.callTimeout <= 0 {
 		a.callTimeout = settings.DefaultClientCallTimeout
 	}
@@ -164,18 +168,4 @@ func (a *Admin) unreachable(err error) *leasehold.UnreachableError {
 		return nil
 	}
 	return &leasehold.UnreachableError{Service: u.Service, Endpoint: u.Endpoint, Reason: u.Reason, Err: err}
-}
-
-// HTTPClient is the SDK HTTP client leasehold's own processes build their
-// AWS configuration with: the SDK's default client, each round trip
-// bounded by timeout (none when 0), behind leasehold.GuardHTTP.
-func HTTPClient(timeout time.Duration) aws.HTTPClient { return awsenv.HTTPClient(timeout) }
-
-// CheckCredentials finds out, before any other call, whether cfg has usable
-// credentials. Without them every call fails with the SDK's whole provider
-// chain in its message; the error returned names what to set instead
-// (profile, when not empty, is the profile cfg was loaded with). It
-// returns nil when the credentials resolve within timeout.
-func CheckCredentials(ctx context.Context, cfg aws.Config, profile string, timeout time.Duration) error {
-	return awsenv.CheckCredentials(ctx, cfg, profile, timeout)
 }

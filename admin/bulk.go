@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // A bulk action changes many tasks at once: the ones a Selection picks from
@@ -31,7 +32,8 @@ type Selection struct {
 	Since time.Duration
 }
 
-// Tasks is what a bulk action asks of a *leasehold.Client.
+// Tasks is the part of a *leasehold.Client the verbs on tasks use
+// (Config.Tasks).
 type Tasks interface {
 	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
@@ -62,14 +64,14 @@ func (s Selection) Check(allowed []leasehold.Status) (Selection, error) {
 	}
 	for _, st := range s.Statuses {
 		if !slices.Contains(allowed, st) {
-			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, StatusNames(allowed))
+			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, statusNames(allowed))
 		}
 	}
 	return s, nil
 }
 
-// StatusNames joins statuses with commas.
-func StatusNames(ss []leasehold.Status) string {
+// statusNames joins statuses with commas.
+func statusNames(ss []leasehold.Status) string {
 	names := make([]string, len(ss))
 	for i, s := range ss {
 		names[i] = string(s)
@@ -81,7 +83,7 @@ func StatusNames(ss []leasehold.Status) string {
 // newest first within a status, so Since stops a status's pages at the
 // first older task. limit, when positive, stops at that many ids and
 // reports whether more were left.
-func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
+func (a *Admin) Select(ctx context.Context, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
 	cutoff := time.Time{}
 	if s.Since > 0 {
 		cutoff = now.Add(-s.Since)
@@ -91,7 +93,7 @@ func Select(ctx context.Context, c Tasks, s Selection, now time.Time, limit int)
 		cursor := ""
 	pages:
 		for {
-			page, err := c.List(ctx, leasehold.ListOptions{Status: st, Limit: leasehold.MaxListLimit, Cursor: cursor})
+			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: leasehold.MaxListLimit, Cursor: cursor})
 			if err != nil {
 				return ids, false, err
 			}
@@ -130,11 +132,11 @@ func queueMatches(sel, q string) bool {
 // Action is one bulk action on one task: the word for its outcome
 // ("cancelled", "already ended", ...), and an error for a failure (whose
 // word is "failed").
-type Action func(ctx context.Context, c Tasks, id string) (string, error)
+type Action func(ctx context.Context, id string) (string, error)
 
-// CancelOne is bulk cancel's action.
-func CancelOne(ctx context.Context, c Tasks, id string) (string, error) {
-	info, err := c.Cancel(ctx, id)
+// CancelOne is bulk cancel's action: a.CancelOne is an Action.
+func (a *Admin) CancelOne(ctx context.Context, id string) (string, error) {
+	info, err := a.tasks.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, leasehold.ErrFinished):
 		return "already ended", nil
@@ -154,9 +156,9 @@ func CancelOne(ctx context.Context, c Tasks, id string) (string, error) {
 }
 
 // RetryOne is bulk retry's action, each task getting attempts more.
-func RetryOne(attempts int) Action {
-	return func(ctx context.Context, c Tasks, id string) (string, error) {
-		_, err := c.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
+func (a *Admin) RetryOne(attempts int) Action {
+	return func(ctx context.Context, id string) (string, error) {
+		_, err := a.tasks.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
 		switch {
 		case errors.Is(err, leasehold.ErrNotRetryable):
 			return "no longer retryable", nil
@@ -200,7 +202,7 @@ func (r BulkReport) Summary() string {
 // did; progress, when not nil, hears the count done after each task (from
 // the goroutines doing them, one call at a time). It stops feeding tasks
 // when ctx ends and returns once every started task is done.
-func Bulk(ctx context.Context, c Tasks, ids []string, concurrency int, act Action, progress func(done int)) BulkReport {
+func (a *Admin) Bulk(ctx context.Context, ids []string, concurrency int, act Action, progress func(done int)) BulkReport {
 	r := BulkReport{Selected: len(ids), Counts: map[string]int{}}
 	var mu sync.Mutex
 	work := make(chan string)
@@ -208,12 +210,12 @@ func Bulk(ctx context.Context, c Tasks, ids []string, concurrency int, act Actio
 	for range min(max(concurrency, 1), max(len(ids), 1)) {
 		wg.Go(func() {
 			for id := range work {
-				what, err := act(ctx, c, id)
+				what, err := act(ctx, id)
 				mu.Lock()
 				r.Counts[what]++
 				r.Done++
 				if err != nil && len(r.Errors) < maxBulkErrors {
-					r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", DisplayID(id), err))
+					r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", lease.DisplayID(id), err))
 				}
 				if progress != nil {
 					progress(r.Done)

@@ -17,7 +17,7 @@ import (
 // up to the total, and stops feeding when its context ends.
 func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 	var running, most atomic.Int32
-	act := func(_ context.Context, _ Tasks, id string) (string, error) {
+	act := func(_ context.Context, id string) (string, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -32,7 +32,8 @@ func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("t-%d", i))
 	}
 	last := 0
-	r := Bulk(t.Context(), nil, ids, 3, act, func(done int) { last = max(last, done) })
+	a := &Admin{}
+	r := a.Bulk(t.Context(), ids, 3, act, func(done int) { last = max(last, done) })
 	if r.Selected != 40 || r.Done != 40 || r.Counts["done"] != 36 || r.Failed() != 4 || last != 40 {
 		t.Errorf("report %+v, progress up to %d", r, last)
 	}
@@ -44,21 +45,21 @@ func TestBulkCountsOutcomesWithinItsConcurrency(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	stopped := Bulk(ctx, nil, ids, 1, func(context.Context, Tasks, string) (string, error) {
+	stopped := a.Bulk(ctx, ids, 1, func(context.Context, string) (string, error) {
 		cancel()
 		return "done", nil
 	}, nil)
 	if stopped.Done >= 40 || stopped.Done < 1 {
 		t.Errorf("a cancelled bulk did %d of 40", stopped.Done)
 	}
-	if empty := Bulk(t.Context(), nil, nil, 4, act, nil); empty.Summary() != "no task selected" {
+	if empty := a.Bulk(t.Context(), nil, 4, act, nil); empty.Summary() != "no task selected" {
 		t.Errorf("an empty bulk: %q", empty.Summary())
 	}
 }
 
 func TestSelectionCheck(t *testing.T) {
 	s, err := Selection{}.Check(RetryStatuses)
-	if err != nil || StatusNames(s.Statuses) != "FAILED, CANCELLED" {
+	if err != nil || statusNames(s.Statuses) != "FAILED, CANCELLED" {
 		t.Errorf("default = %v, %v", s.Statuses, err)
 	}
 	if _, err := (Selection{Statuses: []leasehold.Status{leasehold.StatusRunning}}).Check(RetryStatuses); !errors.Is(err, ErrSelection) {
@@ -131,7 +132,7 @@ func TestSelectFiltersAndPages(t *testing.T) {
 		"limit":         {Selection{Statuses: RetryStatuses}, 3, "r-1 g-1 r-2", true},
 		"limit enough":  {Selection{Statuses: RetryStatuses, Queue: "slow"}, 1, "r-2", false},
 	} {
-		ids, more, err := Select(t.Context(), f, c.sel, now, c.limit)
+		ids, more, err := (&Admin{tasks: f}).Select(t.Context(), c.sel, now, c.limit)
 		if got := strings.Join(ids, " "); err != nil || got != c.want || more != c.more {
 			t.Errorf("%s: %q more=%t %v; want %q more=%t", name, got, more, err, c.want, c.more)
 		}

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,35 +32,12 @@ func (f Filter) Matches(t leasehold.TaskInfo) bool {
 		strings.HasPrefix(t.ID, f.Prefix) && (f.Since.IsZero() || !t.CreatedAt.Before(f.Since))
 }
 
-// ErrSince: a since value that is neither a duration nor a time.
-var ErrSince = errors.New("since: want a duration back from now such as 90m or 2h, or an RFC 3339 time")
-
-// ParseSince reads a since value: a positive duration back from now (90m,
-// 2h) or an RFC 3339 time. Empty is the zero time (no bound).
-func ParseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%w: %q", ErrSince, s)
-}
-
-// Lister is the listing a filtered page reads (a *leasehold.Client has it).
-type Lister interface {
-	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
-}
-
 // Bounds of one filtered page: a filter that matches few tasks stops a
 // page's reading after this many tasks or List calls, and the page ends
 // short, with a cursor to go on.
 const (
-	MaxFilterScan  = 5000
-	MaxFilterCalls = 50
+	maxFilterScan  = 5000
+	maxFilterCalls = 50
 )
 
 // FilteredPage is one page of the listing through a Filter.
@@ -75,19 +51,19 @@ type FilteredPage struct {
 }
 
 // ListFiltered reads the listing from o (its Status and Cursor) until size
-// tasks pass f, the listing ends, or MaxFilterScan tasks or MaxFilterCalls
+// tasks pass f, the listing ends, or maxFilterScan tasks or maxFilterCalls
 // calls have been read. Each call asks for at most the room left on the
 // page (o.Limit is ignored), so that the page ends where a listing page
 // ends and the cursor after it is exact: no matching task is skipped
 // between pages.
-func ListFiltered(ctx context.Context, c Lister, o leasehold.ListOptions, f Filter, size int) (FilteredPage, error) {
+func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Filter, size int) (FilteredPage, error) {
 	var p FilteredPage
 	if size < 1 || size > leasehold.MaxListLimit {
 		return p, fmt.Errorf("page size %d is outside 1..%d", size, leasehold.MaxListLimit)
 	}
 	for calls := 1; ; calls++ {
 		o.Limit = size - len(p.Tasks)
-		page, err := c.List(ctx, o)
+		page, err := a.tasks.List(ctx, o)
 		if err != nil {
 			return p, err
 		}
@@ -98,7 +74,7 @@ func ListFiltered(ctx context.Context, c Lister, o leasehold.ListOptions, f Filt
 			}
 		}
 		p.Next, o.Cursor = page.Next, page.Next
-		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= MaxFilterScan || calls >= MaxFilterCalls {
+		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= maxFilterScan || calls >= maxFilterCalls {
 			return p, nil
 		}
 	}

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,8 +11,10 @@ import (
 )
 
 // sliceLister lists its tasks in order, honouring Limit and an index
-// cursor, and counts its calls.
+// cursor, and counts its calls. It cancels and retries nothing (the nil
+// Tasks it embeds).
 type sliceLister struct {
+	Tasks
 	tasks []leasehold.TaskInfo
 	calls int
 }
@@ -68,25 +69,6 @@ func TestFilterMatches(t *testing.T) {
 	}
 }
 
-func TestParseSince(t *testing.T) {
-	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"":                     {},
-		"90m":                  now.Add(-90 * time.Minute),
-		"2h":                   now.Add(-2 * time.Hour),
-		"2026-12-01T08:00:00Z": time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
-	} {
-		if got, err := ParseSince(in, now); err != nil || !got.Equal(want) {
-			t.Errorf("ParseSince(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"yesterday", "-2h", "0s", "2026-12-01"} {
-		if _, err := ParseSince(bad, now); !errors.Is(err, ErrSince) {
-			t.Errorf("ParseSince(%q): %v, want ErrSince", bad, err)
-		}
-	}
-}
-
 // Pages of a filtered listing, followed by their cursors, hold every
 // matching task once, in listing order, at most size each; a filter that
 // matches little stops a page at the scan bound with a cursor to go on.
@@ -109,7 +91,7 @@ func TestListFilteredPagesExactly(t *testing.T) {
 			if pages > 1000 {
 				t.Fatalf("size %d: no end", size)
 			}
-			p, err := ListFiltered(t.Context(), &l, o, f, size)
+			p, err := (&Admin{tasks: &l}).ListFiltered(t.Context(), o, f, size)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,26 +114,26 @@ func TestListFilteredPagesExactly(t *testing.T) {
 	// Nothing matches: one page reads up to the bounds, then ends short
 	// with a cursor.
 	l.tasks = nil
-	for i := range MaxFilterScan * 2 {
+	for i := range maxFilterScan * 2 {
 		l.tasks = append(l.tasks, leasehold.TaskInfo{ID: fmt.Sprint(i), Kind: "greet"})
 	}
 	l.calls = 0
-	p, err := ListFiltered(t.Context(), &l, leasehold.ListOptions{}, f, leasehold.MaxListLimit)
+	p, err := (&Admin{tasks: &l}).ListFiltered(t.Context(), leasehold.ListOptions{}, f, leasehold.MaxListLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Tasks) != 0 || p.Next == "" || p.Scanned != MaxFilterScan || l.calls != MaxFilterScan/leasehold.MaxListLimit {
-		t.Errorf("unmatched: %d tasks, next %q, scanned %d in %d calls; want 0, a cursor, %d", len(p.Tasks), p.Next, p.Scanned, l.calls, MaxFilterScan)
+	if len(p.Tasks) != 0 || p.Next == "" || p.Scanned != maxFilterScan || l.calls != maxFilterScan/leasehold.MaxListLimit {
+		t.Errorf("unmatched: %d tasks, next %q, scanned %d in %d calls; want 0, a cursor, %d", len(p.Tasks), p.Next, p.Scanned, l.calls, maxFilterScan)
 	}
 	l.calls = 0
-	p, err = ListFiltered(t.Context(), &l, leasehold.ListOptions{}, f, 10)
+	p, err = (&Admin{tasks: &l}).ListFiltered(t.Context(), leasehold.ListOptions{}, f, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Tasks) != 0 || p.Next == "" || l.calls != MaxFilterCalls {
-		t.Errorf("unmatched, small pages: %d tasks, next %q, %d calls; want 0, a cursor, %d calls", len(p.Tasks), p.Next, l.calls, MaxFilterCalls)
+	if len(p.Tasks) != 0 || p.Next == "" || l.calls != maxFilterCalls {
+		t.Errorf("unmatched, small pages: %d tasks, next %q, %d calls; want 0, a cursor, %d calls", len(p.Tasks), p.Next, l.calls, maxFilterCalls)
 	}
-	if _, err := ListFiltered(t.Context(), &l, leasehold.ListOptions{}, f, 0); err == nil {
+	if _, err := (&Admin{tasks: &l}).ListFiltered(t.Context(), leasehold.ListOptions{}, f, 0); err == nil {
 		t.Error("a page size of 0 was taken")
 	}
 }

@@ -23,7 +23,7 @@ var (
 	ErrScheduleExists = schedule.ErrExists
 )
 
-// ScheduleSpec is a schedule as written: ParseSchedule checks it.
+// ScheduleSpec is a schedule as written: its Parse checks it.
 type ScheduleSpec struct {
 	// Name names the schedule; each slot's task is sched:NAME:<slot time>,
 	// so a slot sent twice runs once.
@@ -44,14 +44,14 @@ type ScheduleSpec struct {
 	CatchUp string
 }
 
-// Schedule is a checked schedule, from ParseSchedule.
+// Schedule is a checked schedule, from ScheduleSpec.Parse.
 type Schedule struct{ spec schedule.Spec }
 
-// ParseSchedule checks s: its expression, catch-up policy and other fields,
+// Parse checks s: its expression, catch-up policy and other fields,
 // and that it fires at all. seconds allows rates in seconds, which only
 // Run fires (EventBridge Scheduler's shortest rate is a minute). Its
 // errors match ErrScheduleExpression or ErrScheduleInvalid.
-func ParseSchedule(s ScheduleSpec, seconds bool) (Schedule, error) {
+func (s ScheduleSpec) Parse(seconds bool) (Schedule, error) {
 	syntax := schedule.AWS
 	if seconds {
 		syntax = schedule.Local

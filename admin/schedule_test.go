@@ -13,10 +13,10 @@ func TestParseScheduleFields(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	s, err := ParseSchedule(ScheduleSpec{
+	s, err := ScheduleSpec{
 		Name: "rep", Expression: "cron(0 2 * * ? *)", Location: paris, Kind: "report",
 		Payload: []byte(`{"name":"a;b"}`), Queue: "leasehold-reports", CatchUp: "all:2,30m",
-	}, false)
+	}.Parse(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,10 +25,10 @@ func TestParseScheduleFields(t *testing.T) {
 		s.spec.CatchUp != (schedule.CatchUp{Mode: schedule.All, Limit: 2, MaxAge: 30 * time.Minute}) {
 		t.Fatalf("got %+v", s.spec)
 	}
-	if _, err := ParseSchedule(ScheduleSpec{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}, false); err == nil {
+	if _, err := (ScheduleSpec{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}).Parse(false); err == nil {
 		t.Fatal("a rate in seconds was accepted for EventBridge")
 	}
-	tick, err := ParseSchedule(ScheduleSpec{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}, true)
+	tick, err := ScheduleSpec{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}.Parse(true)
 	if err != nil || tick.spec.Expr.Period() != 10*time.Second {
 		t.Fatalf("rate in seconds: %v, %+v", err, tick.spec)
 	}

@@ -25,10 +25,6 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
-// EnvIntakeQueueURL is the intake queue RunFromEnv consumes: unset, it runs
-// the worker alone.
-const EnvIntakeQueueURL = settings.EnvIntakeQueueURL
-
 // RunFromEnv runs w until ctx is done, as w.Run(ctx) does. When
 // LEASEHOLD_INTAKE_QUEUE_URL is set it also runs the dispatcher on that
 // queue: each submission becomes a task in LEASEHOLD_TABLE and a dispatch
@@ -42,7 +38,7 @@ const EnvIntakeQueueURL = settings.EnvIntakeQueueURL
 // leasehold.ErrConfig. The dispatcher's SDK clients use a copy of awsCfg
 // whose HTTPClient is behind leasehold.GuardHTTP, as w's do.
 func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker) error {
-	intakeURL := os.Getenv(EnvIntakeQueueURL)
+	intakeURL := os.Getenv(settings.EnvIntakeQueueURL)
 	if intakeURL == "" {
 		return w.Run(ctx)
 	}

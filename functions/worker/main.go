@@ -26,6 +26,7 @@ import (
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lambdarun"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -58,7 +59,7 @@ func main() {
 	// Every other setting from its LEASEHOLD_* variable; the function is
 	// given the dead-letter queue's URL, so nothing is looked up.
 	cfg := leasehold.WorkerConfig{AWS: awsCfg, Handlers: handlers, Logger: log, Metrics: os.Stdout}
-	if err := settings.Load(&cfg, settings.Worker, os.Getenv); err != nil {
+	if err := settingstable.Load(&cfg, settingstable.Worker, os.Getenv); err != nil {
 		log.Error("read configuration", "error", err)
 		os.Exit(1)
 	}

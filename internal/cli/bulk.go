@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 // lineError is a rejected input line.
@@ -49,9 +49,9 @@ func readSubmissions(r io.Reader) (subs []leasehold.Submission, lines []int, bad
 }
 
 // parseLine checks one submission line, with the intake dispatcher's own
-// rules and words (admin.ParseSubmission).
+// rules and words (rules.ParseSubmission).
 func parseLine(raw []byte) (leasehold.Submission, error) {
-	return admin.ParseSubmission(raw, time.Now())
+	return rules.ParseSubmission(raw, time.Now())
 }
 
 // maxReportedLines bounds the bad lines listed one by one.
@@ -77,7 +77,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		in = fh
 	}
 	if f.queue != "" {
-		if err := admin.CheckQueueName(f.queue); err != nil {
+		if err := rules.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 	}
@@ -110,7 +110,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			for _, r := range results {
 				if r.Err == nil {
 					enqueued++
-					fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
+					fmt.Fprintln(a.io.Out, rules.DisplayID(r.ID))
 				}
 			}
 			fmt.Fprintf(a.io.Err, "enqueued %d of %d tasks before the error\n", enqueued, total)
@@ -153,7 +153,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 					continue // not stored: no id to print
 				}
 			}
-			fmt.Fprintln(a.io.Out, admin.DisplayID(r.ID))
+			fmt.Fprintln(a.io.Out, rules.DisplayID(r.ID))
 		}
 		if failed > maxReportedLines {
 			fmt.Fprintf(a.io.Err, "%s: ... and %d more failed lines\n", name, failed-maxReportedLines)

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 func init() {
@@ -53,7 +53,7 @@ docs/workflows.md.`,
 			tok, args := by.split(args)
 			var result any
 			if len(args) == 1 {
-				if p, tooDeep := admin.JSONProblem([]byte(args[0])); p != "" {
+				if p, tooDeep := rules.JSONProblem([]byte(args[0])); p != "" {
 					if !tooDeep {
 						p = "is not a JSON document"
 					}
@@ -164,10 +164,10 @@ func (a *app) endWait(cmd *cobra.Command, jsonOut bool, by waitBy, end func(*lea
 	}
 	return a.showTask(cmd.Context(), jsonOut, answer, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
 		if info.Status == leasehold.StatusPending {
-			_, err := fmt.Fprintf(a.io.Out, "task %s PENDING: answer recorded; its handler runs again to read it\n", admin.DisplayID(info.ID))
+			_, err := fmt.Fprintf(a.io.Out, "task %s PENDING: answer recorded; its handler runs again to read it\n", rules.DisplayID(info.ID))
 			return err
 		}
-		_, err := fmt.Fprintf(a.io.Out, "task %s %s\n", admin.DisplayID(info.ID), info.Status)
+		_, err := fmt.Fprintf(a.io.Out, "task %s %s\n", rules.DisplayID(info.ID), info.Status)
 		return err
 	})
 }
@@ -184,7 +184,7 @@ func (a *app) callbackWait(ctx context.Context, c *leasehold.Client, id string, 
 		case t.Status == leasehold.StatusWaiting && t.Wait == "callback":
 			return t, nil
 		case !time.Now().Before(deadline):
-			return t, fmt.Errorf("%w: task %s is %s, not waiting for a callback", leasehold.ErrNotWaiting, admin.DisplayID(id), t.Status)
+			return t, fmt.Errorf("%w: task %s is %s, not waiting for a callback", leasehold.ErrNotWaiting, rules.DisplayID(id), t.Status)
 		}
 		select {
 		case <-ctx.Done():

@@ -27,7 +27,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 // Exit codes.
@@ -281,7 +281,7 @@ func messageText(err error) string {
 	)
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	if errors.As(err, &notSent) && (errors.As(err, &unreachable) || errors.As(err, &missing)) {
-		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", admin.DisplayID(notSent.ID), message(notSent.Err))
+		return fmt.Sprintf("task %s is stored but its dispatch token was not sent: %s", rules.DisplayID(notSent.ID), message(notSent.Err))
 	}
 	switch {
 	case errors.As(err, &unreachable):

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -50,6 +51,8 @@ type app struct {
 	callTimeout time.Duration
 
 	cli *leasehold.Client
+	// awsCfg is the AWS configuration cli was built with.
+	awsCfg aws.Config
 	// tp traces the client and `leasehold run` when the OTEL_* environment
 	// asks for it (tracing.go); nil otherwise.
 	tp *sdktrace.TracerProvider
@@ -109,7 +112,7 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 		return nil, err
 	}
 	// The deployment's listing choice (template parameter TaskListing).
-	unlisted, err := admin.ParseListing(os.Getenv(settings.EnvListing))
+	unlisted, err := rules.ParseListing(os.Getenv(settings.EnvListing))
 	if err != nil {
 		return nil, usageErrorf("%s: %v", settings.EnvListing, err)
 	}
@@ -130,8 +133,16 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 	if err != nil {
 		return nil, err
 	}
-	a.cli = c
+	a.cli, a.awsCfg = c, cfg
 	return c, nil
+}
+
+// tasksAdmin returns the Admin whose verbs on tasks (Select, Bulk,
+// ListFiltered) go through c, the client built by client: its AWS
+// configuration and global settings, so that it makes no call of its own
+// to set up.
+func (a *app) tasksAdmin(c *leasehold.Client) *admin.Admin {
+	return admin.New(admin.Config{AWS: a.awsCfg, Table: a.table, Endpoint: a.endpoint, CallTimeout: a.callTimeout, Tasks: c})
 }
 
 // awsConfig loads the SDK configuration (the standard chain, then the
@@ -183,11 +194,11 @@ func (a *app) loadAWSConfig(ctx context.Context) (aws.Config, error) {
 }
 
 // checkCredentials finds out once, before any call, whether cfg has usable
-// credentials (admin.CheckCredentials): without them every call fails with
+// credentials (rules.CheckCredentials): without them every call fails with
 // the SDK's whole provider chain in its message, where one line can say
 // what to set.
 func (a *app) checkCredentials(ctx context.Context, cfg aws.Config) error {
-	return admin.CheckCredentials(ctx, cfg, a.profile, a.callTimeout)
+	return rules.CheckCredentials(ctx, cfg, a.profile, a.callTimeout)
 }
 
 // newRetryer is the SDK's standard retryer, except that a refused

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -134,7 +134,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
 	}
 	if f.queue != "" {
-		if err := admin.CheckQueueName(f.queue); err != nil {
+		if err := rules.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
 		opts = append(opts, leasehold.Queue(f.queue))
@@ -156,7 +156,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 			kind, payload, hasPayload := strings.Cut(t, "=")
 			links[i].Kind = kind
 			if hasPayload {
-				if p, tooDeep := admin.JSONProblem([]byte(payload)); p != "" {
+				if p, tooDeep := rules.JSONProblem([]byte(payload)); p != "" {
 					if !tooDeep {
 						p = "is not a JSON document"
 					}
@@ -199,10 +199,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	case errors.As(err, &conflict):
 		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
-		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", admin.DisplayID(info.ID), info.Status)
+		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", rules.DisplayID(info.ID), info.Status)
 	case errors.Is(err, leasehold.ErrNotSent):
 		// Stored: the id is worth printing even though the send failed.
-		fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
+		fmt.Fprintln(a.io.Out, rules.DisplayID(info.ID))
 		return err
 	case err != nil:
 		return err
@@ -210,7 +210,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.jsonOut {
 		return writeJSON(a.io.Out, info)
 	}
-	_, err = fmt.Fprintln(a.io.Out, admin.DisplayID(info.ID))
+	_, err = fmt.Fprintln(a.io.Out, rules.DisplayID(info.ID))
 	return err
 }
 
@@ -257,7 +257,7 @@ func checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return errors.New("it is empty")
 	}
-	if p, tooDeep := admin.JSONProblem(b); tooDeep {
+	if p, tooDeep := rules.JSONProblem(b); tooDeep {
 		return errors.New("it " + p)
 	}
 	var v any

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -93,7 +94,7 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 			}
 			tasks := []leasehold.TaskInfo{} // an empty page prints "[]", not "null"
 			for {
-				page, err := admin.ListFiltered(cmd.Context(), c, o, filter, f.limit)
+				page, err := a.tasksAdmin(c).ListFiltered(cmd.Context(), o, filter, f.limit)
 				if err != nil {
 					return err
 				}
@@ -133,12 +134,12 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 
 // filter is the list's filter flags as an admin.Filter.
 func (f listFlags) filter(now time.Time) (admin.Filter, error) {
-	since, err := admin.ParseSince(f.since, now)
+	since, err := rules.ParseSince(f.since, now)
 	if err != nil {
 		return admin.Filter{}, usageErrorf("--%v", err)
 	}
 	if f.queue != "" && f.queue != "-" {
-		if err := admin.CheckQueueName(f.queue); err != nil {
+		if err := rules.CheckQueueName(f.queue); err != nil {
 			return admin.Filter{}, usageErrorf("--queue: %v", err)
 		}
 	}
@@ -155,7 +156,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 			queue = "-" // the default work queue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			admin.DisplayID(t.ID), admin.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			rules.DisplayID(t.ID), rules.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 func init() {
@@ -40,7 +40,7 @@ queue (the template's PauseQueuesPolicy). leasehold resume QUEUE undoes it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {
-				if err := admin.CheckQueueName(args[0]); err != nil {
+				if err := rules.CheckQueueName(args[0]); err != nil {
 					return usageErrorf("QUEUE: %v", err)
 				}
 				name = args[0]

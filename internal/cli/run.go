@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/examples"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/otelenv"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -180,7 +181,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 		specs = append(specs, s)
 	}
 	for _, name := range f.serveQueues {
-		if err := admin.CheckQueueName(name); err != nil {
+		if err := rules.CheckQueueName(name); err != nil {
 			return usageErrorf("--serve-queue: %v", err)
 		}
 	}
@@ -191,7 +192,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = admin.HTTPClient(runHTTPTimeout)
+	cfg.HTTPClient = rules.HTTPClient(runHTTPTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}
@@ -232,7 +233,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	examples.Register(hs)
 	wc.AWS, wc.Table, wc.QueueURL, wc.QueueURLs, wc.DeadLetterQueueURL, wc.Handlers = cfg, a.table, workURL, serveURLs, dlqURL, hs
 	wc.Logger = log.With("part", "worker")
-	if err := settings.Load(&wc, settings.Worker, os.Getenv); err != nil {
+	if err := rules.WorkerFromEnv(&wc); err != nil {
 		return usageError{fmt.Errorf("%w: %w", leasehold.ErrConfig, err)}
 	}
 	tp, err := a.tracer(ctx)

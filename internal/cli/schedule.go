@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -107,7 +108,7 @@ AGE (default 1h, at least 60s, at most 24h).`,
 }
 
 // specFromFlags builds and checks a schedule; seconds allows rates in
-// seconds (admin.ParseSchedule).
+// seconds (admin.ScheduleSpec.Parse).
 func specFromFlags(name string, f createFlags, seconds bool) (admin.Schedule, error) {
 	if (f.cron == "") == (f.rate == "") {
 		return admin.Schedule{}, usageErrorf("give exactly one of --cron and --rate")
@@ -127,7 +128,7 @@ func specFromFlags(name string, f createFlags, seconds bool) (admin.Schedule, er
 	}
 	spec := admin.ScheduleSpec{Name: name, Expression: expr, Kind: f.kind, Queue: f.queue, CatchUp: f.catchUp}
 	if f.payload != "" {
-		if p, _ := admin.JSONProblem([]byte(f.payload)); p != "" {
+		if p, _ := rules.JSONProblem([]byte(f.payload)); p != "" {
 			return admin.Schedule{}, usageErrorf("--payload %s", p)
 		}
 		spec.Payload = json.RawMessage(f.payload)
@@ -138,7 +139,7 @@ func specFromFlags(name string, f createFlags, seconds bool) (admin.Schedule, er
 			return admin.Schedule{}, usageErrorf("--timezone %q: %v", f.timezone, err)
 		}
 	}
-	s, err := admin.ParseSchedule(spec, seconds)
+	s, err := spec.Parse(seconds)
 	if err != nil {
 		return admin.Schedule{}, usageError{err}
 	}

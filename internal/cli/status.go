@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 func init() {
@@ -73,12 +73,12 @@ func writeTree(ctx context.Context, c *leasehold.Client, w io.Writer, t leasehol
 			info, err := c.Get(ctx, id)
 			switch {
 			case errors.Is(err, leasehold.ErrNotFound):
-				fmt.Fprintf(w, "%s%s%s  (not found)\n", indent, branch, admin.DisplayID(id))
+				fmt.Fprintf(w, "%s%s%s  (not found)\n", indent, branch, rules.DisplayID(id))
 				continue
 			case err != nil:
 				return err
 			}
-			line := fmt.Sprintf("%s%s%s  %s", indent, branch, admin.DisplayID(id), info.Status)
+			line := fmt.Sprintf("%s%s%s  %s", indent, branch, rules.DisplayID(id), info.Status)
 			if info.Error != "" {
 				line += "  " + clip(oneLine(info.Error), 60)
 			}
@@ -137,7 +137,7 @@ worker) is waited for too: up to --timeout, or one minute without one.
 					if timeout > 0 {
 						limit = "up to " + timeout.String()
 					}
-					fmt.Fprintf(a.io.Err, "waiting for task %s to finish (%s; Ctrl-C stops)...", admin.DisplayID(id), limit)
+					fmt.Fprintf(a.io.Err, "waiting for task %s to finish (%s; Ctrl-C stops)...", rules.DisplayID(id), limit)
 				}
 				err = a.awaitCreation(ctx, c, id, timeout)
 				if err == nil {
@@ -147,7 +147,7 @@ worker) is waited for too: up to --timeout, or one minute without one.
 					fmt.Fprint(a.io.Err, "\r\x1b[K")
 				}
 				if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, leasehold.ErrUnreachable) {
-					return fmt.Errorf("task %s did not finish within %s", admin.DisplayID(id), timeout)
+					return fmt.Errorf("task %s did not finish within %s", rules.DisplayID(id), timeout)
 				}
 			} else {
 				info, err = c.Get(ctx, id)
@@ -166,7 +166,7 @@ worker) is waited for too: up to --timeout, or one minute without one.
 			case leasehold.StatusFailed, leasehold.StatusCancelled:
 				return &leasehold.TaskError{ID: id, Status: info.Status, Message: info.Error}
 			}
-			return fmt.Errorf("task %s is %s: no result yet (use --wait to wait for it)", admin.DisplayID(id), info.Status)
+			return fmt.Errorf("task %s is %s: no result yet (use --wait to wait for it)", rules.DisplayID(id), info.Status)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the task finishes")
@@ -268,14 +268,14 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
 		}
 	}
-	row("id", admin.DisplayID(t.ID))
-	row("kind", admin.DisplayID(t.Kind))
+	row("id", rules.DisplayID(t.ID))
+	row("kind", rules.DisplayID(t.Kind))
 	queue := t.Queue
 	if queue == "" {
 		queue = "(the default work queue)"
 	}
 	row("queue", escape(queue))
-	row("parent", admin.DisplayID(t.Parent))
+	row("parent", rules.DisplayID(t.Parent))
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
 		status += " (cancel requested)"
@@ -302,7 +302,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	row("updated", stamp(t.UpdatedAt))
 	row("finished", stamp(t.FinishedAt))
 	label := "error"
-	if admin.HandedBack(t) { // a snooze, sleep or hold: no error
+	if rules.HandedBack(t) { // a snooze, sleep or hold: no error
 		label = "waits because"
 		if t.Status == leasehold.StatusRunning {
 			label = "waited because" // before this attempt

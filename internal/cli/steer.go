@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 func init() {
@@ -46,13 +47,13 @@ running children and chain links, listed under their parent or head
 				return err
 			}
 			if bulk {
-				return a.bulk(cmd, &sel, admin.CancelStatuses, "cancelled", admin.CancelOne)
+				return a.bulk(cmd, &sel, admin.CancelStatuses, "cancelled", func(adm *admin.Admin) admin.Action { return adm.CancelOne })
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Cancel(cmd.Context(), args[0])
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) (err error) {
-				id := admin.DisplayID(info.ID)
+				id := rules.DisplayID(info.ID)
 				switch {
 				case info.Status == leasehold.StatusCancelled:
 					_, err = fmt.Fprintf(a.io.Out, "task %s cancelled\n", id)
@@ -103,13 +104,13 @@ leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
 				return err
 			}
 			if bulk {
-				return a.bulk(cmd, &sel, admin.RetryStatuses, "retried", admin.RetryOne(attempts))
+				return a.bulk(cmd, &sel, admin.RetryStatuses, "retried", func(adm *admin.Admin) admin.Action { return adm.RetryOne(attempts) })
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
 				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
-				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", admin.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
+				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", rules.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)
 				return err
 			})
 		},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 // selection picks tasks for a bulk cancel or retry: from the listing, by
@@ -56,7 +57,7 @@ func (s *selection) check(allowed []leasehold.Status) (admin.Selection, error) {
 	for _, raw := range s.statuses {
 		st, err := leasehold.ParseStatus(raw)
 		if err != nil || !slices.Contains(allowed, st) {
-			return sel, usageErrorf("--status %s: want one of %s", raw, admin.StatusNames(allowed))
+			return sel, usageErrorf("--status %s: want one of %s", raw, rules.StatusNames(allowed))
 		}
 		sel.Statuses = append(sel.Statuses, st)
 	}
@@ -67,9 +68,10 @@ func (s *selection) check(allowed []leasehold.Status) (admin.Selection, error) {
 	return sel, nil
 }
 
-// bulk runs act on every task the selection picks, concurrency at a time,
-// with a progress bar, and prints a summary (admin.Bulk).
-func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status, verb string, act admin.Action) error {
+// bulk runs the action act picks from the Admin on every task the
+// selection picks, concurrency at a time, with a progress bar, and prints a
+// summary (Admin.Select, Admin.Bulk).
+func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status, verb string, act func(*admin.Admin) admin.Action) error {
 	sel, err := s.check(allowed)
 	if err != nil {
 		return err
@@ -79,19 +81,20 @@ func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status,
 	if err != nil {
 		return err
 	}
-	ids, _, err := admin.Select(ctx, c, sel, time.Now(), 0)
+	adm := a.tasksAdmin(c)
+	ids, _, err := adm.Select(ctx, sel, time.Now(), 0)
 	if err != nil {
 		return err
 	}
 	if s.dryRun {
 		for _, id := range ids {
-			fmt.Fprintln(a.io.Out, admin.DisplayID(id))
+			fmt.Fprintln(a.io.Out, rules.DisplayID(id))
 		}
-		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, admin.StatusNames(sel.Statuses))
+		fmt.Fprintf(a.io.Err, "dry run: %d tasks would be %s (statuses %s); nothing changed\n", len(ids), verb, rules.StatusNames(sel.Statuses))
 		return nil
 	}
 	bar := a.newBar(len(ids), verb)
-	r := admin.Bulk(ctx, c, ids, s.concurrency, act, bar.set)
+	r := adm.Bulk(ctx, ids, s.concurrency, act(adm), bar.set)
 	bar.finish()
 	for i, e := range r.Errors {
 		if i == maxReportedLines {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 type watchFlags struct {
@@ -226,7 +226,7 @@ func (w *watcher) report(c counts) error {
 			fmt.Fprintln(w.app.io.Err, "...")
 			break
 		}
-		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, admin.DisplayID(id), clip(oneLine(t.Error), 200))
+		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, rules.DisplayID(id), clip(oneLine(t.Error), 200))
 		shown++
 	}
 	_, total := c.finished()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/settingstable"
 )
 
 // envLiteral is an environment variable name of leasehold's.
@@ -22,11 +22,11 @@ var harness = []string{"internal/awstest/", "internal/chaos/", "internal/bench/"
 
 // TestEnvNamesLiveInTheSettingsTable (issue 34): every LEASEHOLD_*
 // variable the product reads is spelled out once, as a constant of package
-// settings, and has its row in settings.All; other packages refer to the
+// settings, and has its row in settingstable.All; other packages refer to the
 // constant.
 func TestEnvNamesLiveInTheSettingsTable(t *testing.T) {
 	inTable := map[string]bool{}
-	for _, s := range settings.All {
+	for _, s := range settingstable.All {
 		if s.Env != "" {
 			inTable[s.Env] = true
 		}
@@ -56,14 +56,14 @@ func TestEnvNamesLiveInTheSettingsTable(t *testing.T) {
 	}
 	sort.Strings(outside)
 	for _, o := range outside {
-		t.Errorf("%s is spelled out outside package settings: declare it there (a constant and a row of settings.All) and refer to the constant", o)
+		t.Errorf("%s is spelled out outside package settings: declare it there (a constant and a row of settingstable.All) and refer to the constant", o)
 	}
 	if len(declared) < 30 {
 		t.Fatalf("found only %d LEASEHOLD_* names in package settings", len(declared))
 	}
 	for v := range declared {
 		if !inTable[v] {
-			t.Errorf("settings declares %s but settings.All has no row for it", v)
+			t.Errorf("settings declares %s but settingstable.All has no row for it", v)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -176,8 +177,8 @@ func namedQueueName(ref string) string {
 }
 
 // Settings is the dispatch function's configuration from its environment:
-// the fields of package settings' table for scope settings.Dispatch, named
-// as there.
+// the fields of the settings table (internal/settingstable) for scope
+// Dispatch, named as there.
 type Settings struct {
 	Table               string // required
 	QueueURL            string // required: the default work queue
@@ -200,7 +201,7 @@ func SettingsFromEnv() (Settings, error) { return SettingsFrom(os.Getenv) }
 // SettingsFrom reads Settings through getenv.
 func SettingsFrom(getenv func(string) string) (Settings, error) {
 	var s Settings
-	if err := settings.Load(&s, settings.Dispatch, getenv); err != nil {
+	if err := settingstable.Load(&s, settingstable.Dispatch, getenv); err != nil {
 		return s, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch {

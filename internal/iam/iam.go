@@ -192,7 +192,7 @@ var (
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
 		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
-	processEnv = unread("the leasehold command's and serve.RunFromEnv's (settings.Process): the off-Lambda process and the schedule verbs read them; no function does",
+	processEnv = unread("the leasehold command's and serve.RunFromEnv's (settingstable.Process): the off-Lambda process and the schedule verbs read them; no function does",
 		settings.EnvIntakeQueueURL, settings.EnvMetrics, settings.EnvFireSchedules, settings.EnvScheduleGroup,
 		settings.EnvSchedulerRoleARN, settings.EnvScheduleDLQARN)
 	dispatchEnv = unread("read by dispatch.SettingsFromEnv, which only the dispatch function calls",

@@ -1,8 +1,10 @@
 // Command chaosworker is the worker process that the chaos test
-// (internal/chaos) starts, kills, pauses and restarts. It is built from the
-// public API only, exactly as a user would build a worker:
-// leasehold.NewHandlers, leasehold.Handle, settings.Load,
-// leasehold.NewWorker and Worker.Run.
+// (internal/chaos) starts, kills, pauses and restarts. It is built as a
+// user would build a worker, from the public API (leasehold.NewHandlers,
+// leasehold.Handle, leasehold.NewWorker and Worker.Run), except that it
+// reads the LEASEHOLD_* variables with the settings table's reader
+// (internal/settingstable.Load, what NewWorkerFromEnv uses) so that, like
+// the deployed function, it looks nothing up at start.
 //
 // It registers the task kind "chaos" (and "limited", the same handler for
 // the flow-control run to give a concurrency limit), whose handler sleeps for the payload's
@@ -62,7 +64,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/chaos"
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/settingstable"
 )
 
 // Payload is what the chaos test puts in each inline token.
@@ -250,7 +252,7 @@ func main() {
 		ReceiveVisibility: durationEnv("CHAOS_RECEIVE_VISIBILITY", 10*time.Second),
 		LongPoll:          durationEnv("CHAOS_LONG_POLL", 2*time.Second),
 	}
-	if err := settings.Load(&cfg, settings.Worker, os.Getenv); err != nil {
+	if err := settingstable.Load(&cfg, settingstable.Worker, os.Getenv); err != nil {
 		log.Fatalf("chaosworker: %v", err)
 	}
 	w, err := leasehold.NewWorker(cfg)

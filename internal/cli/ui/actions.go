@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 // maxRetryAttempts bounds the attempts one retry from the page adds.
@@ -44,7 +45,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if info, err = op(); err == nil {
-			res = resultData{Message: fmt.Sprintf("task %s: %s; now %s", admin.DisplayID(id), verb, info.Status), Task: &info, Back: taskURL(id)}
+			res = resultData{Message: fmt.Sprintf("task %s: %s; now %s", rules.DisplayID(id), verb, info.Status), Task: &info, Back: taskURL(id)}
 		}
 	}
 	switch name := r.PathValue("name"); name {
@@ -83,7 +84,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		queue := r.PostFormValue("queue")
 		url := s.cfg.WorkQueueURL
 		if queue != "" {
-			if err = admin.CheckQueueName(queue); err != nil {
+			if err = rules.CheckQueueName(queue); err != nil {
 				err = badRequest("queue: " + err.Error())
 				break
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 const (
@@ -38,8 +39,8 @@ type bulkData struct {
 }
 
 // bulk runs POST /bulk: cancel or retry every task the tasks page's
-// filters select, as `leasehold cancel|retry --status ...` does (admin.Select,
-// admin.Bulk). Without confirm=yes it is a dry run: it counts what the
+// filters select, as `leasehold cancel|retry --status ...` does (Admin.Select,
+// Admin.Bulk). Without confirm=yes it is a dry run: it counts what the
 // selection picks, lists the first ids and offers the form that confirms
 // it; with it, it acts on up to maxBulk tasks and shows the summary.
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +55,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	)
 	switch d.Action {
 	case "cancel":
-		allowed, act, d.Verb = admin.CancelStatuses, admin.CancelOne, "cancelled"
+		allowed, act, d.Verb = admin.CancelStatuses, s.admin.CancelOne, "cancelled"
 	case "retry":
 		n, err := strconv.Atoi(cmp.Or(r.PostFormValue("attempts"), "1"))
 		if err != nil || n < 1 || n > maxRetryAttempts {
@@ -62,7 +63,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.Attempts = n
-		allowed, act, d.Verb = admin.RetryStatuses, admin.RetryOne(n), "retried"
+		allowed, act, d.Verb = admin.RetryStatuses, s.admin.RetryOne(n), "retried"
 	default:
 		s.fail(w, r, badRequest("action: cancel or retry"))
 		return
@@ -90,10 +91,10 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest(err.Error()))
 		return
 	}
-	d.Statuses = admin.StatusNames(sel.Statuses)
+	d.Statuses = rules.StatusNames(sel.Statuses)
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	ids, more, err := admin.Select(ctx, s.cfg.Tasks, sel, now, maxBulk)
+	ids, more, err := s.admin.Select(ctx, sel, now, maxBulk)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -104,7 +105,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 		return
 	}
-	rep := admin.Bulk(ctx, s.cfg.Tasks, ids, bulkConcurrency, act, nil)
+	rep := s.admin.Bulk(ctx, ids, bulkConcurrency, act, nil)
 	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
 	if rep.Done < len(ids) {
 		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(ids)-rep.Done)

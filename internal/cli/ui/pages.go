@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 var funcs = template.FuncMap{
@@ -42,8 +43,8 @@ var funcs = template.FuncMap{
 	"contains": slices.Contains[[]string],
 	"sub":      func(a, b int) int { return a - b },
 	// The task page heads a handed-back attempt's reason apart from an
-	// error (admin.HandedBack).
-	"handedBack": admin.HandedBack,
+	// error (rules.HandedBack).
+	"handedBack": rules.HandedBack,
 }
 
 func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }
@@ -293,7 +294,7 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if name := r.URL.Query().Get("queue"); name != "" {
 		// Another queue by name: look it up, then list it.
-		if err := admin.CheckQueueName(name); err != nil {
+		if err := rules.CheckQueueName(name); err != nil {
 			s.fail(w, r, badRequest("queue: "+err.Error()))
 			return
 		}
@@ -354,7 +355,7 @@ func (f filters) values() url.Values {
 // sinceOf reads the time filter: a duration back from now (90m, 2h) or an
 // RFC 3339 time.
 func sinceOf(s string, now time.Time) (time.Time, error) {
-	t, err := admin.ParseSince(s, now)
+	t, err := rules.ParseSince(s, now)
 	if err != nil {
 		return time.Time{}, badRequest(err.Error())
 	}
@@ -384,7 +385,7 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	page, err := admin.ListFiltered(ctx, s.cfg.Tasks, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -646,7 +647,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deadLetterQueue(ctx context.Context, name string) (src, dlq string, err error) {
 	src = s.cfg.WorkQueueURL
 	if name != "" {
-		if err := admin.CheckQueueName(name); err != nil {
+		if err := rules.CheckQueueName(name); err != nil {
 			return "", "", badRequest("queue: " + err.Error())
 		}
 		if src, err = s.cfg.Queues.QueueURL(ctx, name); err != nil {

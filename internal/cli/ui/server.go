@@ -95,6 +95,10 @@ type Config struct {
 // Server is the inspector. Build it with New; serve it with Serve.
 type Server struct {
 	cfg Config
+	// admin is the Admin whose verbs on tasks (Select, Bulk, ListFiltered)
+	// the bulk actions and the filtered task list call, through cfg.Tasks;
+	// it makes no AWS call of its own.
+	admin *admin.Admin
 	// base is the path every page of this run is under: "/" and 32 random
 	// hex digits. The session cookie's Path is base, so a browser sends it
 	// to no other server on another port of the same host.
@@ -149,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, base: base, pages: pages,
+		cfg: cfg, base: base, pages: pages, admin: admin.New(admin.Config{Tasks: cfg.Tasks}),
 		auth:     &sessions{start: secrets[1], issued: cfg.Now(), idle: cfg.SessionIdle, lifetime: cfg.SessionLifetime},
 		apiToken: secrets[2],
 		static:   http.StripPrefix(base+"/static/", http.FileServerFS(static)),

@@ -9,9 +9,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Refusals of the session checks. Each says what happened and what to do:
@@ -81,7 +82,7 @@ func (a *sessions) open(t string, now time.Time) (*session, string) {
 	case a.used:
 		return nil, msgUsed
 	case now.Sub(a.issued) > a.lifetime:
-		return nil, fmt.Sprintf("forbidden: this URL has expired unused: it is good for %s after `leasehold ui` starts; %s", short(a.lifetime), restartHint)
+		return nil, fmt.Sprintf("forbidden: this URL has expired unused: it is good for %s after `leasehold ui` starts; %s", settings.FormatDuration(a.lifetime), restartHint)
 	}
 	id, err := newToken()
 	if err != nil {
@@ -111,9 +112,9 @@ func (a *sessions) session(ids []string, now time.Time, active bool) (*session, 
 	if cur.ended == "" {
 		switch {
 		case now.Sub(cur.created) > a.lifetime:
-			cur.ended = "it is older than " + short(a.lifetime) + " (the session's limit)"
+			cur.ended = "it is older than " + settings.FormatDuration(a.lifetime) + " (the session's limit)"
 		case now.Sub(cur.seen) > a.idle:
-			cur.ended = "no request for more than " + short(a.idle) + " (the limit when idle)"
+			cur.ended = "no request for more than " + settings.FormatDuration(a.idle) + " (the limit when idle)"
 		}
 	}
 	if cur.ended != "" {
@@ -154,16 +155,4 @@ func anySame(ts []string, secret string) bool {
 		ok = same(t, secret) || ok
 	}
 	return ok
-}
-
-// short writes a duration without its zero tails: 30m, 12h, 1h30m.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -1,18 +1,39 @@
-package admin
+// Package rules holds the leasehold command's input and display rules: how
+// it checks what an operator types (a queue name, a payload, a since value,
+// a line of a submissions file, the listing setting) and how it shows what
+// it prints (a task id, a list of statuses, an attempt handed back), and how
+// it sets up its AWS configuration.
+//
+// Where the client, the worker or the intake dispatcher applies the same
+// rule, the function here calls that rule (internal/lease, internal/queues,
+// internal/token, internal/awsenv, internal/settingstable) rather than
+// copying it: a copy would be a second rule waiting to differ from the
+// first. This package is the one place of the CLI that imports them
+// (internal/cli's TestImportsOnlyPublicPackages says which, and why); the
+// CLI's operations on tasks, queues and schedules go through the public API
+// (the root package and admin).
+//
+// These helpers were exported by package admin before issue 34: they are
+// the CLI's, not an operator's verbs.
+package rules
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/token"
 )
-
-// MaxSubmissionBytes bounds one intake-queue submission body, and one line
-// of a bulk file (`leasehold enqueue --file`).
-const MaxSubmissionBytes = token.MaxBodyBytes
 
 // JSONProblem says what is wrong with b as one JSON document, in words that
 // follow the name of the document ("payload " + problem): "" when nothing.
@@ -41,6 +62,34 @@ func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListi
 // escaped as by strconv.Quote, so that a control character, a
 // bidirectional override or a stray byte can never act on the output.
 func DisplayID(id string) string { return lease.DisplayID(id) }
+
+// StatusNames joins statuses with commas, as the CLI's messages show them.
+func StatusNames(ss []leasehold.Status) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ErrSince: a since value that is neither a duration nor a time.
+var ErrSince = errors.New("since: want a duration back from now such as 90m or 2h, or an RFC 3339 time")
+
+// ParseSince reads a since value (`leasehold list --since`, the
+// inspector's filter): a positive duration back from now (90m, 2h) or an
+// RFC 3339 time. Empty is the zero time (no bound).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%w: %q", ErrSince, s)
+}
 
 // ParseSubmission reads one line of a file of submissions (`leasehold
 // enqueue --file`): an intake-queue submission whose "v" may be left out.
@@ -88,4 +137,25 @@ func HandedBack(t leasehold.TaskInfo) bool {
 		return last >= t.Attempt
 	}
 	return false
+}
+
+// HTTPClient is the SDK HTTP client leasehold's own processes build their
+// AWS configuration with: the SDK's default client, each round trip
+// bounded by timeout (none when 0), behind leasehold.GuardHTTP.
+func HTTPClient(timeout time.Duration) aws.HTTPClient { return awsenv.HTTPClient(timeout) }
+
+// CheckCredentials finds out, before any other call, whether cfg has usable
+// credentials. Without them every call fails with the SDK's whole provider
+// chain in its message; the error returned names what to set instead
+// (profile, when not empty, is the profile cfg was loaded with). It
+// returns nil when the credentials resolve within timeout.
+func CheckCredentials(ctx context.Context, cfg aws.Config, profile string, timeout time.Duration) error {
+	return awsenv.CheckCredentials(ctx, cfg, profile, timeout)
+}
+
+// WorkerFromEnv fills cfg's zero fields from the worker's LEASEHOLD_*
+// variables, with the settings table's reader that NewWorkerFromEnv and the
+// worker function use (`leasehold run`): what the command set wins.
+func WorkerFromEnv(cfg *leasehold.WorkerConfig) error {
+	return settingstable.Load(cfg, settingstable.Worker, os.Getenv)
 }

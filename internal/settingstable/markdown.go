@@ -1,4 +1,4 @@
-package settings
+package settingstable
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func Markdown(scope Scope) string {
 
 // Markers delimit a generated table in a doc: Begin(name), the table, End.
 func Begin(name string) string {
-	return "<!-- settings:" + name + " (generated from package settings; go test ./settings -update rewrites it) -->"
+	return "<!-- settings:" + name + " (generated from internal/settingstable; go test ./internal/settingstable -update rewrites it) -->"
 }
 
 // End closes a generated table.

@@ -1,4 +1,4 @@
-package settings
+package settingstable
 
 import (
 	"errors"
@@ -19,9 +19,9 @@ var generatedTables = []struct {
 	name  string
 	scope Scope
 }{
-	{"../docs/worker.md", "worker", Worker},
-	{"../docs/dispatch.md", "dispatch", Dispatch},
-	{"../docs/running.md", "process", Process},
+	{"../../docs/worker.md", "worker", Worker},
+	{"../../docs/dispatch.md", "dispatch", Dispatch},
+	{"../../docs/running.md", "process", Process},
 }
 
 // TestDocTables checks that each generated table of the docs is what
@@ -37,7 +37,7 @@ func TestDocTables(t *testing.T) {
 			start, end, err := generatedBlock(doc, g.name)
 			if err != nil {
 				// -update cannot help: it would not know where the table goes.
-				t.Fatalf("%s: %v. The table goes between the lines\n\t%s\n\t%s\nthen run\n\tgo test ./settings -run TestDocTables -update", g.doc, err, Begin(g.name), End)
+				t.Fatalf("%s: %v. The table goes between the lines\n\t%s\n\t%s\nthen run\n\tgo test ./internal/settingstable -run TestDocTables -update", g.doc, err, Begin(g.name), End)
 			}
 			got, want := doc[start:end], Markdown(g.scope)
 			if got == want {
@@ -50,7 +50,7 @@ func TestDocTables(t *testing.T) {
 				t.Logf("rewrote the %q table of %s", g.name, g.doc)
 				return
 			}
-			t.Errorf("%s: the %q settings table differs from package settings: %s\nregenerate it with\n\tgo test ./settings -run TestDocTables -update",
+			t.Errorf("%s: the %q settings table differs from the settings table (internal/settingstable): %s\nregenerate it with\n\tgo test ./internal/settingstable -run TestDocTables -update",
 				g.doc, g.name, firstDifference(got, want))
 		})
 	}

@@ -1,19 +1,21 @@
-package settings
+package settingstable
 
 import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/settings"
 )
 
 func TestParseRateLimits(t *testing.T) {
-	good := map[string]map[string]RateLimit{
-		"leasehold-work=50/s":               {"leasehold-work": {50, time.Second}},
-		" a=1/m , b = 3/10s ,":              {"a": {1, time.Minute}, "b": {3, 10 * time.Second}},
-		"20/s":                              {"": {20, time.Second}},
-		"5/h,reports=2/2m":                  {"": {5, time.Hour}, "reports": {2, 2 * time.Minute}},
-		"q.fifo-x_1=7/1s":                   {"q.fifo-x_1": {7, time.Second}},
-		"reports=1000/s,leasehold-work=1/m": {"reports": {1000, time.Second}, "leasehold-work": {1, time.Minute}},
+	good := map[string]map[string]settings.RateLimit{
+		"leasehold-work=50/s":               {"leasehold-work": {Starts: 50, Per: time.Second}},
+		" a=1/m , b = 3/10s ,":              {"a": {Starts: 1, Per: time.Minute}, "b": {Starts: 3, Per: 10 * time.Second}},
+		"20/s":                              {"": {Starts: 20, Per: time.Second}},
+		"5/h,reports=2/2m":                  {"": {Starts: 5, Per: time.Hour}, "reports": {Starts: 2, Per: 2 * time.Minute}},
+		"q.fifo-x_1=7/1s":                   {"q.fifo-x_1": {Starts: 7, Per: time.Second}},
+		"reports=1000/s,leasehold-work=1/m": {"reports": {Starts: 1000, Per: time.Second}, "leasehold-work": {Starts: 1, Per: time.Minute}},
 	}
 	for in, want := range good {
 		got, err := ParseRateLimits(in)

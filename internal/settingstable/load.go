@@ -1,4 +1,4 @@
-package settings
+package settingstable
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lambdalog"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // Load fills the fields of the struct dst points to from the environment
@@ -30,7 +31,7 @@ func Load(dst any, scope Scope, getenv func(string) string) error {
 		}
 		f := v.FieldByName(s.Field)
 		if !f.IsValid() {
-			panic(fmt.Sprintf("settings: %s has no field %s", v.Type(), s.Field))
+			panic(fmt.Sprintf("settingstable: %s has no field %s", v.Type(), s.Field))
 		}
 		if !f.IsZero() {
 			continue
@@ -75,7 +76,7 @@ func set(v, f reflect.Value, s Setting, raw string) error {
 			return err
 		}
 		if f.Type() == backoffType {
-			f.Set(reflect.ValueOf(ExponentialBackoff(a, b)))
+			f.Set(reflect.ValueOf(settings.ExponentialBackoff(a, b)))
 			return nil
 		}
 		f.Set(reflect.ValueOf(a))
@@ -107,7 +108,7 @@ func set(v, f reflect.Value, s Setting, raw string) error {
 		}
 		f.Set(reflect.ValueOf(limits))
 	default:
-		panic(fmt.Sprintf("settings: %s has no parser", s.Env))
+		panic(fmt.Sprintf("settingstable: %s has no parser", s.Env))
 	}
 	return nil
 }
