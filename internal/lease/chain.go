@@ -23,14 +23,14 @@ type Link struct {
 // Limits of a chain (NewTask.Then): the links ride in the item and the
 // token of every task before them.
 const (
-	MaxThen      = 25
-	MaxThenBytes = 64 << 10 // the links' payloads together
+	maxThen      = 25
+	maxThenBytes = 64 << 10 // the links' payloads together
 )
 
 // CheckThen checks the links that follow task id.
 func CheckThen(id string, then []Link) error {
-	if len(then) > MaxThen {
-		return fmt.Errorf("%w: a chain has at most %d links after its first task, not %d", ErrInvalid, MaxThen, len(then))
+	if len(then) > maxThen {
+		return fmt.Errorf("%w: a chain has at most %d links after its first task, not %d", ErrInvalid, maxThen, len(then))
 	}
 	size := 0
 	for i, l := range then {
@@ -54,33 +54,10 @@ func CheckThen(id string, then []Link) error {
 		}
 		size += len(l.Payload)
 	}
-	if size > MaxThenBytes {
-		return &TooLargeError{What: "chain's payloads", Size: size, Limit: MaxThenBytes}
+	if size > maxThenBytes {
+		return &TooLargeError{What: "chain's payloads", Size: size, Limit: maxThenBytes}
 	}
 	return nil
-}
-
-// encodeThen is the stored form of Task.Then: a JSON array.
-func encodeThen(then []Link) string {
-	if len(then) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(then)
-	if err != nil { // CheckThen let in only valid JSON payloads
-		panic(fmt.Sprintf("lease: encode chain links: %v", err))
-	}
-	return string(b)
-}
-
-func decodeThen(s string) ([]Link, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var then []Link
-	if err := json.Unmarshal([]byte(s), &then); err != nil {
-		return nil, fmt.Errorf("chain links: %w", err)
-	}
-	return then, nil
 }
 
 // CloneThen deep-copies links.

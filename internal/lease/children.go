@@ -61,40 +61,16 @@ func UnendedChildren(t Task) []string {
 	return out
 }
 
-// CheckEndWaiting validates the arguments of Store.EndWaiting.
-func CheckEndWaiting(prev Task, status Status) error {
-	switch {
-	case CheckID(prev.ID) != nil:
-		return CheckID(prev.ID)
-	case status != StatusCancelled && status != StatusFailed:
-		return fmt.Errorf("%w: a wait is ended as CANCELLED or FAILED, not %q", ErrInvalid, status)
-	case prev.Status != StatusWaiting:
-		return fmt.Errorf("%w: end waiting %s: the task seen is %s, not WAITING", ErrInvalid, prev.ID, prev.Status)
-	}
-	return nil
-}
-
-// ClassifyEndWaiting explains why EndWaiting of prev did not land on old.
-func ClassifyEndWaiting(prev Task, old *Task) error {
-	return classifyWait("end waiting", prev.ID, old, func(Task) error { return ErrNotWaiting })
-}
-
-// EndWaitingLands reports whether EndWaiting of prev may land on t: it still
-// waits under prev's fence and attempt (the history entry records them).
-func EndWaitingLands(prev, t Task) bool {
-	return t.Status == StatusWaiting && t.Fence == prev.Fence && t.Attempt == prev.Attempt
-}
-
-// ChildCanceller is what cancelling a parent's children takes; both stores
+// childCanceller is what cancelling a parent's children takes; both stores
 // have it.
-type ChildCanceller interface {
+type childCanceller interface {
 	CreateCancelled(ctx context.Context, id, parent, reason string) (Task, error)
 	RequestCancel(ctx context.Context, id string) (Task, error)
 }
 
-// MaxCancelDepth bounds how far CancelChildren follows children that are
+// maxCancelDepth bounds how far CancelChildren follows children that are
 // parents themselves.
-const MaxCancelDepth = 16
+const maxCancelDepth = 16
 
 // CancelChildren cancels every child of parent, a task WAITING for its
 // children as seen, that has not told it of its end, with reason:
@@ -110,13 +86,13 @@ const MaxCancelDepth = 16
 // parent ended. cancelled hears of each existing child cancelled outright,
 // whose waiters the caller tells. Every step is idempotent: a caller
 // interrupted half-way calls it again.
-func CancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task)) error {
+func CancelChildren(ctx context.Context, s childCanceller, parent Task, reason string, cancelled func(Task)) error {
 	return cancelChildren(ctx, s, parent, reason, cancelled, 0)
 }
 
-func cancelChildren(ctx context.Context, s ChildCanceller, parent Task, reason string, cancelled func(Task), depth int) error {
-	if depth >= MaxCancelDepth {
-		return fmt.Errorf("cancel the children of %s: %w: children more than %d deep", DisplayID(parent.ID), ErrInvalid, MaxCancelDepth)
+func cancelChildren(ctx context.Context, s childCanceller, parent Task, reason string, cancelled func(Task), depth int) error {
+	if depth >= maxCancelDepth {
+		return fmt.Errorf("cancel the children of %s: %w: children more than %d deep", DisplayID(parent.ID), ErrInvalid, maxCancelDepth)
 	}
 	for _, id := range UnendedChildren(parent) {
 		got, err := s.CreateCancelled(ctx, id, parent.ID, reason)

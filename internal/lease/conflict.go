@@ -11,7 +11,7 @@ import (
 // is: a duplicate (same kind, same payload: the error matches
 // ErrAlreadyExists, and the submission is satisfied by the stored task) or a
 // conflict (a *ConflictError matching ErrConflict). The id works like an
-// idempotency key. Payloads are compared canonically (SamePayload), so
+// idempotency key. Payloads are compared canonically (samePayload), so
 // re-encoding a document does not make it another one. Both stores call it
 // with the item their conditional write saw, so it costs no extra read.
 func CheckDuplicate(stored Task, n NewTask) error {
@@ -22,19 +22,19 @@ func CheckDuplicate(stored Task, n NewTask) error {
 		return fmt.Errorf("create %s: %w: it was cancelled before it was created", DisplayID(n.ID), ErrAlreadyExists)
 	case stored.Kind != n.Kind:
 		return fmt.Errorf("create %s: %w", DisplayID(n.ID), &ConflictError{TaskID: n.ID, Field: "kind", Status: stored.Status})
-	case !SamePayload(stored.Payload, n.Payload):
+	case !samePayload(stored.Payload, n.Payload):
 		return fmt.Errorf("create %s: %w", DisplayID(n.ID), &ConflictError{TaskID: n.ID, Field: "payload", Status: stored.Status})
 	}
 	return fmt.Errorf("create %s: %w", DisplayID(n.ID), ErrAlreadyExists)
 }
 
-// SamePayload reports whether two payloads are the same JSON document:
+// samePayload reports whether two payloads are the same JSON document:
 // equal once insignificant white space is dropped and object members are
 // sorted by name. Numbers are compared as written (1 and 1.0 differ), and
 // strings by their decoded value ("\u0041" and "A" are the same). No payload,
 // an empty one and JSON null are all "no payload". A payload that is not
 // JSON is compared byte for byte.
-func SamePayload(a, b []byte) bool {
+func samePayload(a, b []byte) bool {
 	ca, okA := canonicalJSON(a)
 	cb, okB := canonicalJSON(b)
 	if !okA || !okB {

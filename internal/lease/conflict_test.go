@@ -1,9 +1,7 @@
-package lease_test
+package lease
 
 import (
 	"testing"
-
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func TestSamePayload(t *testing.T) {
@@ -27,10 +25,10 @@ func TestSamePayload(t *testing.T) {
 		{"not JSON, other bytes", `{"a":`, `{"a": `, false},
 	}
 	for _, c := range cases {
-		if got := lease.SamePayload([]byte(c.a), []byte(c.b)); got != c.same {
-			t.Errorf("%s: SamePayload(%q, %q) = %t", c.name, c.a, c.b, got)
+		if got := samePayload([]byte(c.a), []byte(c.b)); got != c.same {
+			t.Errorf("%s: samePayload(%q, %q) = %t", c.name, c.a, c.b, got)
 		}
-		if got := lease.SamePayload([]byte(c.b), []byte(c.a)); got != c.same {
+		if got := samePayload([]byte(c.b), []byte(c.a)); got != c.same {
 			t.Errorf("%s: not symmetric", c.name)
 		}
 	}

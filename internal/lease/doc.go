@@ -16,8 +16,8 @@
 // # Failed conditions
 //
 // DynamoDB returns the item that failed a condition
-// (ReturnValuesOnConditionCheckFailure=ALL_OLD). ClassifyClaim and
-// ClassifyHeld turn it into this package's errors — not found, leased (with
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD). rules.ClassifyClaim and
+// rules.ClassifyHeld turn it into this package's errors — not found, leased (with
 // the time left), finished, not due, lease lost, attempts exhausted —
 // without a second read. Every other SDK error wraps ErrBackend.
 //
@@ -34,6 +34,12 @@
 // entry of it, a batch listing entry (listing.go). Both indexes are sharded
 // 16 ways by a hash of the id, so no partition runs hot.
 //
-// The in-memory store in leasemem follows the same rules, and both pass the
-// conformance suite in leasetest.
+// # Packages
+//
+// This package holds the task model (Task, NewTask, Status, Lease, waits,
+// steps, chains), its limits and id and JSON rules, the Store contract and
+// its errors. The DynamoDB implementation is in dynamo; the in-memory one in
+// leasemem; the rules both apply to a write in rules; the limiters in
+// limiter; the operator side (sweep, list, cancel, retry) in query. Both
+// stores pass the conformance suite in leasetest.
 package lease

@@ -11,11 +11,11 @@ import (
 // is refused.
 const MaxJSONDepth = 10000
 
-// CheckJSON checks that b, the document called what ("payload",
+// checkJSON checks that b, the document called what ("payload",
 // "result"...), is one JSON value. A document that nests deeper than
 // MaxJSONDepth says so, rather than that it is not JSON. The error wraps
 // ErrInvalid.
-func CheckJSON(what string, b []byte) error {
+func checkJSON(what string, b []byte) error {
 	if p := JSONProblem(b); p != "" {
 		return fmt.Errorf("%w: %s %s", ErrInvalid, what, p)
 	}
@@ -86,7 +86,7 @@ func EncodeJSON(what string, v any) ([]byte, error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if err := CheckJSON(what, v); err != nil {
+		if err := checkJSON(what, v); err != nil {
 			return nil, err
 		}
 		return v, nil
@@ -97,7 +97,7 @@ func EncodeJSON(what string, v any) ([]byte, error) {
 	}
 	// Marshal nests as deep as the value does; a worker could not decode
 	// more than MaxJSONDepth.
-	if err := CheckJSON(what, b); err != nil {
+	if err := checkJSON(what, b); err != nil {
 		return nil, err
 	}
 	return b, nil

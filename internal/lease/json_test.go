@@ -1,11 +1,9 @@
-package lease_test
+package lease
 
 import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 func nested(n int) []byte {
@@ -21,18 +19,18 @@ func TestCheckJSONNamesTheDepthLimit(t *testing.T) {
 		doc  []byte
 		want string // "" when accepted
 	}{
-		{"at the limit", nested(lease.MaxJSONDepth), ""},
-		{"object at the limit", []byte(strings.Repeat(`{"a":`, lease.MaxJSONDepth) + "1" + strings.Repeat("}", lease.MaxJSONDepth)), ""},
-		{"one over", nested(lease.MaxJSONDepth + 1), "payload nests arrays and objects deeper than 10000 levels, the JSON depth limit"},
+		{"at the limit", nested(MaxJSONDepth), ""},
+		{"object at the limit", []byte(strings.Repeat(`{"a":`, MaxJSONDepth) + "1" + strings.Repeat("}", MaxJSONDepth)), ""},
+		{"one over", nested(MaxJSONDepth + 1), "payload nests arrays and objects deeper than 10000 levels, the JSON depth limit"},
 		{"brackets in strings do not count", []byte(`["` + strings.Repeat("[", 20000) + `"]`), ""},
 		{"not JSON", []byte(`{"a":`), "payload is not valid JSON"},
 		{"unbalanced and shallow", []byte(`[[[]`), "payload is not valid JSON"},
 	} {
-		err := lease.CheckJSON("payload", tc.doc)
+		err := checkJSON("payload", tc.doc)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v, want accepted", tc.name, err)
-		case tc.want != "" && (!errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+		case tc.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want ErrInvalid with %q", tc.name, err, tc.want)
 		}
 	}

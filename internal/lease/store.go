@@ -103,30 +103,7 @@ type Store interface {
 	// moved on gives a *WaitError matching ErrNotWaiting, a terminal one
 	// *FinishedError, both with the task.
 	EndWaiting(ctx context.Context, prev Task, status Status, reason string) (Task, error)
-	WaitAbandoner
-}
-
-// ManyGetter reads many tasks in few calls: both stores implement it; a
-// caller falls back to Get for a Store that does not.
-type ManyGetter interface {
-	// GetMany reads the tasks ids (strongly consistent), in the order of
-	// ids; a task that does not exist has only its ID. Repeated ids are
-	// read once and returned at each place.
-	GetMany(ctx context.Context, ids []string) ([]Task, error)
-}
-
-// ManyInOrder lays found out in the order of ids, a task not found as one
-// with only its ID.
-func ManyInOrder(ids []string, found map[string]Task) []Task {
-	out := make([]Task, len(ids))
-	for i, id := range ids {
-		t, ok := found[id]
-		if !ok {
-			t = Task{ID: id}
-		}
-		out[i] = t
-	}
-	return out
+	waitAbandoner
 }
 
 // Release says how a lease is given up.
@@ -171,10 +148,10 @@ func (r Release) Validate() error {
 
 // Defaults for Options.
 const (
-	DefaultLeaseDuration = settings.DefaultLeaseDuration
+	defaultLeaseDuration = settings.DefaultLeaseDuration
 	DefaultSkew          = settings.DefaultClockSkew
 	DefaultDispatchGrace = settings.DefaultDispatchGrace
-	DefaultRetention     = settings.DefaultRetention
+	defaultRetention     = settings.DefaultRetention
 )
 
 // ParseListing reads a LEASEHOLD_LISTING value: "on" (listed, the default
@@ -218,7 +195,7 @@ func (o Options) WithDefaults() Options {
 		o.Clock = clockwork.NewRealClock()
 	}
 	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = DefaultLeaseDuration
+		o.LeaseDuration = defaultLeaseDuration
 	}
 	if o.Skew <= 0 {
 		o.Skew = DefaultSkew
@@ -227,49 +204,12 @@ func (o Options) WithDefaults() Options {
 		o.DispatchGrace = DefaultDispatchGrace
 	}
 	if o.Retention == 0 {
-		o.Retention = DefaultRetention
+		o.Retention = defaultRetention
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = settings.DefaultCallTimeout
 	}
 	return o
-}
-
-// ClassifyClaim explains why a claim of id at now did not land, from the item
-// the conditional write saw (nil when there was none). Both stores use it, so
-// they classify alike.
-func ClassifyClaim(id string, old *Task, now time.Time, skew time.Duration) error {
-	if old == nil {
-		return fmt.Errorf("claim %s: %w", id, ErrNotFound)
-	}
-	switch {
-	case old.Status.Terminal():
-		return &FinishedError{TaskID: id, Status: old.Status, Task: *old}
-	case old.Status == StatusWaiting:
-		return &WaitingError{Task: *old}
-	case old.Status == StatusPending && old.RunAt.After(now):
-		return &NotDueError{TaskID: id, RunAt: old.RunAt}
-	case old.Status == StatusRunning && !old.LeaseUntil.Add(skew).Before(now):
-		return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Remaining: old.LeaseUntil.Add(skew).Sub(now), Task: *old}
-	case old.Attempt >= old.MaxAttempts:
-		return &ExhaustedError{Task: *old}
-	}
-	// The condition failed, yet the item seen would have passed: it changed
-	// between evaluation and report. Treat it as taken by someone else.
-	return &LeasedError{TaskID: id, Owner: old.LeaseOwner, Until: old.LeaseUntil, Task: *old}
-}
-
-// ClassifyHeld explains why a renew, finish or release under l did not land.
-func ClassifyHeld(op string, l Lease, old *Task) error {
-	if old == nil {
-		return fmt.Errorf("%s %s: %w", op, l.TaskID, ErrNotFound)
-	}
-	if Holds(*old, l) {
-		// The lease is still held, so another part of the condition failed:
-		// the history the write meant to trim changed under the lease.
-		return fmt.Errorf("%s %s: %w: the task's history changed while the lease was held", op, l.TaskID, ErrBackend)
-	}
-	return &LeaseLostError{Op: op, Lease: l, Task: *old}
 }
 
 // Landed reports whether observed, the item a failed finish or release
@@ -299,54 +239,10 @@ func ClaimedBy(owner string, observed Task) bool {
 	return owner != "" && observed.Status == StatusRunning && observed.LeaseOwner == owner
 }
 
-// SameCreate answers a create of want that found old stored under its own
-// create token: old is this task. A plain create succeeds with old. A
-// CreateClaimed succeeds only when old is held under want's own lease (its
-// own earlier put, whose answer was lost); when the other holder of the
-// token stored it first, the lease is not this caller's, and it gets old
-// with ErrAlreadyExists so that it claims the task instead.
-func SameCreate(want, old Task, n NewTask) (Task, error) {
-	if want.Status == StatusRunning && !(ClaimedBy(want.LeaseOwner, old) && old.Fence == want.Fence) {
-		return old, fmt.Errorf("create %s: %w", n.ID, ErrAlreadyExists)
-	}
-	return old, nil
-}
-
-// Claimable reports whether a claim of t at now may land: the condition
-// both stores evaluate.
-func Claimable(t Task, now time.Time, skew time.Duration) bool {
-	if t.Attempt >= t.MaxAttempts {
-		return false
-	}
-	switch t.Status {
-	case StatusPending:
-		return !t.RunAt.After(now)
-	case StatusRunning:
-		return t.LeaseUntil.Add(skew).Before(now)
-	}
-	return false
-}
-
-// Holds reports whether l is the lease t is held under. The attempt never
-// changes while a lease is held, so comparing it only guards the history
-// entry an ending write records against a lease built by hand.
-func Holds(t Task, l Lease) bool {
-	return t.Status == StatusRunning && t.LeaseOwner == l.Owner && t.Fence == l.Fence && t.Attempt == l.Attempt
-}
-
-// HolderWaits reports whether the sweep, at now, still leaves t to its
-// holder: t is RUNNING and its lease expiry plus skew plus grace is after
-// now. Claims and renewals leave a task's sweep entry where it is, so the
-// entry can come due while the lease is live; the sweep then moves it to
-// that time instead of dispatching the task.
-func HolderWaits(t Task, now time.Time, skew, grace time.Duration) bool {
-	return t.Status == StatusRunning && t.LeaseUntil.Add(skew+grace).After(now)
-}
-
-// WaitAbandoner is the Store method that ends a wait that is not over. It
+// waitAbandoner is the Store method that ends a wait that is not over. It
 // is part of Store; it is declared apart so that its documentation sits
 // with the rule it serves (docs/states.md, "Every wait ends").
-type WaitAbandoner interface {
+type waitAbandoner interface {
 	// AbandonWait ends the wait of a task WAITING for children or
 	// dependencies under a.Fence, FAILED or CANCELLED with a.Error,
 	// whether or not what it waits for has ended: its deadline passed, or

@@ -189,6 +189,15 @@ func (t Task) LeaseOf() Lease {
 	}
 }
 
+// KnownHistory is the task's history when the lease was taken, and whether
+// it is known (a lease from Task.LeaseOf): an ending write needs it to drop
+// the oldest entries past MaxHistory.
+func (l Lease) KnownHistory() (history []Attempt, known bool) { return l.history, l.historyKnown }
+
+// ListedByEntry says the task is listed only by a batch listing entry, so
+// the writes that park it give it a listing key of its own.
+func (l Lease) ListedByEntry() bool { return l.listedIn }
+
 // Validate checks that l can be the lease of a claimed task.
 func (l Lease) Validate() error {
 	switch {
@@ -367,28 +376,6 @@ func Truncate(s string, n int) string {
 	return s[:cut]
 }
 
-// AppendHistory returns history with entry appended, its error cut to
-// MaxHistoryErrorBytes, keeping the newest MaxHistory entries, and how many
-// old entries were dropped. An attempt keeps one WAITING entry, its
-// latest: a suspension that follows a suspension of the same attempt (a
-// map's next wave, a poll's next round, a sleep after a fan-in) replaces
-// it, so that a task that suspends a thousand times in one attempt keeps
-// a short history and a small item (SuspendReplaces).
-func AppendHistory(history []Attempt, entry Attempt) ([]Attempt, int) {
-	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
-	if SuspendReplaces(history, entry) {
-		out := slices.Clone(history)
-		out[len(out)-1] = entry
-		return out, 0
-	}
-	// One new array, sized for the entries kept (MaxHistory >= 1, so drop
-	// never passes len(history)); it never shares history's.
-	drop := max(len(history)+1-MaxHistory, 0)
-	out := make([]Attempt, 0, len(history)+1-drop)
-	out = append(out, history[drop:]...)
-	return append(out, entry), drop
-}
-
 // SuspendReplaces says whether entry, appended to history, replaces the
 // last entry: both are WAITING entries of the same attempt.
 func SuspendReplaces(history []Attempt, entry Attempt) bool {
@@ -403,3 +390,13 @@ const (
 	MaxItemBytes    = 400 << 10
 	ItemMarginBytes = 8 << 10
 )
+
+// Millis drops what the table cannot store below a millisecond (times are
+// stored as unix milliseconds), so a time computed before a write compares
+// equal to the one read back.
+func Millis(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}

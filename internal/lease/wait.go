@@ -2,9 +2,7 @@ package lease
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -150,24 +148,8 @@ func splitNonce(s string) (secret, step string, err error) {
 	return secret, string(b), nil
 }
 
-// CallbackAnswer is the step result a resumable callback wait records:
-// {"result": result} for a completed callback, {"error": reason} for a
-// failed one.
-func CallbackAnswer(status Status, result []byte, reason string) []byte {
-	if status == StatusSucceeded {
-		if len(result) == 0 {
-			result = []byte("null")
-		}
-		return append(append([]byte(`{"result":`), result...), '}')
-	}
-	b, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{reason})
-	return b
-}
-
-// CallbackHashPrefix starts every CallbackHash.
-const CallbackHashPrefix = "sha256:"
+// callbackHashPrefix starts every CallbackHash.
+const callbackHashPrefix = "sha256:"
 
 // CallbackHash is what a store keeps of a callback token's nonce
 // (Task.CallbackHash): its SHA-256, so that reading the table is not
@@ -175,12 +157,12 @@ const CallbackHashPrefix = "sha256:"
 // unsalted hash cannot be reversed by guessing.
 func CallbackHash(nonce string) string {
 	sum := sha256.Sum256([]byte(nonce))
-	return CallbackHashPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+	return callbackHashPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // IsCallbackHash reports whether s has the form of a CallbackHash, which
 // a nonce drawn by a worker never has.
-func IsCallbackHash(s string) bool { return strings.HasPrefix(s, CallbackHashPrefix) }
+func IsCallbackHash(s string) bool { return strings.HasPrefix(s, callbackHashPrefix) }
 
 // Validate checks w.
 func (w Wait) Validate() error {
@@ -346,97 +328,3 @@ func (e *WaitError) Error() string {
 }
 
 func (e *WaitError) Unwrap() error { return e.Err }
-
-// classifyWait explains a failed wait transition from the item it saw.
-func classifyWait(op, id string, old *Task, why func(Task) error) error {
-	if old == nil {
-		return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
-	}
-	if old.Status.Terminal() {
-		return &FinishedError{TaskID: id, Status: old.Status, Task: *old}
-	}
-	return &WaitError{Op: op, TaskID: id, Err: why(*old), Task: *old}
-}
-
-// ClassifyEndWait explains why EndWait(e) did not land on old.
-func ClassifyEndWait(e WaitEnd, old *Task) error {
-	return classifyWait("callback", e.ID, old, func(t Task) error {
-		if t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence &&
-			(subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) != 1 || t.CallbackStep != e.ResumeStep()) {
-			return fmt.Errorf("%w: it does not match the task", ErrBadCallback)
-		}
-		if t.Fence > e.Fence {
-			return fmt.Errorf("%w: the token is for attempt fence %d; the task has moved on to fence %d", ErrNotWaiting, e.Fence, t.Fence)
-		}
-		return ErrNotWaiting
-	})
-}
-
-// EndWaitLands reports whether EndWait(e) may land on t: the condition both
-// stores evaluate. The hash is compared in constant time.
-func EndWaitLands(e WaitEnd, t Task) bool {
-	return t.Status == StatusWaiting && t.Wait == WaitCallback && t.Fence == e.Fence && t.Attempt == e.Attempt &&
-		subtle.ConstantTimeCompare([]byte(t.CallbackHash), []byte(e.CallbackHash())) == 1 && t.CallbackStep == e.ResumeStep()
-}
-
-// NotifyCancels reports whether ended's end cancels w instead of counting
-// as one of its ended tasks: a strict dependency that did not succeed.
-func NotifyCancels(w Waiter, ended Task) bool {
-	return w.Mode == WaitAfter && ended.Status != StatusSucceeded
-}
-
-// DependencyReason is the error a dependent cancelled by ended's end keeps.
-func DependencyReason(ended Task) string {
-	if ended.Status == "" {
-		return Truncate(fmt.Sprintf("dependency %s does not exist", ended.ID), MaxErrorBytes)
-	}
-	msg := fmt.Sprintf("dependency %s ended %s", ended.ID, ended.Status)
-	if ended.Error != "" {
-		msg += ": " + ended.Error
-	}
-	return Truncate(msg, MaxErrorBytes)
-}
-
-// Notifiable reports whether a notify of w by ended may add to t's ended
-// set: t is not terminal and has not heard of ended yet. A strict
-// dependency's failure needs t WAITING instead (it cancels t).
-func Notifiable(t Task, w Waiter, ended Task) bool {
-	if NotifyCancels(w, ended) {
-		return t.Status == StatusWaiting
-	}
-	return !t.Status.Terminal() && !slices.Contains(t.Ended, ended.ID)
-}
-
-// ClassifyNotify explains why a notify of w by ended did not land on old.
-func ClassifyNotify(w Waiter, ended Task, old *Task) error {
-	return classifyWait("notify", w.ID, old, func(t Task) error {
-		if slices.Contains(t.Ended, ended.ID) {
-			return ErrNotified
-		}
-		return ErrNotWaiting
-	})
-}
-
-// ClassifyResume explains why a resume of id under fence did not land.
-func ClassifyResume(id string, old *Task) error {
-	return classifyWait("resume", id, old, func(Task) error { return ErrNotWaiting })
-}
-
-// ApplyWaits sets the wait fields of t, the new record of n: both stores
-// create alike.
-func ApplyWaits(t *Task, n NewTask) {
-	if n.Parent != "" {
-		t.Parent = n.Parent
-		t.Waiters = []Waiter{{ID: n.Parent, Mode: WaitChildren}}
-	}
-	if len(n.After) > 0 {
-		t.Status = StatusWaiting
-		t.Wait = n.WaitModeOf()
-		t.WaitFor = slices.Clone(n.After)
-		applyWaitDeadline(t, n)
-	}
-	if n.Prev != "" { // its dependency ended already: no wait
-		t.Wait, t.WaitFor = WaitAfter, []string{n.Prev}
-	}
-	t.Then = CloneThen(n.Then)
-}

@@ -33,11 +33,11 @@ func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
 	dispatchAt = w.DispatchAt
 	switch {
 	case w.Carried:
-		return toMillis(until), time.Time{}
+		return Millis(until), time.Time{}
 	case dispatchAt.IsZero():
 		dispatchAt = until
 	}
-	return toMillis(until), toMillis(dispatchAt)
+	return Millis(until), Millis(dispatchAt)
 }
 
 // ArmRegistrationCheck moves the sweep entry of t, just created WAITING for
@@ -50,20 +50,9 @@ func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
 // the deadline (lifecycle). A dependent that resumes first leaves the index
 // with its resume, so the check costs nothing then.
 func ArmRegistrationCheck(t *Task, grace time.Duration) {
-	if at := toMillis(t.CreatedAt.Add(grace)); t.Status == StatusWaiting && !t.DispatchAt.IsZero() && at.Before(t.DispatchAt) {
+	if at := Millis(t.CreatedAt.Add(grace)); t.Status == StatusWaiting && !t.DispatchAt.IsZero() && at.Before(t.DispatchAt) {
 		t.DispatchAt = at
 	}
-}
-
-// applyWaitDeadline sets the deadline of t, created WAITING from n, and its
-// sweep entry at it.
-func applyWaitDeadline(t *Task, n NewTask) {
-	t.WaitUntil = n.WaitUntil
-	if t.WaitUntil.IsZero() {
-		t.WaitUntil = t.CreatedAt.Add(DefaultWaitTimeout)
-	}
-	t.WaitUntil = toMillis(t.WaitUntil)
-	t.DispatchAt = t.WaitUntil
 }
 
 // WaitAbandon ends a wait for children or dependencies that is not over
@@ -91,25 +80,4 @@ func (a WaitAbandon) Validate() error {
 		return fmt.Errorf("%w: an abandoned wait needs a reason", ErrInvalid)
 	}
 	return nil
-}
-
-// AbandonLands reports whether AbandonWait(a) may land on t: the condition
-// both stores evaluate. A callback wait ends only through EndWait.
-func AbandonLands(a WaitAbandon, t Task) bool {
-	return t.Status == StatusWaiting && t.Wait != WaitCallback && t.Fence == a.Fence
-}
-
-// ClassifyAbandon explains why AbandonWait(a) did not land on old.
-func ClassifyAbandon(a WaitAbandon, old *Task) error {
-	return classifyWait("abandon wait", a.ID, old, func(t Task) error {
-		if t.Status == StatusWaiting && t.Wait == WaitCallback {
-			return fmt.Errorf("%w: a callback wait ends by its token or its timeout", ErrNotWaiting)
-		}
-		return ErrNotWaiting
-	})
-}
-
-// waiterLimitError is the error of a Watch refused by MaxWaiters.
-func waiterLimitError(id string, n int) error {
-	return fmt.Errorf("watch %s: %w: %d tasks wait for it already, the limit is %d", id, ErrWaiterLimit, n, MaxWaiters)
 }

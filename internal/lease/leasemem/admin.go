@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
-var _ lease.Admin = (*Store)(nil)
+var _ query.Admin = (*Store)(nil)
 
 // Due implements lease.Admin.
-func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]lease.DueTask, error) {
-	if err := lease.CheckDue(shard, limit); err != nil {
+func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]query.DueTask, error) {
+	if err := query.CheckDue(shard, limit); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -26,13 +28,13 @@ func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int)
 		return nil, err
 	}
 	now = ms(now)
-	var due []lease.DueTask
+	var due []query.DueTask
 	for id, rec := range s.tasks {
 		if !rec.DispatchAt.IsZero() && !rec.DispatchAt.After(now) && lease.Shard(id) == shard {
-			due = append(due, lease.DueTask{ID: id, DispatchAt: rec.DispatchAt})
+			due = append(due, query.DueTask{ID: id, DispatchAt: rec.DispatchAt})
 		}
 	}
-	slices.SortFunc(due, func(a, b lease.DueTask) int {
+	slices.SortFunc(due, func(a, b query.DueTask) int {
 		return cmp.Or(a.DispatchAt.Compare(b.DispatchAt), cmp.Compare(a.ID, b.ID))
 	})
 	return due[:min(len(due), limit)], nil
@@ -40,7 +42,7 @@ func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int)
 
 // MarkDispatched implements lease.Admin.
 func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
-	if err := lease.CheckMarkDispatched(id, seen, next); err != nil {
+	if err := query.CheckMarkDispatched(id, seen, next); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -50,11 +52,11 @@ func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.T
 	}
 	rec, ok := s.tasks[id]
 	if !ok || rec.DispatchAt.IsZero() || !rec.DispatchAt.Equal(ms(seen)) {
-		return "", fmt.Errorf("mark dispatched %s: %w", id, lease.ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, query.ErrDispatchRaced)
 	}
-	if lease.HolderWaits(*rec, s.now(), s.opts.Skew, s.opts.DispatchGrace) {
+	if rules.HolderWaits(*rec, s.now(), s.opts.Skew, s.opts.DispatchGrace) {
 		rec.DispatchAt = rec.LeaseUntil.Add(s.opts.Skew + s.opts.DispatchGrace)
-		return "", fmt.Errorf("mark dispatched %s: %w: its lease is live", id, lease.ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w: its lease is live", id, query.ErrDispatchRaced)
 	}
 	rec.DispatchAt = ms(next)
 	return rec.Queue, nil
@@ -76,8 +78,8 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error
 	case lease.StatusPending, lease.StatusWaiting:
 		// Not running anywhere: cancel it outright. A token still in the
 		// queue finds it finished and is acknowledged.
-		s.end(rec, lease.StatusCancelled, lease.CancelledWhilePending, now)
-		rec.Error = lease.CancelledWhilePending
+		s.end(rec, lease.StatusCancelled, query.CancelledWhilePending, now)
+		rec.Error = query.CancelledWhilePending
 		rec.CancelRequested = true
 		rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
 	case lease.StatusRunning:
@@ -91,7 +93,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error
 
 // Retry implements lease.Admin.
 func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error) {
-	if err := lease.CheckRetry(id, extraAttempts); err != nil {
+	if err := query.CheckRetry(id, extraAttempts); err != nil {
 		return lease.Task{}, err
 	}
 	s.mu.Lock()
@@ -103,7 +105,7 @@ func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.
 		return (t.Status == lease.StatusFailed || t.Status == lease.StatusCancelled) && !lease.IsPlaceholder(*t) && t.Attempt+extraAttempts <= lease.MaxAttemptsLimit
 	})
 	if rec == nil {
-		return lease.Task{}, lease.ClassifyRetry(id, old, extraAttempts)
+		return lease.Task{}, query.ClassifyRetry(id, old, extraAttempts)
 	}
 	now := s.now()
 	delete(s.derived, id) // listed since it failed or was cancelled
@@ -129,14 +131,14 @@ type listCursor struct {
 
 // List implements lease.Admin.
 func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
-	if err := lease.CheckList(status, limit); err != nil {
+	if err := query.CheckList(status, limit); err != nil {
 		return nil, "", err
 	}
 	var after *listCursor
 	if cursor != "" {
 		c, err := decodeCursor(cursor)
 		if err != nil || c.Status != status {
-			return nil, "", fmt.Errorf("list %s: %w", status, lease.ErrBadCursor)
+			return nil, "", fmt.Errorf("list %s: %w", status, query.ErrBadCursor)
 		}
 		after = &c
 	}
@@ -165,7 +167,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		if after != nil && (at > after.CreatedAt || at == after.CreatedAt && rec.ID <= after.ID) {
 			continue
 		}
-		all = append(all, listed{at, lease.ListView(*rec)})
+		all = append(all, listed{at, query.ListView(*rec)})
 	}
 	slices.SortFunc(all, func(a, b listed) int {
 		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(a.task.ID, b.task.ID))
@@ -224,11 +226,11 @@ func (s *Store) Live(limit int) []string {
 	return ids[:min(len(ids), limit)]
 }
 
-var _ lease.Lister = (*Store)(nil)
+var _ query.Lister = (*Store)(nil)
 
 // WriteListing implements lease.Lister.
 func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
-	if err := lease.CheckListing(ids, lease.MinListing); err != nil {
+	if err := query.CheckListing(ids, query.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
 	s.mu.Lock()
@@ -239,14 +241,14 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Listing{}, err
 	}
-	l := lease.Listing{ID: lease.NewListingID(), At: s.now()}
+	l := lease.Listing{ID: query.NewListingID(), At: s.now()}
 	s.listings[l.ID] = &listing{at: l.At, ids: slices.Clone(ids)}
 	return l, nil
 }
 
 // AppendListing implements lease.Lister.
 func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
-	if err := lease.CheckAppend(l, ids); err != nil {
+	if err := query.CheckAppend(l, ids); err != nil {
 		return fmt.Errorf("append listing: %w", err)
 	}
 	s.mu.Lock()
@@ -261,8 +263,8 @@ func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string
 	switch {
 	case e == nil:
 		return fmt.Errorf("append listing %s: %w", l.ID, lease.ErrNotFound)
-	case len(e.ids)+len(ids) > lease.MaxListingIDs:
-		return fmt.Errorf("append listing %s: %w", l.ID, lease.ErrListingFull)
+	case len(e.ids)+len(ids) > query.MaxListingIDs:
+		return fmt.Errorf("append listing %s: %w", l.ID, query.ErrListingFull)
 	}
 	e.ids = append(e.ids, ids...)
 	return nil

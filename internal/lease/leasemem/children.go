@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // CreateCancelled implements lease.Store.
 func (s *Store) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
-	rec, _, err := lease.Placeholder(id, parent, reason, s.now(), s.opts.Retention)
+	rec, _, err := rules.Placeholder(id, parent, reason, s.now(), s.opts.Retention)
 	if err != nil {
 		return lease.Task{}, err
 	}
@@ -28,7 +29,7 @@ func (s *Store) CreateCancelled(ctx context.Context, id, parent, reason string) 
 
 // EndWaiting implements lease.Store.
 func (s *Store) EndWaiting(ctx context.Context, prev lease.Task, status lease.Status, reason string) (lease.Task, error) {
-	if err := lease.CheckEndWaiting(prev, status); err != nil {
+	if err := rules.CheckEndWaiting(prev, status); err != nil {
 		return lease.Task{}, err
 	}
 	s.mu.Lock()
@@ -36,9 +37,9 @@ func (s *Store) EndWaiting(ctx context.Context, prev lease.Task, status lease.St
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, old := s.find(prev.ID, func(t *lease.Task) bool { return lease.EndWaitingLands(prev, *t) })
+	rec, old := s.find(prev.ID, func(t *lease.Task) bool { return rules.EndWaitingLands(prev, *t) })
 	if rec == nil {
-		return lease.Task{}, lease.ClassifyEndWaiting(prev, old)
+		return lease.Task{}, rules.ClassifyEndWaiting(prev, old)
 	}
 	reason = lease.Truncate(reason, lease.MaxErrorBytes)
 	s.end(rec, status, reason, s.now())

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // Store is an in-memory lease.Store. The zero value is not usable; call New.
@@ -123,7 +125,7 @@ func (s *Store) newRecord(t lease.NewTask, now time.Time) *lease.Task {
 	if t.Listing.ID != "" && !t.Derived() && !s.opts.Unlisted {
 		rec.ListedIn = t.Listing.ID
 	}
-	lease.ApplyWaits(rec, t)
+	rules.ApplyWaits(rec, t)
 	return rec
 }
 
@@ -210,7 +212,7 @@ func (s *Store) CreateFailed(ctx context.Context, t lease.NewTask, reason string
 // create token, else a duplicate or a conflict.
 func (s *Store) taken(want lease.Task, old *lease.Task, t lease.NewTask) (lease.Task, error) {
 	if t.CreateToken != "" && s.tokens[t.ID] == t.CreateToken {
-		return lease.SameCreate(want, clone(old), t)
+		return rules.SameCreate(want, clone(old), t)
 	}
 	return clone(old), lease.CheckDuplicate(*old, t)
 }
@@ -251,9 +253,9 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error)
 		return lease.Task{}, err
 	}
 	now := s.now()
-	rec, old := s.find(id, func(t *lease.Task) bool { return lease.Claimable(*t, now, s.opts.Skew) })
+	rec, old := s.find(id, func(t *lease.Task) bool { return rules.Claimable(*t, now, s.opts.Skew) })
 	if rec == nil {
-		return lease.Task{}, lease.ClassifyClaim(id, old, now, s.opts.Skew)
+		return lease.Task{}, rules.ClassifyClaim(id, old, now, s.opts.Skew)
 	}
 	s.hold(rec, owner, now)
 	rec.Attempt++
@@ -262,9 +264,9 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error)
 }
 
 func (s *Store) held(op string, l lease.Lease) (*lease.Task, error) {
-	rec, old := s.find(l.TaskID, func(t *lease.Task) bool { return lease.Holds(*t, l) })
+	rec, old := s.find(l.TaskID, func(t *lease.Task) bool { return rules.Holds(*t, l) })
 	if rec == nil {
-		return nil, lease.ClassifyHeld(op, l, old)
+		return nil, rules.ClassifyHeld(op, l, old)
 	}
 	return rec, nil
 }
@@ -326,7 +328,7 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 
 func (s *Store) end(rec *lease.Task, status lease.Status, errMsg string, now time.Time) {
 	var dropped int
-	rec.History, dropped = lease.AppendHistory(rec.History, lease.Attempt{
+	rec.History, dropped = rules.AppendHistory(rec.History, lease.Attempt{
 		Attempt: rec.Attempt, Fence: rec.Fence, Status: status, Error: errMsg, At: now,
 	})
 	rec.HistoryDropped += dropped
@@ -412,7 +414,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error)
 			found[id] = clone(rec)
 		}
 	}
-	return lease.ManyInOrder(ids, found), nil
+	return query.ManyInOrder(ids, found), nil
 }
 
 // Expire removes task id if it has finished, as DynamoDB's TTL removes a

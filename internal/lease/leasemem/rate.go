@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // TakeStart implements lease.RateLimiter.
 func (s *Store) TakeStart(ctx context.Context, key string, window time.Time, per time.Duration, limit int) (bool, error) {
-	if err := lease.CheckTakeStart(key, window, per, limit); err != nil {
+	if err := limiter.CheckTakeStart(key, window, per, limit); err != nil {
 		return false, fmt.Errorf("take start: %w", err)
 	}
 	s.mu.Lock()
@@ -24,7 +24,7 @@ func (s *Store) TakeStart(ctx context.Context, key string, window time.Time, per
 			delete(s.rates, id)
 		}
 	}
-	id := lease.RateWindowID(key, window)
+	id := limiter.RateWindowID(key, window)
 	w := s.rates[id]
 	if w == nil {
 		w = &rateWindow{}
@@ -34,7 +34,7 @@ func (s *Store) TakeStart(ctx context.Context, key string, window time.Time, per
 		return false, nil
 	}
 	w.starts++
-	w.expires = window.Add(per + lease.RateWindowSlack)
+	w.expires = window.Add(per + limiter.RateWindowSlack)
 	return true, nil
 }
 

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // TakeRedrive implements lease.RedriveCounter.
 func (s *Store) TakeRedrive(ctx context.Context, key string, limit int) (bool, error) {
-	if err := lease.CheckTakeRedrive(key, limit); err != nil {
+	if err := limiter.CheckTakeRedrive(key, limit); err != nil {
 		return false, fmt.Errorf("take redrive: %w", err)
 	}
 	s.mu.Lock()
@@ -24,7 +24,7 @@ func (s *Store) TakeRedrive(ctx context.Context, key string, limit int) (bool, e
 			delete(s.redrives, id)
 		}
 	}
-	id := lease.RedriveCountID(key)
+	id := limiter.RedriveCountID(key)
 	c := s.redrives[id]
 	if c == nil {
 		c = &redriveCount{}
@@ -34,7 +34,7 @@ func (s *Store) TakeRedrive(ctx context.Context, key string, limit int) (bool, e
 		return false, nil
 	}
 	c.n++
-	c.expires = now.Add(lease.RedriveCountTTL)
+	c.expires = now.Add(limiter.RedriveCountTTL)
 	return true, nil
 }
 

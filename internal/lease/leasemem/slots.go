@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // AcquireSlot implements lease.SlotLimiter.
 func (s *Store) AcquireSlot(ctx context.Context, key, holder string, max int, until time.Time) (bool, error) {
-	if err := lease.CheckAcquireSlot(key, holder, max, until); err != nil {
+	if err := limiter.CheckAcquireSlot(key, holder, max, until); err != nil {
 		return false, fmt.Errorf("acquire slot: %w", err)
 	}
 	s.mu.Lock()
@@ -75,8 +76,8 @@ func (s *Store) FreeLostSlots(ctx context.Context, key string, checks int) (int,
 	}
 	set := s.slots[key]
 	freed := 0
-	for _, h := range lease.OldestHolders(set, checks) {
-		id, fence, ok := lease.ParseSlotHolder(h)
+	for _, h := range limiter.OldestHolders(set, checks) {
+		id, fence, ok := limiter.ParseSlotHolder(h)
 		if !ok {
 			continue
 		}
@@ -85,7 +86,7 @@ func (s *Store) FreeLostSlots(ctx context.Context, key string, checks int) (int,
 		if found {
 			t = *rec
 		}
-		if lease.SlotLost(t, found, fence, s.now(), s.opts.Skew) {
+		if limiter.SlotLost(t, found, fence, s.now(), s.opts.Skew) {
 			delete(set, h)
 			freed++
 		}

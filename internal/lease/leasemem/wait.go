@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // Suspend implements lease.Store.
@@ -63,9 +64,9 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, old := s.find(w.ID, func(t *lease.Task) bool { return lease.Notifiable(*t, w, ended) })
+	rec, old := s.find(w.ID, func(t *lease.Task) bool { return rules.Notifiable(*t, w, ended) })
 	if rec == nil {
-		return value(old), lease.ClassifyNotify(w, ended, old)
+		return value(old), rules.ClassifyNotify(w, ended, old)
 	}
 	now := s.now()
 	if !slices.Contains(rec.Ended, ended.ID) {
@@ -73,9 +74,9 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 		slices.Sort(rec.Ended)
 	}
 	rec.UpdatedAt = now
-	if lease.NotifyCancels(w, ended) {
+	if rules.NotifyCancels(w, ended) {
 		rec.Status = lease.StatusCancelled
-		rec.Error = lease.DependencyReason(ended)
+		rec.Error = rules.DependencyReason(ended)
 		rec.FinishedAt = now
 		rec.DispatchAt = time.Time{}
 		rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
@@ -95,7 +96,7 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 	}
 	rec, old := s.find(id, func(t *lease.Task) bool { return t.Status == lease.StatusWaiting && t.Fence == fence })
 	if rec == nil {
-		return value(old), lease.ClassifyResume(id, old)
+		return value(old), rules.ClassifyResume(id, old)
 	}
 	if owner != "" && rec.Attempt >= rec.MaxAttempts {
 		old := clone(rec)
@@ -125,9 +126,9 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, old := s.find(e.ID, func(t *lease.Task) bool { return lease.EndWaitLands(e, *t) && t.Attempt == e.Attempt })
+	rec, old := s.find(e.ID, func(t *lease.Task) bool { return rules.EndWaitLands(e, *t) && t.Attempt == e.Attempt })
 	if rec == nil {
-		return value(old), lease.ClassifyEndWait(e, old)
+		return value(old), rules.ClassifyEndWait(e, old)
 	}
 	now := s.now()
 	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
@@ -135,7 +136,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	if step := e.ResumeStep(); step != "" && status != lease.StatusPending && !e.TimedOut {
 		// The answer becomes the step; the task runs again at once, its
 		// count of attempts started again (lease.Store.Suspend).
-		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: lease.CallbackAnswer(status, e.Result, msg)})
+		rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: rules.CallbackAnswer(status, e.Result, msg)})
 		rec.Attempt = 0
 		status, runAt, msg = lease.StatusPending, now, ""
 	} else {
@@ -179,9 +180,9 @@ func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Tas
 	if err := s.begin(ctx, true); err != nil {
 		return lease.Task{}, err
 	}
-	rec, old := s.find(a.ID, func(t *lease.Task) bool { return lease.AbandonLands(a, *t) })
+	rec, old := s.find(a.ID, func(t *lease.Task) bool { return rules.AbandonLands(a, *t) })
 	if rec == nil {
-		return value(old), lease.ClassifyAbandon(a, old)
+		return value(old), rules.ClassifyAbandon(a, old)
 	}
 	now := s.now()
 	rec.Status, rec.Error = a.Status, lease.Truncate(a.Error, lease.MaxErrorBytes)

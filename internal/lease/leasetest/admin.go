@@ -14,16 +14,18 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // AdminStore is a store with its operator side.
 type AdminStore interface {
 	lease.Store
-	lease.Admin
-	lease.Lister
-	lease.RateLimiter
-	lease.SlotLimiter
-	lease.RedriveCounter
+	query.Admin
+	query.Lister
+	limiter.RateLimiter
+	limiter.SlotLimiter
+	limiter.RedriveCounter
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -85,9 +87,9 @@ type adminEnv struct {
 }
 
 // dueIn returns every due entry of shard at now.
-func (a *adminEnv) dueIn(shard string, now time.Time) []lease.DueTask {
+func (a *adminEnv) dueIn(shard string, now time.Time) []query.DueTask {
 	a.t.Helper()
-	due, err := a.admin.Due(a.ctx, shard, now, lease.MaxDueLimit)
+	due, err := a.admin.Due(a.ctx, shard, now, query.MaxDueLimit)
 	if err != nil {
 		a.t.Fatalf("Due(%s): %v", shard, err)
 	}
@@ -201,7 +203,7 @@ func testDueRejectsBadArguments(t *testing.T, a *adminEnv) {
 	for _, c := range []struct {
 		shard string
 		limit int
-	}{{"16", 1}, {"", 1}, {"7", 1}, {"00", 0}, {"00", lease.MaxDueLimit + 1}} {
+	}{{"16", 1}, {"", 1}, {"7", 1}, {"00", 0}, {"00", query.MaxDueLimit + 1}} {
 		if _, err := a.admin.Due(a.ctx, c.shard, a.now(), c.limit); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("Due(%q, %d): error %v, want ErrInvalid", c.shard, c.limit, err)
 		}
@@ -239,17 +241,17 @@ func testMarkDispatchedMoves(t *testing.T, a *adminEnv) {
 	sameDue(t, "at the new time", a.dueAll(next), map[string]time.Time{task.ID: next})
 
 	_, err := a.admin.MarkDispatched(a.ctx, task.ID, task.DispatchAt, next.Add(time.Minute))
-	wantErr(t, "MarkDispatched with a stale time", err, lease.ErrDispatchRaced)
+	wantErr(t, "MarkDispatched with a stale time", err, query.ErrDispatchRaced)
 	a.stored(want)
 	_, err = a.admin.MarkDispatched(a.ctx, a.id(), task.DispatchAt, next)
-	wantErr(t, "MarkDispatched of an unknown id", err, lease.ErrDispatchRaced)
+	wantErr(t, "MarkDispatched of an unknown id", err, query.ErrDispatchRaced)
 	_, err = a.admin.MarkDispatched(a.ctx, task.ID, time.Time{}, next)
 	wantErr(t, "MarkDispatched without a seen time", err, lease.ErrInvalid)
 
 	// A finished task left the index.
 	done := a.finish(a.claim(want, "w1"), nil)
 	_, err = a.admin.MarkDispatched(a.ctx, task.ID, next, next.Add(grace))
-	wantErr(t, "MarkDispatched of a finished task", err, lease.ErrDispatchRaced)
+	wantErr(t, "MarkDispatched of a finished task", err, query.ErrDispatchRaced)
 	a.stored(done)
 }
 
@@ -288,7 +290,7 @@ func testMarkDispatchedRearmsLiveLease(t *testing.T, a *adminEnv) {
 	}
 	sameDue(t, "under a live lease", a.dueAll(a.now()), map[string]time.Time{created.ID: first})
 	_, err := a.admin.MarkDispatched(a.ctx, created.ID, first, a.now().Add(grace))
-	wantErr(t, "MarkDispatched under a live lease", err, lease.ErrDispatchRaced)
+	wantErr(t, "MarkDispatched under a live lease", err, query.ErrDispatchRaced)
 	want := renewed
 	want.DispatchAt = renewed.LeaseUntil.Add(skew + grace)
 	a.stored(want)
@@ -328,7 +330,7 @@ func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {
 			t.Fatalf("sweepers %d and %d both marked the task", winner, i)
 		case err == nil:
 			winner = i
-		case !errors.Is(err, lease.ErrDispatchRaced):
+		case !errors.Is(err, query.ErrDispatchRaced):
 			t.Fatalf("sweeper %d: error %v, want ErrDispatchRaced", i, err)
 		}
 	}
@@ -342,7 +344,7 @@ func testMarkDispatchedConcurrent(t *testing.T, a *adminEnv) {
 
 // cancelled is prev cancelled while PENDING at now.
 func (a *adminEnv) cancelled(prev lease.Task) lease.Task {
-	want := a.ended(prev, lease.StatusCancelled, lease.CancelledWhilePending)
+	want := a.ended(prev, lease.StatusCancelled, query.CancelledWhilePending)
 	want.CancelRequested = true
 	return want
 }
@@ -503,7 +505,7 @@ func testRetryFailed(t *testing.T, a *adminEnv) {
 		t.Fatalf("history %+v, want FAILED then SUCCEEDED", done.History)
 	}
 	_, err = a.admin.Retry(a.ctx, done.ID, 1)
-	wantErr(t, "Retry of a succeeded task", err, lease.ErrNotRetryable)
+	wantErr(t, "Retry of a succeeded task", err, query.ErrNotRetryable)
 }
 
 func testRetryCancelled(t *testing.T, a *adminEnv) {
@@ -526,10 +528,10 @@ func testRetryCancelled(t *testing.T, a *adminEnv) {
 func testRetryRejects(t *testing.T, a *adminEnv) {
 	pending := a.create(a.newTask())
 	_, err := a.admin.Retry(a.ctx, pending.ID, 1)
-	wantErr(t, "Retry of a pending task", err, lease.ErrNotRetryable)
+	wantErr(t, "Retry of a pending task", err, query.ErrNotRetryable)
 	running := a.createClaimed(a.newTask(), "w1")
 	_, err = a.admin.Retry(a.ctx, running.ID, 1)
-	wantErr(t, "Retry of a running task", err, lease.ErrNotRetryable)
+	wantErr(t, "Retry of a running task", err, query.ErrNotRetryable)
 	a.stored(pending)
 	a.stored(running)
 	_, err = a.admin.Retry(a.ctx, a.id(), 1)
@@ -626,7 +628,7 @@ func testListPaging(t *testing.T, a *adminEnv) {
 		if !ok {
 			t.Fatalf("List(PENDING) returned %s (%s), not one of the pending tasks", task.ID, task.Status)
 		}
-		a.same("List", task, lease.ListView(w))
+		a.same("List", task, query.ListView(w))
 		if i > 0 && task.CreatedAt.After(got[i-1].CreatedAt) {
 			t.Fatalf("List is not newest first at %d: %s after %s", i, task.CreatedAt, got[i-1].CreatedAt)
 		}
@@ -674,12 +676,12 @@ func testListBadArguments(t *testing.T, a *adminEnv) {
 		t.Fatalf("List(PENDING, 1) = cursor %q, %v; want a cursor", cursor, err)
 	}
 	_, _, err = a.admin.List(a.ctx, lease.StatusRunning, 1, cursor)
-	wantErr(t, "List with another status's cursor", err, lease.ErrBadCursor)
+	wantErr(t, "List with another status's cursor", err, query.ErrBadCursor)
 	for _, bad := range []string{"not a cursor!", "e30", cursor[:len(cursor)/2]} {
 		_, _, err = a.admin.List(a.ctx, lease.StatusPending, 1, bad)
-		wantErr(t, fmt.Sprintf("List with cursor %q", bad), err, lease.ErrBadCursor)
+		wantErr(t, fmt.Sprintf("List with cursor %q", bad), err, query.ErrBadCursor)
 	}
-	for _, limit := range []int{0, -1, lease.MaxListLimit + 1} {
+	for _, limit := range []int{0, -1, query.MaxListLimit + 1} {
 		_, _, err = a.admin.List(a.ctx, lease.StatusPending, limit, "")
 		wantErr(t, fmt.Sprintf("List with limit %d", limit), err, lease.ErrInvalid)
 	}
@@ -818,13 +820,13 @@ func testDerivedListing(t *testing.T, a *adminEnv) {
 // an entry is listed on its own from its first retry or wait, still once.
 func testBatchListing(t *testing.T, a *adminEnv) {
 	if _, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id()}); !errors.Is(err, lease.ErrInvalid) {
-		t.Fatalf("WriteListing of %d ids = %v, want ErrInvalid", lease.MinListing-1, err)
+		t.Fatalf("WriteListing of %d ids = %v, want ErrInvalid", query.MinListing-1, err)
 	}
 	same := a.id()
 	if _, err := a.admin.WriteListing(a.ctx, []string{same, a.id(), same}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WriteListing naming an id twice = %v, want ErrInvalid", err)
 	}
-	if err := a.admin.AppendListing(a.ctx, lease.Listing{ID: lease.NewListingID(), At: a.now()}, []string{a.id()}); !errors.Is(err, lease.ErrNotFound) {
+	if err := a.admin.AppendListing(a.ctx, lease.Listing{ID: query.NewListingID(), At: a.now()}, []string{a.id()}); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("AppendListing to an entry never written = %v, want ErrNotFound", err)
 	}
 
@@ -851,12 +853,12 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	for round := range 4 {
 		var ns []lease.NewTask
 		var ids []string
-		for range lease.MinListing + round {
+		for range query.MinListing + round {
 			n := a.newTask()
 			ns, ids = append(ns, n), append(ids, n.ID)
 		}
 		l, err := a.admin.WriteListing(a.ctx, append(slices.Clone(ids), a.id())) // and an id never created
-		if err != nil || l.ID == "" || !lease.IsListingID(l.ID) {
+		if err != nil || l.ID == "" || !query.IsListingID(l.ID) {
 			t.Fatalf("WriteListing = %+v, %v", l, err)
 		}
 		if round == 0 {
@@ -901,19 +903,19 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 		t.Fatalf("AppendListing of ids the entry names: %v", err)
 	}
 	lost := a.newTask()
-	lost.Listing = lease.Listing{ID: lease.NewListingID(), At: a.now()}
+	lost.Listing = lease.Listing{ID: query.NewListingID(), At: a.now()}
 	if _, err := a.admin.CreateClaimed(a.ctx, lost, "w"); err != nil {
 		t.Fatalf("CreateClaimed: %v", err)
 	}
 	// An entry takes at most MaxListingIDs.
 	var fill []string // short ids: the entry's bytes are the caller's to bound
-	for i := range lease.MaxListingIDs - 3 {
+	for i := range query.MaxListingIDs - 3 {
 		fill = append(fill, fmt.Sprintf("fill-%d", i))
 	}
 	if err := a.admin.AppendListing(a.ctx, l, fill); err != nil {
-		t.Fatalf("AppendListing up to %d ids: %v", lease.MaxListingIDs, err)
+		t.Fatalf("AppendListing up to %d ids: %v", query.MaxListingIDs, err)
 	}
-	if err := a.admin.AppendListing(a.ctx, l, []string{a.id()}); !errors.Is(err, lease.ErrListingFull) {
+	if err := a.admin.AppendListing(a.ctx, l, []string{a.id()}); !errors.Is(err, query.ErrListingFull) {
 		t.Fatalf("AppendListing to a full entry = %v, want ErrListingFull", err)
 	}
 
@@ -1016,7 +1018,7 @@ func testRateWindows(t *testing.T, a *adminEnv) {
 		}
 	}
 	for _, shard := range lease.Shards() {
-		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), query.MaxDueLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1065,7 +1067,7 @@ func testRedriveCounts(t *testing.T, a *adminEnv) {
 		}
 	}
 	for _, shard := range lease.Shards() {
-		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), query.MaxDueLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1087,7 +1089,7 @@ func testSlots(t *testing.T, a *adminEnv) {
 		key, holder string
 		max         int
 		until       time.Time
-	}{{"", "h", 1, until}, {key, "", 1, until}, {key, "h", 0, until}, {key, "h", lease.MaxSlots + 1, until}, {key, "h", 1, time.Time{}}} {
+	}{{"", "h", 1, until}, {key, "", 1, until}, {key, "h", 0, until}, {key, "h", limiter.MaxSlots + 1, until}, {key, "h", 1, time.Time{}}} {
 		if _, err := a.admin.AcquireSlot(a.ctx, bad.key, bad.holder, bad.max, bad.until); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("AcquireSlot(%q, %q, %d, %v) = %v, want ErrInvalid", bad.key, bad.holder, bad.max, bad.until, err)
 		}
@@ -1102,7 +1104,7 @@ func testSlots(t *testing.T, a *adminEnv) {
 	)
 	for i := range takers {
 		wg.Go(func() {
-			h := lease.SlotHolder(fmt.Sprintf("task-%d", i), 1)
+			h := limiter.SlotHolder(fmt.Sprintf("task-%d", i), 1)
 			ok, err := a.admin.AcquireSlot(a.ctx, key, h, max, until)
 			if err != nil {
 				errs <- err
@@ -1163,7 +1165,7 @@ func testSlots(t *testing.T, a *adminEnv) {
 		}
 	}
 	for _, shard := range lease.Shards() {
-		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), lease.MaxDueLimit)
+		due, err := a.admin.Due(a.ctx, shard, a.now().Add(24*time.Hour), query.MaxDueLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1199,17 +1201,17 @@ func testLostSlots(t *testing.T, a *adminEnv) {
 
 	live := a.createClaimed(a.newTask(), "w1")
 	done := a.createClaimed(a.newTask(), "w2")
-	take(lease.SlotHolder(done.ID, done.Fence), far, true)
-	take(lease.SlotHolder(a.id(), 1), far.Add(time.Minute), true) // a task that is not there
-	take(lease.SlotHolder(live.ID, live.Fence), far.Add(2*time.Minute), true)
-	take(lease.SlotHolder(a.id(), 1), far, false) // full
-	free(4, 1)                                    // the missing task's
+	take(limiter.SlotHolder(done.ID, done.Fence), far, true)
+	take(limiter.SlotHolder(a.id(), 1), far.Add(time.Minute), true) // a task that is not there
+	take(limiter.SlotHolder(live.ID, live.Fence), far.Add(2*time.Minute), true)
+	take(limiter.SlotHolder(a.id(), 1), far, false) // full
+	free(4, 1)                                      // the missing task's
 	a.finish(done, nil)
-	take(lease.SlotHolder(a.id(), 1), far.Add(time.Minute), true)
+	take(limiter.SlotHolder(a.id(), 1), far.Add(time.Minute), true)
 	free(1, 1) // the finished attempt's, the oldest
 	free(1, 1) // the missing task's, the next
 	free(4, 0) // the live one's stays
-	take(lease.SlotHolder(a.id(), 1), far, true)
+	take(limiter.SlotHolder(a.id(), 1), far, true)
 
 	// The live attempt's lease runs out: within the skew it keeps its
 	// slot, past it the slot is given back.
@@ -1225,8 +1227,8 @@ func testLostSlots(t *testing.T, a *adminEnv) {
 	if err != nil || again.Fence != live.Fence+1 {
 		t.Fatalf("claim after the lease ran out: fence %d, %v", again.Fence, err)
 	}
-	take(lease.SlotHolder(live.ID, live.Fence), far, true) // a late taker of the old attempt
-	take(lease.SlotHolder(again.ID, again.Fence), far, true)
+	take(limiter.SlotHolder(live.ID, live.Fence), far, true) // a late taker of the old attempt
+	take(limiter.SlotHolder(again.ID, again.Fence), far, true)
 	free(4, 1)
 	free(4, 0)
 }

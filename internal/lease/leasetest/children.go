@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // testCreateCancelled: a parent's end writes a CANCELLED placeholder for a
@@ -135,7 +136,7 @@ func testRetryPlaceholder(t *testing.T, a *adminEnv) {
 	if _, err := a.store.CreateCancelled(a.ctx, id, parent.ID, "cancelled with its parent"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.admin.Retry(a.ctx, id, 1); !errors.Is(err, lease.ErrNotRetryable) {
+	if _, err := a.admin.Retry(a.ctx, id, 1); !errors.Is(err, query.ErrNotRetryable) {
 		t.Fatalf("Retry of a placeholder: %v, want ErrNotRetryable", err)
 	}
 	if got := mustGet(a.env, id); got.Status != lease.StatusCancelled {

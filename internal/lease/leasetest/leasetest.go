@@ -20,6 +20,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // CancelMarker is the hook the suite needs from every store it runs: set
@@ -205,7 +207,7 @@ func (e *env) ended(prev lease.Task, status lease.Status, errMsg string) lease.T
 	now := e.now()
 	want := prev
 	var dropped int
-	want.History, dropped = lease.AppendHistory(prev.History,
+	want.History, dropped = rules.AppendHistory(prev.History,
 		lease.Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: status, Error: errMsg, At: now})
 	want.HistoryDropped += dropped
 	want.Status = status
@@ -1234,7 +1236,7 @@ func testHistoryPerAttempt(t *testing.T, newStore NewStoreFunc) {
 // place; more ids than one batch call takes are read too.
 func testGetMany(t *testing.T, newStore NewStoreFunc) {
 	e := setup(t, newStore)
-	mg, ok := e.store.(lease.ManyGetter)
+	mg, ok := e.store.(query.ManyGetter)
 	if !ok {
 		t.Fatalf("%T does not implement lease.ManyGetter", e.store)
 	}

@@ -1,8 +1,10 @@
-package lease
+package query
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Rules both stores apply to the Admin methods, so they answer alike.
@@ -20,8 +22,8 @@ const CancelledWhilePending = "cancelled while pending"
 // ListView is what List returns of t: the fields the status index projects.
 // Payload, result, lease, fence, history and the cancel flag are left out; Get
 // has them.
-func ListView(t Task) Task {
-	return Task{
+func ListView(t lease.Task) lease.Task {
+	return lease.Task{
 		ID:          t.ID,
 		Kind:        t.Kind,
 		Status:      t.Status,
@@ -37,59 +39,59 @@ func ListView(t Task) Task {
 }
 
 // CheckList validates the arguments of List.
-func CheckList(status Status, limit int) error {
+func CheckList(status lease.Status, limit int) error {
 	switch {
 	case !status.Valid():
-		return fmt.Errorf("list: %w: unknown status %q", ErrInvalid, status)
+		return fmt.Errorf("list: %w: unknown status %q", lease.ErrInvalid, status)
 	case limit < 1 || limit > MaxListLimit:
-		return fmt.Errorf("list: %w: limit %d is outside 1..%d", ErrInvalid, limit, MaxListLimit)
+		return fmt.Errorf("list: %w: limit %d is outside 1..%d", lease.ErrInvalid, limit, MaxListLimit)
 	}
 	return nil
 }
 
 // CheckDue validates the arguments of Due.
 func CheckDue(shard string, limit int) error {
-	for _, s := range Shards() {
+	for _, s := range lease.Shards() {
 		if s == shard {
 			if limit < 1 || limit > MaxDueLimit {
-				return fmt.Errorf("due: %w: limit %d is outside 1..%d", ErrInvalid, limit, MaxDueLimit)
+				return fmt.Errorf("due: %w: limit %d is outside 1..%d", lease.ErrInvalid, limit, MaxDueLimit)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("due: %w: unknown shard %q", ErrInvalid, shard)
+	return fmt.Errorf("due: %w: unknown shard %q", lease.ErrInvalid, shard)
 }
 
 // CheckRetry validates the arguments of Retry.
 func CheckRetry(id string, extraAttempts int) error {
-	if extraAttempts < 1 || extraAttempts > MaxAttemptsLimit {
-		return fmt.Errorf("retry %s: %w: extra attempts %d is outside 1..%d", id, ErrInvalid, extraAttempts, MaxAttemptsLimit)
+	if extraAttempts < 1 || extraAttempts > lease.MaxAttemptsLimit {
+		return fmt.Errorf("retry %s: %w: extra attempts %d is outside 1..%d", id, lease.ErrInvalid, extraAttempts, lease.MaxAttemptsLimit)
 	}
 	return nil
 }
 
 // ClassifyRetry explains why a retry of id with extraAttempts did not land,
 // from the item the write saw (nil when there was none).
-func ClassifyRetry(id string, old *Task, extraAttempts int) error {
+func ClassifyRetry(id string, old *lease.Task, extraAttempts int) error {
 	switch {
 	case old == nil:
-		return fmt.Errorf("retry %s: %w", id, ErrNotFound)
-	case old.Status != StatusFailed && old.Status != StatusCancelled:
+		return fmt.Errorf("retry %s: %w", id, lease.ErrNotFound)
+	case old.Status != lease.StatusFailed && old.Status != lease.StatusCancelled:
 		return fmt.Errorf("retry %s: %w: it is %s", id, ErrNotRetryable, old.Status)
-	case IsPlaceholder(*old):
+	case lease.IsPlaceholder(*old):
 		return fmt.Errorf("retry %s: %w: it was cancelled with its parent %s before it was created, so it has no kind or payload to run; retry the parent",
-			id, ErrNotRetryable, DisplayID(old.Parent))
-	case old.Attempt+extraAttempts > MaxAttemptsLimit:
+			id, ErrNotRetryable, lease.DisplayID(old.Parent))
+	case old.Attempt+extraAttempts > lease.MaxAttemptsLimit:
 		return fmt.Errorf("retry %s: %w: %d used + %d more attempts is over the limit of %d",
-			id, ErrInvalid, old.Attempt, extraAttempts, MaxAttemptsLimit)
+			id, lease.ErrInvalid, old.Attempt, extraAttempts, lease.MaxAttemptsLimit)
 	}
-	return fmt.Errorf("retry %s: %w: the task changed during the retry", id, ErrBackend)
+	return fmt.Errorf("retry %s: %w: the task changed during the retry", id, lease.ErrBackend)
 }
 
 // CheckMarkDispatched validates the arguments of MarkDispatched.
 func CheckMarkDispatched(id string, seen, next time.Time) error {
 	if seen.IsZero() || next.IsZero() {
-		return fmt.Errorf("mark dispatched %s: %w: seen and next times are required", id, ErrInvalid)
+		return fmt.Errorf("mark dispatched %s: %w: seen and next times are required", id, lease.ErrInvalid)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package lease
+package dynamo
 
 import (
 	"crypto/rand"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // avSize is the size DynamoDB counts for an attribute value: strings and
@@ -56,33 +57,33 @@ func itemSize(item map[string]types.AttributeValue) int {
 
 // worstCaseTask has every field at its limit at once: the largest item the
 // limits allow.
-func worstCaseTask() Task {
+func worstCaseTask() lease.Task {
 	id := func(p string, i int) string {
-		return p + strings.Repeat("i", MaxIDBytes-len(p)-4) + fmt.Sprintf("%04d", i)
+		return p + strings.Repeat("i", lease.MaxIDBytes-len(p)-4) + fmt.Sprintf("%04d", i)
 	}
 	now := time.Unix(1_800_000_000, 0)
-	t := Task{
-		ID: id("t", 0), Kind: strings.Repeat("k", MaxKindBytes), Status: StatusSucceeded,
-		Attempt: MaxAttemptsLimit, MaxAttempts: MaxAttemptsLimit, Fence: 1 << 40,
-		Payload: []byte(strings.Repeat("p", MaxPayloadBytes)), Result: []byte(strings.Repeat("r", MaxResultBytes)),
-		Error: strings.Repeat("e", MaxErrorBytes), LeaseOwner: strings.Repeat("o", 256),
+	t := lease.Task{
+		ID: id("t", 0), Kind: strings.Repeat("k", lease.MaxKindBytes), Status: lease.StatusSucceeded,
+		Attempt: lease.MaxAttemptsLimit, MaxAttempts: lease.MaxAttemptsLimit, Fence: 1 << 40,
+		Payload: []byte(strings.Repeat("p", lease.MaxPayloadBytes)), Result: []byte(strings.Repeat("r", lease.MaxResultBytes)),
+		Error: strings.Repeat("e", lease.MaxErrorBytes), LeaseOwner: strings.Repeat("o", 256),
 		LeaseUntil: now, RunAt: now, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now, DispatchAt: now,
 		UnknownKindSince: now, HistoryDropped: 1 << 20, Snoozes: 1 << 20, Queue: strings.Repeat("q", 80),
-		Parent: id("p", 0), Wait: WaitChildren, CallbackHash: CallbackHash(strings.Repeat("n", 64)), WaitUntil: now,
+		Parent: id("p", 0), Wait: lease.WaitChildren, CallbackHash: lease.CallbackHash(strings.Repeat("n", 64)), WaitUntil: now,
 	}
-	for i := range MaxHistory {
-		t.History = append(t.History, Attempt{Attempt: i, Fence: 1 << 40, Status: StatusPending, Error: strings.Repeat("e", MaxHistoryErrorBytes), At: now})
+	for i := range lease.MaxHistory {
+		t.History = append(t.History, lease.Attempt{Attempt: i, Fence: 1 << 40, Status: lease.StatusPending, Error: strings.Repeat("e", lease.MaxHistoryErrorBytes), At: now})
 	}
-	for i := range MaxWaiters {
-		t.Waiters = append(t.Waiters, Waiter{ID: id("w", i), Mode: WaitAfterAny})
+	for i := range lease.MaxWaiters {
+		t.Waiters = append(t.Waiters, lease.Waiter{ID: id("w", i), Mode: lease.WaitAfterAny})
 	}
-	for i := range MaxChildren {
+	for i := range lease.MaxChildren {
 		t.WaitFor = append(t.WaitFor, id("c", i))
 		t.Ended = append(t.Ended, id("c", i))
 	}
-	for i := range MaxSteps {
-		r := MaxStepsBytes / MaxSteps
-		t.Steps = append(t.Steps, Step{Name: id("s", i)[:MaxStepNameBytes], Result: []byte(strings.Repeat("s", r))})
+	for i := range lease.MaxSteps {
+		r := lease.MaxStepsBytes / lease.MaxSteps
+		t.Steps = append(t.Steps, lease.Step{Name: id("s", i)[:lease.MaxStepNameBytes], Result: []byte(strings.Repeat("s", r))})
 	}
 	return t
 }
@@ -107,13 +108,13 @@ func TestLimitsKeepTheItemUnderDynamoDBs(t *testing.T) {
 	}
 	item[attrCalls] = &types.AttributeValueMemberL{Value: calls}
 	size := itemSize(item)
-	t.Logf("worst-case item: %d bytes of %d", size, MaxItemBytes)
-	if size > MaxItemBytes-ItemMarginBytes {
+	t.Logf("worst-case item: %d bytes of %d", size, lease.MaxItemBytes)
+	if size > lease.MaxItemBytes-lease.ItemMarginBytes {
 		for k, v := range item {
 			if s := len(k) + avSize(v); s > 1000 {
 				t.Logf("  %s: %d", k, s)
 			}
 		}
-		t.Fatalf("the limits allow an item of %d bytes; DynamoDB's limit is %d (with %d bytes kept for attributes this test does not know)", size, MaxItemBytes, ItemMarginBytes)
+		t.Fatalf("the limits allow an item of %d bytes; DynamoDB's limit is %d (with %d bytes kept for attributes this test does not know)", size, lease.MaxItemBytes, lease.ItemMarginBytes)
 	}
 }

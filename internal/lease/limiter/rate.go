@@ -1,16 +1,13 @@
-package lease
+package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // A rate window counts the task starts of one queue in one window of time,
@@ -54,43 +51,13 @@ func IsRateWindowID(id string) bool {
 func CheckTakeStart(key string, window time.Time, per time.Duration, limit int) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: a rate window needs a key", ErrInvalid)
+		return fmt.Errorf("%w: a rate window needs a key", lease.ErrInvalid)
 	case per < time.Second || per%time.Second != 0:
-		return fmt.Errorf("%w: a rate window of %s is not a whole number of seconds", ErrInvalid, per)
+		return fmt.Errorf("%w: a rate window of %s is not a whole number of seconds", lease.ErrInvalid, per)
 	case limit < 1:
-		return fmt.Errorf("%w: a rate limit of %d starts", ErrInvalid, limit)
+		return fmt.Errorf("%w: a rate limit of %d starts", lease.ErrInvalid, limit)
 	case window.IsZero():
-		return fmt.Errorf("%w: a rate window needs its start", ErrInvalid)
+		return fmt.Errorf("%w: a rate window needs its start", lease.ErrInvalid)
 	}
 	return nil
-}
-
-// TakeStart implements RateLimiter: one UpdateItem that adds one to the
-// window's count only while it is below limit (1 write unit).
-func (s *DynamoStore) TakeStart(ctx context.Context, key string, window time.Time, per time.Duration, limit int) (bool, error) {
-	if err := CheckTakeStart(key, window, per, limit); err != nil {
-		return false, fmt.Errorf("take start: %w", err)
-	}
-	id := RateWindowID(key, window)
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
-	defer cancel()
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      map[string]types.AttributeValue{AttrID: avS(id)},
-		ConditionExpression:      aws.String("attribute_not_exists(#starts) OR #starts < :limit"),
-		UpdateExpression:         aws.String("ADD #starts :one SET #expires_at = :expires_at"),
-		ExpressionAttributeNames: map[string]string{"#starts": AttrStarts, "#expires_at": AttrExpiresAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": avN(1), ":limit": avN(int64(limit)),
-			":expires_at": avN(window.Add(per + RateWindowSlack).Unix()),
-		},
-	})
-	if err == nil {
-		return true, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
-	return false, backendErr("take start", id, err)
 }

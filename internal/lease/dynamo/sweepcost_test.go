@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 // queryTally counts the Query calls a client makes and the items they
@@ -39,7 +40,7 @@ func TestSweepCostDoesNotGrowWithFinishedTasks(t *testing.T) {
 	cfg := awstest.Config(t)
 	var tally queryTally
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, tally.option) })
-	store := lease.NewDynamoStore(client, awstest.NewTable(t, cfg), lease.Options{})
+	store := dynamo.New(client, awstest.NewTable(t, cfg), lease.Options{})
 	ctx := t.Context()
 	for i := range 3 { // due: PENDING, in the sweep index
 		if _, err := store.Create(ctx, lease.NewTask{ID: fmt.Sprintf("due-%d", i), Kind: "k", MaxAttempts: 1}); err != nil {

@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"context"
@@ -19,10 +19,12 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/leasetest"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
-var _ lease.DynamoDBClient = (*dynamodb.Client)(nil)
+var _ dynamo.Client = (*dynamodb.Client)(nil)
 
 // dynamoEnv is a table on the local stack and a client of it that counts
 // its calls.
@@ -50,13 +52,13 @@ func TestDynamoStoreConformance(t *testing.T) {
 	t.Parallel()
 	env := setupDynamo(t) // one table; every case uses its own task ids
 	leasetest.Run(t, func(t *testing.T, opts lease.Options) lease.Store {
-		return testStore{lease.NewDynamoStore(env.client, env.table, opts), env}
+		return testStore{dynamo.New(env.client, env.table, opts), env}
 	})
 }
 
 // testStore adds the suite's hook to the store.
 type testStore struct {
-	*lease.DynamoStore
+	*dynamo.Store
 	env dynamoEnv
 }
 
@@ -64,7 +66,7 @@ type testStore struct {
 func (s testStore) MarkCancelRequested(ctx context.Context, id string) error {
 	_, err := s.env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.env.table,
-		Key:                       map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: id}},
+		Key:                       map[string]types.AttributeValue{dynamo.AttrID: &types.AttributeValueMemberS{Value: id}},
 		ConditionExpression:       aws.String("attribute_exists(id)"),
 		UpdateExpression:          aws.String("SET cancel_requested = :true"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}},
@@ -75,7 +77,7 @@ func (s testStore) MarkCancelRequested(ctx context.Context, id string) error {
 func TestDynamoStoreInlineTaskCostsTwoWrites(t *testing.T) {
 	t.Parallel()
 	env := setupDynamo(t)
-	store := lease.NewDynamoStore(env.client, env.table, lease.Options{})
+	store := dynamo.New(env.client, env.table, lease.Options{})
 	env.calls.Reset()
 
 	task, err := store.CreateClaimed(t.Context(), lease.NewTask{ID: "inline-1", Kind: "k", Payload: []byte(`{"a":1}`), MaxAttempts: 3}, "w1")
@@ -96,7 +98,7 @@ func (env dynamoEnv) rawItem(t *testing.T, id string) map[string]types.Attribute
 	t.Helper()
 	out, err := env.client.GetItem(t.Context(), &dynamodb.GetItemInput{
 		TableName:      &env.table,
-		Key:            map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: id}},
+		Key:            map[string]types.AttributeValue{dynamo.AttrID: &types.AttributeValueMemberS{Value: id}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -113,7 +115,7 @@ func TestDynamoStoreIndexAttributes(t *testing.T) {
 	env := setupDynamo(t)
 	at := time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(at)
-	store := lease.NewDynamoStore(env.client, env.table, lease.Options{Clock: clock})
+	store := dynamo.New(env.client, env.table, lease.Options{Clock: clock})
 	ctx := t.Context()
 
 	check := func(step string, task lease.Task) {
@@ -141,35 +143,35 @@ func TestDynamoStoreIndexAttributes(t *testing.T) {
 				}
 			}
 		}
-		wantS(lease.AttrStatus, string(task.Status))
-		wantS(lease.AttrListShard, lease.Shard(task.ID))
-		wantS(lease.AttrPayload, string(task.Payload))
-		wantN(lease.AttrRunAt, task.RunAt.UnixMilli())
-		wantN(lease.AttrFence, task.Fence)
+		wantS(dynamo.AttrStatus, string(task.Status))
+		wantS(dynamo.AttrListShard, lease.Shard(task.ID))
+		wantS(dynamo.AttrPayload, string(task.Payload))
+		wantN(dynamo.AttrRunAt, task.RunAt.UnixMilli())
+		wantN(dynamo.AttrFence, task.Fence)
 		if task.DispatchAt.IsZero() {
-			wantAbsent(lease.AttrSweepShard, lease.AttrSweepAt)
+			wantAbsent(dynamo.AttrSweepShard, dynamo.AttrSweepAt)
 		} else {
-			wantS(lease.AttrSweepShard, lease.Shard(task.ID))
-			wantN(lease.AttrSweepAt, task.DispatchAt.UnixMilli())
+			wantS(dynamo.AttrSweepShard, lease.Shard(task.ID))
+			wantN(dynamo.AttrSweepAt, task.DispatchAt.UnixMilli())
 		}
 		if task.Status == lease.StatusRunning {
-			wantS(lease.AttrLeaseOwner, task.LeaseOwner)
-			wantN(lease.AttrLeaseUntil, task.LeaseUntil.UnixMilli())
+			wantS(dynamo.AttrLeaseOwner, task.LeaseOwner)
+			wantN(dynamo.AttrLeaseUntil, task.LeaseUntil.UnixMilli())
 		} else {
-			wantAbsent(lease.AttrLeaseOwner, lease.AttrLeaseUntil)
+			wantAbsent(dynamo.AttrLeaseOwner, dynamo.AttrLeaseUntil)
 		}
 		if task.Status.Terminal() {
-			wantN(lease.AttrFinishedAt, task.FinishedAt.UnixMilli())
-			wantN(lease.AttrExpiresAt, task.ExpiresAt.Unix())
+			wantN(dynamo.AttrFinishedAt, task.FinishedAt.UnixMilli())
+			wantN(dynamo.AttrExpiresAt, task.ExpiresAt.Unix())
 		} else {
-			wantAbsent(lease.AttrFinishedAt, lease.AttrExpiresAt)
+			wantAbsent(dynamo.AttrFinishedAt, dynamo.AttrExpiresAt)
 		}
-		if _, ok := item[lease.AttrCancelRequested].(*types.AttributeValueMemberBOOL); !ok {
-			t.Fatalf("%s: cancel_requested = %#v, want BOOL", step, item[lease.AttrCancelRequested])
+		if _, ok := item[dynamo.AttrCancelRequested].(*types.AttributeValueMemberBOOL); !ok {
+			t.Fatalf("%s: cancel_requested = %#v, want BOOL", step, item[dynamo.AttrCancelRequested])
 		}
-		hist, ok := item[lease.AttrHistory].(*types.AttributeValueMemberL)
+		hist, ok := item[dynamo.AttrHistory].(*types.AttributeValueMemberL)
 		if !ok || len(hist.Value) != len(task.History) {
-			t.Fatalf("%s: history = %#v, want L of %d", step, item[lease.AttrHistory], len(task.History))
+			t.Fatalf("%s: history = %#v, want L of %d", step, item[dynamo.AttrHistory], len(task.History))
 		}
 		for _, h := range hist.Value {
 			if _, ok := h.(*types.AttributeValueMemberM); !ok {
@@ -263,7 +265,7 @@ func TestDynamoStoreBoundary(t *testing.T) {
 	t.Parallel()
 	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
 	client := &stubClient{err: throttled}
-	store := lease.NewDynamoStore(client, "tasks", lease.Options{CallTimeout: 3 * time.Second})
+	store := dynamo.New(client, "tasks", lease.Options{CallTimeout: 3 * time.Second})
 	ctx := t.Context()
 	task := lease.NewTask{ID: "b1", Kind: "k", MaxAttempts: 1}
 	held := lease.Lease{TaskID: "b1", Owner: "w1", Fence: 1, Attempt: 1}
@@ -299,14 +301,14 @@ func TestDynamoStoreBoundary(t *testing.T) {
 
 // losingStore is a store on a new table of the local stack whose client
 // can be told to lose the response of a write that landed.
-func losingStore(t *testing.T) (*lease.DynamoStore, *awstest.LosingHTTP) {
+func losingStore(t *testing.T) (*dynamo.Store, *awstest.LosingHTTP) {
 	t.Helper()
 	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
 	losing := awstest.NewLosingHTTP(cfg.HTTPClient)
 	lcfg := cfg.Copy()
 	lcfg.HTTPClient = losing
-	return lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), table, lease.Options{}), losing
+	return dynamo.New(dynamodb.NewFromConfig(lcfg), table, lease.Options{}), losing
 }
 
 // A create whose response is lost after the put landed is retried by the
@@ -334,17 +336,17 @@ func TestDynamoCreateRecognisesItsOwnLostResponse(t *testing.T) {
 // lateClient lands the first PutItem but answers it only when the call's
 // deadline has passed, as a table too slow for the call timeout does.
 type lateClient struct {
-	lease.DynamoDBClient
+	dynamo.Client
 	puts atomic.Int32
 }
 
 func (c *lateClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if c.puts.Add(1) > 1 {
-		return c.DynamoDBClient.PutItem(ctx, in, opts...)
+		return c.Client.PutItem(ctx, in, opts...)
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), awstest.Scale(30*time.Second))
 	defer cancel()
-	if _, err := c.DynamoDBClient.PutItem(lctx, in, opts...); err != nil {
+	if _, err := c.Client.PutItem(lctx, in, opts...); err != nil {
 		return nil, err
 	}
 	<-ctx.Done()
@@ -358,8 +360,8 @@ func TestDynamoCreateAfterItsCallTimedOut(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
-	client := &lateClient{DynamoDBClient: dynamodb.NewFromConfig(cfg)}
-	store := lease.NewDynamoStore(client, table, lease.Options{CallTimeout: awstest.Scale(2 * time.Second)})
+	client := &lateClient{Client: dynamodb.NewFromConfig(cfg)}
+	store := dynamo.New(client, table, lease.Options{CallTimeout: awstest.Scale(2 * time.Second)})
 	task, err := store.Create(t.Context(), lease.NewTask{ID: "late-1", Kind: "k", MaxAttempts: 3})
 	if err != nil || task.ID != "late-1" || task.Status != lease.StatusPending {
 		t.Fatalf("Create whose first call timed out after landing: %+v, %v; want the created task", task, err)
@@ -411,7 +413,7 @@ func TestDynamoAdminWritesRecogniseTheirOwnLostResponse(t *testing.T) {
 	if err != nil || got.Status != lease.StatusPending || got.MaxAttempts != got.Attempt+2 {
 		t.Fatalf("Retry after a lost response: %+v, %v; want PENDING with 2 attempts more and no error", got, err)
 	}
-	if _, err := store.Retry(ctx, "lost-cancel", 2); !errors.Is(err, lease.ErrNotRetryable) {
+	if _, err := store.Retry(ctx, "lost-cancel", 2); !errors.Is(err, query.ErrNotRetryable) {
 		t.Fatalf("a second, separate retry: %v, want ErrNotRetryable", err)
 	}
 
@@ -440,14 +442,14 @@ func TestDynamoAdminWritesRecogniseTheirOwnLostResponse(t *testing.T) {
 // reports it instead of reading a task without them.
 func TestTaskFromItemRefusesAMalformedList(t *testing.T) {
 	t.Parallel()
-	for _, attr := range []string{lease.AttrSteps, lease.AttrHistory} {
+	for _, attr := range []string{dynamo.AttrSteps, dynamo.AttrHistory} {
 		item := map[string]types.AttributeValue{
-			lease.AttrID:     &types.AttributeValueMemberS{Value: "t1"},
-			lease.AttrKind:   &types.AttributeValueMemberS{Value: "k"},
-			lease.AttrStatus: &types.AttributeValueMemberS{Value: "RUNNING"},
-			attr:             &types.AttributeValueMemberS{Value: "not a list"},
+			dynamo.AttrID:     &types.AttributeValueMemberS{Value: "t1"},
+			dynamo.AttrKind:   &types.AttributeValueMemberS{Value: "k"},
+			dynamo.AttrStatus: &types.AttributeValueMemberS{Value: "RUNNING"},
+			attr:              &types.AttributeValueMemberS{Value: "not a list"},
 		}
-		if _, err := lease.TaskFromItem(item); err == nil {
+		if _, err := dynamo.TaskFromItem(item); err == nil {
 			t.Errorf("%s as a string: decoded without an error", attr)
 		}
 	}
@@ -455,7 +457,7 @@ func TestTaskFromItemRefusesAMalformedList(t *testing.T) {
 
 // losingPair is a store whose responses can be lost, and a plain store on
 // the same table for what other callers do meanwhile.
-func losingPair(t *testing.T) (*lease.DynamoStore, *lease.DynamoStore, *awstest.LosingHTTP, dynamoEnv) {
+func losingPair(t *testing.T) (*dynamo.Store, *dynamo.Store, *awstest.LosingHTTP, dynamoEnv) {
 	t.Helper()
 	cfg := awstest.Config(t)
 	env := dynamoEnv{client: dynamodb.NewFromConfig(cfg), table: awstest.NewTable(t, cfg)}
@@ -464,8 +466,8 @@ func losingPair(t *testing.T) (*lease.DynamoStore, *lease.DynamoStore, *awstest.
 	lcfg.HTTPClient = losing
 	// The losing store's calls outlast what other callers do while its
 	// response is lost (LoseNextThen).
-	return lease.NewDynamoStore(dynamodb.NewFromConfig(lcfg), env.table, lease.Options{CallTimeout: awstest.Scale(30 * time.Second)}),
-		lease.NewDynamoStore(env.client, env.table, lease.Options{}), losing, env
+	return dynamo.New(dynamodb.NewFromConfig(lcfg), env.table, lease.Options{CallTimeout: awstest.Scale(30 * time.Second)}),
+		dynamo.New(env.client, env.table, lease.Options{}), losing, env
 }
 
 // Each user write takes effect at most once and reports its own effect,
@@ -596,7 +598,7 @@ func TestDynamoCheckpointRecordsAStepOnceUnderALostResponse(t *testing.T) {
 	if err != nil || len(got.Steps) != 1 {
 		t.Fatalf("Checkpoint after a lost response: %+v, %v; want the step and no error", got.Steps, err)
 	}
-	steps, ok := env.rawItem(t, held.ID)[lease.AttrSteps].(*types.AttributeValueMemberL)
+	steps, ok := env.rawItem(t, held.ID)[dynamo.AttrSteps].(*types.AttributeValueMemberL)
 	if !ok || len(steps.Value) != 1 {
 		t.Fatalf("the item holds steps %#v, want 1: the retried write appended the step again", steps)
 	}
@@ -673,7 +675,7 @@ func TestDynamoCallListIsBounded(t *testing.T) {
 func TestDynamoStoreKeepsNoCallbackNonce(t *testing.T) {
 	t.Parallel()
 	env := setupDynamo(t)
-	store := lease.NewDynamoStore(env.client, env.table, lease.Options{})
+	store := dynamo.New(env.client, env.table, lease.Options{})
 	ctx := t.Context()
 	held, err := store.CreateClaimed(ctx, lease.NewTask{ID: "nonce-hashed", Kind: "k", MaxAttempts: 3}, "w1")
 	if err != nil {
@@ -687,9 +689,9 @@ func TestDynamoStoreKeepsNoCallbackNonce(t *testing.T) {
 	if name, ok := holds(item, nonce); ok {
 		t.Fatalf("the item's %s holds the raw nonce", name)
 	}
-	v, ok := item[lease.AttrCallback].(*types.AttributeValueMemberS)
+	v, ok := item[dynamo.AttrCallback].(*types.AttributeValueMemberS)
 	if !ok || v.Value == "" {
-		t.Fatalf("callback = %#v, want the nonce's hash", item[lease.AttrCallback])
+		t.Fatalf("callback = %#v, want the nonce's hash", item[dynamo.AttrCallback])
 	}
 }
 

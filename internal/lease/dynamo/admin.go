@@ -1,4 +1,4 @@
-package lease
+package dynamo
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // Index names of the tasks table.
@@ -28,12 +31,12 @@ const (
 	IndexByCreated = "by_created"
 )
 
-var _ Admin = (*DynamoStore)(nil)
+var _ query.Admin = (*Store)(nil)
 
 // Due implements Admin: one Query of the sweep index per page of results,
 // until limit entries or the end of the due range.
-func (s *DynamoStore) Due(ctx context.Context, shard string, now time.Time, limit int) ([]DueTask, error) {
-	if err := CheckDue(shard, limit); err != nil {
+func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]query.DueTask, error) {
+	if err := query.CheckDue(shard, limit); err != nil {
 		return nil, err
 	}
 	cond := "#sweep_shard = :shard AND #sweep_at <= :now"
@@ -42,10 +45,10 @@ func (s *DynamoStore) Due(ctx context.Context, shard string, now time.Time, limi
 		IndexName:                 aws.String(IndexSweep),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":shard": avS(shard), ":now": avMillis(toMillis(now))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":shard": avS(shard), ":now": avMillis(lease.Millis(now))},
 		ScanIndexForward:          aws.Bool(true),
 	}
-	var due []DueTask
+	var due []query.DueTask
 	for {
 		in.Limit = aws.Int32(int32(limit - len(due)))
 		out, err := s.query(ctx, in)
@@ -54,7 +57,7 @@ func (s *DynamoStore) Due(ctx context.Context, shard string, now time.Time, limi
 		}
 		for _, item := range out.Items {
 			d := decoder{item: item}
-			e := DueTask{ID: d.str(AttrID), DispatchAt: d.millis(AttrSweepAt)}
+			e := query.DueTask{ID: d.str(AttrID), DispatchAt: d.millis(AttrSweepAt)}
 			if d.err != nil || e.ID == "" {
 				return nil, backendErr("due", shard, fmt.Errorf("sweep index entry %q: %v", e.ID, d.err))
 			}
@@ -67,19 +70,19 @@ func (s *DynamoStore) Due(ctx context.Context, shard string, now time.Time, limi
 	}
 }
 
-func (s *DynamoStore) query(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	return s.client.Query(ctx, in)
 }
 
 // MarkDispatched implements Admin.
-func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
-	if err := CheckMarkDispatched(id, seen, next); err != nil {
+func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
+	if err := query.CheckMarkDispatched(id, seen, next); err != nil {
 		return "", err
 	}
 	if noSuchID(id) {
-		return "", fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, query.ErrDispatchRaced)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
@@ -89,19 +92,19 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 	// The new item comes back for its queue (the sweep index projects
 	// keys only); returned values cost no capacity.
 	out, err := s.client.UpdateItem(ctx, returnItems(s.updateItem(id, cond, upd, map[string]types.AttributeValue{
-		":seen":    avMillis(toMillis(seen)),
-		":next":    avMillis(toMillis(next)),
-		":running": avS(string(StatusRunning)),
+		":seen":    avMillis(lease.Millis(seen)),
+		":next":    avMillis(lease.Millis(next)),
+		":running": avS(string(lease.StatusRunning)),
 		":expired": avMillis(now.Add(-s.opts.Skew - s.opts.DispatchGrace)),
 	})))
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
 		old, derr := decodeOld(ccf.Item)
-		if derr == nil && old != nil && old.DispatchAt.Equal(toMillis(seen)) && HolderWaits(*old, now, s.opts.Skew, s.opts.DispatchGrace) {
+		if derr == nil && old != nil && old.DispatchAt.Equal(lease.Millis(seen)) && rules.HolderWaits(*old, now, s.opts.Skew, s.opts.DispatchGrace) {
 			return "", s.rearm(ctx, *old)
 		}
-		return "", fmt.Errorf("mark dispatched %s: %w", id, ErrDispatchRaced)
+		return "", fmt.Errorf("mark dispatched %s: %w", id, query.ErrDispatchRaced)
 	case err != nil:
 		return "", backendErr("mark dispatched", id, err)
 	}
@@ -115,7 +118,7 @@ func (s *DynamoStore) MarkDispatched(ctx context.Context, id string, seen, next 
 
 // rearm moves the sweep entry of old, which HolderWaits, to the
 // lease's expiry plus skew plus grace, if neither has changed since.
-func (s *DynamoStore) rearm(ctx context.Context, old Task) error {
+func (s *Store) rearm(ctx context.Context, old lease.Task) error {
 	cond := "#sweep_at = :seen AND #lease_until = :until"
 	upd := "SET #sweep_at = :next"
 	_, err := s.client.UpdateItem(ctx, s.updateItem(old.ID, cond, upd, map[string]types.AttributeValue{
@@ -127,7 +130,7 @@ func (s *DynamoStore) rearm(ctx context.Context, old Task) error {
 	if err != nil && !errors.As(err, &ccf) {
 		return backendErr("mark dispatched", old.ID, err)
 	}
-	return fmt.Errorf("mark dispatched %s: %w: its lease is live", old.ID, ErrDispatchRaced)
+	return fmt.Errorf("mark dispatched %s: %w: its lease is live", old.ID, query.ErrDispatchRaced)
 }
 
 // errConditionFailed marks a conditional write whose condition failed; the
@@ -169,26 +172,26 @@ const maxCancelTries = 4
 // effect instead of acting again: a later retry of the task is never
 // undone by the cancel. Step 3's writes carry an id of their own, and are
 // conditioned on the flag, which a retry clears.
-func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error) {
+func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
 	if noSuchID(id) {
-		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("request cancel %s: %w", id, lease.ErrNotFound)
 	}
 	call := rand.Text()
-	var seen *Task
-	saw := func(old *Task) error { seen = old; return errConditionFailed }
-	t, err := s.cancelPending(ctx, Task{ID: id, Status: StatusPending}, false, call, saw)
+	var seen *lease.Task
+	saw := func(old *lease.Task) error { seen = old; return errConditionFailed }
+	t, err := s.cancelPending(ctx, lease.Task{ID: id, Status: lease.StatusPending}, false, call, saw)
 	switch {
 	case err == nil:
 		return t, nil
 	case !errors.Is(err, errConditionFailed):
-		return Task{}, err
+		return lease.Task{}, err
 	case seen == nil:
-		return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("request cancel %s: %w", id, lease.ErrNotFound)
 	case seen.Status.Terminal():
-		return Task{}, &FinishedError{TaskID: id, Status: seen.Status}
+		return lease.Task{}, &lease.FinishedError{TaskID: id, Status: seen.Status}
 	}
 	if t, err = s.flagCancel(ctx, id, call); err != nil {
-		return Task{}, err
+		return lease.Task{}, err
 	}
 	return s.endFlagged(ctx, t)
 }
@@ -199,9 +202,9 @@ func (s *DynamoStore) RequestCancel(ctx context.Context, id string) (Task, error
 // another user write in between (update tries again), or, after
 // maxCallTrims such trims, a refusal flagCancel tries again itself. A task
 // found flagged by another cancel needs no write.
-func (s *DynamoStore) flagCancel(ctx context.Context, id, call string) (Task, error) {
+func (s *Store) flagCancel(ctx context.Context, id, call string) (lease.Task, error) {
 	for range maxCancelTries {
-		var seen *Task
+		var seen *lease.Task
 		t, err := s.update(ctx, "request cancel", id,
 			"attribute_exists(#id) AND "+notEndedCond,
 			"SET #cancel_requested = :true, #updated_at = :now",
@@ -209,21 +212,21 @@ func (s *DynamoStore) flagCancel(ctx context.Context, id, call string) (Task, er
 				":true": &types.AttributeValueMemberBOOL{Value: true},
 				":now":  avMillis(s.now()),
 			}, call)),
-			func(old *Task) error { seen = old; return errConditionFailed })
+			func(old *lease.Task) error { seen = old; return errConditionFailed })
 		switch {
 		case err == nil:
 			return t, nil
 		case !errors.Is(err, errConditionFailed):
-			return Task{}, err
+			return lease.Task{}, err
 		case seen == nil:
-			return Task{}, fmt.Errorf("request cancel %s: %w", id, ErrNotFound)
+			return lease.Task{}, fmt.Errorf("request cancel %s: %w", id, lease.ErrNotFound)
 		case seen.Status.Terminal():
-			return Task{}, &FinishedError{TaskID: id, Status: seen.Status}
+			return lease.Task{}, &lease.FinishedError{TaskID: id, Status: seen.Status}
 		case seen.CancelRequested:
 			return *seen, nil
 		}
 	}
-	return Task{}, fmt.Errorf("request cancel %s: %w: its call list kept changing", id, ErrBackend)
+	return lease.Task{}, fmt.Errorf("request cancel %s: %w: its call list kept changing", id, lease.ErrBackend)
 }
 
 // endFlagged ends t, as the write that flagged it returned it, CANCELLED if
@@ -236,19 +239,19 @@ func (s *DynamoStore) flagCancel(ctx context.Context, id, call string) (Task, er
 // other moves end it. Only the end of a callback wait (WAITING to
 // PENDING, once per wait) or a writer that ignores the flag keeps it
 // PENDING or WAITING, so the tries are not used up in practice.
-func (s *DynamoStore) endFlagged(ctx context.Context, t Task) (Task, error) {
+func (s *Store) endFlagged(ctx context.Context, t lease.Task) (lease.Task, error) {
 	call := rand.Text()
 	for range maxCancelTries {
-		if t.Status != StatusPending && t.Status != StatusWaiting || !t.CancelRequested {
+		if t.Status != lease.StatusPending && t.Status != lease.StatusWaiting || !t.CancelRequested {
 			return t, nil
 		}
-		var seen *Task
-		got, err := s.cancelPending(ctx, t, true, call, func(old *Task) error { seen = old; return errConditionFailed })
+		var seen *lease.Task
+		got, err := s.cancelPending(ctx, t, true, call, func(old *lease.Task) error { seen = old; return errConditionFailed })
 		switch {
 		case err == nil:
 			return got, nil
 		case !errors.Is(err, errConditionFailed):
-			return Task{}, err
+			return lease.Task{}, err
 		case seen == nil: // gone since: its retention ran out
 			return t, nil
 		}
@@ -261,15 +264,15 @@ func (s *DynamoStore) endFlagged(ctx context.Context, t Task) (Task, error) {
 // fence of prev (and, if flagged, still carrying the cancel flag), as
 // CANCELLED, with a history entry: DynamoDB cannot copy the stored attempt
 // into the entry, so the condition pins it.
-func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, flagged bool, call string, classify func(*Task) error) (Task, error) {
+func (s *Store) cancelPending(ctx context.Context, prev lease.Task, flagged bool, call string, classify func(*lease.Task) error) (lease.Task, error) {
 	now := s.now()
 	values := withCallID(map[string]types.AttributeValue{
 		":pending": avS(string(prev.Status)), // PENDING or WAITING
 		":attempt": avN(int64(prev.Attempt)),
 		":fence":   avN(prev.Fence),
-		":status":  avS(string(StatusCancelled)),
+		":status":  avS(string(lease.StatusCancelled)),
 		":now":     avMillis(now),
-		":error":   avS(CancelledWhilePending),
+		":error":   avS(query.CancelledWhilePending),
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
 	}, call)
 	// prev was read whole, so its history is known (the condition pins it).
@@ -280,9 +283,9 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, flagged bool
 		cond += " AND #cancel_requested = :true"
 	}
 	e := &ending{cond: cond, values: values}
-	e.appendHistory(prev.History, true, Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: StatusCancelled, Error: CancelledWhilePending, At: now})
+	e.appendHistory(prev.History, true, lease.Attempt{Attempt: prev.Attempt, Fence: prev.Fence, Status: lease.StatusCancelled, Error: query.CancelledWhilePending, At: now})
 	set := "SET #status = :status, #updated_at = :now, #finished_at = :now, " +
-		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ") + s.listFailed(prev.ID, StatusCancelled, values)
+		"#error = :error, #cancel_requested = :true, " + strings.Join(e.set, ", ") + s.listFailed(prev.ID, lease.StatusCancelled, values)
 	if s.opts.Retention > 0 {
 		set += ", #expires_at = :expires_at"
 		values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
@@ -293,12 +296,12 @@ func (s *DynamoStore) cancelPending(ctx context.Context, prev Task, flagged bool
 }
 
 // Retry implements Admin.
-func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (Task, error) {
-	if err := CheckRetry(id, extraAttempts); err != nil {
-		return Task{}, err
+func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error) {
+	if err := query.CheckRetry(id, extraAttempts); err != nil {
+		return lease.Task{}, err
 	}
 	if noSuchID(id) {
-		return Task{}, ClassifyRetry(id, nil, extraAttempts)
+		return lease.Task{}, query.ClassifyRetry(id, nil, extraAttempts)
 	}
 	now := s.now()
 	return s.update(ctx, "retry", id,
@@ -307,17 +310,17 @@ func (s *DynamoStore) Retry(ctx context.Context, id string, extraAttempts int) (
 			"#updated_at = :now, #cancel_requested = :false, #sweep_shard = :sweep_shard, #sweep_at = :sweep_at "+
 			"REMOVE #result, #finished_at, #expires_at",
 		withCall(map[string]types.AttributeValue{
-			":failed":      avS(string(StatusFailed)),
-			":cancelled":   avS(string(StatusCancelled)),
-			":most":        avN(int64(MaxAttemptsLimit - extraAttempts)),
-			":pending":     avS(string(StatusPending)),
+			":failed":      avS(string(lease.StatusFailed)),
+			":cancelled":   avS(string(lease.StatusCancelled)),
+			":most":        avN(int64(lease.MaxAttemptsLimit - extraAttempts)),
+			":pending":     avS(string(lease.StatusPending)),
 			":now":         avMillis(now),
 			":extra":       avN(int64(extraAttempts)),
 			":false":       &types.AttributeValueMemberBOOL{Value: false},
-			":sweep_shard": avS(Shard(id)),
+			":sweep_shard": avS(lease.Shard(id)),
 			":sweep_at":    avMillis(now.Add(s.opts.DispatchGrace)),
 		}),
-		func(old *Task) error { return ClassifyRetry(id, old, extraAttempts) })
+		func(old *lease.Task) error { return query.ClassifyRetry(id, old, extraAttempts) })
 }
 
 // listPos is a position in one shard of the listing index: the key of the
@@ -332,7 +335,7 @@ type listPos struct {
 // dynamoCursor is List's cursor: where each shard of the listing index
 // stands. A shard in neither map is read from its newest task.
 type dynamoCursor struct {
-	Status Status             `json:"s"`
+	Status lease.Status       `json:"s"`
 	After  map[string]listPos `json:"a,omitempty"`
 	Done   []string           `json:"d,omitempty"`
 }
@@ -345,8 +348,8 @@ func (c dynamoCursor) encode() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
-	bad := fmt.Errorf("list %s: %w", status, ErrBadCursor)
+func decodeDynamoCursor(s string, status lease.Status) (dynamoCursor, error) {
+	bad := fmt.Errorf("list %s: %w", status, query.ErrBadCursor)
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return dynamoCursor{}, bad
@@ -356,11 +359,11 @@ func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
 		return dynamoCursor{}, bad
 	}
 	known := map[string]bool{}
-	for _, sh := range Shards() {
+	for _, sh := range lease.Shards() {
 		known[sh] = true
 	}
 	for sh, p := range c.After {
-		entry := IsListingID(p.ID)
+		entry := query.IsListingID(p.ID)
 		if !known[sh] || p.ID == "" || !entry && noSuchID(p.ID) || p.N < 0 || p.N > 0 && !entry {
 			return dynamoCursor{}, bad
 		}
@@ -378,7 +381,7 @@ func decodeDynamoCursor(s string, status Status) (dynamoCursor, error) {
 // list view.
 type listEntry struct {
 	pos  listPos
-	task *Task // nil: another status, or gone since the index was read
+	task *lease.Task // nil: another status, or gone since the index was read
 }
 
 // listStream is one shard of the listing index, read newest first a chunk
@@ -411,8 +414,8 @@ func (st *listStream) skip() {
 // status meanwhile. Entries of other statuses cost their item reads: a rare
 // status costs a read of every task newer than its tasks
 // (docs/performance.md).
-func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error) {
-	if err := CheckList(status, limit); err != nil {
+func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
+	if err := query.CheckList(status, limit); err != nil {
 		return nil, "", err
 	}
 	cur := dynamoCursor{Status: status}
@@ -423,7 +426,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 		}
 	}
 	var streams []*listStream
-	for _, shard := range Shards() {
+	for _, shard := range lease.Shards() {
 		if slices.Contains(cur.Done, shard) {
 			continue
 		}
@@ -443,7 +446,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 	}
 	// A chunk is a fair share of the page with room to spare; a shard that
 	// holds more of the newest tasks is read again as needed.
-	chunk := min(limit, max(2*((limit+ShardCount-1)/ShardCount), 10))
+	chunk := min(limit, max(2*((limit+lease.ShardCount-1)/lease.ShardCount), 10))
 
 	// The first chunks are read at once.
 	errs := make([]error, len(streams))
@@ -460,7 +463,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 		return nil, "", err
 	}
 
-	var page []Task
+	var page []lease.Task
 	for len(page) < limit {
 		var next *listStream
 		for _, st := range streams {
@@ -495,7 +498,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 			out.After[st.shard] = *st.after
 		}
 	}
-	if len(out.Done) == ShardCount {
+	if len(out.Done) == lease.ShardCount {
 		return page, "", nil
 	}
 	next, err := out.encode()
@@ -508,7 +511,7 @@ func (s *DynamoStore) List(ctx context.Context, status Status, limit int, cursor
 // readChunk reads into st's buffer the rest of the batch entry its cursor
 // stopped inside, if any, else up to n more entries of its shard; and the
 // items of their tasks.
-func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStream, n int) error {
+func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStream, n int) error {
 	if st.resume != nil {
 		entries, err := s.expand(ctx, status, []listPos{*st.resume})
 		if err != nil {
@@ -555,10 +558,10 @@ func (s *DynamoStore) readChunk(ctx context.Context, status Status, st *listStre
 // tasks it names that it still lists (their ListedIn is this entry), from
 // its N-th on. Each task's item is read for its status; the last task of a
 // batch entry, or a placeholder when none is left, has N = 0.
-func (s *DynamoStore) expand(ctx context.Context, status Status, positions []listPos) ([]listEntry, error) {
+func (s *Store) expand(ctx context.Context, status lease.Status, positions []listPos) ([]listEntry, error) {
 	var batchIDs []string
 	for _, p := range positions {
-		if IsListingID(p.ID) {
+		if query.IsListingID(p.ID) {
 			batchIDs = append(batchIDs, p.ID)
 		}
 	}
@@ -578,7 +581,7 @@ func (s *DynamoStore) expand(ctx context.Context, status Status, positions []lis
 	}
 	var ids []string
 	for _, p := range positions {
-		if IsListingID(p.ID) {
+		if query.IsListingID(p.ID) {
 			ids = append(ids, named[p.ID]...)
 		} else {
 			ids = append(ids, p.ID)
@@ -590,7 +593,7 @@ func (s *DynamoStore) expand(ctx context.Context, status Status, positions []lis
 	}
 	var entries []listEntry
 	for _, p := range positions {
-		if !IsListingID(p.ID) {
+		if !query.IsListingID(p.ID) {
 			e := listEntry{pos: p}
 			if t, ok := views[p.ID]; ok && t.Status == status {
 				e.task = &t
@@ -634,13 +637,13 @@ const maxBatchGetRounds = 8
 // eventually consistent (half the read units of Get), only the attributes
 // ListView keeps and those that say how the task is listed. A task that is
 // gone is left out. The views keep ListedIn.
-func (s *DynamoStore) getViews(ctx context.Context, ids []string) (map[string]Task, error) {
+func (s *Store) getViews(ctx context.Context, ids []string) (map[string]lease.Task, error) {
 	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue, #list_shard, #listed_in"
 	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
-	views := make(map[string]Task, len(keys))
+	views := make(map[string]lease.Task, len(keys))
 	err := s.batchGetEach(ctx, "list", keys, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
-		func(t Task) {
-			v := ListView(t)
+		func(t lease.Task) {
+			v := query.ListView(t)
 			v.ListedIn = t.ListedIn
 			views[t.ID] = v
 		})
@@ -652,20 +655,20 @@ func (s *DynamoStore) getViews(ctx context.Context, ids []string) (map[string]Ta
 
 // GetMany implements ManyGetter: BatchGetItem, strongly consistent, up to
 // maxBatchGet keys a call.
-func (s *DynamoStore) GetMany(ctx context.Context, ids []string) ([]Task, error) {
+func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error) {
 	// BatchGetItem refuses a repeated key; the order of keys is free.
 	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
-	found := make(map[string]Task, len(keys))
+	found := make(map[string]lease.Task, len(keys))
 	err := s.batchGetEach(ctx, "get many", keys, types.KeysAndAttributes{ConsistentRead: aws.Bool(true)},
-		func(t Task) { found[t.ID] = t })
+		func(t lease.Task) { found[t.ID] = t })
 	if err != nil {
 		return nil, err
 	}
-	return ManyInOrder(ids, found), nil
+	return query.ManyInOrder(ids, found), nil
 }
 
 // batchGetEach is batchGetItems that decodes each item as a task.
-func (s *DynamoStore) batchGetEach(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(Task)) error {
+func (s *Store) batchGetEach(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(lease.Task)) error {
 	return s.batchGetItems(ctx, op, ids, in, func(item map[string]types.AttributeValue) error {
 		t, err := TaskFromItem(item)
 		if err != nil {
@@ -680,7 +683,7 @@ func (s *DynamoStore) batchGetEach(ctx context.Context, op string, ids []string,
 // of each request: projection, consistency) with BatchGetItem, maxBatchGet
 // keys a call, asking again for unprocessed keys with backoff, and calls
 // each with every item found.
-func (s *DynamoStore) batchGetItems(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(map[string]types.AttributeValue) error) error {
+func (s *Store) batchGetItems(ctx context.Context, op string, ids []string, in types.KeysAndAttributes, each func(map[string]types.AttributeValue) error) error {
 	for lo := 0; lo < len(ids); lo += maxBatchGet {
 		keys := make([]map[string]types.AttributeValue, 0, maxBatchGet)
 		for _, id := range ids[lo:min(lo+maxBatchGet, len(ids))] {
@@ -717,49 +720,49 @@ func (s *DynamoStore) batchGetItems(ctx context.Context, op string, ids []string
 	return nil
 }
 
-func (s *DynamoStore) batchGet(ctx context.Context, req map[string]types.KeysAndAttributes) (*dynamodb.BatchGetItemOutput, error) {
+func (s *Store) batchGet(ctx context.Context, req map[string]types.KeysAndAttributes) (*dynamodb.BatchGetItemOutput, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	return s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 }
 
-var _ Lister = (*DynamoStore)(nil)
+var _ query.Lister = (*Store)(nil)
 
 // WriteListing implements Lister: one PutItem of an item that the listing
 // index keys like a task (list_shard, created_at) and that holds the ids.
 // It expires ListingSlack after the store's retention would expire a task
 // created with it.
-func (s *DynamoStore) WriteListing(ctx context.Context, ids []string) (Listing, error) {
-	if err := CheckListing(ids, MinListing); err != nil {
-		return Listing{}, fmt.Errorf("write listing: %w", err)
+func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
+	if err := query.CheckListing(ids, query.MinListing); err != nil {
+		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
 	if s.opts.Unlisted {
-		return Listing{}, nil
+		return lease.Listing{}, nil
 	}
-	l := Listing{ID: NewListingID(), At: s.now()}
+	l := lease.Listing{ID: query.NewListingID(), At: s.now()}
 	item := map[string]types.AttributeValue{
 		AttrID:        avS(l.ID),
-		AttrListShard: avS(Shard(l.ID)),
+		AttrListShard: avS(lease.Shard(l.ID)),
 		AttrCreatedAt: avMillis(l.At),
 		AttrListIDs:   avList(ids),
 	}
 	if s.opts.Retention > 0 {
-		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + ListingSlack).Unix())
+		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + query.ListingSlack).Unix())
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	// A fresh id: no condition is needed, and a retry after a lost answer
 	// writes the same item again.
 	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-		return Listing{}, backendErr("write listing", "", err)
+		return lease.Listing{}, backendErr("write listing", "", err)
 	}
 	return l, nil
 }
 
 // AppendListing implements Lister: one UpdateItem of the entry's ids,
 // whose keys it leaves alone, so no index write.
-func (s *DynamoStore) AppendListing(ctx context.Context, l Listing, ids []string) error {
-	if err := CheckAppend(l, ids); err != nil {
+func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
+	if err := query.CheckAppend(l, ids); err != nil {
 		return fmt.Errorf("append listing: %w", err)
 	}
 	if s.opts.Unlisted {
@@ -775,15 +778,15 @@ func (s *DynamoStore) AppendListing(ctx context.Context, l Listing, ids []string
 		ConditionExpression:                 &cond,
 		UpdateExpression:                    &upd,
 		ExpressionAttributeNames:            namesIn(cond, upd),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":most": avN(int64(MaxListingIDs - len(ids))), ":ids": avList(ids)},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":most": avN(int64(query.MaxListingIDs - len(ids))), ":ids": avList(ids)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf) && len(ccf.Item) == 0:
-		return fmt.Errorf("append listing %s: %w", l.ID, ErrNotFound)
+		return fmt.Errorf("append listing %s: %w", l.ID, lease.ErrNotFound)
 	case errors.As(err, &ccf):
-		return fmt.Errorf("append listing %s: %w", l.ID, ErrListingFull)
+		return fmt.Errorf("append listing %s: %w", l.ID, query.ErrListingFull)
 	case err != nil:
 		return backendErr("append listing", l.ID, err)
 	}

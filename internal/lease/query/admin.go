@@ -1,9 +1,11 @@
-package lease
+package query
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Admin is the operator side of the store: dispatch bookkeeping for the
@@ -36,15 +38,15 @@ type Admin interface {
 	// PENDING and WAITING without claiming it, which no worker does, is it
 	// returned flagged and not ended: whoever next meets it (a claim, a
 	// resume, a cancel) ends it. A terminal task gives *FinishedError.
-	RequestCancel(ctx context.Context, id string) (Task, error)
+	RequestCancel(ctx context.Context, id string) (lease.Task, error)
 	// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
 	// extraAttempts more attempts than it has used. Attempt count and
 	// history are kept. Any other status gives ErrNotRetryable.
-	Retry(ctx context.Context, id string, extraAttempts int) (Task, error)
+	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
 	// List returns tasks with the given status, newest first within each
 	// page's merge, at most limit of them, and an opaque cursor for the next
 	// page ("" when there is none). Payload and result are not included.
-	List(ctx context.Context, status Status, limit int, cursor string) ([]Task, string, error)
+	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
 }
 
 // DueTask is one entry of the sweep index.

@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"bytes"
@@ -30,6 +30,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // The history check: clients run claim, renew, finish, release, suspend,
@@ -526,7 +528,7 @@ func (w histWire) Do(r *http.Request) (*http.Response, error) {
 		m := statusCond.FindStringSubmatch(in.ConditionExpression)
 		c.reached = append(c.reached, lease.Status(in.ExpressionAttributeValues[m[1]].S))
 	case json.Unmarshal(answer, &out) == nil:
-		c.flagged = append(c.flagged, lease.Status(out.Attributes[lease.AttrStatus].S))
+		c.flagged = append(c.flagged, lease.Status(out.Attributes[dynamo.AttrStatus].S))
 	}
 	return resp, nil
 }
@@ -641,7 +643,7 @@ func (c *histCoverage) check(t *testing.T) {
 // histClient is one client: it holds at most one lease at a time.
 type histClient struct {
 	n     int
-	store *lease.DynamoStore
+	store *dynamo.Store
 	group *histGroup
 	task  *histTask // of the held lease, else the group's current one
 	rng   *rand.Rand
@@ -790,7 +792,7 @@ func (c *histClient) run(ctx context.Context, in histIn) histOut {
 		return outcome(err, map[error]string{lease.ErrFinished: "finished"})
 	case hRetry:
 		_, err := c.store.Retry(ctx, id, 1)
-		return outcome(err, map[error]string{lease.ErrNotRetryable: "notretryable"})
+		return outcome(err, map[error]string{query.ErrNotRetryable: "notretryable"})
 	case hComplete, hFail:
 		e := lease.WaitEnd{ID: id, Fence: in.Fence, Attempt: in.Attempt, Nonce: in.Nonce, Status: lease.StatusSucceeded, Result: []byte(`"cb"`)}
 		if in.Op == hFail {
@@ -875,7 +877,7 @@ func runHistory(t *testing.T, cfg aws.Config, table string, seed uint64, cov *hi
 			so.RateLimiter = ratelimit.None
 		})
 	})
-	store := lease.NewDynamoStore(client, table, lease.Options{
+	store := dynamo.New(client, table, lease.Options{
 		LeaseDuration: time.Hour, // no lease expires during the run
 		CallTimeout:   awstest.Scale(30 * time.Second),
 	})

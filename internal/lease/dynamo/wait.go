@@ -1,4 +1,4 @@
-package lease
+package dynamo
 
 import (
 	"context"
@@ -6,27 +6,29 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // notEndedCond holds while the task has not ended.
 const notEndedCond = "NOT (#status IN (:succeeded, :failed, :cancelled))"
 
 func terminalValues(values map[string]types.AttributeValue) map[string]types.AttributeValue {
-	values[":succeeded"] = avS(string(StatusSucceeded))
-	values[":failed"] = avS(string(StatusFailed))
-	values[":cancelled"] = avS(string(StatusCancelled))
+	values[":succeeded"] = avS(string(lease.StatusSucceeded))
+	values[":failed"] = avS(string(lease.StatusFailed))
+	values[":cancelled"] = avS(string(lease.StatusCancelled))
 	return values
 }
 
 // Suspend implements Store.
-func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error) {
+func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return Task{}, fmt.Errorf("suspend: %w", err)
+		return lease.Task{}, fmt.Errorf("suspend: %w", err)
 	}
 	if err := w.Validate(); err != nil {
-		return Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
+		return lease.Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
 	}
-	e := s.end(l, StatusWaiting, "", s.now())
+	e := s.end(l, lease.StatusWaiting, "", s.now())
 	e.text(AttrError, "") // an earlier attempt's: the history keeps it
 	e.set = append(e.set, "#wait = :wait")
 	e.values[":wait"] = avS(string(w.Mode))
@@ -38,11 +40,11 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 		e.remove = append(e.remove, "#sweep_shard", "#sweep_at")
 	} else {
 		e.set = append(e.set, "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
-		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
+		e.values[":sweep_shard"] = avS(lease.Shard(l.TaskID))
 		e.values[":sweep_at"] = avMillis(dispatchAt)
 	}
 	switch w.Mode {
-	case WaitChildren:
+	case lease.WaitChildren:
 		// A suspension is progress: the count of attempts starts again
 		// (Store.Suspend), so the resumed run is attempt 1.
 		name, v, other := waitForValue(l.TaskID, w.For)
@@ -50,9 +52,9 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 		e.values[":wait_for"] = v
 		e.values[":zero"] = avN(0)
 		e.remove = append(e.remove, "#callback", "#"+other)
-	case WaitCallback:
+	case lease.WaitCallback:
 		e.set = append(e.set, "#callback = :callback")
-		e.values[":callback"] = avS(CallbackHash(w.Nonce))
+		e.values[":callback"] = avS(lease.CallbackHash(w.Nonce))
 		e.remove = append(e.remove, "#wait_for", "#wait_span")
 		if w.Step != "" {
 			e.set = append(e.set, "#callback_step = :callback_step")
@@ -61,26 +63,26 @@ func (s *DynamoStore) Suspend(ctx context.Context, l Lease, w Wait) (Task, error
 			e.remove = append(e.remove, "#callback_step")
 		}
 	}
-	if w.Mode != WaitCallback {
+	if w.Mode != lease.WaitCallback {
 		e.remove = append(e.remove, "#callback_step")
 	}
 	e.text(AttrWaitNote, w.Note)
 	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
-		func(old *Task) error { return ClassifyHeld("suspend", l, old) })
+		func(old *lease.Task) error { return rules.ClassifyHeld("suspend", l, old) })
 }
 
 // Watch implements Store.
-func (s *DynamoStore) Watch(ctx context.Context, id string, w Waiter) (Task, error) {
+func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Task, error) {
 	if noSuchID(id) {
-		return Task{}, fmt.Errorf("watch %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("watch %s: %w", id, lease.ErrNotFound)
 	}
-	if _, err := ParseWaiter(w.String()); err != nil {
-		return Task{}, fmt.Errorf("watch %s: %w", id, err)
+	if _, err := lease.ParseWaiter(w.String()); err != nil {
+		return lease.Task{}, fmt.Errorf("watch %s: %w", id, err)
 	}
 	values := terminalValues(map[string]types.AttributeValue{
 		":waiter":      &types.AttributeValueMemberSS{Value: []string{w.String()}},
 		":waiter_s":    avS(w.String()),
-		":max_waiters": avN(MaxWaiters),
+		":max_waiters": avN(lease.MaxWaiters),
 	})
 	// A waiter registered already may register again (a redelivered
 	// token redoes its registrations) when the set is full.
@@ -88,18 +90,13 @@ func (s *DynamoStore) Watch(ctx context.Context, id string, w Waiter) (Task, err
 		"attribute_exists(#id) AND "+notEndedCond+" AND (attribute_not_exists(#waiters) OR size(#waiters) < :max_waiters OR contains(#waiters, :waiter_s))",
 		"ADD #waiters :waiter",
 		values,
-		func(old *Task) error {
-			if old != nil && !old.Status.Terminal() {
-				return waiterLimitError(id, len(old.Waiters))
-			}
-			return classifyWait("watch", id, old, func(Task) error { return ErrNotWaiting })
-		})
+		func(old *lease.Task) error { return rules.ClassifyWatch(id, old) })
 }
 
 // Notify implements Store.
-func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, error) {
+func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
 	if noSuchID(w.ID) {
-		return Task{}, fmt.Errorf("notify %s: %w", w.ID, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("notify %s: %w", w.ID, lease.ErrNotFound)
 	}
 	now := s.now()
 	// The ended id goes into the waiter's set in its compact form
@@ -112,12 +109,12 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 		":now":   avMillis(now),
 	}
 	var cond, upd string
-	if NotifyCancels(w, ended) {
+	if rules.NotifyCancels(w, ended) {
 		cond = "#status = :waiting"
-		upd = "SET #status = :cancelled, #error = :reason, #finished_at = :now, #updated_at = :now" + s.listFailed(w.ID, StatusCancelled, values)
-		values[":waiting"] = avS(string(StatusWaiting))
-		values[":cancelled"] = avS(string(StatusCancelled))
-		values[":reason"] = avS(DependencyReason(ended))
+		upd = "SET #status = :cancelled, #error = :reason, #finished_at = :now, #updated_at = :now" + s.listFailed(w.ID, lease.StatusCancelled, values)
+		values[":waiting"] = avS(string(lease.StatusWaiting))
+		values[":cancelled"] = avS(string(lease.StatusCancelled))
+		values[":reason"] = avS(rules.DependencyReason(ended))
 		if s.opts.Retention > 0 {
 			upd += ", #expires_at = :expires_at"
 			values[":expires_at"] = avN(now.Add(s.opts.Retention).Unix())
@@ -129,17 +126,17 @@ func (s *DynamoStore) Notify(ctx context.Context, w Waiter, ended Task) (Task, e
 		terminalValues(values)
 	}
 	return s.updateOld(ctx, "notify", w.ID, cond, upd, values,
-		func(old *Task) error { return ClassifyNotify(w, ended, old) })
+		func(old *lease.Task) error { return rules.ClassifyNotify(w, ended, old) })
 }
 
 // Resume implements Store.
-func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner string) (Task, error) {
+func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string) (lease.Task, error) {
 	if noSuchID(id) {
-		return Task{}, fmt.Errorf("resume %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("resume %s: %w", id, lease.ErrNotFound)
 	}
 	now := s.now()
 	values := map[string]types.AttributeValue{
-		":waiting": avS(string(StatusWaiting)),
+		":waiting": avS(string(lease.StatusWaiting)),
 		":fence":   avN(fence),
 		":now":     avMillis(now),
 	}
@@ -147,39 +144,39 @@ func (s *DynamoStore) Resume(ctx context.Context, id string, fence int64, owner 
 	var upd string
 	if owner == "" {
 		upd = "SET #status = :pending, #run_at = :now, #updated_at = :now"
-		values[":pending"] = avS(string(StatusPending))
+		values[":pending"] = avS(string(lease.StatusPending))
 	} else {
 		cond += " AND #attempt < #max_attempts"
 		upd = "SET #status = :running, #lease_owner = :owner, #lease_until = :until, " +
 			"#attempt = #attempt + :one, #fence = #fence + :one, #run_at = :now, #updated_at = :now"
-		values[":running"] = avS(string(StatusRunning))
+		values[":running"] = avS(string(lease.StatusRunning))
 		values[":owner"] = avS(owner)
 		values[":until"] = avMillis(now.Add(s.opts.LeaseDuration))
 		values[":one"] = avN(1)
 	}
 	upd += " REMOVE #ended, #ended_sub, #wait_until, #callback, #callback_step, #sweep_shard, #sweep_at"
 	return s.updateOld(ctx, "resume", id, cond, upd, values,
-		func(old *Task) error {
-			if old != nil && old.Status == StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {
-				return &ExhaustedError{Task: *old}
+		func(old *lease.Task) error {
+			if old != nil && old.Status == lease.StatusWaiting && old.Fence == fence && old.Attempt >= old.MaxAttempts {
+				return &lease.ExhaustedError{Task: *old}
 			}
-			return ClassifyResume(id, old)
+			return rules.ClassifyResume(id, old)
 		})
 }
 
 // EndWait implements Store.
-func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
+func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
 	if err := e.Validate(); err != nil {
-		return Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
+		return lease.Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
 	}
 	now := s.now()
-	msg := Truncate(e.Error, MaxErrorBytes)
+	msg := lease.Truncate(e.Error, lease.MaxErrorBytes)
 	en := &ending{
 		cond: "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt",
 		set:  []string{"#status = :status", "#updated_at = :now"},
 		values: withCall(map[string]types.AttributeValue{
-			":waiting":       avS(string(StatusWaiting)),
-			":callback_wait": avS(string(WaitCallback)),
+			":waiting":       avS(string(lease.StatusWaiting)),
+			":callback_wait": avS(string(lease.WaitCallback)),
 			":fence":         avN(e.Fence),
 			":nonce":         avS(e.CallbackHash()),
 			":attempt":       avN(int64(e.Attempt)),
@@ -192,31 +189,31 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 	if step := e.ResumeStep(); step != "" {
 		en.cond += " AND #callback_step = :callback_step"
 		en.values[":callback_step"] = avS(step)
-		if status != StatusPending && !e.TimedOut {
+		if status != lease.StatusPending && !e.TimedOut {
 			// The answer becomes the step, and the task runs again at once,
 			// its count of attempts started again (Store.Suspend).
-			answer := CallbackAnswer(status, e.Result, msg)
-			en.set = append(en.set, appendStep(en.values, Step{Name: step, Result: answer}), "#attempt = :zero")
+			answer := rules.CallbackAnswer(status, e.Result, msg)
+			en.set = append(en.set, appendStep(en.values, lease.Step{Name: step, Result: answer}), "#attempt = :zero")
 			en.values[":zero"] = avN(0)
 			en.add = append(en.add, addStepName)
-			status, runAt, msg, resumed = StatusPending, now, "", true
+			status, runAt, msg, resumed = lease.StatusPending, now, "", true
 			en.values[":status"] = avS(string(status))
 		}
 	} else {
 		en.cond += " AND attribute_not_exists(#callback_step)"
 	}
 	if !resumed { // a resumed attempt goes on: no history entry yet
-		en.appendHistory(nil, false, Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
+		en.appendHistory(nil, false, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
 	}
 	en.text(AttrError, msg)
 	switch status {
-	case StatusSucceeded:
+	case lease.StatusSucceeded:
 		en.text(AttrResult, string(e.Result))
-	case StatusPending:
-		runAt := toMillis(runAt)
+	case lease.StatusPending:
+		runAt := lease.Millis(runAt)
 		en.set = append(en.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
 		en.values[":run_at"] = avMillis(runAt)
-		en.values[":sweep_shard"] = avS(Shard(e.ID))
+		en.values[":sweep_shard"] = avS(lease.Shard(e.ID))
 		en.values[":sweep_at"] = avMillis(runAt.Add(s.opts.DispatchGrace))
 	}
 	if status.Terminal() {
@@ -228,17 +225,17 @@ func (s *DynamoStore) EndWait(ctx context.Context, e WaitEnd) (Task, error) {
 		}
 	}
 	return s.updateOld(ctx, "callback", e.ID, en.cond, en.expression(), en.values,
-		func(old *Task) error { return ClassifyEndWait(e, old) })
+		func(old *lease.Task) error { return rules.ClassifyEndWait(e, old) })
 }
 
 // updateOld is update that also returns the item a failed condition saw,
 // for the callers that act on it (a waiter notified twice, a resume that
 // someone else made).
-func (s *DynamoStore) updateOld(ctx context.Context, op, id, cond, upd string,
-	values map[string]types.AttributeValue, classify func(old *Task) error,
-) (Task, error) {
-	var seen Task
-	t, err := s.update(ctx, op, id, cond, upd, values, func(old *Task) error {
+func (s *Store) updateOld(ctx context.Context, op, id, cond, upd string,
+	values map[string]types.AttributeValue, classify func(old *lease.Task) error,
+) (lease.Task, error) {
+	var seen lease.Task
+	t, err := s.update(ctx, op, id, cond, upd, values, func(old *lease.Task) error {
 		if old != nil {
 			seen = *old
 		}
@@ -258,7 +255,7 @@ const attrStepNames = "step_names"
 // appends it to the steps list; with addStepName (an ADD clause) the
 // step-name set holds its name too. A checkpoint and a resumable
 // callback's answer record a step alike.
-func appendStep(values map[string]types.AttributeValue, st Step) string {
+func appendStep(values map[string]types.AttributeValue, st lease.Step) string {
 	values[":step"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{stepItem(st)}}
 	values[":no_steps"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
 	values[":step_names"] = &types.AttributeValueMemberSS{Value: []string{st.Name}}
@@ -276,25 +273,25 @@ var errStepRecorded = errors.New("step recorded")
 // retry of a checkpoint whose response was lost, or a second checkpoint of
 // the step, finds it recorded and returns the task without appending it
 // again.
-func (s *DynamoStore) Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error) {
+func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return Task{}, fmt.Errorf("checkpoint: %w", err)
+		return lease.Task{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	values := heldValues(l)
-	appendSet := appendStep(values, Step{Name: step, Result: result})
+	appendSet := appendStep(values, lease.Step{Name: step, Result: result})
 	values[":step_name"] = avS(step)
-	var seen Task
+	var seen lease.Task
 	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name)",
 		"SET "+appendSet+" ADD "+addStepName,
 		values,
-		func(old *Task) error {
-			if old != nil && Holds(*old, l) {
+		func(old *lease.Task) error {
+			if old != nil && rules.Holds(*old, l) {
 				if _, ok := old.StepResult(step); ok {
 					seen = *old
 					return errStepRecorded
 				}
 			}
-			return ClassifyHeld("checkpoint", l, old)
+			return rules.ClassifyHeld("checkpoint", l, old)
 		})
 	if errors.Is(err, errStepRecorded) {
 		return seen, nil

@@ -1,9 +1,12 @@
-package lease
+package dynamo
 
 import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // FuzzDecodeDynamoCursor feeds the store's list cursor decoder arbitrary
@@ -12,9 +15,9 @@ import (
 // valid ids only, and survives a round trip.
 func FuzzDecodeDynamoCursor(f *testing.F) {
 	seeds := []dynamoCursor{
-		{Status: StatusPending, After: map[string]listPos{"00": {CreatedAt: 1, ID: "a"}}},
-		{Status: StatusFailed, After: map[string]listPos{"15": {CreatedAt: 1 << 40, ID: "b c"}}, Done: []string{"01", "02"}},
-		{Status: StatusRunning, Done: []string{"07"}},
+		{Status: lease.StatusPending, After: map[string]listPos{"00": {CreatedAt: 1, ID: "a"}}},
+		{Status: lease.StatusFailed, After: map[string]listPos{"15": {CreatedAt: 1 << 40, ID: "b c"}}, Done: []string{"01", "02"}},
+		{Status: lease.StatusRunning, Done: []string{"07"}},
 	}
 	for _, c := range seeds {
 		s, err := c.encode()
@@ -27,10 +30,10 @@ func FuzzDecodeDynamoCursor(f *testing.F) {
 	f.Add("e30", "PENDING") // {}
 	f.Add("!!", "RUNNING")
 	f.Fuzz(func(t *testing.T, s, status string) {
-		st := Status(status)
+		st := lease.Status(status)
 		c, err := decodeDynamoCursor(s, st)
 		if err != nil {
-			if !errors.Is(err, ErrBadCursor) {
+			if !errors.Is(err, query.ErrBadCursor) {
 				t.Fatalf("decode(%q) = %v, want ErrBadCursor", s, err)
 			}
 			return
@@ -39,11 +42,11 @@ func FuzzDecodeDynamoCursor(f *testing.F) {
 			t.Fatalf("decode(%q, %s) accepted %+v", s, st, c)
 		}
 		shards := map[string]bool{}
-		for _, sh := range Shards() {
+		for _, sh := range lease.Shards() {
 			shards[sh] = true
 		}
 		for sh, p := range c.After {
-			if !shards[sh] || CheckID(p.ID) != nil {
+			if !shards[sh] || lease.CheckID(p.ID) != nil {
 				t.Fatalf("decode(%q) accepted shard %q at id %q", s, sh, p.ID)
 			}
 		}

@@ -1,10 +1,12 @@
-package lease
+package dynamo
 
 import (
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // A wave of a task's own children is written as a span and decoded back
@@ -40,7 +42,7 @@ func TestWaitForSpanRoundTrips(t *testing.T) {
 			if got := waitSpan(id, tc.ids); got != tc.span {
 				t.Fatalf("waitSpan = %q, want %q", got, tc.span)
 			}
-			task := Task{ID: id, Kind: "k", Status: StatusWaiting, Wait: WaitChildren, WaitFor: tc.ids, MaxAttempts: 1}
+			task := lease.Task{ID: id, Kind: "k", Status: lease.StatusWaiting, Wait: lease.WaitChildren, WaitFor: tc.ids, MaxAttempts: 1}
 			got, err := TaskFromItem(itemOf(task))
 			if err != nil {
 				t.Fatal(err)
@@ -53,7 +55,7 @@ func TestWaitForSpanRoundTrips(t *testing.T) {
 	if _, ok := spanIDs(id, "2 0 m/"); ok {
 		t.Fatal("a span whose ids would not be the task's children decoded")
 	}
-	if _, ok := spanIDs(id, fmt.Sprintf("%d 0 /m/", MaxChildren+1)); ok {
+	if _, ok := spanIDs(id, fmt.Sprintf("%d 0 /m/", lease.MaxChildren+1)); ok {
 		t.Fatal("a span over MaxChildren decoded")
 	}
 }
@@ -65,7 +67,7 @@ func TestEndedIDsRoundTrip(t *testing.T) {
 	t.Parallel()
 	const id = "parent"
 	ended := []string{"dep-a", id + "/m/0", id + "/m/10", "parentless", id + "x/0"}
-	item := itemOf(Task{ID: id, Kind: "k", Status: StatusWaiting, Ended: ended, MaxAttempts: 1})
+	item := itemOf(lease.Task{ID: id, Kind: "k", Status: lease.StatusWaiting, Ended: ended, MaxAttempts: 1})
 	if attr, elem := endedEntry(id, id+"/m/10"); attr != AttrEndedSub || elem != "/m/10" {
 		t.Fatalf("endedEntry = %s %q", attr, elem)
 	}
@@ -92,12 +94,12 @@ func TestEndedIDsRoundTrip(t *testing.T) {
 func TestAWaveOfFiftyFitsInOneWriteUnit(t *testing.T) {
 	t.Parallel()
 	id := "bench-map-1000-01JQ7ZV3X9M2K8B4N6P0R5T7W9"
-	task := Task{ID: id, Kind: "mapper", Status: StatusWaiting, Wait: WaitChildren, MaxAttempts: 3, Attempt: 1, Fence: 41,
+	task := lease.Task{ID: id, Kind: "mapper", Status: lease.StatusWaiting, Wait: lease.WaitChildren, MaxAttempts: 3, Attempt: 1, Fence: 41,
 		Payload: []byte(`{"n":1000}`), CreatedAt: time.Now(), UpdatedAt: time.Now(), RunAt: time.Now(), WaitUntil: time.Now(),
 		WaitNote: `{"map":"echo","waves":19,"ok":950,"failed":0}`,
 		// The attempt's one WAITING entry: each wave's suspension
 		// replaces the last (AppendHistory).
-		History: []Attempt{{Attempt: 1, Fence: 40, Status: StatusWaiting, At: time.Now()}}}
+		History: []lease.Attempt{{Attempt: 1, Fence: 40, Status: lease.StatusWaiting, At: time.Now()}}}
 	for i := range 50 {
 		task.WaitFor = append(task.WaitFor, fmt.Sprintf("%s/echo/%d", id, 950+i))
 	}

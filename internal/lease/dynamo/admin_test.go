@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/leasetest"
 )
 
@@ -21,7 +22,7 @@ func TestDynamoStoreAdminConformance(t *testing.T) {
 	cfg := awstest.Config(t)
 	client := dynamodb.NewFromConfig(cfg)
 	leasetest.RunAdmin(t, func(t *testing.T, opts lease.Options) leasetest.AdminStore {
-		return lease.NewDynamoStore(client, awstest.NewTable(t, cfg), opts)
+		return dynamo.New(client, awstest.NewTable(t, cfg), opts)
 	})
 }
 
@@ -32,7 +33,7 @@ func TestDynamoStoreAdminBoundary(t *testing.T) {
 	t.Parallel()
 	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
 	client := &stubClient{err: throttled}
-	store := lease.NewDynamoStore(client, "tasks", lease.Options{CallTimeout: 3 * time.Second})
+	store := dynamo.New(client, "tasks", lease.Options{CallTimeout: 3 * time.Second})
 	ctx := t.Context()
 	now := time.Now()
 	calls := map[string]func() error{

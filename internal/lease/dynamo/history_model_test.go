@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"fmt"

@@ -1,10 +1,11 @@
-package lease_test
+package rules_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // TestAppendHistory: the entry is appended with its error cut, the newest
@@ -15,7 +16,7 @@ func TestAppendHistory(t *testing.T) {
 	for i := 1; i <= lease.MaxHistory+3; i++ {
 		prev := h
 		var dropped int
-		h, dropped = lease.AppendHistory(h, lease.Attempt{Attempt: i, Error: strings.Repeat("e", lease.MaxHistoryErrorBytes+10)})
+		h, dropped = rules.AppendHistory(h, lease.Attempt{Attempt: i, Error: strings.Repeat("e", lease.MaxHistoryErrorBytes+10)})
 		wantDropped := 0
 		if i > lease.MaxHistory {
 			wantDropped = 1

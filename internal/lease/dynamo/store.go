@@ -1,4 +1,4 @@
-package lease
+package dynamo
 
 import (
 	"bytes"
@@ -14,11 +14,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
 // DynamoDBClient lists the DynamoDB calls DynamoStore makes, with the SDK's
 // signatures, so *dynamodb.Client satisfies it.
-type DynamoDBClient interface {
+type Client interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
@@ -99,52 +101,44 @@ const (
 // DynamoStore is the lease store on a DynamoDB table keyed by id. Every
 // method is one call; a failed condition is classified from the item
 // DynamoDB returns with the failure.
-type DynamoStore struct {
-	client DynamoDBClient
+type Store struct {
+	client Client
 	table  string
-	opts   Options
+	opts   lease.Options
 }
 
-var _ Store = (*DynamoStore)(nil)
+var _ lease.Store = (*Store)(nil)
 
 // NewDynamoStore returns a store on table.
-func NewDynamoStore(client DynamoDBClient, table string, opts Options) *DynamoStore {
-	return &DynamoStore{client: client, table: table, opts: opts.WithDefaults()}
+func New(client Client, table string, opts lease.Options) *Store {
+	return &Store{client: client, table: table, opts: opts.WithDefaults()}
 }
 
 // Options returns the store's options, defaults applied.
-func (s *DynamoStore) Options() Options { return s.opts }
+func (s *Store) Options() lease.Options { return s.opts }
 
-// toMillis drops what the table cannot store below a millisecond.
-func toMillis(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return time.UnixMilli(t.UnixMilli()).UTC()
-}
-
-func (s *DynamoStore) now() time.Time { return toMillis(s.opts.Clock.Now()) }
+func (s *Store) now() time.Time { return lease.Millis(s.opts.Clock.Now()) }
 
 // noSuchID reports an id no task can have (see CheckID): DynamoDB would
 // reject it as a key instead of reporting it missing, or the SDK would turn
 // bytes that are not UTF-8 into U+FFFD and so name another task.
-func noSuchID(id string) bool { return CheckID(id) != nil }
+func noSuchID(id string) bool { return lease.CheckID(id) != nil }
 
 func backendErr(op, id string, err error) error {
-	return fmt.Errorf("%s %s: %w: %w", op, id, ErrBackend, err)
+	return fmt.Errorf("%s %s: %w: %w", op, id, lease.ErrBackend, err)
 }
 
 // newTask is the PENDING record of a submission.
-func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
-	runAt := toMillis(n.RunAt)
+func (s *Store) newTask(n lease.NewTask, now time.Time) lease.Task {
+	runAt := lease.Millis(n.RunAt)
 	if runAt.IsZero() {
 		runAt = now
 	}
-	t := Task{
+	t := lease.Task{
 		ID:          n.ID,
 		Kind:        n.Kind,
 		Payload:     bytes.Clone(n.Payload),
-		Status:      StatusPending,
+		Status:      lease.StatusPending,
 		MaxAttempts: n.MaxAttempts,
 		RunAt:       runAt,
 		CreatedAt:   now,
@@ -154,22 +148,22 @@ func (s *DynamoStore) newTask(n NewTask, now time.Time) Task {
 	if n.Listing.ID != "" && !n.Derived() && !s.opts.Unlisted {
 		t.ListedIn = n.Listing.ID
 	}
-	ApplyWaits(&t, n)
+	rules.ApplyWaits(&t, n)
 	return t
 }
 
 // Create implements Store.
-func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
+func (s *Store) Create(ctx context.Context, n lease.NewTask) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
-		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
 	}
 	t := s.newTask(n, s.now())
 	switch {
-	case t.Status == StatusWaiting: // the ends of its dependencies wake it
-		ArmRegistrationCheck(&t, s.opts.DispatchGrace)
+	case t.Status == lease.StatusWaiting: // the ends of its dependencies wake it
+		lease.ArmRegistrationCheck(&t, s.opts.DispatchGrace)
 	case n.Carried: // its message brings it back; no sweep entry
 	case !n.DispatchAt.IsZero():
-		t.DispatchAt = toMillis(n.DispatchAt)
+		t.DispatchAt = lease.Millis(n.DispatchAt)
 	default:
 		t.DispatchAt = t.RunAt.Add(s.opts.DispatchGrace)
 	}
@@ -177,19 +171,19 @@ func (s *DynamoStore) Create(ctx context.Context, n NewTask) (Task, error) {
 }
 
 // CreateClaimed implements Store.
-func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string) (Task, error) {
+func (s *Store) CreateClaimed(ctx context.Context, n lease.NewTask, owner string) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
-		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
 	}
 	if owner == "" {
-		return Task{}, fmt.Errorf("create %s: %w: owner is required", n.ID, ErrInvalid)
+		return lease.Task{}, fmt.Errorf("create %s: %w: owner is required", n.ID, lease.ErrInvalid)
 	}
 	if len(n.After) > 0 {
-		return Task{}, fmt.Errorf("create %s: %w: a task with dependencies is created WAITING, not claimed", n.ID, ErrInvalid)
+		return lease.Task{}, fmt.Errorf("create %s: %w: a task with dependencies is created WAITING, not claimed", n.ID, lease.ErrInvalid)
 	}
 	now := s.now()
 	t := s.newTask(n, now)
-	t.Status = StatusRunning
+	t.Status = lease.StatusRunning
 	t.LeaseOwner = owner
 	t.LeaseUntil = now.Add(s.opts.LeaseDuration)
 	// No sweep entry: the message the task arrived in brings it back if
@@ -199,14 +193,14 @@ func (s *DynamoStore) CreateClaimed(ctx context.Context, n NewTask, owner string
 }
 
 // CreateFailed implements Store.
-func (s *DynamoStore) CreateFailed(ctx context.Context, n NewTask, reason string) (Task, error) {
+func (s *Store) CreateFailed(ctx context.Context, n lease.NewTask, reason string) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
-		return Task{}, fmt.Errorf("create %s: %w", n.ID, err)
+		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
 	}
 	now := s.now()
 	t := s.newTask(n, now)
-	t.Status = StatusFailed
-	t.Error = Truncate(reason, MaxErrorBytes)
+	t.Status = lease.StatusFailed
+	t.Error = lease.Truncate(reason, lease.MaxErrorBytes)
 	t.FinishedAt = now
 	if s.opts.Retention > 0 {
 		t.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
@@ -216,7 +210,7 @@ func (s *DynamoStore) CreateFailed(ctx context.Context, n NewTask, reason string
 
 // dispatchAfterLease is when the sweeper may re-dispatch a task whose lease
 // runs until until and is then neither renewed nor given up.
-func (s *DynamoStore) dispatchAfterLease(until time.Time) time.Time {
+func (s *Store) dispatchAfterLease(until time.Time) time.Time {
 	return until.Add(s.opts.Skew + s.opts.DispatchGrace)
 }
 
@@ -313,7 +307,7 @@ func callsOf(item map[string]types.AttributeValue) []string {
 // failure: it is sent again, up to putAttempts calls in all, with the same
 // token, and a later call that finds the item this token wrote reports the
 // create. Only a put that never got an answer fails with the timeout.
-func (s *DynamoStore) put(ctx context.Context, t Task, n NewTask) (Task, error) {
+func (s *Store) put(ctx context.Context, t lease.Task, n lease.NewTask) (lease.Task, error) {
 	// A token unique to this create, so a retried put that finds its own
 	// earlier landing can tell it from another caller's create.
 	token := n.CreateToken
@@ -338,7 +332,7 @@ func noAnswer(err error) bool {
 // putAttempts bounds the calls of one put whose earlier calls got no answer.
 const putAttempts = 3
 
-func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token string) (Task, error) {
+func (s *Store) putOnce(ctx context.Context, t lease.Task, n lease.NewTask, token string) (lease.Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	cond := "attribute_not_exists(#id)"
@@ -359,36 +353,36 @@ func (s *DynamoStore) putOnce(ctx context.Context, t Task, n NewTask, token stri
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return Task{}, backendErr("create", t.ID, err)
+		return lease.Task{}, backendErr("create", t.ID, err)
 	}
 	old, err := decodeOld(ccf.Item)
 	if err != nil {
-		return Task{}, backendErr("create", t.ID, err)
+		return lease.Task{}, backendErr("create", t.ID, err)
 	}
 	if old == nil {
 		// The condition failed on an item DynamoDB did not return: it
 		// was deleted in between. Report the id as taken; a retry
 		// decides.
-		return Task{}, fmt.Errorf("create %s: %w", t.ID, ErrAlreadyExists)
+		return lease.Task{}, fmt.Errorf("create %s: %w", t.ID, lease.ErrAlreadyExists)
 	}
 	if seen, ok := ccf.Item[attrCreateToken].(*types.AttributeValueMemberS); ok && seen.Value == token {
 		// The stored item carries this create's own token: the SDK (or
 		// put, after a timeout) retried a put whose response was lost
 		// after it landed, or the other holder of a shared token
 		// (NewTask.CreateToken) wrote it. Either way it is this task.
-		return SameCreate(t, *old, n)
+		return rules.SameCreate(t, *old, n)
 	}
-	return *old, CheckDuplicate(*old, n)
+	return *old, lease.CheckDuplicate(*old, n)
 }
 
 // Claim implements Store.
-func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error) {
+func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
 	if owner == "" {
-		return Task{}, fmt.Errorf("claim %s: %w: owner is required", id, ErrInvalid)
+		return lease.Task{}, fmt.Errorf("claim %s: %w: owner is required", id, lease.ErrInvalid)
 	}
 	now := s.now()
 	if noSuchID(id) {
-		return Task{}, ClassifyClaim(id, nil, now, s.opts.Skew)
+		return lease.Task{}, rules.ClassifyClaim(id, nil, now, s.opts.Skew)
 	}
 	until := now.Add(s.opts.LeaseDuration)
 	return s.update(ctx, "claim", id,
@@ -398,23 +392,23 @@ func (s *DynamoStore) Claim(ctx context.Context, id, owner string) (Task, error)
 		"SET #status = :running, #lease_owner = :owner, #lease_until = :until, "+
 			"#attempt = #attempt + :one, #fence = #fence + :one, #updated_at = :now",
 		map[string]types.AttributeValue{
-			":pending":  avS(string(StatusPending)),
-			":running":  avS(string(StatusRunning)),
+			":pending":  avS(string(lease.StatusPending)),
+			":running":  avS(string(lease.StatusRunning)),
 			":now":      avMillis(now),
 			":takeover": avMillis(now.Add(-s.opts.Skew)),
 			":owner":    avS(owner),
 			":until":    avMillis(until),
 			":one":      avN(1),
 		},
-		func(old *Task) error { return ClassifyClaim(id, old, now, s.opts.Skew) })
+		func(old *lease.Task) error { return rules.ClassifyClaim(id, old, now, s.opts.Skew) })
 }
 
 // heldCond holds exactly when Holds(task, l) does.
 const heldCond = "attribute_exists(#id) AND #status = :running AND #lease_owner = :owner AND #fence = :fence AND #attempt = :attempt"
 
-func heldValues(l Lease) map[string]types.AttributeValue {
+func heldValues(l lease.Lease) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		":running": avS(string(StatusRunning)),
+		":running": avS(string(lease.StatusRunning)),
 		":owner":   avS(l.Owner),
 		":fence":   avN(l.Fence),
 		":attempt": avN(int64(l.Attempt)),
@@ -422,9 +416,9 @@ func heldValues(l Lease) map[string]types.AttributeValue {
 }
 
 // Renew implements Store.
-func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
+func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return Task{}, fmt.Errorf("renew: %w", err)
+		return lease.Task{}, fmt.Errorf("renew: %w", err)
 	}
 	now := s.now()
 	until := now.Add(s.opts.LeaseDuration)
@@ -437,7 +431,7 @@ func (s *DynamoStore) Renew(ctx context.Context, l Lease) (Task, error) {
 	return s.update(ctx, "renew", l.TaskID, heldCond,
 		"SET #lease_until = :until, #updated_at = :now",
 		values,
-		func(old *Task) error { return ClassifyHeld("renew", l, old) })
+		func(old *lease.Task) error { return rules.ClassifyHeld("renew", l, old) })
 }
 
 // ending collects the update of a write that ends the attempt held under l,
@@ -452,9 +446,9 @@ type ending struct {
 // appends; at the bound it writes the known history's newest entries plus
 // entry, counts the dropped ones, and pins the stored history's length to
 // the known one in the condition.
-func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
-	entry.Error = Truncate(entry.Error, MaxHistoryErrorBytes)
-	if isKnown && SuspendReplaces(known, entry) {
+func (e *ending) appendHistory(known []lease.Attempt, isKnown bool, entry lease.Attempt) {
+	entry.Error = lease.Truncate(entry.Error, lease.MaxHistoryErrorBytes)
+	if isKnown && lease.SuspendReplaces(known, entry) {
 		// The attempt's last suspension is replaced (AppendHistory), at
 		// the index the known history says, pinned by its length.
 		e.cond += " AND size(#history) = :history_len"
@@ -463,13 +457,13 @@ func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
 		e.values[":history_len"] = avN(int64(len(known)))
 		return
 	}
-	if !isKnown || len(known) < MaxHistory {
+	if !isKnown || len(known) < lease.MaxHistory {
 		e.set = append(e.set, "#history = list_append(if_not_exists(#history, :no_history), :entry)")
 		e.values[":no_history"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
 		e.values[":entry"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(entry)}}
 		return
 	}
-	kept, dropped := AppendHistory(known, entry)
+	kept, dropped := rules.AppendHistory(known, entry)
 	list := make([]types.AttributeValue, len(kept))
 	for i, a := range kept {
 		list[i] = attemptItem(a)
@@ -482,7 +476,7 @@ func (e *ending) appendHistory(known []Attempt, isKnown bool, entry Attempt) {
 	e.values[":zero"] = avN(0)
 }
 
-func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) *ending {
+func (s *Store) end(l lease.Lease, status lease.Status, errMsg string, now time.Time) *ending {
 	e := &ending{
 		cond: heldCond,
 		set: []string{
@@ -493,12 +487,13 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 	}
 	e.values[":status"] = avS(string(status))
 	e.values[":now"] = avMillis(now)
-	e.appendHistory(l.history, l.historyKnown, Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
-	if l.listedIn && !status.Terminal() && !s.opts.Unlisted {
+	known, isKnown := l.KnownHistory()
+	e.appendHistory(known, isKnown, lease.Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
+	if l.ListedByEntry() && !status.Terminal() && !s.opts.Unlisted {
 		// A task listed only by its batch's entry is listed on its own
 		// from its first retry, wait or failure (listing.go).
 		e.set = append(e.set, "#list_shard = if_not_exists(#list_shard, :list_shard)")
-		e.values[":list_shard"] = avS(Shard(l.TaskID))
+		e.values[":list_shard"] = avS(lease.Shard(l.TaskID))
 	}
 	if status.Terminal() {
 		e.set = append(e.set, "#finished_at = :now"+s.listFailed(l.TaskID, status, e.values))
@@ -517,11 +512,11 @@ func (s *DynamoStore) end(l Lease, status Status, errMsg string, now time.Time) 
 // listed once it fails or is cancelled. For a task listed already the
 // clause changes nothing, and an unchanged key writes nothing to the
 // index. "" for SUCCEEDED and for a store whose tasks are unlisted.
-func (s *DynamoStore) listFailed(id string, status Status, values map[string]types.AttributeValue) string {
+func (s *Store) listFailed(id string, status lease.Status, values map[string]types.AttributeValue) string {
 	if s.opts.Unlisted || !status.Unsuccessful() {
 		return ""
 	}
-	values[":list_shard"] = avS(Shard(id))
+	values[":list_shard"] = avS(lease.Shard(id))
 	return ", #list_shard = if_not_exists(#list_shard, :list_shard)"
 }
 
@@ -544,41 +539,41 @@ func (e *ending) expression() string {
 }
 
 // Finish implements Store.
-func (s *DynamoStore) Finish(ctx context.Context, l Lease, result []byte) (Task, error) {
+func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return Task{}, fmt.Errorf("finish: %w", err)
+		return lease.Task{}, fmt.Errorf("finish: %w", err)
 	}
-	if err := CheckResult(result); err != nil {
-		return Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
+	if err := lease.CheckResult(result); err != nil {
+		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
 	}
-	e := s.end(l, StatusSucceeded, "", s.now())
+	e := s.end(l, lease.StatusSucceeded, "", s.now())
 	e.text(AttrResult, string(result))
 	e.text(AttrError, "")
 	e.remove = append(e.remove, "#"+AttrUnknownKindSince)
 	return s.update(ctx, "finish", l.TaskID, e.cond, e.expression(), e.values,
-		func(old *Task) error { return ClassifyHeld("finish", l, old) })
+		func(old *lease.Task) error { return rules.ClassifyHeld("finish", l, old) })
 }
 
 // Release implements Store.
-func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, error) {
+func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
-		return Task{}, fmt.Errorf("release: %w", err)
+		return lease.Task{}, fmt.Errorf("release: %w", err)
 	}
 	if err := r.Validate(); err != nil {
-		return Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
+		return lease.Task{}, fmt.Errorf("release %s: %w", l.TaskID, err)
 	}
-	msg := Truncate(r.Error, MaxErrorBytes)
+	msg := lease.Truncate(r.Error, lease.MaxErrorBytes)
 	e := s.end(l, r.Status, msg, s.now())
 	e.text(AttrError, msg)
-	if r.Status == StatusPending {
-		runAt := toMillis(r.RunAt)
-		dispatchAt := toMillis(r.DispatchAt)
+	if r.Status == lease.StatusPending {
+		runAt := lease.Millis(r.RunAt)
+		dispatchAt := lease.Millis(r.DispatchAt)
 		if dispatchAt.IsZero() {
 			dispatchAt = runAt.Add(s.opts.DispatchGrace)
 		}
 		e.set = append(e.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")
 		e.values[":run_at"] = avMillis(runAt)
-		e.values[":sweep_shard"] = avS(Shard(l.TaskID))
+		e.values[":sweep_shard"] = avS(lease.Shard(l.TaskID))
 		e.values[":sweep_at"] = avMillis(dispatchAt)
 		switch {
 		case r.UnknownKind:
@@ -594,7 +589,7 @@ func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, er
 		e.remove = append(e.remove, "#"+AttrUnknownKindSince)
 	}
 	return s.update(ctx, "release", l.TaskID, e.cond, e.expression(), e.values,
-		func(old *Task) error { return ClassifyHeld("release", l, old) })
+		func(old *lease.Task) error { return rules.ClassifyHeld("release", l, old) })
 }
 
 // update runs one conditional UpdateItem returning the new item. When the
@@ -602,9 +597,9 @@ func (s *DynamoStore) Release(ctx context.Context, l Lease, r Release) (Task, er
 // there was none). A write stamped with a call id (withCall) that finds
 // its id in that item has landed already: update returns that item, the
 // task as it is now, and no error.
-func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
-	values map[string]types.AttributeValue, classify func(old *Task) error,
-) (Task, error) {
+func (s *Store) update(ctx context.Context, op, id, cond, upd string,
+	values map[string]types.AttributeValue, classify func(old *lease.Task) error,
+) (lease.Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	call, stamped := values[":call"].(*types.AttributeValueMemberS)
@@ -618,17 +613,17 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 		if err == nil {
 			t, err := TaskFromItem(out.Attributes)
 			if err != nil {
-				return Task{}, backendErr(op, id, err)
+				return lease.Task{}, backendErr(op, id, err)
 			}
 			return t, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
-			return Task{}, backendErr(op, id, err)
+			return lease.Task{}, backendErr(op, id, err)
 		}
 		old, err := decodeOld(ccf.Item)
 		if err != nil {
-			return Task{}, backendErr(op, id, err)
+			return lease.Task{}, backendErr(op, id, err)
 		}
 		if stamped && old != nil {
 			calls := callsOf(ccf.Item)
@@ -648,13 +643,13 @@ func (s *DynamoStore) update(ctx context.Context, op, id, cond, upd string,
 				continue
 			}
 		}
-		return Task{}, classify(old)
+		return lease.Task{}, classify(old)
 	}
 }
 
 // updateItem is the UpdateItem of the task id on cond and upd, with the
 // names they use and those of values they use.
-func (s *DynamoStore) updateItem(id, cond, upd string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+func (s *Store) updateItem(id, cond, upd string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       map[string]types.AttributeValue{AttrID: avS(id)},
@@ -674,9 +669,9 @@ func returnItems(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
 }
 
 // Get implements Store.
-func (s *DynamoStore) Get(ctx context.Context, id string) (Task, error) {
+func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 	if noSuchID(id) {
-		return Task{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
@@ -687,14 +682,14 @@ func (s *DynamoStore) Get(ctx context.Context, id string) (Task, error) {
 		ConsistentRead: &consistent,
 	})
 	if err != nil {
-		return Task{}, backendErr("get", id, err)
+		return lease.Task{}, backendErr("get", id, err)
 	}
 	if len(out.Item) == 0 {
-		return Task{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	t, err := TaskFromItem(out.Item)
 	if err != nil {
-		return Task{}, backendErr("get", id, err)
+		return lease.Task{}, backendErr("get", id, err)
 	}
 	return t, nil
 }
@@ -748,7 +743,7 @@ func avMillis(t time.Time) types.AttributeValue { return avN(t.UnixMilli()) }
 
 // itemOf encodes t as an item; TaskFromItem is its inverse. Empty strings,
 // zero times and an empty payload are left out.
-func itemOf(t Task) map[string]types.AttributeValue {
+func itemOf(t lease.Task) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		AttrID:              avS(t.ID),
 		AttrStatus:          avS(string(t.Status)),
@@ -760,7 +755,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	if t.ListedIn != "" {
 		item[AttrListedIn] = avS(t.ListedIn)
 	} else {
-		item[AttrListShard] = avS(Shard(t.ID))
+		item[AttrListShard] = avS(lease.Shard(t.ID))
 	}
 	if t.HistoryDropped != 0 {
 		item[AttrHistoryDropped] = avN(int64(t.HistoryDropped))
@@ -794,7 +789,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 		item[AttrExpiresAt] = avN(t.ExpiresAt.Unix())
 	}
 	if !t.DispatchAt.IsZero() {
-		item[AttrSweepShard] = avS(Shard(t.ID))
+		item[AttrSweepShard] = avS(lease.Shard(t.ID))
 		item[AttrSweepAt] = avMillis(t.DispatchAt)
 	}
 	history := make([]types.AttributeValue, len(t.History))
@@ -827,7 +822,7 @@ func itemOf(t Task) map[string]types.AttributeValue {
 	return item
 }
 
-func stepItem(s Step) types.AttributeValue {
+func stepItem(s lease.Step) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"name": avS(s.Name), "result": avS(string(s.Result))}}
 }
 
@@ -840,7 +835,7 @@ func avList(ids []string) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-func attemptItem(a Attempt) types.AttributeValue {
+func attemptItem(a lease.Attempt) types.AttributeValue {
 	m := map[string]types.AttributeValue{
 		histAttempt: avN(int64(a.Attempt)),
 		histFence:   avN(a.Fence),
@@ -854,7 +849,7 @@ func attemptItem(a Attempt) types.AttributeValue {
 }
 
 // decodeOld decodes the item a failed condition saw; nil when there was none.
-func decodeOld(item map[string]types.AttributeValue) (*Task, error) {
+func decodeOld(item map[string]types.AttributeValue) (*lease.Task, error) {
 	if len(item) == 0 {
 		return nil, nil
 	}
@@ -867,12 +862,12 @@ func decodeOld(item map[string]types.AttributeValue) (*Task, error) {
 
 // TaskFromItem decodes an item of the tasks table. Attributes it does not
 // know are ignored; a known one of the wrong type is an error.
-func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
+func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 	d := decoder{item: item}
-	t := Task{
+	t := lease.Task{
 		ID:               d.str(AttrID),
 		Kind:             d.str(AttrKind),
-		Status:           Status(d.str(AttrStatus)),
+		Status:           lease.Status(d.str(AttrStatus)),
 		Attempt:          int(d.num(AttrAttempt)),
 		MaxAttempts:      int(d.num(AttrMaxAttempts)),
 		LeaseOwner:       d.str(AttrLeaseOwner),
@@ -890,7 +885,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		Queue:            d.str(AttrQueue),
 		UnknownKindSince: d.millis(AttrUnknownKindSince),
 		Parent:           d.str(AttrParent),
-		Wait:             WaitMode(d.str(AttrWait)),
+		Wait:             lease.WaitMode(d.str(AttrWait)),
 		WaitFor:          d.strList(AttrWaitFor),
 		WaitUntil:        d.millis(AttrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
@@ -909,7 +904,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		t.WaitFor = ids
 	}
 	for _, e := range d.strSet(AttrWaiters) {
-		w, err := ParseWaiter(e)
+		w, err := lease.ParseWaiter(e)
 		if err != nil && d.err == nil {
 			d.err = err
 		}
@@ -932,7 +927,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
 	}
 	for _, e := range d.maps(AttrSteps) {
-		st := Step{Name: e.str("name"), Result: []byte(e.str("result"))}
+		st := lease.Step{Name: e.str("name"), Result: []byte(e.str("result"))}
 		if e.err != nil {
 			d.err = fmt.Errorf("steps: %w", e.err)
 		}
@@ -941,10 +936,10 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 		}
 	}
 	for _, e := range d.maps(AttrHistory) {
-		t.History = append(t.History, Attempt{
+		t.History = append(t.History, lease.Attempt{
 			Attempt: int(e.num(histAttempt)),
 			Fence:   e.num(histFence),
-			Status:  Status(e.str(histStatus)),
+			Status:  lease.Status(e.str(histStatus)),
 			Error:   e.str(histError),
 			At:      e.millis(histAt),
 		})
@@ -954,9 +949,9 @@ func TaskFromItem(item map[string]types.AttributeValue) (Task, error) {
 	}
 	switch {
 	case d.err != nil:
-		return Task{}, fmt.Errorf("decode task %q: %w", t.ID, d.err)
+		return lease.Task{}, fmt.Errorf("decode task %q: %w", t.ID, d.err)
 	case t.ID == "" || !t.Status.Valid():
-		return Task{}, fmt.Errorf("decode task %q: no id or bad status %q", t.ID, t.Status)
+		return lease.Task{}, fmt.Errorf("decode task %q: no id or bad status %q", t.ID, t.Status)
 	}
 	return t, nil
 }

@@ -1,4 +1,4 @@
-package lease_test
+package dynamo_test
 
 import (
 	"strconv"
@@ -9,6 +9,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // A redrive count is one small item with no index key: its count, and an
@@ -19,17 +21,17 @@ func TestDynamoStoreRedriveCountItem(t *testing.T) {
 	env := setupDynamo(t)
 	at := time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(at)
-	store := lease.NewDynamoStore(env.client, env.table, lease.Options{Clock: clock})
+	store := dynamo.New(env.client, env.table, lease.Options{Clock: clock})
 	for range 2 {
 		if ok, err := store.TakeRedrive(t.Context(), "d1g35t", 3); err != nil || !ok {
 			t.Fatalf("TakeRedrive = %t, %v", ok, err)
 		}
 		clock.Advance(time.Hour)
 	}
-	item := env.rawItem(t, lease.RedriveCountID("d1g35t"))
+	item := env.rawItem(t, limiter.RedriveCountID("d1g35t"))
 	want := map[string]string{
-		lease.AttrRedriveCount: "2",
-		lease.AttrExpiresAt:    strconv.FormatInt(at.Add(time.Hour+lease.RedriveCountTTL).Unix(), 10),
+		limiter.AttrRedriveCount: "2",
+		dynamo.AttrExpiresAt:     strconv.FormatInt(at.Add(time.Hour+limiter.RedriveCountTTL).Unix(), 10),
 	}
 	for name, v := range want {
 		if n, ok := item[name].(*types.AttributeValueMemberN); !ok || n.Value != v {
@@ -39,7 +41,7 @@ func TestDynamoStoreRedriveCountItem(t *testing.T) {
 	if len(item) != len(want)+1 { // and its id
 		t.Errorf("the item has %d attributes, want its id, count and expiry: %v", len(item), item)
 	}
-	if !lease.IsRedriveCountID(lease.RedriveCountID("d1g35t")) || lease.IsRedriveCountID("d1g35t") {
+	if !limiter.IsRedriveCountID(limiter.RedriveCountID("d1g35t")) || limiter.IsRedriveCountID("d1g35t") {
 		t.Error("IsRedriveCountID does not tell a redrive count's id from a task's")
 	}
 }

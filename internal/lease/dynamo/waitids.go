@@ -1,4 +1,4 @@
-package lease
+package dynamo
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // The ids a wait names are kept on the waiting task's item in compact
@@ -60,7 +61,7 @@ func spanIDs(id, span string) (ids []string, ok bool) {
 	from, rel, ok2 := strings.Cut(rest, " ")
 	n, err1 := strconv.Atoi(count)
 	f, err2 := strconv.Atoi(from)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil || n < 1 || n > MaxChildren || f < 0 || !strings.HasPrefix(rel, "/") {
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || n < 1 || n > lease.MaxChildren || f < 0 || !strings.HasPrefix(rel, "/") {
 		return nil, false
 	}
 	ids = make([]string, n)
@@ -102,7 +103,7 @@ func endedIDs(id string, whole, sub []string) []string {
 }
 
 // putWaitIDs writes t's WaitFor and Ended into item in their compact forms.
-func putWaitIDs(item map[string]types.AttributeValue, t Task) {
+func putWaitIDs(item map[string]types.AttributeValue, t lease.Task) {
 	if len(t.WaitFor) > 0 {
 		name, v, _ := waitForValue(t.ID, t.WaitFor)
 		item[name] = v
