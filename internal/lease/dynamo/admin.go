@@ -22,13 +22,13 @@ import (
 
 // Index names of the tasks table.
 const (
-	// IndexSweep is the sparse sweep index: (sweep_shard, sweep_at), keys
+	// indexSweep is the sparse sweep index: (sweep_shard, sweep_at), keys
 	// only.
-	IndexSweep = "sweep"
-	// IndexByCreated is the listing index: (list_shard, created_at), keys
+	indexSweep = "sweep"
+	// indexByCreated is the listing index: (list_shard, created_at), keys
 	// only. Its keys never change after the create, so no write but the
 	// create touches it; List reads each task's status from the item.
-	IndexByCreated = "by_created"
+	indexByCreated = "by_created"
 )
 
 var _ query.Admin = (*Store)(nil)
@@ -42,7 +42,7 @@ func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int)
 	cond := "#sweep_shard = :shard AND #sweep_at <= :now"
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
-		IndexName:                 aws.String(IndexSweep),
+		IndexName:                 aws.String(indexSweep),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":shard": avS(shard), ":now": avMillis(lease.Millis(now))},
@@ -109,7 +109,7 @@ func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.T
 		return "", backendErr("mark dispatched", id, err)
 	}
 	d := decoder{item: out.Attributes}
-	queue := d.str(AttrQueue)
+	queue := d.str(attrQueue)
 	if d.err != nil {
 		return "", backendErr("mark dispatched", id, d.err)
 	}
@@ -406,7 +406,7 @@ func (st *listStream) skip() {
 
 // List implements Admin. The listing index is sharded by id and keyed on
 // creation time only, so a page merges the shards: each is read newest
-// first a chunk at a time, a batch listing entry (listing.go) standing for
+// first a chunk at a time, a batch listing entry (lease/listing.go) standing for
 // its tasks, listed at its time; each task's item is read for its
 // status; the newest matching head is taken until the page is full, and
 // the cursor records each shard's position. Every task of the status is
@@ -436,7 +436,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 			st.key = map[string]types.AttributeValue{
 				AttrID:        avS(p.ID),
 				AttrListShard: avS(shard),
-				AttrCreatedAt: avN(p.CreatedAt),
+				attrCreatedAt: avN(p.CreatedAt),
 			}
 			if p.N > 0 {
 				st.resume = &p
@@ -524,7 +524,7 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 	cond := "#list_shard = :list_shard"
 	out, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
-		IndexName:                 aws.String(IndexByCreated),
+		IndexName:                 aws.String(indexByCreated),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":list_shard": avS(st.shard)},
@@ -538,7 +538,7 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 	positions := make([]listPos, len(out.Items))
 	for i, item := range out.Items {
 		d := decoder{item: item}
-		positions[i] = listPos{CreatedAt: d.num(AttrCreatedAt), ID: d.str(AttrID)}
+		positions[i] = listPos{CreatedAt: d.num(attrCreatedAt), ID: d.str(AttrID)}
 		if d.err != nil || positions[i].ID == "" {
 			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", positions[i].ID, d.err))
 		}
@@ -571,7 +571,7 @@ func (s *Store) expand(ctx context.Context, status lease.Status, positions []lis
 		err := s.batchGetItems(ctx, "list", batchIDs, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
 			func(item map[string]types.AttributeValue) error {
 				d := decoder{item: item}
-				id, ids := d.str(AttrID), d.strList(AttrListIDs)
+				id, ids := d.str(AttrID), d.strList(attrListIDs)
 				named[id] = ids
 				return d.err
 			})
@@ -743,8 +743,8 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 	item := map[string]types.AttributeValue{
 		AttrID:        avS(l.ID),
 		AttrListShard: avS(lease.Shard(l.ID)),
-		AttrCreatedAt: avMillis(l.At),
-		AttrListIDs:   avList(ids),
+		attrCreatedAt: avMillis(l.At),
+		attrListIDs:   avList(ids),
 	}
 	if s.opts.Retention > 0 {
 		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + query.ListingSlack).Unix())

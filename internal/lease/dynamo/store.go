@@ -36,27 +36,27 @@ const (
 	AttrKind            = "kind"
 	AttrPayload         = "payload"
 	AttrStatus          = "status"
-	AttrAttempt         = "attempt"
-	AttrMaxAttempts     = "max_attempts"
+	attrAttempt         = "attempt"
+	attrMaxAttempts     = "max_attempts"
 	AttrLeaseOwner      = "lease_owner"
 	AttrLeaseUntil      = "lease_until"
 	AttrFence           = "fence"
 	AttrRunAt           = "run_at"
-	AttrResult          = "result"
-	AttrError           = "error"
+	attrResult          = "result"
+	attrError           = "error"
 	AttrCancelRequested = "cancel_requested"
-	AttrCreatedAt       = "created_at"
-	AttrUpdatedAt       = "updated_at"
+	attrCreatedAt       = "created_at"
+	attrUpdatedAt       = "updated_at"
 	AttrFinishedAt      = "finished_at"
 	AttrExpiresAt       = "expires_at"
 	AttrHistory         = "history"
-	AttrHistoryDropped  = "history_dropped"
-	AttrSnoozes         = "snoozes"
-	// AttrQueue is the name of the task's queue (Task.Queue); absent for
+	attrHistoryDropped  = "history_dropped"
+	attrSnoozes         = "snoozes"
+	// attrQueue is the name of the task's queue (Task.Queue); absent for
 	// the default work queue.
-	AttrQueue = "queue"
-	// AttrUnknownKindSince is Task.UnknownKindSince (unix ms).
-	AttrUnknownKindSince = "unknown_kind_since"
+	attrQueue = "queue"
+	// attrUnknownKindSince is Task.UnknownKindSince (unix ms).
+	attrUnknownKindSince = "unknown_kind_since"
 	// AttrSweepShard and AttrSweepAt key the sparse sweep index: both are
 	// present exactly while Task.DispatchAt is set.
 	AttrSweepShard = "sweep_shard"
@@ -64,29 +64,29 @@ const (
 	// AttrListShard keys the listing index with created_at: Shard(id), set
 	// by the create and never changed.
 	AttrListShard = "list_shard"
-	// AttrListedIn is Task.ListedIn, the batch listing entry that lists a
-	// task with no list_shard (listing.go).
-	AttrListedIn = "listed_in"
-	// AttrListIDs holds a batch listing entry's task ids, a list.
-	AttrListIDs = "list_ids"
+	// attrListedIn is Task.ListedIn, the batch listing entry that lists a
+	// task with no list_shard (lease/listing.go).
+	attrListedIn = "listed_in"
+	// attrListIDs holds a batch listing entry's task ids, a list.
+	attrListIDs = "list_ids"
 	// Waits (wait.go): Task.Parent, Task.Waiters (a string set of
 	// Waiter.String), Task.Wait, Task.WaitFor (a list), Task.Ended (a string
 	// set), Task.WaitUntil (unix ms) and Task.CallbackHash.
-	AttrParent    = "parent"
-	AttrWaiters   = "waiters"
-	AttrWait      = "wait"
-	AttrWaitFor   = "wait_for"
-	AttrEnded     = "ended"
-	AttrWaitUntil = "wait_until"
+	attrParent    = "parent"
+	attrWaiters   = "waiters"
+	attrWait      = "wait"
+	attrWaitFor   = "wait_for"
+	attrEnded     = "ended"
+	attrWaitUntil = "wait_until"
 	AttrCallback  = "callback"
-	// AttrCallbackStep is Task.CallbackStep.
-	AttrCallbackStep = "callback_step"
-	// AttrWaitNote is Task.WaitNote.
-	AttrWaitNote = "wait_note"
+	// attrCallbackStep is Task.CallbackStep.
+	attrCallbackStep = "callback_step"
+	// attrWaitNote is Task.WaitNote.
+	attrWaitNote = "wait_note"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
-	// AttrThen is Task.Then: the chain's later links, a JSON array.
-	AttrThen = "then"
+	// attrThen is Task.Then: the chain's later links, a JSON array.
+	attrThen = "then"
 )
 
 // Attribute names inside a history entry.
@@ -491,7 +491,7 @@ func (s *Store) end(l lease.Lease, status lease.Status, errMsg string, now time.
 	e.appendHistory(known, isKnown, lease.Attempt{Attempt: l.Attempt, Fence: l.Fence, Status: status, Error: errMsg, At: now})
 	if l.ListedByEntry() && !status.Terminal() && !s.opts.Unlisted {
 		// A task listed only by its batch's entry is listed on its own
-		// from its first retry, wait or failure (listing.go).
+		// from its first retry, wait or failure (lease/listing.go).
 		e.set = append(e.set, "#list_shard = if_not_exists(#list_shard, :list_shard)")
 		e.values[":list_shard"] = avS(lease.Shard(l.TaskID))
 	}
@@ -547,9 +547,9 @@ func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease
 		return lease.Task{}, fmt.Errorf("finish %s: %w", l.TaskID, err)
 	}
 	e := s.end(l, lease.StatusSucceeded, "", s.now())
-	e.text(AttrResult, string(result))
-	e.text(AttrError, "")
-	e.remove = append(e.remove, "#"+AttrUnknownKindSince)
+	e.text(attrResult, string(result))
+	e.text(attrError, "")
+	e.remove = append(e.remove, "#"+attrUnknownKindSince)
 	return s.update(ctx, "finish", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *lease.Task) error { return rules.ClassifyHeld("finish", l, old) })
 }
@@ -564,7 +564,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 	}
 	msg := lease.Truncate(r.Error, lease.MaxErrorBytes)
 	e := s.end(l, r.Status, msg, s.now())
-	e.text(AttrError, msg)
+	e.text(attrError, msg)
 	if r.Status == lease.StatusPending {
 		runAt := lease.Millis(r.RunAt)
 		dispatchAt := lease.Millis(r.DispatchAt)
@@ -586,7 +586,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 		}
 	}
 	if !r.UnknownKind {
-		e.remove = append(e.remove, "#"+AttrUnknownKindSince)
+		e.remove = append(e.remove, "#"+attrUnknownKindSince)
 	}
 	return s.update(ctx, "release", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *lease.Task) error { return rules.ClassifyHeld("release", l, old) })
@@ -747,21 +747,21 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		AttrID:              avS(t.ID),
 		AttrStatus:          avS(string(t.Status)),
-		AttrAttempt:         avN(int64(t.Attempt)),
-		AttrMaxAttempts:     avN(int64(t.MaxAttempts)),
+		attrAttempt:         avN(int64(t.Attempt)),
+		attrMaxAttempts:     avN(int64(t.MaxAttempts)),
 		AttrFence:           avN(t.Fence),
 		AttrCancelRequested: &types.AttributeValueMemberBOOL{Value: t.CancelRequested},
 	}
 	if t.ListedIn != "" {
-		item[AttrListedIn] = avS(t.ListedIn)
+		item[attrListedIn] = avS(t.ListedIn)
 	} else {
 		item[AttrListShard] = avS(lease.Shard(t.ID))
 	}
 	if t.HistoryDropped != 0 {
-		item[AttrHistoryDropped] = avN(int64(t.HistoryDropped))
+		item[attrHistoryDropped] = avN(int64(t.HistoryDropped))
 	}
 	if t.Snoozes != 0 {
-		item[AttrSnoozes] = avN(int64(t.Snoozes))
+		item[attrSnoozes] = avN(int64(t.Snoozes))
 	}
 	text := func(name, v string) {
 		if v != "" {
@@ -776,14 +776,14 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 	text(AttrKind, t.Kind) // (none only on a placeholder, IsPlaceholder)
 	text(AttrPayload, string(t.Payload))
 	text(AttrLeaseOwner, t.LeaseOwner)
-	text(AttrResult, string(t.Result))
-	text(AttrError, t.Error)
-	text(AttrQueue, t.Queue)
-	millis(AttrUnknownKindSince, t.UnknownKindSince)
+	text(attrResult, string(t.Result))
+	text(attrError, t.Error)
+	text(attrQueue, t.Queue)
+	millis(attrUnknownKindSince, t.UnknownKindSince)
 	millis(AttrLeaseUntil, t.LeaseUntil)
 	millis(AttrRunAt, t.RunAt)
-	millis(AttrCreatedAt, t.CreatedAt)
-	millis(AttrUpdatedAt, t.UpdatedAt)
+	millis(attrCreatedAt, t.CreatedAt)
+	millis(attrUpdatedAt, t.UpdatedAt)
 	millis(AttrFinishedAt, t.FinishedAt)
 	if !t.ExpiresAt.IsZero() {
 		item[AttrExpiresAt] = avN(t.ExpiresAt.Unix())
@@ -797,19 +797,19 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 		history[i] = attemptItem(a)
 	}
 	item[AttrHistory] = &types.AttributeValueMemberL{Value: history}
-	text(AttrParent, t.Parent)
-	text(AttrWait, string(t.Wait))
+	text(attrParent, t.Parent)
+	text(attrWait, string(t.Wait))
 	text(AttrCallback, t.CallbackHash)
-	text(AttrCallbackStep, t.CallbackStep)
-	text(AttrWaitNote, t.WaitNote)
-	text(AttrThen, encodeThen(t.Then))
-	millis(AttrWaitUntil, t.WaitUntil)
+	text(attrCallbackStep, t.CallbackStep)
+	text(attrWaitNote, t.WaitNote)
+	text(attrThen, encodeThen(t.Then))
+	millis(attrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
 		ws := make([]string, len(t.Waiters))
 		for i, w := range t.Waiters {
 			ws[i] = w.String()
 		}
-		item[AttrWaiters] = &types.AttributeValueMemberSS{Value: ws}
+		item[attrWaiters] = &types.AttributeValueMemberSS{Value: ws}
 	}
 	putWaitIDs(item, t)
 	if len(t.Steps) > 0 {
@@ -868,42 +868,42 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 		ID:               d.str(AttrID),
 		Kind:             d.str(AttrKind),
 		Status:           lease.Status(d.str(AttrStatus)),
-		Attempt:          int(d.num(AttrAttempt)),
-		MaxAttempts:      int(d.num(AttrMaxAttempts)),
+		Attempt:          int(d.num(attrAttempt)),
+		MaxAttempts:      int(d.num(attrMaxAttempts)),
 		LeaseOwner:       d.str(AttrLeaseOwner),
 		LeaseUntil:       d.millis(AttrLeaseUntil),
 		Fence:            d.num(AttrFence),
 		RunAt:            d.millis(AttrRunAt),
-		Error:            d.str(AttrError),
+		Error:            d.str(attrError),
 		CancelRequested:  d.boolean(AttrCancelRequested),
-		CreatedAt:        d.millis(AttrCreatedAt),
-		UpdatedAt:        d.millis(AttrUpdatedAt),
+		CreatedAt:        d.millis(attrCreatedAt),
+		UpdatedAt:        d.millis(attrUpdatedAt),
 		FinishedAt:       d.millis(AttrFinishedAt),
 		DispatchAt:       d.millis(AttrSweepAt),
-		HistoryDropped:   int(d.num(AttrHistoryDropped)),
-		Snoozes:          int(d.num(AttrSnoozes)),
-		Queue:            d.str(AttrQueue),
-		UnknownKindSince: d.millis(AttrUnknownKindSince),
-		Parent:           d.str(AttrParent),
-		Wait:             lease.WaitMode(d.str(AttrWait)),
-		WaitFor:          d.strList(AttrWaitFor),
-		WaitUntil:        d.millis(AttrWaitUntil),
+		HistoryDropped:   int(d.num(attrHistoryDropped)),
+		Snoozes:          int(d.num(attrSnoozes)),
+		Queue:            d.str(attrQueue),
+		UnknownKindSince: d.millis(attrUnknownKindSince),
+		Parent:           d.str(attrParent),
+		Wait:             lease.WaitMode(d.str(attrWait)),
+		WaitFor:          d.strList(attrWaitFor),
+		WaitUntil:        d.millis(attrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
-		CallbackStep:     d.str(AttrCallbackStep),
-		WaitNote:         d.str(AttrWaitNote),
+		CallbackStep:     d.str(attrCallbackStep),
+		WaitNote:         d.str(attrWaitNote),
 	}
 	if _, own := item[AttrListShard]; !own {
-		t.ListedIn = d.str(AttrListedIn)
+		t.ListedIn = d.str(attrListedIn)
 	}
-	t.Ended = endedIDs(t.ID, d.strSet(AttrEnded), d.strSet(AttrEndedSub))
-	if span := d.str(AttrWaitSpan); span != "" {
+	t.Ended = endedIDs(t.ID, d.strSet(attrEnded), d.strSet(attrEndedSub))
+	if span := d.str(attrWaitSpan); span != "" {
 		ids, ok := spanIDs(t.ID, span)
 		if !ok && d.err == nil {
-			d.err = fmt.Errorf("%s: %q is not COUNT FROM /NAME/", AttrWaitSpan, span)
+			d.err = fmt.Errorf("%s: %q is not COUNT FROM /NAME/", attrWaitSpan, span)
 		}
 		t.WaitFor = ids
 	}
-	for _, e := range d.strSet(AttrWaiters) {
+	for _, e := range d.strSet(attrWaiters) {
 		w, err := lease.ParseWaiter(e)
 		if err != nil && d.err == nil {
 			d.err = err
@@ -915,10 +915,10 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 	if p := d.str(AttrPayload); p != "" {
 		t.Payload = []byte(p)
 	}
-	if r := d.str(AttrResult); r != "" {
+	if r := d.str(attrResult); r != "" {
 		t.Result = []byte(r)
 	}
-	if then, err := decodeThen(d.str(AttrThen)); err != nil && d.err == nil {
+	if then, err := decodeThen(d.str(attrThen)); err != nil && d.err == nil {
 		d.err = err
 	} else {
 		t.Then = then

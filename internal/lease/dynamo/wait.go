@@ -29,7 +29,7 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 		return lease.Task{}, fmt.Errorf("suspend %s: %w", l.TaskID, err)
 	}
 	e := s.end(l, lease.StatusWaiting, "", s.now())
-	e.text(AttrError, "") // an earlier attempt's: the history keeps it
+	e.text(attrError, "") // an earlier attempt's: the history keeps it
 	e.set = append(e.set, "#wait = :wait")
 	e.values[":wait"] = avS(string(w.Mode))
 	// The wait's deadline, and the sweep entry that ends the wait there.
@@ -66,7 +66,7 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 	if w.Mode != lease.WaitCallback {
 		e.remove = append(e.remove, "#callback_step")
 	}
-	e.text(AttrWaitNote, w.Note)
+	e.text(attrWaitNote, w.Note)
 	return s.update(ctx, "suspend", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *lease.Task) error { return rules.ClassifyHeld("suspend", l, old) })
 }
@@ -205,10 +205,10 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	if !resumed { // a resumed attempt goes on: no history entry yet
 		en.appendHistory(nil, false, lease.Attempt{Attempt: e.Attempt, Fence: e.Fence, Status: e.Status, Error: msg, At: now})
 	}
-	en.text(AttrError, msg)
+	en.text(attrError, msg)
 	switch status {
 	case lease.StatusSucceeded:
-		en.text(AttrResult, string(e.Result))
+		en.text(attrResult, string(e.Result))
 	case lease.StatusPending:
 		runAt := lease.Millis(runAt)
 		en.set = append(en.set, "#run_at = :run_at", "#sweep_shard = :sweep_shard", "#sweep_at = :sweep_at")

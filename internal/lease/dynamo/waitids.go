@@ -17,18 +17,18 @@ import (
 // write units. Task.WaitFor and Task.Ended always hold full ids; only the
 // item's encoding is compact.
 //
-//   - AttrWaitSpan holds a WaitFor that is a run of ids
+//   - attrWaitSpan holds a WaitFor that is a run of ids
 //     ID/NAME/FROM, ID/NAME/FROM+1, ... (a task's own children, as
 //     AllOf and Map name them: ChildIDIn) as "COUNT FROM /NAME/": a few
 //     bytes whatever the wave's size. Any other WaitFor stays a list of
-//     full ids in AttrWaitFor.
-//   - AttrEndedSub holds the ended ids that start with the task's own id
+//     full ids in attrWaitFor.
+//   - attrEndedSub holds the ended ids that start with the task's own id
 //     and "/" (its children) without that prefix: "/NAME/17" rather than
 //     the 30 to 60 bytes of a full id. Other ended ids (dependencies) stay
-//     whole in AttrEnded, as do those written before this form existed.
+//     whole in attrEnded, as do those written before this form existed.
 const (
-	AttrWaitSpan = "wait_span"
-	AttrEndedSub = "ended_sub"
+	attrWaitSpan = "wait_span"
+	attrEndedSub = "ended_sub"
 )
 
 // waitSpan returns ids as a span of task id's own children ("COUNT FROM
@@ -75,18 +75,18 @@ func spanIDs(id, span string) (ids []string, ok bool) {
 // to set with its value, and the other form's attribute, to remove.
 func waitForValue(id string, ids []string) (set string, v types.AttributeValue, remove string) {
 	if span := waitSpan(id, ids); span != "" {
-		return AttrWaitSpan, avS(span), AttrWaitFor
+		return attrWaitSpan, avS(span), attrWaitFor
 	}
-	return AttrWaitFor, avList(ids), AttrWaitSpan
+	return attrWaitFor, avList(ids), attrWaitSpan
 }
 
 // endedEntry is how ended's id is added to the ended ids of task waiter:
 // the attribute and the element.
 func endedEntry(waiter, ended string) (attr, elem string) {
 	if len(ended) > len(waiter)+1 && strings.HasPrefix(ended, waiter+"/") {
-		return AttrEndedSub, ended[len(waiter):]
+		return attrEndedSub, ended[len(waiter):]
 	}
-	return AttrEnded, ended
+	return attrEnded, ended
 }
 
 // endedIDs merges the two forms of task id's ended ids, sorted.
@@ -110,16 +110,16 @@ func putWaitIDs(item map[string]types.AttributeValue, t lease.Task) {
 	}
 	var whole, sub []string
 	for _, e := range t.Ended {
-		if attr, elem := endedEntry(t.ID, e); attr == AttrEndedSub {
+		if attr, elem := endedEntry(t.ID, e); attr == attrEndedSub {
 			sub = append(sub, elem)
 		} else {
 			whole = append(whole, elem)
 		}
 	}
 	if len(whole) > 0 {
-		item[AttrEnded] = &types.AttributeValueMemberSS{Value: whole}
+		item[attrEnded] = &types.AttributeValueMemberSS{Value: whole}
 	}
 	if len(sub) > 0 {
-		item[AttrEndedSub] = &types.AttributeValueMemberSS{Value: sub}
+		item[attrEndedSub] = &types.AttributeValueMemberSS{Value: sub}
 	}
 }

@@ -68,10 +68,10 @@ func TestEndedIDsRoundTrip(t *testing.T) {
 	const id = "parent"
 	ended := []string{"dep-a", id + "/m/0", id + "/m/10", "parentless", id + "x/0"}
 	item := itemOf(lease.Task{ID: id, Kind: "k", Status: lease.StatusWaiting, Ended: ended, MaxAttempts: 1})
-	if attr, elem := endedEntry(id, id+"/m/10"); attr != AttrEndedSub || elem != "/m/10" {
+	if attr, elem := endedEntry(id, id+"/m/10"); attr != attrEndedSub || elem != "/m/10" {
 		t.Fatalf("endedEntry = %s %q", attr, elem)
 	}
-	if attr, _ := endedEntry(id, id+"x/0"); attr != AttrEnded {
+	if attr, _ := endedEntry(id, id+"x/0"); attr != attrEnded {
 		t.Fatal("an id that only shares the waiter's id as a prefix went relative")
 	}
 	got, err := TaskFromItem(item)
@@ -104,7 +104,7 @@ func TestAWaveOfFiftyFitsInOneWriteUnit(t *testing.T) {
 		task.WaitFor = append(task.WaitFor, fmt.Sprintf("%s/echo/%d", id, 950+i))
 	}
 	task.Ended = slices.Clone(task.WaitFor)
-	compact, whole := itemSize(itemOf(task)), len(AttrWaitFor)+3
+	compact, whole := itemSize(itemOf(task)), len(attrWaitFor)+3
 	for _, e := range task.WaitFor {
 		whole += 1 + len(e) + len(e) // as a list, and again in the ended set
 	}
