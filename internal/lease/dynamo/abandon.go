@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
-// AbandonWait implements Store: one write, conditional on the task waiting
+// AbandonWait implements lease.Store: one write, conditional on the task waiting
 // under a.Fence for something other than a callback, stamped with a call
 // id so that the SDK's retry after a lost answer recognises its own write.
 func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Task, error) {

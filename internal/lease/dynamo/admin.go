@@ -33,7 +33,7 @@ const (
 
 var _ query.Admin = (*Store)(nil)
 
-// Due implements Admin: one Query of the sweep index per page of results,
+// Due implements query.Admin: one Query of the sweep index per page of results,
 // until limit entries or the end of the due range.
 func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]query.DueTask, error) {
 	if err := query.CheckDue(shard, limit); err != nil {
@@ -76,7 +76,7 @@ func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.Q
 	return s.client.Query(ctx, in)
 }
 
-// MarkDispatched implements Admin.
+// MarkDispatched implements query.Admin.
 func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
 	if err := query.CheckMarkDispatched(id, seen, next); err != nil {
 		return "", err
@@ -143,7 +143,7 @@ var errConditionFailed = errors.New("condition failed")
 // hands back the item it saw, and the next is built for it).
 const maxCancelTries = 4
 
-// RequestCancel implements Admin. It makes no read, and no other writer can
+// RequestCancel implements query.Admin. It makes no read, and no other writer can
 // make it fail:
 //
 //  1. The first write assumes a PENDING task that never ran and ends it
@@ -295,7 +295,7 @@ func (s *Store) cancelPending(ctx context.Context, prev lease.Task, flagged bool
 		values, classify)
 }
 
-// Retry implements Admin.
+// Retry implements query.Admin.
 func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error) {
 	if err := query.CheckRetry(id, extraAttempts); err != nil {
 		return lease.Task{}, err
@@ -404,7 +404,7 @@ func (st *listStream) skip() {
 	}
 }
 
-// List implements Admin. The listing index is sharded by id and keyed on
+// List implements query.Admin. The listing index is sharded by id and keyed on
 // creation time only, so a page merges the shards: each is read newest
 // first a chunk at a time, a batch listing entry (lease/listing.go) standing for
 // its tasks, listed at its time; each task's item is read for its
@@ -653,7 +653,7 @@ func (s *Store) getViews(ctx context.Context, ids []string) (map[string]lease.Ta
 	return views, nil
 }
 
-// GetMany implements ManyGetter: BatchGetItem, strongly consistent, up to
+// GetMany implements query.ManyGetter: BatchGetItem, strongly consistent, up to
 // maxBatchGet keys a call.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error) {
 	// BatchGetItem refuses a repeated key; the order of keys is free.
@@ -728,7 +728,7 @@ func (s *Store) batchGet(ctx context.Context, req map[string]types.KeysAndAttrib
 
 var _ query.Lister = (*Store)(nil)
 
-// WriteListing implements Lister: one PutItem of an item that the listing
+// WriteListing implements query.Lister: one PutItem of an item that the listing
 // index keys like a task (list_shard, created_at) and that holds the ids.
 // It expires ListingSlack after the store's retention would expire a task
 // created with it.
@@ -759,7 +759,7 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 	return l, nil
 }
 
-// AppendListing implements Lister: one UpdateItem of the entry's ids,
+// AppendListing implements query.Lister: one UpdateItem of the entry's ids,
 // whose keys it leaves alone, so no index write.
 func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
 	if err := query.CheckAppend(l, ids); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
-// CreateCancelled implements Store: one conditional put
+// CreateCancelled implements lease.Store: one conditional put
 // (attribute_not_exists), like any create.
 func (s *Store) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {
 	t, n, err := rules.Placeholder(id, parent, reason, s.now(), s.opts.Retention)
@@ -26,7 +26,7 @@ func (s *Store) CreateCancelled(ctx context.Context, id, parent, reason string) 
 	return got, err
 }
 
-// EndWaiting implements Store.
+// EndWaiting implements lease.Store.
 func (s *Store) EndWaiting(ctx context.Context, prev lease.Task, status lease.Status, reason string) (lease.Task, error) {
 	if err := rules.CheckEndWaiting(prev, status); err != nil {
 		return lease.Task{}, err

@@ -35,7 +35,7 @@ import (
 )
 
 // The history check: clients run claim, renew, finish, release, suspend,
-// cancel, retry, complete, fail and get against the real DynamoStore on the
+// cancel, retry, complete, fail and get against the real dynamo.Store on the
 // stack, through an HTTP client that drops a fraction of the responses after
 // the table answered (the SDK then retries the same request). Every call is
 // recorded with when it was made, when it returned and what it reported;

@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
-// TakeStart implements RateLimiter: one UpdateItem that adds one to the
+// TakeStart implements limiter.RateLimiter: one UpdateItem that adds one to the
 // window's count only while it is below limit (1 write unit).
 func (s *Store) TakeStart(ctx context.Context, key string, window time.Time, per time.Duration, limit int) (bool, error) {
 	if err := limiter.CheckTakeStart(key, window, per, limit); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
-// TakeRedrive implements RedriveCounter: one UpdateItem that adds one to
+// TakeRedrive implements limiter.RedriveCounter: one UpdateItem that adds one to
 // the count only while it is below limit (1 write unit, also when the
 // condition fails).
 func (s *Store) TakeRedrive(ctx context.Context, key string, limit int) (bool, error) {

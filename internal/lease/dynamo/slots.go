@@ -20,7 +20,7 @@ import (
 // again.
 const maxSlotTries = 4
 
-// AcquireSlot implements SlotLimiter. Taking a free slot is one
+// AcquireSlot implements limiter.SlotLimiter. Taking a free slot is one
 // conditional UpdateItem; the first holder of a key creates the item
 // (PutItem) instead; a full set whose holders have expired costs one more
 // UpdateItem that removes them. Each write costs a write unit per KB of
@@ -139,7 +139,7 @@ func (s *Store) dropHolders(ctx context.Context, id string, drop map[string]type
 	return nil // removed, or one of them was taken again: take again either way
 }
 
-// ReleaseSlot implements SlotLimiter: one UpdateItem that removes the
+// ReleaseSlot implements limiter.SlotLimiter: one UpdateItem that removes the
 // holder (and writes nothing if the set is gone).
 func (s *Store) ReleaseSlot(ctx context.Context, key, holder string) error {
 	if key == "" || holder == "" {
@@ -162,7 +162,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, key, holder string) error {
 	return nil
 }
 
-// FreeLostSlots implements SlotLimiter: a strongly consistent GetItem of
+// FreeLostSlots implements limiter.SlotLimiter: a strongly consistent GetItem of
 // the set, one of each holder checked (Get), and for each lost one an
 // UpdateItem that removes it only while it keeps the time it was read
 // with.

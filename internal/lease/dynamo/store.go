@@ -18,7 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
-// DynamoDBClient lists the DynamoDB calls DynamoStore makes, with the SDK's
+// Client lists the DynamoDB calls Store makes, with the SDK's
 // signatures, so *dynamodb.Client satisfies it.
 type Client interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -98,7 +98,7 @@ const (
 	histAt      = "at"
 )
 
-// DynamoStore is the lease store on a DynamoDB table keyed by id. Every
+// Store is the lease store on a DynamoDB table keyed by id. Every
 // method is one call; a failed condition is classified from the item
 // DynamoDB returns with the failure.
 type Store struct {
@@ -109,7 +109,7 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
-// NewDynamoStore returns a store on table.
+// New returns a store on table.
 func New(client Client, table string, opts lease.Options) *Store {
 	return &Store{client: client, table: table, opts: opts.WithDefaults()}
 }
@@ -152,7 +152,7 @@ func (s *Store) newTask(n lease.NewTask, now time.Time) lease.Task {
 	return t
 }
 
-// Create implements Store.
+// Create implements lease.Store.
 func (s *Store) Create(ctx context.Context, n lease.NewTask) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
@@ -170,7 +170,7 @@ func (s *Store) Create(ctx context.Context, n lease.NewTask) (lease.Task, error)
 	return s.put(ctx, t, n)
 }
 
-// CreateClaimed implements Store.
+// CreateClaimed implements lease.Store.
 func (s *Store) CreateClaimed(ctx context.Context, n lease.NewTask, owner string) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
@@ -192,7 +192,7 @@ func (s *Store) CreateClaimed(ctx context.Context, n lease.NewTask, owner string
 	return s.put(ctx, t, n)
 }
 
-// CreateFailed implements Store.
+// CreateFailed implements lease.Store.
 func (s *Store) CreateFailed(ctx context.Context, n lease.NewTask, reason string) (lease.Task, error) {
 	if err := n.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("create %s: %w", n.ID, err)
@@ -375,7 +375,7 @@ func (s *Store) putOnce(ctx context.Context, t lease.Task, n lease.NewTask, toke
 	return *old, lease.CheckDuplicate(*old, n)
 }
 
-// Claim implements Store.
+// Claim implements lease.Store.
 func (s *Store) Claim(ctx context.Context, id, owner string) (lease.Task, error) {
 	if owner == "" {
 		return lease.Task{}, fmt.Errorf("claim %s: %w: owner is required", id, lease.ErrInvalid)
@@ -415,7 +415,7 @@ func heldValues(l lease.Lease) map[string]types.AttributeValue {
 	}
 }
 
-// Renew implements Store.
+// Renew implements lease.Store.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("renew: %w", err)
@@ -538,7 +538,7 @@ func (e *ending) expression() string {
 	return x
 }
 
-// Finish implements Store.
+// Finish implements lease.Store.
 func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("finish: %w", err)
@@ -554,7 +554,7 @@ func (s *Store) Finish(ctx context.Context, l lease.Lease, result []byte) (lease
 		func(old *lease.Task) error { return rules.ClassifyHeld("finish", l, old) })
 }
 
-// Release implements Store.
+// Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("release: %w", err)
@@ -668,7 +668,7 @@ func returnItems(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
 	return in
 }
 
-// Get implements Store.
+// Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 	if noSuchID(id) {
 		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)

@@ -20,7 +20,7 @@ func terminalValues(values map[string]types.AttributeValue) map[string]types.Att
 	return values
 }
 
-// Suspend implements Store.
+// Suspend implements lease.Store.
 func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("suspend: %w", err)
@@ -71,7 +71,7 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 		func(old *lease.Task) error { return rules.ClassifyHeld("suspend", l, old) })
 }
 
-// Watch implements Store.
+// Watch implements lease.Store.
 func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Task, error) {
 	if noSuchID(id) {
 		return lease.Task{}, fmt.Errorf("watch %s: %w", id, lease.ErrNotFound)
@@ -93,7 +93,7 @@ func (s *Store) Watch(ctx context.Context, id string, w lease.Waiter) (lease.Tas
 		func(old *lease.Task) error { return rules.ClassifyWatch(id, old) })
 }
 
-// Notify implements Store.
+// Notify implements lease.Store.
 func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
 	if noSuchID(w.ID) {
 		return lease.Task{}, fmt.Errorf("notify %s: %w", w.ID, lease.ErrNotFound)
@@ -129,7 +129,7 @@ func (s *Store) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (l
 		func(old *lease.Task) error { return rules.ClassifyNotify(w, ended, old) })
 }
 
-// Resume implements Store.
+// Resume implements lease.Store.
 func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string) (lease.Task, error) {
 	if noSuchID(id) {
 		return lease.Task{}, fmt.Errorf("resume %s: %w", id, lease.ErrNotFound)
@@ -164,7 +164,7 @@ func (s *Store) Resume(ctx context.Context, id string, fence int64, owner string
 		})
 }
 
-// EndWait implements Store.
+// EndWait implements lease.Store.
 func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
 	if err := e.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("callback %s: %w", e.ID, err)
@@ -268,7 +268,7 @@ const addStepName = "#step_names :step_names"
 // errStepRecorded: a checkpoint found its step recorded under its lease.
 var errStepRecorded = errors.New("step recorded")
 
-// Checkpoint implements Store. A step is recorded at most once: the write
+// Checkpoint implements lease.Store. A step is recorded at most once: the write
 // is conditioned on its name not being in the step-name set, so the SDK's
 // retry of a checkpoint whose response was lost, or a second checkpoint of
 // the step, finds it recorded and returns the task without appending it

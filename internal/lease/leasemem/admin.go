@@ -17,7 +17,7 @@ import (
 
 var _ query.Admin = (*Store)(nil)
 
-// Due implements lease.Admin.
+// Due implements query.Admin.
 func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int) ([]query.DueTask, error) {
 	if err := query.CheckDue(shard, limit); err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func (s *Store) Due(ctx context.Context, shard string, now time.Time, limit int)
 	return due[:min(len(due), limit)], nil
 }
 
-// MarkDispatched implements lease.Admin.
+// MarkDispatched implements query.Admin.
 func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error) {
 	if err := query.CheckMarkDispatched(id, seen, next); err != nil {
 		return "", err
@@ -62,7 +62,7 @@ func (s *Store) MarkDispatched(ctx context.Context, id string, seen, next time.T
 	return rec.Queue, nil
 }
 
-// RequestCancel implements lease.Admin.
+// RequestCancel implements query.Admin.
 func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,7 +91,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (lease.Task, error
 	return clone(rec), nil
 }
 
-// Retry implements lease.Admin.
+// Retry implements query.Admin.
 func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error) {
 	if err := query.CheckRetry(id, extraAttempts); err != nil {
 		return lease.Task{}, err
@@ -129,7 +129,7 @@ type listCursor struct {
 	ID        string       `json:"i"`
 }
 
-// List implements lease.Admin.
+// List implements query.Admin.
 func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
 	if err := query.CheckList(status, limit); err != nil {
 		return nil, "", err
@@ -228,7 +228,7 @@ func (s *Store) Live(limit int) []string {
 
 var _ query.Lister = (*Store)(nil)
 
-// WriteListing implements lease.Lister.
+// WriteListing implements query.Lister.
 func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
 	if err := query.CheckListing(ids, query.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
@@ -246,7 +246,7 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 	return l, nil
 }
 
-// AppendListing implements lease.Lister.
+// AppendListing implements query.Lister.
 func (s *Store) AppendListing(ctx context.Context, l lease.Listing, ids []string) error {
 	if err := query.CheckAppend(l, ids); err != nil {
 		return fmt.Errorf("append listing: %w", err)

@@ -401,7 +401,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 	return clone(rec), nil
 }
 
-// GetMany implements lease.ManyGetter.
+// GetMany implements query.ManyGetter.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
-// TakeStart implements lease.RateLimiter.
+// TakeStart implements limiter.RateLimiter.
 func (s *Store) TakeStart(ctx context.Context, key string, window time.Time, per time.Duration, limit int) (bool, error) {
 	if err := limiter.CheckTakeStart(key, window, per, limit); err != nil {
 		return false, fmt.Errorf("take start: %w", err)

@@ -8,7 +8,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
-// TakeRedrive implements lease.RedriveCounter.
+// TakeRedrive implements limiter.RedriveCounter.
 func (s *Store) TakeRedrive(ctx context.Context, key string, limit int) (bool, error) {
 	if err := limiter.CheckTakeRedrive(key, limit); err != nil {
 		return false, fmt.Errorf("take redrive: %w", err)

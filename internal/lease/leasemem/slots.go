@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
-// AcquireSlot implements lease.SlotLimiter.
+// AcquireSlot implements limiter.SlotLimiter.
 func (s *Store) AcquireSlot(ctx context.Context, key, holder string, max int, until time.Time) (bool, error) {
 	if err := limiter.CheckAcquireSlot(key, holder, max, until); err != nil {
 		return false, fmt.Errorf("acquire slot: %w", err)
@@ -39,7 +39,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key, holder string, max int, un
 	return true, nil
 }
 
-// ReleaseSlot implements lease.SlotLimiter.
+// ReleaseSlot implements limiter.SlotLimiter.
 func (s *Store) ReleaseSlot(ctx context.Context, key, holder string) error {
 	if key == "" || holder == "" {
 		return fmt.Errorf("release slot: %w: a slot needs a key and a holder", lease.ErrInvalid)
@@ -64,7 +64,7 @@ func (s *Store) Slots(key string) map[string]time.Time {
 	return out
 }
 
-// FreeLostSlots implements lease.SlotLimiter.
+// FreeLostSlots implements limiter.SlotLimiter.
 func (s *Store) FreeLostSlots(ctx context.Context, key string, checks int) (int, error) {
 	if key == "" || checks < 1 {
 		return 0, fmt.Errorf("free lost slots: %w: a key and at least one check", lease.ErrInvalid)

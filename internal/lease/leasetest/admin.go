@@ -26,7 +26,7 @@ type AdminStore interface {
 // that holds no task yet (for a table: a new table).
 type NewAdminStoreFunc func(t *testing.T, opts lease.Options) AdminStore
 
-// RunAdmin runs the conformance cases of lease.Admin against the stores
+// RunAdmin runs the conformance cases of query.Admin against the stores
 // newStore builds, each case on its own empty store and fake clock, in
 // parallel.
 func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {

@@ -236,7 +236,7 @@ func testDerivedListing(t *testing.T, a *adminEnv) {
 	}
 }
 
-// Tasks created with a batch listing entry (lease.Lister) are listed
+// Tasks created with a batch listing entry (query.Lister) are listed
 // through it, once, at the entry's time (not their own creation), newest
 // first among the rest and across pages of any size; an entry takes later
 // tasks (AppendListing) until it is full. A task that the entry does not
