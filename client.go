@@ -22,6 +22,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/internal/tracing"
@@ -121,7 +123,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			q.BaseEndpoint = aws.String(o.endpoint)
 		}
 	})
-	store := lease.NewDynamoStore(ddb, cfg.Table, lease.Options{
+	store := dynamo.New(ddb, cfg.Table, lease.Options{
 		Clock:       o.clock,
 		CallTimeout: o.callTimeout,
 		Unlisted:    o.unlisted,
@@ -531,7 +533,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	for cur.Status < len(statuses) && len(page.Tasks) < limit {
 		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), limit-len(page.Tasks), cur.Inner)
 		if err != nil {
-			if errors.Is(err, lease.ErrBadCursor) {
+			if errors.Is(err, query.ErrBadCursor) {
 				return Page{}, invalidOption("%w", err)
 			}
 			return Page{}, c.translate(ctx, err)

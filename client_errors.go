@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // Errors returned by the Client. Test them with errors.Is; the typed errors
@@ -29,7 +30,7 @@ var (
 	// ErrFinished: Cancel of a task that already ended.
 	ErrFinished = lease.ErrFinished
 	// ErrNotRetryable: Retry of a task that is not FAILED or CANCELLED.
-	ErrNotRetryable = lease.ErrNotRetryable
+	ErrNotRetryable = query.ErrNotRetryable
 	// ErrInvalid: an argument breaks a rule (empty kind, payload that is not
 	// JSON, attempts out of range, a list cursor this client did not issue).
 	ErrInvalid = lease.ErrInvalid

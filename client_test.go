@@ -31,6 +31,7 @@ import (
 	"github.com/leasehold/leasehold/examples"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -41,7 +42,7 @@ type clientEnv struct {
 	table  string
 	queues awstest.Queues
 	client *leasehold.Client
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 	sqs    *sqs.Client
 }
 
@@ -54,7 +55,7 @@ func newClientEnv(t *testing.T) *clientEnv {
 		t.Fatalf("NewClient: %v", err)
 	}
 	e.client = c
-	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	e.store = dynamo.New(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
 	return e
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -170,12 +172,12 @@ func TestKindConcurrencyAcrossWorkersOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	out, err := dynamodb.NewFromConfig(e.cfg).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: lease.SlotsID("announced-sleep")}}})
+		Key: map[string]types.AttributeValue{dynamo.AttrID: &types.AttributeValueMemberS{Value: limiter.SlotsID("announced-sleep")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, _ := out.Item[lease.AttrHolders].(*types.AttributeValueMemberM); h == nil || len(h.Value) != 0 {
-		t.Errorf("the slot set at the end: %v; want it empty", out.Item[lease.AttrHolders])
+	if h, _ := out.Item[limiter.AttrHolders].(*types.AttributeValueMemberM); h == nil || len(h.Value) != 0 {
+		t.Errorf("the slot set at the end: %v; want it empty", out.Item[limiter.AttrHolders])
 	}
 	t.Logf("%d tasks of 1.5 s: at most %d at once, %d holds logged", tasks, most, held)
 	e.wantNoLiveToken(t, e.queues.Work)
@@ -201,7 +203,7 @@ func TestKindConcurrencySlotOfAKilledWorkerIsFreedOnTheStack(t *testing.T) {
 	}
 	_ = first.cmd.Wait() // killed: an error, as meant
 
-	slotsKey := map[string]types.AttributeValue{lease.AttrID: &types.AttributeValueMemberS{Value: lease.SlotsID("announced-sleep")}}
+	slotsKey := map[string]types.AttributeValue{dynamo.AttrID: &types.AttributeValueMemberS{Value: limiter.SlotsID("announced-sleep")}}
 	holders := func() map[string]types.AttributeValue {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -209,7 +211,7 @@ func TestKindConcurrencySlotOfAKilledWorkerIsFreedOnTheStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, _ := out.Item[lease.AttrHolders].(*types.AttributeValueMemberM)
+		h, _ := out.Item[limiter.AttrHolders].(*types.AttributeValueMemberM)
 		if h == nil {
 			t.Fatalf("no slot set: %v", out.Item)
 		}

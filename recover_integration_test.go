@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
@@ -35,7 +36,7 @@ func TestRunRecoversLostMessagesAndDeadHolders(t *testing.T) {
 	slack := awstest.Scale(6 * time.Second)
 	// The store that plays the lost sender and the dead holder has the
 	// worker's timing, so it files the tasks in the sweep index alike.
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{
+	store := dynamo.New(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{
 		LeaseDuration: leaseFor, Skew: skew, DispatchGrace: grace,
 	})
 	hs := leasehold.NewHandlers()
@@ -121,7 +122,7 @@ func TestRunWithoutSweepLeavesLostTasksAlone(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)
 	const grace, every = time.Second, 500 * time.Millisecond
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{DispatchGrace: grace})
+	store := dynamo.New(dynamodb.NewFromConfig(e.cfg), e.table, lease.Options{DispatchGrace: grace})
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "note", func(_ context.Context, task *leasehold.Task[string]) (string, error) { return task.Payload, nil })
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, DispatchGrace: grace, SweepEvery: -1, LongPoll: time.Second})

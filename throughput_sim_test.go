@@ -42,6 +42,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -521,7 +522,7 @@ func (s *simStore) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.
 // WriteListing makes the batch listing entry a call of its own, delayed
 // like the rest: leasehold writes one per batch, before its creates.
 func (s *simStore) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
-	return delayed(ctx, s, func() (lease.Listing, error) { return s.Store.(lease.Lister).WriteListing(ctx, ids) })
+	return delayed(ctx, s, func() (lease.Listing, error) { return s.Store.(query.Lister).WriteListing(ctx, ids) })
 }
 
 // AppendListing likewise.
@@ -529,12 +530,12 @@ func (s *simStore) AppendListing(ctx context.Context, l lease.Listing, ids []str
 	if err := s.wait(ctx); err != nil {
 		return err
 	}
-	return s.Store.(lease.Lister).AppendListing(ctx, l, ids)
+	return s.Store.(query.Lister).AppendListing(ctx, l, ids)
 }
 
 var (
 	_ lease.Store  = (*simStore)(nil)
-	_ lease.Lister = (*simStore)(nil)
+	_ query.Lister = (*simStore)(nil)
 )
 
 // ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/metrics"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -125,7 +126,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
 	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
+	store := dynamo.New(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
 		Clock:         cfg.Clock,
 		LeaseDuration: cmp.Or(cfg.LeaseDuration, settings.DefaultLeaseDuration),
 		Skew:          cfg.ClockSkew,

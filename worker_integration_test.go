@@ -30,6 +30,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/leasetest"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
@@ -41,14 +42,14 @@ type stackEnv struct {
 	table  string
 	queues awstest.Queues
 	sqs    *sqs.Client
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 }
 
 func setupStack(t *testing.T) *stackEnv {
 	t.Helper()
 	cfg := awstest.Config(t)
 	e := &stackEnv{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
-	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	e.store = dynamo.New(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
 	return e
 }
 

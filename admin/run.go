@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/schedule"
 	iserve "github.com/leasehold/leasehold/internal/serve"
@@ -64,7 +65,7 @@ func (a *Admin) Run(ctx context.Context, cfg RunConfig) error {
 	sc := iserve.Config{Worker: cfg.Worker, Logger: log}
 	if cfg.IntakeQueueURL != "" {
 		d, err := dispatch.New(dispatch.Config{
-			Store: lease.NewDynamoStore(a.ddb, a.table, lease.Options{}), SQS: a.sqs,
+			Store: dynamo.New(a.ddb, a.table, lease.Options{}), SQS: a.sqs,
 			WorkQueueURL: cfg.Worker.QueueURL(), IntakeDLQURL: cfg.IntakeDLQURL,
 			Logger: log.With("part", "dispatch"),
 		})

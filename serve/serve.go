@@ -20,7 +20,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lambdalog"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	iserve "github.com/leasehold/leasehold/internal/serve"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -57,7 +57,7 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker) err
 	}
 	awsCfg.HTTPClient = awsenv.GuardHTTP(awsCfg.HTTPClient) // awsCfg is a copy
 	q := sqs.NewFromConfig(awsCfg)
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), ds.Table, ds.StoreOptions())
+	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), ds.Table, ds.StoreOptions())
 	d, err := dispatch.New(ds.Config(store, q, log.With("part", "dispatch")))
 	if err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lambdarun"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 func main() {
@@ -44,7 +44,7 @@ func main() {
 	// A call the role does not allow fails here, in every environment, with
 	// a message naming the list to update (internal/iam).
 	awsCfg.APIOptions = append(awsCfg.APIOptions, iam.Enforce(iam.Dispatch.Calls))
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), s.Table, s.StoreOptions())
+	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), s.Table, s.StoreOptions())
 	d, err := dispatch.New(s.Config(store, sqs.NewFromConfig(awsCfg), log))
 	if err != nil {
 		log.Error("configure dispatcher", "error", err)

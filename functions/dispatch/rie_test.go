@@ -21,6 +21,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lambdarun"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/rie"
 )
 
@@ -32,7 +33,7 @@ func TestDispatchUnderRuntimeInterfaceEmulator(t *testing.T) {
 	cfg := awstest.Config(t)
 	table := awstest.NewTable(t, cfg)
 	queues := awstest.NewQueues(t, cfg)
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{})
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})
 
 	dir := t.TempDir()
 	bootstrap, emulator := rie.Bootstrap(t, dir, "", ""), rie.Install(t, dir)

@@ -30,6 +30,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lambdarun"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/rie"
 )
 
@@ -55,7 +56,7 @@ func TestBootstrapUnderRuntimeInterfaceEmulator(t *testing.T) {
 		sqs: sqs.NewFromConfig(cfg),
 		// Its claims (the held task's) last an hour: the worker must meet
 		// a live lease, however slow the build and the cold start are.
-		store:  lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{LeaseDuration: time.Hour}),
+		store:  dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{LeaseDuration: time.Hour}),
 		queues: queues,
 	}
 
@@ -197,7 +198,7 @@ func invoke(t *testing.T, fn *rie.Emulator, ev events.SQSEvent) batchResponse {
 // rieEnv is the test's slice of the local AWS stack.
 type rieEnv struct {
 	sqs    *sqs.Client
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 	queues awstest.Queues
 }
 

@@ -10,7 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // RateWindows reads every rate window item of table (consistent reads):
@@ -27,11 +28,11 @@ func RateWindows(t testing.TB, client *dynamodb.Client, table string) map[string
 			t.Fatalf("scan %s: %v", table, err)
 		}
 		for _, item := range page.Items {
-			id, _ := item[lease.AttrID].(*types.AttributeValueMemberS)
-			if id == nil || !lease.IsRateWindowID(id.Value) {
+			id, _ := item[dynamo.AttrID].(*types.AttributeValueMemberS)
+			if id == nil || !limiter.IsRateWindowID(id.Value) {
 				continue
 			}
-			n, _ := item[lease.AttrStarts].(*types.AttributeValueMemberN)
+			n, _ := item[limiter.AttrStarts].(*types.AttributeValueMemberN)
 			if n == nil {
 				t.Fatalf("rate window %q has no count", id.Value)
 			}

@@ -21,6 +21,9 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/chaos"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // buildWorker compiles chaosworker into the run's directory.
@@ -280,10 +283,10 @@ func scanRecords(t *testing.T, client *dynamodb.Client, table string) map[string
 	t.Helper()
 	out := map[string]lease.Task{}
 	for _, it := range scan(t, client, table, "") {
-		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (lease.IsListingID(id.Value) || lease.IsRateWindowID(id.Value) || lease.IsSlotsID(id.Value)) {
+		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (query.IsListingID(id.Value) || limiter.IsRateWindowID(id.Value) || limiter.IsSlotsID(id.Value)) {
 			continue // a batch listing entry, a rate window or a slot set, not a task
 		}
-		task, err := lease.TaskFromItem(it)
+		task, err := dynamo.TaskFromItem(it)
 		if err != nil {
 			t.Fatalf("chaos: decode task record: %v", err)
 		}
@@ -356,7 +359,7 @@ func drainDLQ(t *testing.T, client *sqs.Client, url string, want int) []chaos.De
 // of a large table slowly. An error is returned, to be reported with the
 // rest of the run's findings.
 func listings(ctx context.Context, client *dynamodb.Client, table string) (map[string]int, error) {
-	store := lease.NewDynamoStore(client, table, lease.Options{CallTimeout: 30 * time.Second})
+	store := dynamo.New(client, table, lease.Options{CallTimeout: 30 * time.Second})
 	seen := map[string]int{}
 	for _, status := range lease.Statuses {
 		cursor := ""

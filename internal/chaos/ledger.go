@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // Write is one write to the tasks table that the emulator applied (it
@@ -54,7 +54,7 @@ type Deletion struct {
 	Answered      time.Time
 }
 
-// Start is one start a rate window gave (lease.RateLimiter's TakeStart:
+// Start is one start a rate window gave (limiter.RateLimiter's TakeStart:
 // an UpdateItem of the window's item that the emulator applied).
 type Start struct {
 	Window    string // the window item's id
@@ -125,11 +125,11 @@ func (l *Ledger) Observe(ex Exchange) {
 	case ex.Status != 200:
 		l.rejected++
 		return
-	case op == "UpdateItem" && lease.IsRateWindowID(req.Key["id"].S):
+	case op == "UpdateItem" && limiter.IsRateWindowID(req.Key["id"].S):
 		l.starts = append(l.starts, Start{Window: req.Key["id"].S, Worker: workerOf(ex.UserAgent),
 			Forwarded: ex.Forwarded, Answered: ex.Answered, Dropped: ex.Dropped})
 		return
-	case op == "UpdateItem" && lease.IsSlotsID(req.Key["id"].S):
+	case op == "UpdateItem" && limiter.IsSlotsID(req.Key["id"].S):
 		return // a kind's slot set, not a task
 	}
 	item := req.Item // PutItem: the item written

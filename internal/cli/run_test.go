@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 // buildLeasehold builds cmd/leasehold into a directory of the test's.
@@ -40,14 +41,14 @@ type runEnv struct {
 	table  string
 	queues awstest.Queues
 	sqs    *sqs.Client
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 }
 
 func setupRun(t *testing.T) *runEnv {
 	t.Helper()
 	cfg := awstest.Config(t)
 	e := &runEnv{table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
-	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	e.store = dynamo.New(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
 	return e
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/schedule"
 	"github.com/leasehold/leasehold/internal/serve"
 	"github.com/leasehold/leasehold/settings"
@@ -97,7 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * max(cfg.TimeScale, 1)) }
 	res := cfg.Resources
 	q := sqs.NewFromConfig(cfg.AWS)
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg.AWS), res.Table, lease.Options{})
+	store := dynamo.New(dynamodb.NewFromConfig(cfg.AWS), res.Table, lease.Options{})
 
 	hs := leasehold.NewHandlers()
 	examples.Register(hs)

@@ -15,6 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 
 	"github.com/leasehold/leasehold/internal/settingstable"
@@ -37,7 +38,7 @@ type Creator interface {
 // enqueueing, Due and MarkDispatched for the sweep.
 type Store interface {
 	Creator
-	Due(ctx context.Context, shard string, now time.Time, limit int) ([]lease.DueTask, error)
+	Due(ctx context.Context, shard string, now time.Time, limit int) ([]query.DueTask, error)
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (queue string, err error)
 }
 
@@ -140,8 +141,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: max attempts %d is outside 1..%d", ErrConfig, c.DefaultMaxAttempts, lease.MaxAttemptsLimit)
 	case c.Concurrency < 1 || c.SweepConcurrency < 1:
 		return fmt.Errorf("%w: concurrency must be at least 1", ErrConfig)
-	case c.SweepPageSize < 1 || c.SweepPageSize > lease.MaxDueLimit:
-		return fmt.Errorf("%w: sweep page size %d is outside 1..%d", ErrConfig, c.SweepPageSize, lease.MaxDueLimit)
+	case c.SweepPageSize < 1 || c.SweepPageSize > query.MaxDueLimit:
+		return fmt.Errorf("%w: sweep page size %d is outside 1..%d", ErrConfig, c.SweepPageSize, query.MaxDueLimit)
 	case c.CallTimeout <= 0:
 		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/queues"
 )
@@ -39,7 +39,7 @@ import (
 // back to the queue it came from, which SQS names in the message's
 // DeadLetterQueueSourceArn. It counts the times in the leasehold-redrives
 // attribute or, for a message that has SQS's 10 message attributes
-// already, in a redrive count of the table (lease.RedriveCounter). A
+// already, in a redrive count of the table (limiter.RedriveCounter). A
 // message sent back MaxDeadLetterRedrives times stays, as does one from a
 // queue the dispatcher does not know, and anything it cannot send back.
 
@@ -606,7 +606,7 @@ func (d *Dispatcher) showDeadLetters(ctx context.Context, client DeadLetterClien
 }
 
 // counterOf is the store's redrive counts, if it keeps them.
-func counterOf(s Store) lease.RedriveCounter {
-	c, _ := s.(lease.RedriveCounter)
+func counterOf(s Store) limiter.RedriveCounter {
+	c, _ := s.(limiter.RedriveCounter)
 	return c
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 // deadLetterStack is a default work queue and a named queue, each with its
@@ -42,7 +43,7 @@ func setupDeadLetterStack(t *testing.T) *deadLetterStack {
 	e := &deadLetterStack{t: t, sqs: sqs.NewFromConfig(cfg), main: awstest.NewQueues(t, cfg), named: awstest.NewQueues(t, cfg)}
 	e.redriveAfterOneReceive(e.main)
 	e.redriveAfterOneReceive(e.named)
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), awstest.NewTable(t, cfg), lease.Options{})
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), awstest.NewTable(t, cfg), lease.Options{})
 	d, err := dispatch.New(dispatch.Config{
 		Store: store, SQS: e.sqs, WorkQueueURL: e.main.Work, WorkDLQURL: e.main.WorkDLQ,
 		NamedQueues: []string{e.arn(e.named.Work)}, Logger: testLogger(t),

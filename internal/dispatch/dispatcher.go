@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -37,7 +38,7 @@ type Dispatcher struct {
 	store   Store // nil for a dispatcher that only enqueues
 	// counter keeps the redrive counts of dead letters with no room for
 	// the attribute; nil when the store keeps none.
-	counter lease.RedriveCounter
+	counter limiter.RedriveCounter
 	dead    deadLetterState
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -160,7 +161,7 @@ func TestNewRejectsConfig(t *testing.T) {
 		"negative grace":     func(c *dispatch.Config) { c.DispatchGrace = -time.Second },
 		"too many attempts":  func(c *dispatch.Config) { c.DefaultMaxAttempts = lease.MaxAttemptsLimit + 1 },
 		"negative conc":      func(c *dispatch.Config) { c.Concurrency = -1 },
-		"page size too big":  func(c *dispatch.Config) { c.SweepPageSize = lease.MaxDueLimit + 1 },
+		"page size too big":  func(c *dispatch.Config) { c.SweepPageSize = query.MaxDueLimit + 1 },
 		"negative timeout":   func(c *dispatch.Config) { c.CallTimeout = -time.Second },
 		"negative sweep con": func(c *dispatch.Config) { c.SweepConcurrency = -2 },
 	}

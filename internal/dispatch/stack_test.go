@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -38,7 +39,7 @@ type stackEnv struct {
 	clock  *clockwork.FakeClock
 	sqs    *sqs.Client
 	queues awstest.Queues
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 	d      *dispatch.Dispatcher
 	worker *leasehold.Worker
 
@@ -57,7 +58,7 @@ func setupStack(t *testing.T, wrap func(dispatch.SQSClient) dispatch.SQSClient) 
 		runs:   map[string]int{},
 	}
 	table := awstest.NewTable(t, cfg)
-	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{Clock: e.clock})
+	e.store = dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{Clock: e.clock})
 	var q dispatch.SQSClient = e.sqs
 	if wrap != nil {
 		q = wrap(q)

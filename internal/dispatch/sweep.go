@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // SweepStats counts what one sweep did.
@@ -121,7 +122,7 @@ func (d *Dispatcher) sweepShard(ctx context.Context, shard string, now time.Time
 		}
 		// The index is eventually consistent: an entry this sweep moved
 		// may still show in the next page. It is not counted twice.
-		var fresh []lease.DueTask
+		var fresh []query.DueTask
 		for _, e := range due {
 			if !seen[e.ID] {
 				seen[e.ID] = true
@@ -138,7 +139,7 @@ func (d *Dispatcher) sweepShard(ctx context.Context, shard string, now time.Time
 
 // dispatchDue marks each entry dispatched and sends tokens for those this
 // sweep won.
-func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next time.Time) SweepStats {
+func (d *Dispatcher) dispatchDue(ctx context.Context, due []query.DueTask, next time.Time) SweepStats {
 	st := SweepStats{Due: len(due)}
 	outcome := make([]error, len(due))
 	queue := make([]string, len(due))
@@ -150,7 +151,7 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, due []lease.DueTask, next 
 		switch {
 		case i >= started:
 			st.Failed++
-		case errors.Is(err, lease.ErrDispatchRaced):
+		case errors.Is(err, query.ErrDispatchRaced):
 			st.Raced++
 		case err != nil:
 			st.Failed++

@@ -38,6 +38,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/iam"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -270,7 +271,7 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	// A task leased by another worker: its token is hidden, not run. The
 	// lease outlasts the test (an hour), so its hidden and replaced tokens
 	// do not come back during it, however slow the machine.
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(s.cfg), s.table, lease.Options{LeaseDuration: time.Hour})
+	store := dynamo.New(dynamodb.NewFromConfig(s.cfg), s.table, lease.Options{LeaseDuration: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
 	if _, err := store.Create(ctx, lease.NewTask{ID: "held", Kind: "greet", Payload: []byte(`{"name":"` + secret + `"}`), MaxAttempts: 3}); err != nil {
@@ -384,7 +385,7 @@ func TestDispatchFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	}
 	settings := dispatch.Settings{Table: s.table, QueueURL: s.queues.Work, IntakeDLQURL: s.queues.IntakeDLQ, DeadLetterQueueURL: s.queues.WorkDLQ,
 		NamedQueues: []string{attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}}
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), settings.Table, settings.StoreOptions())
 	dc := settings.Config(store, sqs.NewFromConfig(cfg), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	dc.Clock = clock
 	d, err := dispatch.New(dc)

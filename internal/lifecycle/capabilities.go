@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // capabilities are the optional interfaces of Config.Store, found once, by
@@ -13,13 +15,13 @@ import (
 // lacks; each use site says what it does without it.
 type capabilities struct {
 	// rates keeps rate windows (Config.RateLimits; required with them).
-	rates lease.RateLimiter
+	rates limiter.RateLimiter
 	// slots keeps slot sets (Config.KindConcurrency; required with it).
-	slots lease.SlotLimiter
+	slots limiter.SlotLimiter
 	// many reads many tasks in one call (readTasks; else one Get each).
-	many lease.ManyGetter
+	many query.ManyGetter
 	// lister writes batch listing entries (listBatch; else none).
-	lister lease.Lister
+	lister query.Lister
 	// cancels requests a cancel (cancelFlagged, childCanceller; else a
 	// flagged task waits for its next claim and a running child runs on).
 	cancels canceller
@@ -31,22 +33,22 @@ type capabilities struct {
 // capabilitiesOf finds the optional interfaces of store.
 func capabilitiesOf(store lease.Store) capabilities {
 	var c capabilities
-	c.rates, _ = store.(lease.RateLimiter)
-	c.slots, _ = store.(lease.SlotLimiter)
-	c.many, _ = store.(lease.ManyGetter)
-	c.lister, _ = store.(lease.Lister)
+	c.rates, _ = store.(limiter.RateLimiter)
+	c.slots, _ = store.(limiter.SlotLimiter)
+	c.many, _ = store.(query.ManyGetter)
+	c.lister, _ = store.(query.Lister)
 	c.cancels, _ = store.(canceller)
 	c.marker, _ = store.(dispatchMarker)
 	return c
 }
 
-// canceller is the store's cancel (lease.Admin's), which the lifecycle's
+// canceller is the store's cancel (query.Admin's), which the lifecycle's
 // lease.Store does not declare: both stores have it.
 type canceller interface {
 	RequestCancel(ctx context.Context, id string) (lease.Task, error)
 }
 
-// dispatchMarker is the part of lease.Admin a registration check needs.
+// dispatchMarker is the part of query.Admin a registration check needs.
 type dispatchMarker interface {
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error)
 }

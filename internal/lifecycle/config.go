@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -147,7 +148,7 @@ type Config struct {
 	WaitTimeout time.Duration
 	// RateLimits bounds the task starts of each queue (by name; "" is the
 	// default work queue, QueueURL) per window, counted in Store's rate
-	// windows (lease.RateLimiter), shared by every worker of the table. A
+	// windows (limiter.RateLimiter), shared by every worker of the table. A
 	// start is taken after the claim; a claimed task whose window is full
 	// is released without using an attempt (holdForRate), and later
 	// tokens of the window are held back before their claim
@@ -155,7 +156,7 @@ type Config struct {
 	RateLimits map[string]settings.RateLimit
 	// KindConcurrency bounds, per kind, the attempts that run at once
 	// across every worker of the table, in Store's slot sets
-	// (lease.SlotLimiter). A claimed task whose kind has no free slot is
+	// (limiter.SlotLimiter). A claimed task whose kind has no free slot is
 	// released without using an attempt (holdForSlot).
 	KindConcurrency map[string]int
 
@@ -288,8 +289,8 @@ func (c Config) validate() error {
 		}
 	}
 	for kind, n := range c.KindConcurrency {
-		if kind == "" || n < 1 || n > lease.MaxSlots {
-			return fmt.Errorf("%w: the concurrency limit of kind %q is %d, outside 1..%d", ErrConfig, kind, n, lease.MaxSlots)
+		if kind == "" || n < 1 || n > limiter.MaxSlots {
+			return fmt.Errorf("%w: the concurrency limit of kind %q is %d, outside 1..%d", ErrConfig, kind, n, limiter.MaxSlots)
 		}
 	}
 	if len(c.KindConcurrency) > 0 && c.caps.slots == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -51,7 +52,7 @@ func (e *env) due(t *testing.T, id string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.ContainsFunc(due, func(d lease.DueTask) bool { return d.ID == id })
+	return slices.ContainsFunc(due, func(d query.DueTask) bool { return d.ID == id })
 }
 
 func awaitCallbackFor(e *env, timeout time.Duration) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -78,10 +79,10 @@ const minAppend = 2
 // dependencies or a create token) by a batch listing entry, written before
 // any of them is created, so that the listing index takes one write per
 // entry instead of one per task (docs/performance.md, "Listing"). While
-// the executor's last entry is younger than lease.ListingWindow and has
+// the executor's last entry is younger than query.ListingWindow and has
 // room, a batch of at least minAppend such tasks is added to it
 // (AppendListing, one write and no index write); else a batch of at least
-// lease.MinListing opens a new one. It returns nil, and each message
+// query.MinListing opens a new one. It returns nil, and each message
 // decodes its own token, when the store writes no entries or the batch
 // cannot use one. A task whose entry could not be written is created with
 // a listing key of its own, as without entries.
@@ -120,10 +121,10 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 	e.listing = nil
 	e.listingMu.Unlock()
 	switch {
-	case cur == nil || e.cfg.Clock.Since(cur.l.At) >= lease.ListingWindow:
+	case cur == nil || e.cfg.Clock.Since(cur.l.At) >= query.ListingWindow:
 	case len(ids) < minAppend:
 		e.keepListing(cur) // for the next batch
-	case cur.ids+len(ids) <= lease.MaxListingIDs && cur.bytes+size <= lease.MaxListingBytes:
+	case cur.ids+len(ids) <= query.MaxListingIDs && cur.bytes+size <= query.MaxListingBytes:
 		err := lister.AppendListing(ctx, cur.l, ids)
 		if err == nil {
 			cur.ids, cur.bytes = cur.ids+len(ids), cur.bytes+size
@@ -131,12 +132,12 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 			e.keepListing(cur)
 			return pre
 		}
-		if !errors.Is(err, lease.ErrListingFull) && !errors.Is(err, lease.ErrNotFound) {
+		if !errors.Is(err, query.ErrListingFull) && !errors.Is(err, lease.ErrNotFound) {
 			log.Warn("could not add the batch's tasks to its listing entry; opening another", "tasks", len(ids), "error", err)
 		}
 	}
-	for _, group := range lease.SplitListing(ids) {
-		if len(group) < lease.MinListing {
+	for _, group := range query.SplitListing(ids) {
+		if len(group) < query.MinListing {
 			continue
 		}
 		l, err := lister.WriteListing(ctx, group)

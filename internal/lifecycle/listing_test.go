@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -20,7 +21,7 @@ func (failingLister) WriteListing(context.Context, []string) (lease.Listing, err
 }
 
 // A batch's inline tasks are listed by one batch listing entry, written
-// before their creates; the next batches within lease.ListingWindow are
+// before their creates; the next batches within query.ListingWindow are
 // added to it, and after the window a batch opens another (or, too small
 // for one, lists its tasks on their own). A repeated id and a task created
 // by reference keep listing keys of their own. When the entry cannot be
@@ -62,7 +63,7 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 			// the entry open for the next batch.
 			e.exec.ProcessBatch(t.Context(), nil, append(batch("x0"), msg("x0again", inline(t, "ok", "x0", "", 0))))
 			e.exec.ProcessBatch(t.Context(), nil, batch("a0", "a1"))
-			e.clock.Advance(lease.ListingWindow)
+			e.clock.Advance(query.ListingWindow)
 			e.exec.ProcessBatch(t.Context(), nil, batch("s0", "s1"))
 			e.exec.ProcessBatch(t.Context(), nil, batch("n0", "n1", "n2"))
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -41,7 +42,7 @@ func TestLostResponseOfOwnWriteOnDynamoDB(t *testing.T) {
 			dcfg := cfg.Copy()
 			dcfg.HTTPClient = losing
 			clock := clockwork.NewFakeClockAt(epoch)
-			store := lease.NewDynamoStore(dynamodb.NewFromConfig(dcfg), table, lease.Options{Clock: clock})
+			store := dynamo.New(dynamodb.NewFromConfig(dcfg), table, lease.Options{Clock: clock})
 			id := "lost-" + c.name + "-" + t.Name()
 			if c.ref {
 				if _, err := store.Create(t.Context(), lease.NewTask{ID: id, Kind: "k", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/settings"
@@ -367,7 +368,7 @@ func TestKindConcurrencyFreesTheSlotOfADeadWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadHolder := lease.SlotHolder(dead.ID, dead.Fence)
+	deadHolder := limiter.SlotHolder(dead.ID, dead.Fence)
 	if ok, err := e.store.AcquireSlot(t.Context(), "slow", deadHolder, 1, e.clock.Now().Add(15*time.Minute)); err != nil || !ok {
 		t.Fatalf("the dead worker's slot: %t %v", ok, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -131,7 +132,7 @@ func (x *execution) checkRegistrations(ctx context.Context, t lease.Task) State 
 		cctx, cancel := x.call()
 		_, err := m.MarkDispatched(cctx, t.ID, t.DispatchAt, t.WaitUntil)
 		cancel()
-		if err != nil && !errors.Is(err, lease.ErrDispatchRaced) {
+		if err != nil && !errors.Is(err, query.ErrDispatchRaced) {
 			// The entry stays where the sweep put it: the check comes again.
 			x.log.warn("could not move a dependent's sweep entry to its deadline", "error", err)
 		}

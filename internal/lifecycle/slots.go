@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/limiter"
 )
 
 // A kind's concurrency limit (Config.KindConcurrency): a slot of the
@@ -21,7 +22,7 @@ const (
 	maxSlotHold    = 5 * time.Minute
 	noDeadlineSlot = 15 * time.Minute
 	// maxSlotChecks bounds the holders of a full slot set whose tasks a
-	// held attempt reads (lease.SlotLimiter.FreeLostSlots): the oldest,
+	// held attempt reads (limiter.SlotLimiter.FreeLostSlots): the oldest,
 	// likeliest to be lost.
 	maxSlotChecks = 2
 )
@@ -37,7 +38,7 @@ const (
 // go on with. A slot set that cannot be written holds the task back too.
 // Before it holds the task back, a full set's oldest holders are checked,
 // and the slots of attempts that are over or lost are given back
-// (lease.SlotLimiter.FreeLostSlots): then it takes a slot again.
+// (limiter.SlotLimiter.FreeLostSlots): then it takes a slot again.
 func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 	limit, ok := x.cfg.KindConcurrency[x.task.Kind]
 	if !ok {
@@ -48,7 +49,7 @@ func (x *execution) holdForSlot(ctx context.Context) (State, bool) {
 	if dl, ok := ctx.Deadline(); ok {
 		until = dl
 	}
-	holder := lease.SlotHolder(x.task.ID, x.task.Fence)
+	holder := limiter.SlotHolder(x.task.ID, x.task.Fence)
 	slots := x.cfg.caps.slots
 	cctx, cancel := x.call()
 	got, err := slots.AcquireSlot(cctx, x.task.Kind, holder, limit, until)

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/serve"
 )
 
@@ -25,14 +26,14 @@ type env struct {
 	table  string
 	queues awstest.Queues
 	sqs    *sqs.Client
-	store  *lease.DynamoStore
+	store  *dynamo.Store
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	cfg := awstest.Config(t)
 	e := &env{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg), sqs: sqs.NewFromConfig(cfg)}
-	e.store = lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
+	e.store = dynamo.New(dynamodb.NewFromConfig(cfg), e.table, lease.Options{})
 	return e
 }
 

@@ -26,7 +26,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/awstest"
-	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 type readmeBlock struct {
@@ -105,7 +105,7 @@ func namedState(t *testing.T) string {
 		fmt.Fprintf(&b, "scan leasehold-tasks: %v\n", err)
 	} else {
 		for _, item := range out.Items {
-			task, err := lease.TaskFromItem(item)
+			task, err := dynamo.TaskFromItem(item)
 			if err != nil {
 				fmt.Fprintf(&b, "a resize task: %v\n", err)
 				continue

@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awstest"
 	"github.com/leasehold/leasehold/internal/cli/ui"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/dynamo"
 )
 
 // Environment of the browser test.
@@ -108,7 +109,7 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	b.waiter = enqueue("waiter", leasehold.After(b.dep))
 
 	// Fail one through the store, as a worker whose handler failed would.
-	store := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), table, lease.Options{})
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})
 	held := awstest.Claim(t, ctx, store, b.failed, "browser-test")
 	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i>"})
 
