@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
@@ -26,7 +26,6 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
-	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/internal/wiring"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -36,7 +35,7 @@ import (
 // It is defined in internal/wiring, where its fields are documented, so
 // that package leaseholdtest can build a Client on its in-memory store
 // with NewClient itself.
-type ClientConfig = wiring.ClientConfig
+type ClientConfig = wiring.ClientConfig[EnqueueMiddleware]
 
 type clientOptions struct {
 	callTimeout time.Duration
@@ -47,6 +46,8 @@ type clientOptions struct {
 	unlisted    bool
 	// tracer is ClientConfig.TracerProvider's; nil without one.
 	tracer trace.Tracer
+	// middleware is ClientConfig.Middleware, after the tracer's.
+	middleware []EnqueueMiddleware
 }
 
 // adminStore lists the lease store calls a client makes; both stores
@@ -147,10 +148,16 @@ func newClientOn(store adminStore, q clientSQS, cfg ClientConfig, o clientOption
 		table:      cfg.Table,
 		queueURL:   cfg.QueueURL,
 		queueName:  cfg.QueueName,
-		opts:       o,
+		opts:       withMiddleware(o, cfg.Middleware),
 		kindQueues: maps.Clone(cfg.KindQueues),
 		named:      queues.NewResolver(q, "", o.callTimeout),
 	}
+}
+
+// withMiddleware is o with its own copy of mws.
+func withMiddleware(o clientOptions, mws []EnqueueMiddleware) clientOptions {
+	o.middleware = slices.Clone(mws)
+	return o
 }
 
 // endpointOf is where a client's calls go: its configured base endpoint, or
@@ -245,6 +252,19 @@ func AfterAny(ids ...string) EnqueueOption {
 // they have not all ended by then, the task ends FAILED with the reason.
 func WaitTimeout(d time.Duration) EnqueueOption { return func(s *Submission) { s.WaitTimeout = d } }
 
+// Metadata gives the task metadata: a few strings that travel with it
+// from the enqueue to every run (HandlerRun.Metadata, for the worker's
+// middleware), are stored on it (TaskInfo.Metadata), and pass on to the
+// children its handler spawns and the links of its chain. Keys are 1 to 64
+// ASCII letters, digits and '-', '_', '.', ':'; at most 16 entries of at
+// most 512 bytes each, 2 KiB in all (docs/limits.md); metadata that breaks
+// the rules makes the submission ErrInvalid. The map is copied. A client's
+// EnqueueMiddleware can add entries to every task; a tracer adds the W3C
+// "traceparent" and "tracestate".
+func Metadata(md map[string]string) EnqueueOption {
+	return func(s *Submission) { s.Metadata = maps.Clone(md) }
+}
+
 // Submission is one task for EnqueueMany. Only Kind is required.
 type Submission struct {
 	Kind string
@@ -271,6 +291,8 @@ type Submission struct {
 	WaitTimeout time.Duration
 	// Then: see the option of the same name.
 	Then []Link
+	// Metadata: see the option of the same name.
+	Metadata map[string]string
 }
 
 // links is s.Then as package submit takes it.
@@ -335,17 +357,23 @@ func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts ...
 // stop the others. The error is non-nil only when nothing could be done at
 // all, such as an unreachable endpoint or a cancelled ctx; the results then
 // say which submissions were done before.
-func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) (res []EnqueueResult, err error) {
-	if c.opts.tracer != nil {
-		var span trace.Span
-		ctx, span = c.opts.tracer.Start(ctx, "leasehold.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attribute.Int("leasehold.enqueue.tasks", len(subs))))
-		if len(subs) == 1 {
-			span.SetAttributes(attribute.String(tracing.AttrKind, subs[0].Kind))
-		}
-		defer func() { endClientSpan(span, res, err) }()
+func (c *Client) EnqueueMany(ctx context.Context, subs []Submission, opts ...BatchOption) ([]EnqueueResult, error) {
+	mws := c.opts.middleware
+	if len(mws) == 0 {
+		return c.enqueueMany(ctx, subs, opts...)
 	}
-	return c.enqueueMany(ctx, subs, opts...)
+	// The middleware may change the submissions: its own copies, so that
+	// the caller's slice and maps are never written.
+	own := slices.Clone(subs)
+	for i := range own {
+		own[i].Metadata = maps.Clone(own[i].Metadata)
+	}
+	next := func(ctx context.Context) ([]EnqueueResult, error) { return c.enqueueMany(ctx, own, opts...) }
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, inner := mws[i], next
+		next = func(ctx context.Context) ([]EnqueueResult, error) { return mw(ctx, own, inner) }
+	}
+	return next(ctx)
 }
 
 // enqueueMany is EnqueueMany's work.
@@ -421,7 +449,8 @@ const enqueueChunk = 400
 // enqueueing applies (internal/submit).
 func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 	r := submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload, MaxAttempts: s.MaxAttempts, Queue: s.Queue,
-		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: s.links()}
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: s.links(),
+		Metadata: s.Metadata}
 	if r.Queue == "" {
 		r.Queue = c.kindQueues[s.Kind]
 	}

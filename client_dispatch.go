@@ -107,7 +107,7 @@ func (c *Client) sendRef(ctx context.Context, queueURL, id string) error {
 	defer cancel()
 	_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:    aws.String(queueURL),
-		MessageBody: aws.String(token.Ref(id)),
+		MessageBody: aws.String(token.RefWith(id, c.traceRef(ctx))),
 	})
 	if err != nil {
 		return fmt.Errorf("send dispatch token for %s: %w: %w", id, ErrBackend, err)

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 
@@ -117,6 +118,9 @@ type TaskInfo struct {
 	Steps []string `json:"steps,omitempty"`
 	// Then lists the ids of the chain's links after this task (Then).
 	Then []string `json:"then,omitempty"`
+	// Metadata is the task's metadata (see the Metadata option). Client.List
+	// leaves it out; Client.Get fills it.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -179,6 +183,7 @@ func infoOf(t lease.Task) TaskInfo {
 	for _, l := range t.Then {
 		info.Then = append(info.Then, l.ID)
 	}
+	info.Metadata = maps.Clone(t.Metadata)
 	for _, a := range t.History {
 		info.History = append(info.History, AttemptInfo{
 			Attempt: a.Attempt, Status: Status(a.Status), Error: a.Error, At: utc(a.At),

@@ -22,9 +22,10 @@ func NewWorkerOn(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*W
 // ClientSQS is the SQS calls a client makes.
 type ClientSQS = clientSQS
 
-func NewClientOn(store adminStore, q ClientSQS, queueURL string, tp trace.TracerProvider) *Client {
+func NewClientOn(store adminStore, q ClientSQS, queueURL string, tp trace.TracerProvider, mws ...EnqueueMiddleware) *Client {
 	c := &Client{store: store, sqs: q, table: "mem", queueURL: queueURL,
-		opts: clientOptions{callTimeout: 5 * time.Second, maxAttempts: settings.DefaultMaxAttempts, clock: clockwork.NewRealClock()}}
+		opts: clientOptions{callTimeout: 5 * time.Second, maxAttempts: settings.DefaultMaxAttempts, clock: clockwork.NewRealClock(),
+			middleware: mws}}
 	c.traceWith(tp)
 	return c
 }

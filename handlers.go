@@ -94,23 +94,48 @@ func Handle[P, R any](hs *Handlers, kind string, h HandlerFunc[P, R]) {
 }
 
 // Middleware wraps every handler run of a worker (WorkerConfig.Middleware,
-// the first outermost). It sees the run and calls next to run the rest of
-// the chain and the handler; the error it returns is the run's: nil, or an
-// error that steers the task as a handler's does (Fail, Cancel, Snooze, or
-// any other for a retry). A middleware that does not call next skips the
-// handler: the run then succeeds with a null result unless it returns an
-// error. A panic in a middleware is a panic of the run, recorded as the
-// handler's would be. Use it for what every kind needs: logging, metrics,
-// tracing, authorisation, a policy for some errors.
+// the first outermost): the worker side of leasehold's one extension seam
+// (EnqueueMiddleware is the client side). It sees the run (kind, id,
+// attempt, payload, metadata) and calls next to run the rest of the chain
+// and the handler; what it returns is the run's result and error: next's,
+// or its own. A nil error with a result records that result; an error
+// steers the task as a handler's does (Fail, Cancel, Snooze, or any other
+// for a retry). A middleware that does not call next skips the handler. A
+// panic in a middleware is a panic of the run, recorded as the handler's
+// would be. Use it for what every kind needs: logging, metrics, tracing,
+// authorisation, reading metadata set at enqueue (a tenant, a request
+// id), a policy for some errors.
 //
-//	func logRuns(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) error) error {
+//	func logRuns(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error) {
 //		start := time.Now()
-//		err := next(ctx)
-//		slog.InfoContext(ctx, "run", "kind", r.Kind, "id", r.ID, "attempt", r.Attempt, "took", time.Since(start), "error", err)
-//		return err
+//		result, err := next(ctx)
+//		slog.InfoContext(ctx, "run", "kind", r.Kind, "id", r.ID, "attempt", r.Attempt,
+//			"tenant", r.Metadata["tenant"], "took", time.Since(start), "error", err)
+//		return result, err
 //	}
 type Middleware = wiring.Middleware
 
 // HandlerRun is one run of a handler, as a Middleware sees it: its kind,
-// id, attempt, max attempts, fence and lease expiry.
+// id, attempt, max attempts, fence and lease expiry, and the task's
+// payload and metadata, which are the task's own: read them, never change
+// them.
 type HandlerRun = wiring.HandlerRun
+
+// EnqueueMiddleware wraps every Enqueue and EnqueueMany of a client
+// (ClientConfig.Middleware, the first outermost). It sees the submissions
+// before they are checked and stored, and may change them: they are the
+// client's copies (the caller's slice and Metadata maps are never
+// written), so it may set subs[i].Metadata, say, to stamp every task with
+// a tenant or a request id. next enqueues them and returns the results,
+// one per submission, which the middleware returns (or its own error).
+//
+//	func stampTenant(ctx context.Context, subs []leasehold.Submission, next func(context.Context) ([]leasehold.EnqueueResult, error)) ([]leasehold.EnqueueResult, error) {
+//		for i := range subs {
+//			if subs[i].Metadata == nil {
+//				subs[i].Metadata = map[string]string{}
+//			}
+//			subs[i].Metadata["tenant"] = tenantOf(ctx)
+//		}
+//		return next(ctx)
+//	}
+type EnqueueMiddleware func(ctx context.Context, subs []Submission, next func(context.Context) ([]EnqueueResult, error)) ([]EnqueueResult, error)

@@ -247,7 +247,8 @@ func (e *Env) newID() string {
 func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
 	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
 		MaxAttempts: cmp.Or(s.MaxAttempts, settings.DefaultMaxAttempts), Queue: s.Queue,
-		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then)}, now)
+		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then),
+		Metadata: s.Metadata}, now)
 }
 
 func links(ls []leasehold.Link) []submit.Link {

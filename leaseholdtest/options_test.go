@@ -26,16 +26,16 @@ func TestEnvRunsTheMiddleware(t *testing.T) {
 		seen []string
 	)
 	note := func(name string) leasehold.Middleware {
-		return func(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) error) error {
+		return func(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error) {
 			mu.Lock()
 			seen = append(seen, name+" "+r.Kind+" "+r.ID+" "+string(rune('0'+r.Attempt)))
 			mu.Unlock()
 			return next(ctx)
 		}
 	}
-	refuse := func(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) error) error {
+	refuse := func(ctx context.Context, r leasehold.HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error) {
 		if r.Kind == "forbidden" {
-			return leasehold.Fail(errors.New("refused by policy"))
+			return nil, leasehold.Fail(errors.New("refused by policy"))
 		}
 		return next(ctx)
 	}

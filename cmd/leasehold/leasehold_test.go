@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -336,17 +337,18 @@ func TestMissingTableExit4(t *testing.T) {
 
 // taskJSON is the JSON form of a task, as the command prints it.
 type taskJSON struct {
-	ID          string          `json:"id"`
-	Kind        string          `json:"kind"`
-	Queue       string          `json:"queue"`
-	Status      string          `json:"status"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	Payload     json.RawMessage `json:"payload"`
-	Result      json.RawMessage `json:"result"`
-	Error       string          `json:"error"`
-	RunAt       time.Time       `json:"run_at"`
-	CreatedAt   time.Time       `json:"created_at"`
+	ID          string            `json:"id"`
+	Kind        string            `json:"kind"`
+	Queue       string            `json:"queue"`
+	Metadata    map[string]string `json:"metadata"`
+	Status      string            `json:"status"`
+	Attempt     int               `json:"attempt"`
+	MaxAttempts int               `json:"max_attempts"`
+	Payload     json.RawMessage   `json:"payload"`
+	Result      json.RawMessage   `json:"result"`
+	Error       string            `json:"error"`
+	RunAt       time.Time         `json:"run_at"`
+	CreatedAt   time.Time         `json:"created_at"`
 	History     []struct {
 		Attempt int    `json:"attempt"`
 		Status  string `json:"status"`
@@ -623,6 +625,38 @@ func TestEnqueueFileReportsBadLines(t *testing.T) {
 	if st.MaxAttempts != 5 || !st.RunAt.Equal(runAt) {
 		t.Fatalf("good-3: %+v", st)
 	}
+}
+
+// --meta sets a task's metadata, alone and on every line of a file (a
+// line's own entries win); status shows it; metadata outside the bounds is
+// a usage error or a rejected line.
+func TestEnqueueMetadata(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.run(t, "", "enqueue", "--kind", "greet", "--id", "m-1", "--meta", "tenant=acme", "--meta", "request=r-42", "{}").expect(t, 0, "")
+	st := decode[taskJSON](t, s.run(t, "", "status", "--json", "m-1"))
+	if !maps.Equal(st.Metadata, map[string]string{"tenant": "acme", "request": "r-42"}) {
+		t.Fatalf("status --json: metadata %v", st.Metadata)
+	}
+	if r := s.run(t, "", "status", "m-1"); !strings.Contains(r.stdout, "metadata:  request=r-42, tenant=acme") {
+		t.Fatalf("status does not show the metadata:\n%s", r.stdout)
+	}
+	lines := `{"kind":"greet","id":"m-2","metadata":{"tenant":"own"}}` + "\n" + `{"kind":"greet","id":"m-3"}` + "\n" +
+		`{"kind":"greet","id":"m-4","metadata":{"bad key":"v"}}` + "\n"
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.run(t, "", "enqueue", "--file", file, "--meta", "tenant=acme,batch=b1").expect(t, 2, `:3: "metadata" key "bad key"`)
+	for id, want := range map[string]map[string]string{
+		"m-2": {"tenant": "own", "batch": "b1"},
+		"m-3": {"tenant": "acme", "batch": "b1"},
+	} {
+		if st := decode[taskJSON](t, s.run(t, "", "status", "--json", id)); !maps.Equal(st.Metadata, want) {
+			t.Errorf("%s: metadata %v, want %v", id, st.Metadata, want)
+		}
+	}
+	s.run(t, "", "enqueue", "--kind", "greet", "--meta", "a b=c", "{}").expect(t, 2, "metadata key")
 }
 
 // The bulk acceptance case: 5,000 tasks from a JSON Lines file, then every

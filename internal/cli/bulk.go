@@ -89,6 +89,14 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 		if subs[i].Queue == "" {
 			subs[i].Queue = f.queue
 		}
+		for k, v := range f.meta { // a line's own entries win
+			if _, own := subs[i].Metadata[k]; !own {
+				if subs[i].Metadata == nil {
+					subs[i].Metadata = make(map[string]string, len(f.meta))
+				}
+				subs[i].Metadata[k] = v
+			}
+		}
 	}
 	total := len(subs) + len(bad)
 	var (

@@ -31,6 +31,7 @@ type enqueueFlags struct {
 	after       []string
 	afterAny    bool
 	then        []string
+	meta        map[string]string
 }
 
 func init() {
@@ -71,6 +72,11 @@ runs it once they have ended, whatever the outcome. See docs/workflows.md. The q
 (exit 4 otherwise; nothing is enqueued). In a file, a line's "queue" does the
 same, and --queue applies to the lines that name none.
 
+--meta key=value (repeatable, or comma-separated) sets the task's metadata,
+which the worker's middleware reads and the task's children inherit (see
+docs/worker.md#metadata); in a file, a line's "metadata" object does the same,
+and --meta adds its entries to every line's (a line's own win).
+
 --then KIND or --then 'KIND=PAYLOAD' (repeatable) makes the task the first of
 a chain: each --then task runs once the one before it has SUCCEEDED, with
 the id ID#2, ID#3, ... (the task needs --id), and reads the one before with
@@ -90,6 +96,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
   leasehold enqueue --kind report --at 2027-06-01T09:00:00Z
   leasehold enqueue --kind resize --queue images-work '{"w":64}'
   leasehold enqueue --kind report --id sum --after fetch-a,fetch-b
+  leasehold enqueue --kind greet --meta tenant=acme --meta request=r-42 '{"name":"ada"}'
   leasehold enqueue --kind upper --id c1 --then upper --then 'upper={"text":"c"}' '{"text":"a"}'
   leasehold enqueue --file tasks.jsonl > ids.txt`,
 		Args: posArgs(cobra.MaximumNArgs(1)),
@@ -113,6 +120,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
 	fl.StringSliceVar(&f.after, "after", nil, "wait until these tasks (comma-separated ids) have SUCCEEDED; cancelled if one fails")
 	fl.BoolVar(&f.afterAny, "after-any", false, "with --after: run once they have ended, whatever the outcome")
+	fl.StringToStringVar(&f.meta, "meta", nil, "set the task's metadata entry KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.then, "then", nil, `run a task of KIND (with 'KIND=PAYLOAD', that JSON payload) after this one succeeds; repeat for a chain (needs --id)`)
 	return cmd
 }
@@ -132,6 +140,9 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	}
 	if f.maxAttempts != 0 {
 		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
+	}
+	if len(f.meta) > 0 {
+		opts = append(opts, leasehold.Metadata(f.meta))
 	}
 	if f.queue != "" {
 		if err := rules.CheckQueueName(f.queue); err != nil {

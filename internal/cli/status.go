@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -276,6 +278,13 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	}
 	row("queue", escape(queue))
 	row("parent", rules.DisplayID(t.Parent))
+	if len(t.Metadata) > 0 {
+		entries := make([]string, 0, len(t.Metadata))
+		for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
+			entries = append(entries, k+"="+escape(t.Metadata[k]))
+		}
+		row("metadata", strings.Join(entries, ", "))
+	}
 	status := string(t.Status)
 	if t.CancelRequested && !t.Status.Terminal() {
 		status += " (cancel requested)"

@@ -64,6 +64,8 @@ type ref struct {
 	body string
 	// createToken is the create token body carries, if any.
 	createToken string
+	// md is the metadata a reference to id carries (the task's).
+	md map[string]string
 }
 
 // tokenFor decides whether task needs a token now, and with which delay: a
@@ -77,7 +79,7 @@ func tokenFor(task lease.Task, now time.Time) (ref, bool) {
 	if wait > lifecycle.MaxSQSDelay {
 		return ref{}, false
 	}
-	return ref{id: task.ID, delay: wait, queue: task.Queue}, true
+	return ref{id: task.ID, delay: wait, queue: task.Queue, md: task.Metadata}, true
 }
 
 // dispatchAt is the sweep-index time a new task should get: exactly its start
@@ -161,7 +163,7 @@ func (d *Dispatcher) sendChunk(ctx context.Context, queueURL string, refs []ref,
 	for i, r := range refs {
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:           aws.String(strconv.Itoa(i)),
-			MessageBody:  aws.String(cmp.Or(r.body, token.Ref(r.id))),
+			MessageBody:  aws.String(cmp.Or(r.body, token.RefWith(r.id, r.md))),
 			DelaySeconds: delaySeconds(r.delay),
 		}
 	}

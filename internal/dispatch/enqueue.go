@@ -178,7 +178,7 @@ func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
 		waitTimeout = max(n.WaitUntil.Sub(now), time.Second)
 	}
 	body, err := token.Token{Kind: n.Kind, ID: n.ID, Payload: n.Payload, MaxAttempts: n.MaxAttempts, Queue: n.Queue, CreateToken: createToken,
-		After: n.After, AfterAny: n.AfterAny, WaitTimeout: waitTimeout, Then: n.Then}.Encode()
+		After: n.After, AfterAny: n.AfterAny, WaitTimeout: waitTimeout, Then: n.Then, Metadata: n.Metadata}.Encode()
 	if err != nil {
 		return ref{}, false // not a JSON payload: stored first, as intake does
 	}

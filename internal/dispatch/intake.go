@@ -98,6 +98,7 @@ func (d *Dispatcher) intake(ctx context.Context, msg events.SQSMessage) (*ref, b
 		MaxAttempts: sub.MaxAttempts,
 		RunAt:       sub.RunAt,
 		Queue:       sub.Queue,
+		Metadata:    sub.Metadata,
 	}, d.cfg.Clock.Now()))
 	switch {
 	case errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrConflict):

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 )
 
 // TestLimitsTableMatchesTheCode: docs/limits.md lists every limit with the
@@ -31,6 +32,10 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		"lease.MaxWaiters":           lease.MaxWaiters,
 		"lease.MaxAttemptsLimit":     lease.MaxAttemptsLimit,
 		"lease.MaxItemBytes":         lease.MaxItemBytes,
+		"metadata.MaxEntries":        metadata.MaxEntries,
+		"metadata.MaxKeyBytes":       metadata.MaxKeyBytes,
+		"metadata.MaxValueBytes":     metadata.MaxValueBytes,
+		"metadata.MaxTotalBytes":     metadata.MaxTotalBytes,
 	}
 	doc, err := os.ReadFile("../../docs/limits.md")
 	if err != nil {
@@ -39,7 +44,10 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 	seen := map[string]bool{}
 	for line := range strings.SplitSeq(string(doc), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[3]), "`lease.") {
+		if len(cells) < 5 {
+			continue
+		}
+		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[3]), "`")

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/internal/metadata"
 	"github.com/leasehold/leasehold/internal/queues"
 )
 
@@ -153,6 +154,9 @@ type Task struct {
 	// Then are the chain's links after this task (NewTask.Then): the first
 	// runs once this task has SUCCEEDED, carrying the rest.
 	Then []Link
+	// Metadata is the task's metadata (package metadata) as it was
+	// enqueued: nil when it has none.
+	Metadata map[string]string
 	// ListedIn is the batch listing entry that lists the task while it has
 	// no listing key of its own (listing.go); empty otherwise.
 	ListedIn string
@@ -259,6 +263,9 @@ type NewTask struct {
 	WaitUntil time.Time
 	// Then are the links of a chain that follow this task (see Link).
 	Then []Link
+	// Metadata is the task's metadata (Task.Metadata), within the bounds
+	// of package metadata.
+	Metadata map[string]string
 	// Prev is the chain link before this task, which has SUCCEEDED: the
 	// task records it as its dependency (Wait WaitAfter, WaitFor [Prev])
 	// without waiting, so its handler reads its outcome as a dependent's.
@@ -310,6 +317,8 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: a wait deadline needs dependencies", ErrInvalid)
 	case n.Prev != "" && (CheckID(n.Prev) != nil || len(n.After) > 0 || n.Parent != ""):
 		return fmt.Errorf("%w: a chain link's predecessor must be a valid id, with no dependencies and no parent", ErrInvalid)
+	case metadata.Problem(n.Metadata) != "":
+		return fmt.Errorf("%w: metadata %s", ErrInvalid, metadata.Problem(n.Metadata))
 	}
 	if err := CheckThen(n.ID, n.Then); err != nil {
 		return err

@@ -44,7 +44,7 @@ func (x *execution) runCallback(ctx context.Context) State {
 		if task.Status == lease.StatusPending {
 			// A resumable wait's answer: run the task again now. Should the
 			// send fail, its sweep entry dispatches it.
-			if err := x.send(ctx, token.Ref(task.ID), 0); err != nil {
+			if err := x.send(ctx, token.RefWith(task.ID, x.carry(nil)), 0); err != nil {
 				x.log.warn("could not send the token that resumes the answered task; the sweep dispatches it", "error", err)
 			}
 		}

@@ -63,7 +63,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 			// other records the queue it arrived on.
 			queue = x.msg.Queue
 		}
-		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken,
+		nt := lease.NewTask{ID: id, Kind: tok.Kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Queue: queue, CreateToken: tok.CreateToken, Metadata: tok.Metadata,
 			Parent: tok.Parent, After: tok.After, AfterAny: tok.AfterAny, Then: tok.Then, Prev: tok.Prev}
 		if x.in.tokenErr != nil {
 			// The task is recorded without its payload, so the body goes
@@ -257,7 +257,7 @@ func (x *execution) redispatch(ctx context.Context, id string, runAt time.Time) 
 		// dispatches it when due.
 		return x.exit(true, "")
 	}
-	if err := x.send(ctx, token.Ref(id), wait); err != nil {
+	if err := x.send(ctx, token.RefWith(id, x.carry(nil)), wait); err != nil {
 		// A queue that is gone leaves the task to the sweep (a PENDING
 		// task is always in its index).
 		return x.exit(errors.Is(err, queues.ErrNotFound), err.Error())

@@ -234,11 +234,6 @@ func (c Config) withDefaults() (Config, error) {
 		lookup, _ := c.SQS.(queues.SQSClient)
 		c.Queues = queues.NewResolver(lookup, c.QueueURL, c.CallTimeout)
 	}
-	if c.Tracer != nil && c.SQS != nil {
-		if _, done := c.SQS.(tracedSQS); !done {
-			c.SQS = tracedSQS{c.SQS}
-		}
-	}
 	c.caps = capabilitiesOf(c.Store)
 	return c, c.validate()
 }

@@ -192,7 +192,7 @@ func (x *execution) reschedule(ctx context.Context, r lease.Release, outcome Out
 		// early, it is sent again with the time still to wait.)
 		return st
 	}
-	if err := x.send(ctx, token.Ref(x.task.ID), wait); err != nil {
+	if err := x.send(ctx, token.RefWith(x.task.ID, x.carry(nil)), wait); err != nil {
 		if errors.Is(err, queues.ErrNotFound) {
 			// The task's queue is gone. The task is PENDING in the sweep
 			// index, which dispatches it once the queue exists again;

@@ -196,7 +196,7 @@ func (x *execution) replacementBody() string {
 		// reference would find it WAITING and acknowledge it.
 		return x.msg.Body
 	case x.task.ID != "":
-		return token.Ref(x.task.ID)
+		return token.RefWith(x.task.ID, x.carry(nil))
 	case !x.in.tok.Inline():
 		return x.msg.Body
 	case x.in.tokenErr != nil:

@@ -100,7 +100,7 @@ func (x *execution) notifyOne(ctx context.Context, w lease.Waiter, ended lease.T
 // written here, so a crash after the send loses nothing, and a crash
 // before it leaves this message to come back and notify again.
 func (x *execution) wake(ctx context.Context, t lease.Task) error {
-	if err := x.sendTo(ctx, t.Queue, token.Wake(t.ID), 0); err != nil {
+	if err := x.sendTo(ctx, t.Queue, token.WakeWith(t.ID, x.carry(nil)), 0); err != nil {
 		return fmt.Errorf("wake %s: %w", t.ID, err)
 	}
 	return nil
@@ -130,7 +130,7 @@ func (x *execution) advanceChain(ctx context.Context, t lease.Task) error {
 	}
 	next := t.Then[0]
 	body, err := token.Token{ID: next.ID, Kind: next.Kind, Payload: next.Payload, MaxAttempts: next.MaxAttempts,
-		Queue: next.Queue, Then: t.Then[1:], Prev: t.ID}.Encode()
+		Queue: next.Queue, Then: t.Then[1:], Prev: t.ID, Metadata: x.carry(t.Metadata)}.Encode()
 	if err != nil { // checked when the chain was enqueued
 		return fmt.Errorf("chain link %s: %w", next.ID, err)
 	}

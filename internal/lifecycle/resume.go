@@ -110,7 +110,7 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	x.record(task, outcome, 0)
 	x.log.info("callback timed out", "status", string(task.Status))
 	if task.Status == lease.StatusPending && delay <= MaxSQSDelay {
-		if err := x.send(ctx, token.Ref(t.ID), delay); err != nil {
+		if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), delay); err != nil {
 			return x.exit(false, err.Error()) // the sweep entry is the safety net
 		}
 	}

@@ -38,6 +38,7 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 	case ac.Timeout < 0 || ac.Timeout > MaxWaitTimeout:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
 	}
+	md := x.carry(x.task.Metadata) // the children inherit the parent's metadata
 	ids := make([]string, len(ac.Children))
 	bodies := make([]string, len(ac.Children))
 	for i, c := range ac.Children {
@@ -52,7 +53,8 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 		if maxAttempts == 0 {
 			maxAttempts = x.cfg.DefaultMaxAttempts
 		}
-		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: c.Payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID}.Encode()
+		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: c.Payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID,
+			Metadata: md}.Encode()
 		if err != nil {
 			return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, err))
 		}
@@ -206,7 +208,7 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	// A timeout SQS can delay a message for: one token, sent first, so a
 	// crash after the suspension cannot leave the wait without an end. It
 	// carries the deadline: no sweep entry (two index writes saved).
-	if err := x.send(ctx, token.Ref(x.task.ID), ac.Timeout); err != nil {
+	if err := x.send(ctx, token.RefWith(x.task.ID, x.carry(nil)), ac.Timeout); err != nil {
 		return x.retryOrFail(ctx, fmt.Sprintf("await callback: could not arm the timeout: %v", err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
 	w.Carried = true

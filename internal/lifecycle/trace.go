@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -27,8 +26,9 @@ import (
 // and, under the handler's span, leasehold.step for each step and
 // leasehold.await for each sleep and condition (durable.StepOf, SleepOf, PollOf).
 // Every token the execution sends carries the context of the span it is
-// sent under (tracedSQS); a dead-lettered body goes as it came. Without a
-// Tracer none of this runs: x.tr stays nil and no call allocates.
+// sent under, as two entries of the token's metadata (carry); a
+// dead-lettered body goes as it came. Without a Tracer none of this runs:
+// x.tr stays nil and no call allocates.
 
 // traced is an execution's spans.
 type traced struct {
@@ -43,7 +43,7 @@ func (x *execution) startAttempt() {
 	if x.cfg.Tracer == nil {
 		return
 	}
-	parent := tracing.Extract(x.detached, x.in.tok.TraceParent, x.in.tok.TraceState)
+	parent := tracing.Extract(x.detached, x.in.tok.Metadata)
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String(tracing.AttrMessageID, x.msg.ID))}
 	if l, ok := tracing.XRayLink(x.msg.TraceHeader); ok {
@@ -56,6 +56,18 @@ func (x *execution) startAttempt() {
 	ctx, span := x.cfg.Tracer.Start(parent, name, opts...)
 	x.detached = ctx
 	x.tr = &traced{attempt: span}
+}
+
+// carry returns the metadata a token the execution sends now carries: md
+// (the task's, for a token that creates a task; nil for a reference) with
+// the trace context of the span the execution is in (the attempt's, or
+// the await's once it suspends) when the worker traces; a copy: md itself
+// is never changed.
+func (x *execution) carry(md map[string]string) map[string]string {
+	if x.cfg.Tracer == nil {
+		return md
+	}
+	return tracing.Inject(x.detached, md)
 }
 
 // claimedSpan records the claimed attempt on the attempt span.
@@ -146,16 +158,4 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-}
-
-// tracedSQS sends every token with the trace context of the span it is
-// sent under (Config.Tracer).
-type tracedSQS struct{ SQSClient }
-
-func (t tracedSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	return t.SQSClient.SendMessage(ctx, tracing.SendInput(ctx, in), optFns...)
-}
-
-func (t tracedSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return t.SQSClient.SendMessageBatch(ctx, tracing.BatchInput(ctx, in), optFns...)
 }

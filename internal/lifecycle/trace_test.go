@@ -73,10 +73,11 @@ func TestTracerSpansRenewalsAndFailures(t *testing.T) {
 		t.Fatal("no retry token sent")
 	}
 	tok, err := token.Decode(*sent[len(sent)-1].MessageBody)
-	if err != nil || tok.TraceParent == "" {
+	traceparent := tok.Metadata["traceparent"]
+	if err != nil || traceparent == "" {
 		t.Fatalf("retry token %+v, %v: no trace context", tok, err)
 	}
-	if want := attempt.SpanContext().TraceID().String(); tok.TraceParent[3:35] != want {
-		t.Errorf("retry token's traceparent %s, want trace %s", tok.TraceParent, want)
+	if want := attempt.SpanContext().TraceID().String(); traceparent[3:35] != want {
+		t.Errorf("retry token's traceparent %s, want trace %s", traceparent, want)
 	}
 }

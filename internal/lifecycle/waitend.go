@@ -40,7 +40,7 @@ func (x *execution) earlyCallbackToken(ctx context.Context, t lease.Task, now ti
 		// Suspended by a version that kept the time with a chain of
 		// tokens and wrote no sweep entry: this token may be the chain,
 		// the wait's only end. Pass it on, as that version did.
-		if err := x.send(ctx, token.Ref(t.ID), min(left, MaxSQSDelay)); err != nil {
+		if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), min(left, MaxSQSDelay)); err != nil {
 			return x.exit(false, err.Error())
 		}
 		return x.exit(true, "")

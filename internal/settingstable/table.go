@@ -165,7 +165,7 @@ var All = []Setting{
 	{Field: "Clock", For: Worker | Client, DefaultText: "the real clock",
 		Doc: "the time source; for tests"},
 	{Field: "Middleware", For: Worker, DefaultText: "none",
-		Doc: "wraps every handler run, the first outermost: `func(ctx, leasehold.HandlerRun, next) error`, for logging, metrics, tracing or an error policy shared by every kind"},
+		Doc: "wraps every handler run, the first outermost: `func(ctx, leasehold.HandlerRun, next) ([]byte, error)`, for logging, metrics, tracing, metadata or an error policy shared by every kind"},
 	{Field: "TracerProvider", For: Worker | Client, DefaultText: "none: no tracing",
 		Doc: "OpenTelemetry tracing: spans for attempts, claims, renewals, ends, steps and awaits, and the trace context carried in every token (docs/observability.md); package otelenv builds one from the OTEL_* environment and traces the AWS calls too"},
 

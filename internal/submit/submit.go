@@ -6,6 +6,7 @@ package submit
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -27,6 +28,8 @@ type Request struct {
 	WaitTimeout time.Duration
 	// Then are the chain's links after the task (leasehold.Then).
 	Then []Link
+	// Metadata is the task's metadata (leasehold.Submission.Metadata).
+	Metadata map[string]string
 }
 
 // Link is a chain link as the caller gave it: the fields of
@@ -46,7 +49,8 @@ func LinkID(head string, n int) string { return head + "#" + strconv.Itoa(n) }
 // NewTask checks r at now and returns its task record. A request the
 // rules refuse is an error wrapping lease.ErrInvalid.
 func NewTask(r Request, now time.Time) (lease.NewTask, error) {
-	nt := lease.NewTask{ID: r.ID, Kind: r.Kind, MaxAttempts: r.MaxAttempts, Queue: r.Queue, After: r.After, AfterAny: r.AfterAny}
+	nt := lease.NewTask{ID: r.ID, Kind: r.Kind, MaxAttempts: r.MaxAttempts, Queue: r.Queue, After: r.After, AfterAny: r.AfterAny,
+		Metadata: maps.Clone(r.Metadata)}
 	switch {
 	case len(r.After) > 0 && (r.Delay != 0 || !r.RunAt.IsZero()):
 		return nt, fmt.Errorf("%w: a task with dependencies starts when they end; it takes no delay or start time", lease.ErrInvalid)

@@ -18,7 +18,7 @@ type fields struct {
 	queue       string
 	hasQueue    bool
 	createToken string
-	tp, ts      string
+	tp, ts      string // a token's of a version before metadata
 	// Read only by decodeJSON (the scanner leaves such bodies to it).
 	parent      string
 	after       []string
@@ -30,6 +30,7 @@ type fields struct {
 	wake        bool
 	then        []lease.Link
 	prev        string
+	metadata    map[string]string
 }
 
 // scanFields reads the shape every encoder of this package writes, without
@@ -42,7 +43,7 @@ type fields struct {
 // encoding/json, which accepts or refuses it and words the refusal. What
 // scanFields accepts it reads as encoding/json would (FuzzScanMatchesJSON).
 //
-// The id, kind and trace context it returns share the body's memory, which they keep alive
+// The id, kind, metadata and legacy trace context it returns share the body's memory, which they keep alive
 // no longer than the message's processing; the payload is copied, and so is
 // the queue name, which may be cached for the life of the process.
 func scanFields(body string) (f fields, ok bool) {
@@ -88,6 +89,9 @@ func scanFields(body string) (f fields, ok bool) {
 			case "ts":
 				bit = 1 << 8
 				f.ts, ok = s.str()
+			case "md":
+				bit = 1 << 9
+				f.metadata, ok = s.strMap()
 			default:
 				return f, false
 			}
@@ -151,6 +155,36 @@ func (s *scanner) str() (string, bool) {
 		s.i++
 	}
 	return "", false
+}
+
+// strMap reads an object whose members are strings, as str reads them,
+// each key at most once (encoding/json keeps the last of a repeated key;
+// such a body is left to it).
+func (s *scanner) strMap() (map[string]string, bool) {
+	if !s.skip('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	if s.skip('}') {
+		return m, true
+	}
+	for {
+		k, ok := s.str()
+		if !ok || !s.skip(':') {
+			return nil, false
+		}
+		v, ok := s.str()
+		if _, dup := m[k]; !ok || dup {
+			return nil, false
+		}
+		m[k] = v
+		if s.skip('}') {
+			return m, true
+		}
+		if !s.skip(',') {
+			return nil, false
+		}
+	}
 }
 
 // int reads an integer of at most nine digits: -?(0|[1-9][0-9]*), not

@@ -3,6 +3,7 @@ package token
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"testing"
 	"unicode/utf8"
 )
@@ -29,6 +30,9 @@ var scanSeeds = []string{
 	`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
 	`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","ts":"k=v"}`,
 	`{"v":1,"id":"a","tp":"x","tp":"y"}`, `{"v":1,"id":"a","tp":null}`, `{"v":1,"id":"a","ts":"k=v"}`, "{\"v\":1,\"id\":\"a\x01\"}", `{"v":1,"kind":"ké"}`,
+	`{"v":1,"id":"a","md":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tenant":"acme"}}`,
+	`{"v":1,"id":"a","md":{}}`, `{"v":1,"id":"a","md":null}`, `{"v":1,"id":"a","md":{"k":"a","k":"b"}}`,
+	`{"v":1,"id":"a","md":{"k":1}}`, `{"v":1,"id":"a","md":{"k":"v",}}`, `{"v":1,"id":"a","md":{"k\u0041":"v"}}`,
 }
 
 // FuzzScanMatchesJSON: whatever scanFields accepts, encoding/json reads the
@@ -59,7 +63,7 @@ func sameFields(a, b fields) bool {
 	return a.v == b.v && a.hasV == b.hasV && a.id == b.id && a.kind == b.kind &&
 		bytes.Equal(a.payload, b.payload) && (a.payload == nil) == (b.payload == nil) &&
 		a.maxAttempts == b.maxAttempts && a.queue == b.queue && a.hasQueue == b.hasQueue &&
-		a.tp == b.tp && a.ts == b.ts
+		a.tp == b.tp && a.ts == b.ts && maps.Equal(a.metadata, b.metadata) && (a.metadata == nil) == (b.metadata == nil)
 }
 
 // The shapes this package's encoders write take the fast path.
@@ -68,11 +72,12 @@ func TestScanTakesEncodedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	traced, err := Token{Kind: "resize", ID: "cat", TraceParent: testTP, TraceState: "a=b"}.Encode()
+	md := map[string]string{"traceparent": testTP, "tracestate": "a=b"}
+	traced, err := Token{Kind: "resize", ID: "cat", Metadata: md}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range []string{inline, Ref("order-42"), `{"v":1,"kind":"k"}`, traced, WithTrace(Ref("order-42"), testTP, "")} {
+	for _, body := range []string{inline, Ref("order-42"), `{"v":1,"kind":"k"}`, traced, RefWith("order-42", md)} {
 		if _, ok := scanFields(body); !ok {
 			t.Errorf("scanFields(%s) fell back to encoding/json", body)
 		}
@@ -110,14 +115,18 @@ func FuzzEncodeMatchesMarshal(f *testing.F) {
 	f.Add("k", "", "", 0, "images-1", "", "")
 	f.Add("k", "\t\n\r\b\f", "[\"\\u003c\", \"\\\"<\", 1e5, true]", 100, "", "", "")
 	f.Add("k", "id", "", 0, "", testTP, "vendor=a,other=b")
-	f.Fuzz(func(t *testing.T, kind, id, payload string, maxAttempts int, queue, tp, ts string) {
-		tok := Token{Kind: kind, ID: id, MaxAttempts: maxAttempts, Queue: queue, TraceParent: tp, TraceState: ts}
+	f.Fuzz(func(t *testing.T, kind, id, payload string, maxAttempts int, queue, mdKey, mdValue string) {
+		var md map[string]string
+		if mdKey != "" {
+			md = map[string]string{mdKey: mdValue}
+		}
+		tok := Token{Kind: kind, ID: id, MaxAttempts: maxAttempts, Queue: queue, Metadata: md}
 		if payload != "" {
 			tok.Payload = json.RawMessage(payload)
 		}
 		got, err := tok.Encode()
 		v := Version
-		w := wire{V: &v, ID: id, Kind: kind, Payload: tok.Payload, MaxAttempts: maxAttempts, TraceParent: tp, TraceState: ts}
+		w := wire{V: &v, ID: id, Kind: kind, Payload: tok.Payload, MaxAttempts: maxAttempts, Metadata: md}
 		if queue != "" {
 			w.Queue = &queue
 		}
@@ -131,13 +140,10 @@ func FuzzEncodeMatchesMarshal(f *testing.F) {
 		if got := Ref(id); got != string(want) {
 			t.Fatalf("Ref(%q) = %s, json.Marshal writes %s", id, got, want)
 		}
-		// A trace context added to a reference is what json.Marshal writes
-		// with it, when the fields are valid.
-		if checkTrace(tp, ts) == nil && tp != "" {
-			want, _ := json.Marshal(wire{V: &v, ID: id, TraceParent: tp, TraceState: ts})
-			if got := WithTrace(Ref(id), tp, ts); got != string(want) {
-				t.Fatalf("WithTrace(Ref(%q), %q, %q) = %s, json.Marshal writes %s", id, tp, ts, got, want)
-			}
+		// A reference with metadata is what json.Marshal writes with it.
+		want, _ = json.Marshal(wire{V: &v, ID: id, Metadata: md})
+		if got := RefWith(id, md); got != string(want) {
+			t.Fatalf("RefWith(%q, %v) = %s, json.Marshal writes %s", id, md, got, want)
 		}
 	})
 }

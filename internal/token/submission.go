@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 )
 
 // A submission is the body of a message on the intake queue: a task to
@@ -15,6 +16,7 @@ import (
 //
 //	{"v":1,"kind":"resize","payload":{"w":64},"id":"optional","max_attempts":3,"delay_seconds":3600}
 //	{"v":1,"kind":"report","payload":{},"run_at":"2031-03-14T15:09:26Z"}
+//	{"v":1,"kind":"resize","payload":{"w":64},"metadata":{"tenant":"acme"}}
 //
 // "delay_seconds" and "run_at" are exclusive; without either the task is due
 // at once. Decoding is as strict as for tokens: unknown fields, trailing data
@@ -43,17 +45,21 @@ type Submission struct {
 	// Queue names the SQS queue the task's tokens go to; empty for the
 	// dispatcher's work queue.
 	Queue string
+	// Metadata is the task's metadata ("metadata"), within the bounds of
+	// package metadata; nil for none.
+	Metadata map[string]string
 }
 
 type submissionWire struct {
-	V            *int            `json:"v"`
-	ID           *string         `json:"id"`
-	Kind         string          `json:"kind"`
-	Payload      json.RawMessage `json:"payload"`
-	MaxAttempts  *int            `json:"max_attempts"`
-	DelaySeconds *int64          `json:"delay_seconds"`
-	RunAt        *string         `json:"run_at"`
-	Queue        *string         `json:"queue"`
+	V            *int              `json:"v"`
+	ID           *string           `json:"id"`
+	Kind         string            `json:"kind"`
+	Payload      json.RawMessage   `json:"payload"`
+	MaxAttempts  *int              `json:"max_attempts"`
+	DelaySeconds *int64            `json:"delay_seconds"`
+	RunAt        *string           `json:"run_at"`
+	Queue        *string           `json:"queue"`
+	Metadata     map[string]string `json:"metadata"`
 }
 
 // DecodeSubmission parses and validates an intake message body. now resolves
@@ -129,6 +135,12 @@ func (s *Submission) decodeFields(w submissionWire, now time.Time) error {
 			return err
 		}
 		s.Queue = *w.Queue
+	}
+	if p := metadata.Problem(w.Metadata); p != "" {
+		return &Error{Reason: ErrInvalidField, Detail: `"metadata" ` + p}
+	}
+	if len(w.Metadata) > 0 {
+		s.Metadata = w.Metadata
 	}
 	maxSeconds := int64(MaxSubmissionDelay / time.Second)
 	switch {

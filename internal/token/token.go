@@ -36,6 +36,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 	"github.com/leasehold/leasehold/internal/queues"
 )
 
@@ -105,11 +106,14 @@ type Token struct {
 	// Prev (inline only, with ID): the chain link before this task, which
 	// has SUCCEEDED.
 	Prev string
-	// TraceParent and TraceState (any form; optional) are the W3C trace
-	// context of the span that sent the token ("tp" and "ts" on the wire),
-	// so that the attempt it starts joins the sender's trace. They steer
-	// nothing: a worker without tracing ignores them.
-	TraceParent, TraceState string
+	// Metadata (any form; optional; "md" on the wire) is the task's
+	// metadata as the sender passes it on (package metadata): stored on
+	// the task an inline token creates, handed to middleware, and inherited
+	// by the children and chain links the task sends. A tracer's W3C trace
+	// context is two of its entries. It steers nothing in the executor.
+	// (A token of a version before metadata carries the trace context as
+	// "tp" and "ts"; Decode reads them into Metadata.)
+	Metadata map[string]string
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -119,26 +123,28 @@ func (t Token) IsCallback() bool { return t.Callback != "" }
 func (t Token) Inline() bool { return t.Kind != "" }
 
 type wire struct {
-	V           *int            `json:"v"`
-	ID          string          `json:"id,omitempty"`
-	Kind        string          `json:"kind,omitempty"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	MaxAttempts int             `json:"max_attempts,omitempty"`
-	Queue       *string         `json:"queue,omitempty"`
-	CreateToken string          `json:"create_token,omitempty"`
-	Parent      string          `json:"parent,omitempty"`
-	After       []string        `json:"after,omitempty"`
-	AfterAny    bool            `json:"after_any,omitempty"`
-	WaitTimeout int64           `json:"wait_timeout_seconds,omitempty"`
-	Callback    string          `json:"callback,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Error       *string         `json:"error,omitempty"`
-	Wake        bool            `json:"wake,omitempty"`
-	Then        []lease.Link    `json:"then,omitempty"`
-	Prev        string          `json:"prev,omitempty"`
-	// The trace context stays last: WithTrace appends it to any body.
-	TraceParent string `json:"tp,omitempty"`
-	TraceState  string `json:"ts,omitempty"`
+	V           *int              `json:"v"`
+	ID          string            `json:"id,omitempty"`
+	Kind        string            `json:"kind,omitempty"`
+	Payload     json.RawMessage   `json:"payload,omitempty"`
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	Queue       *string           `json:"queue,omitempty"`
+	CreateToken string            `json:"create_token,omitempty"`
+	Parent      string            `json:"parent,omitempty"`
+	After       []string          `json:"after,omitempty"`
+	AfterAny    bool              `json:"after_any,omitempty"`
+	WaitTimeout int64             `json:"wait_timeout_seconds,omitempty"`
+	Callback    string            `json:"callback,omitempty"`
+	Result      json.RawMessage   `json:"result,omitempty"`
+	Error       *string           `json:"error,omitempty"`
+	Wake        bool              `json:"wake,omitempty"`
+	Then        []lease.Link      `json:"then,omitempty"`
+	Prev        string            `json:"prev,omitempty"`
+	Metadata    map[string]string `json:"md,omitempty"`
+	// Read, never written: the trace context of a token sent by a version
+	// before metadata (Token.Metadata). Remove at 1.0.
+	LegacyTraceParent string `json:"tp,omitempty"`
+	LegacyTraceState  string `json:"ts,omitempty"`
 }
 
 // Decode parses and validates a message body. When the envelope is sound but
@@ -167,7 +173,10 @@ func Decode(body string) (Token, error) {
 	}
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
 		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake,
-		Then: f.then, Prev: f.prev, TraceParent: f.tp, TraceState: f.ts}
+		Then: f.then, Prev: f.prev, Metadata: f.metadata}
+	if f.tp != "" || f.ts != "" {
+		t.Metadata = legacyTrace(t.Metadata, f.tp, f.ts)
+	}
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
@@ -196,7 +205,7 @@ func decodeJSON(body string) (fields, error) {
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
 		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
-		then: w.Then, prev: w.Prev, tp: w.TraceParent, ts: w.TraceState}
+		then: w.Then, prev: w.Prev, metadata: w.Metadata, tp: w.LegacyTraceParent, ts: w.LegacyTraceState}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -218,8 +227,8 @@ func (t Token) validate() error {
 	if err := t.validateWorkflow(); err != nil {
 		return err
 	}
-	if err := checkTrace(t.TraceParent, t.TraceState); err != nil {
-		return err
+	if p := metadata.Problem(t.Metadata); p != "" {
+		return &Error{Reason: ErrInvalidField, Detail: `"md" (metadata) ` + p}
 	}
 	if t.IsCallback() {
 		return nil
@@ -361,11 +370,7 @@ func jsonValueName(v string) string {
 }
 
 // Wake encodes a reference token that wakes task id, whose wait is over.
-func Wake(id string) string {
-	v := Version
-	b, _ := json.Marshal(wire{V: &v, ID: id, Wake: true}) // (strings and booleans always encode)
-	return string(b)
-}
+func Wake(id string) string { return WakeWith(id, nil) }
 
 // Ref encodes a reference token for a stored task.
 func Ref(id string) string {
@@ -399,80 +404,52 @@ func (t Token) Encode() (string, error) {
 			return "", err
 		}
 	}
-	if t.Parent != "" || len(t.After) > 0 || t.AfterAny || len(t.Then) > 0 || t.Prev != "" {
-		// Workflow tokens are rare enough for encoding/json. (Its own
+	if t.Parent != "" || len(t.After) > 0 || t.AfterAny || len(t.Then) > 0 || t.Prev != "" || len(t.Metadata) > 0 {
+		// Workflow tokens, and tokens with metadata, go through
+		// encoding/json, which writes the map's keys sorted. (Its own
 		// version variable: &t.Version would move all of t to the heap on
 		// every call.)
 		v := Version
 		b, err := json.Marshal(wire{V: &v, ID: id, Kind: kind, Payload: payload, MaxAttempts: maxAttempts,
 			Queue: nonEmpty(t.Queue), CreateToken: t.CreateToken, Parent: t.Parent, After: t.After, AfterAny: t.AfterAny,
 			WaitTimeout: int64((t.WaitTimeout + time.Second - 1) / time.Second), Then: t.Then, Prev: t.Prev,
-			TraceParent: t.TraceParent, TraceState: t.TraceState})
+			Metadata: t.Metadata})
 		if err != nil {
 			return "", &Error{Reason: ErrMalformed, Detail: err.Error()}
 		}
 		return string(b), nil
 	}
 	var buf [256]byte
-	b := appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)
-	if t.TraceParent != "" {
-		b = appendTrace(b[:len(b)-1], t.TraceParent, t.TraceState)
-	}
-	return string(b), nil
+	return string(appendWire(buf[:0], id, kind, payload, maxAttempts, t.Queue, t.CreateToken)), nil
 }
 
-// Bounds of the trace context fields: a version-00 traceparent is 55
-// bytes, and W3C lets a tracestate reach 32 members.
-const (
-	MaxTraceParentBytes = 128
-	MaxTraceStateBytes  = 512
-)
-
-// checkTrace checks the trace context fields' form, not their syntax: a
-// worker that cannot parse a traceparent starts a new trace, as W3C says.
-func checkTrace(tp, ts string) error {
-	switch {
-	case tp == "" && ts != "":
-		return &Error{Reason: ErrMissingField, Detail: `"ts" (tracestate) needs "tp" (traceparent)`}
-	case len(tp) > MaxTraceParentBytes || !printableASCII(tp):
-		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"tp" must be at most %d printable ASCII characters`, MaxTraceParentBytes)}
-	case len(ts) > MaxTraceStateBytes || !traceStateChars(ts):
-		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"ts" must be at most %d ASCII characters`, MaxTraceStateBytes)}
+// legacyTrace returns md with the trace context of a token sent by a
+// version before metadata ("tp" and "ts"), unless md has its own.
+func legacyTrace(md map[string]string, tp, ts string) map[string]string {
+	if _, ok := md[metadata.TraceParent]; ok || tp == "" {
+		return md
 	}
-	return nil
+	md = metadata.With(md, metadata.TraceParent, tp)
+	return metadata.With(md, metadata.TraceState, ts)
 }
 
-// traceStateChars: printable ASCII, with the spaces and tabs a tracestate
-// list may hold around its commas.
-func traceStateChars(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
-			return false
-		}
+// RefWith encodes a reference token for a stored task carrying md (Ref
+// when md is empty). md must be within the metadata bounds (a task's
+// stored metadata is).
+func RefWith(id string, md map[string]string) string {
+	if len(md) == 0 {
+		return Ref(id)
 	}
-	return true
+	v := Version
+	b, _ := json.Marshal(wire{V: &v, ID: id, Metadata: md}) // (strings always encode)
+	return string(b)
 }
 
-// WithTrace returns body, a token this package encoded, with the trace
-// context tp and ts added (as Token.TraceParent and TraceState), or body
-// as it is when tp is empty, when the body already carries a trace
-// context, or when it is not a token's JSON object. Every token form may
-// carry one, so a sender adds it to whatever token it sends.
-func WithTrace(body, tp, ts string) string {
-	if tp == "" || len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' || strings.Contains(body, `"tp":`) ||
-		checkTrace(tp, ts) != nil {
-		return body
-	}
-	b := make([]byte, 0, len(body)+len(tp)+len(ts)+16)
-	return string(appendTrace(append(b, body[:len(body)-1]...), tp, ts))
-}
-
-// appendTrace appends the trace members and the closing brace to b, an
-// encoded token without its closing brace.
-func appendTrace(b []byte, tp, ts string) []byte {
-	b = appendStringMember(b, `,"tp":`, tp)
-	b = appendStringMember(b, `,"ts":`, ts)
-	return append(b, '}')
+// WakeWith is Wake carrying md.
+func WakeWith(id string, md map[string]string) string {
+	v := Version
+	b, _ := json.Marshal(wire{V: &v, ID: id, Wake: true, Metadata: md})
+	return string(b)
 }
 
 func nonEmpty(s string) *string {

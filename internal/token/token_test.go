@@ -3,6 +3,7 @@ package token_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{`{"v":1,"id":"a"}`, `{"v":1,"kind":"k","payload":[1,{"x":null}]}`, `{"v":1,"kind":"k","queue":"q-1"}`, `{"v":2}`, `{`, ``,
 		`{"v":1,"id":"a","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","ts":"k=v"}`,
-		`{"v":1,"kind":"k","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`} {
+		`{"v":1,"kind":"k","tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{"v":1,"kind":"k","md":{"tenant":"acme","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -108,11 +110,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("re-encode %+v: %v", tok, err)
 			}
 		} else {
-			again = token.WithTrace(token.Ref(tok.ID), tok.TraceParent, tok.TraceState)
+			again = token.RefWith(tok.ID, tok.Metadata)
 		}
 		back, err := token.Decode(again)
 		if err != nil || back.ID != tok.ID || back.Kind != tok.Kind || back.MaxAttempts != tok.MaxAttempts || back.Queue != tok.Queue ||
-			back.TraceParent != tok.TraceParent || back.TraceState != tok.TraceState {
+			!maps.Equal(back.Metadata, tok.Metadata) {
 			t.Fatalf("re-decode of %q = %+v, %v; want %+v", again, back, err, tok)
 		}
 	})

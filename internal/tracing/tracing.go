@@ -1,13 +1,13 @@
 // Package tracing carries OpenTelemetry trace context through leasehold's
-// tokens: the W3C traceparent and tracestate of the sending span go into a
-// token's "tp" and "ts" fields (token.WithTrace), and come out of them as
-// the remote parent of the attempt the token starts. It also reads the
+// tasks as ordinary metadata: the W3C traceparent and tracestate of the
+// sending span become two entries of a token's or a task's metadata
+// (package metadata), and come out of them as the remote parent of the
+// attempt the token starts. It also reads the
 // X-Ray trace header Lambda puts on SQS records (AWSTraceHeader), which
 // becomes a span link.
 //
 // Nothing here runs unless a tracer is configured: the worker and the
-// client install the SQS wrapper only then, so a process without tracing
-// pays nothing.
+// client call it only then, so a process without tracing pays nothing.
 package tracing
 
 import (
@@ -15,13 +15,10 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/metadata"
 )
 
 // Asked reports whether getenv's OTEL_* variables ask for tracing:
@@ -58,88 +55,37 @@ const (
 
 var w3c = propagation.TraceContext{}
 
-// carrier is a TextMapCarrier over a token's two fields.
-type carrier struct{ tp, ts string }
+// carrier is a TextMapCarrier over a task's metadata: it reads the map and
+// writes a copy of it (metadata.With), so that a map a caller handed in is
+// never changed.
+type carrier struct{ md map[string]string }
 
-func (c *carrier) Get(key string) string {
-	switch key {
-	case "traceparent":
-		return c.tp
-	case "tracestate":
-		return c.ts
-	}
-	return ""
-}
+func (c *carrier) Get(key string) string { return c.md[key] }
 
-func (c *carrier) Set(key, value string) {
-	switch key {
-	case "traceparent":
-		c.tp = value
-	case "tracestate":
-		c.ts = value
-	}
-}
+func (c *carrier) Set(key, value string) { c.md = metadata.With(c.md, key, value) }
 
-func (c *carrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+func (c *carrier) Keys() []string { return []string{metadata.TraceParent, metadata.TraceState} }
 
-// Inject returns the W3C trace context of ctx's span, or empty strings when
-// ctx has no valid span context.
-func Inject(ctx context.Context) (tp, ts string) {
+// Inject returns md with the W3C trace context of ctx's span as its
+// "traceparent" and "tracestate" entries (a copy when that changes it), or
+// md as it is when ctx has no valid span context.
+func Inject(ctx context.Context, md map[string]string) map[string]string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return "", ""
+		return md
 	}
-	var c carrier
+	c := carrier{md: md}
 	w3c.Inject(ctx, &c)
-	return c.tp, c.ts
+	return c.md
 }
 
-// Extract returns ctx with the span context that tp and ts name as its
-// remote parent; ctx as it is when tp is empty or does not parse.
-func Extract(ctx context.Context, tp, ts string) context.Context {
-	if tp == "" {
+// Extract returns ctx with the span context of md's trace context entries
+// as its remote parent; ctx as it is when md has none or they do not
+// parse.
+func Extract(ctx context.Context, md map[string]string) context.Context {
+	if md[metadata.TraceParent] == "" {
 		return ctx
 	}
-	return w3c.Extract(ctx, &carrier{tp: tp, ts: ts})
-}
-
-// Body returns body with the trace context of ctx's span, if any.
-func Body(ctx context.Context, body string) string {
-	tp, ts := Inject(ctx)
-	return token.WithTrace(body, tp, ts)
-}
-
-// SendInput returns in with its body carrying ctx's trace context: a copy
-// when that changes it, so the caller's input is never modified.
-func SendInput(ctx context.Context, in *sqs.SendMessageInput) *sqs.SendMessageInput {
-	tp, ts := Inject(ctx)
-	if tp == "" || in == nil || in.MessageBody == nil {
-		return in
-	}
-	body := token.WithTrace(*in.MessageBody, tp, ts)
-	if body == *in.MessageBody {
-		return in
-	}
-	out := *in
-	out.MessageBody = aws.String(body)
-	return &out
-}
-
-// BatchInput is SendInput for a batch: every entry's body carries ctx's
-// trace context.
-func BatchInput(ctx context.Context, in *sqs.SendMessageBatchInput) *sqs.SendMessageBatchInput {
-	tp, ts := Inject(ctx)
-	if tp == "" || in == nil {
-		return in
-	}
-	out := *in
-	out.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
-	for i, e := range in.Entries {
-		if e.MessageBody != nil {
-			e.MessageBody = aws.String(token.WithTrace(*e.MessageBody, tp, ts))
-		}
-		out.Entries[i] = e
-	}
-	return &out
+	return w3c.Extract(ctx, &carrier{md: md})
 }
 
 // XRayHeader is the SQS system attribute with the X-Ray trace header of

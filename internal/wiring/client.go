@@ -14,7 +14,10 @@ import (
 
 // ClientConfig configures a client: the resources it uses and how it
 // calls them. Zero fields take the defaults that package settings lists.
-type ClientConfig struct {
+// M is the client's middleware type, leasehold.EnqueueMiddleware, which
+// names the root's submissions and results: leasehold.ClientConfig is
+// this type with M set to it.
+type ClientConfig[M any] struct {
 	// AWS is the SDK configuration the DynamoDB and SQS clients are built
 	// from; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS point it at a
 	// local stack.
@@ -54,12 +57,16 @@ type ClientConfig struct {
 	Endpoint string
 	// Clock replaces the client's time source (Delay, Wait); for tests.
 	Clock clockwork.Clock
+	// Middleware wraps every Enqueue and EnqueueMany, the first outermost
+	// (see leasehold.EnqueueMiddleware). None by default.
+	Middleware []M
 	// TracerProvider, if set, traces the client with OpenTelemetry: a
-	// producer span for each Enqueue and EnqueueMany and a span for each
-	// callback's answer (otelenv.Client adds the AWS calls); the tokens it
-	// sends carry the trace context of those spans, children of the
-	// caller's, so the worker's attempts join the caller's trace. Nil (the
-	// default) traces nothing. See docs/observability.md.
+	// producer span for each Enqueue and EnqueueMany (an EnqueueMiddleware,
+	// installed outermost) and a span for each callback's answer
+	// (otelenv.Client adds the AWS calls); the span's W3C trace context
+	// goes into each task's metadata, so the worker's attempts join the
+	// caller's trace. Nil (the default) traces nothing. See
+	// docs/observability.md.
 	TracerProvider trace.TracerProvider
 
 	// backend, when set (SetClientBackend), replaces the DynamoDB store
@@ -98,10 +105,10 @@ type ClientBackend struct {
 // field of cfg (the queues, defaults, clock, tracer) keeps its meaning.
 // It is how leaseholdtest builds a Client on its Env; nothing public can
 // set it, so a program's client always talks to AWS.
-func SetClientBackend(cfg *ClientConfig, b ClientBackend) { cfg.backend = &b }
+func SetClientBackend[M any](cfg *ClientConfig[M], b ClientBackend) { cfg.backend = &b }
 
 // ClientBackendOf returns the backend SetClientBackend set on cfg.
-func ClientBackendOf(cfg ClientConfig) (ClientBackend, bool) {
+func ClientBackendOf[M any](cfg ClientConfig[M]) (ClientBackend, bool) {
 	if cfg.backend == nil {
 		return ClientBackend{}, false
 	}

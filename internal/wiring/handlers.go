@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -61,9 +62,10 @@ func (hs *Handlers) Kinds() []string {
 
 // Middleware wraps every handler run of a worker; its contract is
 // documented on its alias, leasehold.Middleware, where users read it.
-type Middleware func(ctx context.Context, r HandlerRun, next func(context.Context) error) error
+type Middleware func(ctx context.Context, r HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error)
 
-// HandlerRun is one run of a handler, as a Middleware sees it.
+// HandlerRun is one run of a handler, as a Middleware sees it; documented
+// on its alias, leasehold.HandlerRun.
 type HandlerRun struct {
 	Kind, ID             string
 	Attempt, MaxAttempts int
@@ -71,43 +73,48 @@ type HandlerRun struct {
 	// when the run started.
 	Fence      int64
 	LeaseUntil time.Time
+	// Payload is the task's payload, the JSON document as stored (nil for
+	// none): read it, never change it.
+	Payload json.RawMessage
+	// Metadata is the task's metadata (leasehold.Metadata, the client's
+	// EnqueueMiddleware, inherited by a workflow's children); nil for
+	// none: read it, never change it.
+	Metadata map[string]string
 }
 
 // tracingMiddleware is the Middleware WorkerConfig.TracerProvider installs,
 // outermost: it runs each handler under an OpenTelemetry span
 // "leasehold.run" from tp, a child of the attempt span, with the run's
-// kind, id, attempt and fence as attributes (never its payload), and an
-// error status when the run fails (a wait or a snooze is no failure). The
-// handler's context carries the span, so the spans of its own calls nest
-// under it. See docs/observability.md.
+// kind, id, attempt and fence as attributes (never its payload or
+// metadata), and an error status when the run fails (a wait or a snooze
+// is no failure). The handler's context carries the span, so the spans of
+// its own calls nest under it. See docs/observability.md.
 func tracingMiddleware(tp trace.TracerProvider) Middleware {
 	tracer := tp.Tracer(tracing.ScopeName)
-	return func(ctx context.Context, r HandlerRun, next func(context.Context) error) error {
+	return func(ctx context.Context, r HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error) {
 		ctx, span := tracer.Start(ctx, "leasehold.run", trace.WithAttributes(
 			attribute.String(tracing.AttrKind, r.Kind), attribute.String(tracing.AttrID, r.ID),
 			attribute.Int(tracing.AttrAttempt, r.Attempt), attribute.Int64(tracing.AttrFence, r.Fence)))
 		var err error
 		defer func() { durable.EndRunSpan(span, err) }() // a panic ends it too
-		err = next(ctx)
-		return err
+		var out []byte
+		out, err = next(ctx)
+		return out, err
 	}
 }
 
 // wrap returns h run through mws, the first outermost.
 func wrap(h lifecycle.Handler, mws []Middleware) lifecycle.Handler {
 	return func(ctx context.Context, t lease.Task) ([]byte, error) {
-		r := HandlerRun{Kind: t.Kind, ID: t.ID, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Fence: t.Fence, LeaseUntil: t.LeaseUntil}
-		var out []byte
-		next := func(ctx context.Context) error {
-			var err error
-			out, err = h(ctx, t)
-			return err
-		}
+		r := HandlerRun{Kind: t.Kind, ID: t.ID, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Fence: t.Fence, LeaseUntil: t.LeaseUntil,
+			Payload: t.Payload, Metadata: t.Metadata}
+		next := func(ctx context.Context) ([]byte, error) { return h(ctx, t) }
 		for i := len(mws) - 1; i >= 0; i-- {
 			mw, inner := mws[i], next
-			next = func(ctx context.Context) error { return mw(ctx, r, inner) }
+			next = func(ctx context.Context) ([]byte, error) { return mw(ctx, r, inner) }
 		}
-		if err := next(ctx); err != nil {
+		out, err := next(ctx)
+		if err != nil {
 			return nil, err
 		}
 		return out, nil

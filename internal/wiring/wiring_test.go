@@ -24,7 +24,7 @@ func TestRegisterLookupAndMiddlewareOrder(t *testing.T) {
 	}
 	var order []string
 	mw := func(name string) Middleware {
-		return func(ctx context.Context, r HandlerRun, next func(context.Context) error) error {
+		return func(ctx context.Context, r HandlerRun, next func(context.Context) ([]byte, error)) ([]byte, error) {
 			order = append(order, name+" "+r.Kind)
 			return next(ctx)
 		}
@@ -48,7 +48,7 @@ func TestRegisterLookupAndMiddlewareOrder(t *testing.T) {
 // A backend set on a config is the one read back; a config without one
 // has none.
 func TestClientBackend(t *testing.T) {
-	var cfg ClientConfig
+	var cfg ClientConfig[func()]
 	if _, ok := ClientBackendOf(cfg); ok {
 		t.Fatal("a zero config has a backend")
 	}

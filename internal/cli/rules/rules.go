@@ -106,7 +106,7 @@ func ParseSubmission(line []byte, now time.Time) (leasehold.Submission, error) {
 	} else if err != nil {
 		return leasehold.Submission{}, err
 	}
-	s := leasehold.Submission{ID: t.ID, Kind: t.Kind, MaxAttempts: t.MaxAttempts, Queue: t.Queue, Delay: t.Delay}
+	s := leasehold.Submission{ID: t.ID, Kind: t.Kind, MaxAttempts: t.MaxAttempts, Queue: t.Queue, Delay: t.Delay, Metadata: t.Metadata}
 	if t.Payload != nil {
 		s.Payload = t.Payload
 	}

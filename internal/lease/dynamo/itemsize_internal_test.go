@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 )
 
 // avSize is the size DynamoDB counts for an attribute value: strings and
@@ -80,6 +82,14 @@ func worstCaseTask() lease.Task {
 	for i := range lease.MaxChildren {
 		t.WaitFor = append(t.WaitFor, id("c", i))
 		t.Ended = append(t.Ended, id("c", i))
+	}
+	t.Metadata = map[string]string{}
+	for i := range metadata.MaxEntries {
+		k := fmt.Sprintf("k%02d", i)
+		t.Metadata[k] = strings.Repeat("v", metadata.MaxTotalBytes/metadata.MaxEntries-len(k))
+	}
+	if p := metadata.Problem(t.Metadata); p != "" {
+		panic("worst-case metadata: " + p)
 	}
 	for i := range lease.MaxSteps {
 		r := lease.MaxStepsBytes / lease.MaxSteps

@@ -87,6 +87,8 @@ const (
 	AttrSteps = "steps"
 	// attrThen is Task.Then: the chain's later links, a JSON array.
 	attrThen = "then"
+	// attrMetadata is Task.Metadata: a map of strings, left out when empty.
+	attrMetadata = "md"
 )
 
 // Attribute names inside a history entry.
@@ -803,6 +805,13 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 	text(attrCallbackStep, t.CallbackStep)
 	text(attrWaitNote, t.WaitNote)
 	text(attrThen, encodeThen(t.Then))
+	if len(t.Metadata) > 0 {
+		md := make(map[string]types.AttributeValue, len(t.Metadata))
+		for k, v := range t.Metadata {
+			md[k] = avS(v)
+		}
+		item[attrMetadata] = &types.AttributeValueMemberM{Value: md}
+	}
 	millis(attrWaitUntil, t.WaitUntil)
 	if len(t.Waiters) > 0 {
 		ws := make([]string, len(t.Waiters))
@@ -918,6 +927,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 	if r := d.str(attrResult); r != "" {
 		t.Result = []byte(r)
 	}
+	t.Metadata = d.strMap(attrMetadata)
 	if then, err := decodeThen(d.str(attrThen)); err != nil && d.err == nil {
 		d.err = err
 	} else {
@@ -1055,6 +1065,25 @@ func (d *decoder) maps(name string) []decoder {
 	out := make([]decoder, len(l))
 	for i, m := range l {
 		out[i] = decoder{item: m.Value}
+	}
+	return out
+}
+
+// strMap returns the map of strings name of d's item: nil when the item
+// has none; a member that is not a string fails d.
+func (d *decoder) strMap(name string) map[string]string {
+	m, ok := attr[*types.AttributeValueMemberM](d, name, "M of S")
+	if !ok || len(m.Value) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m.Value))
+	for k, av := range m.Value {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			d.fail(name+"."+k, "S", av)
+			return nil
+		}
+		out[k] = v.Value
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -91,6 +92,7 @@ func clone(t *lease.Task) lease.Task {
 	c.Ended = slices.Clone(t.Ended)
 	c.Steps = slices.Clone(t.Steps)
 	c.Then = lease.CloneThen(t.Then)
+	c.Metadata = maps.Clone(t.Metadata)
 	return c
 }
 

@@ -2,11 +2,13 @@ package leasetest
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 )
 
 func testCreateIsIdempotent(t *testing.T, newStore NewStoreFunc) {
@@ -122,6 +124,10 @@ func testCreateRejectsInvalid(t *testing.T, newStore NewStoreFunc) {
 		{"too many attempts", func(n *lease.NewTask) { n.MaxAttempts = lease.MaxAttemptsLimit + 1 }, lease.ErrInvalid},
 		{"payload not UTF-8", func(n *lease.NewTask) { n.Payload = []byte("\"\xff\xfe\"") }, lease.ErrInvalid},
 		{"payload too large", func(n *lease.NewTask) { n.Payload = jsonText(lease.MaxPayloadBytes + 1) }, lease.ErrTooLarge},
+		{"metadata key with a space", func(n *lease.NewTask) { n.Metadata = map[string]string{"a b": "v"} }, lease.ErrInvalid},
+		{"metadata value too long", func(n *lease.NewTask) {
+			n.Metadata = map[string]string{"k": strings.Repeat("v", metadata.MaxValueBytes+1)}
+		}, lease.ErrInvalid},
 	}
 	for _, c := range cases {
 		n := valid()
@@ -199,6 +205,39 @@ func testCreateClaimed(t *testing.T, newStore NewStoreFunc) {
 	_, err = e.store.Claim(e.ctx, n.ID, "w2")
 	wantLeased(t, err, "w1", want.LeaseUntil, leaseFor+skew-time.Second)
 	e.stored(want)
+}
+
+// A task's metadata is stored by Create and CreateClaimed and kept by
+// every later write: claims, releases, the finish.
+func testMetadataStays(t *testing.T, newStore NewStoreFunc) {
+	e := setup(t, newStore)
+	md := map[string]string{"tenant": "acme", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	n := e.newTask()
+	n.Metadata = md
+	held := e.createClaimed(n, "w1")
+	if !maps.Equal(held.Metadata, md) {
+		t.Fatalf("claimed task's metadata %v, want %v", held.Metadata, md)
+	}
+	done := e.finish(held, []byte(`1`))
+	if !maps.Equal(done.Metadata, md) {
+		t.Fatalf("finished task's metadata %v, want %v", done.Metadata, md)
+	}
+	e.stored(done)
+
+	n = e.newTask()
+	n.Metadata = md
+	got, err := e.store.CreateClaimed(e.ctx, n, "w1")
+	if err != nil || !maps.Equal(got.Metadata, md) {
+		t.Fatalf("CreateClaimed with metadata: %v, %v", got.Metadata, err)
+	}
+	if stored, err := e.store.Get(e.ctx, n.ID); err != nil || !maps.Equal(stored.Metadata, md) {
+		t.Fatalf("Get after CreateClaimed: metadata %v, %v", stored.Metadata, err)
+	}
+	// A task without metadata reads back without it.
+	plain := e.create(e.newTask())
+	if plain.Metadata != nil {
+		t.Fatalf("a task without metadata reads back with %v", plain.Metadata)
+	}
 }
 
 // A carried task (its token was sent before the create) gets no sweep

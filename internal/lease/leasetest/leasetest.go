@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CreateRejectsInvalid", testCreateRejectsInvalid},
 		{"CreateAcceptsLimits", testCreateAcceptsLimits},
 		{"CreateClaimed", testCreateClaimed},
+		{"MetadataStaysWithTheTask", testMetadataStays},
 		{"CreateFailed", testCreateFailed},
 		{"CreateCarriedHasNoSweepEntry", testCreateCarried},
 		{"SharedCreateToken", testSharedCreateToken},
@@ -180,7 +181,7 @@ func (e *env) pending(n lease.NewTask) lease.Task {
 	return lease.Task{
 		ID: n.ID, Kind: n.Kind, Payload: n.Payload, Status: lease.StatusPending,
 		MaxAttempts: n.MaxAttempts, RunAt: runAt, CreatedAt: now, UpdatedAt: now,
-		DispatchAt: runAt.Add(grace), Queue: n.Queue,
+		DispatchAt: runAt.Add(grace), Queue: n.Queue, Metadata: n.Metadata,
 	}
 }
 
@@ -397,6 +398,7 @@ func diffTask(got, want lease.Task) []string {
 	text("CallbackStep", got.CallbackStep, want.CallbackStep)
 	text("WaitNote", got.WaitNote, want.WaitNote)
 	text("Then", fmt.Sprintf("%+v", got.Then), fmt.Sprintf("%+v", want.Then))
+	text("Metadata", fmt.Sprint(got.Metadata), fmt.Sprint(want.Metadata)) // (fmt sorts a map's keys)
 	if len(got.History) != len(want.History) {
 		add("len(History)", len(got.History), len(want.History))
 		return d

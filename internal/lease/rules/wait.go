@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -147,6 +148,7 @@ func ApplyWaits(t *lease.Task, n lease.NewTask) {
 		t.Wait, t.WaitFor = lease.WaitAfter, []string{n.Prev}
 	}
 	t.Then = lease.CloneThen(n.Then)
+	t.Metadata = maps.Clone(n.Metadata)
 }
 
 // applyWaitDeadline sets the deadline of t, created WAITING from n, and its
