@@ -16,7 +16,8 @@ import (
 	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
-// The Env runs its handlers through the worker's middleware, the first
+// The Env runs its handlers (not the WorkerConfig's) through the worker's
+// middleware (Worker takes it from the program's WorkerConfig), the first
 // outermost, on every attempt, and a middleware's error steers the task
 // as a handler's would.
 func TestEnvRunsTheMiddleware(t *testing.T) {
@@ -51,7 +52,14 @@ func TestEnvRunsTheMiddleware(t *testing.T) {
 		ran = true
 		return 0, nil
 	})
-	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{Middleware: []leasehold.Middleware{note("outer"), note("inner"), refuse}}))
+	// The program's whole WorkerConfig: Worker takes its middleware, and
+	// leaves the Env its own queues and handlers.
+	prog := leasehold.WorkerConfig{
+		QueueURL:   "https://sqs.us-east-1.amazonaws.com/123456789012/elsewhere",
+		Handlers:   leasehold.NewHandlers(),
+		Middleware: []leasehold.Middleware{note("outer"), note("inner"), refuse},
+	}
+	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(prog))
 	mustEnqueue(t, env, "flaky", 7, leasehold.ID("f"))
 	mustEnqueue(t, env, "forbidden", 1, leasehold.ID("x"))
 	mustRun(t, env)
