@@ -1,5 +1,7 @@
 // Package examples holds the task kinds the bundled worker runs: short enough
 // to read as documentation, and used by `make demo` and the end-to-end tests.
+// Register adds them all; the handlers and payloads that programs and tests
+// outside the package name are exported, the others are read here.
 package examples
 
 import (
@@ -20,8 +22,8 @@ type Greeting struct {
 	Name string `json:"name"`
 }
 
-// Greet answers with a greeting.
-func Greet(_ context.Context, t *leasehold.Task[Greeting]) (string, error) {
+// greet answers with a greeting.
+func greet(_ context.Context, t *leasehold.Task[Greeting]) (string, error) {
 	if t.Payload.Name == "" {
 		return "", leasehold.Fail(errors.New("name is required"))
 	}
@@ -53,8 +55,8 @@ type Flaky struct {
 	SucceedOnAttempt int `json:"succeed_on_attempt"`
 }
 
-// FlakyWork fails until the attempt named in its payload.
-func FlakyWork(_ context.Context, t *leasehold.Task[Flaky]) (string, error) {
+// flakyWork fails until the attempt named in its payload.
+func flakyWork(_ context.Context, t *leasehold.Task[Flaky]) (string, error) {
 	if t.Payload.SucceedOnAttempt == 0 || t.Attempt < t.Payload.SucceedOnAttempt {
 		return "", fmt.Errorf("attempt %d of %d failed on purpose", t.Attempt, t.MaxAttempts)
 	}
@@ -120,16 +122,16 @@ func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error
 	return nil, workflow.AwaitCallback(timeout)
 }
 
-// Remind is the payload of the "remind" kind.
-type Remind struct {
+// remind is the payload of the "remind" kind.
+type remind struct {
 	Name         string `json:"name"`
 	SleepSeconds int    `json:"sleep_seconds"`
 }
 
-// RemindLater is a workflow of two steps with a durable sleep between
+// remindLater is a workflow of two steps with a durable sleep between
 // them: it notes the reminder, sleeps (PENDING, holding no lease), then
 // sends it. A resumed run replays the first step from its record.
-func RemindLater(ctx context.Context, t *leasehold.Task[Remind]) (string, error) {
+func remindLater(ctx context.Context, t *leasehold.Task[remind]) (string, error) {
 	noted, err := workflow.Step(ctx, "note", func(context.Context) (string, error) {
 		return "reminder for " + t.Payload.Name, nil
 	})
@@ -216,12 +218,12 @@ func FulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) 
 
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
-	leasehold.Handle(hs, "greet", Greet)
+	leasehold.Handle(hs, "greet", greet)
 	leasehold.Handle(hs, "sleep", SleepFor)
-	leasehold.Handle(hs, "flaky", FlakyWork)
+	leasehold.Handle(hs, "flaky", flakyWork)
 	leasehold.Handle(hs, "upper", Uppercase)
 	leasehold.Handle(hs, "shout", ShoutAll)
 	leasehold.Handle(hs, "approval", AwaitApproval)
-	leasehold.Handle(hs, "remind", RemindLater)
+	leasehold.Handle(hs, "remind", remindLater)
 	leasehold.Handle(hs, "order", FulfilOrder)
 }

@@ -27,11 +27,11 @@ import (
 	"github.com/leasehold/leasehold/settings"
 )
 
-// DefaultMaxDeliveries bounds the messages one Env.Run delivers unless
+// defaultMaxDeliveries bounds the messages one Env.Run delivers unless
 // SetMaxDeliveries says otherwise: a workflow that has not settled by then
 // (a handler that snoozes for ever, say) makes Run return an error
 // matching ErrTooManyDeliveries instead of looping.
-const DefaultMaxDeliveries = 10_000
+const defaultMaxDeliveries = 10_000
 
 // Errors of an Env.
 var (
@@ -41,7 +41,7 @@ var (
 	// an error at once. Register the kind, or a stub handler for a child's.
 	ErrNoHandler = errors.New("no handler registered for the task's kind")
 	// ErrTooManyDeliveries: Run delivered its bound of messages
-	// (DefaultMaxDeliveries, or SetMaxDeliveries) and tasks were still due
+	// (10,000, or SetMaxDeliveries) and tasks were still due
 	// to run.
 	ErrTooManyDeliveries = errors.New("too many deliveries in one Run")
 	// ErrDeadLetter: the worker rejected a message (sent it to the
@@ -113,7 +113,7 @@ func New(t testing.TB, handlers *leasehold.Handlers, opts ...Option) *Env {
 	e := &Env{
 		t: t, ctx: t.Context(), handlers: handlers,
 		clock:  clockwork.NewFakeClockAt(start),
-		tokens: map[string]string{}, seen: map[string]bool{}, maxDeliveries: DefaultMaxDeliveries,
+		tokens: map[string]string{}, seen: map[string]bool{}, maxDeliveries: defaultMaxDeliveries,
 	}
 	e.queue = &memQueue{clock: e.clock}
 	e.store = leasemem.New(lease.Options{Clock: e.clock})
@@ -162,7 +162,7 @@ func (o observer) Ended(a lifecycle.Ended) {
 }
 
 // SetMaxDeliveries sets the bound of the messages one Run delivers (at
-// least 1; DefaultMaxDeliveries until set).
+// least 1; 10,000 until set).
 func (e *Env) SetMaxDeliveries(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -45,12 +45,14 @@
 //
 // # The configured worker, and assertions
 //
-// New takes the worker's options, the WorkerConfig fields of the same
-// names: Middleware, RateLimits, KindConcurrency and TracerProvider. The
-// Env's executor is built from them by the code that builds a deployed
-// worker's, so a test runs the worker the program configures:
+// New takes the program's WorkerConfig (the Worker option), whose
+// Middleware, RateLimits, KindConcurrency and TracerProvider the Env's
+// executor is built from, by the code that builds a deployed worker's, so
+// a test runs the worker the program configures:
 //
-//	env := leaseholdtest.New(t, hs, leaseholdtest.Middleware(logRuns), leaseholdtest.TracerProvider(tp))
+//	cfg := app.WorkerConfig() // the program's own
+//	cfg.TracerProvider = tp   // say, the OpenTelemetry SDK's tracetest recorder
+//	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(cfg))
 //
 // RequireEnqueued fails a test unless one task of a kind was made (by
 // Enqueue, the Env's Client or a handler: a child, a chain's link) with a
@@ -74,18 +76,18 @@ import (
 	"github.com/leasehold/leasehold/internal/wiring"
 )
 
-// Defaults of the fields of Task left zero.
+// Defaults of the fields of Task left zero; Task's doc says them.
 const (
-	DefaultID          = "leaseholdtest-task"
-	DefaultKind        = "leaseholdtest"
-	DefaultMaxAttempts = 5
-	DefaultLease       = 20 * time.Second // LeaseUntil is this after now
+	defaultID          = "leaseholdtest-task"
+	defaultKind        = "leaseholdtest"
+	defaultMaxAttempts = 5
+	defaultLease       = 20 * time.Second // LeaseUntil is this after now
 )
 
 // Task is the attempt a handler runs: what its *leasehold.Task[P] holds.
-// Zero fields get defaults: ID DefaultID, Kind DefaultKind, Attempt 1,
-// MaxAttempts DefaultMaxAttempts (at least Attempt), Fence Attempt,
-// LeaseUntil DefaultLease from now, CreatedAt now.
+// Zero fields get defaults: ID "leaseholdtest-task", Kind "leaseholdtest",
+// Attempt 1, MaxAttempts 5 (at least Attempt), Fence Attempt, LeaseUntil
+// 20 seconds from now, CreatedAt now.
 type Task[P any] struct {
 	ID          string
 	Kind        string
@@ -150,22 +152,22 @@ func RunKind(ctx context.Context, handlers *leasehold.Handlers, t Task[json.RawM
 func withDefaults[P any](t Task[P]) Task[P] {
 	now := time.Now()
 	if t.ID == "" {
-		t.ID = DefaultID
+		t.ID = defaultID
 	}
 	if t.Kind == "" {
-		t.Kind = DefaultKind
+		t.Kind = defaultKind
 	}
 	if t.Attempt <= 0 {
 		t.Attempt = 1
 	}
 	if t.MaxAttempts <= 0 {
-		t.MaxAttempts = max(DefaultMaxAttempts, t.Attempt)
+		t.MaxAttempts = max(defaultMaxAttempts, t.Attempt)
 	}
 	if t.Fence == 0 {
 		t.Fence = int64(t.Attempt)
 	}
 	if t.LeaseUntil.IsZero() {
-		t.LeaseUntil = now.Add(DefaultLease)
+		t.LeaseUntil = now.Add(defaultLease)
 	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now

@@ -64,13 +64,13 @@ func TestRunDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != leaseholdtest.DefaultID || got.Kind != leaseholdtest.DefaultKind {
+	if got.ID != "leaseholdtest-task" || got.Kind != "leaseholdtest" {
 		t.Errorf("id %q kind %q, want the defaults", got.ID, got.Kind)
 	}
 	if got.Attempt != 6 || got.MaxAttempts != 6 || got.Fence != 6 {
 		t.Errorf("attempt %d of %d, fence %d; want 6 of 6, fence 6", got.Attempt, got.MaxAttempts, got.Fence)
 	}
-	if got.LeaseUntil.Before(before.Add(leaseholdtest.DefaultLease)) || got.CreatedAt.Before(before) {
+	if got.LeaseUntil.Before(before.Add(20*time.Second)) || got.CreatedAt.Before(before) {
 		t.Errorf("lease until %v, created %v: want from now", got.LeaseUntil, got.CreatedAt)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -16,45 +14,42 @@ import (
 	"github.com/leasehold/leasehold/internal/wiring"
 )
 
-// Option configures the worker of an Env as the WorkerConfig field of the
-// same name configures a deployed one: pass New the options a program
-// gives its worker, and the Env runs that worker. Each option sets its
-// field; given twice, the last wins.
+// Option configures the worker of an Env. Worker is the one leaseholdtest
+// offers: it gives the Env the options of the worker a program configures.
 type Option func(*leasehold.WorkerConfig)
 
-// Middleware runs every handler of the Env through mws, the first
-// outermost, as WorkerConfig.Middleware does.
-func Middleware(mws ...leasehold.Middleware) Option {
-	return func(c *leasehold.WorkerConfig) { c.Middleware = slices.Clone(mws) }
-}
-
-// RateLimits bounds the task starts of each queue per window, as
-// WorkerConfig.RateLimits does: a token that finds its window full waits
-// on its queue for a later one (on the Env's fake clock). In an Env the
-// default work queue is named "work" (or "", as a worker's is).
-func RateLimits(limits map[string]leasehold.RateLimit) Option {
-	return func(c *leasehold.WorkerConfig) { c.RateLimits = maps.Clone(limits) }
-}
-
-// KindConcurrency bounds the attempts of each kind that hold a slot at
-// once, as WorkerConfig.KindConcurrency does: a claimed task whose kind
-// has no free slot is released, its attempt handed back, and offered again
-// later. An Env runs one attempt at a time, and an attempt gives its slot
-// back when it ends or suspends, so a bound of 1 or more holds a task back
-// in an Env only while a slot is taken from outside it; what the option
-// gives a test is the worker's own check of the bounds and each attempt's
-// taking and giving back of its slot.
-func KindConcurrency(limits map[string]int) Option {
-	return func(c *leasehold.WorkerConfig) { c.KindConcurrency = maps.Clone(limits) }
-}
-
-// TracerProvider traces the Env's worker and its Client with tp, as
-// WorkerConfig.TracerProvider and ClientConfig.TracerProvider do: an
-// attempt span for each delivery and a "leasehold.run" span around each
-// handler run. Give it an in-memory exporter's provider (the OpenTelemetry
-// SDK's tracetest) to assert on the spans.
-func TracerProvider(tp trace.TracerProvider) Option {
-	return func(c *leasehold.WorkerConfig) { c.TracerProvider = tp }
+// Worker makes the Env run the worker cfg configures: its Middleware,
+// RateLimits, KindConcurrency and TracerProvider, the fields that change
+// what a test can observe, act in the Env as they do in a deployed worker.
+// Pass the WorkerConfig the program builds, so that a test runs the
+// configured worker and not a look-alike. The other fields of cfg are not
+// read: the Env's handlers are New's, and its queues, store, owner, lease,
+// clock and logger are the Env's own.
+//
+//   - Middleware runs every handler, the first outermost.
+//   - RateLimits bounds the task starts of each queue per window: a token
+//     that finds its window full waits on its queue for a later one, on
+//     the Env's fake clock. In an Env the default work queue is named
+//     "work" (or "", as a worker's is).
+//   - KindConcurrency bounds the attempts of each kind that hold a slot at
+//     once: a claimed task whose kind has no free slot is released, its
+//     attempt handed back, and offered again later. An Env runs one
+//     attempt at a time, and an attempt gives its slot back when it ends
+//     or suspends, so a bound of 1 or more holds a task back in an Env only
+//     while a slot is taken from outside it; what it gives a test is the
+//     worker's own check of the bounds and each attempt's taking and
+//     giving back of its slot.
+//   - TracerProvider traces the Env's worker and its Client: an attempt
+//     span for each delivery and a "leasehold.run" span around each
+//     handler run. Give it an in-memory exporter's provider (the
+//     OpenTelemetry SDK's tracetest) to assert on the spans.
+//
+// Given twice, the last wins.
+func Worker(cfg leasehold.WorkerConfig) Option {
+	mws, rates, kinds, tp := slices.Clone(cfg.Middleware), maps.Clone(cfg.RateLimits), maps.Clone(cfg.KindConcurrency), cfg.TracerProvider
+	return func(c *leasehold.WorkerConfig) {
+		c.Middleware, c.RateLimits, c.KindConcurrency, c.TracerProvider = mws, rates, kinds, tp
+	}
 }
 
 // workerConfig is the WorkerConfig of an Env's worker: the kit's queues,

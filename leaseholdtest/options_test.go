@@ -16,7 +16,8 @@ import (
 	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
-// The Env runs its handlers through the worker's middleware, the first
+// The Env runs its handlers (not the WorkerConfig's) through the worker's
+// middleware (Worker takes it from the program's WorkerConfig), the first
 // outermost, on every attempt, and a middleware's error steers the task
 // as a handler's would.
 func TestEnvRunsTheMiddleware(t *testing.T) {
@@ -51,7 +52,14 @@ func TestEnvRunsTheMiddleware(t *testing.T) {
 		ran = true
 		return 0, nil
 	})
-	env := leaseholdtest.New(t, hs, leaseholdtest.Middleware(note("outer"), note("inner"), refuse))
+	// The program's whole WorkerConfig: Worker takes its middleware, and
+	// leaves the Env its own queues and handlers.
+	prog := leasehold.WorkerConfig{
+		QueueURL:   "https://sqs.us-east-1.amazonaws.com/123456789012/elsewhere",
+		Handlers:   leasehold.NewHandlers(),
+		Middleware: []leasehold.Middleware{note("outer"), note("inner"), refuse},
+	}
+	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(prog))
 	mustEnqueue(t, env, "flaky", 7, leasehold.ID("f"))
 	mustEnqueue(t, env, "forbidden", 1, leasehold.ID("x"))
 	mustRun(t, env)
@@ -86,7 +94,7 @@ func TestEnvHonoursRateLimits(t *testing.T) {
 		mu.Unlock()
 		return 0, nil
 	})
-	env = leaseholdtest.New(t, hs, leaseholdtest.RateLimits(map[string]leasehold.RateLimit{"reports": {Starts: 1, Per: time.Minute}}))
+	env = leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{RateLimits: map[string]leasehold.RateLimit{"reports": {Starts: 1, Per: time.Minute}}}))
 	begin := env.Clock().Now()
 	limited := []string{"r1", "r2", "r3"}
 	for _, id := range limited {
@@ -128,7 +136,7 @@ func TestEnvHonoursKindConcurrency(t *testing.T) {
 		ranAt = env.Clock().Now()
 		return 0, nil
 	})
-	env = leaseholdtest.New(t, hs, leaseholdtest.KindConcurrency(map[string]int{"resize": 1}))
+	env = leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{KindConcurrency: map[string]int{"resize": 1}}))
 	until := env.Clock().Now().Add(10 * time.Minute)
 	if ok, err := env.TakeSlot("resize", "elsewhere", 1, until); !ok || err != nil {
 		t.Fatalf("take the slot: %t %v", ok, err)
@@ -146,7 +154,7 @@ func TestEnvHonoursKindConcurrency(t *testing.T) {
 
 	// A bound the worker refuses fails New, as NewWorker would.
 	ft := &fakeT{TB: t}
-	if env := leaseholdtest.New(ft, hs, leaseholdtest.KindConcurrency(map[string]int{"resize": 0})); env != nil || !ft.failed() {
+	if env := leaseholdtest.New(ft, hs, leaseholdtest.Worker(leasehold.WorkerConfig{KindConcurrency: map[string]int{"resize": 0}})); env != nil || !ft.failed() {
 		t.Errorf("New with a kind concurrency of 0 did not fail: %q", ft.messages())
 	}
 }
@@ -159,7 +167,7 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "traced", func(context.Context, *leasehold.Task[int]) (int, error) { return 1, nil })
-	env := leaseholdtest.New(t, hs, leaseholdtest.TracerProvider(tp))
+	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{TracerProvider: tp}))
 	mustEnqueue(t, env, "traced", 1, leasehold.ID("t1"))
 	mustRun(t, env)
 	leaseholdtest.RequireState(t, env, "t1", leasehold.StatusSucceeded)

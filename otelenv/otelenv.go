@@ -26,22 +26,19 @@ import (
 	"github.com/leasehold/leasehold/internal/tracing"
 )
 
-// Enabled reports whether getenv's OTEL_* variables ask for tracing:
-// OTEL_TRACES_EXPORTER set to anything but "none", or an OTLP endpoint
-// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
-// and OTEL_SDK_DISABLED not "true". Tracing is off by default.
-func Enabled(getenv func(string) string) bool { return tracing.Asked(getenv) }
-
 // FromEnv returns a tracer provider configured by the OTEL_* environment,
-// or nil (and no error) when Enabled says tracing is off. Spans go through
-// a batch processor (OTEL_BSP_*) to an OTLP/HTTP exporter
+// or nil (and no error) when that environment asks for no tracing, as it
+// does by default: it asks with OTEL_TRACES_EXPORTER set to anything but
+// "none", or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and OTEL_SDK_DISABLED not "true".
+// Spans go through a batch processor (OTEL_BSP_*) to an OTLP/HTTP exporter
 // (OTEL_EXPORTER_OTLP_*: endpoint, headers, timeout...); the sampler is
 // OTEL_TRACES_SAMPLER's (default: parent-based, always on) and the
 // resource names OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. Only the
 // "otlp" exporter with the http/protobuf protocol is built in. Call
 // ForceFlush before a Lambda invocation returns, and Shutdown at exit.
 func FromEnv(ctx context.Context) (*sdktrace.TracerProvider, error) {
-	if !Enabled(os.Getenv) {
+	if !tracing.Asked(os.Getenv) {
 		return nil, nil
 	}
 	if e := os.Getenv("OTEL_TRACES_EXPORTER"); e != "" && e != "otlp" {

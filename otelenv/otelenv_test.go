@@ -11,23 +11,6 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Enabled is internal/tracing's Asked, whose test holds the rule's cases;
-// here only that it answers both ways.
-func TestEnabled(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		env  map[string]string
-		want bool
-	}{
-		{map[string]string{"OTEL_TRACES_EXPORTER": "none"}, false},
-		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, true},
-	} {
-		if got := Enabled(func(k string) string { return c.env[k] }); got != c.want {
-			t.Errorf("Enabled(%v) = %v, want %v", c.env, got, c.want)
-		}
-	}
-}
-
 func TestFromEnv(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")

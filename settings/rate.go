@@ -3,8 +3,9 @@ package settings
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/durationtext"
 )
 
 // RateLimit bounds how many tasks of one queue start in each window of Per,
@@ -32,7 +33,7 @@ func (r RateLimit) Check() error {
 func (r RateLimit) String() string {
 	per := map[time.Duration]string{time.Second: "s", time.Minute: "m", time.Hour: "h"}[r.Per]
 	if per == "" {
-		per = FormatDuration(r.Per)
+		per = durationtext.Format(r.Per)
 	}
 	return strconv.Itoa(r.Starts) + "/" + per
 }
@@ -40,16 +41,3 @@ func (r RateLimit) String() string {
 // MaxKindConcurrency bounds one kind's concurrency limit: its running
 // attempts are entries of one item of the table.
 const MaxKindConcurrency = 100
-
-// FormatDuration writes d the way the docs and variables do: "10m", not
-// "10m0s".
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}

@@ -10,7 +10,7 @@ import (
 )
 
 // Built with the leasehold_otel tag, the worker traces when the OTEL_*
-// environment asks for it (otelenv.Enabled), exporting with OTLP over HTTP
+// environment asks for it (otelenv.FromEnv), exporting with OTLP over HTTP
 // (say, to the ADOT collector's Lambda layer on localhost:4318), and
 // flushes its spans before each invocation returns.
 func init() {

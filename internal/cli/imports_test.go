@@ -25,9 +25,11 @@ import (
 var sharedRules = map[string]map[string]string{
 	"rules": {
 		"internal/awsenv":        "the HTTP client and the credentials check every leasehold process sets its AWS configuration up with (HTTPClient, CheckCredentials)",
+		"internal/durationtext":  "the spelling of a duration the settings and the docs use, for the limits the inspector prints (FormatDuration)",
 		"internal/lease":         "the task model's rules the store applies: a task id made safe to print (DisplayID), a payload's JSON check with its depth limit (JSONProblem), the listing switch (ParseListing)",
 		"internal/queues":        "the queue name rule the client and the dispatcher apply (CheckQueueName)",
 		"internal/settingstable": "the settings table's reader, with which `leasehold run` fills its WorkerConfig from the LEASEHOLD_* variables as NewWorkerFromEnv and the worker function do (WorkerFromEnv)",
+		"internal/tracing":       "the rule by which the OTEL_* environment asks for tracing, which otelenv.FromEnv applies, read with the command's own getenv (TracingAsked)",
 		"internal/token":         "the intake dispatcher's decoding of a submission, with its bounds and words, applied to each line of `leasehold enqueue --file` (ParseSubmission)",
 	},
 	"scaffold": {

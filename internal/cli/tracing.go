@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/cli/rules"
 	"github.com/leasehold/leasehold/otelenv"
 )
 
@@ -18,7 +19,7 @@ func (a *app) tracer(ctx context.Context) (trace.TracerProvider, error) {
 	if a.tp != nil {
 		return a.tp, nil
 	}
-	if !otelenv.Enabled(a.io.Getenv) {
+	if !rules.TracingAsked(a.io.Getenv) {
 		return nil, nil
 	}
 	tp, err := otelenv.FromEnv(ctx)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durationtext"
 	"github.com/leasehold/leasehold/settings"
 )
 
@@ -226,9 +227,9 @@ func (s Setting) DefaultOf() string {
 	case nil:
 		return "none"
 	case time.Duration:
-		return settings.FormatDuration(d)
+		return durationtext.Format(d)
 	case [2]time.Duration:
-		return settings.FormatDuration(d[0]) + "," + settings.FormatDuration(d[1])
+		return durationtext.Format(d[0]) + "," + durationtext.Format(d[1])
 	default:
 		return fmt.Sprint(d)
 	}

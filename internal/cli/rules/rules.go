@@ -1,12 +1,14 @@
 // Package rules holds the leasehold command's input and display rules: how
 // it checks what an operator types (a queue name, a payload, a since value,
 // a line of a submissions file, the listing setting) and how it shows what
-// it prints (a task id, a list of statuses, an attempt handed back), and how
-// it sets up its AWS configuration.
+// it prints (a task id, a list of statuses, an attempt handed back, a
+// duration), how it sets up its AWS configuration, and whether the OTEL_*
+// environment asks it to trace.
 //
 // Where the client, the worker or the intake dispatcher applies the same
 // rule, the function here calls that rule (internal/lease, internal/queues,
-// internal/token, internal/awsenv, internal/settingstable) rather than
+// internal/token, internal/awsenv, internal/settingstable,
+// internal/durationtext, internal/tracing) rather than
 // copying it: a copy would be a second rule waiting to differ from the
 // first. This package is the one place of the CLI that imports them
 // (internal/cli's TestImportsOnlyPublicPackages says which, and why); the
@@ -29,10 +31,12 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/durationtext"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/internal/tracing"
 )
 
 // JSONProblem says what is wrong with b as one JSON document, in words that
@@ -159,3 +163,13 @@ func CheckCredentials(ctx context.Context, cfg aws.Config, profile string, timeo
 func WorkerFromEnv(cfg *leasehold.WorkerConfig) error {
 	return settingstable.Load(cfg, settingstable.Worker, os.Getenv)
 }
+
+// FormatDuration writes d as the docs and the LEASEHOLD_* variables spell
+// a duration ("10m", not "10m0s"), so that what the command prints about
+// a limit reads as the setting that sets it.
+func FormatDuration(d time.Duration) string { return durationtext.Format(d) }
+
+// TracingAsked reports whether getenv's OTEL_* variables ask for tracing,
+// by the rule otelenv.FromEnv applies; the command asks before it builds
+// a provider, with the getenv it was given.
+func TracingAsked(getenv func(string) string) bool { return tracing.Asked(getenv) }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 // Refusals of the session checks. Each says what happened and what to do:
@@ -82,7 +82,7 @@ func (a *sessions) open(t string, now time.Time) (*session, string) {
 	case a.used:
 		return nil, msgUsed
 	case now.Sub(a.issued) > a.lifetime:
-		return nil, fmt.Sprintf("forbidden: this URL has expired unused: it is good for %s after `leasehold ui` starts; %s", settings.FormatDuration(a.lifetime), restartHint)
+		return nil, fmt.Sprintf("forbidden: this URL has expired unused: it is good for %s after `leasehold ui` starts; %s", rules.FormatDuration(a.lifetime), restartHint)
 	}
 	id, err := newToken()
 	if err != nil {
@@ -112,9 +112,9 @@ func (a *sessions) session(ids []string, now time.Time, active bool) (*session, 
 	if cur.ended == "" {
 		switch {
 		case now.Sub(cur.created) > a.lifetime:
-			cur.ended = "it is older than " + settings.FormatDuration(a.lifetime) + " (the session's limit)"
+			cur.ended = "it is older than " + rules.FormatDuration(a.lifetime) + " (the session's limit)"
 		case now.Sub(cur.seen) > a.idle:
-			cur.ended = "no request for more than " + settings.FormatDuration(a.idle) + " (the limit when idle)"
+			cur.ended = "no request for more than " + rules.FormatDuration(a.idle) + " (the limit when idle)"
 		}
 	}
 	if cur.ended != "" {
