@@ -185,7 +185,7 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range run.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["leasehold.task.kind"] != "traced" || attrs["leasehold.task.id"] != "t1" {
 		t.Errorf("leasehold.run's attributes %v, want the task's kind and id", attrs)
@@ -203,7 +203,7 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 	var enqueue, run2 sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
 		for _, a := range s.Attributes() {
-			if string(a.Key) == "leasehold.task.id" && a.Value.Emit() == "t2" {
+			if string(a.Key) == "leasehold.task.id" && a.Value.String() == "t2" {
 				switch s.Name() {
 				case "leasehold.enqueue":
 					enqueue = s
