@@ -1,7 +1,6 @@
 package codeshape
 
 import (
-	"go/ast"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,7 +23,7 @@ func TestInternalPackageSize(t *testing.T) {
 		if dir != "internal" && !strings.HasPrefix(dir, "internal/") {
 			continue
 		}
-		byPkg[dir] = append(byPkg[dir], exportedTopLevel(f)...)
+		byPkg[dir] = append(byPkg[dir], exportedNames(f)...)
 	}
 	if len(byPkg) < 10 {
 		t.Fatalf("found only %d packages under internal/; the walk is broken", len(byPkg))
@@ -42,33 +41,4 @@ func TestInternalPackageSize(t *testing.T) {
 				dir, len(names), maxInternalAPI, strings.Join(names, " "))
 		}
 	}
-}
-
-// exportedTopLevel lists the exported top-level names f declares.
-func exportedTopLevel(f *ast.File) []string {
-	var names []string
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			if d.Recv == nil && d.Name.IsExported() {
-				names = append(names, d.Name.Name)
-			}
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					if s.Name.IsExported() {
-						names = append(names, s.Name.Name)
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						if n.IsExported() {
-							names = append(names, n.Name)
-						}
-					}
-				}
-			}
-		}
-	}
-	return names
 }
