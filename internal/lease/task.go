@@ -317,8 +317,9 @@ func (n NewTask) Validate() error {
 		return fmt.Errorf("%w: a wait deadline needs dependencies", ErrInvalid)
 	case n.Prev != "" && (CheckID(n.Prev) != nil || len(n.After) > 0 || n.Parent != ""):
 		return fmt.Errorf("%w: a chain link's predecessor must be a valid id, with no dependencies and no parent", ErrInvalid)
-	case metadata.Problem(n.Metadata) != "":
-		return fmt.Errorf("%w: metadata %s", ErrInvalid, metadata.Problem(n.Metadata))
+	}
+	if p := metadata.Problem(n.Metadata); p != "" {
+		return fmt.Errorf("%w: metadata %s", ErrInvalid, p)
 	}
 	if err := CheckThen(n.ID, n.Then); err != nil {
 		return err

@@ -10,7 +10,6 @@
 package metadata
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"unicode/utf8"
@@ -60,25 +59,6 @@ func Problem(md map[string]string) string {
 	}
 	return ""
 }
-
-// Check returns an error that wraps ErrInvalid when md is outside the
-// bounds; nil otherwise (nil and empty maps included).
-func Check(md map[string]string) error {
-	if p := Problem(md); p != "" {
-		return &Error{Detail: "metadata " + p}
-	}
-	return nil
-}
-
-// ErrInvalid is matched by the error Check returns.
-var ErrInvalid = errors.New("invalid metadata")
-
-// Error is metadata outside the bounds.
-type Error struct{ Detail string }
-
-func (e *Error) Error() string { return e.Detail }
-
-func (e *Error) Unwrap() error { return ErrInvalid }
 
 func keyProblem(k string) string {
 	if k == "" || len(k) > MaxKeyBytes {

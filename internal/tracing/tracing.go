@@ -13,6 +13,7 @@ package tracing
 import (
 	"context"
 	"encoding/hex"
+	"maps"
 	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -55,14 +56,13 @@ const (
 
 var w3c = propagation.TraceContext{}
 
-// carrier is a TextMapCarrier over a task's metadata: it reads the map and
-// writes a copy of it (metadata.With), so that a map a caller handed in is
-// never changed.
+// carrier is a TextMapCarrier over a task's metadata: Extract reads the
+// caller's map; Inject writes into its own copy of it.
 type carrier struct{ md map[string]string }
 
 func (c *carrier) Get(key string) string { return c.md[key] }
 
-func (c *carrier) Set(key, value string) { c.md = metadata.With(c.md, key, value) }
+func (c *carrier) Set(key, value string) { c.md[key] = value }
 
 func (c *carrier) Keys() []string { return []string{metadata.TraceParent, metadata.TraceState} }
 
@@ -73,7 +73,8 @@ func Inject(ctx context.Context, md map[string]string) map[string]string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return md
 	}
-	c := carrier{md: md}
+	c := carrier{md: make(map[string]string, len(md)+2)} // one copy: the caller's map is never written
+	maps.Copy(c.md, md)
 	w3c.Inject(ctx, &c)
 	return c.md
 }
