@@ -32,14 +32,14 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 	var ran atomic.Int32
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "fan", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		if _, ok := workflow.Children(ctx); ok {
-			return "joined", nil
-		}
 		kids := make([]workflow.Child, n)
 		for i := range kids {
 			kids[i] = workflow.Child{Kind: "kid", Payload: i}
 		}
-		return nil, workflow.AwaitChildren(kids...)
+		if _, err := workflow.All(ctx, "kids", kids...); err != nil {
+			return nil, err
+		}
+		return "joined", nil
 	})
 	leasehold.Handle(hs, "kid", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
 		ran.Add(1)
@@ -62,7 +62,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 		}
 	}
 	for i := range n {
-		if s := e.status(t, durable.ChildID("p", i)); s != "" {
+		if s := e.status(t, durable.ChildIDIn("p", "kids", i)); s != "" {
 			t.Fatalf("child %d has an item (%s) before any child token was taken", i, s)
 		}
 	}
@@ -74,7 +74,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 	wantCancelled := func(when string) {
 		t.Helper()
 		for i := range n {
-			id := durable.ChildID("p", i)
+			id := durable.ChildIDIn("p", "kids", i)
 			got := e.get(t, id)
 			if got.Status != lease.StatusCancelled || !strings.Contains(got.Error, "parent p") {
 				t.Fatalf("%s: %s is %s %q; want CANCELLED with a reason naming p", when, id, got.Status, got.Error)

@@ -26,22 +26,23 @@ import (
 func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[int]) (int, error) {
-		if kids, ok := workflow.Children(ctx); ok {
-			sum := 0
-			for _, k := range kids {
-				var v int
-				if k.Status != leasehold.StatusSucceeded || json.Unmarshal(k.Result, &v) != nil {
-					return 0, leasehold.Fail(fmt.Errorf("child %s: %s", k.ID, k.Status))
-				}
-				sum += v
-			}
-			return sum, nil
-		}
 		var kids []workflow.Child
 		for i := 1; i <= t.Payload; i++ {
 			kids = append(kids, workflow.Child{Kind: "square", Payload: i})
 		}
-		return 0, workflow.AwaitChildren(kids...)
+		outs, err := workflow.All(ctx, "squares", kids...)
+		if err != nil {
+			return 0, err
+		}
+		sum := 0
+		for _, k := range outs {
+			var v int
+			if k.Status != leasehold.StatusSucceeded || json.Unmarshal(k.Result, &v) != nil {
+				return 0, leasehold.Fail(fmt.Errorf("child %s: %s", k.ID, k.Status))
+			}
+			sum += v
+		}
+		return sum, nil
 	})
 	leasehold.Handle(hs, "square", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
 		return t.Payload * t.Payload, nil
@@ -59,13 +60,11 @@ func workflowHandlers(tokens chan<- string) *leasehold.Handlers {
 		}
 		return out, nil
 	})
-	leasehold.Handle(hs, "approve", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		tok, err := workflow.CallbackToken(ctx)
-		if err != nil {
-			return nil, err
-		}
-		tokens <- tok
-		return nil, workflow.AwaitCallback(time.Hour)
+	leasehold.Handle(hs, "approve", func(ctx context.Context, _ *leasehold.Task[any]) (json.RawMessage, error) {
+		return workflow.WaitForCallback[json.RawMessage](ctx, "approval", time.Hour, func(_ context.Context, tok string) error {
+			tokens <- tok
+			return nil
+		})
 	})
 	return hs
 }
@@ -120,14 +119,18 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 		t.Fatalf("CompleteCallback with a token built from the table: %v (task %s), want ErrBadCallback and the task still waiting", err, e.status(t, "cb"))
 	}
 	info, err := c.CompleteCallback(ctx, tok, map[string]bool{"approved": true})
-	if err != nil || info.Status != leasehold.StatusSucceeded || string(info.Result) != `{"approved":true}` {
-		t.Fatalf("CompleteCallback: %+v, %v", info, err)
+	if err != nil || info.Status != leasehold.StatusPending {
+		t.Fatalf("CompleteCallback: %+v, %v; want the task PENDING to run again with the answer", info, err)
 	}
 	if _, err := c.CompleteCallback(ctx, tok, nil); !errors.Is(err, leasehold.ErrBadCallback) {
 		t.Fatalf("second CompleteCallback: %v, want ErrBadCallback", err)
 	}
+	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "cb") == lease.StatusSucceeded })
+	if got := e.get(t, "cb"); string(got.Result) != `{"approved":true}` {
+		t.Fatalf("cb: result %s, want the callback's answer", got.Result)
+	}
 	kids, err := c.Children(ctx, "fan")
-	if err != nil || len(kids) != 5 || kids[4].ID != "fan/4" || kids[4].Status != leasehold.StatusSucceeded {
+	if err != nil || len(kids) != 5 || kids[4].ID != "fan/squares/4" || kids[4].Status != leasehold.StatusSucceeded {
 		t.Fatalf("Children: %+v, %v", kids, err)
 	}
 }
@@ -176,7 +179,8 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 		}
 	})
 	leasehold.Handle(hs, "parent", func(ctx context.Context, _ *leasehold.Task[any]) (any, error) {
-		return nil, workflow.AwaitChildren(workflow.Child{Kind: "hold"}, workflow.Child{Kind: "hold"})
+		_, err := workflow.All(ctx, "hold", workflow.Child{Kind: "hold"}, workflow.Child{Kind: "hold"})
+		return nil, err
 	})
 	defer close(release)
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs, LeaseDuration: awstest.Scale(4 * time.Second), RenewBefore: awstest.Scale(2 * time.Second), LongPoll: time.Second})
@@ -234,7 +238,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := func() bool {
-		return e.status(t, "p") == lease.StatusWaiting && e.status(t, "p/0") == lease.StatusRunning && e.status(t, "p/1") == lease.StatusRunning
+		return e.status(t, "p") == lease.StatusWaiting && e.status(t, "p/hold/0") == lease.StatusRunning && e.status(t, "p/hold/1") == lease.StatusRunning
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -251,7 +255,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 		t.Fatalf("Cancel(p): %+v, %v", info, err)
 	}
 	waitFor(t, 60*time.Second, func() bool {
-		return e.status(t, "p/0") == lease.StatusCancelled && e.status(t, "p/1") == lease.StatusCancelled
+		return e.status(t, "p/hold/0") == lease.StatusCancelled && e.status(t, "p/hold/1") == lease.StatusCancelled
 	})
 }
 

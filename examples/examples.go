@@ -81,16 +81,6 @@ type Shout struct {
 // ShoutAll spawns one "upper" child per text, then joins their results in
 // order: a fan-out/fan-in (docs/workflows.md).
 func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
-	if kids, ok := workflow.Children(ctx); ok {
-		out := make([]string, len(kids))
-		for i, k := range kids {
-			if k.Status != leasehold.StatusSucceeded {
-				return nil, leasehold.Fail(fmt.Errorf("child %s ended %s: %s", k.ID, k.Status, k.Error))
-			}
-			out[i] = strings.Trim(string(k.Result), `"`)
-		}
-		return out, nil
-	}
 	if len(t.Payload.Texts) == 0 {
 		return nil, leasehold.Fail(errors.New("texts is required"))
 	}
@@ -98,7 +88,18 @@ func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
 	for i, text := range t.Payload.Texts {
 		kids[i] = workflow.Child{Kind: "upper", Payload: Upper{Text: text}}
 	}
-	return nil, workflow.AwaitChildren(kids...)
+	outs, err := workflow.All(ctx, "texts", kids...)
+	if err != nil {
+		return nil, err // the task waits for its children
+	}
+	out := make([]string, len(outs))
+	for i, k := range outs {
+		if k.Status != leasehold.StatusSucceeded {
+			return nil, leasehold.Fail(fmt.Errorf("child %s ended %s: %s", k.ID, k.Status, k.Error))
+		}
+		out[i] = strings.Trim(string(k.Result), `"`)
+	}
+	return out, nil
 }
 
 // Approval is the payload of the "approval" kind.
@@ -108,18 +109,28 @@ type Approval struct {
 }
 
 // AwaitApproval waits for an outside decision: it takes its callback token
-// and suspends. An operator answers by task, with `leasehold complete
+// and waits. An operator answers by task, with `leasehold complete
 // --task ID` or `leasehold fail --task ID`; a real handler would hand the
-// token to the outside system instead.
+// token to the outside system instead. The task SUCCEEDS with the
+// answer's result, or FAILS for good with a failed callback's reason.
 func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
-	if _, err := workflow.CallbackToken(ctx); err != nil {
-		return nil, err
-	}
 	timeout := time.Duration(t.Payload.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	return nil, workflow.AwaitCallback(timeout)
+	answer, err := workflow.WaitForCallback[json.RawMessage](ctx, "decision", timeout,
+		func(context.Context, string) error { return nil })
+	var refused *workflow.CallbackFailedError
+	if errors.As(err, &refused) {
+		return nil, leasehold.Fail(errors.New(refused.Reason))
+	}
+	if err != nil {
+		return nil, err // waiting for the answer
+	}
+	if len(answer) == 0 {
+		return nil, nil // answered without a result
+	}
+	return answer, nil
 }
 
 // remind is the payload of the "remind" kind.

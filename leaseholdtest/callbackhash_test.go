@@ -24,12 +24,10 @@ func TestCallbackHashIsNotACredential(t *testing.T) {
 	handed := make(chan string, 1)
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "approve", func(ctx context.Context, _ *leasehold.Task[string]) (string, error) {
-		tok, err := workflow.CallbackToken(ctx)
-		if err != nil {
-			return "", err
-		}
-		handed <- tok
-		return "", workflow.AwaitCallback(time.Hour)
+		return workflow.WaitForCallback[string](ctx, "approval", time.Hour, func(_ context.Context, tok string) error {
+			handed <- tok
+			return nil
+		})
 	})
 	env := leaseholdtest.New(t, hs)
 	id := mustEnqueue(t, env, "approve", "refund 7")
@@ -62,8 +60,8 @@ func TestCallbackHashIsNotACredential(t *testing.T) {
 	if _, err := c.OperatorComplete(ctx, stale, "stale"); !errors.Is(err, leasehold.ErrBadCallback) || !errors.Is(err, leasehold.ErrNotWaiting) {
 		t.Errorf("OperatorComplete of another attempt's wait: %v, want ErrBadCallback and ErrNotWaiting", err)
 	}
-	if info, err := c.OperatorComplete(ctx, w, "by hand"); err != nil || info.Status != leasehold.StatusSucceeded {
-		t.Fatalf("OperatorComplete: %+v, %v", info, err)
+	if info, err := c.OperatorComplete(ctx, w, "by hand"); err != nil || info.Status != leasehold.StatusPending {
+		t.Fatalf("OperatorComplete: %+v, %v; want the task PENDING to run again with the answer", info, err)
 	}
 	mustRun(t, env)
 	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != `"by hand"` {

@@ -59,8 +59,8 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // (the one that passes the DynamoDB store's conformance suite), in-memory
 // work queues with SQS's delays and visibility, the real sweep, and a fake
 // clock. Handlers run as they would deployed, so workflow.Step,
-// workflow.Sleep, workflow.AwaitChildren, workflow.AwaitCallback,
-// workflow.CallbackToken and workflow.Dependencies all work, and every
+// workflow.Sleep, workflow.All, workflow.Map, workflow.WaitForCallback
+// and workflow.Dependencies all work, and every
 // step and wait is recorded in the store, where Task reads it.
 //
 // Time is the fake clock's: Run moves it forward to the next thing due
@@ -447,9 +447,9 @@ func stateOf(t lease.Task) TaskState {
 	return s
 }
 
-// CallbackToken returns the callback token the handler of task id took
-// (workflow.CallbackToken) in the attempt that now waits for its
-// callback: the very token it handed out. A task that does not wait for a
+// CallbackToken returns the callback token the handler of task id handed
+// to workflow.WaitForCallback's submit in the attempt that now waits for
+// its callback: the very token it handed out. A task that does not wait for a
 // callback gives an error matching leasehold.ErrNotWaiting.
 func (e *Env) CallbackToken(id string) (string, error) {
 	t, err := e.store.Get(e.ctx, id)
@@ -468,10 +468,10 @@ func (e *Env) CallbackToken(id string) (string, error) {
 	return tok, nil
 }
 
-// CompleteCallback ends the waiting attempt the callback token names: the
-// task SUCCEEDS with result (encoded as JSON), as
-// leasehold.Client.CompleteCallback does, with the same store write; a
-// parent waiting for the task is told at the next Run. A token is
+// CompleteCallback answers the wait the callback token names with result
+// (encoded as JSON), as leasehold.Client.CompleteCallback does, with the
+// same store write: the answer is recorded for workflow.WaitForCallback,
+// and the handler runs again, at the next Run, to read it. A token is
 // accepted once; any other use gives an error matching
 // leasehold.ErrBadCallback. Call it between Runs: a token whose attempt
 // has not suspended yet (a handler that completes its own callback) is
@@ -484,8 +484,10 @@ func (e *Env) CompleteCallback(callbackToken string, result any) error {
 	return e.endWait(callbackToken, lease.StatusSucceeded, r, "")
 }
 
-// FailCallback ends the waiting attempt the callback token names: the task
-// FAILS for good with reason, as leasehold.Client.FailCallback does.
+// FailCallback answers the wait the callback token names with a failure,
+// as leasehold.Client.FailCallback does: at the next Run the handler's
+// workflow.WaitForCallback returns a *workflow.CallbackFailedError with
+// reason.
 func (e *Env) FailCallback(callbackToken, reason string) error {
 	if reason == "" {
 		return fmt.Errorf("leaseholdtest: %w: a failed callback needs a reason", leasehold.ErrInvalid)

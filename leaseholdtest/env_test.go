@@ -141,13 +141,13 @@ func TestEnvFanOutAndIn(t *testing.T) {
 		if _, err := workflow.Step(ctx, "plan", func(context.Context) (int, error) { return len(task.Payload), nil }); err != nil {
 			return 0, err
 		}
-		kids, waited := workflow.Children(ctx)
-		if !waited {
-			children := make([]workflow.Child, len(task.Payload))
-			for i, n := range task.Payload {
-				children[i] = workflow.Child{Kind: "square", Payload: n}
-			}
-			return 0, workflow.AwaitChildren(children...)
+		children := make([]workflow.Child, len(task.Payload))
+		for i, n := range task.Payload {
+			children[i] = workflow.Child{Kind: "square", Payload: n}
+		}
+		kids, err := workflow.All(ctx, "squares", children...)
+		if err != nil {
+			return 0, err
 		}
 		sum := 0
 		for _, k := range kids {
@@ -180,14 +180,14 @@ func TestEnvFanOutAndIn(t *testing.T) {
 	if got.Status != leasehold.StatusSucceeded || string(got.Result) != "14" {
 		t.Fatalf("parent %s %s (error %q), want SUCCEEDED 14", got.Status, got.Result, got.Error)
 	}
-	if got.Wait != "children" || !slices.Equal(got.WaitFor, []string{workflow.ChildID("p", 0), workflow.ChildID("p", 1), workflow.ChildID("p", 2)}) {
+	if got.Wait != "children" || !slices.Equal(got.WaitFor, []string{workflow.ChildIDIn("p", "squares", 0), workflow.ChildIDIn("p", "squares", 1), workflow.ChildIDIn("p", "squares", 2)}) {
 		t.Errorf("parent waited for %s %v, want its 3 children", got.Wait, got.WaitFor)
 	}
-	if names := got.StepNames(); !slices.Equal(names, []string{"plan"}) {
-		t.Errorf("parent steps %v, want [plan] (recorded once across its two runs)", names)
+	if names := got.StepNames(); !slices.Equal(names, []string{"plan", "children:squares"}) {
+		t.Errorf("parent steps %v, want [plan children:squares] (each recorded once across its two runs)", names)
 	}
 	for i := range 3 {
-		kid := mustTask(t, env, workflow.ChildID("p", i))
+		kid := mustTask(t, env, workflow.ChildIDIn("p", "squares", i))
 		if kid.Status != leasehold.StatusSucceeded || kid.Parent != "p" || string(kid.Result) != fmt.Sprint((i+1)*(i+1)) {
 			t.Errorf("child %d: %s %s, parent %q", i, kid.Status, kid.Result, kid.Parent)
 		}
@@ -206,13 +206,11 @@ func TestEnvCallback(t *testing.T) {
 	t.Parallel()
 	handed := make(chan string, 4)
 	hs := leasehold.NewHandlers()
-	leasehold.Handle(hs, "approve", func(ctx context.Context, task *leasehold.Task[string]) (string, error) {
-		tok, err := workflow.CallbackToken(ctx)
-		if err != nil {
-			return "", err
-		}
-		handed <- tok // to the "outside system"
-		return "", workflow.AwaitCallback(time.Hour)
+	leasehold.Handle(hs, "approve", func(ctx context.Context, task *leasehold.Task[string]) (json.RawMessage, error) {
+		return workflow.WaitForCallback[json.RawMessage](ctx, "approval", time.Hour, func(_ context.Context, tok string) error {
+			handed <- tok // to the "outside system"
+			return nil
+		})
 	})
 	env := leaseholdtest.New(t, hs)
 	id := mustEnqueue(t, env, "approve", "refund 7")
@@ -247,7 +245,7 @@ func TestEnvCallback(t *testing.T) {
 		t.Errorf("CallbackToken of a finished task: %v, want ErrNotWaiting", err)
 	}
 	if len(handed) != 0 {
-		t.Errorf("the handler ran again after its callback")
+		t.Errorf("the handler handed out a token again after its callback")
 	}
 }
 
@@ -258,22 +256,19 @@ func TestEnvCallbackTimeoutAndParent(t *testing.T) {
 	t.Parallel()
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "approve", func(ctx context.Context, task *leasehold.Task[string]) (string, error) {
-		if _, err := workflow.CallbackToken(ctx); err != nil {
-			return "", err
-		}
-		return "", workflow.AwaitCallback(10 * time.Minute)
+		return workflow.WaitForCallback[string](ctx, "approval", 10*time.Minute, func(context.Context, string) error { return nil })
 	})
 	leasehold.Handle(hs, "order", func(ctx context.Context, task *leasehold.Task[string]) (string, error) {
-		kids, waited := workflow.Children(ctx)
-		if !waited {
-			return "", workflow.AwaitChildren(workflow.Child{Kind: "approve", Payload: task.Payload, MaxAttempts: 3})
+		kids, err := workflow.All(ctx, "approve", workflow.Child{Kind: "approve", Payload: task.Payload, MaxAttempts: 3})
+		if err != nil {
+			return "", err
 		}
 		return "approved by " + string(kids[0].Result), nil
 	})
 	env := leaseholdtest.New(t, hs)
 	id := mustEnqueue(t, env, "order", "o-1")
 	mustRun(t, env)
-	child := workflow.ChildID(id, 0)
+	child := workflow.ChildIDIn(id, "approve", 0)
 	first, err := env.CallbackToken(child)
 	if err != nil {
 		t.Fatal(err)
@@ -388,8 +383,8 @@ func TestEnvBadInput(t *testing.T) {
 		return task.Payload.URL, nil
 	})
 	leasehold.Handle(hs, "parent", func(ctx context.Context, task *leasehold.Task[struct{}]) (string, error) {
-		if _, waited := workflow.Children(ctx); !waited {
-			return "", workflow.AwaitChildren(workflow.Child{Kind: "unregistered"})
+		if _, err := workflow.All(ctx, "kids", workflow.Child{Kind: "unregistered"}); err != nil {
+			return "", err
 		}
 		return "done", nil
 	})
@@ -450,7 +445,7 @@ func TestEnvBadInput(t *testing.T) {
 		id := mustEnqueue(t, env, "parent", nil)
 		begin := env.Clock().Now()
 		err := env.Run()
-		if !errors.Is(err, leaseholdtest.ErrNoHandler) || !strings.Contains(err.Error(), workflow.ChildID(id, 0)) || !strings.Contains(err.Error(), `"unregistered"`) {
+		if !errors.Is(err, leaseholdtest.ErrNoHandler) || !strings.Contains(err.Error(), workflow.ChildIDIn(id, "kids", 0)) || !strings.Contains(err.Error(), `"unregistered"`) {
 			t.Fatalf("Run: %v, want ErrNoHandler naming the child and its kind", err)
 		}
 		if d := env.Clock().Since(begin); d > time.Minute {

@@ -35,7 +35,7 @@
 //	}
 //	got, err := env.Task(id) // got.Status, got.Result, got.StepNames(), got.Wait
 //
-// Children spawned with workflow.AwaitChildren run by the handlers
+// Children spawned with workflow.All or workflow.Map run by the handlers
 // registered for their kinds; a kind with no handler is an error
 // (ErrNoHandler), never a task left pending. Retries wait out their
 // backoff, snoozes and sleeps their delay, on the fake clock, which Run

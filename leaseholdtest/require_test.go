@@ -76,14 +76,14 @@ func shopEnv(t *testing.T) *leaseholdtest.Env {
 	t.Helper()
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "order", func(ctx context.Context, task *leasehold.Task[[]order]) (int, error) {
-		if _, waited := workflow.Children(ctx); waited {
-			return len(task.Payload), nil
-		}
 		kids := make([]workflow.Child, len(task.Payload))
 		for i, o := range task.Payload {
 			kids[i] = workflow.Child{Kind: "ship", Payload: o}
 		}
-		return 0, workflow.AwaitChildren(kids...)
+		if _, err := workflow.All(ctx, "ship", kids...); err != nil {
+			return 0, err
+		}
+		return len(task.Payload), nil
 	})
 	leasehold.Handle(hs, "ship", func(_ context.Context, task *leasehold.Task[order]) (string, error) {
 		if task.Payload.ID == 2 {

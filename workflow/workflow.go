@@ -8,11 +8,12 @@
 // by leaseholdtest.Env, which runs workflows in unit tests on a fake
 // clock); elsewhere it returns an error saying so. A waiting
 // task holds no lease and costs nothing until what it waits for happens:
-// AwaitChildren and AwaitCallback are errors the handler returns, the
-// worker records the wait in one conditional write, and the handler runs
-// again, as the same attempt, when the wait ends. Steps make that re-run
-// cheap: a step that finished returns its recorded result without running
-// again.
+// All, Map, WaitForCallback, Sleep and WaitFor return an error the handler
+// returns, the worker records the wait in one conditional write, and the
+// handler runs again, as the same attempt, when the wait ends; the await
+// then returns what it waited for, recorded as a step. Steps make that
+// re-run cheap: a step that finished returns its recorded result without
+// running again.
 //
 //	func charge(ctx context.Context, t *leasehold.Task[Order]) (Receipt, error) {
 //		auth, err := workflow.Step(ctx, "authorize", func(ctx context.Context) (string, error) {
@@ -21,11 +22,11 @@
 //		if err != nil {
 //			return Receipt{}, err
 //		}
-//		if _, waited := workflow.Children(ctx); !waited {
-//			return Receipt{}, workflow.AwaitChildren(
-//				workflow.Child{Kind: "ship", Payload: t.Payload},
-//				workflow.Child{Kind: "email", Payload: t.Payload},
-//			)
+//		if _, err := workflow.All(ctx, "deliver",
+//			workflow.Child{Kind: "ship", Payload: t.Payload},
+//			workflow.Child{Kind: "email", Payload: t.Payload},
+//		); err != nil {
+//			return Receipt{}, err // the task waits for its children
 //		}
 //		return Receipt{Auth: auth}, nil
 //	}
@@ -48,7 +49,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// Child is a task a handler spawns with AwaitChildren.
+// Child is a task a handler spawns with All or Map.
 type Child struct {
 	Kind string
 	// Payload is encoded as JSON (a json.RawMessage passes through).
@@ -59,35 +60,6 @@ type Child struct {
 	Queue string
 }
 
-// AwaitChildren returns an error that spawns children and suspends the task
-// until every one of them has ended, holding no lease. The handler then
-// runs again, as the same attempt, and reads the children's outcomes with
-// Children. Child i gets the id ChildID(parent, i), so a retried handler
-// spawns no new children. A task awaits children once.
-func AwaitChildren(children ...Child) error {
-	out := make([]durable.Child, len(children))
-	for i, c := range children {
-		p, err := lease.EncodeJSON("payload", c.Payload)
-		if err != nil {
-			return leasehold.Fail(fmt.Errorf("child %d: %w", i, err))
-		}
-		out[i] = durable.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}
-	}
-	return &durable.AwaitChildrenError{Children: out}
-}
-
-// AwaitChildrenWithin is AwaitChildren with a deadline for the wait: if
-// the children have not all ended within timeout (at most 365 days), the
-// task ends FAILED with the reason. AwaitChildren waits for the worker's
-// wait timeout (WorkerConfig, LEASEHOLD_WAIT_TIMEOUT; default 7 days).
-func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
-	err := AwaitChildren(children...)
-	if ac, ok := err.(*durable.AwaitChildrenError); ok {
-		ac.Timeout = timeout
-	}
-	return err
-}
-
 // All spawns children as the await called name and returns their
 // outcomes, in spawn order, once every one of them has ended. Until then
 // it returns an error the handler must return: the task waits, holding no
@@ -96,8 +68,8 @@ func AwaitChildrenWithin(timeout time.Duration, children ...Child) error {
 // their recorded results, and All returns the outcomes. They are recorded
 // as the step "children:"+name, so every later run replays them too.
 //
-// Unlike AwaitChildren, a handler may call All any number of times, with
-// different names, between steps, sleeps and other waits:
+// A handler may call All any number of times, with different names,
+// between steps, sleeps and other waits:
 //
 //	outs, err := workflow.All(ctx, "ship", workflow.Child{Kind: "ship", Payload: order})
 //	if err != nil {
@@ -306,7 +278,10 @@ func WaitForCallback[T any](ctx context.Context, name string, timeout time.Durat
 	return v, nil
 }
 
-// ChildID is the id of the i-th child (from 0) the task parent spawns.
+// ChildID is the id of the i-th child (from 0) of the task parent in the
+// unnamed form parent+"/"+i, which the removed AwaitChildren gave: a task
+// that waited with it before an upgrade resumes with children so named.
+// Children of All and Map have the ids ChildIDIn gives.
 func ChildID(parent string, i int) string { return durable.ChildID(parent, i) }
 
 // Outcome is how a child or a dependency ended, as its waiter sees it.
@@ -315,12 +290,6 @@ type Outcome struct {
 	Status leasehold.Status `json:"status"`
 	Result json.RawMessage  `json:"result,omitempty"`
 	Error  string           `json:"error,omitempty"`
-}
-
-// Children returns the outcomes of the children a resumed handler awaited,
-// in spawn order, and false when the task has not awaited children.
-func Children(ctx context.Context) ([]Outcome, bool) {
-	return outcomes(ctx, lease.WaitChildren)
 }
 
 // Dependencies returns the outcomes of the task's dependencies (enqueued
@@ -333,6 +302,8 @@ func Dependencies(ctx context.Context) ([]Outcome, bool) {
 	return outcomes(ctx, lease.WaitAfterAny)
 }
 
+// outcomes reads what the executor handed a resumed handler, when it
+// waited in mode.
 func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
 	r, ok := durable.WaitResultsOf(ctx)
 	if !ok || r.Mode != mode {
@@ -346,22 +317,6 @@ func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
 		}
 	}
 	return out, true
-}
-
-// CallbackToken returns this attempt's callback token: hand it to the
-// outside system that will complete the task, then return AwaitCallback.
-// The token names the task and this attempt's fence and carries a secret
-// drawn for the attempt; it is accepted once, and only while the attempt
-// waits. Treat it as a secret.
-func CallbackToken(ctx context.Context) (string, error) { return durable.CallbackTokenOf(ctx) }
-
-// AwaitCallback returns an error that suspends the task, holding no lease,
-// until an outside system completes or fails it with its callback token
-// (leasehold.Client's CompleteCallback and FailCallback, `leasehold
-// complete`, or a callback message on the work queue). If no callback
-// comes within timeout, the attempt fails and is retried like any failure.
-func AwaitCallback(timeout time.Duration) error {
-	return &durable.AwaitCallbackError{Timeout: timeout}
 }
 
 // Step runs fn as the step called name of the handler's task, once per task:
