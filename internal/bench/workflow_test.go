@@ -33,19 +33,20 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		return t.Payload, nil
 	})
 	leasehold.Handle(hs, "fanout", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
-		if kids, ok := workflow.Children(ctx); ok {
-			for _, k := range kids {
-				if k.Status != leasehold.StatusSucceeded {
-					return echo{}, leasehold.Fail(fmt.Errorf("child %s ended %s", k.ID, k.Status))
-				}
-			}
-			return echo{N: len(kids)}, nil
-		}
 		kids := make([]workflow.Child, t.Payload.N)
 		for i := range kids {
 			kids[i] = workflow.Child{Kind: "echo", Payload: echo{N: i}}
 		}
-		return echo{}, workflow.AwaitChildren(kids...)
+		outs, err := workflow.All(ctx, "echo", kids...)
+		if err != nil {
+			return echo{}, err
+		}
+		for _, k := range outs {
+			if k.Status != leasehold.StatusSucceeded {
+				return echo{}, leasehold.Fail(fmt.Errorf("child %s ended %s", k.ID, k.Status))
+			}
+		}
+		return echo{N: len(outs)}, nil
 	})
 	leasehold.Handle(hs, "steps", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
 		sum := 0
@@ -59,16 +60,14 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		return echo{N: sum}, nil
 	})
 	leasehold.Handle(hs, "approve", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
-		tok, err := workflow.CallbackToken(ctx)
-		if err != nil {
-			return echo{}, err
-		}
-		select {
-		case h.callbacks <- callbackToken{id: t.ID, token: tok}:
-		case <-ctx.Done():
-			return echo{}, ctx.Err()
-		}
-		return echo{}, workflow.AwaitCallback(callbackTimeout())
+		return workflow.WaitForCallback[echo](ctx, "approval", callbackTimeout(), func(ctx context.Context, tok string) error {
+			select {
+			case h.callbacks <- callbackToken{id: t.ID, token: tok}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
 	})
 	leasehold.Handle(hs, "mapper", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
 		res, err := workflow.Map(ctx, "items", t.Payload.N, func(i int) workflow.Child {
@@ -349,7 +348,9 @@ func (h *harness) runWorkflows(w shape, n int) workflowResult {
 		if w.callback {
 			h.drainUntil(w.name, func() bool { return h.allIn(ids, "WAITING") })
 			h.completeCallbacks(ids)
-			h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") && h.acked-acked >= 2*len(ids) })
+			// Three messages per task: the enqueue's, the answer's (the
+			// task, PENDING, runs again to read it) and the timeout token.
+			h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") && h.acked-acked >= 3*len(ids) })
 			continue
 		}
 		h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") })

@@ -29,12 +29,9 @@ func (a *app) completeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "complete {TOKEN | --task ID} [RESULT]",
 		Short: "Complete a task waiting for a callback",
-		Long: `Complete ends a callback wait: the task SUCCEEDS with RESULT, a JSON document
-(none when left out). The handler that took the token with
-workflow.CallbackToken and returned workflow.AwaitCallback does not run
-again. A wait of workflow.WaitForCallback is answered instead: RESULT is
-recorded for the handler, which runs again to read it (the task is PENDING
-until then).
+		Long: `Complete answers a callback wait with RESULT, a JSON document (none when
+left out): RESULT is recorded for the handler's workflow.WaitForCallback,
+and the handler runs again to read it (the task is PENDING until then).
 
 TOKEN is the callback token the handler took (what a system outside is
 given). An operator who answers by hand names the task instead, with
@@ -82,9 +79,9 @@ func (a *app) failCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fail {TOKEN | --task ID} REASON",
 		Short: "Fail a task waiting for a callback",
-		Long: `Fail ends a callback wait: the task FAILS for good with REASON (leasehold retry
-runs it again). For a wait of workflow.WaitForCallback, the handler runs
-again and reads REASON as a refusal instead. TOKEN is the callback token the
+		Long: `Fail answers a callback wait with a refusal: the handler runs again and its
+workflow.WaitForCallback returns REASON as a *workflow.CallbackFailedError,
+for the handler to decide what a refusal means. TOKEN is the callback token the
 handler took; an operator names the task with --task ID instead (see
 leasehold complete --help). A wait is answered once; a forged, stale or used
 token is rejected with the reason (exit 1).`,

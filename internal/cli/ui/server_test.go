@@ -140,16 +140,18 @@ func setup(t *testing.T, pageSize int) *fixture {
 		return nil, leasehold.Fail(errors.New(t.Payload.Msg))
 	})
 	leasehold.Handle(hs, "parent", func(ctx context.Context, _ *leasehold.Task[json.RawMessage]) (any, error) {
-		if _, ok := workflow.Children(ctx); !ok {
-			return nil, workflow.AwaitChildren(workflow.Child{Kind: "ok", Payload: 1}, workflow.Child{Kind: "ok", Payload: 2})
+		if _, err := workflow.All(ctx, "kids", workflow.Child{Kind: "ok", Payload: 1}, workflow.Child{Kind: "ok", Payload: 2}); err != nil {
+			return nil, err
 		}
 		return "done", nil
 	})
 	leasehold.Handle(hs, "hook", func(ctx context.Context, _ *leasehold.Task[json.RawMessage]) (any, error) {
-		if _, err := workflow.CallbackToken(ctx); err != nil {
-			return nil, err
+		answer, err := workflow.WaitForCallback[json.RawMessage](ctx, "hook", time.Hour, func(context.Context, string) error { return nil })
+		var refused *workflow.CallbackFailedError
+		if errors.As(err, &refused) {
+			return nil, leasehold.Fail(err) // a refusal ends the task
 		}
-		return nil, workflow.AwaitCallback(time.Hour)
+		return answer, err
 	})
 	env := leaseholdtest.New(t, hs)
 	for i := range 7 {
@@ -601,7 +603,12 @@ func TestActions(t *testing.T) {
 		t.Fatalf("hook-1 still waiting after complete")
 	}
 	post("fail", "id", "hook-2", "reason", "rejected by "+xss)
-	if info := get("hook-2"); info.Status == leasehold.StatusWaiting || !strings.Contains(info.Error, "rejected by") {
+	// The handler reads the refusal when it runs again, and fails.
+	f.env.SetMaxDeliveries(100)
+	if err := f.env.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if info := get("hook-2"); info.Status != leasehold.StatusFailed || !strings.Contains(info.Error, "rejected by") {
 		t.Fatalf("hook-2 after fail: %s %q", info.Status, info.Error)
 	}
 	if body := post("pause", "queue", ""); !strings.Contains(body, "is paused") || strings.Contains(body, "event source") {
@@ -630,8 +637,8 @@ func TestPages(t *testing.T) {
 			t.Errorf("overview lacks %q", want)
 		}
 	}
-	tree := f.get(t, "/workflow?id="+url.QueryEscape(workflow.ChildID("parent-1", 1)))
-	for _, want := range []string{"parent-1", workflow.ChildID("parent-1", 0), workflow.ChildID("parent-1", 1), `class="focus"`} {
+	tree := f.get(t, "/workflow?id="+url.QueryEscape(workflow.ChildIDIn("parent-1", "kids", 1)))
+	for _, want := range []string{"parent-1", workflow.ChildIDIn("parent-1", "kids", 0), workflow.ChildIDIn("parent-1", "kids", 1), `class="focus"`} {
 		if !strings.Contains(tree, want) {
 			t.Errorf("workflow page lacks %q", want)
 		}
