@@ -246,7 +246,7 @@ func stepped(n int) shape {
 	}
 }
 
-// fanout is a parent that awaits n "echo" children.
+// fanout is a parent that awaits n "echo" children with workflow.All.
 func fanout(n int) shape {
 	k := float64(n)
 	return shape{
@@ -257,20 +257,24 @@ func fanout(n int) shape {
 			return []string{id}
 		},
 		design: map[string]float64{
-			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "finish or release": 1 + k,
-			"create (RUNNING)": k, "notify": k,
+			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "checkpoint": 1,
+			"finish or release": 1 + k, "create (RUNNING)": k, "notify": k,
 		},
 		// The suspension puts the parent in the sweep index at its wait's
-		// deadline (2 write units), the resume removes it (2).
-		designWU:      2 + 1 + 2 + 2 + (1 + k) + k + k,
+		// deadline (2 write units), the resume removes it (2). All records
+		// the children's outcomes as a step: a checkpoint (2 write units
+		// for 10 outcomes, the item past 1 KB), and the parent's finish
+		// writes that bigger item (2).
+		designWU:      2 + 1 + 2 + 2 + 2 + (2 + k) + k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),
 	}
 }
 
-// callback is a task that waits for a callback, completed with
-// Client.CompleteCallback as soon as it waits.
+// callback is a task that waits for a callback (workflow.WaitForCallback),
+// completed with Client.CompleteCallback as soon as it waits; the task then
+// runs again to read the answer.
 func callback() shape {
 	return shape{
 		name:     "callback",
@@ -281,10 +285,15 @@ func callback() shape {
 			return []string{id}
 		},
 		design: map[string]float64{
-			"create (PENDING)": 1, "claim": 1, "suspend": 1, "end wait (callback or timeout)": 1,
+			"create (PENDING)": 1, "claim": 2, "suspend": 1, "checkpoint": 1, "finish or release": 1,
 			"failed condition: claim": 1,
 		},
-		designWU:      2 + 1 + 1 + 1 + 1,
+		// The answer records the step callback:approval and leaves the task
+		// PENDING with a sweep entry, should the message that runs it be
+		// lost (the meter sees a checkpoint: 2 write units); the run that
+		// reads it is a claim (1) and a finish that removes the entry (2);
+		// the timeout token then finds the task finished (1).
+		designWU:      2 + 1 + 1 + 2 + 1 + 2 + 1,
 		sfTransitions: 1, sfInvocations: 1,
 		durableOps: 2, durableInvokes: 2,
 		counterpart: "SF: one Task state with .waitForTaskToken; durable: waitForCallback",

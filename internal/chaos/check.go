@@ -158,15 +158,12 @@ func Check(in Input) *Report {
 		fence int64
 	}
 	ends := map[key][]HandlerEvent{}
-	callbackHandedOut := map[key]bool{}
 	for _, e := range in.Handler {
 		switch e.Event {
 		case "start":
 			r.Executions++
 		case "end":
 			ends[key{e.Task, e.Fence}] = append(ends[key{e.Task, e.Fence}], e)
-		case "callback":
-			callbackHandedOut[key{e.Task, e.Fence}] = true
 		}
 	}
 	workerSays := map[string][]MetricEvent{}
@@ -280,14 +277,11 @@ func Check(in Input) *Report {
 				flag("stale_accepted", fmt.Sprintf("%s: finish under fence %d accepted, but fence %d exists (record fence %d)", id, f.Fence, maxFence, rec.Fence))
 			}
 			// The accepted result came from a handler run of that fence
-			// that completed, or, for a task completed by a callback, from
-			// a callback to the attempt of that fence.
+			// that completed (a callback's answer too is read by a run
+			// of the handler, which finishes the task).
 			completed := false
 			for _, e := range ends[key{id, f.Fence}] {
 				completed = completed || e.Outcome == "ok"
-			}
-			if in.Workflows != nil && in.Workflows.Callbacks[id] {
-				completed = callbackHandedOut[key{id, f.Fence}]
 			}
 			if !completed {
 				r.FinishWithoutRun++

@@ -24,7 +24,8 @@ type Workflows struct {
 	// every dependency has ended, whatever its outcome.
 	After    map[string][]string
 	AfterAny map[string]bool
-	// Callbacks names the tasks that wait for a callback.
+	// Callbacks names the tasks that wait for a callback ("cb":
+	// workflow.WaitForCallback named "approval").
 	Callbacks map[string]bool
 	// Answers are the callbacks the test sent.
 	Answers []CallbackAnswer
@@ -110,8 +111,8 @@ type CallbackAnswer struct {
 }
 
 // WorkflowReport is what the workflow checks found. BadResume, ChildMissed,
-// EarlyDependent, CallbackDouble and CallbackLost are violations when
-// non-zero; the rest is information.
+// EarlyDependent, CallbackDouble, CallbackNoToken and CallbackLost are
+// violations when non-zero; the rest is information.
 type WorkflowReport struct {
 	Parents, Children, Dependents, CallbackTasks int
 
@@ -127,6 +128,9 @@ type WorkflowReport struct {
 	EarlyDependent int
 	// CallbackDouble: waits for a callback that accepted more than one.
 	CallbackDouble int
+	// CallbackNoToken: answers accepted for a wait whose attempt wrote no
+	// callback line (handed out no token).
+	CallbackNoToken int
 	// CallbackLost: callbacks the client was told were accepted, but no
 	// write ended that wait.
 	CallbackLost int
@@ -153,7 +157,7 @@ type WorkflowReport struct {
 	Cancelled        int // dependents cancelled because a dependency failed
 	CallbackWaits    int // suspensions for a callback
 	CallbackSent     int // callbacks sent (every copy, both forms)
-	CallbackAccept   int // callbacks accepted (applied writes ending a wait as SUCCEEDED)
+	CallbackAccept   int // callbacks accepted (applied writes recording the answer, out of WAITING)
 	CallbackByCli    int // of those, landed by the client (the rest: by a worker, from a message)
 	CallbackReject   int // callbacks the client was refused
 	CallbackTimeout  int // waits that timed out
@@ -375,14 +379,24 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 			r.CallbackErrors++
 		}
 	}
+	handedOut := map[wait]bool{}
+	for _, e := range in.Handler {
+		if e.Event == "callback" {
+			handedOut[wait{e.Task, e.Fence}] = true
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(wf.Callbacks)) {
 		r.CallbackTasks++
+		// A "cb" task waits with workflow.WaitForCallback("approval"):
+		// an answer is the write out of WAITING that records the step
+		// callback:approval (the task PENDING, to run again and read it);
+		// any other write out of WAITING is the timeout.
 		accepted := map[int64][]Write{}
 		for _, w := range writesByTask[id] {
 			switch {
 			case !w.FromWaiting && w.Status == string(lease.StatusWaiting):
 				r.CallbackWaits++
-			case w.FromWaiting && w.Status == string(lease.StatusSucceeded):
+			case w.FromWaiting && w.Status == string(lease.StatusPending) && slices.Contains(w.Steps, "callback:approval"):
 				accepted[w.Fence] = append(accepted[w.Fence], w)
 				r.CallbackAccept++
 				if w.Worker == ClientName {
@@ -393,6 +407,10 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 			}
 		}
 		for _, f := range slices.Sorted(maps.Keys(accepted)) {
+			if !handedOut[wait{id, f}] {
+				r.CallbackNoToken++
+				flag("callback_without_token", fmt.Sprintf("%s: the wait under fence %d accepted an answer, but no run of that fence handed out a token", id, f))
+			}
 			if ws := accepted[f]; len(ws) > 1 {
 				r.CallbackDouble++
 				flag("callback_double_accept", fmt.Sprintf("%s: the wait under fence %d accepted %d callbacks: %s", id, f, len(ws), writesText(ws)))

@@ -44,14 +44,20 @@ func cleanWorkflows() Input {
 	add(lease.Task{ID: "d", Status: lease.StatusCancelled, MaxAttempts: 20, Error: "dependency h ended FAILED: planned"},
 		[]Write{{Task: "d", Op: "UpdateItem", Status: "CANCELLED", FromWaiting: true, Forwarded: at(150), Answered: at(155)}}, nil)
 
-	accept := Write{Task: "c", Op: "UpdateItem", Status: "SUCCEEDED", Fence: 1, FromWaiting: true, Worker: ClientName, Forwarded: at(700), Answered: at(705)}
-	add(lease.Task{ID: "c", Status: lease.StatusSucceeded, Fence: 1, Attempt: 1, MaxAttempts: 20,
-		History: []lease.Attempt{entry(1, lease.StatusWaiting), entry(1, lease.StatusSucceeded)}},
-		[]Write{claim("c", 1, 0, 3000), ending("c", 1, "WAITING", 100), accept},
+	// c waits for a callback (WaitForCallback): the answer records the
+	// step and leaves it PENDING; the run under fence 2 reads it and
+	// finishes.
+	accept := Write{Task: "c", Op: "UpdateItem", Status: "PENDING", Fence: 1, FromWaiting: true, Worker: ClientName,
+		Steps: []string{"callback:approval"}, Forwarded: at(700), Answered: at(705)}
+	add(lease.Task{ID: "c", Status: lease.StatusSucceeded, Fence: 2, Attempt: 1, MaxAttempts: 20,
+		History: []lease.Attempt{entry(1, lease.StatusWaiting), entry(2, lease.StatusSucceeded)}},
+		[]Write{claim("c", 1, 0, 3000), ending("c", 1, "WAITING", 100), accept, claim("c", 2, 800, 3800), ending("c", 2, "SUCCEEDED", 900)},
 		[]HandlerEvent{
 			{Event: "start", Task: "c", Fence: 1, AtUS: at(20).UnixMicro()},
 			{Event: "callback", Task: "c", Fence: 1, Token: "lhcb1.x", AtUS: at(25).UnixMicro()},
 			{Event: "end", Task: "c", Fence: 1, Outcome: "await", AtUS: at(30).UnixMicro()},
+			{Event: "start", Task: "c", Fence: 2, AtUS: at(820).UnixMicro()},
+			{Event: "end", Task: "c", Fence: 2, Outcome: "ok", AtUS: at(880).UnixMicro()},
 		})
 	// z runs after h whatever its outcome (after-any).
 	z := ran("z", 1, 400)
@@ -186,12 +192,13 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 			in.Records["d"] = d
 		}, []string{"stuck"}},
 		{"callback accepted twice", func(in *Input) {
-			in.Writes = append(in.Writes, Write{Task: "c", Op: "UpdateItem", Status: "SUCCEEDED", Fence: 1, FromWaiting: true, Worker: "w1g1", Forwarded: at(710), Answered: at(715)})
-		}, []string{"callback_double_accept", "double_finish"}},
+			in.Writes = append(in.Writes, Write{Task: "c", Op: "UpdateItem", Status: "PENDING", Fence: 1, FromWaiting: true, Worker: "w1g1",
+				Steps: []string{"callback:approval"}, Forwarded: at(710), Answered: at(715)})
+		}, []string{"callback_double_accept"}},
 		{"a task ended otherwise than planned", func(in *Input) {
 			in.Expect["h"] = lease.StatusCancelled // it ended FAILED
 		}, []string{"wrong_end"}},
-		{"callback task finished without its token handed out", func(in *Input) {
+		{"callback answered without its token handed out", func(in *Input) {
 			var hs []HandlerEvent
 			for _, h := range in.Handler {
 				if !(h.Task == "c" && h.Event == "callback") {
@@ -199,7 +206,7 @@ func TestCheckWorkflowsViolations(t *testing.T) {
 				}
 			}
 			in.Handler = hs
-		}, []string{"finish_without_run"}},
+		}, []string{"callback_without_token"}},
 		{"parent resumed before a child ended", func(in *Input) {
 			for i, w := range in.Writes {
 				if w.Task == "p/1" && w.Status == "FAILED" {

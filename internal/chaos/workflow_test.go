@@ -85,7 +85,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		}
 		kids := make([]step, n)
 		for k := range kids {
-			id := workflow.ChildID(parent, k)
+			id := workflow.ChildIDIn(parent, "kids", k)
 			// Long enough for the fan-in to last seconds, in which
 			// workers are killed.
 			kids[k] = step{N: 1000*i + k, WorkMS: 300 + rng.IntN(1200)}

@@ -71,18 +71,21 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		base := begin(t.ID, t.Fence, t.Attempt)
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
-		kids, resumed := workflow.Children(ctx)
-		if !resumed {
+		children := make([]workflow.Child, len(t.Payload.Children))
+		for i, c := range t.Payload.Children {
+			children[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+		}
+		// All answers from memory (the outcomes the executor handed this
+		// run, or the recorded step), so the start line written after it
+		// still comes before anything the run does.
+		kids, err := workflow.All(ctx, "kids", children...)
+		if err != nil {
 			start.Phase = "spawn"
 			ev.write(start)
-			children := make([]workflow.Child, len(t.Payload.Children))
-			for i, c := range t.Payload.Children {
-				children[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
-			}
 			end := base
 			end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
 			ev.write(end)
-			return Result{}, workflow.AwaitChildren(children...)
+			return Result{}, err // the task waits for its children
 		}
 		start.Phase, start.Kids = "resume", kidLines(kids)
 		ev.write(start)
@@ -97,17 +100,28 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
 		ev.write(start)
-		tok, err := workflow.CallbackToken(ctx)
-		if err != nil {
-			return Result{}, leasehold.Fail(err)
+		_, err := workflow.WaitForCallback[json.RawMessage](ctx, "approval", time.Duration(t.Payload.TimeoutMS)*time.Millisecond,
+			func(_ context.Context, tok string) error {
+				cb := base
+				cb.Event, cb.Token, cb.AtUS = "callback", tok, time.Now().UnixMicro()
+				ev.write(cb)
+				return nil
+			})
+		outcome := "await"
+		var refused *workflow.CallbackFailedError
+		if errors.As(err, &refused) {
+			outcome, err = "failed", leasehold.Fail(err) // a refusal ends the task
 		}
-		cb := base
-		cb.Event, cb.Token, cb.AtUS = "callback", tok, time.Now().UnixMicro()
-		ev.write(cb)
+		if err != nil {
+			end := base
+			end.Event, end.Outcome, end.AtUS = "end", outcome, time.Now().UnixMicro()
+			ev.write(end)
+			return Result{}, err // waiting for the answer
+		}
 		end := base
-		end.Event, end.Outcome, end.AtUS = "end", "await", time.Now().UnixMicro()
+		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
 		ev.write(end)
-		return Result{}, workflow.AwaitCallback(time.Duration(t.Payload.TimeoutMS) * time.Millisecond)
+		return Result{Fence: t.Fence, Owner: name}, nil
 	})
 
 	// runStep runs step name of a task's handler through workflow.Step,
