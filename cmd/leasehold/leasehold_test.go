@@ -813,18 +813,21 @@ func TestWorkflowCommands(t *testing.T) {
 		t.Fatalf("result of fan: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	r := s.run(t, "", "status", "fan")
-	if !strings.Contains(r.stdout, "children:\n  ├─ fan/0  SUCCEEDED\n  ├─ fan/1  SUCCEEDED\n  └─ fan/2  SUCCEEDED") {
+	if !strings.Contains(r.stdout, "children:\n  ├─ fan/texts/0  SUCCEEDED\n  ├─ fan/texts/1  SUCCEEDED\n  └─ fan/texts/2  SUCCEEDED") {
 		t.Fatalf("status fan shows no children tree:\n%s", r.stdout)
 	}
-	if r := s.run(t, "", "list", "--parent", "fan"); strings.Count(r.stdout, "SUCCEEDED") != 3 || !strings.Contains(r.stdout, "fan/2") {
+	if r := s.run(t, "", "list", "--parent", "fan"); strings.Count(r.stdout, "SUCCEEDED") != 3 || !strings.Contains(r.stdout, "fan/texts/2") {
 		t.Fatalf("list --parent fan:\n%s %s", r.stdout, r.stderr)
 	}
 
 	s.run(t, "", "enqueue", "--kind", "approval", "--id", "ok?", `{"timeout_seconds":600}`)
 	s.run(t, "", "complete", "--task", "ok?", "{").expect(t, 2, "RESULT is not a JSON document")
 	s.run(t, "", "complete", "--wait", "1s").expect(t, 2, "a callback TOKEN, or --task ID")
-	if r := s.run(t, "", "complete", "--task", "ok?", "--wait", awstest.Scale(time.Minute).String(), `{"approved":true}`); r.code != 0 || r.stdout != "task ok? SUCCEEDED\n" {
+	if r := s.run(t, "", "complete", "--task", "ok?", "--wait", awstest.Scale(time.Minute).String(), `{"approved":true}`); r.code != 0 || r.stdout != "task ok? PENDING: answer recorded; its handler runs again to read it\n" {
 		t.Fatalf("complete --task: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := s.run(t, "", "result", "--wait", "--timeout", awstest.Scale(time.Minute).String(), "ok?"); r.code != 0 || r.stdout != "{\"approved\":true}\n" {
+		t.Fatalf("result of ok? after its answer: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	s.run(t, "", "complete", "--task", "ok?", `{}`).expect(t, 1, "not waiting for a callback")
 	s.run(t, "", "fail", "--task", "ok?", "no").expect(t, 1, "not waiting for a callback")
