@@ -22,7 +22,7 @@ var ErrBadCallback = lease.ErrBadCallback
 // task SUCCEEDS with result (encoded as JSON); or, for a token handed out
 // by workflow.WaitForCallback, the handler runs again and reads result
 // there (the task is PENDING then). The token is the one the handler took
-// (workflow.CallbackToken, workflow.WaitForCallback): it carries a secret
+// (workflow.WaitForCallback hands it to its submit): it carries a secret
 // the table keeps only a hash of, so this is the call to give a system
 // outside that answers waits. A token is accepted once; any other use, or
 // a token built from what the table holds, gives an error matching

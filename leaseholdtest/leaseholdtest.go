@@ -14,7 +14,7 @@
 // worker would record for the error a handler returned (retry, snooze,
 // cancel, fail). RunKind does the same for a kind of a *leasehold.Handlers.
 // The handler runs outside a worker, so the calls of package workflow
-// (Step, Sleep, AwaitChildren, CallbackToken, ...) fail in it with an
+// (Step, Sleep, All, WaitForCallback, ...) fail in it with an
 // error saying so: test workflows with an Env.
 //
 // # Whole workflows: Env

@@ -107,7 +107,7 @@ type WorkerConfig struct {
 	// for good (default 7 days).
 	UnknownKindLimit time.Duration
 	// WaitTimeout is the deadline of a wait for children or dependencies
-	// that names none of its own (workflow.AwaitChildrenWithin, the
+	// that names none of its own (workflow.AllWithin, the
 	// WaitTimeout enqueue option): at it the waiting task ends FAILED with
 	// the reason. Default 7 days, at most 365.
 	WaitTimeout time.Duration

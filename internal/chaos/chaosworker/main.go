@@ -18,9 +18,10 @@
 // Three more kinds take part in workflows (docs/chaos.md, "Workflows"):
 // "step" (a chain step or a child: sleeps, or fails for good when its
 // payload says so, and records the dependencies it saw), "fan" (spawns the
-// children its payload lists with AwaitChildren, and on resume records every
-// child's outcome) and "cb" (takes its callback token, writes it to the
-// evidence file for the test to answer, and returns AwaitCallback); "steps"
+// children its payload lists with workflow.All, and on resume records every
+// child's outcome) and "cb" (waits with workflow.WaitForCallback, whose
+// submit writes the token to the evidence file for the test to answer, and
+// ends once a run reads the answer); "steps"
 // runs its work as workflow.Step calls, one of which may fail transiently,
 // and writes a "step" line when each step's function starts and ends;
 // "order" has several awaits in one handler: a step, children awaited with
