@@ -65,8 +65,10 @@ type Child struct {
 // it returns an error the handler must return: the task waits, holding no
 // lease and costing nothing, and its handler runs again (as the same
 // attempt) when the last child ends; the steps before the await replay
-// their recorded results, and All returns the outcomes. They are recorded
-// as the step "children:"+name, so every later run replays them too.
+// their recorded results, and All returns the outcomes. They are the step
+// "children:"+name, so every later run replays them too: read from the
+// children while the wait stands, written (one checkpoint) only when the
+// run goes on to another durable call or ends without ending the task.
 //
 // A handler may call All any number of times, with different names,
 // between steps, sleeps and other waits:
@@ -277,12 +279,6 @@ func WaitForCallback[T any](ctx context.Context, name string, timeout time.Durat
 	}
 	return v, nil
 }
-
-// ChildID is the id of the i-th child (from 0) of the task parent in the
-// unnamed form parent+"/"+i, which the removed AwaitChildren gave: a task
-// that waited with it before an upgrade resumes with children so named.
-// Children of All and Map have the ids ChildIDIn gives.
-func ChildID(parent string, i int) string { return durable.ChildID(parent, i) }
 
 // Outcome is how a child or a dependency ended, as its waiter sees it.
 type Outcome struct {

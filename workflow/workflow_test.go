@@ -42,9 +42,6 @@ func TestAllUnencodablePayload(t *testing.T) {
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "child 1") {
 		t.Errorf("AllWithin with an unencodable payload = %v, want a permanent failure naming child 1", err)
 	}
-	if got := workflow.ChildID("p", 3); got != "p/3" {
-		t.Errorf("ChildID = %q", got)
-	}
 	if got := workflow.ChildIDIn("p", "kids", 3); got != "p/kids/3" {
 		t.Errorf("ChildIDIn = %q", got)
 	}

@@ -257,15 +257,14 @@ func fanout(n int) shape {
 			return []string{id}
 		},
 		design: map[string]float64{
-			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "checkpoint": 1,
-			"finish or release": 1 + k, "create (RUNNING)": k, "notify": k,
+			"create (PENDING)": 1, "claim": 1, "suspend": 1, "resume and claim": 1, "finish or release": 1 + k,
+			"create (RUNNING)": k, "notify": k,
 		},
 		// The suspension puts the parent in the sweep index at its wait's
-		// deadline (2 write units), the resume removes it (2). All records
-		// the children's outcomes as a step: a checkpoint (2 write units
-		// for 10 outcomes, the item past 1 KB), and the parent's finish
-		// writes that bigger item (2).
-		designWU:      2 + 1 + 2 + 2 + 2 + (2 + k) + k + k,
+		// deadline (2 write units), the resume removes it (2). All's
+		// outcomes are read, not written: the run that reads them ends the
+		// task.
+		designWU:      2 + 1 + 2 + 2 + (1 + k) + k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),

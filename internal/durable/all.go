@@ -25,10 +25,14 @@ type outcome struct {
 // result, error} in spawn order. Until then it returns an
 // *AwaitChildrenError the handler must return: the task waits, holding no
 // lease, and runs again (as the same attempt) when the last child ends.
-// The outcomes are then recorded as the step "children:"+name, so later
-// runs replay them without reading the children again, and a handler may
-// await children any number of times, under different names. Child i
-// gets the id ChildIDIn(parent, name, i).
+// The outcomes are then the step "children:"+name, so a handler may await
+// children any number of times, under different names. That step is
+// derived, not written at once: while the wait stands, every run reads the
+// children again (one BatchGetItem per 100), and the step is written (one
+// checkpoint) only when a later durable call of the run, or a run's end
+// other than the task's end, may outlive the wait; a handler that returns
+// after its last await writes nothing more than its finish. Child i gets
+// the id ChildIDIn(parent, name, i).
 func AllOf(ctx context.Context, name string, children []Child, timeout time.Duration) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
@@ -41,7 +45,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	for i := range children {
 		ids[i] = ChildIDIn(w.held.TaskID, name, i)
 	}
-	return StepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
+	return stepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
 		r := w.results
 		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
 			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
@@ -58,7 +62,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 			return nil, &PermanentError{Err: fmt.Errorf("children %q: outcomes do not encode: %w", name, err)}
 		}
 		return b, nil
-	})
+	}, true)
 }
 
 // CallbackFailedError is the answer of a callback that was failed

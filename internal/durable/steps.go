@@ -28,21 +28,29 @@ import (
 // repeated name would otherwise return the first step's result for a
 // different step.
 func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	return stepOf(ctx, name, fn, false)
+}
+
+// stepOf is StepOf; a derived step's result is read from what the task
+// waited for, which every later run reads again while the wait stands, so
+// it is kept unrecorded (in w.steps, counted by w.unrecorded) until a
+// later call or the run's end needs it written (Flush).
+func stepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
 	if w.att.Tracer() != nil {
 		ctx, span := w.startSpan(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
-		out, err := w.step(ctx, name, fn)
+		out, err := w.step(ctx, name, fn, derived)
 		EndRunSpan(span, err)
 		return out, err
 	}
-	return w.step(ctx, name, fn)
+	return w.step(ctx, name, fn, derived)
 }
 
-// step is StepOf's work.
-func (w *Workflow) step(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+// step is stepOf's work.
+func (w *Workflow) step(ctx context.Context, name string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
 	w.mu.Lock()
 	if w.called[name] {
 		w.mu.Unlock()
@@ -63,6 +71,12 @@ func (w *Workflow) step(ctx context.Context, name string, fn func(context.Contex
 		w.mu.Unlock()
 		return nil, fmt.Errorf("step %q not started: %w", name, err)
 	}
+	// What this run derived is written before anything new runs: the new
+	// step's function may end the wait it was derived from.
+	if err := w.flush(ctx); err != nil {
+		w.mu.Unlock()
+		return nil, err
+	}
 	w.markCalled(name)
 	w.mu.Unlock()
 	out, err := fn(ctx)
@@ -74,6 +88,11 @@ func (w *Workflow) step(ctx context.Context, name string, fn func(context.Contex
 	}
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+	}
+	if derived {
+		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Result: out})
+		w.unrecorded++
+		return out, nil
 	}
 	t, err := w.att.Checkpoint(ctx, w.held, name, out)
 	if err != nil {

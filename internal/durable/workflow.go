@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jonboulle/clockwork"
@@ -43,7 +44,10 @@ type Workflow struct {
 
 	mu    sync.Mutex
 	nonce string
-	steps []lease.Step // as the last checkpoint left them
+	steps []lease.Step // as the last checkpoint left them, then unrecorded
+	// unrecorded counts the steps at the end of steps that this run
+	// derived but has not written (AllOf's outcomes): Flush writes them.
+	unrecorded int
 	// called holds the step names this run has called whose call has not
 	// failed: running, recorded or replayed. A second call of one of them
 	// is a programming error (ErrStepTwice).
@@ -82,11 +86,35 @@ func (w *Workflow) Start(att Attempt, held lease.Lease, steps []lease.Step, note
 	*w = Workflow{att: att, held: held, steps: steps, note: note, results: results}
 }
 
-// Steps returns the steps as the last checkpoint left them.
+// Steps returns the steps as the last checkpoint left them, and those
+// this run derived from what it waited for and has not written.
 func (w *Workflow) Steps() []lease.Step {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.steps
+}
+
+// Flush writes the steps this run derived from what it waited for and has
+// not written yet (see AllOf), one checkpoint each. The executor calls it
+// when a run ends in anything but the task's end: a later run must replay
+// them, and the wait that could derive them again may be gone by then. A
+// run that ends its task writes none of them: no run replays them.
+func (w *Workflow) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flush(ctx)
+}
+
+// flush is Flush's work; w.mu is held.
+func (w *Workflow) flush(ctx context.Context) error {
+	for w.unrecorded > 0 {
+		s := w.steps[len(w.steps)-w.unrecorded]
+		if _, err := w.att.Checkpoint(ctx, w.held, s.Name, s.Result); err != nil {
+			return fmt.Errorf("step %q: could not record its result: %w", s.Name, err)
+		}
+		w.unrecorded--
+	}
+	return nil
 }
 
 // Scope is a context carrying a Workflow for the durable calls, as

@@ -36,6 +36,7 @@ func (x *execution) runFinishing(ctx context.Context) State {
 	case errors.Is(cause, ErrCancelRequested):
 		return x.release(ctx, lease.Release{Status: lease.StatusCancelled, Error: "cancelled on request"}, OutcomeCancelled)
 	case errors.Is(cause, ErrDeadline):
+		x.flushDerived()
 		return x.retryOrFail(ctx, "invocation deadline reached before the handler finished", 0, OutcomeReleased)
 	case res.err == errNotStarted:
 		// Nothing ran. The release is fenced: if another worker holds the
@@ -43,6 +44,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.retryOrFail(ctx, errNotStarted.Error(), 0, OutcomeReleased)
 	}
 	err := res.err
+	if steer, _ := SteerOf(err); steer != SteerCancel && steer != SteerFail {
+		// The task goes on: a later run replays what this one derived.
+		x.flushDerived()
+	}
 	var (
 		children *durable.AwaitChildrenError
 		callback *durable.AwaitCallbackError
@@ -70,6 +75,17 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		x.log.error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
 	}
 	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+}
+
+// flushDerived writes the steps the run derived from its wait and left
+// unrecorded (durable.Workflow.Flush), before an ending that lets a later
+// run replay them. A failure is logged and the ending goes on: while the
+// wait stands a later run derives them again, and a lost lease fails the
+// ending's write too.
+func (x *execution) flushDerived() {
+	if err := x.flow.ctx.Flush(x.detached); err != nil {
+		x.log.warn("could not record the outcomes the run read", "error", err)
+	}
 }
 
 func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Duration) State {
