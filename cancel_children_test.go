@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // memClientSQS is recordingSQS with the lookup a client makes.
@@ -26,7 +26,7 @@ func (*memClientSQS) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ 
 
 func memClient(store *leasemem.Store, clock clockwork.Clock) *Client {
 	return &Client{store: store, sqs: &memClientSQS{}, table: "mem", queueURL: "https://sqs.test/work",
-		opts: clientOptions{callTimeout: time.Second, maxAttempts: settings.DefaultMaxAttempts, clock: clock}}
+		opts: clientOptions{callTimeout: time.Second, maxAttempts: defaults.MaxAttempts, clock: clock}}
 }
 
 // A parent cancelled while it waits: every child that has not ended is

@@ -21,13 +21,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/internal/wiring"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // ClientConfig configures a client: the resources it uses and how it
@@ -85,8 +85,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("%w: the tasks table name is required", ErrConfig)
 	}
 	o := clientOptions{
-		callTimeout: cmp.Or(cfg.CallTimeout, settings.DefaultClientCallTimeout),
-		maxAttempts: cmp.Or(cfg.MaxAttempts, settings.DefaultMaxAttempts),
+		callTimeout: cmp.Or(cfg.CallTimeout, defaults.ClientCallTimeout),
+		maxAttempts: cmp.Or(cfg.MaxAttempts, defaults.MaxAttempts),
 		clock:       cfg.Clock,
 		endpoint:    cfg.Endpoint,
 		concurrency: cfg.EnqueueConcurrency,
@@ -539,7 +539,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	limit := o.Limit
 	switch {
 	case limit == 0:
-		limit = settings.DefaultListLimit
+		limit = defaults.ListLimit
 	case limit < 0 || limit > MaxListLimit:
 		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, MaxListLimit)
 	}

@@ -30,10 +30,10 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples"
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/token"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // clientEnv is one test's slice of the local stack and a client on it.
@@ -165,7 +165,7 @@ func TestClientEnqueueAndGet(t *testing.T) {
 		t.Fatalf("Enqueue raw: %+v, %v", raw, err)
 	}
 	empty, err := e.client.Enqueue(ctx, "upper", nil)
-	if err != nil || empty.Payload != nil || empty.MaxAttempts != settings.DefaultMaxAttempts {
+	if err != nil || empty.Payload != nil || empty.MaxAttempts != defaults.MaxAttempts {
 		t.Fatalf("Enqueue nil payload: %+v, %v", empty, err)
 	}
 

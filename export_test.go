@@ -6,9 +6,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // For the external tests (package leasehold_test), which may use package
@@ -24,7 +24,7 @@ type ClientSQS = clientSQS
 
 func NewClientOn(store adminStore, q ClientSQS, queueURL string, tp trace.TracerProvider, mws ...EnqueueMiddleware) *Client {
 	c := &Client{store: store, sqs: q, table: "mem", queueURL: queueURL,
-		opts: clientOptions{callTimeout: 5 * time.Second, maxAttempts: settings.DefaultMaxAttempts, clock: clockwork.NewRealClock(),
+		opts: clientOptions{callTimeout: 5 * time.Second, maxAttempts: defaults.MaxAttempts, clock: clockwork.NewRealClock(),
 			middleware: mws}}
 	c.traceWith(tp)
 	return c

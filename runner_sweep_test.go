@@ -27,7 +27,7 @@ func TestSweepEvery(t *testing.T) {
 		env  string
 		want time.Duration
 	}{
-		{"default: on, every settings.DefaultSweepEvery (0 here)", 0, "", 0},
+		{"default: on, every defaults.SweepEvery (0 here)", 0, "", 0},
 		{"a period", 5 * time.Second, "", 5 * time.Second},
 		{"negative turns it off", -1, "", -1},
 		{"env period", 0, "30s", 30 * time.Second},

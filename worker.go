@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -128,7 +129,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	store := dynamo.New(dynamodb.NewFromConfig(cfg.AWS), cfg.Table, lease.Options{
 		Clock:         cfg.Clock,
-		LeaseDuration: cmp.Or(cfg.LeaseDuration, settings.DefaultLeaseDuration),
+		LeaseDuration: cmp.Or(cfg.LeaseDuration, defaults.LeaseDuration),
 		Skew:          cfg.ClockSkew,
 		DispatchGrace: cfg.DispatchGrace,
 		Unlisted:      cfg.Unlisted,

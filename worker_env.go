@@ -13,12 +13,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/settings"
 )
 
 // lookupTimeout bounds each call NewWorkerFromEnv makes to find the DLQ: a
 // start-up call, like a client's.
-const lookupTimeout = settings.DefaultClientCallTimeout
+const lookupTimeout = defaults.ClientCallTimeout
 
 // NewWorkerFromEnv builds a worker from cfg and the environment: every
 // field of cfg left zero is filled from its LEASEHOLD_* variable (package

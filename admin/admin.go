@@ -33,7 +33,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // Config says which stack an Admin manages and how it calls AWS.
@@ -50,7 +50,7 @@ type Config struct {
 	// http://127.0.0.1:4566.
 	Endpoint string
 	// CallTimeout bounds each AWS call (default
-	// settings.DefaultClientCallTimeout).
+	// settings.Default().ClientCallTimeout).
 	CallTimeout time.Duration
 	// Tasks is the client the verbs on tasks go through (Select, Bulk and
 	// its actions, ListFiltered): a *leasehold.Client, or a fake in tests.
@@ -74,7 +74,7 @@ type Admin struct {
 func New(cfg Config) *Admin {
 	a := &Admin{table: cfg.Table, callTimeout: cfg.CallTimeout, tasks: cfg.Tasks}
 	if a.callTimeout <= 0 {
-		a.callTimeout = settings.DefaultClientCallTimeout
+		a.callTimeout = defaults.ClientCallTimeout
 	}
 	cfg.AWS.HTTPClient = awsenv.GuardHTTP(cfg.AWS.HTTPClient) // cfg is a copy
 	if cfg.Endpoint != "" {

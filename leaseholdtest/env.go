@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
@@ -24,7 +25,6 @@ import (
 	"github.com/leasehold/leasehold/internal/submit"
 	"github.com/leasehold/leasehold/internal/token"
 	"github.com/leasehold/leasehold/internal/wiring"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // defaultMaxDeliveries bounds the messages one Env.Run delivers unless
@@ -143,7 +143,7 @@ func (e *Env) dispatchConfig() dispatch.Config {
 	return dispatch.Config{
 		Store: e.created, SQS: e.queue, WorkQueueURL: workQueueURL, Queues: names{},
 		DispatchGrace:      e.store.Options().DispatchGrace,
-		DefaultMaxAttempts: settings.DefaultMaxAttempts,
+		DefaultMaxAttempts: defaults.MaxAttempts,
 		Concurrency:        1, SweepConcurrency: 1,
 		Clock: e.clock,
 	}
@@ -246,7 +246,7 @@ func (e *Env) newID() string {
 // (internal/submit).
 func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
 	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
-		MaxAttempts: cmp.Or(s.MaxAttempts, settings.DefaultMaxAttempts), Queue: s.Queue,
+		MaxAttempts: cmp.Or(s.MaxAttempts, defaults.MaxAttempts), Queue: s.Queue,
 		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then),
 		Metadata: s.Metadata}, now)
 }

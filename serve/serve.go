@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
@@ -48,7 +49,7 @@ func RunFromEnv(ctx context.Context, awsCfg aws.Config, w *leasehold.Worker) err
 	}
 	// The dispatcher's calls are the first of awsCfg: without credentials
 	// they would fail with the SDK's whole provider chain.
-	if err := awsenv.CheckCredentials(ctx, awsCfg, "", settings.DefaultClientCallTimeout); err != nil {
+	if err := awsenv.CheckCredentials(ctx, awsCfg, "", defaults.ClientCallTimeout); err != nil {
 		return fmt.Errorf("%w: intake dispatcher: %w", leasehold.ErrConfig, err)
 	}
 	log := ds.Logger // LEASEHOLD_LOG_LEVEL's

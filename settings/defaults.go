@@ -1,68 +1,110 @@
 package settings
 
-import "time"
+import (
+	"time"
 
-// The typed defaults, one constant per purpose. Every package that applies
-// a default takes it from here (lease, queues, lifecycle, dispatch,
-// eventsource, the CLI and the root package), and the settings table shows
-// them in the docs.
-const (
-	// DefaultCallTimeout bounds each DynamoDB or SQS call a worker or dispatcher
+	"github.com/leasehold/leasehold/internal/defaults"
+)
+
+// Defaults are leasehold's typed defaults, one field per purpose: the value a
+// zero field of a config takes, and the timeouts code applies that no
+// setting changes. The docs' settings tables show them beside the
+// LEASEHOLD_* variables. Default returns them.
+type Defaults struct {
+	// CallTimeout bounds each DynamoDB or SQS call a worker or dispatcher
 	// makes while it processes tasks: store writes, token sends, visibility
 	// changes, queue lookups, sweep pages.
-	DefaultCallTimeout = 5 * time.Second
-	// DefaultClientCallTimeout bounds each call of a Client and of the CLI, and
+	CallTimeout time.Duration
+	// ClientCallTimeout bounds each call of a Client and of the CLI, and
 	// the start-up calls of a process (credential checks, dead-letter queue
 	// lookups): calls someone waits on, across the internet.
-	DefaultClientCallTimeout = 10 * time.Second
-	// DefaultReceiveCallTimeout bounds each SQS call of Run's pollers; it must
-	// exceed the longest long poll (DefaultLongPoll, at most 20 s).
-	DefaultReceiveCallTimeout = 30 * time.Second
+	ClientCallTimeout time.Duration
+	// ReceiveCallTimeout bounds each SQS call of Run's pollers; it must
+	// exceed the longest long poll (LongPoll, at most 20 s).
+	ReceiveCallTimeout time.Duration
 
-	DefaultLeaseDuration    = 20 * time.Second
-	DefaultRenewBefore      = 10 * time.Second
-	DefaultClockSkew        = 2 * time.Second
-	DefaultDeadlineMargin   = 5 * time.Second
-	DefaultVisibilityMargin = 10 * time.Second
-	DefaultDispatchGrace    = 2 * time.Minute
-	// DefaultRetention is how long a finished task is kept before DynamoDB's TTL
+	LeaseDuration    time.Duration
+	RenewBefore      time.Duration
+	ClockSkew        time.Duration
+	DeadlineMargin   time.Duration
+	VisibilityMargin time.Duration
+	DispatchGrace    time.Duration
+	// Retention is how long a finished task is kept before DynamoDB's TTL
 	// removes it.
-	DefaultRetention = 30 * 24 * time.Hour
+	Retention time.Duration
 
-	DefaultMaxAttempts = 5
-	DefaultConcurrency = 10
-	DefaultBackoffBase = 2 * time.Second
-	DefaultBackoffMax  = 10 * time.Minute
+	MaxAttempts int
+	Concurrency int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
 
-	DefaultUnknownKindBackoffMin = 10 * time.Second
-	DefaultUnknownKindBackoffMax = 15 * time.Minute
-	DefaultUnknownKindLimit      = 7 * 24 * time.Hour
-	// DefaultWaitTimeout bounds a wait for children or dependencies that sets no
+	UnknownKindBackoffMin time.Duration
+	UnknownKindBackoffMax time.Duration
+	UnknownKindLimit      time.Duration
+	// WaitTimeout bounds a wait for children or dependencies that sets no
 	// deadline of its own.
-	DefaultWaitTimeout = 7 * 24 * time.Hour
+	WaitTimeout time.Duration
 
-	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in template.yaml
+	// MaxReceiveCount is the work queue's maxReceiveCount in template.yaml
 	// and localstack/resources.json.
-	DefaultMaxReceiveCount = 10
-	// DefaultReplaceAtReceiveCount leaves two receives of head room below
-	// DefaultMaxReceiveCount: one for the receive that replaces the token and one
+	MaxReceiveCount int
+	// ReplaceAtReceiveCount leaves two receives of head room below
+	// MaxReceiveCount: one for the receive that replaces the token and one
 	// for a crash during it.
-	DefaultReplaceAtReceiveCount = DefaultMaxReceiveCount - 2
+	ReplaceAtReceiveCount int
 
-	DefaultPollers           = 2
-	DefaultBatchSize         = 10
-	DefaultLongPoll          = 20 * time.Second
-	DefaultInvocationTimeout = 60 * time.Second
-	DefaultSweepEvery        = time.Minute
+	Pollers           int
+	BatchSize         int
+	LongPoll          time.Duration
+	InvocationTimeout time.Duration
+	SweepEvery        time.Duration
 
-	// DefaultEnqueueConcurrency is how many DynamoDB or SQS calls EnqueueMany has
-	// in flight at once; DefaultDispatchConcurrency the same for the dispatcher's
+	// EnqueueConcurrency is how many DynamoDB or SQS calls EnqueueMany has
+	// in flight at once; DispatchConcurrency the same for the dispatcher's
 	// submissions of one batch.
-	DefaultEnqueueConcurrency  = 10
-	DefaultDispatchConcurrency = 10
-	DefaultSweepConcurrency    = 4
-	DefaultSweepPageSize       = 100
-	// DefaultListLimit is how many tasks one page of Client.List holds
+	EnqueueConcurrency  int
+	DispatchConcurrency int
+	SweepConcurrency    int
+	SweepPageSize       int
+	// ListLimit is how many tasks one page of Client.List holds
 	// when ListOptions names no limit.
-	DefaultListLimit = 100
-)
+	ListLimit int
+}
+
+// Default returns leasehold's defaults. Each call returns a new copy: a
+// caller that changes a field changes its copy, not the defaults every
+// package of the process applies.
+func Default() Defaults {
+	return Defaults{
+		CallTimeout:           defaults.CallTimeout,
+		ClientCallTimeout:     defaults.ClientCallTimeout,
+		ReceiveCallTimeout:    defaults.ReceiveCallTimeout,
+		LeaseDuration:         defaults.LeaseDuration,
+		RenewBefore:           defaults.RenewBefore,
+		ClockSkew:             defaults.ClockSkew,
+		DeadlineMargin:        defaults.DeadlineMargin,
+		VisibilityMargin:      defaults.VisibilityMargin,
+		DispatchGrace:         defaults.DispatchGrace,
+		Retention:             defaults.Retention,
+		MaxAttempts:           defaults.MaxAttempts,
+		Concurrency:           defaults.Concurrency,
+		BackoffBase:           defaults.BackoffBase,
+		BackoffMax:            defaults.BackoffMax,
+		UnknownKindBackoffMin: defaults.UnknownKindBackoffMin,
+		UnknownKindBackoffMax: defaults.UnknownKindBackoffMax,
+		UnknownKindLimit:      defaults.UnknownKindLimit,
+		WaitTimeout:           defaults.WaitTimeout,
+		MaxReceiveCount:       defaults.MaxReceiveCount,
+		ReplaceAtReceiveCount: defaults.ReplaceAtReceiveCount,
+		Pollers:               defaults.Pollers,
+		BatchSize:             defaults.BatchSize,
+		LongPoll:              defaults.LongPoll,
+		InvocationTimeout:     defaults.InvocationTimeout,
+		SweepEvery:            defaults.SweepEvery,
+		EnqueueConcurrency:    defaults.EnqueueConcurrency,
+		DispatchConcurrency:   defaults.DispatchConcurrency,
+		SweepConcurrency:      defaults.SweepConcurrency,
+		SweepPageSize:         defaults.SweepPageSize,
+		ListLimit:             defaults.ListLimit,
+	}
+}

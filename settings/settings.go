@@ -1,12 +1,14 @@
 // Package settings names leasehold's settings for code outside the
 // module: the LEASEHOLD_* environment variable of each (the Env constants)
-// and the typed default of each (the Default constants), with the value
-// types a setting takes (RateLimit, ExponentialBackoff). The table that
-// ties each variable to its config field, its default and its meaning, the
-// reader that fills a config from the environment, and the rendering of
-// that table into docs/worker.md, docs/dispatch.md and docs/running.md
-// live in internal/settingstable: they are the module's machinery, not
-// names a user needs.
+// and the typed default of each (the fields of the Defaults that Default
+// returns), with the value types a setting takes (RateLimit,
+// ExponentialBackoff). The table that ties each variable to its config
+// field, its default and its meaning, the reader that fills a config from
+// the environment, and the rendering of that table into docs/worker.md,
+// docs/dispatch.md and docs/running.md live in internal/settingstable, and
+// the defaults' constants, which the module's own code applies, in
+// internal/defaults: they are the module's machinery, not names a user
+// needs.
 package settings
 
 // The environment variables, one constant each: code names them by these

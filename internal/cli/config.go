@@ -81,7 +81,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&a.profile, "profile", "", "AWS shared config profile (default: AWS_PROFILE)")
 	f.StringVar(&a.endpoint, "endpoint-url", "",
 		"send DynamoDB and SQS calls to this endpoint, e.g. http://127.0.0.1:4566 (default: AWS_ENDPOINT_URL_DYNAMODB / _SQS, else AWS)")
-	f.DurationVar(&a.callTimeout, "call-timeout", settings.DefaultClientCallTimeout, "timeout of each AWS call")
+	f.DurationVar(&a.callTimeout, "call-timeout", settings.Default().ClientCallTimeout, "timeout of each AWS call")
 }
 
 // client returns the leasehold client, building it on first use with the

@@ -116,7 +116,7 @@ ids of the enqueued tasks are printed on stdout, one per line; a progress bar
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the task fails (1..100; default 5)")
 	fl.StringVar(&f.queue, "queue", "", "send the task to the SQS queue of this NAME (default: the work queue)")
 	fl.StringVar(&f.file, "file", "", `enqueue every task of a JSON Lines file ("-" for stdin)`)
-	fl.IntVar(&f.concurrency, "concurrency", settings.DefaultEnqueueConcurrency, "with --file: DynamoDB/SQS calls in flight at once")
+	fl.IntVar(&f.concurrency, "concurrency", settings.Default().EnqueueConcurrency, "with --file: DynamoDB/SQS calls in flight at once")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the stored task as JSON instead of its id")
 	fl.StringSliceVar(&f.after, "after", nil, "wait until these tasks (comma-separated ids) have SUCCEEDED; cancelled if one fails")
 	fl.BoolVar(&f.afterAny, "after-any", false, "with --after: run once they have ended, whatever the outcome")

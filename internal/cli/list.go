@@ -120,7 +120,7 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.status, "status", "", "only tasks with this status: pending, running, succeeded, failed or cancelled")
-	fl.IntVar(&f.limit, "limit", settings.DefaultListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
+	fl.IntVar(&f.limit, "limit", settings.Default().ListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
 	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")

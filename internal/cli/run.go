@@ -36,10 +36,6 @@ const (
 	DefaultWorkDLQName = "leasehold-work-dlq"
 )
 
-// runHTTPTimeout bounds one HTTP round trip of the runner: above the 20s long
-// poll of ReceiveMessage, which the global --call-timeout would cut short.
-const runHTTPTimeout = settings.DefaultReceiveCallTimeout
-
 // runFlags are the flags of `leasehold run`. Each falls back to its
 // environment variable, then to the library's default.
 type runFlags struct {
@@ -192,7 +188,9 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	}
 	log := slog.New(slog.NewJSONHandler(a.io.Err, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger = sdkLogger{log.With("part", "aws-sdk")}
-	cfg.HTTPClient = rules.HTTPClient(runHTTPTimeout)
+	// One HTTP round trip of the runner is bounded above the 20s long poll
+	// of ReceiveMessage, which the global --call-timeout would cut short.
+	cfg.HTTPClient = rules.HTTPClient(settings.Default().ReceiveCallTimeout)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}

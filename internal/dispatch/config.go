@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -50,9 +51,9 @@ type QueueResolver interface {
 
 // Defaults for Config.
 const (
-	DefaultConcurrency      = settings.DefaultDispatchConcurrency
-	DefaultSweepConcurrency = settings.DefaultSweepConcurrency
-	DefaultSweepPageSize    = settings.DefaultSweepPageSize
+	DefaultConcurrency      = defaults.DispatchConcurrency
+	DefaultSweepConcurrency = defaults.SweepConcurrency
+	DefaultSweepPageSize    = defaults.SweepPageSize
 )
 
 // ErrConfig wraps every configuration error.
@@ -109,12 +110,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.DispatchGrace = cmp.Or(c.DispatchGrace, settings.DefaultDispatchGrace)
-	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, settings.DefaultMaxAttempts)
+	c.DispatchGrace = cmp.Or(c.DispatchGrace, defaults.DispatchGrace)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, defaults.MaxAttempts)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.SweepConcurrency = cmp.Or(c.SweepConcurrency, DefaultSweepConcurrency)
 	c.SweepPageSize = cmp.Or(c.SweepPageSize, DefaultSweepPageSize)
-	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultCallTimeout)
+	c.CallTimeout = cmp.Or(c.CallTimeout, defaults.CallTimeout)
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()
 	}
@@ -186,7 +187,7 @@ type Settings struct {
 	IntakeDLQURL        string
 	DeadLetterQueueURL  string        // the work dead-letter queue
 	NamedQueues         []string      // URLs or ARNs of the named queues, for their dead-letter queues
-	DispatchGrace       time.Duration // 0: settings.DefaultDispatchGrace
+	DispatchGrace       time.Duration // 0: defaults.DispatchGrace
 	MaxAttempts         int
 	DispatchConcurrency int
 	SweepConcurrency    int

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // Recovery bounds. A task whose message was lost is dispatched again by the
@@ -23,7 +23,7 @@ import (
 const (
 	// DefaultSweepEvery is the period of SweepLoop when none is given: as
 	// often as the scheduled dispatch function runs.
-	DefaultSweepEvery = settings.DefaultSweepEvery
+	DefaultSweepEvery = defaults.SweepEvery
 	// MinSweepEvery is the shortest period SweepLoop accepts.
 	MinSweepEvery = 100 * time.Millisecond
 	// minSweepBudget is the least time one sweep of SweepLoop is given:

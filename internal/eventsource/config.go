@@ -12,15 +12,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultBatchSize         = settings.DefaultBatchSize
-	DefaultWaitTime          = settings.DefaultLongPoll
-	DefaultPollers           = settings.DefaultPollers
-	DefaultInvocationTimeout = settings.DefaultInvocationTimeout
+	DefaultBatchSize         = defaults.BatchSize
+	DefaultWaitTime          = defaults.LongPoll
+	DefaultPollers           = defaults.Pollers
+	DefaultInvocationTimeout = defaults.InvocationTimeout
 )
 
 // Limits set by SQS and by Lambda's event source mapping.
@@ -74,7 +74,7 @@ type Config struct {
 	InvocationTimeout time.Duration
 
 	// CallTimeout bounds each SQS call. It must exceed WaitTime.
-	// Default settings.DefaultReceiveCallTimeout, 30s.
+	// Default settings.Default().ReceiveCallTimeout, 30s.
 	CallTimeout time.Duration
 
 	// Paused, if set, is asked before each receive: while it reports true
@@ -111,7 +111,7 @@ func (c Config) withDefaults() Config {
 	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
 	c.Pollers = cmp.Or(c.Pollers, DefaultPollers)
 	c.InvocationTimeout = cmp.Or(c.InvocationTimeout, DefaultInvocationTimeout)
-	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultReceiveCallTimeout)
+	c.CallTimeout = cmp.Or(c.CallTimeout, defaults.ReceiveCallTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

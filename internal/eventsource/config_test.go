@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -103,7 +103,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	}
 	got := r.cfg
 	if got.BatchSize != DefaultBatchSize || got.WaitTime != DefaultWaitTime || got.Pollers != DefaultPollers ||
-		got.InvocationTimeout != DefaultInvocationTimeout || got.CallTimeout != settings.DefaultReceiveCallTimeout ||
+		got.InvocationTimeout != DefaultInvocationTimeout || got.CallTimeout != defaults.ReceiveCallTimeout ||
 		got.BatchWindow != 0 || got.VisibilityTimeout != 0 || got.Logger == nil {
 		t.Errorf("defaults not applied: %+v", got)
 	}

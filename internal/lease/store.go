@@ -9,7 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // Store is the lease store: every method is one conditional write (Get is one
@@ -148,10 +148,10 @@ func (r Release) Validate() error {
 
 // Defaults for Options.
 const (
-	defaultLeaseDuration = settings.DefaultLeaseDuration
-	DefaultSkew          = settings.DefaultClockSkew
-	DefaultDispatchGrace = settings.DefaultDispatchGrace
-	defaultRetention     = settings.DefaultRetention
+	defaultLeaseDuration = defaults.LeaseDuration
+	DefaultSkew          = defaults.ClockSkew
+	DefaultDispatchGrace = defaults.DispatchGrace
+	defaultRetention     = defaults.Retention
 )
 
 // ParseListing reads a LEASEHOLD_LISTING value: "on" (listed, the default
@@ -207,7 +207,7 @@ func (o Options) WithDefaults() Options {
 		o.Retention = defaultRetention
 	}
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = settings.DefaultCallTimeout
+		o.CallTimeout = defaults.CallTimeout
 	}
 	return o
 }

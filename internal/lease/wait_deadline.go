@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // Every wait has a deadline (docs/states.md, "Every wait ends"): a
@@ -16,7 +16,7 @@ import (
 
 // DefaultWaitTimeout is the deadline of a wait for children or
 // dependencies that names none.
-const DefaultWaitTimeout = settings.DefaultWaitTimeout
+const DefaultWaitTimeout = defaults.WaitTimeout
 
 // ErrWaiterLimit: a Watch found MaxWaiters tasks waiting for the task
 // already. It matches ErrInvalid too.

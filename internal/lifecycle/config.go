@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -53,26 +54,26 @@ const MaxSQSDelay = 15 * time.Minute
 
 // Defaults for Config.
 const (
-	DefaultRenewBefore      = settings.DefaultRenewBefore
-	DefaultVisibilityMargin = settings.DefaultVisibilityMargin
-	DefaultDeadlineMargin   = settings.DefaultDeadlineMargin
-	DefaultMaxAttempts      = settings.DefaultMaxAttempts
-	DefaultConcurrency      = settings.DefaultConcurrency
-	DefaultBackoffBase      = settings.DefaultBackoffBase
-	DefaultBackoffMax       = settings.DefaultBackoffMax
+	DefaultRenewBefore      = defaults.RenewBefore
+	DefaultVisibilityMargin = defaults.VisibilityMargin
+	DefaultDeadlineMargin   = defaults.DeadlineMargin
+	DefaultMaxAttempts      = defaults.MaxAttempts
+	DefaultConcurrency      = defaults.Concurrency
+	DefaultBackoffBase      = defaults.BackoffBase
+	DefaultBackoffMax       = defaults.BackoffMax
 	// Defaults for a task whose kind no handler is registered for here.
-	DefaultUnknownKindBackoffMin = settings.DefaultUnknownKindBackoffMin
-	DefaultUnknownKindBackoffMax = settings.DefaultUnknownKindBackoffMax
-	DefaultUnknownKindLimit      = settings.DefaultUnknownKindLimit
+	DefaultUnknownKindBackoffMin = defaults.UnknownKindBackoffMin
+	DefaultUnknownKindBackoffMax = defaults.UnknownKindBackoffMax
+	DefaultUnknownKindLimit      = defaults.UnknownKindLimit
 	// DefaultWaitTimeout bounds a wait for children or dependencies
 	// (Config.WaitTimeout).
-	DefaultWaitTimeout = settings.DefaultWaitTimeout
+	DefaultWaitTimeout = defaults.WaitTimeout
 	// DefaultMaxReceiveCount is the work queue's maxReceiveCount in
 	// template.yaml and localstack/resources.json.
-	DefaultMaxReceiveCount = settings.DefaultMaxReceiveCount
+	DefaultMaxReceiveCount = defaults.MaxReceiveCount
 	// DefaultReplaceAtReceiveCount leaves two receives of head room below
 	// DefaultMaxReceiveCount.
-	DefaultReplaceAtReceiveCount = settings.DefaultReplaceAtReceiveCount
+	DefaultReplaceAtReceiveCount = defaults.ReplaceAtReceiveCount
 )
 
 // MinSnooze is the shortest snooze: a shorter or negative delay is raised to
@@ -218,13 +219,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
 	}
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, settings.DefaultLeaseDuration)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, defaults.LeaseDuration)
 	c.RenewBefore = cmp.Or(c.RenewBefore, DefaultRenewBefore)
 	c.VisibilityMargin = cmp.Or(c.VisibilityMargin, DefaultVisibilityMargin)
 	c.DeadlineMargin = cmp.Or(c.DeadlineMargin, DefaultDeadlineMargin)
 	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, DefaultMaxAttempts)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.CallTimeout = cmp.Or(c.CallTimeout, settings.DefaultCallTimeout)
+	c.CallTimeout = cmp.Or(c.CallTimeout, defaults.CallTimeout)
 	c.ReplaceAtReceiveCount = cmp.Or(c.ReplaceAtReceiveCount, DefaultReplaceAtReceiveCount)
 	c.UnknownKindBackoffMin = cmp.Or(c.UnknownKindBackoffMin, DefaultUnknownKindBackoffMin)
 	c.UnknownKindBackoffMax = cmp.Or(c.UnknownKindBackoffMax, max(DefaultUnknownKindBackoffMax, c.UnknownKindBackoffMin))

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // PausedTag is the queue tag that pauses a queue (`leasehold pause`): its
@@ -70,7 +70,7 @@ type PauseCheck struct {
 	Client TagLister
 	URL    string
 	Every  time.Duration
-	// CallTimeout bounds the read (zero: settings.DefaultCallTimeout).
+	// CallTimeout bounds the read (zero: defaults.CallTimeout).
 	CallTimeout time.Duration
 	// OnError is told of a failed read (once until a read succeeds).
 	OnError func(error)
@@ -88,7 +88,7 @@ func (p *PauseCheck) Paused(ctx context.Context) bool {
 	if !p.checked.IsZero() && time.Since(p.checked) < p.Every {
 		return p.paused
 	}
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(p.CallTimeout, settings.DefaultCallTimeout))
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(p.CallTimeout, defaults.CallTimeout))
 	paused, _, err := PausedSince(cctx, p.Client, p.URL)
 	cancel()
 	p.checked = time.Now()

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 var (
@@ -100,10 +100,10 @@ type Resolver struct {
 // NewResolver returns a resolver whose default queue is defaultURL (may be
 // empty: then the empty name cannot be resolved). known URLs are added to the
 // cache under their names, so the queues a worker already serves need no
-// lookup. callTimeout <= 0 takes settings.DefaultCallTimeout.
+// lookup. callTimeout <= 0 takes defaults.CallTimeout.
 func NewResolver(client SQSClient, defaultURL string, callTimeout time.Duration, known ...string) *Resolver {
 	if callTimeout <= 0 {
-		callTimeout = settings.DefaultCallTimeout
+		callTimeout = defaults.CallTimeout
 	}
 	r := &Resolver{client: client, defaultURL: defaultURL, callTimeout: callTimeout, urls: map[string]string{}}
 	for _, u := range append([]string{defaultURL}, known...) {

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/leasehold/leasehold/settings"
+	"github.com/leasehold/leasehold/internal/defaults"
 )
 
 // SQS is the one call the firer makes, with the SDK's signature.
@@ -42,7 +42,7 @@ type Config struct {
 	List         func(ctx context.Context) ([]Spec, error)
 	RefreshEvery time.Duration
 	// CallTimeout bounds each SQS send and each List (default
-	// settings.DefaultClientCallTimeout, 10s).
+	// defaults.ClientCallTimeout, 10s).
 	CallTimeout time.Duration
 	// Tolerance: see Spec.Due (default DefaultTolerance).
 	Tolerance time.Duration
@@ -75,7 +75,7 @@ func (c *Config) defaults() error {
 		c.RefreshEvery = 30 * time.Second
 	}
 	if c.CallTimeout <= 0 {
-		c.CallTimeout = settings.DefaultClientCallTimeout
+		c.CallTimeout = defaults.ClientCallTimeout
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = 2 * time.Second

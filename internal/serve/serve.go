@@ -16,14 +16,14 @@ import (
 	"sync"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
-	"github.com/leasehold/leasehold/settings"
 )
 
 // DefaultSweepEvery is how often the sweep runs when Config.SweepEvery is
 // zero: as often as the scheduled dispatch function would.
-const DefaultSweepEvery = settings.DefaultSweepEvery
+const DefaultSweepEvery = defaults.SweepEvery
 
 // ErrConfig wraps every configuration error.
 var ErrConfig = errors.New("invalid serve configuration")

@@ -22,7 +22,7 @@ func Markdown(scope Scope) string {
 			}
 		}
 		if s.Const != "" {
-			field = "fixed: `settings." + s.Const + "`"
+			field = "fixed: `settings.Default()." + s.Const + "`"
 		}
 		if s.Env != "" {
 			env = "`" + s.Env + "`"

@@ -1,13 +1,14 @@
 // Package settingstable is leasehold's one table of settings: for each,
 // the config field it fills (WorkerConfig, ClientConfig or the dispatch
 // function's Settings), its LEASEHOLD_* environment variable (a constant of
-// package settings), its default (a constant of package settings too) and
-// what it means. The environment entry points (NewWorkerFromEnv, the
-// dispatch function, serve, `leasehold run`) read the environment by
-// walking All with Load; the settings tables of docs/worker.md,
-// docs/dispatch.md and docs/running.md are rendered from it by Markdown
-// (and tested against it). Adding a setting is a constant in package
-// settings, one entry here, one field, and its use.
+// package settings), its default (a constant of internal/defaults, which
+// settings.Default publishes) and what it means. The environment entry
+// points (NewWorkerFromEnv, the dispatch function, serve, `leasehold run`)
+// read the environment by walking All with Load; the settings tables of
+// docs/worker.md, docs/dispatch.md and docs/running.md are rendered from it
+// by Markdown (and tested against it). Adding a setting is a constant in
+// package settings (and its default in internal/defaults and
+// settings.Defaults), one entry here, one field, and its use.
 //
 // The table is internal: a user of the module needs the names and the
 // defaults, which package settings keeps public, not the machinery that
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/durationtext"
 	"github.com/leasehold/leasehold/settings"
 )
@@ -80,10 +82,10 @@ type Setting struct {
 	// Env is the environment variable; "" for a setting only code sets.
 	Env string
 	// Const, for a setting with neither field nor variable (a timeout code
-	// applies), names the constant of package settings that holds it.
+	// applies), names the field of settings.Defaults that holds it.
 	Const string
 	Kind  Kind
-	// Default is the typed default (a constant of package settings), or nil.
+	// Default is the typed default (a constant of internal/defaults), or nil.
 	Default any
 	// DefaultText says the default when Default cannot ("required", "the
 	// queue's", ...); it wins over Default in the docs.
@@ -118,32 +120,32 @@ var All = []Setting{
 		Doc: "receives invalid submissions, with the reason; without it they are left to the intake queue's redrive policy"},
 
 	// Tasks and leases.
-	{Field: "LeaseDuration", Env: settings.EnvLeaseDuration, Kind: Duration, Default: settings.DefaultLeaseDuration, For: Worker,
+	{Field: "LeaseDuration", Env: settings.EnvLeaseDuration, Kind: Duration, Default: defaults.LeaseDuration, For: Worker,
 		Doc: "how long a claim or renewal holds a task; at least 2 × RenewBefore"},
-	{Field: "RenewBefore", Env: settings.EnvRenewBefore, Kind: Duration, Default: settings.DefaultRenewBefore, For: Worker,
+	{Field: "RenewBefore", Env: settings.EnvRenewBefore, Kind: Duration, Default: defaults.RenewBefore, For: Worker,
 		Doc: "how long before expiry the lease is renewed; > 0"},
-	{Field: "MaxAttempts", Env: settings.EnvMaxAttempts, Kind: Int, Default: settings.DefaultMaxAttempts, For: Worker | Client | Dispatch,
+	{Field: "MaxAttempts", Env: settings.EnvMaxAttempts, Kind: Int, Default: defaults.MaxAttempts, For: Worker | Client | Dispatch,
 		Doc: "attempts of a task that names none (an inline token, an enqueue without MaxAttempts, a submission); 1..100"},
-	{Field: "Concurrency", Env: settings.EnvConcurrency, Kind: Int, Default: settings.DefaultConcurrency, For: Worker,
+	{Field: "Concurrency", Env: settings.EnvConcurrency, Kind: Int, Default: defaults.Concurrency, For: Worker,
 		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most Pollers × Concurrency tasks at once)"},
-	{Field: "ClockSkew", Env: settings.EnvClockSkew, Kind: Duration, Default: settings.DefaultClockSkew, For: Worker,
+	{Field: "ClockSkew", Env: settings.EnvClockSkew, Kind: Duration, Default: defaults.ClockSkew, For: Worker,
 		Doc: "bound on the clock difference between workers: an expired lease is taken over only after this much more; ≥ 0"},
-	{Field: "DeadlineMargin", Env: settings.EnvDeadlineMargin, Kind: Duration, Default: settings.DefaultDeadlineMargin, For: Worker,
+	{Field: "DeadlineMargin", Env: settings.EnvDeadlineMargin, Kind: Duration, Default: defaults.DeadlineMargin, For: Worker,
 		Doc: "the handler's context ends this long before the invocation deadline, so the lease can be released; ≥ 0"},
-	{Field: "Backoff", Env: settings.EnvBackoff, Kind: Pair, Default: [2]time.Duration{settings.DefaultBackoffBase, settings.DefaultBackoffMax}, For: Worker,
+	{Field: "Backoff", Env: settings.EnvBackoff, Kind: Pair, Default: [2]time.Duration{defaults.BackoffBase, defaults.BackoffMax}, For: Worker,
 		Doc: "the delay before attempt n+1 after attempt n failed: any `func(attempt int) time.Duration`; the variable, `BASE,MAX`, sets `ExponentialBackoff(BASE, MAX)` (doubling, each delay drawn from [d/2, d])"},
-	{Field: "VisibilityMargin", Env: settings.EnvVisibilityMargin, Kind: Duration, Default: settings.DefaultVisibilityMargin, For: Worker,
+	{Field: "VisibilityMargin", Env: settings.EnvVisibilityMargin, Kind: Duration, Default: defaults.VisibilityMargin, For: Worker,
 		Doc: "added to the lease when a message is hidden; ≥ 0"},
-	{Field: "DispatchGrace", Env: settings.EnvDispatchGrace, Kind: Duration, Default: settings.DefaultDispatchGrace, For: Worker | Dispatch,
+	{Field: "DispatchGrace", Env: settings.EnvDispatchGrace, Kind: Duration, Default: defaults.DispatchGrace, For: Worker | Dispatch,
 		Doc: "how long past its expected start a task may go unclaimed before the sweep dispatches it again; the same for workers and dispatch: it places tasks in the sweep index"},
-	{Field: "ReplaceAtReceiveCount", Env: settings.EnvReplaceAtReceiveCount, Kind: Int, Default: settings.DefaultReplaceAtReceiveCount, For: Worker,
+	{Field: "ReplaceAtReceiveCount", Env: settings.EnvReplaceAtReceiveCount, Kind: Int, Default: defaults.ReplaceAtReceiveCount, For: Worker,
 		Doc: "from this receive count a message whose task cannot run now is replaced by a fresh token; ≥ 1, at most the work queue's maxReceiveCount − 2"},
 	{Field: "UnknownKindBackoffMin", Field2: "UnknownKindBackoffMax", Env: settings.EnvUnknownKindBackoff, Kind: Pair,
-		Default: [2]time.Duration{settings.DefaultUnknownKindBackoffMin, settings.DefaultUnknownKindBackoffMax}, For: Worker,
+		Default: [2]time.Duration{defaults.UnknownKindBackoffMin, defaults.UnknownKindBackoffMax}, For: Worker,
 		Doc: "bounds of the wait before a task of a kind this worker has no handler for is offered again (`MIN,MAX`; min > 0, max ≥ min)"},
-	{Field: "UnknownKindLimit", Env: settings.EnvUnknownKindLimit, Kind: Duration, Default: settings.DefaultUnknownKindLimit, For: Worker,
+	{Field: "UnknownKindLimit", Env: settings.EnvUnknownKindLimit, Kind: Duration, Default: defaults.UnknownKindLimit, For: Worker,
 		Doc: "how long a task's kind may stay unknown before the task fails; > 0"},
-	{Field: "WaitTimeout", Env: settings.EnvWaitTimeout, Kind: Duration, Default: settings.DefaultWaitTimeout, For: Worker,
+	{Field: "WaitTimeout", Env: settings.EnvWaitTimeout, Kind: Duration, Default: defaults.WaitTimeout, For: Worker,
 		Doc: "the deadline of a wait for children or dependencies that names none; at it the waiting task fails; 0 < d ≤ 365 days"},
 	{Field: "RateLimits", Env: settings.EnvRateLimits, Kind: Rates, DefaultText: "none", For: Worker,
 		Doc: "per queue, at most N tasks start in each window, across every worker of the table: `QUEUE=N/PER,...`, PER `s`, `m`, `h` or whole seconds, `N/PER` alone for the default work queue (`50/s,reports=10/10s`); one write unit per start; a task held back uses no attempt and waits on its queue (docs/worker.md, \"Flow control\")"},
@@ -151,9 +153,9 @@ var All = []Setting{
 		Doc: "per kind, at most N attempts run at once across every worker of the table: `KIND=N,...`, N from 1 to 100 (`resize=3,report=1`); a task held back uses no attempt and is offered again later (docs/worker.md, \"Flow control\")"},
 	{Field: "Unlisted", Env: settings.EnvListing, Kind: Switch, DefaultText: "on (listed)", For: Worker | Client | Dispatch,
 		Doc: "`off` creates tasks without a listing entry (one write unit less each): `leasehold list` and Client.List do not show them"},
-	{Field: "DispatchConcurrency", Env: settings.EnvDispatchConcurrency, Kind: Int, Default: settings.DefaultDispatchConcurrency, For: Dispatch,
+	{Field: "DispatchConcurrency", Env: settings.EnvDispatchConcurrency, Kind: Int, Default: defaults.DispatchConcurrency, For: Dispatch,
 		Doc: "submissions of a batch processed at once; also token batches and sweep marks in flight"},
-	{Field: "SweepConcurrency", Env: settings.EnvSweepConcurrency, Kind: Int, Default: settings.DefaultSweepConcurrency, For: Dispatch,
+	{Field: "SweepConcurrency", Env: settings.EnvSweepConcurrency, Kind: Int, Default: defaults.SweepConcurrency, For: Dispatch,
 		Doc: "shards swept at once"},
 
 	// The process.
@@ -175,27 +177,27 @@ var All = []Setting{
 
 	// Remote calls: every call to AWS has a timeout. Code sets these; no
 	// variable changes them.
-	{Const: "DefaultCallTimeout", Kind: Duration, Default: settings.DefaultCallTimeout, For: Worker | Dispatch,
+	{Const: "CallTimeout", Kind: Duration, Default: defaults.CallTimeout, For: Worker | Dispatch,
 		Doc: "bounds each DynamoDB or SQS call made while tasks are processed: store writes, token sends, visibility changes, queue lookups, sweep pages, pause checks"},
-	{Const: "DefaultReceiveCallTimeout", Kind: Duration, Default: settings.DefaultReceiveCallTimeout, For: Worker | Process,
+	{Const: "ReceiveCallTimeout", Kind: Duration, Default: defaults.ReceiveCallTimeout, For: Worker | Process,
 		Doc: "Run: bounds each SQS call of the pollers and each HTTP round trip of `leasehold run`; above the longest long poll (20s)"},
-	{Const: "DefaultClientCallTimeout", Kind: Duration, Default: settings.DefaultClientCallTimeout, For: Worker | Dispatch | Process,
+	{Const: "ClientCallTimeout", Kind: Duration, Default: defaults.ClientCallTimeout, For: Worker | Dispatch | Process,
 		Doc: "bounds each start-up call of a process (credential checks, queue and dead-letter queue lookups) and each call of the schedule firer (`--fire-schedules`, `--schedule`) and of the leasehold command (`--call-timeout`)"},
 
 	// Run: polling, the part Lambda's event source mapping does.
-	{Field: "Pollers", Env: settings.EnvPollers, Kind: Int, Default: settings.DefaultPollers, For: Worker,
+	{Field: "Pollers", Env: settings.EnvPollers, Kind: Int, Default: defaults.Pollers, For: Worker,
 		Doc: "Run: batches run at the same time; each poller receives its next batch while its current one runs"},
-	{Field: "BatchSize", Env: settings.EnvBatchSize, Kind: Int, Default: settings.DefaultBatchSize, For: Worker,
+	{Field: "BatchSize", Env: settings.EnvBatchSize, Kind: Int, Default: defaults.BatchSize, For: Worker,
 		Doc: "Run: the most messages handed over as one batch; above 10 needs BatchWindow"},
 	{Field: "BatchWindow", Env: settings.EnvBatchWindow, Kind: Duration, DefaultText: "0 (what one receive returns)", For: Worker,
 		Doc: "Run: how long a batch may keep gathering messages after its first one; at most 5m"},
-	{Field: "InvocationTimeout", Env: settings.EnvInvocationTimeout, Kind: Duration, Default: settings.DefaultInvocationTimeout, For: Worker,
+	{Field: "InvocationTimeout", Env: settings.EnvInvocationTimeout, Kind: Duration, Default: defaults.InvocationTimeout, For: Worker,
 		Doc: "Run: the budget of one batch, like a Lambda function's timeout; more than DeadlineMargin, at most 15m"},
-	{Field: "LongPoll", Env: settings.EnvLongPoll, Kind: Duration, Default: settings.DefaultLongPoll, For: Worker,
+	{Field: "LongPoll", Env: settings.EnvLongPoll, Kind: Duration, Default: defaults.LongPoll, For: Worker,
 		Doc: "Run: the wait of each ReceiveMessage, whole seconds up to 20s"},
 	{Field: "ReceiveVisibility", Env: settings.EnvReceiveVisibility, Kind: Duration, DefaultText: "the queue's", For: Worker,
 		Doc: "Run: overrides the queue's visibility timeout for received messages (whole seconds); running tasks stay hidden regardless"},
-	{Field: "SweepEvery", Env: settings.EnvSweepEvery, Kind: Duration, Default: settings.DefaultSweepEvery, For: Worker,
+	{Field: "SweepEvery", Env: settings.EnvSweepEvery, Kind: Duration, Default: defaults.SweepEvery, For: Worker,
 		Doc: "Run: the period of the recovery sweep that re-dispatches tasks whose message was lost (at least 100ms); negative turns the sweep off"},
 
 	// Schedules: the leasehold command's schedule verbs and the firer of
@@ -210,9 +212,9 @@ var All = []Setting{
 		Doc: "`leasehold schedule create` (`--dlq-arn`): the queue of slots EventBridge could not deliver (template output ScheduleDeadLetterQueueArn)"},
 
 	// The client.
-	{Field: "CallTimeout", Kind: Duration, Default: settings.DefaultClientCallTimeout, For: Client,
+	{Field: "CallTimeout", Kind: Duration, Default: defaults.ClientCallTimeout, For: Client,
 		Doc: "bounds each call to DynamoDB or SQS; > 0"},
-	{Field: "EnqueueConcurrency", Kind: Int, Default: settings.DefaultEnqueueConcurrency, For: Client,
+	{Field: "EnqueueConcurrency", Kind: Int, Default: defaults.EnqueueConcurrency, For: Client,
 		Doc: "calls EnqueueMany makes at once; ≥ 0"},
 	{Field: "Endpoint", Kind: String, DefaultText: "the SDK's", For: Client,
 		Doc: "sends every DynamoDB and SQS call to this URL (a local stack), whatever the AWS config says"},

@@ -18,6 +18,14 @@ func TestTableIsConsistent(t *testing.T) {
 		if s.Const != "" && (s.Field != "" || s.Env != "" || s.Default == nil) {
 			t.Errorf("constant %s: a fixed setting has no field and no variable, and a typed default", s.Const)
 		}
+		if s.Const != "" {
+			// The docs name it settings.Default().<Const>: that field must
+			// exist and hold the default the table shows.
+			f := reflect.ValueOf(settings.Default()).FieldByName(s.Const)
+			if !f.IsValid() || f.Interface() != s.Default {
+				t.Errorf("constant %s: settings.Default().%s is not the table's default %v", s.Const, s.Const, s.Default)
+			}
+		}
 		if s.Field != "" && fields[s.Field] {
 			t.Errorf("field %s is in the table twice", s.Field)
 		}

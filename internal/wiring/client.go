@@ -39,13 +39,13 @@ type ClientConfig[M any] struct {
 	KindQueues map[string]string
 	// MaxAttempts is the max attempts of a task enqueued without the
 	// MaxAttempts option, as WorkerConfig's is of an inline token that
-	// names none (0: settings.DefaultMaxAttempts, 5; at most 100).
+	// names none (0: settings.Default().MaxAttempts, 5; at most 100).
 	MaxAttempts int
 	// CallTimeout bounds each call to DynamoDB or SQS (0:
-	// settings.DefaultClientCallTimeout, 10s).
+	// settings.Default().ClientCallTimeout, 10s).
 	CallTimeout time.Duration
 	// EnqueueConcurrency bounds the calls EnqueueMany makes at once (0:
-	// settings.DefaultEnqueueConcurrency, 10).
+	// settings.Default().EnqueueConcurrency, 10).
 	EnqueueConcurrency int
 	// Unlisted makes the tasks this client enqueues unlisted: no entry in
 	// the listing index (one write unit less each), so List and `leasehold

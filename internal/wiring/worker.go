@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lambdalog"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/tracing"
@@ -225,7 +226,7 @@ func LifecycleConfig(cfg WorkerConfig) lifecycle.Config {
 	lc := lifecycle.Config{
 		QueueURL:              cfg.QueueURL,
 		DeadLetterURL:         cfg.DeadLetterQueueURL,
-		LeaseDuration:         cmp.Or(cfg.LeaseDuration, settings.DefaultLeaseDuration),
+		LeaseDuration:         cmp.Or(cfg.LeaseDuration, defaults.LeaseDuration),
 		RenewBefore:           cfg.RenewBefore,
 		DefaultMaxAttempts:    cfg.MaxAttempts,
 		Concurrency:           cfg.Concurrency,
