@@ -49,7 +49,7 @@ func TestCancelledParentsQueuedChildrenNeverRunOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
 	defer cancel()
 
-	if _, err := c.Enqueue(ctx, "fan", nil, leasehold.ID("p")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "fan", ID: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	// Only the parent's token is on the queue: run it alone.

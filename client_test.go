@@ -130,7 +130,12 @@ func TestClientEnqueueAndGet(t *testing.T) {
 	e := newClientEnv(t)
 	ctx := testCtx(t, time.Minute)
 
-	info, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"}, leasehold.ID("greet-ada"), leasehold.MaxAttempts(3))
+	info, err := e.client.Enqueue(ctx, leasehold.Submission{
+		Kind:        "greet",
+		Payload:     examples.Greeting{Name: "ada"},
+		ID:          "greet-ada",
+		MaxAttempts: 3,
+	})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -150,7 +155,7 @@ func TestClientEnqueueAndGet(t *testing.T) {
 
 	// Enqueueing the id, kind and payload again is a no-op that hands back
 	// the stored task.
-	again, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"}, leasehold.ID("greet-ada"))
+	again, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: examples.Greeting{Name: "ada"}, ID: "greet-ada"})
 	if !errors.Is(err, leasehold.ErrAlreadyExists) {
 		t.Fatalf("second Enqueue: err = %v, want ErrAlreadyExists", err)
 	}
@@ -160,11 +165,11 @@ func TestClientEnqueueAndGet(t *testing.T) {
 
 	// Without an id the client picks a random one; raw JSON passes through;
 	// no payload stays empty.
-	raw, err := e.client.Enqueue(ctx, "upper", json.RawMessage(`{"text":"x"}`))
+	raw, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "upper", Payload: json.RawMessage(`{"text":"x"}`)})
 	if err != nil || !uuidPattern.MatchString(raw.ID) || string(raw.Payload) != `{"text":"x"}` {
 		t.Fatalf("Enqueue raw: %+v, %v", raw, err)
 	}
-	empty, err := e.client.Enqueue(ctx, "upper", nil)
+	empty, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "upper"})
 	if err != nil || empty.Payload != nil || empty.MaxAttempts != settings.DefaultMaxAttempts {
 		t.Fatalf("Enqueue nil payload: %+v, %v", empty, err)
 	}
@@ -213,7 +218,7 @@ func TestClientEnqueueRejectsBadSubmissions(t *testing.T) {
 	}
 	// Too deep is its own error, naming the limit, not "not valid JSON".
 	deep := json.RawMessage(strings.Repeat("[", lease.MaxJSONDepth+1) + strings.Repeat("]", lease.MaxJSONDepth+1))
-	if _, err := e.client.Enqueue(ctx, "k", deep); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 10000 levels") {
+	if _, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "k", Payload: deep}); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 10000 levels") {
 		t.Errorf("payload nested %d deep: err = %v, want ErrInvalid naming the depth limit", lease.MaxJSONDepth+1, err)
 	}
 	for _, id := range []string{"a\xffb", "a\x00b", "a\u2066b"} {
@@ -241,7 +246,7 @@ func TestClientEnqueueDelays(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	before := time.Now()
 
-	far, err := e.client.Enqueue(ctx, "greet", nil, leasehold.Delay(20*time.Minute))
+	far, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Delay: 20 * time.Minute})
 	if err != nil {
 		t.Fatalf("Enqueue +20m: %v", err)
 	}
@@ -254,7 +259,7 @@ func TestClientEnqueueDelays(t *testing.T) {
 	}
 
 	at := before.Add(5 * time.Minute).Truncate(time.Second)
-	near, err := e.client.Enqueue(ctx, "greet", nil, leasehold.At(at))
+	near, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", RunAt: at})
 	if err != nil {
 		t.Fatalf("Enqueue at +5m: %v", err)
 	}
@@ -486,7 +491,7 @@ func TestClientCancel(t *testing.T) {
 	e := newClientEnv(t)
 	ctx := testCtx(t, time.Minute)
 
-	if _, err := e.client.Enqueue(ctx, "greet", nil, leasehold.ID("p"), leasehold.Delay(time.Hour)); err != nil {
+	if _, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", ID: "p", Delay: time.Hour}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	info, err := e.client.Cancel(ctx, "p")
@@ -524,7 +529,7 @@ func TestClientCancelRunningTask(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 
 	id := "block-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := e.client.Enqueue(ctx, "block", nil, leasehold.ID(id)); err != nil {
+	if _, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "block", ID: id}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	for {
@@ -564,7 +569,7 @@ func TestClientRetry(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 
 	// Fails on attempt 1 (its only one), succeeds on attempt 2.
-	info, err := e.client.Enqueue(ctx, "flaky", examples.Flaky{SucceedOnAttempt: 2}, leasehold.MaxAttempts(1))
+	info, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "flaky", Payload: examples.Flaky{SucceedOnAttempt: 2}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -602,7 +607,7 @@ func TestClientWaitAndResult(t *testing.T) {
 	e.startWorker(t, leasehold.WorkerConfig{})
 	ctx := testCtx(t, 2*time.Minute)
 
-	ok, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"})
+	ok, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: examples.Greeting{Name: "ada"}})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -618,7 +623,7 @@ func TestClientWaitAndResult(t *testing.T) {
 		t.Fatal("Result into the wrong type succeeded")
 	}
 
-	bad, err := e.client.Enqueue(ctx, "greet", examples.Greeting{}) // no name: fails for good
+	bad, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: examples.Greeting{}}) // no name: fails for good
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -628,7 +633,7 @@ func TestClientWaitAndResult(t *testing.T) {
 		t.Fatalf("Result of a failing task: %v", err)
 	}
 
-	later, err := e.client.Enqueue(ctx, "greet", examples.Greeting{Name: "x"}, leasehold.Delay(time.Hour))
+	later, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: examples.Greeting{Name: "x"}, Delay: time.Hour})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -692,7 +697,7 @@ func TestClientUnreachableEndpoint(t *testing.T) {
 	if u.Error() != want || u.Service != "DynamoDB" || u.Endpoint != endpoint {
 		t.Fatalf("error %q, want %q", u.Error(), want)
 	}
-	_, err = c.Enqueue(ctx, "greet", nil)
+	_, err = c.Enqueue(ctx, leasehold.Submission{Kind: "greet"})
 	if !errors.As(err, &u) || u.Service != "SQS" {
 		t.Fatalf("Enqueue: %v, want SQS unreachable", err)
 	}
@@ -724,7 +729,7 @@ func TestClientMissingTableAndQueue(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrStackMissing) || !errors.As(err, &m) || m.Service != "DynamoDB" || m.Resource != "no-such-table" {
 		t.Fatalf("Get: %v, want the missing table", err)
 	}
-	_, err = c.Enqueue(ctx, "greet", nil)
+	_, err = c.Enqueue(ctx, leasehold.Submission{Kind: "greet"})
 	if !errors.As(err, &m) || m.Service != "SQS" || m.Resource != "no-such-queue" {
 		t.Fatalf("Enqueue: %v, want the missing queue", err)
 	}
@@ -748,7 +753,7 @@ func TestNewClientRejectsImpossibleOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(t.Context(), "greet", nil); !errors.Is(err, leasehold.ErrConfig) {
+	if _, err := c.Enqueue(t.Context(), leasehold.Submission{Kind: "greet"}); !errors.Is(err, leasehold.ErrConfig) {
 		t.Fatalf("Enqueue without a work queue: %v, want ErrConfig", err)
 	}
 }
@@ -804,11 +809,11 @@ func TestClientEnqueueIDConflict(t *testing.T) {
 	e := newClientEnv(t)
 	ctx := testCtx(t, time.Minute)
 	id := "conflict-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	first, err := e.client.Enqueue(ctx, "greet", map[string]any{"name": "ada", "n": 1}, leasehold.ID(id))
+	first, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: map[string]any{"name": "ada", "n": 1}, ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dup, err := e.client.Enqueue(ctx, "greet", json.RawMessage(` {"n": 1, "name": "ada"} `), leasehold.ID(id))
+	dup, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "greet", Payload: json.RawMessage(` {"n": 1, "name": "ada"} `), ID: id})
 	if !errors.Is(err, leasehold.ErrAlreadyExists) || errors.Is(err, leasehold.ErrConflict) || dup.ID != id {
 		t.Fatalf("duplicate: %+v, %v", dup, err)
 	}
@@ -821,7 +826,7 @@ func TestClientEnqueueIDConflict(t *testing.T) {
 		{"greet", nil, "payload"},
 		{"upper", map[string]any{"name": "ada", "n": 1}, "kind"},
 	} {
-		got, err := e.client.Enqueue(ctx, c.kind, c.payload, leasehold.ID(id))
+		got, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: c.kind, Payload: c.payload, ID: id})
 		var ce *leasehold.ConflictError
 		if !errors.As(err, &ce) || !errors.Is(err, leasehold.ErrConflict) || errors.Is(err, leasehold.ErrAlreadyExists) ||
 			ce.Field != c.field || ce.TaskID != id || ce.Status != leasehold.StatusPending {
@@ -854,11 +859,11 @@ func TestClientEnqueueWaitTimeout(t *testing.T) {
 	e := newClientEnv(t)
 	ctx := testCtx(t, time.Minute)
 	before := time.Now()
-	hour, err := e.client.Enqueue(ctx, "upper", nil, leasehold.ID("dep-hour"), leasehold.After("root"), leasehold.WaitTimeout(time.Hour))
+	hour, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "upper", ID: "dep-hour", After: []string{"root"}, WaitTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	week, err := e.client.Enqueue(ctx, "upper", nil, leasehold.ID("dep-week"), leasehold.After("root"))
+	week, err := e.client.Enqueue(ctx, leasehold.Submission{Kind: "upper", ID: "dep-week", After: []string{"root"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,12 @@ func ExampleClient() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	task, err := c.Enqueue(ctx, "greet", examples.Greeting{Name: "ada"},
-		leasehold.ID("greet-ada"), leasehold.MaxAttempts(3))
+	task, err := c.Enqueue(ctx, leasehold.Submission{
+		Kind:        "greet",
+		Payload:     examples.Greeting{Name: "ada"},
+		ID:          "greet-ada",
+		MaxAttempts: 3,
+	})
 	if err != nil && !errors.Is(err, leasehold.ErrAlreadyExists) { // enqueueing an id twice is a no-op
 		log.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestMetadataTravelsFromEnqueueToRunAndChildren(t *testing.T) {
 	c := leasehold.NewClientOn(store, q, traceQueueURL, nil, stamp)
 
 	mine := map[string]string{"request": "r-1"}
-	if _, err := c.Enqueue(t.Context(), "fan", 0, leasehold.ID("fan-1"), leasehold.Metadata(mine)); err != nil {
+	if _, err := c.Enqueue(t.Context(), leasehold.Submission{Kind: "fan", Payload: 0, ID: "fan-1", Metadata: mine}); err != nil {
 		t.Fatal(err)
 	}
 	subs := []leasehold.Submission{{Kind: "kid", ID: "solo", Metadata: mine}}
@@ -90,7 +90,7 @@ func TestMetadataTravelsFromEnqueueToRunAndChildren(t *testing.T) {
 	}
 
 	for _, bad := range []map[string]string{{"a b": "v"}, {"k": "line\nbreak"}} {
-		if _, err := c.Enqueue(t.Context(), "kid", 0, leasehold.Metadata(bad)); !errors.Is(err, leasehold.ErrInvalid) {
+		if _, err := c.Enqueue(t.Context(), leasehold.Submission{Kind: "kid", Payload: 0, Metadata: bad}); !errors.Is(err, leasehold.ErrInvalid) {
 			t.Errorf("Enqueue with metadata %q: %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -116,7 +116,11 @@ func TestTraceSurvivesATraceLikePayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := leasehold.NewClientOn(store, q, traceQueueURL, tp)
-	if _, err := c.Enqueue(t.Context(), "echo", map[string]string{"tp": "user data", "ts": "more"}, leasehold.ID("e-1")); err != nil {
+	if _, err := c.Enqueue(t.Context(), leasehold.Submission{
+		Kind:    "echo",
+		Payload: map[string]string{"tp": "user data", "ts": "more"},
+		ID:      "e-1",
+	}); err != nil {
 		t.Fatal(err)
 	}
 	drain(t, w, q)

@@ -135,7 +135,11 @@ func TestTwoFleetsOnTwoQueuesShareATable(t *testing.T) {
 	want["i-alpha"] = "A"
 
 	// A missing queue is a clear error and stores nothing.
-	_, err = c.Enqueue(ctx, "beta", nil, leasehold.ID("c-nowhere"), leasehold.Queue("no-such-queue-"+betaQueue[len(betaQueue)-8:]))
+	_, err = c.Enqueue(ctx, leasehold.Submission{
+		Kind:  "beta",
+		ID:    "c-nowhere",
+		Queue: "no-such-queue-" + betaQueue[len(betaQueue)-8:],
+	})
 	if !errors.Is(err, leasehold.ErrQueueNotFound) {
 		t.Fatalf("Enqueue to a missing queue: %v, want ErrQueueNotFound", err)
 	}
@@ -204,7 +208,7 @@ func TestUnknownKindIsNotFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(t.Context(), "gamma", nil, leasehold.ID("unknown"), leasehold.MaxAttempts(1)); err != nil {
+	if _, err := c.Enqueue(t.Context(), leasehold.Submission{Kind: "gamma", ID: "unknown", MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, time.Minute, func() bool { return len(e.get(t, "unknown").History) >= 3 })
@@ -233,7 +237,7 @@ func TestClientRejectsBadQueueNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Enqueue(t.Context(), "k", nil, leasehold.Queue("has space"))
+	_, err = c.Enqueue(t.Context(), leasehold.Submission{Kind: "k", Queue: "has space"})
 	if !errors.Is(err, leasehold.ErrInvalid) {
 		t.Fatalf("Enqueue with a bad queue name: %v, want ErrInvalid", err)
 	}

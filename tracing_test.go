@@ -169,7 +169,7 @@ func TestTracingFanOutAndCallbackAreOneTrace(t *testing.T) {
 	}
 	c := leasehold.NewClientOn(store, q, traceQueueURL, tp)
 
-	info, err := c.Enqueue(t.Context(), "fan", 0, leasehold.ID("fan-1"))
+	info, err := c.Enqueue(t.Context(), leasehold.Submission{Kind: "fan", Payload: 0, ID: "fan-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

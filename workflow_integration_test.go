@@ -81,21 +81,21 @@ func TestWorkflowsOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
 
-	if _, err := c.Enqueue(ctx, "fanout", 5, leasehold.ID("fan")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "fanout", Payload: 5, ID: "fan"}); err != nil {
 		t.Fatal(err)
 	}
 	// The chain is enqueued last step first: each waits for its
 	// predecessor to appear.
-	if _, err := c.Enqueue(ctx, "step", "c", leasehold.ID("chain-c"), leasehold.After("chain-b")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "step", Payload: "c", ID: "chain-c", After: []string{"chain-b"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(ctx, "step", "b", leasehold.ID("chain-b"), leasehold.After("chain-a")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "step", Payload: "b", ID: "chain-b", After: []string{"chain-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(ctx, "step", "a", leasehold.ID("chain-a")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "step", Payload: "a", ID: "chain-a"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "approve", ID: "cb"}); err != nil {
 		t.Fatal(err)
 	}
 	tok := e.pumpForToken(t, w, tokens, 90*time.Second, func() bool {
@@ -183,7 +183,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
 
-	if _, err := c.Enqueue(ctx, "approve", nil, leasehold.ID("cb")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "approve", ID: "cb"}); err != nil {
 		t.Fatal(err)
 	}
 	tok := e.pumpForToken(t, w, tokens, 60*time.Second, func() bool { return e.status(t, "cb") == lease.StatusWaiting })
@@ -230,7 +230,7 @@ func TestCallbackMessagesAndCancelOnTheStack(t *testing.T) {
 	// context of its own: the waits above may have used up the first.)
 	ctx, cancel = context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
-	if _, err := c.Enqueue(ctx, "parent", nil, leasehold.ID("p")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "parent", ID: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	running := func() bool {
@@ -298,7 +298,7 @@ func TestSleepOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
 	start := time.Now()
-	if _, err := c.Enqueue(ctx, "sleeper", nil, leasehold.ID("napper")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "sleeper", ID: "napper"}); err != nil {
 		t.Fatal(err)
 	}
 	e.pump(t, w, 60*time.Second, func() bool { return e.status(t, "napper") == lease.StatusPending && len(e.get(t, "napper").Steps) == 2 })
@@ -335,7 +335,7 @@ func TestWaitForOnTheStack(t *testing.T) {
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
-	if _, err := c.Enqueue(ctx, "poller", nil, leasehold.ID("poll")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "poller", ID: "poll"}); err != nil {
 		t.Fatal(err)
 	}
 	e.pump(t, w, 90*time.Second, func() bool { return e.status(t, "poll") == lease.StatusSucceeded })
@@ -413,7 +413,7 @@ func TestManyAwaitsOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
 	defer cancel()
 	for _, id := range []string{"yes", "no"} {
-		if _, err := c.Enqueue(ctx, "order", id, leasehold.ID(id)); err != nil {
+		if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "order", Payload: id, ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -472,15 +472,30 @@ func TestChainOnTheStack(t *testing.T) {
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: workflowHandlers(make(chan string, 1))})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
 	defer cancel()
-	if _, err := c.Enqueue(ctx, "step", "a", leasehold.ID("then"), leasehold.Then(
-		leasehold.Link{Kind: "step", Payload: "b"}, leasehold.Link{Kind: "step", Payload: "c"}, leasehold.Link{Kind: "step", Payload: "d"})); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{
+		Kind:    "step",
+		Payload: "a",
+		ID:      "then",
+		Then:    []leasehold.Link{{Kind: "step", Payload: "b"}, {Kind: "step", Payload: "c"}, {Kind: "step", Payload: "d"}},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	e.send(t, e.queues.Work, `{"v":1,"id":"raw","kind":"step","payload":"x","then":[{"id":"raw-2","kind":"step","payload":"y"}]}`)
-	if _, err := c.Enqueue(ctx, "step", "fail", leasehold.ID("broken"), leasehold.Then(leasehold.Link{Kind: "step", Payload: "never"})); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{
+		Kind:    "step",
+		Payload: "fail",
+		ID:      "broken",
+		Then:    []leasehold.Link{{Kind: "step", Payload: "never"}},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(ctx, "step", "later", leasehold.ID("stopped"), leasehold.Delay(time.Hour), leasehold.Then(leasehold.Link{Kind: "step"})); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{
+		Kind:    "step",
+		Payload: "later",
+		ID:      "stopped",
+		Delay:   time.Hour,
+		Then:    []leasehold.Link{{Kind: "step"}},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Cancel(ctx, "stopped"); err != nil {
@@ -536,7 +551,7 @@ func TestMapOnTheStack(t *testing.T) {
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
 	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
 	defer cancel()
-	if _, err := c.Enqueue(ctx, "mapper", 60, leasehold.ID("mapped")); err != nil {
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "mapper", Payload: 60, ID: "mapped"}); err != nil {
 		t.Fatal(err)
 	}
 	e.pump(t, w, 150*time.Second, func() bool { return e.status(t, "mapped") == lease.StatusSucceeded })

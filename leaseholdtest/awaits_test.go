@@ -102,7 +102,7 @@ func TestEnvManyAwaitsInOneHandler(t *testing.T) {
 	env := leaseholdtest.New(t, orderHandlers(&c, handed))
 	env.SetMaxDeliveries(1000)
 	begin := env.Clock().Now()
-	id := mustEnqueue(t, env, "order", 50, leasehold.ID("order-1"))
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", Payload: 50, ID: "order-1"})
 	mustRun(t, env)
 
 	waiting := mustTask(t, env, id)
@@ -168,7 +168,7 @@ func TestEnvRefusedCallbackReachesTheHandler(t *testing.T) {
 	var c counter
 	handed := make(chan string, 4)
 	env := leaseholdtest.New(t, orderHandlers(&c, handed))
-	id := mustEnqueue(t, env, "order", 2)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", Payload: 2})
 	mustRun(t, env)
 	if err := env.FailCallback(<-handed, "over budget"); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestEnvResumableCallbackTimesOut(t *testing.T) {
 	var c counter
 	handed := make(chan string, 4)
 	env := leaseholdtest.New(t, orderHandlers(&c, handed))
-	id := mustEnqueue(t, env, "order", 3, leasehold.MaxAttempts(3))
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", Payload: 3, MaxAttempts: 3})
 	mustRun(t, env)
 	first := <-handed
 	env.Clock().Advance(73 * time.Hour)
@@ -232,7 +232,7 @@ func TestEnvAwaitNames(t *testing.T) {
 	})
 	env := leaseholdtest.New(t, hs)
 	for _, name := range []string{"", "9lives", "a/b", "x y", "abcdefghijklmnopqrstuvwxyz0123456"} {
-		id := mustEnqueue(t, env, "bad", name)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "bad", Payload: name})
 		mustRun(t, env)
 		if got := mustTask(t, env, id); got.Status != leasehold.StatusFailed || got.Attempt != 1 {
 			t.Errorf("await name %q: %s in attempt %d (%q), want FAILED at once", name, got.Status, got.Attempt, got.Error)

@@ -32,7 +32,7 @@ func TestCallbackHashIsNotACredential(t *testing.T) {
 		return "", workflow.AwaitCallback(time.Hour)
 	})
 	env := leaseholdtest.New(t, hs)
-	id := mustEnqueue(t, env, "approve", "refund 7")
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "approve", Payload: "refund 7"})
 	mustRun(t, env)
 	real, err := token.ParseCallback(<-handed)
 	if err != nil {

@@ -38,8 +38,12 @@ func TestEnvChainRunsInOrder(t *testing.T) {
 	t.Parallel()
 	var c counter
 	env := leaseholdtest.New(t, chainHandlers(&c))
-	mustEnqueue(t, env, "append", "a", leasehold.ID("c"),
-		leasehold.Then(leasehold.Link{Kind: "append", Payload: "b"}, leasehold.Link{Kind: "append", Payload: "c", ID: "last"}))
+	mustEnqueue(t, env, leasehold.Submission{
+		Kind:    "append",
+		Payload: "a",
+		ID:      "c",
+		Then:    []leasehold.Link{{Kind: "append", Payload: "b"}, {Kind: "append", Payload: "c", ID: "last"}},
+	})
 	mustRun(t, env)
 	if got := mustTask(t, env, "last"); got.Status != leasehold.StatusSucceeded || string(got.Result) != `"abc"` || got.Attempt != 1 {
 		t.Fatalf("last link: %s %s in attempt %d (error %q), want SUCCEEDED \"abc\"", got.Status, got.Result, got.Attempt, got.Error)
@@ -61,10 +65,12 @@ func TestEnvChainStopsAtAFailure(t *testing.T) {
 	t.Parallel()
 	var c counter
 	env := leaseholdtest.New(t, chainHandlers(&c))
-	mustEnqueue(t, env, "append", "a", leasehold.ID("f"), leasehold.Then(
-		leasehold.Link{Kind: "append", Payload: "fail"},
-		leasehold.Link{Kind: "append", Payload: "x"},
-		leasehold.Link{Kind: "append", Payload: "y"}))
+	mustEnqueue(t, env, leasehold.Submission{
+		Kind:    "append",
+		Payload: "a",
+		ID:      "f",
+		Then:    []leasehold.Link{{Kind: "append", Payload: "fail"}, {Kind: "append", Payload: "x"}, {Kind: "append", Payload: "y"}},
+	})
 	mustRun(t, env)
 	if got := mustTask(t, env, "f#2"); got.Status != leasehold.StatusFailed {
 		t.Fatalf("failing link: %s", got.Status)
@@ -90,7 +96,7 @@ func TestEnvChainBadLinks(t *testing.T) {
 		"itself":      {{Kind: "append", ID: "h"}},
 		"too many":    make([]leasehold.Link, 26),
 	} {
-		if _, err := env.Enqueue("append", "a", leasehold.ID("h"), leasehold.Then(links...)); !errors.Is(err, leasehold.ErrInvalid) {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "append", Payload: "a", ID: "h", Then: links}); !errors.Is(err, leasehold.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}

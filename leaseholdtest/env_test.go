@@ -97,7 +97,7 @@ func TestEnvSleepSkipsTheWaitAndRunsEachStepOnce(t *testing.T) {
 	})
 	env := leaseholdtest.New(t, hs)
 	begin, wall := env.Clock().Now(), time.Now()
-	id := mustEnqueue(t, env, "remind", "order-7", leasehold.ID("order-7"))
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "remind", Payload: "order-7", ID: "order-7"})
 	mustRun(t, env)
 
 	got := mustTask(t, env, id)
@@ -173,7 +173,7 @@ func TestEnvFanOutAndIn(t *testing.T) {
 		return task.Payload * task.Payload, nil
 	})
 	env = leaseholdtest.New(t, hs)
-	mustEnqueue(t, env, "sum-squares", []int{1, 2, 3}, leasehold.ID("p"))
+	mustEnqueue(t, env, leasehold.Submission{Kind: "sum-squares", Payload: []int{1, 2, 3}, ID: "p"})
 	mustRun(t, env)
 
 	got := mustTask(t, env, "p")
@@ -215,7 +215,7 @@ func TestEnvCallback(t *testing.T) {
 		return "", workflow.AwaitCallback(time.Hour)
 	})
 	env := leaseholdtest.New(t, hs)
-	id := mustEnqueue(t, env, "approve", "refund 7")
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "approve", Payload: "refund 7"})
 	mustRun(t, env)
 
 	waiting := mustTask(t, env, id)
@@ -271,7 +271,7 @@ func TestEnvCallbackTimeoutAndParent(t *testing.T) {
 		return "approved by " + string(kids[0].Result), nil
 	})
 	env := leaseholdtest.New(t, hs)
-	id := mustEnqueue(t, env, "order", "o-1")
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", Payload: "o-1"})
 	mustRun(t, env)
 	child := workflow.ChildID(id, 0)
 	first, err := env.CallbackToken(child)
@@ -329,8 +329,8 @@ func TestEnvRetriesWithBackoffThenFails(t *testing.T) {
 	})
 	env = leaseholdtest.New(t, hs)
 	wall := time.Now()
-	flaky := mustEnqueue(t, env, "flaky", 1, leasehold.MaxAttempts(4))
-	heals := mustEnqueue(t, env, "heals", 1, leasehold.MaxAttempts(5))
+	flaky := mustEnqueue(t, env, leasehold.Submission{Kind: "flaky", Payload: 1, MaxAttempts: 4})
+	heals := mustEnqueue(t, env, leasehold.Submission{Kind: "heals", Payload: 1, MaxAttempts: 5})
 	mustRun(t, env)
 
 	got := mustTask(t, env, flaky)
@@ -371,8 +371,8 @@ func TestEnvDependencies(t *testing.T) {
 		return "report on " + string(deps[0].Result), nil
 	})
 	env := leaseholdtest.New(t, hs)
-	fetch := mustEnqueue(t, env, "fetch", "q3", leasehold.Delay(time.Hour))
-	report := mustEnqueue(t, env, "report", nil, leasehold.After(fetch))
+	fetch := mustEnqueue(t, env, leasehold.Submission{Kind: "fetch", Payload: "q3", Delay: time.Hour})
+	report := mustEnqueue(t, env, leasehold.Submission{Kind: "report", After: []string{fetch}})
 	mustRun(t, env)
 	got := mustTask(t, env, report)
 	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"report on \"data of q3\""` || got.Wait != "after" {
@@ -418,11 +418,11 @@ func TestEnvBadInput(t *testing.T) {
 				t.Errorf("Enqueue(%q, %v): %v, want %v", tc.kind, tc.payload, err, tc.want)
 			}
 		}
-		id := mustEnqueue(t, env, "resize", resize{URL: "a"}, leasehold.ID("r"))
-		if _, err := env.Enqueue("resize", resize{URL: "a"}, leasehold.ID(id)); !errors.Is(err, leasehold.ErrAlreadyExists) {
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "resize", Payload: resize{URL: "a"}, ID: "r"})
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "resize", Payload: resize{URL: "a"}, ID: id}); !errors.Is(err, leasehold.ErrAlreadyExists) {
 			t.Errorf("the same task again: %v, want ErrAlreadyExists", err)
 		}
-		if _, err := env.Enqueue("resize", resize{URL: "b"}, leasehold.ID(id)); !errors.Is(err, leasehold.ErrConflict) {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "resize", Payload: resize{URL: "b"}, ID: id}); !errors.Is(err, leasehold.ErrConflict) {
 			t.Errorf("another payload under the id: %v, want ErrConflict", err)
 		}
 		if _, err := env.Task("missing"); !errors.Is(err, leasehold.ErrNotFound) {
@@ -436,7 +436,7 @@ func TestEnvBadInput(t *testing.T) {
 	t.Run("payload that does not decode", func(t *testing.T) {
 		t.Parallel()
 		env := leaseholdtest.New(t, hs)
-		id := mustEnqueue(t, env, "resize", "not an object")
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "resize", Payload: "not an object"})
 		mustRun(t, env)
 		got := mustTask(t, env, id)
 		if got.Status != leasehold.StatusFailed || got.Attempt != 1 || !strings.Contains(got.Error, "does not decode") {
@@ -447,7 +447,7 @@ func TestEnvBadInput(t *testing.T) {
 	t.Run("child of an unregistered kind", func(t *testing.T) {
 		t.Parallel()
 		env := leaseholdtest.New(t, hs)
-		id := mustEnqueue(t, env, "parent", nil)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "parent"})
 		begin := env.Clock().Now()
 		err := env.Run()
 		if !errors.Is(err, leaseholdtest.ErrNoHandler) || !strings.Contains(err.Error(), workflow.ChildID(id, 0)) || !strings.Contains(err.Error(), `"unregistered"`) {
@@ -462,7 +462,7 @@ func TestEnvBadInput(t *testing.T) {
 		t.Parallel()
 		env := leaseholdtest.New(t, hs)
 		env.SetMaxDeliveries(300)
-		id := mustEnqueue(t, env, "snoozer", nil)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "snoozer"})
 		begin := env.Clock().Now()
 		if err := env.Run(); !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) || !strings.Contains(err.Error(), id) {
 			t.Fatalf("Run: %v, want ErrTooManyDeliveries naming %s", err, id)

@@ -82,7 +82,7 @@ func runMap(t *testing.T, job mapJob) (leaseholdtest.TaskState, *sync.Map, *leas
 	ran := &sync.Map{}
 	env = leaseholdtest.New(t, mapHandlers(t, &env, ran))
 	env.SetMaxDeliveries(10 * (job.N + 100))
-	id := mustEnqueue(t, env, "mapper", job, leasehold.MaxAttempts(1))
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: job, MaxAttempts: 1})
 	mustRun(t, env)
 	return mustTask(t, env, id), ran, env
 }

@@ -60,8 +60,8 @@ func TestEnvRunsTheMiddleware(t *testing.T) {
 		Middleware: []leasehold.Middleware{note("outer"), note("inner"), refuse},
 	}
 	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(prog))
-	mustEnqueue(t, env, "flaky", 7, leasehold.ID("f"))
-	mustEnqueue(t, env, "forbidden", 1, leasehold.ID("x"))
+	mustEnqueue(t, env, leasehold.Submission{Kind: "flaky", Payload: 7, ID: "f"})
+	mustEnqueue(t, env, leasehold.Submission{Kind: "forbidden", Payload: 1, ID: "x"})
 	mustRun(t, env)
 
 	leaseholdtest.RequireState(t, env, "f", leasehold.StatusSucceeded)
@@ -98,9 +98,9 @@ func TestEnvHonoursRateLimits(t *testing.T) {
 	begin := env.Clock().Now()
 	limited := []string{"r1", "r2", "r3"}
 	for _, id := range limited {
-		mustEnqueue(t, env, "report", 0, leasehold.ID(id), leasehold.Queue("reports"))
+		mustEnqueue(t, env, leasehold.Submission{Kind: "report", Payload: 0, ID: id, Queue: "reports"})
 	}
-	mustEnqueue(t, env, "report", 0, leasehold.ID("free"))
+	mustEnqueue(t, env, leasehold.Submission{Kind: "report", Payload: 0, ID: "free"})
 	mustRun(t, env)
 
 	for _, id := range append(limited, "free") {
@@ -141,7 +141,7 @@ func TestEnvHonoursKindConcurrency(t *testing.T) {
 	if ok, err := env.TakeSlot("resize", "elsewhere", 1, until); !ok || err != nil {
 		t.Fatalf("take the slot: %t %v", ok, err)
 	}
-	mustEnqueue(t, env, "resize", 1, leasehold.ID("r"))
+	mustEnqueue(t, env, leasehold.Submission{Kind: "resize", Payload: 1, ID: "r"})
 	mustRun(t, env)
 
 	s := leaseholdtest.RequireState(t, env, "r", leasehold.StatusSucceeded)
@@ -168,7 +168,7 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "traced", func(context.Context, *leasehold.Task[int]) (int, error) { return 1, nil })
 	env := leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{TracerProvider: tp}))
-	mustEnqueue(t, env, "traced", 1, leasehold.ID("t1"))
+	mustEnqueue(t, env, leasehold.Submission{Kind: "traced", Payload: 1, ID: "t1"})
 	mustRun(t, env)
 	leaseholdtest.RequireState(t, env, "t1", leasehold.StatusSucceeded)
 
@@ -196,7 +196,7 @@ func TestEnvTracesWithTheTracerProvider(t *testing.T) {
 
 	// The Env's Client is traced too, and its token carries the trace to
 	// the worker: the enqueue and the run are one trace.
-	if _, err := env.Client().Enqueue(t.Context(), "traced", 2, leasehold.ID("t2")); err != nil {
+	if _, err := env.Client().Enqueue(t.Context(), leasehold.Submission{Kind: "traced", Payload: 2, ID: "t2"}); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, env)

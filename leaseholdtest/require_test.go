@@ -93,8 +93,19 @@ func shopEnv(t *testing.T) *leaseholdtest.Env {
 	})
 	leasehold.Handle(hs, "mail", func(context.Context, *leasehold.Task[string]) (bool, error) { return true, nil })
 	env := leaseholdtest.New(t, hs)
-	mustEnqueue(t, env, "order", []order{{ID: 1, Total: 50}, {ID: 2, Total: 150}}, leasehold.ID("o"))
-	mustEnqueue(t, env, "mail", "hello", leasehold.ID("m"), leasehold.MaxAttempts(3), leasehold.Queue("mail"), leasehold.Delay(time.Hour))
+	mustEnqueue(t, env, leasehold.Submission{
+		Kind:    "order",
+		Payload: []order{{ID: 1, Total: 50}, {ID: 2, Total: 150}},
+		ID:      "o",
+	})
+	mustEnqueue(t, env, leasehold.Submission{
+		Kind:        "mail",
+		Payload:     "hello",
+		ID:          "m",
+		Queue:       "mail",
+		MaxAttempts: 3,
+		Delay:       time.Hour,
+	})
 	mustRun(t, env)
 	return env
 }
@@ -106,25 +117,34 @@ func TestRequireEnqueuedFinds(t *testing.T) {
 	t.Parallel()
 	env := shopEnv(t)
 
-	kid := leaseholdtest.RequireEnqueued(t, env, "ship", order{ID: 1, Total: 50})
+	kid := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "ship", Payload: order{ID: 1, Total: 50}})
 	if kid.Parent != "o" || kid.Status != leasehold.StatusSucceeded {
 		t.Errorf("child %s: parent %q, %s; want o's child, SUCCEEDED", kid.ID, kid.Parent, kid.Status)
 	}
 	// The same payload as raw JSON, in another key order and spacing.
-	if got := leaseholdtest.RequireEnqueued(t, env, "ship", json.RawMessage(`{ "total": 50, "id": 1 }`)); got.ID != kid.ID {
+	if got := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "ship", Payload: json.RawMessage(`{ "total": 50, "id": 1 }`)}); got.ID != kid.ID {
 		t.Errorf("raw JSON found %s, want %s", got.ID, kid.ID)
 	}
-	big := leaseholdtest.RequireEnqueued(t, env, "ship", leaseholdtest.Payload(func(o order) bool { return o.Total > 100 }))
+	big := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{
+		Kind:    "ship",
+		Payload: leaseholdtest.Payload(func(o order) bool { return o.Total > 100 }),
+	})
 	leaseholdtest.RequireState(t, env, big.ID, leasehold.StatusFailed)
-	leaseholdtest.RequireEnqueued(t, env, "order", nil, leasehold.ID("o"))
-	leaseholdtest.RequireEnqueued(t, env, "mail", "hello", leasehold.MaxAttempts(3), leasehold.Queue("mail"), leasehold.Delay(time.Hour))
-	leaseholdtest.RequireEnqueued(t, env, "mail", nil, leasehold.At(time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)))
+	leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "order", ID: "o"})
+	leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{
+		Kind:        "mail",
+		Payload:     "hello",
+		Queue:       "mail",
+		MaxAttempts: 3,
+		Delay:       time.Hour,
+	})
+	leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "mail", RunAt: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)})
 
 	// A task enqueued through the Env's Client counts too.
-	if _, err := env.Client().Enqueue(t.Context(), "mail", "from the client", leasehold.ID("c")); err != nil {
+	if _, err := env.Client().Enqueue(t.Context(), leasehold.Submission{Kind: "mail", Payload: "from the client", ID: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	leaseholdtest.RequireEnqueued(t, env, "mail", "from the client", leasehold.ID("c"))
+	leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "mail", Payload: "from the client", ID: "c"})
 }
 
 // RequireEnqueued fails, with a -want +got line per difference of each
@@ -134,28 +154,40 @@ func TestRequireEnqueuedFails(t *testing.T) {
 	t.Parallel()
 	env := shopEnv(t)
 	requireFails(t, "another payload", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "ship", order{ID: 1, Total: 51})
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{Kind: "ship", Payload: order{ID: 1, Total: 51}})
 	}, `no task of kind "ship" enqueued with payload {"id":1,"total":51}`, `-{"id":1,"total":51}`, `+{"id":1,"total":50}`, `+{"id":2,"total":150}`, `tasks of other kinds: "mail" ×1, "order" ×1`)
 	requireFails(t, "two match", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "ship", nil)
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{Kind: "ship"})
 	}, `2 tasks of kind "ship" match, want exactly one`)
 	requireFails(t, "no such kind", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "refund", nil)
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{Kind: "refund"})
 	}, `no task of kind "refund" was enqueued at all`)
 	requireFails(t, "options differ", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "mail", "hello", leasehold.MaxAttempts(5), leasehold.Queue("post"), leasehold.Delay(time.Minute))
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{
+			Kind:        "mail",
+			Payload:     "hello",
+			Queue:       "post",
+			MaxAttempts: 5,
+			Delay:       time.Minute,
+		})
 	}, "max attempts: -5 +3", "queue: -post +mail", "delay: -1m0s +1h0m0s")
 	requireFails(t, "a refusing Match", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "ship", leaseholdtest.Payload(func(o order) bool { return o.Total > 1000 }))
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{
+			Kind:    "ship",
+			Payload: leaseholdtest.Payload(func(o order) bool { return o.Total > 1000 }),
+		})
 	}, "is refused by the predicate")
 	requireFails(t, "a payload of another type", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "mail", leaseholdtest.Payload(func(o order) bool { return true }))
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{
+			Kind:    "mail",
+			Payload: leaseholdtest.Payload(func(o order) bool { return true }),
+		})
 	}, "does not decode into leaseholdtest_test.order")
 	requireFails(t, "an id", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "order", nil, leasehold.ID("p"))
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{Kind: "order", ID: "p"})
 	}, "id: -p +o")
 	requireFails(t, "a payload that does not encode", func(tb testing.TB) {
-		leaseholdtest.RequireEnqueued(tb, env, "order", func() {})
+		leaseholdtest.RequireEnqueued(tb, env, leasehold.Submission{Kind: "order", Payload: func() {}})
 	}, "does not encode as JSON")
 }
 
@@ -164,7 +196,7 @@ func TestRequireEnqueuedFails(t *testing.T) {
 func TestRequireState(t *testing.T) {
 	t.Parallel()
 	env := shopEnv(t)
-	big := leaseholdtest.RequireEnqueued(t, env, "ship", order{ID: 2, Total: 150})
+	big := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "ship", Payload: order{ID: 2, Total: 150}})
 	if got := leaseholdtest.RequireState(t, env, big.ID, leasehold.StatusFailed); got.Error == "" {
 		t.Errorf("the failed child has no error")
 	}

@@ -315,7 +315,7 @@ func TestCost(t *testing.T) {
 		h.runPath("client", tasks, func(ids []string) {
 			for _, id := range ids {
 				ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
-				if _, err := h.client.Enqueue(ctx, "echo", echo{N: 1}, leasehold.ID(id)); err != nil {
+				if _, err := h.client.Enqueue(ctx, leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id}); err != nil {
 					t.Fatalf("Enqueue: %v", err)
 				}
 				cancel()

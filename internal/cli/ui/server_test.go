@@ -153,7 +153,7 @@ func setup(t *testing.T, pageSize int) *fixture {
 	})
 	env := leaseholdtest.New(t, hs)
 	for i := range 7 {
-		if _, err := env.Enqueue("ok", i, leasehold.ID(fmt.Sprintf("ok-%d", i))); err != nil {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "ok", Payload: i, ID: fmt.Sprintf("ok-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func setup(t *testing.T, pageSize int) *fixture {
 		{"boom-1", "boom", map[string]string{"Msg": "bad " + xss, "Note": xss}},
 		{"parent-1", "parent", nil},
 	} {
-		if _, err := env.Enqueue(e.kind, e.p, leasehold.ID(e.id)); err != nil {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: e.kind, Payload: e.p, ID: e.id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +174,7 @@ func setup(t *testing.T, pageSize int) *fixture {
 	// Run moves the clock to a wait's deadline once nothing else is due:
 	// the callback task gets one delivery, and waits.
 	for _, id := range []string{"hook-1", "hook-2"} {
-		if _, err := env.Enqueue("hook", nil, leasehold.ID(id)); err != nil {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "hook", ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -724,7 +724,7 @@ func TestHandedBackReasonIsNotAnError(t *testing.T) {
 	env := leaseholdtest.New(t, hs)
 	env.SetMaxDeliveries(1)
 	for _, kind := range []string{"nap", "shaky"} {
-		if _, err := env.Enqueue(kind, nil, leasehold.ID(kind+"-1"), leasehold.MaxAttempts(3)); err != nil {
+		if _, err := env.Enqueue(leasehold.Submission{Kind: kind, ID: kind + "-1", MaxAttempts: 3}); err != nil {
 			t.Fatal(err)
 		}
 		if err := env.Run(); err != nil && !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
