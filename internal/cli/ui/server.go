@@ -30,7 +30,7 @@ type Tasks interface {
 	Get(ctx context.Context, id string) (leasehold.TaskInfo, error)
 	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
-	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
+	Retry(ctx context.Context, id string, extraAttempts int) (leasehold.TaskInfo, error)
 	ChildIDs(ctx context.Context, parent string) ([]string, error)
 	OperatorComplete(ctx context.Context, waiting leasehold.TaskInfo, result any) (leasehold.TaskInfo, error)
 	OperatorFail(ctx context.Context, waiting leasehold.TaskInfo, reason string) (leasehold.TaskInfo, error)
