@@ -279,9 +279,9 @@ type EnqueueResult struct {
 	// Err is nil, or an error matching ErrAlreadyExists (nothing was
 	// enqueued: a task with this id, kind and payload exists), ErrConflict
 	// (nothing was enqueued: the id names a task of another kind or
-	// payload), ErrInvalid (the submission breaks a rule), ErrNotSent
-	// (stored, but the dispatch token was not sent) or another failure to
-	// store it.
+	// payload) or ErrInvalid (the submission breaks a rule); or a
+	// *NotSentError (stored, but the dispatch token was not sent); or
+	// another failure to store it.
 	Err error
 }
 

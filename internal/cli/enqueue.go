@@ -205,7 +205,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
 		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", rules.DisplayID(info.ID), info.Status)
-	case errors.Is(err, leasehold.ErrNotSent):
+	case errors.As(err, new(*leasehold.NotSentError)):
 		// Stored: the id is worth printing even though the send failed.
 		fmt.Fprintln(a.io.Out, rules.DisplayID(info.ID))
 		return err

@@ -78,7 +78,7 @@ type WorkerConfig struct {
 	// 5s).
 	DeadlineMargin time.Duration
 	// Backoff is the delay before attempt n+1 after attempt n failed
-	// (default ExponentialBackoff(2*time.Second, 10*time.Minute)).
+	// (default settings.ExponentialBackoff(2*time.Second, 10*time.Minute)).
 	Backoff func(attempt int) time.Duration
 	// VisibilityMargin is added to the lease when a message is hidden
 	// (default 10s).

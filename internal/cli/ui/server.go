@@ -345,7 +345,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, leasehold.ErrFinished), errors.Is(err, leasehold.ErrNotWaiting), errors.Is(err, admin.ErrDeadLetterSource):
 		code = http.StatusConflict
-	case errors.As(err, &unreachable), errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &unreachable), errors.As(err, new(*leasehold.MissingResourceError)), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusBadGateway
 	}
 	s.render(w, r, code, "error", http.StatusText(code), err.Error())
