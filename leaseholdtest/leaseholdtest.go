@@ -56,7 +56,7 @@
 //
 // RequireEnqueued fails a test unless one task of a kind was made (by
 // Enqueue, the Env's Client or a handler: a child, a chain's link) with a
-// payload and enqueue options, and returns it; RequireState fails it
+// payload and Submission fields, and returns it; RequireState fails it
 // unless a task is in a status. Their failures list what differs:
 //
 //	kid := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "ship", Payload: order, MaxAttempts: 3})

@@ -108,7 +108,7 @@ type WorkerConfig struct {
 	UnknownKindLimit time.Duration
 	// WaitTimeout is the deadline of a wait for children or dependencies
 	// that names none of its own (workflow.AwaitChildrenWithin, the
-	// WaitTimeout enqueue option): at it the waiting task ends FAILED with
+	// WaitTimeout of a leasehold.Submission): at it the waiting task ends FAILED with
 	// the reason. Default 7 days, at most 365.
 	WaitTimeout time.Duration
 	// RateLimits bounds, per queue name, how many tasks start in each
