@@ -169,50 +169,7 @@ func endpointOf(base *string, service, region string) string {
 	return "https://" + service + "." + region + ".amazonaws.com"
 }
 
-// EnqueueOption sets a property of an enqueued task.
-type EnqueueOption func(*Submission)
-
-// ID names the task; it works like an idempotency key. Enqueueing an id
-// that exists with the same kind and payload is a no-op that returns the
-// stored task with an error matching ErrAlreadyExists, so a retried Enqueue
-// never makes a second task. The same id with another kind or payload is a
-// conflict: the stored task comes back with a *ConflictError matching
-// ErrConflict, and nothing is enqueued. Without ID the client picks a random
-// one. An id is 1..256 bytes of UTF-8 without control, format (such as
-// bidirectional overrides) or separator characters; others give ErrInvalid.
-//
-// ID("") is ErrInvalid, not a random id: an id variable that was never set
-// would otherwise lose the idempotency it was meant to give.
-func ID(id string) EnqueueOption {
-	return func(s *Submission) { s.ID, s.idGiven = id, true }
-}
-
-// Delay makes the task due d from now. Delays longer than SQS's 15 minutes
-// are kept in the table and dispatched by the sweeper when due.
-func Delay(d time.Duration) EnqueueOption { return func(s *Submission) { s.Delay = d } }
-
-// At makes the task due at t (the same rules as Delay).
-func At(t time.Time) EnqueueOption { return func(s *Submission) { s.RunAt = t } }
-
-// MaxAttempts bounds the attempts of the task (1..100; default 5).
-func MaxAttempts(n int) EnqueueOption { return func(s *Submission) { s.MaxAttempts = n } }
-
-// Queue sends the task to the SQS queue named name (a standard queue: 1 to
-// 80 letters, digits, '-' or '_'), instead of its kind's queue
-// (ClientConfig.KindQueues) or the default work queue. Its retries, snoozes
-// and sweeps go there too. A queue that does not exist gives an error
-// matching ErrQueueNotFound, and nothing is stored.
-func Queue(name string) EnqueueOption { return func(s *Submission) { s.Queue = name } }
-
-// After makes the task wait, holding no lease, until every task named has
-// SUCCEEDED; if one fails or is cancelled, the task is cancelled with the
-// reason. A task with dependencies starts when they end: it takes no
-// Delay or At.
-func After(ids ...string) EnqueueOption {
-	return func(s *Submission) { s.After, s.AfterAny = ids, false }
-}
-
-// Link is a task of a chain: see Then.
+// Link is a task of a chain: see Submission.Then.
 type Link struct {
 	Kind string
 	// Payload is encoded as JSON (a json.RawMessage passes through).
@@ -228,70 +185,76 @@ type Link struct {
 	Queue string
 }
 
-// Then makes the task the first of a chain: once it has SUCCEEDED, the
-// first link runs, then the next once that one has SUCCEEDED, and so on;
-// each reads the outcome of the one before with workflow.Dependencies. A
-// chain costs no more than its tasks: each link is created, claimed and
-// run from one inline token the task before it sends when it ends, with no
-// wait, no watch and no wake-up. If a task of the chain does not succeed,
-// its later links are recorded CANCELLED with the reason. At most 25
-// links, 64 KiB of payloads in all. docs/workflows.md#chains-then.
-func Then(links ...Link) EnqueueOption {
-	return func(s *Submission) { s.Then = links }
-}
-
-// AfterAny is After, except that the task runs once every task named has
-// ended, whatever the outcome; its handler reads their outcomes with
-// workflow.Dependencies.
-func AfterAny(ids ...string) EnqueueOption {
-	return func(s *Submission) { s.After, s.AfterAny = ids, true }
-}
-
-// WaitTimeout bounds how long a task enqueued with After or AfterAny waits
-// for its dependencies, from its enqueue (default 7 days, at most 365): if
-// they have not all ended by then, the task ends FAILED with the reason.
-func WaitTimeout(d time.Duration) EnqueueOption { return func(s *Submission) { s.WaitTimeout = d } }
-
-// Metadata gives the task metadata: a few strings that travel with it
-// from the enqueue to every run (HandlerRun.Metadata, for the worker's
-// middleware), are stored on it (TaskInfo.Metadata), and pass on to the
-// children its handler spawns and the links of its chain. Keys are 1 to 64
-// ASCII letters, digits and '-', '_', '.', ':'; at most 16 entries of at
-// most 512 bytes each, 2 KiB in all (docs/limits.md); metadata that breaks
-// the rules makes the submission ErrInvalid. The map is copied. A client's
-// EnqueueMiddleware can add entries to every task; a tracer adds the W3C
-// "traceparent" and "tracestate".
-func Metadata(md map[string]string) EnqueueOption {
-	return func(s *Submission) { s.Metadata = maps.Clone(md) }
-}
-
-// Submission is one task for EnqueueMany. Only Kind is required.
+// Submission is one task to enqueue: Enqueue takes one, EnqueueMany a
+// slice, and a client's EnqueueMiddleware sees them. Only Kind is
+// required; the zero value of every other field is its default.
 type Submission struct {
+	// Kind names the handler that runs the task.
 	Kind string
 	// Payload is encoded with encoding/json; a json.RawMessage is used as
 	// is (it must be valid JSON). nil means no payload.
 	Payload any
-	// ID names the task (see the ID option); empty picks a random one.
+	// ID names the task; it works like an idempotency key. Enqueueing an
+	// id that exists with the same kind and payload is a no-op that returns
+	// the stored task with an error matching ErrAlreadyExists, so a retried
+	// Enqueue never makes a second task. The same id with another kind or
+	// payload is a conflict: the stored task comes back with a
+	// *ConflictError matching ErrConflict, and nothing is enqueued. Empty,
+	// the client picks a random id; so an id variable that was never set
+	// loses the idempotency it was meant to give: check it before. An id is
+	// 1..256 bytes of UTF-8 without control, format (such as bidirectional
+	// overrides) or separator characters; others give ErrInvalid.
 	ID string
-	// idGiven: the ID option was used, so an empty ID is a mistake.
-	idGiven bool
-	// MaxAttempts is 1..100; 0 takes the client's default.
+	// MaxAttempts bounds the attempts of the task (1..100); 0 takes the
+	// client's default (5 unless ClientConfig says otherwise).
 	MaxAttempts int
-	// Delay or RunAt (not both) make the task due later.
+	// Delay makes the task due Delay from now. Delays longer than SQS's 15
+	// minutes are kept in the table and dispatched by the sweeper when due.
+	// Delay and RunAt are exclusive: setting both is ErrInvalid.
 	Delay time.Duration
+	// RunAt makes the task due at RunAt (the same rules as Delay, which it
+	// excludes); the zero time means now.
 	RunAt time.Time
-	// Queue names the task's SQS queue (see the Queue option); empty takes
-	// the kind's queue from ClientConfig.KindQueues, else the default work
-	// queue.
+	// Queue sends the task to the SQS queue of that name (a standard queue:
+	// 1 to 80 letters, digits, '-' or '_'). Empty takes the kind's queue
+	// from ClientConfig.KindQueues, else the default work queue. Its
+	// retries, snoozes and sweeps go there too. A queue that does not exist
+	// gives an error matching ErrQueueNotFound, and nothing is stored.
 	Queue string
-	// After and AfterAny: see the options of the same names.
-	After    []string
+	// After makes the task wait, holding no lease, until every task named
+	// has SUCCEEDED; if one fails or is cancelled, the task is cancelled
+	// with the reason. A task with dependencies starts when they end: it
+	// takes no Delay or RunAt.
+	After []string
+	// AfterAny changes what the task waits for: with it the task runs once
+	// every task named in After has ended, whatever the outcome; its
+	// handler reads their outcomes with workflow.Dependencies.
 	AfterAny bool
-	// WaitTimeout: see the option of the same name; 0 is the default.
+	// WaitTimeout bounds how long a task with After waits for its
+	// dependencies, from its enqueue (0 is the default of 7 days, at most
+	// 365): if they have not all ended by then, the task ends FAILED with
+	// the reason. Without After it is ErrInvalid.
 	WaitTimeout time.Duration
-	// Then: see the option of the same name.
+	// Then makes the task the first of a chain: once it has SUCCEEDED, the
+	// first link runs, then the next once that one has SUCCEEDED, and so
+	// on; each reads the outcome of the one before with
+	// workflow.Dependencies. A chain costs no more than its tasks: each
+	// link is created, claimed and run from one inline token the task
+	// before it sends when it ends, with no wait, no watch and no wake-up.
+	// If a task of the chain does not succeed, its later links are recorded
+	// CANCELLED with the reason. At most 25 links, 64 KiB of payloads in
+	// all. docs/workflows.md#chains-then.
 	Then []Link
-	// Metadata: see the option of the same name.
+	// Metadata is a few strings that travel with the task from the enqueue
+	// to every run (HandlerRun.Metadata, for the worker's middleware), are
+	// stored on it (TaskInfo.Metadata), and pass on to the children its
+	// handler spawns and the links of its chain. Keys are 1 to 64 ASCII
+	// letters, digits and '-', '_', '.', ':'; at most 16 entries of at most
+	// 512 bytes each, 2 KiB in all (docs/limits.md); metadata that breaks
+	// the rules makes the submission ErrInvalid. The client does not write
+	// the map. A client's EnqueueMiddleware can add entries to every task
+	// (on its own copy); a tracer adds the W3C "traceparent" and
+	// "tracestate".
 	Metadata map[string]string
 }
 
@@ -316,9 +279,9 @@ type EnqueueResult struct {
 	// Err is nil, or an error matching ErrAlreadyExists (nothing was
 	// enqueued: a task with this id, kind and payload exists), ErrConflict
 	// (nothing was enqueued: the id names a task of another kind or
-	// payload), ErrInvalid (the submission breaks a rule), ErrNotSent
-	// (stored, but the dispatch token was not sent) or another failure to
-	// store it.
+	// payload) or ErrInvalid (the submission breaks a rule); or a
+	// *NotSentError (stored, but the dispatch token was not sent); or
+	// another failure to store it.
 	Err error
 }
 
@@ -336,14 +299,10 @@ func OnProgress(f func(done, total int)) BatchOption {
 	return func(o *batchOptions) { o.progress = f }
 }
 
-// Enqueue stores a task and dispatches it. payload is encoded as JSON (a
-// json.RawMessage passes through). The returned TaskInfo omits nothing but
-// the result.
-func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
-	s := Submission{Kind: kind, Payload: payload}
-	for _, opt := range opts {
-		opt(&s)
-	}
+// Enqueue stores the task s describes and dispatches it, through the
+// client's EnqueueMiddleware as EnqueueMany does. The returned TaskInfo
+// omits nothing but the result.
+func (c *Client) Enqueue(ctx context.Context, s Submission) (TaskInfo, error) {
 	res, err := c.EnqueueMany(ctx, []Submission{s})
 	if err != nil {
 		return TaskInfo{}, err
@@ -455,9 +414,6 @@ func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
 		r.Queue = c.kindQueues[s.Kind]
 	}
 	if r.ID == "" {
-		if s.idGiven {
-			return lease.NewTask{Kind: s.Kind}, fmt.Errorf("%w: the ID option was given an empty id; leave it out for a random one", ErrInvalid)
-		}
 		r.ID = newTaskID()
 	}
 	if r.MaxAttempts == 0 {
@@ -676,31 +632,23 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	return infoOf(t), nil
 }
 
-// RetryOption tunes Retry.
-type RetryOption func(*retryOptions)
-
-type retryOptions struct{ extra int }
-
-// ExtraAttempts grants n more attempts (default 1).
-func ExtraAttempts(n int) RetryOption { return func(o *retryOptions) { o.extra = n } }
-
-// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with more
-// attempts; its attempt count and history are kept. Any other status gives
-// an error matching ErrNotRetryable. The task is dispatched at once when
-// the client has a work queue; if that send fails, or without a queue, the
-// sweeper dispatches it.
-func (c *Client) Retry(ctx context.Context, id string, opts ...RetryOption) (TaskInfo, error) {
-	o := retryOptions{extra: 1}
-	for _, opt := range opts {
-		opt(&o)
+// Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
+// extraAttempts more attempts (1..100; 0 grants one); its attempt count
+// and history are kept. Any other status gives an error matching
+// ErrNotRetryable. The task is dispatched at once when the client has a
+// work queue; if that send fails, or without a queue, the sweeper
+// dispatches it.
+func (c *Client) Retry(ctx context.Context, id string, extraAttempts int) (TaskInfo, error) {
+	if extraAttempts == 0 {
+		extraAttempts = 1
 	}
-	if o.extra < 1 || o.extra > lease.MaxAttemptsLimit {
-		return TaskInfo{}, invalidOption("extra attempts %d is outside 1..%d", o.extra, lease.MaxAttemptsLimit)
+	if extraAttempts < 1 || extraAttempts > lease.MaxAttemptsLimit {
+		return TaskInfo{}, invalidOption("extra attempts %d is outside 1..%d", extraAttempts, lease.MaxAttemptsLimit)
 	}
 	if err := lease.CheckID(id); err != nil {
 		return TaskInfo{}, err
 	}
-	t, err := c.store.Retry(ctx, id, o.extra)
+	t, err := c.store.Retry(ctx, id, extraAttempts)
 	if err != nil {
 		return TaskInfo{}, c.translate(ctx, err)
 	}

@@ -15,7 +15,9 @@ import (
 )
 
 // Errors returned by the Client. Test them with errors.Is; the typed errors
-// below match them and carry details.
+// below carry details: ConflictError and TaskError match a sentinel of
+// these, UnreachableError, MissingResourceError and NotSentError are tested
+// with errors.As alone.
 var (
 	// ErrNotFound: no task has this id.
 	ErrNotFound = lease.ErrNotFound
@@ -40,16 +42,6 @@ var (
 	// ErrBackend: DynamoDB or SQS failed the call (throttling, service or
 	// network errors). Such calls are worth retrying.
 	ErrBackend = lease.ErrBackend
-	// ErrUnreachable: the DynamoDB or SQS endpoint could not be reached at
-	// all (see *UnreachableError).
-	ErrUnreachable = errors.New("endpoint unreachable")
-	// ErrStackMissing: the endpoint answers but the table or queue does not
-	// exist there (see *MissingResourceError).
-	ErrStackMissing = errors.New("table or queue does not exist")
-	// ErrNotSent: the task is stored, but its dispatch token could not be
-	// sent (see *NotSentError). The sweeper dispatches it once the dispatch
-	// grace has passed; enqueueing it again sends a token at once.
-	ErrNotSent = errors.New("task stored but not dispatched")
 	// ErrTaskFailed: Result of a task that ended FAILED (see *TaskError).
 	ErrTaskFailed = errors.New("task failed")
 	// ErrTaskCancelled: Result of a task that ended CANCELLED (see
@@ -73,8 +65,10 @@ func (e *ConflictError) Error() string {
 
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// UnreachableError reports a call that never got an answer: nothing listens
-// at the endpoint, its name does not resolve, or it did not answer in time.
+// UnreachableError reports a call that never got an answer: the DynamoDB
+// or SQS endpoint could not be reached at all. Nothing listens at the
+// endpoint, its name does not resolve, or it did not answer in time. Test
+// for it with errors.As(err, &u), u a *UnreachableError.
 type UnreachableError struct {
 	Service  string // "DynamoDB" or "SQS"
 	Endpoint string // scheme://host[:port]
@@ -86,13 +80,12 @@ func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("cannot reach %s at %s: %s", e.Service, e.Endpoint, e.Reason)
 }
 
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// MissingResourceError reports a table or queue that does not exist, and
-// where it was looked for: a table in another region or behind another
-// endpoint is the usual cause.
+// MissingResourceError reports a table or queue that does not exist where
+// the endpoint answers, and where it was looked for: a table in another
+// region or behind another endpoint is the usual cause. Test for it with
+// errors.As(err, &m), m a *MissingResourceError.
 type MissingResourceError struct {
 	Service  string // "DynamoDB" or "SQS"
 	Resource string // table name or queue URL
@@ -120,12 +113,12 @@ func (e *MissingResourceError) Error() string {
 	return msg
 }
 
-func (e *MissingResourceError) Is(target error) bool { return target == ErrStackMissing }
-
 func (e *MissingResourceError) Unwrap() error { return e.Err }
 
 // NotSentError reports a task that was stored but whose dispatch token
-// could not be sent.
+// could not be sent. The sweeper dispatches it once the dispatch grace has
+// passed; enqueueing it again sends a token at once. Test for it with
+// errors.As(err, &n), n a *NotSentError; Err says why the send failed.
 type NotSentError struct {
 	ID  string
 	Err error
@@ -134,8 +127,6 @@ type NotSentError struct {
 func (e *NotSentError) Error() string {
 	return fmt.Sprintf("task %s is stored but was not dispatched (the sweeper will dispatch it; enqueue it again to dispatch it now): %v", e.ID, e.Err)
 }
-
-func (e *NotSentError) Is(target error) bool { return target == ErrNotSent }
 
 func (e *NotSentError) Unwrap() error { return e.Err }
 

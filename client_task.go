@@ -118,7 +118,7 @@ type TaskInfo struct {
 	Steps []string `json:"steps,omitempty"`
 	// Then lists the ids of the chain's links after this task (Then).
 	Then []string `json:"then,omitempty"`
-	// Metadata is the task's metadata (see the Metadata option). Client.List
+	// Metadata is the task's metadata (see Submission.Metadata). Client.List
 	// leaves it out; Client.Get fills it.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }

@@ -39,7 +39,7 @@
 //	// on Lambda: lambda.Start(w.HandleSQS); elsewhere: w.Run(ctx)
 //
 //	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: awsCfg, Table: table, QueueURL: queueURL})
-//	info, err := c.Enqueue(ctx, "resize", Image{Key: "a.png"})
+//	info, err := c.Enqueue(ctx, leasehold.Submission{Kind: "resize", Payload: Image{Key: "a.png"}})
 //
 // The repository's README and docs/ (worker.md, enqueue.md, states.md,
 // workflows.md, performance.md) say the rest: the states and their writes,

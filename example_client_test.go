@@ -143,7 +143,7 @@ func ExampleClient_List() {
 			log.Fatal(err)
 		}
 		for _, t := range page.Tasks {
-			if _, err := c.Retry(ctx, t.ID, leasehold.ExtraAttempts(2)); err != nil {
+			if _, err := c.Retry(ctx, t.ID, 2); err != nil {
 				log.Printf("retry %s: %v", t.ID, err)
 			}
 		}

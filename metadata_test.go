@@ -18,7 +18,7 @@ import (
 	"github.com/leasehold/leasehold/workflow"
 )
 
-// Metadata set at enqueue (by the Metadata option and by the client's
+// Metadata set at enqueue (by Submission.Metadata and by the client's
 // middleware) reaches the worker's middleware on every run, is stored on
 // the task, and passes on to the children a workflow spawns; the caller's
 // map is never written, and metadata outside the bounds is refused.

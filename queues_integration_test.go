@@ -112,18 +112,18 @@ func TestTwoFleetsOnTwoQueuesShareATable(t *testing.T) {
 	}
 	ctx := t.Context()
 	want := map[string]string{} // task id -> the fleet that must run it
-	enqueue := func(id, kind, fleet string, opts ...leasehold.EnqueueOption) {
+	enqueue := func(id, kind, fleet, queue string) {
 		t.Helper()
-		if _, err := c.Enqueue(ctx, kind, map[string]any{"n": 1}, append(opts, leasehold.ID(id))...); err != nil {
+		if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: kind, Payload: map[string]any{"n": 1}, ID: id, Queue: queue}); err != nil {
 			t.Fatalf("Enqueue %s: %v", id, err)
 		}
 		want[id] = fleet
 	}
-	enqueue("c-alpha", "alpha", "A")
-	enqueue("c-alpha-flaky", "alpha-flaky", "A")
-	enqueue("c-beta", "beta", "B")             // the kind's default queue
-	enqueue("c-beta-flaky", "beta-flaky", "B") // retried: must come back to B
-	enqueue("c-beta-explicit", "beta-explicit", "B", leasehold.Queue(betaQueue))
+	enqueue("c-alpha", "alpha", "A", "")
+	enqueue("c-alpha-flaky", "alpha-flaky", "A", "")
+	enqueue("c-beta", "beta", "B", "")             // the kind's default queue
+	enqueue("c-beta-flaky", "beta-flaky", "B", "") // retried: must come back to B
+	enqueue("c-beta-explicit", "beta-explicit", "B", betaQueue)
 	// Inline tokens: one names its queue but arrives on A (A does not know
 	// the kind and hands it on to B without using an attempt); one arrives
 	// on B without a queue and is recorded there, so its retry stays on B.

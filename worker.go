@@ -43,15 +43,6 @@ type RateLimit = settings.RateLimit
 // same config by the same code (wiring.LifecycleConfig).
 type WorkerConfig = wiring.WorkerConfig
 
-// ExponentialBackoff returns a backoff for WorkerConfig.Backoff that
-// doubles from base after each failed attempt, up to max. Each delay is
-// drawn at random from [d/2, d], so delays never shrink from one attempt
-// to the next and tasks that failed together do not retry together. The
-// worker's default is ExponentialBackoff(2*time.Second, 10*time.Minute).
-func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration {
-	return lifecycle.ExponentialBackoff(base, max)
-}
-
 // ErrConfig wraps every configuration error.
 var ErrConfig = lifecycle.ErrConfig
 

@@ -181,7 +181,7 @@ func TestHandlerSeesFenceAndLease(t *testing.T) {
 
 func TestExponentialBackoffBounds(t *testing.T) {
 	t.Parallel()
-	b := ExponentialBackoff(time.Second, 8*time.Second)
+	b := settings.ExponentialBackoff(time.Second, 8*time.Second)
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 9: 8 * time.Second} {
 		for range 50 {
 			if d := b(attempt); d < want/2 || d > want {

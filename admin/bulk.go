@@ -37,7 +37,7 @@ type Selection struct {
 type Tasks interface {
 	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
-	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
+	Retry(ctx context.Context, id string, extraAttempts int) (leasehold.TaskInfo, error)
 }
 
 var _ Tasks = (*leasehold.Client)(nil)
@@ -158,7 +158,7 @@ func (a *Admin) CancelOne(ctx context.Context, id string) (string, error) {
 // RetryOne is bulk retry's action, each task getting attempts more.
 func (a *Admin) RetryOne(attempts int) Action {
 	return func(ctx context.Context, id string) (string, error) {
-		_, err := a.tasks.Retry(ctx, id, leasehold.ExtraAttempts(attempts))
+		_, err := a.tasks.Retry(ctx, id, attempts)
 		switch {
 		case errors.Is(err, leasehold.ErrNotRetryable):
 			return "no longer retryable", nil

@@ -96,7 +96,7 @@ func (fakeTasks) Cancel(context.Context, string) (leasehold.TaskInfo, error) {
 	return leasehold.TaskInfo{}, nil
 }
 
-func (fakeTasks) Retry(context.Context, string, ...leasehold.RetryOption) (leasehold.TaskInfo, error) {
+func (fakeTasks) Retry(context.Context, string, int) (leasehold.TaskInfo, error) {
 	return leasehold.TaskInfo{}, nil
 }
 

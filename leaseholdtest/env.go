@@ -187,28 +187,24 @@ func (e *Env) Client() *leasehold.Client {
 // (a callback's timeout, say); Run advances it itself while tasks are due.
 func (e *Env) Clock() *clockwork.FakeClock { return e.clock }
 
-// Enqueue stores a task of kind with payload (encoded as JSON; a
+// Enqueue stores the task s describes (its payload encoded as JSON; a
 // json.RawMessage passes through) and puts its token on its queue, as
-// leasehold.Client.Enqueue does, and returns its id. It takes the
-// client's options: leasehold.ID, MaxAttempts, Delay, At, After,
-// AfterAny, WaitTimeout and Queue (any valid name: every queue exists).
-// Without ID the task gets the id "task-1", "task-2", ...; an empty ID
-// counts as none. Nothing runs until Run.
+// leasehold.Client.Enqueue does, and returns its id. It reads the
+// submission's ID, MaxAttempts, Delay, RunAt, After, AfterAny,
+// WaitTimeout, Then, Metadata and Queue (any valid name: every queue
+// exists). Without ID the task gets the id "task-1", "task-2", ....
+// Nothing runs until Run.
 //
 // A kind with no handler gives an error matching ErrNoHandler, a
 // submission the client would refuse one matching leasehold.ErrInvalid,
 // an id taken by the same kind and payload leasehold.ErrAlreadyExists
 // (the id is returned) and by another leasehold.ErrConflict.
-func (e *Env) Enqueue(kind string, payload any, opts ...leasehold.EnqueueOption) (string, error) {
+func (e *Env) Enqueue(s leasehold.Submission) (string, error) {
 	if err := e.usable(); err != nil {
 		return "", err
 	}
-	s := leasehold.Submission{Kind: kind, Payload: payload}
-	for _, o := range opts {
-		o(&s)
-	}
-	if _, ok := wiring.Lookup(e.handlers, kind); !ok {
-		return "", fmt.Errorf("leaseholdtest: enqueue of kind %q: %w", kind, ErrNoHandler)
+	if _, ok := wiring.Lookup(e.handlers, s.Kind); !ok {
+		return "", fmt.Errorf("leaseholdtest: enqueue of kind %q: %w", s.Kind, ErrNoHandler)
 	}
 	if s.ID == "" {
 		s.ID = e.newID()

@@ -44,11 +44,11 @@ func (c *counter) get(name string) int {
 	return c.n[name]
 }
 
-func mustEnqueue(t *testing.T, env *leaseholdtest.Env, kind string, payload any, opts ...leasehold.EnqueueOption) string {
+func mustEnqueue(t *testing.T, env *leaseholdtest.Env, s leasehold.Submission) string {
 	t.Helper()
-	id, err := env.Enqueue(kind, payload, opts...)
+	id, err := env.Enqueue(s)
 	if err != nil {
-		t.Fatalf("enqueue %s: %v", kind, err)
+		t.Fatalf("enqueue %s: %v", s.Kind, err)
 	}
 	return id
 }
@@ -399,21 +399,19 @@ func TestEnvBadInput(t *testing.T) {
 		t.Parallel()
 		env := leaseholdtest.New(t, hs)
 		cases := []struct {
-			kind    string
-			payload any
-			opts    []leasehold.EnqueueOption
-			want    error
+			sub  leasehold.Submission
+			want error
 		}{
-			{"nobody", nil, nil, leaseholdtest.ErrNoHandler},
-			{"resize", make(chan int), nil, leasehold.ErrInvalid},
-			{"resize", json.RawMessage(`{"url":`), nil, leasehold.ErrInvalid},
-			{"resize", nil, []leasehold.EnqueueOption{leasehold.ID("bad\x00id")}, leasehold.ErrInvalid},
-			{"resize", nil, []leasehold.EnqueueOption{leasehold.MaxAttempts(101)}, leasehold.ErrInvalid},
-			{"resize", nil, []leasehold.EnqueueOption{leasehold.After("x"), leasehold.Delay(time.Minute)}, leasehold.ErrInvalid},
+			{leasehold.Submission{Kind: "nobody"}, leaseholdtest.ErrNoHandler},
+			{leasehold.Submission{Kind: "resize", Payload: make(chan int)}, leasehold.ErrInvalid},
+			{leasehold.Submission{Kind: "resize", Payload: json.RawMessage(`{"url":`)}, leasehold.ErrInvalid},
+			{leasehold.Submission{Kind: "resize", ID: "bad\x00id"}, leasehold.ErrInvalid},
+			{leasehold.Submission{Kind: "resize", MaxAttempts: 101}, leasehold.ErrInvalid},
+			{leasehold.Submission{Kind: "resize", After: []string{"x"}, Delay: time.Minute}, leasehold.ErrInvalid},
 		}
 		for _, tc := range cases {
-			if _, err := env.Enqueue(tc.kind, tc.payload, tc.opts...); !errors.Is(err, tc.want) {
-				t.Errorf("Enqueue(%q, %v): %v, want %v", tc.kind, tc.payload, err, tc.want)
+			if _, err := env.Enqueue(tc.sub); !errors.Is(err, tc.want) {
+				t.Errorf("Enqueue(%q, %v): %v, want %v", tc.sub.Kind, tc.sub.Payload, err, tc.want)
 			}
 		}
 		id := mustEnqueue(t, env, leasehold.Submission{Kind: "resize", Payload: resize{URL: "a"}, ID: "r"})

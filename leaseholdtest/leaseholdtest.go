@@ -28,7 +28,7 @@
 //	leasehold.Handle(hs, "invoice", invoice)    // steps, a 72h workflow.Sleep
 //	leasehold.Handle(hs, "ship", stubShip)      // a child's kind, stubbed
 //	env := leaseholdtest.New(t, hs)
-//	id, err := env.Enqueue("invoice", order, leasehold.MaxAttempts(3))
+//	id, err := env.Enqueue(leasehold.Submission{Kind: "invoice", Payload: order, MaxAttempts: 3})
 //	...
 //	if err := env.Run(); err != nil { // returns at once: the sleep is on the fake clock
 //		t.Fatal(err)
@@ -56,10 +56,10 @@
 //
 // RequireEnqueued fails a test unless one task of a kind was made (by
 // Enqueue, the Env's Client or a handler: a child, a chain's link) with a
-// payload and enqueue options, and returns it; RequireState fails it
+// payload and Submission fields, and returns it; RequireState fails it
 // unless a task is in a status. Their failures list what differs:
 //
-//	kid := leaseholdtest.RequireEnqueued(t, env, "ship", order, leasehold.MaxAttempts(3))
+//	kid := leaseholdtest.RequireEnqueued(t, env, leasehold.Submission{Kind: "ship", Payload: order, MaxAttempts: 3})
 //	leaseholdtest.RequireState(t, env, kid.ID, leasehold.StatusSucceeded)
 package leaseholdtest
 

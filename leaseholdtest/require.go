@@ -38,25 +38,21 @@ func Payload[P any](ok func(P) bool) Match {
 	}
 }
 
-// RequireEnqueued fails t unless exactly one task of kind was enqueued in
-// env whose payload matches payload and whose options are opts, and
-// returns it as it is now. A task counts however it was made: by
-// Env.Enqueue, by the Env's Client, or by a handler (a child a workflow
-// spawned, a chain's link). payload is nil for any payload, a Match, or a
-// value compared with the task's payload as JSON (so field order and
-// spacing do not matter; a json.RawMessage is taken as is). opts are the
-// client's enqueue options, compared with the task: leasehold.ID,
-// MaxAttempts, Queue, Delay and At (the task's run time, from its
-// creation for Delay), After and AfterAny (its dependencies); others are
-// ignored. The failure lists every task of kind with how it differs, as
-// -want +got lines.
-func RequireEnqueued(t testing.TB, env *Env, kind string, payload any, opts ...leasehold.EnqueueOption) TaskState {
+// RequireEnqueued fails t unless exactly one task of want.Kind was
+// enqueued in env that matches want, and returns it as it is now. A task
+// counts however it was made: by Env.Enqueue, by the Env's Client, or by
+// a handler (a child a workflow spawned, a chain's link). want.Payload is
+// nil for any payload, a Match, or a value compared with the task's
+// payload as JSON (so field order and spacing do not matter; a
+// json.RawMessage is taken as is). Of the other fields, those set are
+// compared with the task: ID, MaxAttempts, Queue, Delay and RunAt (the
+// task's run time, from its creation for Delay), After and AfterAny (its
+// dependencies); the rest are ignored. The failure lists every task of
+// the kind with how it differs, as -want +got lines.
+func RequireEnqueued(t testing.TB, env *Env, want leasehold.Submission) TaskState {
 	t.Helper()
-	want := leasehold.Submission{Kind: kind}
-	for _, o := range opts {
-		o(&want)
-	}
-	match, err := matcher(payload)
+	kind := want.Kind
+	match, err := matcher(want.Payload)
 	if err != nil {
 		t.Fatalf("leaseholdtest.RequireEnqueued: %v", err)
 		return TaskState{}
@@ -91,12 +87,12 @@ func RequireEnqueued(t testing.TB, env *Env, kind string, payload any, opts ...l
 		for i, s := range found {
 			ids[i] = s.ID
 		}
-		t.Fatalf("leaseholdtest.RequireEnqueued: %d tasks of kind %q match, want exactly one: %s (tell them apart by payload or with leasehold.ID)",
+		t.Fatalf("leaseholdtest.RequireEnqueued: %d tasks of kind %q match, want exactly one: %s (tell them apart by payload or with an ID)",
 			len(found), kind, strings.Join(ids, ", "))
 		return TaskState{}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "leaseholdtest.RequireEnqueued: no task of kind %q enqueued with %s", kind, describe(payload, want))
+	fmt.Fprintf(&b, "leaseholdtest.RequireEnqueued: no task of kind %q enqueued with %s", kind, describe(want.Payload, want))
 	if len(diffs) == 0 {
 		fmt.Fprintf(&b, "\n  no task of kind %q was enqueued at all", kind)
 	} else {

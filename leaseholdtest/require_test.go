@@ -112,7 +112,7 @@ func shopEnv(t *testing.T) *leaseholdtest.Env {
 
 // RequireEnqueued finds a task however it was made (a child a workflow
 // spawned, here) by kind and payload, compared as JSON or by a Match, and
-// checks the enqueue options given.
+// checks the Submission fields given.
 func TestRequireEnqueuedFinds(t *testing.T) {
 	t.Parallel()
 	env := shopEnv(t)

@@ -5,10 +5,13 @@ import (
 	"time"
 )
 
-// ExponentialBackoff doubles from base up to max. Each delay is drawn from
-// [d/2, d], so consecutive delays never shrink and concurrent failures do not
-// retry in lockstep. It lives here because the default Backoff setting is
-// one, and LEASEHOLD_BACKOFF=BASE,MAX builds one.
+// ExponentialBackoff returns a backoff for leasehold.WorkerConfig.Backoff
+// that doubles from base after each failed attempt, up to max. Each delay
+// is drawn from [d/2, d], so consecutive delays never shrink and concurrent
+// failures do not retry in lockstep. The worker's default is
+// ExponentialBackoff(2*time.Second, 10*time.Minute). It lives here because
+// the default Backoff setting is one, and LEASEHOLD_BACKOFF=BASE,MAX builds
+// one.
 func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration {
 	return func(attempt int) time.Duration {
 		d := base

@@ -32,7 +32,7 @@
 //	}
 //
 // Dependencies between tasks are declared when they are enqueued, with
-// leasehold.After and leasehold.AfterAny; a dependent reads its
+// leasehold.Submission.After and AfterAny; a dependent reads its
 // dependencies' outcomes with Dependencies. docs/workflows.md has the
 // whole picture, the limits and the prices.
 package workflow
@@ -289,7 +289,7 @@ type Outcome struct {
 }
 
 // Dependencies returns the outcomes of the task's dependencies (enqueued
-// with leasehold.After or leasehold.AfterAny), in the order given, and
+// with leasehold.Submission.After or AfterAny), in the order given, and
 // false when it has none.
 func Dependencies(ctx context.Context) ([]Outcome, bool) {
 	if o, ok := outcomes(ctx, lease.WaitAfter); ok {

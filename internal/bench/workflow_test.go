@@ -131,11 +131,11 @@ func chain(n int) shape {
 			ids := make([]string, n)
 			for i := range ids {
 				ids[i] = fmt.Sprintf("%s-%d", id, i+1)
-				opts := []leasehold.EnqueueOption{leasehold.ID(ids[i])}
+				s := leasehold.Submission{Kind: "step", Payload: echo{N: i}, ID: ids[i]}
 				if i > 0 {
-					opts = append(opts, leasehold.After(ids[i-1]))
+					s.After = []string{ids[i-1]}
 				}
-				h.enqueue("step", echo{N: i}, opts...)
+				h.enqueue(s)
 			}
 			return ids
 		},
@@ -153,7 +153,7 @@ func chain(n int) shape {
 	}
 }
 
-// linked is a chain of n "step" tasks known at enqueue (leasehold.Then):
+// linked is a chain of n "step" tasks known at enqueue (leasehold.Submission.Then):
 // each link is created and claimed from the token its predecessor sends
 // when it succeeds, with no WAITING create, watch, notify or wake-up.
 func linked(n int) shape {
@@ -169,7 +169,7 @@ func linked(n int) shape {
 				links[i] = leasehold.Link{Kind: "step", Payload: echo{N: i + 1}}
 				ids = append(ids, fmt.Sprintf("%s#%d", id, i+2))
 			}
-			h.enqueue("step", echo{N: 0}, leasehold.ID(id), leasehold.Then(links...))
+			h.enqueue(leasehold.Submission{Kind: "step", Payload: echo{N: 0}, ID: id, Then: links})
 			return ids
 		},
 		design: map[string]float64{
@@ -197,7 +197,7 @@ func mapped(n, conc int) shape {
 		perRound: 1,
 		runs:     1,
 		start: func(h *harness, id string) []string {
-			h.enqueue("mapper", echo{N: n}, leasehold.ID(id))
+			h.enqueue(leasehold.Submission{Kind: "mapper", Payload: echo{N: n}, ID: id})
 			return []string{id}
 		},
 		design: map[string]float64{
@@ -233,7 +233,7 @@ func stepped(n int) shape {
 		steps:    n,
 		perRound: 10,
 		start: func(h *harness, id string) []string {
-			h.enqueue("steps", echo{N: n}, leasehold.ID(id))
+			h.enqueue(leasehold.Submission{Kind: "steps", Payload: echo{N: n}, ID: id})
 			return []string{id}
 		},
 		design: map[string]float64{
@@ -253,7 +253,7 @@ func fanout(n int) shape {
 		name:     fmt.Sprintf("%d-child fan-out/fan-in", n),
 		perRound: 1,
 		start: func(h *harness, id string) []string {
-			h.enqueue("fanout", echo{N: n}, leasehold.ID(id))
+			h.enqueue(leasehold.Submission{Kind: "fanout", Payload: echo{N: n}, ID: id})
 			return []string{id}
 		},
 		design: map[string]float64{
@@ -280,7 +280,7 @@ func callback() shape {
 		perRound: 10,
 		callback: true,
 		start: func(h *harness, id string) []string {
-			h.enqueue("approve", echo{}, leasehold.ID(id))
+			h.enqueue(leasehold.Submission{Kind: "approve", Payload: echo{}, ID: id})
 			return []string{id}
 		},
 		design: map[string]float64{
@@ -305,7 +305,7 @@ func sleep() shape {
 		name:     "sleep between 2 steps",
 		perRound: 10,
 		start: func(h *harness, id string) []string {
-			h.enqueue("sleeper", echo{}, leasehold.ID(id))
+			h.enqueue(leasehold.Submission{Kind: "sleeper", Payload: echo{}, ID: id})
 			return []string{id}
 		},
 		design: map[string]float64{
@@ -323,11 +323,11 @@ func sleep() shape {
 	}
 }
 
-func (h *harness) enqueue(kind string, payload echo, opts ...leasehold.EnqueueOption) {
+func (h *harness) enqueue(s leasehold.Submission) {
 	ctx, cancel := context.WithTimeout(h.t.Context(), awstest.Scale(10*time.Second))
 	defer cancel()
-	if _, err := h.client.Enqueue(ctx, kind, payload, opts...); err != nil {
-		h.t.Fatalf("Enqueue %s: %v", kind, err)
+	if _, err := h.client.Enqueue(ctx, s); err != nil {
+		h.t.Fatalf("Enqueue %s: %v", s.Kind, err)
 	}
 }
 

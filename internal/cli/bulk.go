@@ -140,7 +140,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 			case errors.Is(r.Err, leasehold.ErrInvalid):
 				bad = append(bad, lineError{line: lines[i], err: r.Err})
 				continue
-			case errors.Is(r.Err, context.DeadlineExceeded) && !errors.Is(r.Err, leasehold.ErrNotSent):
+			case errors.Is(r.Err, context.DeadlineExceeded) && !errors.As(r.Err, new(*leasehold.NotSentError)):
 				// The store sent the write again and still got no answer
 				// in time: it may have landed. Not a failure that is
 				// known to have happened.
@@ -157,7 +157,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, f enqueueFlags, args []string) err
 				if failed <= maxReportedLines {
 					fmt.Fprintf(a.io.Err, "%s:%d: %s\n", name, lines[i], message(r.Err))
 				}
-				if !errors.Is(r.Err, leasehold.ErrNotSent) {
+				if !errors.As(r.Err, new(*leasehold.NotSentError)) {
 					continue // not stored: no id to print
 				}
 			}

@@ -259,7 +259,7 @@ func exitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, leasehold.ErrNotFound):
 		return ExitNotFound
-	case errors.Is(err, leasehold.ErrUnreachable), errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, leasehold.ErrQueueNotFound):
+	case errors.As(err, new(*leasehold.UnreachableError)), errors.As(err, new(*leasehold.MissingResourceError)), errors.Is(err, leasehold.ErrQueueNotFound):
 		return ExitUnreachable
 	case errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled):
 		return ExitTaskEnded

@@ -129,34 +129,29 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	if f.kind == "" {
 		return usageErrorf("--kind is required")
 	}
-	var opts []leasehold.EnqueueOption
+	sub := leasehold.Submission{Kind: f.kind, MaxAttempts: f.maxAttempts}
+	if len(f.meta) > 0 {
+		sub.Metadata = f.meta
+	}
 	switch {
 	case cmd.Flags().Changed("id") && f.id == "":
 		// Most likely a script's unset variable: a random id would make
 		// every rerun a new task.
 		return usageErrorf("--id is empty; leave --id out for a random id")
 	case f.id != "":
-		opts = append(opts, leasehold.ID(f.id))
-	}
-	if f.maxAttempts != 0 {
-		opts = append(opts, leasehold.MaxAttempts(f.maxAttempts))
-	}
-	if len(f.meta) > 0 {
-		opts = append(opts, leasehold.Metadata(f.meta))
+		sub.ID = f.id
 	}
 	if f.queue != "" {
 		if err := rules.CheckQueueName(f.queue); err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
-		opts = append(opts, leasehold.Queue(f.queue))
+		sub.Queue = f.queue
 	}
 	switch {
 	case f.afterAny && len(f.after) == 0:
 		return usageErrorf("--after-any needs --after")
-	case f.afterAny:
-		opts = append(opts, leasehold.AfterAny(f.after...))
 	case len(f.after) > 0:
-		opts = append(opts, leasehold.After(f.after...))
+		sub.After, sub.AfterAny = f.after, f.afterAny
 	}
 	if len(f.then) > 0 {
 		if f.id == "" {
@@ -176,7 +171,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 				links[i].Payload = json.RawMessage(payload)
 			}
 		}
-		opts = append(opts, leasehold.Then(links...))
+		sub.Then = links
 	}
 	switch {
 	case f.delay != 0 && f.at != "":
@@ -184,34 +179,33 @@ func (a *app) enqueueOne(cmd *cobra.Command, f enqueueFlags, args []string) erro
 	case f.delay < 0:
 		return usageErrorf("--delay cannot be negative")
 	case f.delay > 0:
-		opts = append(opts, leasehold.Delay(f.delay))
+		sub.Delay = f.delay
 	case f.at != "":
 		at, err := time.Parse(time.RFC3339, f.at)
 		if err != nil {
 			return usageErrorf("--at %q is not an RFC 3339 time such as 2027-06-01T09:00:00Z", f.at)
 		}
-		opts = append(opts, leasehold.At(at))
+		sub.RunAt = at
 	}
 	payload, err := a.readPayload(args, f.payloadFile)
 	if err != nil {
 		return err
 	}
-	var p any // nil: no payload
-	if payload != nil {
-		p = payload
+	if payload != nil { // else no payload: a nil any, not a nil RawMessage
+		sub.Payload = payload
 	}
 	c, err := a.client(cmd.Context())
 	if err != nil {
 		return err
 	}
-	info, err := c.Enqueue(cmd.Context(), f.kind, p, opts...)
+	info, err := c.Enqueue(cmd.Context(), sub)
 	var conflict *leasehold.ConflictError
 	switch {
 	case errors.As(err, &conflict):
 		return fmt.Errorf("%w; not enqueued (an id is an idempotency key: the same id needs the same kind and payload)", conflict)
 	case errors.Is(err, leasehold.ErrAlreadyExists):
 		fmt.Fprintf(a.io.Err, "leasehold: task %s already exists (%s); not enqueued again\n", rules.DisplayID(info.ID), info.Status)
-	case errors.Is(err, leasehold.ErrNotSent):
+	case errors.As(err, new(*leasehold.NotSentError)):
 		// Stored: the id is worth printing even though the send failed.
 		fmt.Fprintln(a.io.Out, rules.DisplayID(info.ID))
 		return err

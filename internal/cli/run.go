@@ -222,7 +222,7 @@ func (a *app) run(ctx context.Context, fl *pflag.FlagSet, f runFlags) error {
 	// role without DescribeTable, say) is only logged: the worker's own
 	// calls will tell.
 	switch err := adm.CheckTable(ctx); {
-	case errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, leasehold.ErrUnreachable):
+	case errors.As(err, new(*leasehold.MissingResourceError)), errors.As(err, new(*leasehold.UnreachableError)):
 		return err
 	case err != nil:
 		log.Warn("could not check the tasks table", "table", a.table, "error", err)

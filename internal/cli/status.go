@@ -148,7 +148,7 @@ worker) is waited for too: up to --timeout, or one minute without one.
 				if a.io.ErrIsTerminal {
 					fmt.Fprint(a.io.Err, "\r\x1b[K")
 				}
-				if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, leasehold.ErrUnreachable) {
+				if errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*leasehold.UnreachableError)) {
 					return fmt.Errorf("task %s did not finish within %s", rules.DisplayID(id), timeout)
 				}
 			} else {

@@ -107,7 +107,7 @@ leasehold cancel: --status (default FAILED, CANCELLED), --kind, --queue,
 				return a.bulk(cmd, &sel, admin.RetryStatuses, "retried", func(adm *admin.Admin) admin.Action { return adm.RetryOne(attempts) })
 			}
 			return a.showTask(cmd.Context(), jsonOut, func(c *leasehold.Client) (leasehold.TaskInfo, error) {
-				info, err := c.Retry(cmd.Context(), args[0], leasehold.ExtraAttempts(attempts))
+				info, err := c.Retry(cmd.Context(), args[0], attempts)
 				return info, a.taskErr(args[0], err)
 			}, func(_ *leasehold.Client, info leasehold.TaskInfo) error {
 				_, err := fmt.Fprintf(a.io.Out, "task %s is %s again: %d attempts used, up to %d\n", rules.DisplayID(info.ID), info.Status, info.Attempt, info.MaxAttempts)

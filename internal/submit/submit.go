@@ -26,7 +26,7 @@ type Request struct {
 	Delay       time.Duration
 	RunAt       time.Time
 	WaitTimeout time.Duration
-	// Then are the chain's links after the task (leasehold.Then).
+	// Then are the chain's links after the task (leasehold.Submission.Then).
 	Then []Link
 	// Metadata is the task's metadata (leasehold.Submission.Metadata).
 	Metadata map[string]string

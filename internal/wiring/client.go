@@ -34,8 +34,8 @@ type ClientConfig[M any] struct {
 	QueueName string
 	// KindQueues names the queue of each kind that does not go to the
 	// default work queue (QueueURL or QueueName): the SQS queue name,
-	// resolved with GetQueueUrl on first use. The Queue option of one task
-	// overrides it.
+	// resolved with GetQueueUrl on first use. The Queue of one task's
+	// Submission overrides it.
 	KindQueues map[string]string
 	// MaxAttempts is the max attempts of a task enqueued without the
 	// MaxAttempts option, as WorkerConfig's is of an inline token that

@@ -76,7 +76,7 @@ type HandlerRun struct {
 	// Payload is the task's payload, the JSON document as stored (nil for
 	// none): read it, never change it.
 	Payload json.RawMessage
-	// Metadata is the task's metadata (leasehold.Metadata, the client's
+	// Metadata is the task's metadata (leasehold.Submission.Metadata, the client's
 	// EnqueueMiddleware, inherited by a workflow's children); nil for
 	// none: read it, never change it.
 	Metadata map[string]string

@@ -79,7 +79,7 @@ type WorkerConfig struct {
 	// 5s).
 	DeadlineMargin time.Duration
 	// Backoff is the delay before attempt n+1 after attempt n failed
-	// (default ExponentialBackoff(2*time.Second, 10*time.Minute)).
+	// (default settings.ExponentialBackoff(2*time.Second, 10*time.Minute)).
 	Backoff func(attempt int) time.Duration
 	// VisibilityMargin is added to the lease when a message is hidden
 	// (default 10s).
@@ -109,7 +109,7 @@ type WorkerConfig struct {
 	UnknownKindLimit time.Duration
 	// WaitTimeout is the deadline of a wait for children or dependencies
 	// that names none of its own (workflow.AllWithin, the
-	// WaitTimeout enqueue option): at it the waiting task ends FAILED with
+	// WaitTimeout of a leasehold.Submission): at it the waiting task ends FAILED with
 	// the reason. Default 7 days, at most 365.
 	WaitTimeout time.Duration
 	// RateLimits bounds, per queue name, how many tasks start in each

@@ -57,7 +57,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 			err = badRequest(fmt.Sprintf("attempts: a number of 1..%d", maxRetryAttempts))
 			break
 		}
-		taskAction("retried", func() (leasehold.TaskInfo, error) { return s.cfg.Tasks.Retry(ctx, id, leasehold.ExtraAttempts(n)) })
+		taskAction("retried", func() (leasehold.TaskInfo, error) { return s.cfg.Tasks.Retry(ctx, id, n) })
 	case "complete":
 		raw := json.RawMessage(cmp.Or(r.PostFormValue("result"), "null"))
 		if !json.Valid(raw) {

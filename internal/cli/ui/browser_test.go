@@ -95,18 +95,19 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	}
 	ctx := t.Context()
 	b := &browserStack{client: c, work: qs.Work, dlq: qs.WorkDLQ, sqs: sqs.NewFromConfig(cfg), kind: "browse"}
-	enqueue := func(name string, opts ...leasehold.EnqueueOption) string {
-		id := name + "-" + fmt.Sprint(time.Now().UnixNano())
-		if _, err := c.Enqueue(ctx, b.kind, map[string]string{"name": name, "note": "<b>not bold</b>"}, append(opts, leasehold.ID(id))...); err != nil {
+	enqueue := func(name string, s leasehold.Submission) string {
+		s.ID = name + "-" + fmt.Sprint(time.Now().UnixNano())
+		s.Kind, s.Payload = b.kind, map[string]string{"name": name, "note": "<b>not bold</b>"}
+		if _, err := c.Enqueue(ctx, s); err != nil {
 			t.Fatalf("enqueue %s: %v", name, err)
 		}
-		return id
+		return s.ID
 	}
-	b.pending = enqueue("pending")
-	b.doomed = enqueue("doomed")
-	b.failed = enqueue("failed", leasehold.MaxAttempts(1))
-	b.dep = enqueue("dep")
-	b.waiter = enqueue("waiter", leasehold.After(b.dep))
+	b.pending = enqueue("pending", leasehold.Submission{})
+	b.doomed = enqueue("doomed", leasehold.Submission{})
+	b.failed = enqueue("failed", leasehold.Submission{MaxAttempts: 1})
+	b.dep = enqueue("dep", leasehold.Submission{})
+	b.waiter = enqueue("waiter", leasehold.Submission{After: []string{b.dep}})
 
 	// Fail one through the store, as a worker whose handler failed would.
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})

@@ -30,7 +30,7 @@ type Tasks interface {
 	Get(ctx context.Context, id string) (leasehold.TaskInfo, error)
 	List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error)
 	Cancel(ctx context.Context, id string) (leasehold.TaskInfo, error)
-	Retry(ctx context.Context, id string, opts ...leasehold.RetryOption) (leasehold.TaskInfo, error)
+	Retry(ctx context.Context, id string, extraAttempts int) (leasehold.TaskInfo, error)
 	ChildIDs(ctx context.Context, parent string) ([]string, error)
 	OperatorComplete(ctx context.Context, waiting leasehold.TaskInfo, result any) (leasehold.TaskInfo, error)
 	OperatorFail(ctx context.Context, waiting leasehold.TaskInfo, reason string) (leasehold.TaskInfo, error)
@@ -345,7 +345,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, leasehold.ErrFinished), errors.Is(err, leasehold.ErrNotWaiting), errors.Is(err, admin.ErrDeadLetterSource):
 		code = http.StatusConflict
-	case errors.As(err, &unreachable), errors.Is(err, leasehold.ErrStackMissing), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &unreachable), errors.As(err, new(*leasehold.MissingResourceError)), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusBadGateway
 	}
 	s.render(w, r, code, "error", http.StatusText(code), err.Error())
