@@ -162,7 +162,9 @@ func (o observer) Ended(a lifecycle.Ended) {
 }
 
 // SetMaxDeliveries sets the bound of the messages one Run delivers (at
-// least 1; 10,000 until set).
+// least 1; 10,000 until set). A Run that stops at the bound leaves the
+// next message on the queue undelivered, so a later Run (with a higher
+// bound, say) goes on where it stopped.
 func (e *Env) SetMaxDeliveries(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -301,6 +303,9 @@ func (e *Env) Run() error {
 		}
 		if ok {
 			if deliveries == maxDeliveries {
+				// Not delivered: it stays on the queue, visible, for the
+				// next Run (after SetMaxDeliveries, say).
+				e.queue.unreceive(m.ReceiptHandle)
 				live := e.store.Live(5)
 				return fmt.Errorf("leaseholdtest: %w: %d, and tasks %s are still due to run", ErrTooManyDeliveries, maxDeliveries, strings.Join(live, ", "))
 			}

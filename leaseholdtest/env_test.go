@@ -509,3 +509,41 @@ func TestEnvAllRecordsOutcomesARetryReplays(t *testing.T) {
 		t.Errorf("parent steps %v, want [children:kids]: the retry's run wrote the outcomes it had read", names)
 	}
 }
+
+// TestRunAfterTheDeliveryBound (issue 35, point 6): Run stopped by its
+// bound of deliveries leaves the message it had in hand on the queue, so a
+// Run with a higher bound delivers it and the workflow ends as it would
+// have in one Run (it used to hide a child's token for the queue's
+// visibility timeout, and the second Run returned nil with the parent
+// waiting for a child that did not exist).
+func TestRunAfterTheDeliveryBound(t *testing.T) {
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "parent", func(ctx context.Context, task *leasehold.Task[struct{}]) (int, error) {
+		kids, err := workflow.All(ctx, "kids", workflow.Child{Kind: "kid"}, workflow.Child{Kind: "kid"}, workflow.Child{Kind: "kid"})
+		if err != nil {
+			return 0, err
+		}
+		return len(kids), nil
+	})
+	leasehold.Handle(hs, "kid", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+	for bound := 1; bound <= 4; bound++ {
+		t.Run(fmt.Sprint(bound), func(t *testing.T) {
+			env := leaseholdtest.New(t, hs)
+			env.SetMaxDeliveries(bound)
+			id := mustEnqueue(t, env, "parent", struct{}{})
+			begin := env.Clock().Now()
+			if err := env.Run(); !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
+				t.Fatalf("Run with a bound of %d: %v, want ErrTooManyDeliveries", bound, err)
+			}
+			env.SetMaxDeliveries(100)
+			mustRun(t, env)
+			got := mustTask(t, env, id)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != "3" {
+				t.Errorf("parent %s %s (error %q), want SUCCEEDED 3", got.Status, got.Result, got.Error)
+			}
+			if d := env.Clock().Since(begin); d > time.Minute {
+				t.Errorf("the two Runs took %s of fake time, want no wait for a hidden message", d)
+			}
+		})
+	}
+}

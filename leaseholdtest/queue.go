@@ -201,6 +201,20 @@ func (q *memQueue) receive() (m lifecycle.Message, dead, ok bool) {
 	}, false, true
 }
 
+// unreceive undoes the receive of the message with handle, which was not
+// delivered: it is visible again at once, its receive not counted, so the
+// next Run delivers it (Run stops at its bound of deliveries with it in
+// hand).
+func (q *memQueue) unreceive(handle string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := q.find(handle); i >= 0 {
+		q.msgs[i].receives--
+		q.msgs[i].visibleAt = q.clock.Now()
+		q.msgs[i].handle = ""
+	}
+}
+
 func byVisibility(a, b *message) int {
 	return cmp.Or(a.visibleAt.Compare(b.visibleAt), cmp.Compare(a.seq, b.seq))
 }

@@ -45,7 +45,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	for i := range children {
 		ids[i] = ChildIDIn(w.held.TaskID, name, i)
 	}
-	return stepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
+	out, err := stepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
 		r := w.results
 		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
 			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
@@ -63,6 +63,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 		}
 		return b, nil
 	}, true)
+	return out, w.wait(err, fmt.Sprintf("workflow.All %q", name))
 }
 
 // CallbackFailedError is the answer of a callback that was failed
@@ -109,7 +110,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
 	})
 	if err != nil {
-		return nil, err
+		return nil, w.wait(err, fmt.Sprintf("workflow.WaitForCallback %q", name))
 	}
 	var answer struct {
 		Result json.RawMessage `json:"result"`

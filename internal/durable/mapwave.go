@@ -86,7 +86,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 	case o.MinSuccessful < 0 || o.MinSuccessful > n || o.ToleratedFailures < 0:
 		return nil, &PermanentError{Err: fmt.Errorf("map %q: min successful %d (want 0..%d), tolerated failures %d (want >= 0): %w", name, o.MinSuccessful, n, o.ToleratedFailures, lease.ErrInvalid)}
 	}
-	return StepOf(ctx, "map:"+name, func(context.Context) ([]byte, error) {
+	out, err := StepOf(ctx, "map:"+name, func(context.Context) ([]byte, error) {
 		w.mu.Lock()
 		raw := w.note
 		w.mu.Unlock()
@@ -146,6 +146,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 		}
 		return nil, &AwaitChildrenError{Children: children, IDs: ids, Note: string(b)}
 	})
+	return out, w.wait(err, fmt.Sprintf("workflow.Map %q", name))
 }
 
 // ReadOutcomesOf reads the tasks ids from inside a handler (a map's

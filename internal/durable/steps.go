@@ -132,6 +132,9 @@ func SleepOf(ctx context.Context, d time.Duration) error {
 	return w.sleep(ctx, d)
 }
 
+// sleepWhat names the n-th sleep of a run, for UnreturnedWait.
+func sleepWhat(name string) string { return fmt.Sprintf("workflow.Sleep (step %q)", name) }
+
 // sleep is SleepOf's work.
 func (w *Workflow) sleep(ctx context.Context, d time.Duration) error {
 	w.mu.Lock()
@@ -150,7 +153,7 @@ func (w *Workflow) sleep(ctx context.Context, d time.Duration) error {
 		return &PermanentError{Err: fmt.Errorf("step %q: recorded wake-up %q is not a time: %w", name, raw, err)}
 	}
 	if wake := time.UnixMilli(ms); wake.After(clock.Now()) {
-		return &pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}
+		return w.wait(&pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}, sleepWhat(name))
 	}
 	return nil
 }
@@ -230,10 +233,10 @@ func (w *Workflow) poll(ctx context.Context, name string, p Poll, check func(con
 		return nil, &PermanentError{Err: fmt.Errorf("condition %q not met within %s", name, p.Timeout)}
 	}
 	next := min(max(waited, p.Min), p.Max, p.Timeout-waited)
-	return nil, &pauseError{
+	return nil, w.wait(&pauseError{
 		msg:    fmt.Sprintf("condition %q not met after %s; next check in %s", name, waited.Round(time.Second), next.Round(time.Second)),
 		snooze: SnoozeError{Delay: next},
-	}
+	}, fmt.Sprintf("workflow.WaitFor %q", name))
 }
 
 // pauseError is the snooze of a sleep or a condition's wait, with the

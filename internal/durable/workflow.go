@@ -55,6 +55,10 @@ type Workflow struct {
 	// sleeps counts this run's SleepOf calls: the n-th is the step
 	// "sleep#n".
 	sleeps int
+	// asked names the first wait this run was asked to make (a durable
+	// call returned an error that suspends the task), "" for none: a
+	// handler that then returns success has dropped it (UnreturnedWait).
+	asked string
 }
 
 // Attempt is the executor's side of the running attempt, as the durable
@@ -115,6 +119,29 @@ func (w *Workflow) flush(ctx context.Context) error {
 		w.unrecorded--
 	}
 	return nil
+}
+
+// wait notes that the durable call what returned err: an error that
+// suspends the task is a wait the handler must return. It returns err.
+func (w *Workflow) wait(err error, what string) error {
+	if suspends(err) {
+		w.mu.Lock()
+		if w.asked == "" {
+			w.asked = what
+		}
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// UnreturnedWait names the first wait a durable call of this run asked
+// for ("" for none). The executor reads it when the handler returns
+// success: a wait the handler did not return was skipped, and its task
+// must not be recorded as succeeded past it.
+func (w *Workflow) UnreturnedWait() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.asked
 }
 
 // Scope is a context carrying a Workflow for the durable calls, as

@@ -31,6 +31,12 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		x.log.warn("lease lost; the result of this attempt is discarded")
 		x.observe(OutcomeLeaseLost, elapsed)
 		return x.lost(ctx, cause)
+	case x.running.finished && res.err == nil && x.flow.ctx.UnreturnedWait() != "":
+		// A wait asked for and not returned: the handler went on past it,
+		// so its success is not the workflow's. A programming error, which
+		// every retry would repeat: the task fails, saying which wait.
+		msg := fmt.Sprintf("the handler returned success after %s asked the task to wait: return the error the wait returned (the task then waits, and its handler runs again when the wait is over)", x.flow.ctx.UnreturnedWait())
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: msg}, OutcomeFailed)
 	case x.running.finished && res.err == nil:
 		return x.finish(ctx, res.result, elapsed)
 	case errors.Is(cause, ErrCancelRequested):
