@@ -729,16 +729,20 @@ func TestHandedBackReasonIsNotAnError(t *testing.T) {
 		return nil, errors.New("shaky failed")
 	})
 	env := leaseholdtest.New(t, hs)
-	env.SetMaxDeliveries(1)
+	// One delivery each: the snooze and the failure, then Run stops at
+	// its bound with both tasks PENDING.
+	env.SetMaxDeliveries(2)
 	for _, kind := range []string{"nap", "shaky"} {
 		if _, err := env.Enqueue(leasehold.Submission{Kind: kind, ID: kind + "-1", MaxAttempts: 3}); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.Run(); err != nil && !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
-			t.Fatal(err)
-		}
-		if st, err := env.Task(kind + "-1"); err != nil || st.Status != leasehold.StatusPending || st.Error == "" {
-			t.Fatalf("%s: %+v %v, want PENDING with an error or reason", kind, st, err)
+	}
+	if err := env.Run(); err != nil && !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"nap", "shaky"} {
+		if st, err := env.Task(kind + "-1"); err != nil || st.Status != leasehold.StatusPending || st.Error == "" || st.Attempt != 1 && kind == "shaky" {
+			t.Fatalf("%s: %+v %v, want PENDING with an error or reason after one run", kind, st, err)
 		}
 	}
 	srv, err := ui.New(ui.Config{Tasks: env.Client(), Queues: &fakeQueues{}, WorkQueueURL: workURL, Now: env.Clock().Now})
