@@ -53,7 +53,7 @@ func TestDroppedWaitFailsTheTask(t *testing.T) {
 			})
 			leasehold.Handle(hs, "noop", func(context.Context, *leasehold.Task[struct{}]) (struct{}, error) { return struct{}{}, nil })
 			env := leaseholdtest.New(t, hs)
-			id := mustEnqueue(t, env, "drops", struct{}{})
+			id := mustEnqueue(t, env, leasehold.Submission{Kind: "drops"})
 			mustRun(t, env)
 			got := mustTask(t, env, id)
 			if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, w.want) || !strings.Contains(got.Error, "returned success after") {

@@ -530,7 +530,7 @@ func TestRunAfterTheDeliveryBound(t *testing.T) {
 		t.Run(fmt.Sprint(bound), func(t *testing.T) {
 			env := leaseholdtest.New(t, hs)
 			env.SetMaxDeliveries(bound)
-			id := mustEnqueue(t, env, "parent", struct{}{})
+			id := mustEnqueue(t, env, leasehold.Submission{Kind: "parent"})
 			begin := env.Clock().Now()
 			if err := env.Run(); !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
 				t.Fatalf("Run with a bound of %d: %v, want ErrTooManyDeliveries", bound, err)
