@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -16,7 +17,9 @@ import (
 
 // A handler is a plain function: test it by calling it, no AWS needed.
 func ExampleHandlerFunc() {
-	var h leasehold.HandlerFunc[examples.Upper, string] = examples.Uppercase
+	var h leasehold.HandlerFunc[examples.Upper, string] = func(_ context.Context, t *leasehold.Task[examples.Upper]) (string, error) {
+		return strings.ToUpper(t.Payload.Text), nil
+	}
 	out, err := h(context.Background(), &leasehold.Task[examples.Upper]{
 		ID: "t-1", Kind: "upper", Attempt: 1, MaxAttempts: 5,
 		Payload: examples.Upper{Text: "hello"},

@@ -400,6 +400,20 @@ func (e *stackEnv) wantNoLiveToken(t *testing.T, url string) {
 	}
 }
 
+// sleepFor is the example "sleep" kind's handler, for the announced-sleep
+// wrapper: it waits, honouring cancellation, long enough for a lease to be
+// renewed.
+func sleepFor(ctx context.Context, p examples.Sleep, fence int64) (map[string]any, error) {
+	timer := time.NewTimer(time.Duration(p.Seconds * float64(time.Second)))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return map[string]any{"slept_seconds": p.Seconds, "fence": fence}, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
 // TestRunnerChild is the runner of TestRunnerSurvivesSIGTERMMidBatch; it
 // does nothing unless started by it. It prints "started <id> <attempt>"
 // when an announced-sleep handler starts, and "stopped" when Run returns.
@@ -416,7 +430,7 @@ func TestRunnerChild(t *testing.T) {
 	leasehold.Handle(hs, "announced-sleep", func(ctx context.Context, task *leasehold.Task[examples.Sleep]) (map[string]any, error) {
 		fmt.Println("started", task.ID, strconv.Itoa(task.Attempt))
 		start := time.Now()
-		out, err := examples.SleepFor(ctx, task)
+		out, err := sleepFor(ctx, task.Payload, task.Fence)
 		// When the handler ran, on the machine's clock, which every child
 		// shares: TestKindConcurrencyAcrossWorkersOnTheStack overlaps them.
 		fmt.Println("span", task.ID, strconv.FormatInt(start.UnixNano(), 10), strconv.FormatInt(time.Now().UnixNano(), 10))

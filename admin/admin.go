@@ -14,7 +14,8 @@
 // start tasks (ScheduleGroup; a ScheduleSpec is checked by its Parse).
 // Every failure that means "the stack is not there" is a
 // *leasehold.UnreachableError or a *leasehold.MissingResourceError, as the
-// client's are.
+// client's are; a bad argument matches leasehold.ErrInvalid, and a
+// schedule or a dead letter that is not there leasehold.ErrNotFound.
 package admin
 
 import (
@@ -169,3 +170,12 @@ func (a *Admin) unreachable(err error) *leasehold.UnreachableError {
 	}
 	return &leasehold.UnreachableError{Service: u.Service, Endpoint: u.Endpoint, Reason: u.Reason, Err: err}
 }
+
+// matching is err, printed as itself, that also matches kind, the
+// client's sentinel for its kind of failure (leasehold.ErrInvalid,
+// ErrNotFound, ErrConflict): a caller tests an admin verb's errors with
+// the sentinels it tests a task's with.
+type matching struct{ err, kind error }
+
+func (e matching) Error() string   { return e.err.Error() }
+func (e matching) Unwrap() []error { return []error{e.err, e.kind} }

@@ -49,14 +49,15 @@ var (
 	RetryStatuses  = []leasehold.Status{leasehold.StatusFailed, leasehold.StatusCancelled}
 )
 
-// ErrSelection: a selection that the action cannot take.
-var ErrSelection = errors.New("invalid selection")
+// errSelection: a selection that the action cannot take. It matches
+// leasehold.ErrInvalid, which callers test.
+var errSelection = matching{errors.New("invalid selection"), leasehold.ErrInvalid}
 
 // Check returns s with its statuses defaulted to allowed, or why it is not
-// one the action takes (wrapping ErrSelection).
+// one the action takes (an error matching leasehold.ErrInvalid).
 func (s Selection) Check(allowed []leasehold.Status) (Selection, error) {
 	if s.Since < 0 {
-		return s, fmt.Errorf("%w: since cannot be negative", ErrSelection)
+		return s, fmt.Errorf("%w: since cannot be negative", errSelection)
 	}
 	if len(s.Statuses) == 0 {
 		s.Statuses = slices.Clone(allowed)
@@ -64,7 +65,7 @@ func (s Selection) Check(allowed []leasehold.Status) (Selection, error) {
 	}
 	for _, st := range s.Statuses {
 		if !slices.Contains(allowed, st) {
-			return s, fmt.Errorf("%w: status %s: want one of %s", ErrSelection, st, statusNames(allowed))
+			return s, fmt.Errorf("%w: status %s: want one of %s", errSelection, st, statusNames(allowed))
 		}
 	}
 	return s, nil

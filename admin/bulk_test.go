@@ -62,10 +62,10 @@ func TestSelectionCheck(t *testing.T) {
 	if err != nil || statusNames(s.Statuses) != "FAILED, CANCELLED" {
 		t.Errorf("default = %v, %v", s.Statuses, err)
 	}
-	if _, err := (Selection{Statuses: []leasehold.Status{leasehold.StatusRunning}}).Check(RetryStatuses); !errors.Is(err, ErrSelection) {
+	if _, err := (Selection{Statuses: []leasehold.Status{leasehold.StatusRunning}}).Check(RetryStatuses); !errors.Is(err, leasehold.ErrInvalid) {
 		t.Errorf("RUNNING for retry: %v", err)
 	}
-	if _, err := (Selection{Since: -1}).Check(CancelStatuses); !errors.Is(err, ErrSelection) {
+	if _, err := (Selection{Since: -1}).Check(CancelStatuses); !errors.Is(err, leasehold.ErrInvalid) {
 		t.Errorf("negative since: %v", err)
 	}
 }

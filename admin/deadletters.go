@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
@@ -39,9 +40,10 @@ const (
 	deadLetterVisibility = 10 // seconds
 )
 
-// ErrDeadLetterNotFound: RedriveDeadLetter read the dead-letter queue and
-// did not find the message (gone, or held by another reader).
-var ErrDeadLetterNotFound = errors.New("dead letter not found")
+// errDeadLetterNotFound: RedriveDeadLetter read the dead-letter queue and
+// did not find the message (gone, or held by another reader). It matches
+// leasehold.ErrNotFound, which callers test.
+var errDeadLetterNotFound = matching{errors.New("dead letter not found"), leasehold.ErrNotFound}
 
 // ErrDeadLetterSource: RedriveDeadLetter found the message, but SQS says
 // it was moved to the dead-letter queue from a queue other than the one
@@ -175,7 +177,7 @@ func (a *Admin) PeekDeadLetters(ctx context.Context, url string, max int) ([]Dea
 // other messages it read, and the message itself when it was not sent,
 // are shown again. It reads until it finds the message, while the queue's
 // depth says there are messages it has not seen (5 receives at most):
-// ErrDeadLetterNotFound when it does not. When SQS names the queue the
+// an error matching leasehold.ErrNotFound when it does not. When SQS names the queue the
 // message came from (its DeadLetterQueueSourceArn) and that is not the
 // queue at toURL, it sends nothing and returns ErrDeadLetterSource.
 func (a *Admin) RedriveDeadLetter(ctx context.Context, dlqURL, toURL, messageID string) error {
@@ -212,7 +214,7 @@ func (a *Admin) RedriveDeadLetter(ctx context.Context, dlqURL, toURL, messageID 
 			break
 		}
 	}
-	return fmt.Errorf("redrive message %s: %w", messageID, ErrDeadLetterNotFound)
+	return fmt.Errorf("redrive message %s: %w", messageID, errDeadLetterNotFound)
 }
 
 // moveDead sends m to toURL and deletes it from dlqURL; sent says whether

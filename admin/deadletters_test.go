@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
@@ -234,7 +235,7 @@ func TestRedriveDeadLetter(t *testing.T) {
 		{name: "found in the middle of a batch", target: "m-2", sent: true, deleted: true},
 		{name: "found in a later receive", target: "m-4", setup: func(f *fakeSQS) { f.batch = 2 }, sent: true, deleted: true},
 		{name: "found after an empty receive", target: "m-0", setup: func(f *fakeSQS) { f.emptyFirst = 2 }, sent: true, deleted: true},
-		{name: "not found", target: "m-9", wantErr: ErrDeadLetterNotFound},
+		{name: "not found", target: "m-9", wantErr: leasehold.ErrNotFound},
 		{name: "send fails", target: "m-2", setup: func(f *fakeSQS) { f.sendErr = boom }, wantErr: boom, errText: "send to"},
 		{name: "delete fails", target: "m-2", setup: func(f *fakeSQS) { f.deleteErr = boom }, wantErr: boom, errText: "was sent", sent: true},
 		{name: "from its own queue", target: "m-2", setup: func(f *fakeSQS) { f.msgs[2].from = fakeARN(fakeWork) }, sent: true, deleted: true},

@@ -3,25 +3,33 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/schedule"
 )
 
-// Errors of schedules. Test them with errors.Is.
-var (
-	// ErrScheduleExpression: a rate(...) or cron(...) expression that does
-	// not parse, or one that never fires.
-	ErrScheduleExpression = schedule.ErrExpression
-	// ErrScheduleInvalid: any other bad part of a schedule (name, kind,
-	// payload, queue, catch-up policy), or a request EventBridge Scheduler
-	// rejected as invalid.
-	ErrScheduleInvalid = schedule.ErrInvalid
-	// ErrScheduleNotFound: the group has no schedule of that name.
-	ErrScheduleNotFound = schedule.ErrNotFound
-	// ErrScheduleExists: Create of a name the group already has.
-	ErrScheduleExists = schedule.ErrExists
-)
+// The errors of schedules match the client's sentinels, tested with
+// errors.Is as a task's are: leasehold.ErrInvalid for a bad schedule (an
+// expression that does not parse or never fires, a bad name, kind,
+// payload, queue or catch-up policy, a request EventBridge Scheduler
+// rejected as invalid), leasehold.ErrNotFound for a name the group does
+// not have, leasehold.ErrConflict for Create of a name it has.
+
+// scheduleErr is err, an error of package schedule, made to match the
+// client's sentinel for its kind of failure; its message is unchanged.
+func scheduleErr(err error) error {
+	switch {
+	case errors.Is(err, schedule.ErrInvalid), errors.Is(err, schedule.ErrExpression):
+		return matching{err, leasehold.ErrInvalid}
+	case errors.Is(err, schedule.ErrNotFound):
+		return matching{err, leasehold.ErrNotFound}
+	case errors.Is(err, schedule.ErrExists):
+		return matching{err, leasehold.ErrConflict}
+	}
+	return err
+}
 
 // ScheduleSpec is a schedule as written: its Parse checks it.
 type ScheduleSpec struct {
@@ -50,7 +58,7 @@ type Schedule struct{ spec schedule.Spec }
 // Parse checks s: its expression, catch-up policy and other fields,
 // and that it fires at all. seconds allows rates in seconds, which only
 // Run fires (EventBridge Scheduler's shortest rate is a minute). Its
-// errors match ErrScheduleExpression or ErrScheduleInvalid.
+// errors match leasehold.ErrInvalid.
 func (s ScheduleSpec) Parse(seconds bool) (Schedule, error) {
 	syntax := schedule.AWS
 	if seconds {
@@ -58,17 +66,17 @@ func (s ScheduleSpec) Parse(seconds bool) (Schedule, error) {
 	}
 	e, err := schedule.Parse(s.Expression, syntax)
 	if err != nil {
-		return Schedule{}, err
+		return Schedule{}, scheduleErr(err)
 	}
 	spec := schedule.Spec{Name: s.Name, Expr: e, Location: s.Location, Kind: s.Kind, Payload: s.Payload, Queue: s.Queue}
 	if spec.CatchUp, err = schedule.ParseCatchUp(s.CatchUp); err != nil {
-		return Schedule{}, err
+		return Schedule{}, scheduleErr(err)
 	}
 	if err := spec.Validate(); err != nil {
-		return Schedule{}, err
+		return Schedule{}, scheduleErr(err)
 	}
 	if err := spec.CheckFires(time.Now()); err != nil {
-		return Schedule{}, err
+		return Schedule{}, scheduleErr(err)
 	}
 	return Schedule{spec}, nil
 }
@@ -126,7 +134,7 @@ func (a *Admin) ScheduleGroup(name string) *ScheduleGroup {
 func (g *ScheduleGroup) Name() string { return g.eb.Group }
 
 // Create stores s in the group, sending each slot's token to t. A name the
-// group already has fails with ErrScheduleExists.
+// group already has fails with an error matching leasehold.ErrConflict.
 func (g *ScheduleGroup) Create(ctx context.Context, s Schedule, t ScheduleTarget) error {
 	return g.err(g.eb.Create(ctx, s.spec, schedule.Target{QueueARN: t.QueueARN, RoleARN: t.RoleARN, DLQARN: t.DLQARN}))
 }
@@ -149,7 +157,8 @@ func (g *ScheduleGroup) List(ctx context.Context) ([]ListedSchedule, error) {
 }
 
 // Delete removes the schedule called name; the tasks it started are kept.
-// A name the group does not have fails with ErrScheduleNotFound.
+// A name the group does not have fails with an error matching
+// leasehold.ErrNotFound.
 func (g *ScheduleGroup) Delete(ctx context.Context, name string) error {
 	return g.err(g.eb.Delete(ctx, name))
 }
@@ -158,5 +167,5 @@ func (g *ScheduleGroup) err(err error) error {
 	if u := g.a.unreachable(err); u != nil {
 		return u
 	}
-	return err
+	return scheduleErr(err)
 }

@@ -1,9 +1,13 @@
 package admin
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/schedule"
 )
 
@@ -31,5 +35,33 @@ func TestParseScheduleFields(t *testing.T) {
 	tick, err := ScheduleSpec{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}.Parse(true)
 	if err != nil || tick.spec.Expr.Period() != 10*time.Second {
 		t.Fatalf("rate in seconds: %v, %+v", err, tick.spec)
+	}
+}
+
+// TestScheduleErrorsMatchTheClients: a schedule's errors match the client's
+// sentinels (admin has none of its own) and keep the schedule package's
+// message.
+func TestScheduleErrorsMatchTheClients(t *testing.T) {
+	t.Parallel()
+	for _, s := range []ScheduleSpec{
+		{Name: "tick", Expression: "rate(10 seconds)", Kind: "k"}, // an expression EventBridge refuses
+		{Name: "tick", Expression: "rate(1 minute)"},              // no kind
+	} {
+		_, err := s.Parse(false)
+		if !errors.Is(err, leasehold.ErrInvalid) || !strings.HasPrefix(err.Error(), "invalid schedule") {
+			t.Errorf("Parse(%+v) = %v, want an invalid schedule matching leasehold.ErrInvalid", s, err)
+		}
+	}
+	for _, c := range []struct {
+		err, want error
+	}{
+		{schedule.ErrNotFound, leasehold.ErrNotFound},
+		{schedule.ErrExists, leasehold.ErrConflict},
+		{schedule.ErrExpression, leasehold.ErrInvalid},
+	} {
+		got := scheduleErr(fmt.Errorf("delete schedule x: %w", c.err))
+		if !errors.Is(got, c.want) || !errors.Is(got, c.err) || got.Error() != "delete schedule x: "+c.err.Error() {
+			t.Errorf("scheduleErr(%v) = %v, want it to match %v", c.err, got, c.want)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package examples holds the task kinds the bundled worker runs: short enough
 // to read as documentation, and used by `make demo` and the end-to-end tests.
-// Register adds them all; the handlers and payloads that programs and tests
-// outside the package name are exported, the others are read here.
+// Register adds them all. The payloads of the kinds a program or a test
+// enqueues are exported, as the kinds' contracts; the handlers are read
+// here and run by kind, through Register.
 package examples
 
 import (
@@ -35,9 +36,9 @@ type Sleep struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// SleepFor waits, honouring cancellation: a task that outlives its lease
+// sleepFor waits, honouring cancellation: a task that outlives its lease
 // renewal period shows the lease being kept alive.
-func SleepFor(ctx context.Context, t *leasehold.Task[Sleep]) (map[string]any, error) {
+func sleepFor(ctx context.Context, t *leasehold.Task[Sleep]) (map[string]any, error) {
 	d := time.Duration(t.Payload.Seconds * float64(time.Second))
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -68,8 +69,8 @@ type Upper struct {
 	Text string `json:"text"`
 }
 
-// Uppercase returns the text in upper case.
-func Uppercase(_ context.Context, t *leasehold.Task[Upper]) (string, error) {
+// uppercase returns the text in upper case.
+func uppercase(_ context.Context, t *leasehold.Task[Upper]) (string, error) {
 	return strings.ToUpper(t.Payload.Text), nil
 }
 
@@ -78,9 +79,9 @@ type Shout struct {
 	Texts []string `json:"texts"`
 }
 
-// ShoutAll spawns one "upper" child per text, then joins their results in
+// shoutAll spawns one "upper" child per text, then joins their results in
 // order: a fan-out/fan-in (docs/workflows.md).
-func ShoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
+func shoutAll(ctx context.Context, t *leasehold.Task[Shout]) ([]string, error) {
 	if len(t.Payload.Texts) == 0 {
 		return nil, leasehold.Fail(errors.New("texts is required"))
 	}
@@ -108,12 +109,12 @@ type Approval struct {
 	TimeoutSeconds int `json:"timeout_seconds"`
 }
 
-// AwaitApproval waits for an outside decision: it takes its callback token
+// awaitApproval waits for an outside decision: it takes its callback token
 // and waits. An operator answers by task, with `leasehold complete
 // --task ID` or `leasehold fail --task ID`; a real handler would hand the
 // token to the outside system instead. The task SUCCEEDS with the
 // answer's result, or FAILS for good with a failed callback's reason.
-func AwaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
+func awaitApproval(ctx context.Context, t *leasehold.Task[Approval]) (any, error) {
 	timeout := time.Duration(t.Payload.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = time.Hour
@@ -169,7 +170,7 @@ type OrderApproval struct {
 	Approved bool `json:"approved"`
 }
 
-// FulfilOrder is a handler with four awaits between its steps: it counts
+// fulfilOrder is a handler with four awaits between its steps: it counts
 // the items (a step), packs each in a child task ("upper") and waits for
 // them all, records the packing (a step), waits for an approval callback,
 // sleeps, and ships (a step). Each await suspends the task, holding no
@@ -177,7 +178,7 @@ type OrderApproval struct {
 // records. The approval is an operator's here, who answers by task with
 // `leasehold complete --task ID` or `leasehold fail --task ID`; a real
 // handler would send the token to the approver in submit.
-func FulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) {
+func fulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) {
 	n, err := workflow.Step(ctx, "count", func(context.Context) (int, error) { return len(t.Payload.Items), nil })
 	if err != nil {
 		return "", err
@@ -230,11 +231,11 @@ func FulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) 
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "greet", greet)
-	leasehold.Handle(hs, "sleep", SleepFor)
+	leasehold.Handle(hs, "sleep", sleepFor)
 	leasehold.Handle(hs, "flaky", flakyWork)
-	leasehold.Handle(hs, "upper", Uppercase)
-	leasehold.Handle(hs, "shout", ShoutAll)
-	leasehold.Handle(hs, "approval", AwaitApproval)
+	leasehold.Handle(hs, "upper", uppercase)
+	leasehold.Handle(hs, "shout", shoutAll)
+	leasehold.Handle(hs, "approval", awaitApproval)
 	leasehold.Handle(hs, "remind", remindLater)
-	leasehold.Handle(hs, "order", FulfilOrder)
+	leasehold.Handle(hs, "order", fulfilOrder)
 }

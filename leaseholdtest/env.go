@@ -44,12 +44,14 @@ var (
 	// (10,000, or SetMaxDeliveries) and tasks were still due
 	// to run.
 	ErrTooManyDeliveries = errors.New("too many deliveries in one Run")
-	// ErrDeadLetter: the worker rejected a message (sent it to the
-	// dead-letter queue), or a message reached the queue's
-	// maxReceiveCount. Neither should happen to a task enqueued with
-	// Enqueue; the error carries the worker's reason.
-	ErrDeadLetter = errors.New("message dead-lettered")
 )
+
+// errDeadLetter: the worker rejected a message (sent it to the dead-letter
+// queue), or a message reached the queue's maxReceiveCount. Neither should
+// happen to a task made through the Env (Enqueue, its Client, a handler):
+// it is a fault of the worker or the Env, not an outcome a test expects, so
+// Run's error says so, with the worker's reason, and is not a sentinel.
+var errDeadLetter = errors.New("message dead-lettered")
 
 // start is the fake clock's time when New returns.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -271,8 +273,8 @@ func links(ls []leasehold.Link) []submit.Link {
 // Run's error is about the Env, not the tasks (a task that FAILED is a
 // result; read it with Task): ErrNoHandler when a task (a child, say) is
 // claimed whose kind has no handler, ErrTooManyDeliveries past its bound
-// (SetMaxDeliveries), ErrDeadLetter, or the error of a store or sweep
-// call.
+// (SetMaxDeliveries), a dead-lettered message (the worker's fault, with
+// its reason), or the error of a store or sweep call.
 func (e *Env) Run() error {
 	e.mu.Lock()
 	switch {
@@ -359,7 +361,7 @@ func (e *Env) trouble() error {
 		return fmt.Errorf("leaseholdtest: task %s of kind %q: %w (register one, or a stub handler for a child's kind, with leasehold.Handle)", t.ID, t.Kind, ErrNoHandler)
 	}
 	if dead := e.queue.takeDead(); len(dead) > 0 {
-		return fmt.Errorf("leaseholdtest: %w: %s (message %s)", ErrDeadLetter, dead[0].reason, dead[0].body)
+		return fmt.Errorf("leaseholdtest: %w: %s (message %s)", errDeadLetter, dead[0].reason, dead[0].body)
 	}
 	return nil
 }

@@ -63,9 +63,9 @@ func FromEnv(ctx context.Context) (*sdktrace.TracerProvider, error) {
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// InstrumentAWS traces every AWS SDK call made with cfg under tp, with the
+// instrumentAWS traces every AWS SDK call made with cfg under tp, with the
 // OpenTelemetry contrib instrumentation for aws-sdk-go-v2 (otelaws).
-func InstrumentAWS(cfg *aws.Config, tp trace.TracerProvider) {
+func instrumentAWS(cfg *aws.Config, tp trace.TracerProvider) {
 	otelaws.AppendMiddlewares(&cfg.APIOptions, otelaws.WithTracerProvider(tp))
 }
 
@@ -76,7 +76,7 @@ func Worker(cfg *leasehold.WorkerConfig, tp trace.TracerProvider) {
 		return
 	}
 	cfg.TracerProvider = tp
-	InstrumentAWS(&cfg.AWS, tp)
+	instrumentAWS(&cfg.AWS, tp)
 }
 
 // Client sets cfg's TracerProvider to tp and instruments its AWS calls; a
@@ -86,5 +86,5 @@ func Client(cfg *leasehold.ClientConfig, tp trace.TracerProvider) {
 		return
 	}
 	cfg.TracerProvider = tp
-	InstrumentAWS(&cfg.AWS, tp)
+	instrumentAWS(&cfg.AWS, tp)
 }

@@ -328,11 +328,11 @@ func (a *app) schedulerIsLocal() bool {
 // scheduleErr maps the schedule package's errors to the exit codes.
 func (a *app) scheduleErr(err error) error {
 	switch {
-	case errors.Is(err, admin.ErrScheduleNotFound):
+	case errors.Is(err, leasehold.ErrNotFound):
 		return exitAs{err, leasehold.ErrNotFound}
-	case errors.Is(err, admin.ErrScheduleExists):
+	case errors.Is(err, leasehold.ErrConflict):
 		return exitAs{fmt.Errorf("%w; delete it first to change it", err), leasehold.ErrConflict}
-	case errors.Is(err, admin.ErrScheduleInvalid), errors.Is(err, admin.ErrScheduleExpression):
+	case errors.Is(err, leasehold.ErrInvalid):
 		return usageError{err}
 	}
 	return err

@@ -339,7 +339,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusInternalServerError
 	var unreachable *leasehold.UnreachableError
 	switch {
-	case errors.Is(err, leasehold.ErrNotFound), errors.Is(err, admin.ErrDeadLetterNotFound):
+	case errors.Is(err, leasehold.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, leasehold.ErrInvalid), errors.As(err, new(badRequest)):
 		code = http.StatusBadRequest

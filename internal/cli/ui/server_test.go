@@ -83,7 +83,7 @@ func (f *fakeQueues) RedriveDeadLetter(_ context.Context, dlq, to, id string) er
 			return nil
 		}
 	}
-	return admin.ErrDeadLetterNotFound
+	return fmt.Errorf("redrive message %s: dead letter not found: %w", id, leasehold.ErrNotFound)
 }
 
 type fixture struct {
