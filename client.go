@@ -474,11 +474,6 @@ type Page struct {
 	Next string
 }
 
-// List limits.
-const (
-	MaxListLimit = 1000
-)
-
 // listCursor is what a Page.Next encodes: where in the status sequence the
 // listing stands, and the store's cursor within that status.
 type listCursor struct {
@@ -496,8 +491,8 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	switch {
 	case limit == 0:
 		limit = defaults.ListLimit
-	case limit < 0 || limit > MaxListLimit:
-		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, MaxListLimit)
+	case limit < 0 || limit > query.MaxListLimit:
+		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, query.MaxListLimit)
 	}
 	statuses := Statuses()
 	if o.Status != "" {

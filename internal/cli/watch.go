@@ -293,7 +293,7 @@ func (w *watcher) counts() counts {
 func (w *watcher) countAll(ctx context.Context) (counts, error) {
 	c := counts{}
 	for _, s := range leasehold.Statuses() {
-		o := leasehold.ListOptions{Status: s, Limit: leasehold.MaxListLimit}
+		o := leasehold.ListOptions{Status: s, Limit: rules.MaxListLimit}
 		for {
 			page, err := w.list(ctx, o)
 			if err != nil {
