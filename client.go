@@ -703,8 +703,8 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskI
 }
 
 // Result waits for the task (see Wait) and decodes its result into R. A task
-// that ended FAILED or CANCELLED gives a *TaskError matching ErrTaskFailed
-// or ErrTaskCancelled.
+// that ended FAILED or CANCELLED gives a *TaskError, whose Status says
+// which.
 func Result[R any](ctx context.Context, c *Client, id string, opts ...WaitOption) (R, error) {
 	var r R
 	info, err := c.Wait(ctx, id, opts...)
