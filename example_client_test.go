@@ -39,12 +39,13 @@ func ExampleParseStatus() {
 	// true
 }
 
-// Result reports a task that ended without a result as a *TaskError, which
-// matches ErrTaskFailed or ErrTaskCancelled.
+// Result reports a task that ended without a result as a *TaskError, whose
+// Status says how it ended.
 func ExampleTaskError() {
 	var err error = &leasehold.TaskError{ID: "greet-1", Status: leasehold.StatusFailed, Message: "name is required"}
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled))
+	var te *leasehold.TaskError
+	fmt.Println(errors.As(err, &te) && te.Status == leasehold.StatusFailed, te.Status == leasehold.StatusCancelled)
 	// Output:
 	// task greet-1 ended FAILED: name is required
 	// true false
@@ -89,8 +90,9 @@ func ExampleClient() {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	greeting, err := leasehold.Result[string](wctx, c, task.ID)
+	var te *leasehold.TaskError
 	switch {
-	case errors.Is(err, leasehold.ErrTaskFailed):
+	case errors.As(err, &te) && te.Status == leasehold.StatusFailed:
 		log.Printf("failed: %v", err)
 	case err != nil:
 		log.Fatal(err)

@@ -262,7 +262,7 @@ func TestRateLimitSpendsNothingOnBogusTokensOnTheStack(t *testing.T) {
 	h := leasehold.NewHandlers()
 	leasehold.Handle(h, "greet", func(_ context.Context, task *leasehold.Task[struct{}]) (string, error) { return "hi", nil })
 	w := e.worker(t, leasehold.WorkerConfig{Handlers: h,
-		RateLimits: map[string]leasehold.RateLimit{"": {Starts: 5, Per: time.Minute}}})
+		RateLimits: map[string]settings.RateLimit{"": {Starts: 5, Per: time.Minute}}})
 	for i := range 8 {
 		e.send(t, e.queues.Work, fmt.Sprintf(`{"v":1,"id":"no-such-task-%d"}`, i))
 	}

@@ -26,12 +26,7 @@ import (
 	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/tracing"
 	"github.com/leasehold/leasehold/internal/wiring"
-	"github.com/leasehold/leasehold/settings"
 )
-
-// RateLimit bounds how many tasks of one queue start in each window
-// (WorkerConfig.RateLimits): Starts per Per, Per a whole number of seconds.
-type RateLimit = settings.RateLimit
 
 // WorkerConfig is everything a worker is configured with: the resources it
 // uses, its timing, and how Run polls. Every field but AWS, Table, QueueURL

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // A bulk action changes many tasks at once: the ones a Selection picks from
@@ -94,7 +95,7 @@ func (a *Admin) Select(ctx context.Context, s Selection, now time.Time, limit in
 		cursor := ""
 	pages:
 		for {
-			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: leasehold.MaxListLimit, Cursor: cursor})
+			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: query.MaxListLimit, Cursor: cursor})
 			if err != nil {
 				return ids, false, err
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // A Filter picks tasks from the listing by what the listing itself cannot
@@ -58,8 +59,8 @@ type FilteredPage struct {
 // between pages.
 func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Filter, size int) (FilteredPage, error) {
 	var p FilteredPage
-	if size < 1 || size > leasehold.MaxListLimit {
-		return p, fmt.Errorf("page size %d is outside 1..%d", size, leasehold.MaxListLimit)
+	if size < 1 || size > query.MaxListLimit {
+		return p, fmt.Errorf("page size %d is outside 1..%d", size, query.MaxListLimit)
 	}
 	for calls := 1; ; calls++ {
 		o.Limit = size - len(p.Tasks)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // sliceLister lists its tasks in order, honouring Limit and an index
@@ -21,7 +22,7 @@ type sliceLister struct {
 
 func (l *sliceLister) List(_ context.Context, o leasehold.ListOptions) (leasehold.Page, error) {
 	l.calls++
-	if o.Limit < 1 || o.Limit > leasehold.MaxListLimit {
+	if o.Limit < 1 || o.Limit > query.MaxListLimit {
 		return leasehold.Page{}, fmt.Errorf("limit %d", o.Limit)
 	}
 	start := 0
@@ -118,11 +119,11 @@ func TestListFilteredPagesExactly(t *testing.T) {
 		l.tasks = append(l.tasks, leasehold.TaskInfo{ID: fmt.Sprint(i), Kind: "greet"})
 	}
 	l.calls = 0
-	p, err := (&Admin{tasks: &l}).ListFiltered(t.Context(), leasehold.ListOptions{}, f, leasehold.MaxListLimit)
+	p, err := (&Admin{tasks: &l}).ListFiltered(t.Context(), leasehold.ListOptions{}, f, query.MaxListLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Tasks) != 0 || p.Next == "" || p.Scanned != maxFilterScan || l.calls != maxFilterScan/leasehold.MaxListLimit {
+	if len(p.Tasks) != 0 || p.Next == "" || p.Scanned != maxFilterScan || l.calls != maxFilterScan/query.MaxListLimit {
 		t.Errorf("unmatched: %d tasks, next %q, scanned %d in %d calls; want 0, a cursor, %d", len(p.Tasks), p.Next, p.Scanned, l.calls, maxFilterScan)
 	}
 	l.calls = 0

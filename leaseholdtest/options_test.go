@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/leaseholdtest"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // The Env runs its handlers (not the WorkerConfig's) through the worker's
@@ -94,7 +95,7 @@ func TestEnvHonoursRateLimits(t *testing.T) {
 		mu.Unlock()
 		return 0, nil
 	})
-	env = leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{RateLimits: map[string]leasehold.RateLimit{"reports": {Starts: 1, Per: time.Minute}}}))
+	env = leaseholdtest.New(t, hs, leaseholdtest.Worker(leasehold.WorkerConfig{RateLimits: map[string]settings.RateLimit{"reports": {Starts: 1, Per: time.Minute}}}))
 	begin := env.Clock().Now()
 	limited := []string{"r1", "r2", "r3"}
 	for _, id := range limited {

@@ -261,12 +261,19 @@ func exitCode(err error) int {
 		return ExitNotFound
 	case errors.As(err, new(*leasehold.UnreachableError)), errors.As(err, new(*leasehold.MissingResourceError)), errors.Is(err, leasehold.ErrQueueNotFound):
 		return ExitUnreachable
-	case errors.Is(err, leasehold.ErrTaskFailed), errors.Is(err, leasehold.ErrTaskCancelled):
+	case taskEnded(err), errors.As(err, new(*endedError)):
 		return ExitTaskEnded
 	case errors.Is(err, leasehold.ErrConflict):
 		return ExitConflict
 	}
 	return ExitError
+}
+
+// taskEnded reports err as a task that ended FAILED or CANCELLED: a
+// *leasehold.TaskError, which Result and `leasehold result` give.
+func taskEnded(err error) bool {
+	var te *leasehold.TaskError
+	return errors.As(err, &te) && (te.Status == leasehold.StatusFailed || te.Status == leasehold.StatusCancelled)
 }
 
 // message is the one line printed for err, with a hint where one helps,

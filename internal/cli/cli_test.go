@@ -92,7 +92,9 @@ func TestExitCodes(t *testing.T) {
 		{&leasehold.UnreachableError{Service: "SQS", Endpoint: "http://127.0.0.1:1", Reason: "connection refused"}, ExitUnreachable},
 		{&leasehold.MissingResourceError{Service: "DynamoDB", Resource: "t"}, ExitUnreachable},
 		{&leasehold.TaskError{ID: "x", Status: leasehold.StatusFailed}, ExitTaskEnded},
-		{fmt.Errorf("watch: %w", leasehold.ErrTaskCancelled), ExitTaskEnded},
+		{fmt.Errorf("watch: %w", &leasehold.TaskError{ID: "x", Status: leasehold.StatusCancelled}), ExitTaskEnded},
+		{&leasehold.TaskError{ID: "x", Status: leasehold.StatusRunning}, ExitError},
+		{&endedError{failed: 0, cancelled: 1, total: 3}, ExitTaskEnded},
 		{context.DeadlineExceeded, ExitError},
 		{fmt.Errorf("create x: %w", &leasehold.ConflictError{TaskID: "x", Field: "payload"}), ExitConflict},
 	}

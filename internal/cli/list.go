@@ -61,8 +61,8 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 		Args: posArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := leasehold.ListOptions{Limit: f.limit, Cursor: f.cursor}
-			if f.limit < 1 || f.limit > leasehold.MaxListLimit {
-				return usageErrorf("--limit %d is outside 1..%d", f.limit, leasehold.MaxListLimit)
+			if f.limit < 1 || f.limit > rules.MaxListLimit {
+				return usageErrorf("--limit %d is outside 1..%d", f.limit, rules.MaxListLimit)
 			}
 			if f.status != "" {
 				s, err := leasehold.ParseStatus(f.status)
@@ -120,7 +120,7 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.status, "status", "", "only tasks with this status: pending, running, succeeded, failed or cancelled")
-	fl.IntVar(&f.limit, "limit", settings.Default().ListLimit, fmt.Sprintf("tasks per page (1..%d)", leasehold.MaxListLimit))
+	fl.IntVar(&f.limit, "limit", settings.Default().ListLimit, fmt.Sprintf("tasks per page (1..%d)", rules.MaxListLimit))
 	fl.StringVar(&f.cursor, "cursor", "", "continue from a previous page's next-cursor")
 	fl.BoolVar(&f.all, "all", false, "fetch every page")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON array instead of a table")

@@ -230,11 +230,15 @@ func (w *watcher) report(c counts) error {
 		shown++
 	}
 	_, total := c.finished()
-	sentinel := leasehold.ErrTaskFailed
-	if failed == 0 {
-		sentinel = leasehold.ErrTaskCancelled
-	}
-	return fmt.Errorf("%d of %d tasks ended FAILED, %d CANCELLED: %w", failed, total, cancelled, sentinel)
+	return &endedError{failed: failed, cancelled: cancelled, total: total}
+}
+
+// endedError reports the tasks of a watch that ended FAILED or CANCELLED:
+// exit code 5, as one task's *leasehold.TaskError has.
+type endedError struct{ failed, cancelled, total int }
+
+func (e *endedError) Error() string {
+	return fmt.Sprintf("%d of %d tasks ended FAILED, %d CANCELLED", e.failed, e.total, e.cancelled)
 }
 
 // round reads the current statuses.
@@ -293,7 +297,7 @@ func (w *watcher) counts() counts {
 func (w *watcher) countAll(ctx context.Context) (counts, error) {
 	c := counts{}
 	for _, s := range leasehold.Statuses() {
-		o := leasehold.ListOptions{Status: s, Limit: leasehold.MaxListLimit}
+		o := leasehold.ListOptions{Status: s, Limit: rules.MaxListLimit}
 		for {
 			page, err := w.list(ctx, o)
 			if err != nil {

@@ -6,8 +6,8 @@
 // environment asks it to trace.
 //
 // Where the client, the worker or the intake dispatcher applies the same
-// rule, the function here calls that rule (internal/lease, internal/queues,
-// internal/token, internal/awsenv, internal/settingstable,
+// rule, the function here calls that rule (internal/lease,
+// internal/lease/query, internal/queues, internal/token, internal/awsenv, internal/settingstable,
 // internal/durationtext, internal/tracing) rather than
 // copying it: a copy would be a second rule waiting to differ from the
 // first. This package is the one place of the CLI that imports them
@@ -33,6 +33,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/durationtext"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/settingstable"
 	"github.com/leasehold/leasehold/internal/token"
@@ -60,6 +61,11 @@ func CheckQueueName(name string) error { return queues.CheckName(name) }
 // listing index, "off" turns it off, which the client then needs to know
 // (unlisted).
 func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListing(v) }
+
+// MaxListLimit is the largest page a List of the client returns: the bound
+// of `leasehold list --limit` and of the inspector's page size, the one
+// the client and the stores check.
+const MaxListLimit = query.MaxListLimit
 
 // DisplayID returns id fit for a terminal or a log line: unchanged when it
 // is valid UTF-8 made only of printable characters, otherwise quoted and

@@ -163,7 +163,7 @@ type overviewData struct {
 // among the statuses, rounded up, at most one listing page.
 func (s *Server) perStatus() int {
 	n := len(leasehold.Statuses())
-	return min((s.cfg.Scan+n-1)/n, leasehold.MaxListLimit)
+	return min((s.cfg.Scan+n-1)/n, rules.MaxListLimit)
 }
 
 // scan reads the newest perStatus tasks of each status: one List call per

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/cli/rules"
 )
 
 //go:embed assets
@@ -69,7 +70,7 @@ type Config struct {
 	WorkQueueURL string
 	// Scan bounds the tasks the overview reads when it is loaded (default
 	// DefaultScan): the newest Scan/6 (rounded up, at most
-	// leasehold.MaxListLimit) of each of the six statuses, one List call
+	// rules.MaxListLimit) of each of the six statuses, one List call
 	// per status.
 	Scan int
 	// ScanTime bounds the time of the overview's scan (default
@@ -129,8 +130,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > leasehold.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
-		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, leasehold.MaxListLimit, cfg.RequestTimeout)
+	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > rules.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
+		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, rules.MaxListLimit, cfg.RequestTimeout)
 	}
 	if cfg.SessionIdle < 0 || cfg.SessionLifetime < 0 {
 		return nil, fmt.Errorf("ui: session idle limit %s and lifetime %s must be positive", cfg.SessionIdle, cfg.SessionLifetime)
