@@ -218,7 +218,11 @@ func (e *Env) Enqueue(s leasehold.Submission) (string, error) {
 		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
 	}
 	res, err := dispatch.Enqueue(e.ctx, e.created, e.queue, workQueueURL, []lease.NewTask{nt}, func(c *dispatch.Config) { *c = e.dispatchConfig() })
+	var conflict *lease.ConflictError
 	switch {
+	case len(res) == 1 && errors.As(res[0].Err, &conflict):
+		// As the Client reports it: a *leasehold.ConflictError.
+		return s.ID, fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, &leasehold.ConflictError{TaskID: conflict.TaskID, Field: conflict.Field, Status: leasehold.Status(conflict.Status)})
 	case len(res) == 1 && res[0].Err != nil:
 		return s.ID, fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, res[0].Err)
 	case err != nil:

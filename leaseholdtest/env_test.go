@@ -418,8 +418,9 @@ func TestEnvBadInput(t *testing.T) {
 		if _, err := env.Enqueue(leasehold.Submission{Kind: "resize", Payload: resize{URL: "a"}, ID: id}); !errors.Is(err, leasehold.ErrAlreadyExists) {
 			t.Errorf("the same task again: %v, want ErrAlreadyExists", err)
 		}
-		if _, err := env.Enqueue(leasehold.Submission{Kind: "resize", Payload: resize{URL: "b"}, ID: id}); !errors.Is(err, leasehold.ErrConflict) {
-			t.Errorf("another payload under the id: %v, want ErrConflict", err)
+		var conflict *leasehold.ConflictError
+		if _, err := env.Enqueue(leasehold.Submission{Kind: "resize", Payload: resize{URL: "b"}, ID: id}); !errors.Is(err, leasehold.ErrConflict) || !errors.As(err, &conflict) || conflict.Field != "payload" {
+			t.Errorf("another payload under the id: %v, want a *leasehold.ConflictError on the payload, as the Client's", err)
 		}
 		if _, err := env.Task("missing"); !errors.Is(err, leasehold.ErrNotFound) {
 			t.Errorf("Task of a missing id: %v, want ErrNotFound", err)
