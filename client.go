@@ -44,6 +44,7 @@ type clientOptions struct {
 	endpoint    string
 	concurrency int
 	unlisted    bool
+	waitPoll    time.Duration
 	// tracer is ClientConfig.TracerProvider's; nil without one.
 	tracer trace.Tracer
 	// middleware is ClientConfig.Middleware, after the tracer's.
@@ -91,6 +92,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		endpoint:    cfg.Endpoint,
 		concurrency: cfg.EnqueueConcurrency,
 		unlisted:    cfg.Unlisted,
+		waitPoll:    cmp.Or(cfg.WaitPoll, 2*time.Second),
 	}
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
@@ -100,6 +102,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("%w: call timeout must be positive, got %s", ErrConfig, o.callTimeout)
 	case o.concurrency < 0:
 		return nil, fmt.Errorf("%w: enqueue concurrency cannot be negative", ErrConfig)
+	case o.waitPoll < 0:
+		return nil, fmt.Errorf("%w: wait poll cannot be negative, got %s", ErrConfig, o.waitPoll)
 	case o.maxAttempts < 1 || o.maxAttempts > lease.MaxAttemptsLimit:
 		return nil, fmt.Errorf("%w: default max attempts %d is outside 1..%d", ErrConfig, o.maxAttempts, lease.MaxAttemptsLimit)
 	}
@@ -655,30 +659,14 @@ func (c *Client) Retry(ctx context.Context, id string, extraAttempts int) (TaskI
 	return infoOf(t), nil
 }
 
-// WaitOption tunes Wait.
-type WaitOption func(*waitOptions)
-
-type waitOptions struct{ first, max time.Duration }
-
-// PollInterval sets the first and the largest pause between two reads of
-// the task (default 100ms growing to 2s).
-func PollInterval(first, max time.Duration) WaitOption {
-	return func(o *waitOptions) { o.first, o.max = first, max }
-}
-
 // Wait reads the task until it reaches a terminal status and returns it,
-// result included; the pause between reads grows to a cap. When ctx ends
-// first it returns the task as last read and an error wrapping ctx's cause:
-// give it a deadline.
-func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskInfo, error) {
-	o := waitOptions{first: 100 * time.Millisecond, max: 2 * time.Second}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.first <= 0 || o.max < o.first {
-		return TaskInfo{}, invalidOption("poll interval %s..%s", o.first, o.max)
-	}
-	pause := o.first
+// result included; the pause between reads starts at 100ms and doubles up
+// to ClientConfig.WaitPoll (2s unless set). When ctx ends first it returns
+// the task as last read and an error wrapping ctx's cause: give it a
+// deadline.
+func (c *Client) Wait(ctx context.Context, id string) (TaskInfo, error) {
+	maxPause := c.opts.waitPoll
+	pause := min(100*time.Millisecond, maxPause)
 	var last TaskInfo
 	for {
 		info, err := c.Get(ctx, id)
@@ -698,16 +686,16 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...WaitOption) (TaskI
 			return info, fmt.Errorf("wait for task %s (%s): %w", id, info.Status, context.Cause(ctx))
 		case <-timer.Chan():
 		}
-		pause = min(pause*2, o.max)
+		pause = min(pause*2, maxPause)
 	}
 }
 
 // Result waits for the task (see Wait) and decodes its result into R. A task
 // that ended FAILED or CANCELLED gives a *TaskError, whose Status says
 // which.
-func Result[R any](ctx context.Context, c *Client, id string, opts ...WaitOption) (R, error) {
+func Result[R any](ctx context.Context, c *Client, id string) (R, error) {
 	var r R
-	info, err := c.Wait(ctx, id, opts...)
+	info, err := c.Wait(ctx, id)
 	if err != nil {
 		return r, err
 	}

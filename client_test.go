@@ -545,7 +545,7 @@ func TestClientCancelRunningTask(t *testing.T) {
 	if _, err := e.client.Cancel(ctx, id); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
-	info, err := e.client.Wait(ctx, id, leasehold.PollInterval(50*time.Millisecond, 200*time.Millisecond))
+	info, err := e.client.Wait(ctx, id)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -739,6 +739,7 @@ func TestNewClientRejectsImpossibleOptions(t *testing.T) {
 		"negative attempts":     {Table: "t", MaxAttempts: -1},
 		"too many attempts":     {Table: "t", MaxAttempts: 101},
 		"negative fan-out":      {Table: "t", EnqueueConcurrency: -1},
+		"negative wait poll":    {Table: "t", WaitPoll: -time.Second},
 	}
 	for name, cfg := range cases {
 		if _, err := leasehold.NewClient(cfg); !errors.Is(err, leasehold.ErrConfig) {

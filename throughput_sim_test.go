@@ -503,8 +503,8 @@ func (s *simStore) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, er
 	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.EndWait(ctx, e) })
 }
 
-func (s *simStore) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
-	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Checkpoint(ctx, l, step, result) })
+func (s *simStore) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
+	return delayed(ctx, s, func() (lease.Task, error) { return s.Store.Checkpoint(ctx, l, st) })
 }
 
 func (s *simStore) CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error) {

@@ -96,6 +96,7 @@ type Env struct {
 	ids           int
 	tokens        map[string]string // task id: the last callback token its handler took
 	unknown       []lease.Task      // tasks claimed with a kind that has no handler
+	diverged      map[string]bool   // tasks held for a divergence from their history (Run stops for them)
 	seen          map[string]bool   // ids of the tasks created, as in order
 	order         []string          // the tasks created, oldest first
 }
@@ -115,7 +116,7 @@ func New(t testing.TB, handlers *leasehold.Handlers, opts ...Option) *Env {
 	e := &Env{
 		t: t, ctx: t.Context(), handlers: handlers,
 		clock:  clockwork.NewFakeClockAt(start),
-		tokens: map[string]string{}, seen: map[string]bool{}, maxDeliveries: defaultMaxDeliveries,
+		tokens: map[string]string{}, seen: map[string]bool{}, diverged: map[string]bool{}, maxDeliveries: defaultMaxDeliveries,
 	}
 	e.queue = &memQueue{clock: e.clock}
 	e.store = leasemem.New(lease.Options{Clock: e.clock})
@@ -156,11 +157,34 @@ func (e *Env) dispatchConfig() dispatch.Config {
 type observer struct{ e *Env }
 
 func (o observer) Ended(a lifecycle.Ended) {
+	o.e.mu.Lock()
+	defer o.e.mu.Unlock()
 	if a.Outcome == lifecycle.OutcomeUnknownKind {
-		o.e.mu.Lock()
 		o.e.unknown = append(o.e.unknown, a.Task)
-		o.e.mu.Unlock()
 	}
+	if a.Outcome == lifecycle.OutcomeDiverged {
+		o.e.diverged[a.Task.ID] = true
+	} else {
+		delete(o.e.diverged, a.Task.ID)
+	}
+}
+
+// liveNotHeld returns up to 5 tasks that are due to run (PENDING or
+// RUNNING) and not held for a divergence from their history.
+func (e *Env) liveNotHeld() []string {
+	e.mu.Lock()
+	held := len(e.diverged)
+	e.mu.Unlock()
+	var out []string
+	for _, id := range e.store.Live(held + 5) {
+		e.mu.Lock()
+		h := e.diverged[id]
+		e.mu.Unlock()
+		if !h && len(out) < 5 {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // SetMaxDeliveries sets the bound of the messages one Run delivers (at
@@ -291,6 +315,10 @@ func (e *Env) Run() error {
 	}
 	e.running = true
 	maxDeliveries := e.maxDeliveries
+	// Tasks held for a divergence are checked again: this Run may have
+	// other code (the test switched its handlers back, say), and
+	// advances the fake clock to their next check.
+	clear(e.diverged)
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -338,7 +366,10 @@ func (e *Env) Run() error {
 				return err
 			}
 		}
-		live := e.store.Live(5) // listed or not: a child has no listing entry of its own
+		// Listed or not (a child has no listing entry of its own); a task
+		// held for a divergence waits for other code, as a callback waits
+		// for its answer: Run stops for it (Task shows why).
+		live := e.liveNotHeld()
 		if len(live) == 0 {
 			return nil
 		}

@@ -41,7 +41,10 @@
 // backoff, snoozes and sleeps their delay, on the fake clock, which Run
 // advances to the next thing due. A task waiting for a callback stops
 // Run; take its token with CallbackToken (or from the handler), answer it
-// with CompleteCallback or FailCallback, and Run again.
+// with CompleteCallback or FailCallback, and Run again. So does a task
+// held because a run diverged from its recorded history (its handler's
+// code changed under it: see workflow.Version): it is PENDING with the
+// divergence as its error, and the next Run checks it again.
 //
 // # The configured worker, and assertions
 //

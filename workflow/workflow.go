@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -331,7 +332,11 @@ func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
 // keep them small (store big ones elsewhere and record their keys).
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	raw, err := durable.StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+	// The step's identity is its name and its result's type: a replay
+	// that finds another name, or another type, at the step's position
+	// has diverged from the task's history.
+	op := durable.OpStep + " " + reflect.TypeFor[T]().String()
+	raw, err := durable.StepAs(ctx, name, op, func(ctx context.Context) ([]byte, error) {
 		v, err := fn(ctx)
 		if err != nil {
 			return nil, err
@@ -426,4 +431,34 @@ func WaitFor[T any](ctx context.Context, name string, p Poll, check func(context
 		return zero, leasehold.Fail(fmt.Errorf("condition %q: recorded result does not decode into %T: %w", name, v, err))
 	}
 	return v, nil
+}
+
+// Version returns the version of the change called change that this run
+// of the workflow takes, so that a handler's code can change while tasks
+// run it: 0 where the task's history was recorded by code from before
+// the change (the history goes on past this point without it), and max
+// where the run is new here (the version is then recorded, as the step
+// "version:"+change, and every later run of the task takes it). Branch on
+// it:
+//
+//	v, err := workflow.Version(ctx, "add-fraud-check", 1)
+//	if err != nil {
+//		return nil, err
+//	}
+//	if v >= 1 {
+//		if _, err := workflow.Step(ctx, "fraud-check", check); err != nil {
+//			return nil, err
+//		}
+//	}
+//
+// Without it, a change to the durable calls a task in flight replays (a
+// step added, removed or renamed before its recorded ones, a result type
+// changed, a Map reshaped) is a divergence: the run stops at the first
+// call that does not match the history, before its side effects, and the
+// task is held PENDING, checked again with backoff (1 minute, doubling to
+// an hour), until code that matches runs it. docs/versioning.md walks
+// through the common changes. A name is 1 to 32 letters, digits, '-', '_'
+// or '.', starting with a letter; max is 1 or more.
+func Version(ctx context.Context, change string, max int) (int, error) {
+	return durable.VersionOf(ctx, change, max)
 }

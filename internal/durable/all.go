@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -45,8 +47,11 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	for i := range children {
 		ids[i] = ChildIDIn(w.held.TaskID, name, i)
 	}
-	out, err := stepOf(ctx, "children:"+name, func(context.Context) ([]byte, error) {
+	out, err := stepOf(ctx, "children:"+name, "all "+strconv.Itoa(len(children)), func(context.Context) ([]byte, error) {
 		r := w.results
+		if r != nil && r.Mode == lease.WaitChildren && len(r.Tasks) > 0 && len(r.Tasks) != len(ids) && strings.HasPrefix(r.Tasks[0].ID, childPrefix(w.held.TaskID, name)) {
+			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: describeOp("children:"+name, "all "+strconv.Itoa(len(r.Tasks))) + ", whose children the task waited for", Asked: describeOp("children:"+name, "all "+strconv.Itoa(len(ids)))})
+		}
 		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
 			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}
 		}
@@ -95,7 +100,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return nil, &PermanentError{Err: err}
 	}
 	step := "callback:" + name
-	raw, err := StepOf(ctx, step, func(ctx context.Context) ([]byte, error) {
+	raw, err := stepOf(ctx, step, "callback", func(ctx context.Context) ([]byte, error) {
 		w.mu.Lock()
 		if w.nonce != "" {
 			w.mu.Unlock()
@@ -108,7 +113,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 			return nil, err
 		}
 		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
-	})
+	}, false)
 	if err != nil {
 		return nil, w.wait(err, fmt.Sprintf("workflow.WaitForCallback %q", name))
 	}

@@ -22,11 +22,11 @@ type attempt struct {
 }
 
 func (a *attempt) Trusted(context.Context) error { return nil }
-func (a *attempt) Checkpoint(_ context.Context, _ lease.Lease, name string, _ []byte) (lease.Task, error) {
+func (a *attempt) Checkpoint(_ context.Context, _ lease.Lease, st lease.Step) (lease.Task, error) {
 	if a.fail != nil {
 		return lease.Task{}, a.fail
 	}
-	a.checkpoints = append(a.checkpoints, name)
+	a.checkpoints = append(a.checkpoints, st.Name)
 	return lease.Task{}, nil
 }
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, nil }

@@ -53,7 +53,12 @@ const (
 // mapNote is a map's progress between its waves, kept on the task as its
 // wait's note (lease.Wait.Note): the waves whose outcomes it has counted.
 type mapNote struct {
-	Map      string    `json:"map"`
+	Map string `json:"map"`
+	// Shape is the map's identity as its first wave saw it ("map N/C",
+	// with its completion policy): a later wave of another shape is a
+	// divergence, not a summary of children that ran under two shapes.
+	// "" in a note written before shapes were kept.
+	Shape    string    `json:"shape,omitempty"`
 	Waves    int       `json:"waves"`
 	OK       int       `json:"ok"`
 	Failed   int       `json:"failed"`
@@ -86,13 +91,20 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 	case o.MinSuccessful < 0 || o.MinSuccessful > n || o.ToleratedFailures < 0:
 		return nil, &PermanentError{Err: fmt.Errorf("map %q: min successful %d (want 0..%d), tolerated failures %d (want >= 0): %w", name, o.MinSuccessful, n, o.ToleratedFailures, lease.ErrInvalid)}
 	}
-	out, err := StepOf(ctx, "map:"+name, func(context.Context) ([]byte, error) {
+	op := fmt.Sprintf("map %d/%d", n, size)
+	if o.MinSuccessful > 0 || o.ToleratedFailures > 0 {
+		op += fmt.Sprintf(" min %d tolerate %d", o.MinSuccessful, o.ToleratedFailures)
+	}
+	out, err := stepOf(ctx, "map:"+name, op, func(context.Context) ([]byte, error) {
 		w.mu.Lock()
 		raw := w.note
 		w.mu.Unlock()
 		var note mapNote
 		if json.Unmarshal([]byte(raw), &note) != nil || note.Map != name {
-			note = mapNote{Map: name}
+			note = mapNote{Map: name, Shape: op}
+		}
+		if note.Shape != "" && note.Shape != op {
+			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d waves counted", "map:"+name, note.Shape, note.Waves), Asked: describeOp("map:"+name, op)})
 		}
 		wave := func(k int) (int, int) { return min(k*size, n), min((k+1)*size, n) }
 		// The outcomes of the wave the task waited for, counted once: the
@@ -145,7 +157,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 			return nil, &PermanentError{Err: fmt.Errorf("map %q: progress: %w", name, err)}
 		}
 		return nil, &AwaitChildrenError{Children: children, IDs: ids, Note: string(b)}
-	})
+	}, false)
 	return out, w.wait(err, fmt.Sprintf("workflow.Map %q", name))
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,38 +29,56 @@ import (
 // repeated name would otherwise return the first step's result for a
 // different step.
 func StepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
-	return stepOf(ctx, name, fn, false)
+	return stepOf(ctx, name, OpStep, fn, false)
 }
+
+// StepAs is StepOf for the operation op: the identity a replay compares
+// with the step recorded at the same position (workflow.Step passes
+// "step" and its result's type, so a changed type is a divergence, not a
+// result that fails to decode).
+func StepAs(ctx context.Context, name, op string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	return stepOf(ctx, name, op, fn, false)
+}
+
+// The operations a step records (lease.Step.Op), beside the typed steps
+// of workflow.Step ("step T") and the shaped ones of AllOf ("all N") and
+// MapOf ("map N/C").
+const (
+	OpStep           = "step"
+	OpSleep          = "sleep"
+	OpCondition      = "condition"
+	OpConditionStart = "condition start"
+	OpVersion        = "version"
+)
 
 // stepOf is StepOf; a derived step's result is read from what the task
 // waited for, which every later run reads again while the wait stands, so
 // it is kept unrecorded (in w.steps, counted by w.unrecorded) until a
 // later call or the run's end needs it written (Flush).
-func stepOf(ctx context.Context, name string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
+func stepOf(ctx context.Context, name, op string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
 	if w.att.Tracer() != nil {
 		ctx, span := w.startSpan(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
-		out, err := w.step(ctx, name, fn, derived)
+		out, err := w.step(ctx, name, op, fn, derived)
 		EndRunSpan(span, err)
 		return out, err
 	}
-	return w.step(ctx, name, fn, derived)
+	return w.step(ctx, name, op, fn, derived)
 }
 
 // step is stepOf's work.
-func (w *Workflow) step(ctx context.Context, name string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
+func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
 	w.mu.Lock()
 	if w.called[name] {
 		w.mu.Unlock()
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, ErrStepTwice)}
 	}
-	if r, done := (lease.Task{Steps: w.steps}).StepResult(name); done {
-		w.markCalled(name)
+	if r, done, err := w.replay(name, op); err != nil || done {
 		w.mu.Unlock()
-		return r, nil
+		return r, err
 	}
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, nil); err != nil {
 		w.mu.Unlock()
@@ -90,16 +109,77 @@ func (w *Workflow) step(ctx context.Context, name string, fn func(context.Contex
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
 	if derived {
-		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Result: out})
+		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Op: op, Result: out})
 		w.unrecorded++
+		w.pos = int32(len(w.steps))
 		return out, nil
 	}
-	t, err := w.att.Checkpoint(ctx, w.held, name, out)
+	t, err := w.att.Checkpoint(ctx, w.held, lease.Step{Name: name, Op: op, Result: out})
 	if err != nil {
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
 	w.steps = t.Steps
+	w.pos = int32(len(w.steps))
 	return out, nil
+}
+
+// replay matches the durable call of name and op, this run's next, with
+// the history: the step recorded at the run's position must be the same
+// operation (name, and op when it was recorded with one), and its result
+// is returned (done). At the end of the history (not done), the call is
+// new, and must be the await the task resumes from, if any. Any other
+// call has diverged from the history: the run goes no further (the
+// *DivergedError is returned, and kept for the executor). w.mu is held.
+func (w *Workflow) replay(name, op string) ([]byte, bool, error) {
+	if w.diverged != nil {
+		return nil, false, w.diverged
+	}
+	if int(w.pos) < len(w.steps) {
+		rec := w.steps[w.pos]
+		if rec.Name != name || rec.Op != "" && rec.Op != op {
+			w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: describeOp(rec.Name, rec.Op), Asked: describeOp(name, op)}
+			return nil, false, w.diverged
+		}
+		w.pos++
+		w.markCalled(name)
+		return rec.Result, true, nil
+	}
+	if !w.awaited {
+		if awaited := w.awaitedName(); awaited != "" {
+			if name != "children:"+awaited && name != "map:"+awaited {
+				w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: fmt.Sprintf("the await %q of children, which the task waited for", awaited), Asked: describeOp(name, op)}
+				return nil, false, w.diverged
+			}
+		}
+		w.awaited = true
+	}
+	return nil, false, nil
+}
+
+// describeOp names a step's operation for a divergence's message.
+func describeOp(name, op string) string {
+	switch {
+	case op == "":
+		return fmt.Sprintf("%q", name)
+	case strings.HasPrefix(op, OpStep):
+		return fmt.Sprintf("%s %q", op, name)
+	}
+	return fmt.Sprintf("%q (%s)", name, op)
+}
+
+// DivergedError: a durable call of a run that does not match the history
+// its task recorded (a step renamed, inserted or removed, a result type
+// changed, an await's shape changed, in code deployed while the task was
+// in flight). The run goes no further: the executor holds the task,
+// re-checking it with backoff, until code that matches its history (the
+// old code back, or a change guarded with workflow.Version) replays it.
+type DivergedError struct {
+	Position        int // 1-based, in the task's recorded operations
+	Recorded, Asked string
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("diverged from its history at operation %d: recorded %s, the code asked for %s", e.Position, e.Recorded, e.Asked)
 }
 
 // MaxSleep bounds one SleepOf.
@@ -139,12 +219,12 @@ func sleepWhat(name string) string { return fmt.Sprintf("workflow.Sleep (step %q
 func (w *Workflow) sleep(ctx context.Context, d time.Duration) error {
 	w.mu.Lock()
 	w.sleeps++
-	name := "sleep#" + strconv.Itoa(w.sleeps)
+	name := "sleep#" + strconv.Itoa(int(w.sleeps))
 	w.mu.Unlock()
 	clock := w.att.Clock()
-	raw, err := StepOf(ctx, name, func(context.Context) ([]byte, error) {
+	raw, err := stepOf(ctx, name, OpSleep, func(context.Context) ([]byte, error) {
 		return strconv.AppendInt(nil, clock.Now().Add(d).UnixMilli(), 10), nil
-	})
+	}, false)
 	if err != nil {
 		return err
 	}
@@ -205,9 +285,9 @@ func PollOf(ctx context.Context, name string, p Poll, check func(context.Context
 // poll is PollOf's work, p defaulted and checked.
 func (w *Workflow) poll(ctx context.Context, name string, p Poll, check func(context.Context) ([]byte, bool, error)) ([]byte, error) {
 	clock := w.att.Clock()
-	raw, err := StepOf(ctx, name+"#start", func(context.Context) ([]byte, error) {
+	raw, err := stepOf(ctx, name+"#start", OpConditionStart, func(context.Context) ([]byte, error) {
 		return strconv.AppendInt(nil, clock.Now().UnixMilli(), 10), nil
-	})
+	}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +295,7 @@ func (w *Workflow) poll(ctx context.Context, name string, p Poll, check func(con
 	if err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded start %q is not a time: %w", name+"#start", raw, err)}
 	}
-	out, err := StepOf(ctx, name, func(ctx context.Context) ([]byte, error) {
+	out, err := stepOf(ctx, name, OpCondition, func(ctx context.Context) ([]byte, error) {
 		r, met, err := check(ctx)
 		switch {
 		case err != nil:
@@ -224,7 +304,7 @@ func (w *Workflow) poll(ctx context.Context, name string, p Poll, check func(con
 			return nil, errNotYet
 		}
 		return r, nil
-	})
+	}, false)
 	if !errors.Is(err, errNotYet) {
 		return out, err
 	}
@@ -255,4 +335,55 @@ func (w *Workflow) markCalled(name string) {
 		w.called = map[string]bool{}
 	}
 	w.called[name] = true
+}
+
+// VersionOf is the version of the change called change that this run of
+// the workflow takes: 0 where the task's history was recorded by code
+// from before the change (its next recorded operation is another, or the
+// await it resumes from), and max where the run is new (at the end of its
+// history: recorded then, as the step "version:"+change, so every later
+// run takes it too). A handler branches on it to change code under
+// workflows in flight without diverging from their histories. A second
+// call of the same change in a run returns the first's version.
+func VersionOf(ctx context.Context, change string, max int) (int, error) {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		return 0, ErrNoWorkflow
+	}
+	if err := CheckAwaitName(change); err != nil {
+		return 0, &PermanentError{Err: fmt.Errorf("version: %w", err)}
+	}
+	if max < 1 {
+		return 0, &PermanentError{Err: fmt.Errorf("version %q: max %d, want 1 or more: %w", change, max, lease.ErrInvalid)}
+	}
+	name := "version:" + change
+	w.mu.Lock()
+	if w.diverged != nil {
+		defer w.mu.Unlock()
+		return 0, w.diverged
+	}
+	if r, ok := (lease.Task{Steps: w.steps[:w.pos]}).StepResult(name); ok && w.called[name] {
+		w.mu.Unlock()
+		return strconv.Atoi(string(r))
+	}
+	switch {
+	case int(w.pos) < len(w.steps) && w.steps[w.pos].Name != name,
+		int(w.pos) == len(w.steps) && !w.awaited && w.awaitedName() != "":
+		// The history goes on past this point without the change: the
+		// code that recorded it had not made it.
+		w.mu.Unlock()
+		return 0, nil
+	}
+	w.mu.Unlock()
+	raw, err := stepOf(ctx, name, OpVersion, func(context.Context) ([]byte, error) {
+		return strconv.AppendInt(nil, int64(max), 10), nil
+	}, false)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(string(raw))
+	if err != nil {
+		return 0, &PermanentError{Err: fmt.Errorf("step %q: recorded version %q is not a number: %w", name, raw, err)}
+	}
+	return v, nil
 }

@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/jonboulle/clockwork"
@@ -47,14 +48,22 @@ type Workflow struct {
 	steps []lease.Step // as the last checkpoint left them, then unrecorded
 	// unrecorded counts the steps at the end of steps that this run
 	// derived but has not written (AllOf's outcomes): Flush writes them.
-	unrecorded int
+	unrecorded int32
 	// called holds the step names this run has called whose call has not
 	// failed: running, recorded or replayed. A second call of one of them
 	// is a programming error (ErrStepTwice).
 	called map[string]bool
 	// sleeps counts this run's SleepOf calls: the n-th is the step
 	// "sleep#n".
-	sleeps int
+	sleeps int32
+	// pos is the position in steps of the run's next durable call
+	// (replay). awaited says the run's first new call was the await of
+	// children the task resumed from (awaitedName), as it must be.
+	// diverged is the run's divergence from the history, nil for none.
+	// (Sized to keep the executor's record in its size class.)
+	pos      int32
+	awaited  bool
+	diverged *DivergedError
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
 	// handler that then returns success has dropped it (UnreturnedWait).
@@ -73,7 +82,7 @@ type Attempt interface {
 	Trusted(ctx context.Context) error
 	// Checkpoint records the step name's result under the lease l, in one
 	// write bounded by the call timeout, and returns the task as written.
-	Checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error)
+	Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error)
 	// ReadTasks reads the tasks ids; one that does not exist has only its
 	// ID.
 	ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error)
@@ -88,6 +97,47 @@ type Attempt interface {
 // waited for (nil: it did not wait). It forgets the previous run's state.
 func (w *Workflow) Start(att Attempt, held lease.Lease, steps []lease.Step, note string, results *WaitResults) {
 	*w = Workflow{att: att, held: held, steps: steps, note: note, results: results}
+}
+
+// awaitedName names the await of children the task resumed from (their
+// outcomes read, not recorded yet), "" for none. Named awaits (AllOf,
+// MapOf) give their children the ids PARENT/NAME/i; the unnamed ids of
+// older versions name nothing.
+func (w *Workflow) awaitedName() string {
+	r := w.results
+	if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) == 0 {
+		return ""
+	}
+	rest, _ := strings.CutPrefix(r.Tasks[0].ID, w.held.TaskID+"/")
+	if name, _, ok := strings.Cut(rest, "/"); ok && CheckAwaitName(name) == nil {
+		return name
+	}
+	return ""
+}
+
+// diverge keeps e as the run's divergence and returns it.
+func (w *Workflow) diverge(e *DivergedError) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.diverged == nil {
+		w.diverged = e
+	}
+	return w.diverged
+}
+
+// position is the run's position in its history.
+func (w *Workflow) position() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return int(w.pos)
+}
+
+// Diverged returns the run's divergence from its task's history, nil for
+// none: whatever the handler returned, the executor holds the task.
+func (w *Workflow) Diverged() *DivergedError {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.diverged
 }
 
 // Steps returns the steps as the last checkpoint left them, and those
@@ -112,8 +162,8 @@ func (w *Workflow) Flush(ctx context.Context) error {
 // flush is Flush's work; w.mu is held.
 func (w *Workflow) flush(ctx context.Context) error {
 	for w.unrecorded > 0 {
-		s := w.steps[len(w.steps)-w.unrecorded]
-		if _, err := w.att.Checkpoint(ctx, w.held, s.Name, s.Result); err != nil {
+		s := w.steps[len(w.steps)-int(w.unrecorded)]
+		if _, err := w.att.Checkpoint(ctx, w.held, s); err != nil {
 			return fmt.Errorf("step %q: could not record its result: %w", s.Name, err)
 		}
 		w.unrecorded--

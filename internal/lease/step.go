@@ -8,7 +8,13 @@ import (
 // Step is one checkpointed step of a task's handler (Store.Checkpoint): its
 // name and result, kept across attempts so a retried handler skips it.
 type Step struct {
-	Name   string
+	Name string
+	// Op is the durable operation that recorded the step, and the shape
+	// that identifies it ("step", "sleep 1h0m0s", "map 100/10", ...):
+	// a replay that asks for another operation at the step's position
+	// has diverged from the history. "" for a step recorded before
+	// operations were identified, which matches by name alone.
+	Op     string
 	Result []byte
 }
 

@@ -86,7 +86,7 @@ type Store interface {
 	EndWait(ctx context.Context, e WaitEnd) (Task, error)
 	// Checkpoint records a step's result under l, only while l is held:
 	// the handler's later attempts find it (Task.Steps) and skip the step.
-	Checkpoint(ctx context.Context, l Lease, step string, result []byte) (Task, error)
+	Checkpoint(ctx context.Context, l Lease, st Step) (Task, error)
 
 	// CreateCancelled persists a placeholder for id, a child of parent
 	// that has no item yet: CANCELLED with reason, no kind, no payload,

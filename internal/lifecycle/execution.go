@@ -35,6 +35,10 @@ const (
 	// OutcomeHeld: the kind's concurrency limit was reached; released for
 	// later without using an attempt (Config.KindConcurrency).
 	OutcomeHeld Outcome = "held"
+	// OutcomeDiverged: a workflow's run did not match its recorded
+	// history (code changed under it); the task is held PENDING, without
+	// using an attempt, and checked again with backoff.
+	OutcomeDiverged Outcome = "diverged"
 )
 
 // OutcomeSuspended: the attempt parked the task WAITING for its children or

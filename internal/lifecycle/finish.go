@@ -31,6 +31,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		x.log.warn("lease lost; the result of this attempt is discarded")
 		x.observe(OutcomeLeaseLost, elapsed)
 		return x.lost(ctx, cause)
+	case x.running.finished && x.flow.ctx.Diverged() != nil:
+		// Whatever the handler returned after a durable call diverged
+		// (its error, or success if it dropped it): its task is held.
+		return x.hold(ctx, x.flow.ctx.Diverged())
 	case x.running.finished && res.err == nil && x.flow.ctx.UnreturnedWait() != "":
 		// A wait asked for and not returned: the handler went on past it,
 		// so its success is not the workflow's. A programming error, which
@@ -81,6 +85,30 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		x.log.error("handler panicked", "panic", fmt.Sprint(panicked.Value), "stack", string(panicked.Stack))
 	}
 	return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+}
+
+// Holding a diverged workflow: the first check again after
+// MinDivergedHold, doubling with each hold up to MaxDivergedHold, so that a
+// rollback lets held tasks go on within the hour and a task held for days
+// costs a claim and a release an hour.
+const (
+	MinDivergedHold = time.Minute
+	MaxDivergedHold = time.Hour
+)
+
+// hold releases a task whose run diverged from its history: PENDING, its
+// attempt handed back, with the divergence as its error, checked again
+// after a backoff. The run stopped at the divergence, before any side
+// effect of the code that diverged; what it derived is left unrecorded.
+func (x *execution) hold(ctx context.Context, d *durable.DivergedError) State {
+	delay := MaxDivergedHold
+	if n := x.task.Snoozes; n < 6 {
+		delay = min(MinDivergedHold<<n, MaxDivergedHold)
+	}
+	runAt := x.cfg.Clock.Now().Add(delay)
+	x.log.warn("workflow diverged from its history: held", "position", d.Position, "recorded", d.Recorded, "asked", d.Asked, "again_in", delay.String())
+	msg := fmt.Sprintf("held: %s; checked again at %s (deploy code that matches the history, or guard the change with workflow.Version)", d.Error(), runAt.UTC().Format(time.RFC3339))
+	return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: msg, RefundAttempt: true}, OutcomeDiverged)
 }
 
 // flushDerived writes the steps the run derived from its wait and left

@@ -333,12 +333,12 @@ func (x *execution) leaseGone() bool {
 
 // Checkpoint records a step of the running handler under this attempt's
 // lease (durable.Attempt), in StateStepping.
-func (x *execution) Checkpoint(ctx context.Context, l lease.Lease, name string, result []byte) (lease.Task, error) {
+func (x *execution) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
 	stepping(true)
 	defer stepping(false)
 	cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
 	defer cancel()
-	return x.cfg.Store.Checkpoint(cctx, l, name, result)
+	return x.cfg.Store.Checkpoint(cctx, l, st)
 }
 
 // ReadTasks reads the tasks ids for the running handler (durable.Attempt).

@@ -18,9 +18,9 @@ type countingCheckpoints struct {
 	n atomic.Int32
 }
 
-func (c *countingCheckpoints) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
+func (c *countingCheckpoints) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
 	c.n.Add(1)
-	return c.Store.Checkpoint(ctx, l, step, result)
+	return c.Store.Checkpoint(ctx, l, st)
 }
 
 // stepsEnv is an env whose handler "steps" runs one step per result in

@@ -70,7 +70,10 @@ const (
 	TasksUnknownKind = "TasksUnknownKind"
 	// TasksHeld counts releases of tasks whose kind was at its concurrency
 	// limit, or whose queue's rate window was full (no attempt used).
-	TasksHeld       = "TasksHeld"
+	TasksHeld = "TasksHeld"
+	// TasksDiverged counts runs of workflows that diverged from their
+	// recorded history (code deployed under them): each holds its task.
+	TasksDiverged   = "TasksDiverged"
 	HandlerDuration = "HandlerDuration"
 )
 
@@ -107,6 +110,7 @@ var outcomeMetric = map[lifecycle.Outcome]string{
 	lifecycle.OutcomeLeaseLost:   LeasesLost,
 	lifecycle.OutcomeUnknownKind: TasksUnknownKind,
 	lifecycle.OutcomeHeld:        TasksHeld,
+	lifecycle.OutcomeDiverged:    TasksDiverged,
 }
 
 // EMF writes one EMF line per attempt to a writer, when the attempt ends.

@@ -150,6 +150,7 @@ func TestEndedLines(t *testing.T) {
 		lifecycle.OutcomeLeaseLost:   "LeasesLost",
 		lifecycle.OutcomeUnknownKind: "TasksUnknownKind",
 		lifecycle.OutcomeHeld:        "TasksHeld",
+		lifecycle.OutcomeDiverged:    "TasksDiverged",
 	}
 	for outcome, counter := range outcomes {
 		t.Run(string(outcome), func(t *testing.T) {

@@ -37,10 +37,15 @@ type ClientConfig[M any] struct {
 	// resolved with GetQueueUrl on first use. The Queue of one task's
 	// Submission overrides it.
 	KindQueues map[string]string
-	// MaxAttempts is the max attempts of a task enqueued without the
-	// MaxAttempts option, as WorkerConfig's is of an inline token that
-	// names none (0: settings.Default().MaxAttempts, 5; at most 100).
+	// MaxAttempts is the max attempts of a task enqueued with none (a
+	// Submission's MaxAttempts of 0), as WorkerConfig's is of an inline
+	// token that names none (0: settings.Default().MaxAttempts, 5; at most
+	// 100).
 	MaxAttempts int
+	// WaitPoll is the longest pause between two reads of a task in
+	// Client.Wait and Result, which start at 100ms (or WaitPoll, if
+	// shorter) and double up to it (0: 2s).
+	WaitPoll time.Duration
 	// CallTimeout bounds each call to DynamoDB or SQS (0:
 	// settings.Default().ClientCallTimeout, 10s).
 	CallTimeout time.Duration

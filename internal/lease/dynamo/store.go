@@ -832,7 +832,11 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 }
 
 func stepItem(s lease.Step) types.AttributeValue {
-	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"name": avS(s.Name), "result": avS(string(s.Result))}}
+	m := map[string]types.AttributeValue{"name": avS(s.Name), "result": avS(string(s.Result))}
+	if s.Op != "" {
+		m["op"] = avS(s.Op)
+	}
+	return &types.AttributeValueMemberM{Value: m}
 }
 
 // avList encodes ids as a list of strings.
@@ -937,7 +941,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
 	}
 	for _, e := range d.maps(AttrSteps) {
-		st := lease.Step{Name: e.str("name"), Result: []byte(e.str("result"))}
+		st := lease.Step{Name: e.str("name"), Op: e.str("op"), Result: []byte(e.str("result"))}
 		if e.err != nil {
 			d.err = fmt.Errorf("steps: %w", e.err)
 		}

@@ -598,7 +598,7 @@ func TestDynamoCheckpointRecordsAStepOnceUnderALostResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	losing.LoseNext("DynamoDB_20120810.UpdateItem", `"s2"`)
-	got, err := store.Checkpoint(ctx, held.LeaseOf(), "s2", []byte(`"two"`))
+	got, err := store.Checkpoint(ctx, held.LeaseOf(), lease.Step{Name: "s2", Result: []byte(`"two"`)})
 	if losing.Dropped() != 1 {
 		t.Fatalf("%d responses dropped, want 1", losing.Dropped())
 	}

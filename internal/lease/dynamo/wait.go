@@ -273,12 +273,13 @@ var errStepRecorded = errors.New("step recorded")
 // retry of a checkpoint whose response was lost, or a second checkpoint of
 // the step, finds it recorded and returns the task without appending it
 // again.
-func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
+func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
 	if err := l.Validate(); err != nil {
 		return lease.Task{}, fmt.Errorf("checkpoint: %w", err)
 	}
+	step := st.Name
 	values := heldValues(l)
-	appendSet := appendStep(values, lease.Step{Name: step, Result: result})
+	appendSet := appendStep(values, st)
 	values[":step_name"] = avS(step)
 	var seen lease.Task
 	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name)",

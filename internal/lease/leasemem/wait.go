@@ -162,10 +162,10 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 }
 
 // Checkpoint implements lease.Store.
-func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, step string, result []byte) (lease.Task, error) {
+func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
 	return s.underLease(ctx, "checkpoint", l, nil, func(rec *lease.Task, _ time.Time) {
-		if _, dup := rec.StepResult(step); !dup {
-			rec.Steps = append(rec.Steps, lease.Step{Name: step, Result: bytes.Clone(result)})
+		if _, dup := rec.StepResult(st.Name); !dup {
+			rec.Steps = append(rec.Steps, lease.Step{Name: st.Name, Op: st.Op, Result: bytes.Clone(st.Result)})
 		}
 	})
 }

@@ -94,7 +94,7 @@ func testCallbackTimeoutRetries(t *testing.T, newStore NewStoreFunc) {
 func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 	e := setup(t, newStore)
 	held := e.createClaimed(e.newTask(), "w1")
-	if _, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), "before", []byte(`1`)); err != nil {
+	if _, err := e.store.Checkpoint(e.ctx, held.LeaseOf(), lease.Step{Name: "before", Result: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	nonce := lease.ResumableNonce("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "callback:approval")
@@ -143,7 +143,7 @@ func testResumableCallback(t *testing.T, newStore NewStoreFunc) {
 	if again.Attempt != waiting.Attempt {
 		t.Fatalf("the run after the answer is attempt %d, want the same attempt %d", again.Attempt, waiting.Attempt)
 	}
-	if _, err := e.store.Checkpoint(e.ctx, again.LeaseOf(), "callback:approval", []byte(`2`)); err != nil {
+	if _, err := e.store.Checkpoint(e.ctx, again.LeaseOf(), lease.Step{Name: "callback:approval", Result: []byte(`2`)}); err != nil {
 		t.Fatalf("checkpoint of the recorded answer's step: %v", err)
 	}
 	if again, _ = e.store.Get(e.ctx, again.ID); len(again.Steps) != 2 {

@@ -166,7 +166,7 @@ func (c *churn) run(ctx context.Context, held lease.Task, rng *rand.Rand) bool {
 		switch {
 		case rng.IntN(2) == 0 && len(held.Steps) < lease.MaxSteps/2:
 			step := fmt.Sprintf("s%d", c.steps.Add(1))
-			if _, err := c.a.store.Checkpoint(ctx, held.LeaseOf(), step, []byte(`1`)); err != nil {
+			if _, err := c.a.store.Checkpoint(ctx, held.LeaseOf(), lease.Step{Name: step, Result: []byte(`1`)}); err != nil {
 				c.fail("checkpoint", err)
 				return true
 			}
