@@ -564,3 +564,61 @@ func TestMapOnTheStack(t *testing.T) {
 		t.Errorf("mapper: %s in attempt %d, fence %d; want 70210 in attempt 1 after 3 resumes", got.Result, got.Attempt, got.Fence)
 	}
 }
+
+// A divergence on the stack (issue 35): a step renamed under a task in
+// flight holds the task PENDING with the divergence as its error, the
+// renamed step never running; the old code back, the task's next check
+// (a minute later) replays its history and it succeeds, each step having
+// run once. The steps on the table keep the operation that recorded them.
+func TestDivergenceOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	var code atomic.Int32
+	code.Store(1)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(name string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[name]++
+			return name, nil
+		}
+	}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "versioned", func(ctx context.Context, _ *leasehold.Task[any]) (string, error) {
+		summary := map[int32]string{1: "summarize", 2: "summarise"}[code.Load()]
+		if _, err := workflow.Step(ctx, summary, count(summary)); err != nil {
+			return "", err
+		}
+		if err := workflow.Sleep(ctx, 4*time.Second); err != nil {
+			return "", err
+		}
+		return workflow.Step(ctx, "send", count("send"))
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(4*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "versioned", ID: "deployed-under"}); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 60*time.Second, func() bool { return len(e.get(t, "deployed-under").Steps) == 2 })
+	code.Store(2) // a deploy renames the step
+	e.pump(t, w, 60*time.Second, func() bool { return strings.HasPrefix(e.get(t, "deployed-under").Error, "held: diverged") })
+	held := e.get(t, "deployed-under")
+	if held.Status != lease.StatusPending || held.Attempt != 0 && held.Attempt != 1 || len(held.Steps) != 2 ||
+		!strings.Contains(held.Error, `at operation 1: recorded step string "summarize", the code asked for step string "summarise"`) {
+		t.Fatalf("held: %s attempt %d, steps %d, error %q", held.Status, held.Attempt, len(held.Steps), held.Error)
+	}
+	if held.Steps[0].Op != "step string" || held.Steps[1].Op != "sleep" {
+		t.Errorf("recorded operations %q, %q; want step string and sleep", held.Steps[0].Op, held.Steps[1].Op)
+	}
+	code.Store(1) // and the next deploy brings the old code back
+	e.pump(t, w, 150*time.Second, func() bool { return e.status(t, "deployed-under") == lease.StatusSucceeded })
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["summarize"] != 1 || runs["summarise"] != 0 || runs["send"] != 1 {
+		t.Errorf("step runs %v; want summarize and send once, summarise never", runs)
+	}
+}

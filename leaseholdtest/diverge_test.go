@@ -274,3 +274,29 @@ func TestVersionGuardsAChange(t *testing.T) {
 		t.Errorf("side effects: summarize %d, validate %d, summarise %d, send %d; want 1, 1, 1, 2", c.get("summarize"), c.get("validate"), c.get("summarise"), c.get("send"))
 	}
 }
+
+// TestHeldTaskBacksOff: each check of a held task that still diverges
+// waits twice as long as the one before (1 minute, 2, 4, ... an hour), its
+// error counting the checks.
+func TestHeldTaskBacksOff(t *testing.T) {
+	hs := leasehold.NewHandlers()
+	d := &deploy{}
+	leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
+		name := map[int32]string{1: "summarize", 2: "summarise"}[d.v.Load()]
+		if _, err := workflow.Step(ctx, name, func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return "", err
+		}
+		return "done", workflow.Sleep(ctx, time.Hour)
+	})
+	env := leaseholdtest.New(t, hs)
+	id, _ := inFlight(t, env, d, "flow")
+	for check, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		if check > 0 {
+			mustRun(t, env) // checks it again: still the other code
+		}
+		got := mustTask(t, env, id)
+		if want := fmt.Sprintf("; check %d of the hold, the next at ", check+1); !strings.Contains(got.Error, want) || got.RunAt.Sub(env.Clock().Now()) != wait {
+			t.Fatalf("check %d: error %q, next run in %s; want %q and %s", check+1, got.Error, got.RunAt.Sub(env.Clock().Now()), want, wait)
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -96,18 +99,29 @@ const (
 	MaxDivergedHold = time.Hour
 )
 
+// heldCheck reads the number of a held task's last check from its error.
+var heldCheck = regexp.MustCompile(`; check (\d+) of the hold, the next at `)
+
 // hold releases a task whose run diverged from its history: PENDING, its
 // attempt handed back, with the divergence as its error, checked again
 // after a backoff. The run stopped at the divergence, before any side
 // effect of the code that diverged; what it derived is left unrecorded.
 func (x *execution) hold(ctx context.Context, d *durable.DivergedError) State {
+	// The task's error counts its checks while held: the n-th waits
+	// MinDivergedHold<<(n-1), at most MaxDivergedHold.
+	check := 1
+	if m := heldCheck.FindStringSubmatch(x.task.Error); m != nil && strings.HasPrefix(x.task.Error, "held: diverged") {
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
+			check = n + 1
+		}
+	}
 	delay := MaxDivergedHold
-	if n := x.task.Snoozes; n < 6 {
-		delay = min(MinDivergedHold<<n, MaxDivergedHold)
+	if check <= 6 {
+		delay = min(MinDivergedHold<<(check-1), MaxDivergedHold)
 	}
 	runAt := x.cfg.Clock.Now().Add(delay)
-	x.log.warn("workflow diverged from its history: held", "position", d.Position, "recorded", d.Recorded, "asked", d.Asked, "again_in", delay.String())
-	msg := fmt.Sprintf("held: %s; checked again at %s (deploy code that matches the history, or guard the change with workflow.Version)", d.Error(), runAt.UTC().Format(time.RFC3339))
+	x.log.warn("workflow diverged from its history: held", "position", d.Position, "recorded", d.Recorded, "asked", d.Asked, "check", check, "again_in", delay.String())
+	msg := fmt.Sprintf("held: %s; check %d of the hold, the next at %s (deploy code that matches the history, or guard the change with workflow.Version)", d.Error(), check, runAt.UTC().Format(time.RFC3339))
 	return x.reschedule(ctx, lease.Release{Status: lease.StatusPending, RunAt: runAt, Error: msg, RefundAttempt: true}, OutcomeDiverged)
 }
 
