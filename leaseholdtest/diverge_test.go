@@ -300,3 +300,148 @@ func TestHeldTaskBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionPatterns (issue 35, point 2): the common changes of
+// docs/versioning.md, each guarded by workflow.Version and deployed under
+// a task in flight: the task finishes along its old path with no
+// divergence and every recorded step once; a new task takes the new path.
+func TestVersionPatterns(t *testing.T) {
+	type pattern struct {
+		name string
+		// code is the workflow under code version v; it runs step for
+		// each side effect.
+		code    func(ctx context.Context, v int32, step func(name string) error, effect func(name string)) (string, error)
+		oldPath string // the result of the task in flight
+		newPath string // the result of a new task
+	}
+	sleep := func(ctx context.Context) error { return workflow.Sleep(ctx, time.Hour) }
+	guard := func(ctx context.Context, v int32, change string) (int, error) {
+		if v == 1 {
+			return 0, nil // the old code has no guard
+		}
+		return workflow.Version(ctx, change, 1)
+	}
+	patterns := []pattern{
+		{"remove a step", func(ctx context.Context, v int32, step func(string) error, effect func(string)) (string, error) {
+			if err := step("a"); err != nil {
+				return "", err
+			}
+			ver, err := guard(ctx, v, "drop-b")
+			if err != nil {
+				return "", err
+			}
+			out := "without b"
+			if ver == 0 {
+				if err := step("b"); err != nil {
+					return "", err
+				}
+				out = "with b"
+			}
+			if err := sleep(ctx); err != nil {
+				return "", err
+			}
+			return out, step("c")
+		}, "with b", "without b"},
+		{"change a step's result type", func(ctx context.Context, v int32, step func(string) error, effect func(string)) (string, error) {
+			ver, err := guard(ctx, v, "count-struct")
+			if err != nil {
+				return "", err
+			}
+			out := ""
+			if ver >= 1 {
+				r, err := workflow.Step(ctx, "count-v2", func(context.Context) (struct{ N int }, error) { effect("count-v2"); return struct{ N int }{3}, nil })
+				if err != nil {
+					return "", err
+				}
+				out = fmt.Sprint("struct ", r.N)
+			} else {
+				r, err := workflow.Step(ctx, "count", func(context.Context) (int, error) { effect("count"); return 3, nil })
+				if err != nil {
+					return "", err
+				}
+				out = fmt.Sprint("int ", r)
+			}
+			return out, sleep(ctx)
+		}, "int 3", "struct 3"},
+		{"reshape a map", func(ctx context.Context, v int32, step func(string) error, effect func(string)) (string, error) {
+			ver, err := guard(ctx, v, "bigger-waves")
+			if err != nil {
+				return "", err
+			}
+			name, n, conc := "items", 30, 10
+			if ver >= 1 {
+				name, n, conc = "items-v2", 20, 20
+			}
+			res, err := workflow.Map(ctx, name, n, func(int) workflow.Child { return workflow.Child{Kind: "slow"} }, workflow.MapOptions{MaxConcurrency: conc})
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprint(name, " ", res.Succeeded), step("send")
+		}, "items 30", "items-v2 20"},
+		{"insert a sleep before another", func(ctx context.Context, v int32, step func(string) error, effect func(string)) (string, error) {
+			if err := step("a"); err != nil {
+				return "", err
+			}
+			ver, err := guard(ctx, v, "cool-down")
+			if err != nil {
+				return "", err
+			}
+			out := "one sleep"
+			if ver >= 1 {
+				if err := workflow.Sleep(ctx, 5*time.Minute); err != nil {
+					return "", err
+				}
+				out = "two sleeps"
+			}
+			if err := sleep(ctx); err != nil {
+				return "", err
+			}
+			return out, step("c")
+		}, "one sleep", "two sleeps"},
+	}
+	for _, p := range patterns {
+		t.Run(p.name, func(t *testing.T) {
+			hs := leasehold.NewHandlers()
+			d, c := &deploy{}, &counter{}
+			leasehold.Handle(hs, "flow", func(ctx context.Context, task *leasehold.Task[struct{}]) (string, error) {
+				effect := func(name string) { c.add(task.ID + " " + name) }
+				step := func(name string) error {
+					_, err := workflow.Step(ctx, name, func(context.Context) (string, error) { effect(name); return name, nil })
+					return err
+				}
+				return p.code(ctx, d.v.Load(), step, effect)
+			})
+			leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+			env := leaseholdtest.New(t, hs)
+			d.v.Store(1)
+			old := mustEnqueue(t, env, leasehold.Submission{Kind: "flow", ID: "old"})
+			// The first run, in flight at its sleep; a map, after its first
+			// wave of ten and the run that counts it.
+			env.SetMaxDeliveries(map[bool]int{true: 12, false: 1}[p.name == "reshape a map"])
+			if err := env.Run(); !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
+				t.Fatalf("Run under code 1: %v, want it stopped in flight", err)
+			}
+			if got := mustTask(t, env, old); got.Status == leasehold.StatusSucceeded {
+				t.Fatalf("the task ended under code 1")
+			}
+			d.v.Store(2)
+			env.SetMaxDeliveries(10000)
+			mustRun(t, env)
+			got := mustTask(t, env, old)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != fmt.Sprintf("%q", p.oldPath) {
+				t.Fatalf("the task in flight: %s %s %q, want SUCCEEDED %q", got.Status, got.Result, got.Error, p.oldPath)
+			}
+			fresh := mustEnqueue(t, env, leasehold.Submission{Kind: "flow", ID: "new"})
+			mustRun(t, env)
+			got = mustTask(t, env, fresh)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != fmt.Sprintf("%q", p.newPath) {
+				t.Fatalf("a new task: %s %s %q, want SUCCEEDED %q", got.Status, got.Result, got.Error, p.newPath)
+			}
+			for name, n := range c.all() {
+				if n != 1 {
+					t.Errorf("%s ran %d times, want once", name, n)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,13 @@ func (c *counter) get(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[name]
+}
+
+// all returns a copy of the counts.
+func (c *counter) all() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }
 
 func mustEnqueue(t *testing.T, env *leaseholdtest.Env, s leasehold.Submission) string {
