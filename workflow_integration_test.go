@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,16 +279,7 @@ func TestSleepOnTheStack(t *testing.T) {
 	e := setupStack(t)
 	c := newClientOn(t, e)
 	const nap = 8 * time.Second
-	var mu sync.Mutex
-	runs := map[string]int{}
-	count := func(name string) func(context.Context) (string, error) {
-		return func(context.Context) (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			runs[name]++
-			return name, nil
-		}
-	}
+	count, runsOf := stepCounter()
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "sleeper", func(ctx context.Context, _ *leasehold.Task[any]) (string, error) {
 		if _, err := workflow.Step(ctx, "before", count("before")); err != nil {
@@ -314,8 +306,7 @@ func TestSleepOnTheStack(t *testing.T) {
 	if string(got.Result) != `"after"` || got.Attempt != 1 || len(got.Steps) != 3 || got.Steps[1].Name != "sleep#1" {
 		t.Errorf("task: result %s, attempt %d, steps %+v; want \"after\" in attempt 1 with before, sleep#1, after", got.Result, got.Attempt, got.Steps)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	runs := runsOf()
 	if runs["before"] != 1 || runs["after"] != 1 {
 		t.Errorf("step runs %v, want each once", runs)
 	}
@@ -576,16 +567,7 @@ func TestDivergenceOnTheStack(t *testing.T) {
 	c := newClientOn(t, e)
 	var code atomic.Int32
 	code.Store(1)
-	var mu sync.Mutex
-	runs := map[string]int{}
-	count := func(name string) func(context.Context) (string, error) {
-		return func(context.Context) (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			runs[name]++
-			return name, nil
-		}
-	}
+	count, runsOf := stepCounter()
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "versioned", func(ctx context.Context, _ *leasehold.Task[any]) (string, error) {
 		summary := map[int32]string{1: "summarize", 2: "summarise"}[code.Load()]
@@ -616,9 +598,29 @@ func TestDivergenceOnTheStack(t *testing.T) {
 	}
 	code.Store(1) // and the next deploy brings the old code back
 	e.pump(t, w, 150*time.Second, func() bool { return e.status(t, "deployed-under") == lease.StatusSucceeded })
-	mu.Lock()
-	defer mu.Unlock()
+	runs := runsOf()
 	if runs["summarize"] != 1 || runs["summarise"] != 0 || runs["send"] != 1 {
 		t.Errorf("step runs %v; want summarize and send once, summarise never", runs)
 	}
+}
+
+// stepCounter returns a step function maker that counts each step's runs
+// by name, and a reader of the counts.
+func stepCounter() (count func(name string) func(context.Context) (string, error), runs func() map[string]int) {
+	var mu sync.Mutex
+	n := map[string]int{}
+	count = func(name string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n[name]++
+			return name, nil
+		}
+	}
+	runs = func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(n)
+	}
+	return count, runs
 }

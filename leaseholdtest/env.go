@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -173,14 +174,11 @@ func (o observer) Ended(a lifecycle.Ended) {
 // RUNNING) and not held for a divergence from their history.
 func (e *Env) liveNotHeld() []string {
 	e.mu.Lock()
-	held := len(e.diverged)
+	held := maps.Clone(e.diverged)
 	e.mu.Unlock()
 	var out []string
-	for _, id := range e.store.Live(held + 5) {
-		e.mu.Lock()
-		h := e.diverged[id]
-		e.mu.Unlock()
-		if !h && len(out) < 5 {
+	for _, id := range e.store.Live(len(held) + 5) {
+		if !held[id] && len(out) < 5 {
 			out = append(out, id)
 		}
 	}

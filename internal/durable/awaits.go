@@ -3,6 +3,7 @@ package durable
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -67,6 +68,20 @@ func ChildIDIn(parent, name string, i int) string {
 // childPrefix is what the ids of the await called name of parent start
 // with (ChildIDIn).
 func childPrefix(parent, name string) string { return parent + "/" + name + "/" }
+
+// AwaitNameOf is the name of the await whose child has the id child, of
+// the task parent (ChildIDIn), and "" for an id of another form (the
+// unnamed ChildID of older versions, or not parent's child).
+func AwaitNameOf(parent, child string) string {
+	rest, ok := strings.CutPrefix(child, parent+"/")
+	if !ok {
+		return ""
+	}
+	if name, _, ok := strings.Cut(rest, "/"); ok && CheckAwaitName(name) == nil {
+		return name
+	}
+	return ""
+}
 
 // CheckAwaitName checks the name of a named await (AllOf, CallbackOf):
 // 1 to 32 letters, digits, '-', '_' or '.', starting with a letter.

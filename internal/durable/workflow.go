@@ -17,7 +17,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/jonboulle/clockwork"
@@ -108,11 +107,7 @@ func (w *Workflow) awaitedName() string {
 	if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) == 0 {
 		return ""
 	}
-	rest, _ := strings.CutPrefix(r.Tasks[0].ID, w.held.TaskID+"/")
-	if name, _, ok := strings.Cut(rest, "/"); ok && CheckAwaitName(name) == nil {
-		return name
-	}
-	return ""
+	return AwaitNameOf(w.held.TaskID, r.Tasks[0].ID)
 }
 
 // diverge keeps e as the run's divergence and returns it.

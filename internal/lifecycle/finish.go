@@ -57,7 +57,8 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.retryOrFail(ctx, errNotStarted.Error(), 0, OutcomeReleased)
 	}
 	err := res.err
-	if steer, _ := SteerOf(err); steer != SteerCancel && steer != SteerFail {
+	steer, delay := SteerOf(err)
+	if steer != SteerCancel && steer != SteerFail {
 		// The task goes on: a later run replays what this one derived.
 		x.flushDerived()
 	}
@@ -73,7 +74,6 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		x.flow.callback = callback
 		return StateAwaitingCallback
 	}
-	steer, delay := SteerOf(err)
 	switch steer {
 	case SteerSnooze:
 		runAt := x.cfg.Clock.Now().Add(delay)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -101,12 +100,12 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 	if t.Wait == lease.WaitChildren {
 		// The children of a named await whose outcomes are recorded (durable.AllOf)
 		// are not read again.
-		rest, _ := strings.CutPrefix(t.WaitFor[0], t.ID+"/")
-		name, _, _ := strings.Cut(rest, "/")
-		_, all := t.StepResult("children:" + name)
-		_, mapped := t.StepResult("map:" + name)
-		if (all || mapped) && durable.CheckAwaitName(name) == nil && strings.HasPrefix(t.WaitFor[0], t.ID+"/"+name+"/") {
-			return nil, nil
+		if name := durable.AwaitNameOf(t.ID, t.WaitFor[0]); name != "" {
+			_, all := t.StepResult("children:" + name)
+			_, mapped := t.StepResult("map:" + name)
+			if all || mapped {
+				return nil, nil
+			}
 		}
 	}
 	tasks, err := readTasks(x.detached, x.cfg, t.WaitFor)
