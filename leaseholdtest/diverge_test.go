@@ -44,12 +44,78 @@ func inFlight(t *testing.T, env *leaseholdtest.Env, d *deploy, kind string) (str
 // as its error; deploying the old code back lets it finish, no recorded
 // step running twice.
 func TestDivergenceHoldsTheTask(t *testing.T) {
-	type change struct {
-		name string
-		// code runs the workflow under code version v.
-		code func(ctx context.Context, v int32, c *counter) (string, error)
-		want string // in the held task's error
+	for _, ch := range divergingChanges() {
+		t.Run(ch.name, func(t *testing.T) {
+			hs := leasehold.NewHandlers()
+			d, c := &deploy{}, &counter{}
+			leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
+				return ch.code(ctx, d.v.Load(), c)
+			})
+			leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+			env := leaseholdtest.New(t, hs)
+			if ch.name == "the awaited callback renamed" {
+				d.v.Store(1)
+				id := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})
+				mustRun(t, env)
+				tok, err := env.CallbackToken(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := env.CompleteCallback(tok, "yes"); err != nil {
+					t.Fatal(err)
+				}
+				d.v.Store(2)
+				mustRun(t, env)
+				checkHeld(t, env, id, ch.want, c, map[string]int{"summarize": 1, "asked": 1, "send": 0})
+				d.v.Store(1)
+				mustRun(t, env)
+				checkDone(t, env, id, c, map[string]int{"summarize": 1, "asked": 1, "send": 1})
+				return
+			}
+			if ch.name == "a map reshaped between its waves" {
+				// Stop the map after its first wave: one Run delivers the
+				// parent and its first ten children, then stops.
+				d.v.Store(1)
+				env.SetMaxDeliveries(12)
+				id := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})
+				if err := env.Run(); err == nil {
+					t.Fatal("Run under the bound finished the map")
+				}
+				env.SetMaxDeliveries(10000)
+				d.v.Store(2)
+				mustRun(t, env)
+				checkHeld(t, env, id, ch.want, c, map[string]int{"send": 0})
+				d.v.Store(1)
+				mustRun(t, env)
+				got := checkDone(t, env, id, c, map[string]int{"send": 1})
+				if string(got.Result) != `"50"` {
+					t.Errorf("map result %s, want all 50 children counted once", got.Result)
+				}
+				return
+			}
+			id, _ := inFlight(t, env, d, "flow")
+			checkHeld(t, env, id, ch.want, c, nil)
+			before := map[string]int{"summarize": c.get("summarize"), "count": c.get("count")}
+			d.v.Store(1) // the old code back
+			mustRun(t, env)
+			checkDone(t, env, id, c, map[string]int{"summarize": before["summarize"], "count": before["count"], "send": 1, "validate": 0, "summarise": 0})
+		})
 	}
+}
+
+// codeChange is a change of a workflow's code under tasks in flight that
+// their histories contradict.
+type codeChange struct {
+	name string
+	// code runs the workflow under code version v.
+	code func(ctx context.Context, v int32, c *counter) (string, error)
+	want string // in the held task's error
+}
+
+// divergingChanges are the changes of TestDivergenceHoldsTheTask (and of
+// the replay check's tests): each one is what issue 35 saw run silently.
+func divergingChanges() []codeChange {
+	type change = codeChange
 	step := func(ctx context.Context, c *counter, name string) error {
 		_, err := workflow.Step(ctx, name, func(context.Context) (string, error) { c.add(name); return name, nil })
 		return err
@@ -130,63 +196,19 @@ func TestDivergenceHoldsTheTask(t *testing.T) {
 			return fmt.Sprint(res.Succeeded), step(ctx, c, "send")
 		}, `recorded "map:items" (map 50/10), with 1 waves counted, the code asked for "map:items" (map 40/20)`},
 	}
-	for _, ch := range changes {
-		t.Run(ch.name, func(t *testing.T) {
-			hs := leasehold.NewHandlers()
-			d, c := &deploy{}, &counter{}
-			leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
-				return ch.code(ctx, d.v.Load(), c)
-			})
-			leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
-			env := leaseholdtest.New(t, hs)
-			if ch.name == "the awaited callback renamed" {
-				d.v.Store(1)
-				id := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})
-				mustRun(t, env)
-				tok, err := env.CallbackToken(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := env.CompleteCallback(tok, "yes"); err != nil {
-					t.Fatal(err)
-				}
-				d.v.Store(2)
-				mustRun(t, env)
-				checkHeld(t, env, id, ch.want, c, map[string]int{"summarize": 1, "asked": 1, "send": 0})
-				d.v.Store(1)
-				mustRun(t, env)
-				checkDone(t, env, id, c, map[string]int{"summarize": 1, "asked": 1, "send": 1})
-				return
-			}
-			if ch.name == "a map reshaped between its waves" {
-				// Stop the map after its first wave: one Run delivers the
-				// parent and its first ten children, then stops.
-				d.v.Store(1)
-				env.SetMaxDeliveries(12)
-				id := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})
-				if err := env.Run(); err == nil {
-					t.Fatal("Run under the bound finished the map")
-				}
-				env.SetMaxDeliveries(10000)
-				d.v.Store(2)
-				mustRun(t, env)
-				checkHeld(t, env, id, ch.want, c, map[string]int{"send": 0})
-				d.v.Store(1)
-				mustRun(t, env)
-				got := checkDone(t, env, id, c, map[string]int{"send": 1})
-				if string(got.Result) != `"50"` {
-					t.Errorf("map result %s, want all 50 children counted once", got.Result)
-				}
-				return
-			}
-			id, _ := inFlight(t, env, d, "flow")
-			checkHeld(t, env, id, ch.want, c, nil)
-			before := map[string]int{"summarize": c.get("summarize"), "count": c.get("count")}
-			d.v.Store(1) // the old code back
-			mustRun(t, env)
-			checkDone(t, env, id, c, map[string]int{"summarize": before["summarize"], "count": before["count"], "send": 1, "validate": 0, "summarise": 0})
-		})
-	}
+	changes = append(changes, change{"the recorded steps left out", func(ctx context.Context, v int32, c *counter) (string, error) {
+		if v == 2 {
+			return "early", nil
+		}
+		if err := step(ctx, c, "summarize"); err != nil {
+			return "", err
+		}
+		if err := workflow.Sleep(ctx, time.Hour); err != nil {
+			return "", err
+		}
+		return "done", step(ctx, c, "send")
+	}, `at operation 1: recorded step string "summarize", the code asked for none: the handler returned`})
+	return changes
 }
 
 // checkHeld fails t unless the task id is held PENDING for a divergence

@@ -7,3 +7,6 @@ import "time"
 func (e *Env) TakeSlot(kind, holder string, limit int, until time.Time) (bool, error) {
 	return e.store.AcquireSlot(e.ctx, kind, holder, limit, until)
 }
+
+// Start is the fake clock's time when an Env is new.
+var Start = start

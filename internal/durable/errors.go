@@ -61,6 +61,10 @@ func EndRunSpan(span trace.Span, err error) {
 	span.End()
 }
 
+// Suspends reports whether err, a handler's, hands the attempt back to
+// wait rather than failing it (see suspends).
+func Suspends(err error) bool { return suspends(err) }
+
 // suspends reports whether err, a handler's, hands the attempt back to wait
 // (for children, a callback, or a snooze: a sleep or a condition) rather
 // than failing it.

@@ -80,6 +80,15 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		w.mu.Unlock()
 		return r, err
 	}
+	if rp, ok := w.att.(Replayer); ok {
+		// A replay runs nothing beyond the history.
+		err := rp.Beyond(int(w.pos)+1, name, op)
+		if d := (*DivergedError)(nil); errors.As(err, &d) && w.diverged == nil {
+			w.diverged = d
+		}
+		w.mu.Unlock()
+		return nil, err
+	}
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, nil); err != nil {
 		w.mu.Unlock()
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
@@ -155,6 +164,10 @@ func (w *Workflow) replay(name, op string) ([]byte, bool, error) {
 	}
 	return nil, false, nil
 }
+
+// DescribeOp names a step's operation (lease.Step's Name and Op) as a
+// divergence's message does.
+func DescribeOp(name, op string) string { return describeOp(name, op) }
 
 // describeOp names a step's operation for a divergence's message.
 func describeOp(name, op string) string {
@@ -366,9 +379,11 @@ func VersionOf(ctx context.Context, change string, max int) (int, error) {
 		w.mu.Unlock()
 		return strconv.Atoi(string(r))
 	}
+	rp, replaying := w.att.(Replayer)
 	switch {
 	case int(w.pos) < len(w.steps) && w.steps[w.pos].Name != name,
-		int(w.pos) == len(w.steps) && !w.awaited && w.awaitedName() != "":
+		int(w.pos) == len(w.steps) && !w.awaited && w.awaitedName() != "",
+		int(w.pos) == len(w.steps) && !w.awaited && replaying && rp.Awaits():
 		// The history goes on past this point without the change: the
 		// code that recorded it had not made it.
 		w.mu.Unlock()

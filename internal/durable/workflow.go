@@ -91,6 +91,45 @@ type Attempt interface {
 	Tracer() trace.Tracer
 }
 
+// Replayer is an Attempt that replays a task's history and runs nothing
+// beyond it (package replay's): no step's function, no write. Each durable
+// call past the recorded operations returns Beyond's error instead of
+// running.
+type Replayer interface {
+	Attempt
+	// Beyond is asked for the durable call name (operation op) at the
+	// 1-based position, which the history does not record. It returns
+	// the error the call returns: a *DivergedError, which becomes the
+	// run's divergence (the call is not the operation the task waits in),
+	// or one that ends the replay (ErrHistoryEnd).
+	Beyond(position int, name, op string) error
+	// Awaits reports whether the task waits in an operation that its
+	// history does not record yet (a callback's answer, the outcomes of
+	// children): a live run records it, or derives it, where the history
+	// ends, so VersionOf there takes the version before any change.
+	Awaits() bool
+}
+
+// ErrHistoryEnd ends a replay (Replayer) where the task's history ends:
+// what the code calls from there on would run in a live attempt, and a
+// replay runs nothing new.
+var ErrHistoryEnd = errors.New("the replay reached the end of the task's history")
+
+// Unreplayed returns a divergence when the run has not called every
+// operation its history records (pos short of the steps): a handler that
+// returns success there has left out recorded operations, which the code
+// that recorded them asked for (a step removed, or an early return added,
+// under a task in flight). Nil when the run called them all.
+func (w *Workflow) Unreplayed() *DivergedError {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if int(w.pos) >= len(w.steps) {
+		return nil
+	}
+	rec := w.steps[w.pos]
+	return &DivergedError{Position: int(w.pos) + 1, Recorded: describeOp(rec.Name, rec.Op), Asked: "none: the handler returned"}
+}
+
 // Start sets w for a run of the attempt att, which holds the lease held:
 // the task's recorded steps, its wait's note, and the results of what it
 // waited for (nil: it did not wait). It forgets the previous run's state.

@@ -38,6 +38,10 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		// Whatever the handler returned after a durable call diverged
 		// (its error, or success if it dropped it): its task is held.
 		return x.hold(ctx, x.flow.ctx.Diverged())
+	case x.running.finished && res.err == nil && x.flow.ctx.Unreplayed() != nil:
+		// Success before the run called every recorded operation: the
+		// code left out what the code that recorded them asked for.
+		return x.hold(ctx, x.flow.ctx.Unreplayed())
 	case x.running.finished && res.err == nil && x.flow.ctx.UnreturnedWait() != "":
 		// A wait asked for and not returned: the handler went on past it,
 		// so its success is not the workflow's. A programming error, which

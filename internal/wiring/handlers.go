@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/replay"
 	"github.com/leasehold/leasehold/internal/tracing"
 )
 
@@ -119,4 +121,25 @@ func wrap(h lifecycle.Handler, mws []Middleware) lifecycle.Handler {
 		}
 		return out, nil
 	}
+}
+
+// Replay replays history, a task's history as `leasehold replay --out`
+// writes it (a file of JSON), through the handler registered for its
+// kind, with nothing run beyond what the history records: no step's
+// function, no read, no write. It returns one line saying what the replay
+// found, and an error (with the same line) when the code diverges from
+// the history, as a worker would hold the task for, or fails in the
+// replay, or when history is not a history this build reads. Run it
+// before a deploy over the histories of the tasks in flight (docs/deploy.md;
+// leaseholdtest.Replay does it in a test).
+func (hs *Handlers) Replay(ctx context.Context, history []byte) (string, error) {
+	h, err := replay.Decode(history)
+	if err != nil {
+		return "", err
+	}
+	r := replay.Run(ctx, hs.lookup, h)
+	if !r.OK() {
+		return r.String(), errors.New(r.String())
+	}
+	return r.String(), nil
 }
