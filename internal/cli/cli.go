@@ -39,6 +39,7 @@ const (
 	ExitUnreachable = 4 // DynamoDB/SQS endpoint unreachable, or table/queue missing
 	ExitTaskEnded   = 5 // result/watch: a task ended FAILED or CANCELLED
 	ExitConflict    = 6 // enqueue: the id names a task of another kind or payload
+	ExitDiverged    = 7 // replay: a history diverges from, or fails in, the build's handlers
 )
 
 const exitCodesHelp = `Exit codes:
@@ -50,7 +51,8 @@ const exitCodesHelp = `Exit codes:
      table or queue does not exist
   5  result/watch: a task ended FAILED or CANCELLED
   6  enqueue: the id names a task of another kind or payload (not enqueued);
-     schedule create: the schedule exists`
+     schedule create: the schedule exists
+  7  replay: a workflow's history diverges from, or fails in, the handlers`
 
 // Streams is what a run of the command reads and writes.
 type Streams struct {
@@ -62,6 +64,9 @@ type Streams struct {
 	// ErrIsTerminal reports whether Err is a terminal: progress bars are
 	// drawn only then.
 	ErrIsTerminal bool
+	// Handlers are the kinds `leasehold replay` replays; nil for
+	// leasehold's example kinds, which the binary links.
+	Handlers *leasehold.Handlers
 }
 
 // StdStreams returns the process's standard streams and environment.
@@ -265,6 +270,8 @@ func exitCode(err error) int {
 		return ExitTaskEnded
 	case errors.Is(err, leasehold.ErrConflict):
 		return ExitConflict
+	case errors.Is(err, errDiverged):
+		return ExitDiverged
 	}
 	return ExitError
 }

@@ -118,6 +118,21 @@ func TestInitProjectBuildsAndPassesItsTests(t *testing.T) {
 			t.Errorf("the project's %s did not pass:\n%s", name, out)
 		}
 	}
+	if !strings.Contains(out, "--- SKIP: TestReplay ") {
+		t.Errorf("the project's TestReplay ran without histories to replay:\n%s", out)
+	}
+	// With a history in testdata/replay (as make replay-check writes one),
+	// TestReplay replays it through the project's handlers.
+	if err := os.MkdirAll(filepath.Join(dir, "testdata", "replay"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	hist := `{"leasehold_history":1,"id":"r1","kind":"resize","status":"PENDING","attempt":1,"fence":1,"payload":{"url":"s3://pics/cat.png","width":64},"steps":[],"exported":"2026-12-07T00:00:00Z"}`
+	if err := os.WriteFile(filepath.Join(dir, "testdata", "replay", "r1.json"), []byte(hist), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, ctx, dir, nil, "go", "test", "-count=1", "-run", "^TestReplay$", "-v", "."); !strings.Contains(out, "--- PASS: TestReplay/r1 ") || !strings.Contains(out, "ok       r1 (resize): replayed 0 recorded operations; then the handler returns") {
+		t.Errorf("the project's TestReplay over one history:\n%s", out)
+	}
 	for _, name := range []string{"TestResizeOnTheStack", "TestIntakeOnTheStack"} {
 		want := "--- SKIP: " + name + " "
 		if stack {
