@@ -133,14 +133,15 @@ func Decode(b []byte) (History, error) {
 	return h, nil
 }
 
-// task is the task h records, as the executor would claim it.
+// task is the task h records, as the executor would claim it: its JSON
+// values compact again, as they were stored (Encode indents them).
 func (h History) task() lease.Task {
 	t := lease.Task{
 		ID: h.ID, Kind: h.Kind, Status: h.Status, Attempt: h.Attempt, Fence: h.Fence,
-		Payload: h.Payload, Metadata: h.Metadata, Steps: make([]lease.Step, len(h.Steps)),
+		Payload: compact(h.Payload), Metadata: h.Metadata, Steps: make([]lease.Step, len(h.Steps)),
 	}
 	for i, st := range h.Steps {
-		t.Steps[i] = lease.Step{Name: st.Name, Op: st.Op, Result: st.Result}
+		t.Steps[i] = lease.Step{Name: st.Name, Op: st.Op, Result: compact(st.Result)}
 		if len(st.Bytes) > 0 {
 			t.Steps[i].Result = st.Bytes
 		}
@@ -149,4 +150,17 @@ func (h History) task() lease.Task {
 		t.Wait, t.WaitFor, t.WaitNote, t.CallbackStep = h.Wait.Mode, h.Wait.For, h.Wait.Note, h.Wait.CallbackStep
 	}
 	return t
+}
+
+// compact is the JSON value b without the whitespace between its tokens;
+// nil for none. b is valid JSON (Decode checked it).
+func compact(b json.RawMessage) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
 }
