@@ -153,12 +153,20 @@ func (e *stackEnv) deliver(t *testing.T, w *leasehold.Worker, ctx context.Contex
 // pump delivers work-queue batches until done reports true or the budget runs out.
 func (e *stackEnv) pump(t *testing.T, w *leasehold.Worker, budget time.Duration, done func() bool) {
 	t.Helper()
+	e.pumpHiding(t, w, budget, 30, done)
+}
+
+// pumpHiding is pump with each receive hiding its messages for visibility
+// seconds: a short one keeps a lost receive's answer from hiding the
+// messages a test waits on for long (awstest.Receive waits it out).
+func (e *stackEnv) pumpHiding(t *testing.T, w *leasehold.Worker, budget time.Duration, visibility int32, done func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(awstest.Scale(budget))
 	for !done() {
 		if time.Now().After(deadline) {
 			t.Fatalf("not done after %s", budget)
 		}
-		ev := e.receive(t, e.queues.Work, 10, time.Second, 30)
+		ev := e.receive(t, e.queues.Work, 10, time.Second, visibility)
 		if len(ev.Records) > 0 {
 			e.deliver(t, w, t.Context(), ev)
 		}
