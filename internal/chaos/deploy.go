@@ -115,14 +115,16 @@ func checkDeploys(in Input, writesByTask map[string][]Write, flag func(kind, det
 		change := d.Tasks[id]
 		held := false
 		for _, w := range writesByTask[id] {
-			if !strings.HasPrefix(w.Error, heldPrefix) {
+			// (The claim that checks a held task again keeps its error
+			// until the run ends: only a PENDING write is a hold.)
+			if !isHold(w) {
 				continue
 			}
 			r.Holds++
 			held = true
-			if w.Status != string(lease.StatusPending) || !strings.Contains(w.Error, heldReason(change)) {
+			if !strings.Contains(w.Error, heldReason(change)) {
 				r.HeldWrong++
-				flag("held_wrong", fmt.Sprintf("%s (change %s): held %s under fence %d with %q, want PENDING with %q", id, change, w.Status, w.Fence, w.Error, heldReason(change)))
+				flag("held_wrong", fmt.Sprintf("%s (change %s): held under fence %d with %q, want %q", id, change, w.Fence, w.Error, heldReason(change)))
 			}
 		}
 		if held || diverged[id] {
@@ -155,19 +157,19 @@ func checkDeploys(in Input, writesByTask map[string][]Write, flag func(kind, det
 			flag(kind, id+": "+p)
 		}
 	}
-	// A diverged run ends held: its fence's next write is the hold, or
-	// there is none (the worker died first).
+	// A diverged run ends held: its fence's next write that is not a
+	// renewal is the hold, or there is none (the worker died first).
 	for _, k := range slices.SortedFunc(maps.Keys(divergedAt), func(a, b runKey) int { return strings.Compare(a.task+fmt.Sprint(a.fence), b.task+fmt.Sprint(b.fence)) }) {
 		var next *Write
 		for i, w := range writesByTask[k.task] {
-			if w.Fence == k.fence && w.Forwarded.After(divergedAt[k]) && (next == nil || w.Forwarded.Before(next.Forwarded)) {
+			if w.Fence == k.fence && w.Status != string(lease.StatusRunning) && w.Forwarded.After(divergedAt[k]) && (next == nil || w.Forwarded.Before(next.Forwarded)) {
 				next = &writesByTask[k.task][i]
 			}
 		}
 		switch {
 		case next == nil:
 			r.HoldsLost++
-		case !strings.HasPrefix(next.Error, heldPrefix):
+		case !isHold(*next):
 			r.Unheld++
 			flag("unheld", fmt.Sprintf("%s: the run of fence %d diverged, and its fence's next write left it %s with %q", k.task, k.fence, next.Status, next.Error))
 		}
@@ -179,6 +181,12 @@ func checkDeploys(in Input, writesByTask map[string][]Write, flag func(kind, det
 		flag("deploy_skipped", d.Skipped)
 	}
 	return r
+}
+
+// isHold reports whether w held its task: PENDING, with a divergence as
+// its error.
+func isHold(w Write) bool {
+	return w.Status == string(lease.StatusPending) && strings.HasPrefix(w.Error, heldPrefix)
 }
 
 // heldReason is what a hold's error must say for a task whose v2 code

@@ -37,12 +37,14 @@ func cleanDeploys() (Input, map[string][]Write) {
 	}}
 	held := ending("d000", 2, "PENDING", 1500)
 	held.Error = "held: diverged from its history at operation 2: recorded step main.StepResult \"s1\", the code asked for step main.StepResult \"summary\"; check 1 of the hold, the next at ..."
+	reclaim := claim("d000", 3, 2500, 5000) // the check again keeps the error
+	reclaim.Error = held.Error
 	in.Handler = []HandlerEvent{
 		{Event: "start", Task: "d000", Fence: 2, Phase: "v2", AtUS: at(1400).UnixMicro()},
 		{Event: "end", Task: "d000", Fence: 2, Outcome: "error", Cause: "diverged from its history at operation 2: ...", AtUS: at(1450).UnixMicro()},
 	}
 	return in, map[string][]Write{
-		"d000": {claim("d000", 1, 0, 3000), ending("d000", 1, "PENDING", 100), claim("d000", 2, 1390, 4000), held, claim("d000", 3, 2500, 5000), ending("d000", 3, "SUCCEEDED", 2600)},
+		"d000": {claim("d000", 1, 0, 3000), ending("d000", 1, "PENDING", 100), claim("d000", 2, 1390, 4000), held, reclaim, ending("d000", 3, "SUCCEEDED", 2600)},
 	}
 }
 
