@@ -57,6 +57,9 @@ type params struct {
 	// after its finish (CHAOS_DOOMED; LEASEHOLD_CHAOS_FREEZE_CHILDREN=0
 	// leaves it out).
 	freezeChildren bool
+	// deploys: switch the workers to v2 of the kind "deploy" while its
+	// tasks sleep, and back (LEASEHOLD_CHAOS_DEPLOY=0 leaves it out).
+	deploys bool
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -135,6 +138,7 @@ func readParams(t *testing.T) params {
 		t.Fatalf("LEASEHOLD_CHAOS_EXIT_AFTER_FINISH=%v: want a probability", p.exitAfterFinish)
 	}
 	p.freezeChildren = p.workflows && os.Getenv("LEASEHOLD_CHAOS_FREEZE_CHILDREN") != "0"
+	p.deploys = p.workflows && os.Getenv("LEASEHOLD_CHAOS_DEPLOY") != "0"
 	if err := p.faults.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +265,28 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(endCancels)
 
+	// The deploy tasks go first, so that they are asleep early; the
+	// fleet switches to v2 under them and back.
+	var dp deployPlan
+	deploysDone := make(chan chaos.Deploys, 1)
+	deployCtx, stopDeploys := context.WithCancel(context.Background())
+	if p.deploys {
+		dp = makeDeploys(p, rand.New(rand.NewPCG(p.seed, p.seed^99)))
+		plan.valid = append(plan.valid, dp.valid...)
+		go func() { deploysDone <- runDeploys(deployCtx, t, ledger, fleet, sq, queues.Work, dp) }()
+	}
+	var deploys *chaos.Deploys
+	endDeploys := func() {
+		stopDeploys()
+		if p.deploys && deploys == nil {
+			d := <-deploysDone
+			deploys = &d
+		}
+	}
+	t.Cleanup(endDeploys)
+
 	started := time.Now()
+	sendAll(t, sq, queues.Work, dp.inflight)
 	sendAll(t, sq, queues.Work, plan.messages)
 	wp := plan.workflows
 	t.Logf("chaos: sent %d messages (%d valid tasks, %d duplicates, %d malformed; workflows: %d parents (%d to cancel), %d children, %d dependents (%d after-any), %d callback tasks, %d step tasks) in %s",
@@ -279,6 +304,7 @@ func TestChaos(t *testing.T) {
 	endCancels()
 	endFanIn()
 	endFreezes()
+	endDeploys()
 	r.end()
 	duration := time.Since(started)
 
@@ -291,6 +317,17 @@ func TestChaos(t *testing.T) {
 		wf := wp.wf
 		wf.Answers = ans.result()
 		wf.Cancels = cancels
+		wf.Deploys = deploys
+		if deploys != nil {
+			// Their steps are checked as the step tasks' are: s0, s1 (and
+			// "audit" under version 1), the sleep, s2.
+			for id := range deploys.Tasks {
+				wf.Steps[id], wf.Sleeps[id] = 3, 1
+				if deploys.Fresh[id] {
+					wf.Steps[id] = 4
+				}
+			}
+		}
 		in.Workflows = &wf
 		// A parent the cancel found waiting must end CANCELLED; one it
 		// only marked (resumed already) may finish first (freeEnds).
@@ -348,7 +385,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	kills, stops := fleet.Counts()
-	wfPart := ""
+	wfPart, dw := "", w.Deploy
 	if p.workflows {
 		sqsRejected := 0
 		for _, d := range dlq {
@@ -361,13 +398,15 @@ func TestChaos(t *testing.T) {
 			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
 			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) slept=%d early_wake=%d "+
 			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d "+
-			"exits_after_finish=%d exits_after_child=%d exits_beside_stale=%d(child_freezes=%d) exits_restarted=%d ",
+			"exits_after_finish=%d exits_after_child=%d exits_beside_stale=%d(child_freezes=%d) exits_restarted=%d "+
+			"deploy_tasks=%d deploy_switch=%s diverged=%d held=%d(holds=%d) resumed=%d diverged_runs=%d holds_lost=%d held_wrong=%d unheld=%d wrong_summary=%d wrong_version=%d v2_runs=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
 			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers, w.Slept, w.EarlyWake,
 			w.Orders, w.OrdersDone, w.OrderResumes, w.MapChildren, w.MapsDone,
-			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, childFreezes, fleet.Exits())
+			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, childFreezes, fleet.Exits(),
+			dw.Tasks, switchText(deploys, started), dw.Diverged, dw.Held, dw.Holds, dw.Resumed, dw.DivergedRuns, dw.HoldsLost, dw.HeldWrong, dw.Unheld, dw.WrongSummary, dw.WrongVersion, dw.V2Runs)
 	}
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+
 		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d %s"+
@@ -391,4 +430,13 @@ func TestChaos(t *testing.T) {
 		}
 		t.Errorf("chaos: %d violation(s) (%s):\n%s\n%s", len(rep.Violations), where, summary, strings.Join(rep.Violations, "\n"))
 	}
+}
+
+// switchText says when the workers switched to v2 and back, as offsets
+// from the run's start ("v2@12s-v1@47s"), or "none".
+func switchText(d *chaos.Deploys, start time.Time) string {
+	if d == nil || d.ToV2.IsZero() {
+		return "none"
+	}
+	return fmt.Sprintf("v2@%s-v1@%s", d.ToV2.Sub(start).Round(time.Second), d.ToV1.Sub(start).Round(time.Second))
 }

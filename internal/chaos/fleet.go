@@ -32,6 +32,9 @@ type Fleet struct {
 	downs []time.Time
 	// fate records, per process name, when it was SIGKILLed or paused.
 	fate map[string][]string
+	// code is the code version new processes run (CHAOS_CODE; Deploy
+	// sets it), "" for the worker's default.
+	code string
 }
 
 func (f *Fleet) note(name, what string) {
@@ -59,6 +62,9 @@ type proc struct {
 	cmd       *exec.Cmd
 	done      chan struct{} // closed once the process has been reaped
 	paused    bool
+	// replacing: Deploy stopped it and starts its successor; the chaos
+	// leaves it alone.
+	replacing bool
 }
 
 // reapTimeout bounds the wait for a process that was sent SIGKILL.
@@ -93,6 +99,9 @@ func (f *Fleet) spawn(slot, gen int) (*proc, error) {
 		"CHAOS_EVIDENCE="+filepath.Join(f.Dir, "evidence-"+name+".jsonl"),
 		"CHAOS_METRICS="+filepath.Join(f.Dir, "metrics-"+name+".jsonl"),
 	)
+	if f.code != "" {
+		cmd.Env = append(cmd.Env, "CHAOS_CODE="+f.code)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("chaos: start worker %s: %w", name, err)
@@ -138,7 +147,7 @@ func (f *Fleet) KillRandom(rng *rand.Rand) error {
 	defer f.mu.Unlock()
 	var cand []*proc
 	for _, p := range f.slots {
-		if !p.paused {
+		if !p.paused && !p.replacing {
 			cand = append(cand, p)
 		}
 	}
@@ -169,6 +178,9 @@ func (f *Fleet) RestartExited() (int, error) {
 	defer f.mu.Unlock()
 	n := 0
 	for i, p := range f.slots {
+		if p.replacing {
+			continue
+		}
 		select {
 		case <-p.done:
 		default:
@@ -210,7 +222,11 @@ func (f *Fleet) Pause(rng *rand.Rand) (resume func(), ok bool) {
 	if f.anyPaused() {
 		return nil, false
 	}
-	return f.pause(f.slots[rng.IntN(len(f.slots))])
+	p := f.slots[rng.IntN(len(f.slots))]
+	if p.replacing {
+		return nil, false
+	}
+	return f.pause(p)
 }
 
 // PauseNamed is Pause for the process named name, if it still runs.
@@ -221,7 +237,7 @@ func (f *Fleet) PauseNamed(name string) (resume func(), ok bool) {
 		return nil, false
 	}
 	for _, p := range f.slots {
-		if p.name == name {
+		if p.name == name && !p.replacing {
 			return f.pause(p)
 		}
 	}
@@ -252,6 +268,46 @@ func (f *Fleet) pause(p *proc) (resume func(), ok bool) {
 		p.paused = false
 		f.note(p.name, "SIGCONTed")
 	}, true
+}
+
+// Deploy switches every slot to code version code, as a deploy does: it
+// stops each slot's process gracefully (SIGCONT, SIGTERM; SIGKILL after
+// grace) and starts its next generation with CHAOS_CODE=code. Every
+// process started from the call on runs code, those the chaos restarts
+// meanwhile included. It returns when every slot runs the new code.
+func (f *Fleet) Deploy(code string, grace time.Duration) error {
+	f.mu.Lock()
+	f.code = code
+	old := append([]*proc(nil), f.slots...)
+	for _, p := range old {
+		p.replacing = true
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.paused = false
+		f.note(p.name, "stopped for the deploy of "+code)
+	}
+	f.mu.Unlock()
+	deadline := time.Now().Add(grace)
+	var errs []error
+	for _, p := range old {
+		if waitDone(p, max(time.Until(deadline), time.Millisecond)) != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			if err := waitDone(p, reapTimeout); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		f.mu.Lock()
+		next, err := f.spawn(p.slot, p.gen+1)
+		if err == nil {
+			f.slots[p.slot] = next
+		}
+		f.mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Chaos kills a random worker every KillMin..KillMax and pauses one for

@@ -170,6 +170,13 @@ func makePlan(p params) plan {
 // entries SQS reports as failed a bounded number of times.
 func sendAll(t *testing.T, client *sqs.Client, queueURL string, bodies []string) {
 	t.Helper()
+	if err := sendBodies(t.Context(), t.Logf, client, queueURL, bodies); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendBodies is sendAll for any goroutine: it returns the error.
+func sendBodies(ctx context.Context, logf func(string, ...any), client *sqs.Client, queueURL string, bodies []string) error {
 	for start := 0; start < len(bodies); start += 10 {
 		pending := map[string]string{}
 		for i, b := range bodies[start:min(start+10, len(bodies))] {
@@ -177,17 +184,17 @@ func sendAll(t *testing.T, client *sqs.Client, queueURL string, bodies []string)
 		}
 		for try := 0; len(pending) > 0; try++ {
 			if try == 5 {
-				t.Fatalf("chaos: %d messages not sent after %d tries", len(pending), try)
+				return fmt.Errorf("chaos: %d messages not sent after %d tries", len(pending), try)
 			}
 			entries := make([]sqstypes.SendMessageBatchRequestEntry, 0, len(pending))
 			for id, b := range pending {
 				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(b)})
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
-			out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
 			cancel()
 			if err != nil {
-				t.Logf("chaos: send batch (try %d): %v", try+1, err)
+				logf("chaos: send batch (try %d): %v", try+1, err)
 				time.Sleep(time.Second)
 				continue
 			}
@@ -196,6 +203,7 @@ func sendAll(t *testing.T, client *sqs.Client, queueURL string, bodies []string)
 			}
 		}
 	}
+	return nil
 }
 
 // scan reads every item of table (consistent reads), page by page.

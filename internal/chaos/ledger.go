@@ -32,6 +32,8 @@ type Write struct {
 	Steps []string
 	// CancelRequested: the task carries a cancel request after the write.
 	CancelRequested bool
+	// Error is the task's error after the write (a held task's says why).
+	Error string
 }
 
 // Delivery is one message handed to a worker by an applied ReceiveMessage.
@@ -157,6 +159,7 @@ func (l *Ledger) Observe(ex Exchange) {
 		FromWaiting: req.ExpressionAttributeValues[":waiting"].S == "WAITING",
 	}
 	w.CancelRequested = item["cancel_requested"].BOOL
+	w.Error = item["error"].S
 	for _, st := range item["steps"].L {
 		w.Steps = append(w.Steps, st.M["name"].S)
 	}

@@ -43,6 +43,9 @@ type Workflows struct {
 	// steps s0-s2 in Steps, its sleep in Sleeps) to the children it awaits
 	// with workflow.All, in spawn order (their n in ChildN).
 	Orders map[string][]string
+	// Deploys is the version switch and the tasks it met (deploy.go);
+	// nil when the run made none.
+	Deploys *Deploys
 }
 
 // MapPlan is one map: N children ("PARENT/items/i"), Conc at a time.
@@ -194,6 +197,8 @@ type WorkflowReport struct {
 	// whose answer the proxy dropped (the case that can record a step
 	// twice).
 	StepCheckpoints, StepLostAnswers int
+	// Deploy: the version switch (checkDeploys).
+	Deploy DeployReport
 }
 
 // checkWorkflows runs the workflow checks; flag records a violation.
@@ -427,6 +432,7 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	checkSteps(in, writesByTask, &r, flag)
 	checkOrders(in, writesByTask, clientAccepted, &r, flag)
 	checkMaps(in, writesByTask, &r, flag)
+	r.Deploy = checkDeploys(in, writesByTask, flag)
 	return r
 }
 
@@ -628,6 +634,9 @@ func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, fl
 		for _, st := range rec.Steps {
 			if strings.HasPrefix(st.Name, "children:") || strings.HasPrefix(st.Name, "callback:") {
 				continue // an await's outcome (checkOrders)
+			}
+			if strings.HasPrefix(st.Name, "version:") {
+				continue // a workflow.Version's choice (checkDeploys)
 			}
 			if strings.HasPrefix(st.Name, "sleep#") {
 				ms, err := strconv.ParseInt(string(st.Result), 10, 64)

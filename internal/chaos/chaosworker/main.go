@@ -29,6 +29,10 @@
 // callback with workflow.WaitForCallback (its token on a "callback" line),
 // a sleep and a step.
 //
+// "deploy" runs the code of version CHAOS_CODE ("v1", the default, or
+// "v2"): the test switches its workers between the two while tasks of the
+// kind are in flight (deploy.go).
+//
 // With CHAOS_EXIT_AFTER_FINISH=p the process exits (os.Exit) with
 // probability p right after the store answers a write that ended a task
 // somebody waits for (a child or a dependency), before the worker can notify
@@ -43,6 +47,7 @@
 // settings):
 //
 //	CHAOS_NAME      worker name; the lease owner is "<name>/<message id>"
+//	CHAOS_CODE      the code version of the kind "deploy": v1 or v2
 //	CHAOS_EVIDENCE  path of the handler evidence file
 //	CHAOS_METRICS   path of the metrics (EMF) file
 //	CHAOS_RECEIVE_VISIBILITY, CHAOS_LONG_POLL, CHAOS_VISIBILITY_MARGIN: durations
@@ -230,6 +235,7 @@ func main() {
 	leasehold.Handle(handlers, "limited", work)
 
 	registerWorkflows(handlers, ev, name, pid)
+	registerDeploy(handlers, ev, name, pid, codeVersion())
 
 	// One call budget for loading the config; the SDK calls the worker
 	// makes are bounded by the worker itself.

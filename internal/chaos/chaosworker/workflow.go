@@ -128,27 +128,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 	// writing its run, done and fail lines; failNow makes this run fail
 	// transiently.
 	runStep := func(ctx context.Context, base Evidence, name string, workMS int, failNow bool) error {
-		_, err := workflow.Step(ctx, name, func(ctx context.Context) (StepResult, error) {
-			line := base
-			line.Event, line.Step, line.Run = "step", name, fmt.Sprintf("%016x", rand.Uint64())
-			line.Phase, line.AtUS = "run", time.Now().UnixMicro()
-			ev.write(line)
-			timer := time.NewTimer(time.Duration(workMS) * time.Millisecond)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return StepResult{}, fmt.Errorf("chaos step stopped: %w", context.Cause(ctx))
-			}
-			if failNow {
-				line.Phase, line.AtUS = "fail", time.Now().UnixMicro()
-				ev.write(line)
-				return StepResult{}, fmt.Errorf("planned transient failure of step %s in attempt %d", name, base.Attempt)
-			}
-			line.Phase, line.AtUS = "done", time.Now().UnixMicro()
-			ev.write(line)
-			return StepResult{Run: line.Run, Fence: base.Fence}, nil
-		})
+		_, err := stepRun(ctx, ev, base, name, workMS, failNow)
 		return err
 	}
 	// stop writes the end line of a run that returns err.
@@ -245,6 +225,34 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
 		ev.write(end)
 		return Result{N: len(outs), Fence: t.Fence, Owner: name}, nil
+	})
+}
+
+// stepRun runs step name of a task's handler through workflow.Step,
+// writing its run, done and fail lines, and returns the step's result
+// (recorded, or made by this run); failNow makes this run fail
+// transiently.
+func stepRun(ctx context.Context, ev evidenceFile, base Evidence, name string, workMS int, failNow bool) (StepResult, error) {
+	return workflow.Step(ctx, name, func(ctx context.Context) (StepResult, error) {
+		line := base
+		line.Event, line.Step, line.Run = "step", name, fmt.Sprintf("%016x", rand.Uint64())
+		line.Phase, line.AtUS = "run", time.Now().UnixMicro()
+		ev.write(line)
+		timer := time.NewTimer(time.Duration(workMS) * time.Millisecond)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return StepResult{}, fmt.Errorf("chaos step stopped: %w", context.Cause(ctx))
+		}
+		if failNow {
+			line.Phase, line.AtUS = "fail", time.Now().UnixMicro()
+			ev.write(line)
+			return StepResult{}, fmt.Errorf("planned transient failure of step %s in attempt %d", name, base.Attempt)
+		}
+		line.Phase, line.AtUS = "done", time.Now().UnixMicro()
+		ev.write(line)
+		return StepResult{Run: line.Run, Fence: base.Fence}, nil
 	})
 }
 
