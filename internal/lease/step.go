@@ -2,6 +2,8 @@ package lease
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -18,15 +20,58 @@ type Step struct {
 	Result []byte
 }
 
-// Limits of steps. Every step's result stays in the task's item, and every
-// later write of the item is priced by its size, so keep them small.
+// Limits of steps. A task's first steps stay in its item (the inline head,
+// Task.Steps), where every later write of the item is priced by their size;
+// the operations past the head are items of their own (the spilled tail,
+// Store.PutStep: docs/workflows.md, "History beyond the item").
 const (
+	// MaxSteps bounds the inline head's steps.
 	MaxSteps         = 100
 	MaxStepNameBytes = 64
-	// MaxStepsBytes bounds the results of all of a task's steps together
+	// MaxStepsBytes bounds the results of the inline head's steps together
 	// (64 KiB, so that every limit at once fits an item: see MaxItemBytes).
 	MaxStepsBytes = 64 << 10
+	// MaxOperations bounds the operations of a task's whole history, head
+	// and tail (each result up to MaxResultBytes).
+	MaxOperations = 25_000
+	// MaxStepsPage is the most operations one ReadSteps returns: one
+	// BatchGetItem's keys.
+	MaxStepsPage = 100
+	// SpilledStepHorizon is how long past its write, beyond the store's
+	// retention, an operation of the spilled tail is kept: DynamoDB's TTL
+	// cannot follow the task's own expiry, which is set only when it ends.
+	// It is longer than the longest sleep.
+	SpilledStepHorizon = 400 * 24 * time.Hour
 )
+
+// StepKey is the item key of the operation at position pos (from 0, over
+// the whole history) of task id's spilled tail. The separator, U+001F, is a
+// control character no task id may contain (CheckID), so no task's key is
+// ever a step's.
+func StepKey(id string, pos int) string {
+	return id + "\x1fstep\x1f" + strconv.Itoa(pos)
+}
+
+// FitsInline reports whether a step with result may join head, the inline
+// head of a task that has not spilled: within MaxSteps and MaxStepsBytes.
+// Every workflow that fits today stays in the head, as it was recorded
+// before there was a tail.
+func FitsInline(head []Step, result []byte) bool {
+	return len(head) < MaxSteps && StepsBytes(Task{Steps: head})+len(result) <= MaxStepsBytes
+}
+
+// CheckOperation checks an operation about to be recorded at position pos
+// (from 0) of a history, head or tail: its name, its result, and
+// MaxOperations.
+func CheckOperation(pos int, name string, result []byte) error {
+	switch {
+	case name == "" || len(name) > MaxStepNameBytes || !utf8.ValidString(name):
+		return fmt.Errorf("%w: step name must be 1..%d bytes of UTF-8", ErrInvalid, MaxStepNameBytes)
+	case pos >= MaxOperations:
+		return fmt.Errorf("%w: a task's history keeps at most %d operations", ErrInvalid, MaxOperations)
+	}
+	return CheckResult(result)
+}
 
 // StepResult returns the result of the step named name, if t has one.
 func (t Task) StepResult(name string) ([]byte, bool) {
@@ -62,6 +107,18 @@ func CheckStep(t Task, name string, result []byte) error {
 	total := len(result) + StepsBytes(t)
 	if total > MaxStepsBytes {
 		return &TooLargeError{What: "steps' results", Size: total, Limit: MaxStepsBytes}
+	}
+	return nil
+}
+
+// CheckTail checks the arguments of a read or write of n positions of task
+// id's spilled tail from pos (Store.PutStep, Store.ReadSteps).
+func CheckTail(id string, pos, n int) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	if pos < 0 || n < 1 || n > MaxStepsPage {
+		return fmt.Errorf("%w: positions %d..+%d (at most %d at once)", ErrInvalid, pos, n, MaxStepsPage)
 	}
 	return nil
 }

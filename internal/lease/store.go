@@ -104,6 +104,31 @@ type Store interface {
 	// *FinishedError, both with the task.
 	EndWaiting(ctx context.Context, prev Task, status Status, reason string) (Task, error)
 	waitAbandoner
+	historian
+}
+
+// historian is the Store methods of a history's spilled tail. They are part
+// of Store; they are declared apart so that their documentation sits with
+// the layout they keep (docs/workflows.md, "History beyond the item").
+type historian interface {
+	// Spill freezes the inline head of the task held under l at its n
+	// steps, only while l is held and the head has n steps: no Checkpoint
+	// adds to it afterwards (they are refused with ErrInvalid), and the
+	// history goes on in step items (PutStep, from position n). A head
+	// frozen at n already is left as it is. It returns the task.
+	Spill(ctx context.Context, l Lease, n int) (Task, error)
+	// PutStep records st as the operation at position pos of task id's
+	// history, in an item of its own (StepKey), if that position holds
+	// none: the first writer wins. It returns the operation recorded
+	// there: st, or the one an earlier write recorded. It does not check
+	// a lease (docs/workflows.md says why that is safe): the caller wrote
+	// or replayed every position before pos, over a frozen head.
+	PutStep(ctx context.Context, id string, pos int, st Step) (Step, error)
+	// ReadSteps reads the operations of task id's tail at positions from,
+	// from+1, ..., at most n of them (n ≤ MaxStepsPage), strongly
+	// consistent, and returns those before the first position that holds
+	// none.
+	ReadSteps(ctx context.Context, id string, from, n int) ([]Step, error)
 }
 
 // Release says how a lease is given up.

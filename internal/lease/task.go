@@ -149,8 +149,12 @@ type Task struct {
 	// WaitNote is the last suspension's Wait.Note, kept after the resume
 	// for the handler.
 	WaitNote string
-	// Steps are the handler's checkpointed steps, oldest first.
+	// Steps are the handler's checkpointed steps, oldest first: the
+	// history's inline head.
 	Steps []Step
+	// Spilled says the inline head is frozen (Store.Spill): the history
+	// goes on past Steps in step items (Store.ReadSteps from len(Steps)).
+	Spilled bool
 	// Then are the chain's links after this task (NewTask.Then): the first
 	// runs once this task has SUCCEEDED, carrying the rest.
 	Then []Link

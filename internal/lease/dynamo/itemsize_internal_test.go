@@ -91,6 +91,7 @@ func worstCaseTask() lease.Task {
 	if p := metadata.Problem(t.Metadata); p != "" {
 		panic("worst-case metadata: " + p)
 	}
+	t.Spilled = true // the largest head is frozen: spill_from is counted too
 	for i := range lease.MaxSteps {
 		r := lease.MaxStepsBytes / lease.MaxSteps
 		t.Steps = append(t.Steps, lease.Step{Name: id("s", i)[:lease.MaxStepNameBytes], Result: []byte(strings.Repeat("s", r))})

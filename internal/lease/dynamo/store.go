@@ -821,6 +821,9 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 		item[attrWaiters] = &types.AttributeValueMemberSS{Value: ws}
 	}
 	putWaitIDs(item, t)
+	if t.Spilled {
+		item[attrSpillFrom] = avN(int64(len(t.Steps)))
+	}
 	if len(t.Steps) > 0 {
 		steps := make([]types.AttributeValue, len(t.Steps))
 		for i, st := range t.Steps {
@@ -937,6 +940,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 	} else {
 		t.Then = then
 	}
+	_, t.Spilled = item[attrSpillFrom]
 	if sec := d.num(AttrExpiresAt); sec != 0 {
 		t.ExpiresAt = time.Unix(sec, 0).UTC()
 	}

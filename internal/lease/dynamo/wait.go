@@ -282,7 +282,7 @@ func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (l
 	appendSet := appendStep(values, st)
 	values[":step_name"] = avS(step)
 	var seen lease.Task
-	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name)",
+	t, err := s.update(ctx, "checkpoint", l.TaskID, heldCond+" AND NOT contains(#step_names, :step_name) AND attribute_not_exists(#spill_from)",
 		"SET "+appendSet+" ADD "+addStepName,
 		values,
 		func(old *lease.Task) error {
@@ -290,6 +290,9 @@ func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (l
 				if _, ok := old.StepResult(step); ok {
 					seen = *old
 					return errStepRecorded
+				}
+				if old.Spilled {
+					return fmt.Errorf("checkpoint %s: %w", l.TaskID, errFrozen)
 				}
 			}
 			return rules.ClassifyHeld("checkpoint", l, old)

@@ -40,7 +40,9 @@ type Store struct {
 	slots map[string]map[string]time.Time
 	// redrives are the redrive counts (TakeRedrive), by id.
 	redrives map[string]*redriveCount
-	calls    Calls
+	// tail holds the operations of spilled histories, by lease.StepKey.
+	tail  map[string]lease.Step
+	calls Calls
 }
 
 // listing is a batch listing entry: when it was opened, and its ids.

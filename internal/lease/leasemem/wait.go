@@ -163,11 +163,25 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 
 // Checkpoint implements lease.Store.
 func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
-	return s.underLease(ctx, "checkpoint", l, nil, func(rec *lease.Task, _ time.Time) {
-		if _, dup := rec.StepResult(st.Name); !dup {
-			rec.Steps = append(rec.Steps, lease.Step{Name: st.Name, Op: st.Op, Result: bytes.Clone(st.Result)})
+	if err := l.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	rec, err := s.held("checkpoint", l)
+	if err != nil {
+		return lease.Task{}, err
+	}
+	if _, dup := rec.StepResult(st.Name); !dup {
+		if rec.Spilled {
+			return lease.Task{}, fmt.Errorf("checkpoint %s: %w", l.TaskID, errFrozen)
 		}
-	})
+		rec.Steps = append(rec.Steps, lease.Step{Name: st.Name, Op: st.Op, Result: bytes.Clone(st.Result)})
+	}
+	return clone(rec), nil
 }
 
 // AbandonWait implements lease.Store.
