@@ -450,6 +450,10 @@ func (e *Env) Task(id string) (TaskState, error) {
 	if err != nil {
 		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
 	}
+	// A history past the task's item: Steps lists it whole.
+	if t.Steps, err = lease.ReadHistory(e.ctx, e.store, t, 0); err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
 	return stateOf(t), nil
 }
 

@@ -29,6 +29,16 @@ func (a *attempt) Checkpoint(_ context.Context, _ lease.Lease, st lease.Step) (l
 	a.checkpoints = append(a.checkpoints, st.Name)
 	return lease.Task{}, nil
 }
+func (a *attempt) Spill(context.Context, lease.Lease, int) (lease.Task, error) {
+	return lease.Task{}, a.fail
+}
+func (a *attempt) PutStep(_ context.Context, _ string, _ int, st lease.Step) (lease.Step, error) {
+	if a.fail != nil {
+		return lease.Step{}, a.fail
+	}
+	a.checkpoints = append(a.checkpoints, st.Name)
+	return st, nil
+}
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, nil }
 func (a *attempt) Clock() clockwork.Clock                                    { return a.clock }
 func (a *attempt) Tracer() trace.Tracer                                      { return nil }

@@ -23,8 +23,8 @@ import (
 // An error of fn is returned as it is, and nothing is recorded; the step
 // may then be called again in the same run.
 //
-// A name is checked before fn runs: an invalid name, a step beyond
-// lease.MaxSteps, or a name this run has already called (and whose call
+// A name is checked before fn runs: an invalid name, an operation beyond
+// lease.MaxOperations, or a name this run has already called (and whose call
 // did not fail) fails the task (PermanentError) without running fn. A
 // repeated name would otherwise return the first step's result for a
 // different step.
@@ -89,7 +89,7 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		w.mu.Unlock()
 		return nil, err
 	}
-	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, nil); err != nil {
+	if err := lease.CheckOperation(len(w.steps), name, nil); err != nil {
 		w.mu.Unlock()
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
@@ -114,7 +114,7 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		delete(w.called, name) // a failed step may be tried again
 		return nil, err
 	}
-	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
+	if err := lease.CheckOperation(len(w.steps), name, out); err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
 	if derived {
@@ -123,13 +123,21 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		w.pos = int32(len(w.steps))
 		return out, nil
 	}
-	t, err := w.att.Checkpoint(ctx, w.held, lease.Step{Name: name, Op: op, Result: out})
+	pos := len(w.steps)
+	got, err := w.record(ctx, pos, lease.Step{Name: name, Op: op, Result: out})
 	if err != nil {
+		var d *DivergedError
+		if errors.As(err, &d) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
-	w.steps = t.Steps
+	// Appended in place: a slice handed out before (Steps, the
+	// executor's task) keeps its length, and the history grows in
+	// amortized constant time however long it gets.
+	w.steps = append(w.steps, got)
 	w.pos = int32(len(w.steps))
-	return out, nil
+	return got.Result, nil
 }
 
 // replay matches the durable call of name and op, this run's next, with

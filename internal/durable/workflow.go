@@ -44,7 +44,10 @@ type Workflow struct {
 
 	mu    sync.Mutex
 	nonce string
-	steps []lease.Step // as the last checkpoint left them, then unrecorded
+	// steps are the history, the inline head then the spilled tail (read
+	// by the executor before the run), as the run's last write left
+	// them, then the unrecorded ones.
+	steps []lease.Step
 	// unrecorded counts the steps at the end of steps that this run
 	// derived but has not written (AllOf's outcomes): Flush writes them.
 	unrecorded int32
@@ -60,8 +63,11 @@ type Workflow struct {
 	// children the task resumed from (awaitedName), as it must be.
 	// diverged is the run's divergence from the history, nil for none.
 	// (Sized to keep the executor's record in its size class.)
+	// spilled says the inline head is frozen: new operations are step
+	// items of their own (record).
 	pos      int32
 	awaited  bool
+	spilled  bool
 	diverged *DivergedError
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
@@ -82,6 +88,13 @@ type Attempt interface {
 	// Checkpoint records the step name's result under the lease l, in one
 	// write bounded by the call timeout, and returns the task as written.
 	Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error)
+	// Spill freezes the task's inline steps at n under l (lease.Store):
+	// the history goes on in step items.
+	Spill(ctx context.Context, l lease.Lease, n int) (lease.Task, error)
+	// PutStep records st at position pos of the history of task id in an
+	// item of its own, the first writer winning, and returns the operation
+	// recorded there (lease.Store).
+	PutStep(ctx context.Context, id string, pos int, st lease.Step) (lease.Step, error)
 	// ReadTasks reads the tasks ids; one that does not exist has only its
 	// ID.
 	ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error)
@@ -135,6 +148,54 @@ func (w *Workflow) Unreplayed() *DivergedError {
 // waited for (nil: it did not wait). It forgets the previous run's state.
 func (w *Workflow) Start(att Attempt, held lease.Lease, steps []lease.Step, note string, results *WaitResults) {
 	*w = Workflow{att: att, held: held, steps: steps, note: note, results: results}
+}
+
+// StartSpilled is Start for a task whose history has spilled
+// (lease.Task.Spilled): steps are its inline head then its whole tail.
+func (w *Workflow) StartSpilled(att Attempt, held lease.Lease, steps []lease.Step, note string, results *WaitResults) {
+	w.Start(att, held, steps, note, results)
+	w.spilled = true
+}
+
+// Spilled reports whether the run's history has spilled past the task's
+// item: its next operations are step items of their own.
+func (w *Workflow) Spilled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spilled
+}
+
+// record writes st as the operation at position pos of the history: into
+// the inline head while the task has not spilled and st fits there
+// (lease.FitsInline), otherwise, after freezing the head once, into a
+// step item of its own. It returns the operation recorded at pos, st or
+// an earlier writer's (the first writer of a tail position wins: see
+// docs/workflows.md), and a *DivergedError when that is another
+// operation. w.mu is held.
+func (w *Workflow) record(ctx context.Context, pos int, st lease.Step) (lease.Step, error) {
+	if !w.spilled {
+		if lease.FitsInline(w.steps[:pos], st.Result) {
+			if _, err := w.att.Checkpoint(ctx, w.held, st); err != nil {
+				return lease.Step{}, err
+			}
+			return st, nil
+		}
+		if _, err := w.att.Spill(ctx, w.held, pos); err != nil {
+			return lease.Step{}, err
+		}
+		w.spilled = true
+	}
+	got, err := w.att.PutStep(ctx, w.held.TaskID, pos, st)
+	if err != nil {
+		return lease.Step{}, err
+	}
+	if got.Name != st.Name || got.Op != "" && got.Op != st.Op {
+		if w.diverged == nil {
+			w.diverged = &DivergedError{Position: pos + 1, Recorded: describeOp(got.Name, got.Op), Asked: describeOp(st.Name, st.Op)}
+		}
+		return lease.Step{}, w.diverged
+	}
+	return got, nil
 }
 
 // awaitedName names the await of children the task resumed from (their
@@ -196,10 +257,13 @@ func (w *Workflow) Flush(ctx context.Context) error {
 // flush is Flush's work; w.mu is held.
 func (w *Workflow) flush(ctx context.Context) error {
 	for w.unrecorded > 0 {
-		s := w.steps[len(w.steps)-int(w.unrecorded)]
-		if _, err := w.att.Checkpoint(ctx, w.held, s); err != nil {
+		pos := len(w.steps) - int(w.unrecorded)
+		s := w.steps[pos]
+		got, err := w.record(ctx, pos, s)
+		if err != nil {
 			return fmt.Errorf("step %q: could not record its result: %w", s.Name, err)
 		}
+		w.steps[pos] = got
 		w.unrecorded--
 	}
 	return nil

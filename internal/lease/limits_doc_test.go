@@ -27,6 +27,8 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		"lease.MaxSteps":             lease.MaxSteps,
 		"lease.MaxStepNameBytes":     lease.MaxStepNameBytes,
 		"lease.MaxStepsBytes":        lease.MaxStepsBytes,
+		"lease.MaxOperations":        lease.MaxOperations,
+		"lease.MaxStepsPage":         lease.MaxStepsPage,
 		"lease.MaxChildren":          lease.MaxChildren,
 		"lease.MaxAfter":             lease.MaxAfter,
 		"lease.MaxWaiters":           lease.MaxWaiters,

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -121,4 +122,28 @@ func CheckTail(id string, pos, n int) error {
 		return fmt.Errorf("%w: positions %d..+%d (at most %d at once)", ErrInvalid, pos, n, MaxStepsPage)
 	}
 	return nil
+}
+
+// ReadHistory returns t's whole history: its inline steps, then, when it
+// has spilled, the tail's operations read in pages of MaxStepsPage until a
+// page comes back short. Each page is one call, bounded by timeout (zero:
+// by ctx alone).
+func ReadHistory(ctx context.Context, s Store, t Task, timeout time.Duration) ([]Step, error) {
+	steps := append([]Step(nil), t.Steps...)
+	for t.Spilled && len(steps) < MaxOperations {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		page, err := s.ReadSteps(cctx, t.ID, len(steps), MaxStepsPage)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("could not read the task's history from operation %d: %w", len(steps)+1, err)
+		}
+		steps = append(steps, page...)
+		if len(page) < MaxStepsPage {
+			break
+		}
+	}
+	return steps, nil
 }

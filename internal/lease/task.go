@@ -97,10 +97,15 @@ type Task struct {
 	Result          []byte    // JSON document returned by the handler
 	Error           string    // last error
 	CancelRequested bool
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      time.Time
-	ExpiresAt       time.Time // DynamoDB TTL; zero when the record is kept
+	// Spilled says the inline steps are frozen (Store.Spill): the history
+	// goes on past Steps in step items (Store.ReadSteps from len(Steps)).
+	// (Beside CancelRequested, in its padding: the executor's record keeps
+	// a Task and its size class.)
+	Spilled    bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time
+	ExpiresAt  time.Time // DynamoDB TTL; zero when the record is kept
 	// DispatchAt is set while the task sits in the sparse sweep index: the
 	// time after which the sweeper treats the task as having no live
 	// message and dispatches it again. Zero when the task is not indexed.
@@ -152,9 +157,6 @@ type Task struct {
 	// Steps are the handler's checkpointed steps, oldest first: the
 	// history's inline head.
 	Steps []Step
-	// Spilled says the inline head is frozen (Store.Spill): the history
-	// goes on past Steps in step items (Store.ReadSteps from len(Steps)).
-	Spilled bool
 	// Then are the chain's links after this task (NewTask.Then): the first
 	// runs once this task has SUCCEEDED, carrying the rest.
 	Then []Link

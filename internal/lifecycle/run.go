@@ -64,7 +64,9 @@ func (x *execution) runClaimed(ctx context.Context) State {
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
-	x.flow.ctx.Start(x, x.task.LeaseOf(), x.task.Steps, x.task.WaitNote, results)
+	if err := x.startWorkflow(ctx, results); err != nil {
+		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+	}
 
 	// The handler's context: cancelled with a cause when the lease is lost,
 	// the task is cancelled, or the invocation deadline draws near. It is

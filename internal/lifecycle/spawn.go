@@ -193,6 +193,12 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	}
 	if ac.Step != "" {
 		// The answer becomes a step: there must be room for it.
+		// The write that ends the wait records it in the task's inline
+		// steps, so a history that has spilled past them has none.
+		if x.flow.ctx.Spilled() {
+			return x.failClaimed(ctx, fmt.Sprintf("await callback %q: its answer would be a step, and the task's history has grown past its item (%d operations): a callback answered as a step needs room among the inline steps (limits %d and %d bytes)",
+				ac.Step, len(x.flow.ctx.Steps()), lease.MaxSteps, lease.MaxStepsBytes))
+		}
 		steps := lease.Task{Steps: x.flow.ctx.Steps()}
 		used := lease.StepsBytes(steps)
 		if len(steps.Steps) >= lease.MaxSteps || used+lease.MaxCallbackAnswerBytes+32 > lease.MaxStepsBytes {

@@ -12,10 +12,21 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
-// countingCheckpoints counts the Checkpoint writes the worker makes.
+// countingCheckpoints counts the Checkpoint, Spill and PutStep writes the
+// worker makes.
 type countingCheckpoints struct {
 	lease.Store
-	n atomic.Int32
+	n, spills, puts atomic.Int32
+}
+
+func (c *countingCheckpoints) Spill(ctx context.Context, l lease.Lease, n int) (lease.Task, error) {
+	c.spills.Add(1)
+	return c.Store.Spill(ctx, l, n)
+}
+
+func (c *countingCheckpoints) PutStep(ctx context.Context, id string, pos int, st lease.Step) (lease.Step, error) {
+	c.puts.Add(1)
+	return c.Store.PutStep(ctx, id, pos, st)
 }
 
 func (c *countingCheckpoints) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (lease.Task, error) {
@@ -48,10 +59,10 @@ func stepsEnv(t *testing.T, results [][]byte) (*env, *countingCheckpoints, *atom
 	return e, counter, &runs
 }
 
-// The step past lease.MaxSteps fails the task with an error naming the
-// limit, before its function runs and before any write for it: the task
-// keeps the MaxSteps steps it recorded.
-func TestStepPastMaxStepsFailsTheTask(t *testing.T) {
+// The step past lease.MaxSteps starts the spilled tail: the task keeps
+// MaxSteps inline steps, written by checkpoints, and the step after them
+// is an item of its own (one PutStep, after the one Spill).
+func TestStepPastMaxStepsSpills(t *testing.T) {
 	t.Parallel()
 	results := make([][]byte, lease.MaxSteps+1)
 	for i := range results {
@@ -60,23 +71,22 @@ func TestStepPastMaxStepsFailsTheTask(t *testing.T) {
 	e, checkpoints, runs := stepsEnv(t, results)
 	e.exec.Process(t.Context(), nil, msg("s", inline(t, "steps", "s", "", 3)))
 	got := e.get(t, "s")
-	want := fmt.Sprintf("step %q: %v: a task keeps at most %d steps", fmt.Sprintf("s%d", lease.MaxSteps), lease.ErrInvalid, lease.MaxSteps)
-	if got.Status != lease.StatusFailed || got.Error != want {
-		t.Fatalf("task: %s %q, want FAILED with %q", got.Status, got.Error, want)
+	if got.Status != lease.StatusSucceeded || !got.Spilled || len(got.Steps) != lease.MaxSteps {
+		t.Fatalf("task: %s %q, spilled %v, %d inline steps; want SUCCEEDED, spilled, %d inline", got.Status, got.Error, got.Spilled, len(got.Steps), lease.MaxSteps)
 	}
-	if len(got.Steps) != lease.MaxSteps || runs.Load() != lease.MaxSteps || checkpoints.n.Load() != lease.MaxSteps {
-		t.Fatalf("%d steps kept, %d step functions run, %d checkpoints written; want %d of each: the step past the limit neither runs nor is written",
-			len(got.Steps), runs.Load(), checkpoints.n.Load(), lease.MaxSteps)
+	if runs.Load() != lease.MaxSteps+1 || checkpoints.n.Load() != lease.MaxSteps || checkpoints.spills.Load() != 1 || checkpoints.puts.Load() != 1 {
+		t.Fatalf("%d step functions run, %d checkpoints, %d spills, %d tail writes; want %d, %d, 1, 1",
+			runs.Load(), checkpoints.n.Load(), checkpoints.spills.Load(), checkpoints.puts.Load(), lease.MaxSteps+1, lease.MaxSteps)
 	}
-	if got.Attempt != 1 {
-		t.Fatalf("attempt %d: the limit fails the task for good, without a retry", got.Attempt)
+	tail, err := e.store.ReadSteps(t.Context(), "s", lease.MaxSteps, lease.MaxStepsPage)
+	if err != nil || len(tail) != 1 || tail[0].Name != fmt.Sprintf("s%d", lease.MaxSteps) {
+		t.Fatalf("tail %+v, %v", tail, err)
 	}
 }
 
-// Steps whose results together reach lease.MaxStepsBytes are kept; the step
-// whose result takes them past it fails the task with an error naming the
-// limit, after its function ran but before its write.
-func TestStepResultsPastMaxStepsBytesFailTheTask(t *testing.T) {
+// Steps whose results together reach lease.MaxStepsBytes stay inline; the
+// step whose result would take them past it starts the tail.
+func TestStepResultsPastMaxStepsBytesSpill(t *testing.T) {
 	t.Parallel()
 	str := func(n int) []byte { return []byte(`"` + strings.Repeat("x", n-2) + `"`) }
 	half := lease.MaxStepsBytes / 2
@@ -84,13 +94,32 @@ func TestStepResultsPastMaxStepsBytesFailTheTask(t *testing.T) {
 	e, checkpoints, runs := stepsEnv(t, results)
 	e.exec.Process(t.Context(), nil, msg("b", inline(t, "steps", "b", "", 3)))
 	got := e.get(t, "b")
-	want := fmt.Sprintf(`step "s2": steps' results is %d bytes, over the %d-byte limit`, lease.MaxStepsBytes+1, lease.MaxStepsBytes)
+	if got.Status != lease.StatusSucceeded || !got.Spilled || len(got.Steps) != 2 {
+		t.Fatalf("task: %s %q, spilled %v, %d inline steps; want SUCCEEDED, spilled, 2 inline", got.Status, got.Error, got.Spilled, len(got.Steps))
+	}
+	if checkpoints.n.Load() != 2 || checkpoints.puts.Load() != 1 || runs.Load() != 3 {
+		t.Fatalf("%d checkpoints, %d tail writes, %d step functions run; want 2, 1, 3", checkpoints.n.Load(), checkpoints.puts.Load(), runs.Load())
+	}
+}
+
+// The operation past lease.MaxOperations fails the task with an error
+// naming the limit, before its function runs and before any write for it.
+func TestStepPastMaxOperationsFailsTheTask(t *testing.T) {
+	t.Parallel()
+	results := make([][]byte, lease.MaxOperations+1)
+	for i := range results {
+		results[i] = []byte(`1`)
+	}
+	e, checkpoints, runs := stepsEnv(t, results)
+	e.exec.Process(t.Context(), nil, msg("m", inline(t, "steps", "m", "", 3)))
+	got := e.get(t, "m")
+	want := fmt.Sprintf("step %q: %v: a task's history keeps at most %d operations", fmt.Sprintf("s%d", lease.MaxOperations), lease.ErrInvalid, lease.MaxOperations)
 	if got.Status != lease.StatusFailed || got.Error != want {
 		t.Fatalf("task: %s %q, want FAILED with %q", got.Status, got.Error, want)
 	}
-	if len(got.Steps) != 2 || checkpoints.n.Load() != 2 || runs.Load() != 3 {
-		t.Fatalf("%d steps kept, %d checkpoints written, %d step functions run; want the first 2 kept and written, and all 3 run",
-			len(got.Steps), checkpoints.n.Load(), runs.Load())
+	written := int(checkpoints.n.Load() + checkpoints.puts.Load())
+	if written != lease.MaxOperations || runs.Load() != lease.MaxOperations {
+		t.Fatalf("%d operations written, %d step functions run; want %d of each", written, runs.Load(), lease.MaxOperations)
 	}
 	if got.Attempt != 1 {
 		t.Fatalf("attempt %d: the limit fails the task for good, without a retry", got.Attempt)

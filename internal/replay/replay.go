@@ -196,6 +196,14 @@ func (a *attempt) Checkpoint(context.Context, lease.Lease, lease.Step) (lease.Ta
 	return lease.Task{}, errWrites
 }
 
+func (a *attempt) Spill(context.Context, lease.Lease, int) (lease.Task, error) {
+	return lease.Task{}, errWrites
+}
+
+func (a *attempt) PutStep(context.Context, string, int, lease.Step) (lease.Step, error) {
+	return lease.Step{}, errWrites
+}
+
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, errReads }
 
 func (a *attempt) Clock() clockwork.Clock { return a.clock }
