@@ -187,12 +187,18 @@ func (c *Client) wakeWaiters(ctx context.Context, t lease.Task) {
 }
 
 // ChildIDs lists the ids of the tasks Children lists, in the same order,
-// from one read of parent: a tool that shows a few of a large map's
+// from one read of parent (and of its history past its item, if it has
+// one): a tool that shows a few of a large map's
 // children reads only those (Get) instead of all of them.
 func (c *Client) ChildIDs(ctx context.Context, parent string) ([]string, error) {
 	p, err := c.get(ctx, parent)
 	if err != nil {
 		return nil, err
+	}
+	// A history past the parent's item: its awaits there too (a read per
+	// 100 operations of the tail).
+	if p.Steps, err = lease.ReadHistory(ctx, c.store, p, 0); err != nil {
+		return nil, c.translate(ctx, err)
 	}
 	return durable.StartedIDs(p), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,5 +103,40 @@ func TestEnvFiftyMegabytesOfResults(t *testing.T) {
 	}
 	if len(got.Steps) != steps {
 		t.Fatalf("%d steps recorded, want %d", len(got.Steps), steps)
+	}
+}
+
+// TestEnvChildrenPastTheItem: the children of a map recorded past the
+// task's item (after 100 steps) are listed as those of one recorded in it.
+func TestEnvChildrenPastTheItem(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "echo", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return task.Payload, nil })
+	leasehold.Handle(hs, "late", func(ctx context.Context, task *leasehold.Task[string]) (int, error) {
+		for i := range 120 {
+			if _, err := workflow.Step(ctx, fmt.Sprint("s", i), func(context.Context) (int, error) { return i, nil }); err != nil {
+				return 0, err
+			}
+		}
+		res, err := workflow.Map(ctx, "kids", 2, func(i int) workflow.Child { return workflow.Child{Kind: "echo", Payload: i} }, workflow.MapOptions{MaxConcurrency: 1})
+		if err != nil {
+			return 0, err
+		}
+		// A later await: the task's wait is no longer the map's.
+		outs, err := workflow.All(ctx, "then", workflow.Child{Kind: "echo", Payload: 3})
+		if err != nil {
+			return 0, err
+		}
+		return res.Succeeded + len(outs) - 1, nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "late", Payload: "x", ID: "late-1"})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != "2" || len(got.Steps) != 121 {
+		t.Fatalf("task %s %s (%q), %d operations; want SUCCEEDED 2 after 121 (120 steps, the map)", got.Status, got.Result, got.Error, len(got.Steps))
+	}
+	ids, err := env.Client().ChildIDs(t.Context(), id)
+	if err != nil || !slices.Equal(ids, []string{"late-1/kids/0", "late-1/kids/1", "late-1/then/0"}) {
+		t.Fatalf("children %v, %v; want late-1/kids/0, /1 and late-1/then/0", ids, err)
 	}
 }

@@ -70,6 +70,8 @@ type harness struct {
 
 type echo struct {
 	N int `json:"n"`
+	// Bytes is the size of each step's result in a "history" task.
+	Bytes int `json:"bytes,omitempty"`
 }
 
 func newHarness(t *testing.T, lease time.Duration, tune ...func(*leasehold.WorkerConfig)) *harness {

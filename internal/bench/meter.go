@@ -384,7 +384,11 @@ type write struct{ id, kind string }
 // append to it), and of an inline task's create that it lists (no listing
 // key of the task's own).
 const (
-	kindListing           = "listing entry"
+	kindListing = "listing entry"
+	// kindStepItem is an operation of a history's spilled tail, an item of
+	// its own; kindSpill the write that freezes the task's inline steps.
+	kindStepItem          = "step item"
+	kindSpill             = "spill"
 	kindListingAppend     = "listing entry append"
 	kindCreateBatchListed = "create (RUNNING, batch-listed)"
 )
@@ -413,6 +417,9 @@ func parseWrite(op string, body []byte, key string) write {
 		if _, ok := in.Item["list_ids"]; ok {
 			kind = kindListing
 		}
+		if _, ok := in.Item["name"]; ok && status == "" {
+			kind = kindStepItem
+		}
 	}
 	u := in.UpdateExpression
 	switch {
@@ -423,6 +430,8 @@ func parseWrite(op string, body []byte, key string) write {
 		kind = "watch"
 	case strings.Contains(u, "#steps = list_append"):
 		kind = "checkpoint"
+	case strings.Contains(u, "#spill_from = :n"):
+		kind = kindSpill
 	case strings.Contains(u, "ADD #ended") && strings.Contains(u, ":cancelled"):
 		kind = "notify (cancels)"
 	case strings.Contains(u, "ADD #ended"):

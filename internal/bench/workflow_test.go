@@ -59,6 +59,19 @@ func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
 		}
 		return echo{N: sum}, nil
 	})
+	leasehold.Handle(hs, "history", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
+		r := strings.Repeat("r", max(t.Payload.Bytes-2, 0))
+		for i := range t.Payload.N {
+			if _, err := workflow.Step(ctx, fmt.Sprintf("step-%d", i), func(context.Context) (string, error) { return r, nil }); err != nil {
+				return echo{}, err
+			}
+		}
+		// A second run replays the whole history.
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return echo{}, err
+		}
+		return echo{N: t.Payload.N}, nil
+	})
 	leasehold.Handle(hs, "approve", func(ctx context.Context, t *leasehold.Task[echo]) (echo, error) {
 		return workflow.WaitForCallback[echo](ctx, "approval", callbackTimeout(), func(ctx context.Context, tok string) error {
 			select {

@@ -94,24 +94,6 @@ func StepsBytes(t Task) int {
 	return n
 }
 
-// CheckStep checks a step about to be added to the steps of t.
-func CheckStep(t Task, name string, result []byte) error {
-	switch {
-	case name == "" || len(name) > MaxStepNameBytes || !utf8.ValidString(name):
-		return fmt.Errorf("%w: step name must be 1..%d bytes of UTF-8", ErrInvalid, MaxStepNameBytes)
-	case len(t.Steps) >= MaxSteps:
-		return fmt.Errorf("%w: a task keeps at most %d steps", ErrInvalid, MaxSteps)
-	}
-	if err := CheckResult(result); err != nil {
-		return err
-	}
-	total := len(result) + StepsBytes(t)
-	if total > MaxStepsBytes {
-		return &TooLargeError{What: "steps' results", Size: total, Limit: MaxStepsBytes}
-	}
-	return nil
-}
-
 // CheckTail checks the arguments of a read or write of n positions of task
 // id's spilled tail from pos (Store.PutStep, Store.ReadSteps).
 func CheckTail(id string, pos, n int) error {
@@ -124,11 +106,17 @@ func CheckTail(id string, pos, n int) error {
 	return nil
 }
 
+// StepReader reads a history's spilled tail (Store.ReadSteps): the one call
+// ReadHistory needs, which a client's narrower store also makes.
+type StepReader interface {
+	ReadSteps(ctx context.Context, id string, from, n int) ([]Step, error)
+}
+
 // ReadHistory returns t's whole history: its inline steps, then, when it
 // has spilled, the tail's operations read in pages of MaxStepsPage until a
 // page comes back short. Each page is one call, bounded by timeout (zero:
 // by ctx alone).
-func ReadHistory(ctx context.Context, s Store, t Task, timeout time.Duration) ([]Step, error) {
+func ReadHistory(ctx context.Context, s StepReader, t Task, timeout time.Duration) ([]Step, error) {
 	steps := append([]Step(nil), t.Steps...)
 	for t.Spilled && len(steps) < MaxOperations {
 		cctx, cancel := ctx, context.CancelFunc(func() {})

@@ -187,7 +187,7 @@ func (w Wait) Validate() error {
 			return fmt.Errorf("%w: a resumable callback wait's nonce must name its step (ResumableNonce)", ErrInvalid)
 		}
 		if w.Step != "" {
-			if err := CheckStep(Task{}, w.Step, nil); err != nil {
+			if err := CheckOperation(0, w.Step, nil); err != nil {
 				return err
 			}
 		}
