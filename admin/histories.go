@@ -72,6 +72,10 @@ func (a *Admin) Histories(ctx context.Context, kind string, limit int, cursor st
 			if !replay.InFlight(t) {
 				continue
 			}
+			// A history past the task's item: the file holds it whole.
+			if t.Steps, err = lease.ReadHistory(ctx, store, t, 0); err != nil {
+				return out, "", err
+			}
 			b, err := replay.Of(t, now).Encode()
 			if err != nil {
 				return out, "", err

@@ -2,6 +2,7 @@ package leaseholdtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -134,6 +135,14 @@ func TestEnvChildrenPastTheItem(t *testing.T) {
 	mustRun(t, env)
 	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != "2" || len(got.Steps) != 121 {
 		t.Fatalf("task %s %s (%q), %d operations; want SUCCEEDED 2 after 121 (120 steps, the map)", got.Status, got.Result, got.Error, len(got.Steps))
+	}
+	// The history file (leasehold replay --out) holds the whole history.
+	raw, err := env.History(id)
+	var file struct {
+		Steps []struct{ Name string } `json:"steps"`
+	}
+	if err != nil || json.Unmarshal(raw, &file) != nil || len(file.Steps) != 121 || file.Steps[120].Name != "map:kids" {
+		t.Fatalf("history file of %d operations (%v), want 121 ending with the map", len(file.Steps), err)
 	}
 	ids, err := env.Client().ChildIDs(t.Context(), id)
 	if err != nil || !slices.Equal(ids, []string{"late-1/kids/0", "late-1/kids/1", "late-1/then/0"}) {

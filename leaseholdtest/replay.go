@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/replay"
 )
 
@@ -82,6 +83,10 @@ func historyFiles(paths []string) ([]string, error) {
 func (e *Env) History(id string) ([]byte, error) {
 	t, err := e.store.Get(e.ctx, id)
 	if err != nil {
+		return nil, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
+	// A history past the task's item: the file holds it whole.
+	if t.Steps, err = lease.ReadHistory(e.ctx, e.store, t, 0); err != nil {
 		return nil, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
 	}
 	return replay.Of(t, e.clock.Now()).Encode()
