@@ -97,10 +97,15 @@ type Task struct {
 	Result          []byte    // JSON document returned by the handler
 	Error           string    // last error
 	CancelRequested bool
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      time.Time
-	ExpiresAt       time.Time // DynamoDB TTL; zero when the record is kept
+	// Run counts the workflow's continue-as-new (Release.Continue): 0 for
+	// its first run, n for the run that followed n of them. The ended runs
+	// are archived as tasks of their own (RunID). (An int32 beside the
+	// bool, in its padding: the executor's record keeps its size class.)
+	Run        int32
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time
+	ExpiresAt  time.Time // DynamoDB TTL; zero when the record is kept
 	// DispatchAt is set while the task sits in the sparse sweep index: the
 	// time after which the sweeper treats the task as having no live
 	// message and dispatches it again. Zero when the task is not indexed.
