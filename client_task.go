@@ -121,6 +121,11 @@ type TaskInfo struct {
 	// Metadata is the task's metadata (see Submission.Metadata). Client.List
 	// leaves it out; Client.Get fills it.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Run is the workflow's run, from 1: a workflow that continued as new
+	// (workflow.ContinueAsNew) n times is in run n+1, and its ended runs
+	// are tasks of their own, ID@run1 to ID@runN, whose Parent is this
+	// task. Client.List leaves it out.
+	Run int `json:"run,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.
@@ -165,6 +170,7 @@ func infoOf(t lease.Task) TaskInfo {
 		FinishedAt:      utc(t.FinishedAt),
 		HistoryDropped:  t.HistoryDropped,
 		Snoozes:         t.Snoozes,
+		Run:             int(t.Run) + 1,
 		Queue:           t.Queue,
 		Fence:           t.Fence,
 	}

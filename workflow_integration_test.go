@@ -624,3 +624,51 @@ func stepCounter() (count func(name string) func(context.Context) (string, error
 	}
 	return count, runs
 }
+
+// TestContinueAsNewOnTheStack (issue 36, point 4): on the stack, a loop
+// that continues as new after each iteration ends in its third run with
+// the loop's result; its two ended runs are archived tasks with their own
+// steps and inputs; the live item holds only the last run's steps.
+func TestContinueAsNewOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	count, runsOf := stepCounter()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "looping", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		name := fmt.Sprintf("iteration-%d", task.Payload)
+		if _, err := workflow.Step(ctx, name, count(name)); err != nil {
+			return 0, err
+		}
+		if task.Payload < 3 {
+			return 0, workflow.ContinueAsNew(ctx, task.Payload+1)
+		}
+		return task.Payload, nil
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(4*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "looping", ID: "looper", Payload: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 120*time.Second, func() bool { return e.status(t, "looper") == lease.StatusSucceeded })
+	got, err := c.Get(ctx, "looper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Result) != "3" || got.Run != 3 || strings.Join(got.Steps, " ") != "iteration-3" || string(got.Payload) != "3" {
+		t.Fatalf("looper: result %s, run %d, steps %v, payload %s", got.Result, got.Run, got.Steps, got.Payload)
+	}
+	for n := 1; n <= 2; n++ {
+		a, err := c.Get(ctx, fmt.Sprintf("looper@run%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != leasehold.StatusSucceeded || a.Parent != "looper" || strings.Join(a.Steps, " ") != fmt.Sprintf("iteration-%d", n) || string(a.Payload) != fmt.Sprint(n) || a.Run != n {
+			t.Errorf("run %d: %s parent %s steps %v payload %s run %d", n, a.Status, a.Parent, a.Steps, a.Payload, a.Run)
+		}
+	}
+	if runs := runsOf(); runs["iteration-1"] != 1 || runs["iteration-2"] != 1 || runs["iteration-3"] != 1 {
+		t.Errorf("step runs %v, want each iteration once", runs)
+	}
+}

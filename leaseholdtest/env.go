@@ -469,7 +469,7 @@ func stateOf(t lease.Task) TaskState {
 		ID: t.ID, Kind: t.Kind, Status: leasehold.Status(t.Status), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
 		Payload: raw(t.Payload), Result: raw(t.Result), Error: t.Error, CancelRequested: t.CancelRequested,
 		RunAt: t.RunAt, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt,
-		HistoryDropped: t.HistoryDropped, Snoozes: t.Snoozes, Queue: t.Queue,
+		HistoryDropped: t.HistoryDropped, Snoozes: t.Snoozes, Queue: t.Queue, Run: int(t.Run) + 1,
 		Parent: t.Parent, Wait: string(t.Wait), WaitFor: t.WaitFor, Ended: t.Ended, WaitUntil: t.WaitUntil,
 	}}
 	if t.Status == lease.StatusRunning {

@@ -462,3 +462,28 @@ func WaitFor[T any](ctx context.Context, name string, p Poll, check func(context
 func Version(ctx context.Context, change string, max int) (int, error) {
 	return durable.VersionOf(ctx, change, max)
 }
+
+// ContinueAsNew returns the error that, returned by the handler, ends
+// this run of the workflow and starts its next run under the same task
+// id, with input as its payload and an empty history: a workflow that
+// loops for ever (a subscription renewing each month, a poller) continues
+// as new every so many iterations, so that its history stays small. The
+// ending run is kept, its steps and payload included, as a task of its
+// own, SUCCEEDED, with the id ID@runN (N from 1; the task's status shows
+// its run and links the earlier ones), for the tasks' retention. The next
+// run is PENDING at once, its attempts counted from 0; the task's
+// waiters (a parent, the tasks after it) hear of it only when a run ends
+// it. An input that does not encode, or is larger than a payload may be,
+// fails the task. Its cost: the archive (a write unit per KB of the
+// ending run's item) and the release (one write).
+//
+//	if n%100 == 99 {
+//		return Renewal{}, workflow.ContinueAsNew(ctx, Sub{Account: t.Payload.Account, From: n + 1})
+//	}
+func ContinueAsNew[P any](ctx context.Context, input P) error {
+	b, err := json.Marshal(input)
+	if err != nil {
+		return &durable.PermanentError{Err: fmt.Errorf("continue as new: the input does not encode: %w", err)}
+	}
+	return durable.ContinueAsNewOf(ctx, b)
+}

@@ -291,6 +291,9 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	}
 	row("status", status)
 	row("attempts", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
+	if t.Run > 1 {
+		row("run", fmt.Sprintf("%d (continued as new; the earlier runs are %s to %s)", t.Run, rules.DisplayID(rules.RunID(t.ID, 1)), rules.DisplayID(rules.RunID(t.ID, t.Run-1))))
+	}
 	if !t.Status.Terminal() {
 		row("run at", stamp(t.RunAt))
 	}

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // ErrStepTwice: a handler called one step name twice in one run. Step
@@ -77,5 +80,32 @@ func suspends(err error) bool {
 		callback *AwaitCallbackError
 		snooze   *SnoozeError
 	)
-	return errors.As(err, &children) || errors.As(err, &callback) || errors.As(err, &snooze)
+	var cont *ContinueError
+	return errors.As(err, &children) || errors.As(err, &callback) || errors.As(err, &snooze) || errors.As(err, &cont)
+}
+
+// ContinueError ends the run of a workflow and starts its next run with
+// Payload as its input (ContinueAsNewOf): the executor archives the ending
+// run's history as a task of its own and clears the task's.
+type ContinueError struct{ Payload []byte }
+
+func (e *ContinueError) Error() string { return "continued as new" }
+
+// ContinueAsNewOf returns the error that, returned by the handler, ends
+// this run of its workflow and starts the next with payload (JSON, within
+// the payload limit) as its input, under the same task id, with an empty
+// history: for a workflow that loops for ever (a subscription, a poller),
+// whose history would otherwise grow without end.
+func ContinueAsNewOf(ctx context.Context, payload []byte) error {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		return ErrNoWorkflow
+	}
+	switch {
+	case len(payload) > lease.MaxPayloadBytes:
+		return &PermanentError{Err: fmt.Errorf("continue as new: %w", &lease.TooLargeError{What: "payload", Size: len(payload), Limit: lease.MaxPayloadBytes})}
+	case lease.JSONProblem(payload) != "":
+		return &PermanentError{Err: fmt.Errorf("continue as new: %w: payload %s", lease.ErrInvalid, lease.JSONProblem(payload))}
+	}
+	return w.wait(&ContinueError{Payload: payload}, "workflow.ContinueAsNew")
 }

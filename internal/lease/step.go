@@ -53,6 +53,25 @@ func StepKey(id string, pos int) string {
 	return id + "\x1fstep\x1f" + strconv.Itoa(pos)
 }
 
+// TailOf is the id under which t's spilled tail is kept (StepKey's id),
+// so that no run of a workflow reads another's operations: a first run's
+// (Run 0) is the task's id; a later run's (continue-as-new) is the id its
+// archive will have once it ends, RunID(ID, Run); and an archived run
+// (RunID(Parent, Run)) reads where its run wrote: the workflow's id for
+// run 0, its own id otherwise.
+func TailOf(t Task) string {
+	if t.Parent != "" && t.ID == RunID(t.Parent, int(t.Run)) {
+		if t.Run == 0 {
+			return t.Parent
+		}
+		return t.ID
+	}
+	if t.Run == 0 {
+		return t.ID
+	}
+	return RunID(t.ID, int(t.Run))
+}
+
 // FitsInline reports whether a step with result may join head, the inline
 // head of a task that has not spilled: within MaxSteps and MaxStepsBytes.
 // Every workflow that fits today stays in the head, as it was recorded
@@ -123,7 +142,7 @@ func ReadHistory(ctx context.Context, s StepReader, t Task, timeout time.Duratio
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		page, err := s.ReadSteps(cctx, t.ID, len(steps), MaxStepsPage)
+		page, err := s.ReadSteps(cctx, TailOf(t), len(steps), MaxStepsPage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("could not read the task's history from operation %d: %w", len(steps)+1, err)

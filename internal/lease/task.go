@@ -101,7 +101,12 @@ type Task struct {
 	// goes on past Steps in step items (Store.ReadSteps from len(Steps)).
 	// (Beside CancelRequested, in its padding: the executor's record keeps
 	// a Task and its size class.)
-	Spilled    bool
+	Spilled bool
+	// Run counts the workflow's continue-as-new (Release.Continue): 0 for
+	// its first run, n for the run that followed n of them. The ended runs
+	// are archived as tasks of their own (RunID). (An int32 beside the
+	// bool, in its padding: the executor's record keeps its size class.)
+	Run        int32
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time

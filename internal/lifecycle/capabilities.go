@@ -28,6 +28,9 @@ type capabilities struct {
 	// marker moves a dependent's sweep entry (checkRegistrations; else the
 	// entry stays where the sweep put it).
 	marker dispatchMarker
+	// runs archives a workflow's ended run (continueAsNew; else a
+	// continue-as-new fails its task, saying why).
+	runs lease.RunArchiver
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -39,6 +42,7 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.lister, _ = store.(query.Lister)
 	c.cancels, _ = store.(canceller)
 	c.marker, _ = store.(dispatchMarker)
+	c.runs, _ = store.(lease.RunArchiver)
 	return c
 }
 

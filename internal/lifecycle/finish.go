@@ -61,6 +61,9 @@ func (x *execution) runFinishing(ctx context.Context) State {
 		return x.retryOrFail(ctx, errNotStarted.Error(), 0, OutcomeReleased)
 	}
 	err := res.err
+	if cont := (*durable.ContinueError)(nil); errors.As(err, &cont) {
+		return x.continueAsNew(ctx, cont)
+	}
 	steer, delay := SteerOf(err)
 	if steer != SteerCancel && steer != SteerFail {
 		// The task goes on: a later run replays what this one derived.
@@ -318,4 +321,42 @@ func (x *execution) observe(o Outcome, d time.Duration) {
 		e.Claim = &x.claimed.claimInfo
 	}
 	x.cfg.Observer.Ended(e)
+}
+
+// continueAsNew ends the run of a workflow whose handler returned
+// workflow.ContinueAsNew: its history is archived (ArchiveRun, with the
+// steps this run derived and did not write), then the task is released as
+// its next run, due now, with the new input and no history. A retried
+// continue (the release's answer lost, or the lease lost between the two
+// writes) archives the same run again under its own fence.
+func (x *execution) continueAsNew(ctx context.Context, c *durable.ContinueError) State {
+	arch := x.cfg.caps.runs
+	if arch == nil {
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: fmt.Sprintf("continue as new: the store (%T) does not keep archived runs", x.cfg.Store)}, OutcomeFailed)
+	}
+	run := x.task
+	if !run.Spilled {
+		// The run's whole history, with what it derived and did not
+		// write; a spilled one keeps its frozen head, and its tail stays
+		// where the run wrote it (lease.TailOf reads it for the archive).
+		run.Steps = x.flow.ctx.Steps()
+	}
+	if id := lease.RunID(run.ID, int(run.Run)+1); lease.CheckID(id) != nil {
+		// (The next run's archive id, the longer: its tail is kept under it.)
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: fmt.Sprintf("continue as new: the archived run's id: %v (a task id that continues as new must leave room for @runN)", lease.CheckID(id))}, OutcomeFailed)
+	}
+	cctx, cancel := context.WithTimeout(x.detached, x.cfg.CallTimeout)
+	_, err := arch.ArchiveRun(cctx, x.task.LeaseOf(), run)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrConflict):
+		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: "continue as new: " + err.Error()}, OutcomeFailed)
+	case err != nil:
+		return x.retryOrFail(ctx, "continue as new: could not archive the run: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+	}
+	return x.reschedule(ctx, lease.Release{
+		Status: lease.StatusPending, RunAt: x.cfg.Clock.Now(),
+		Error:    fmt.Sprintf("continued as new: run %d; run %d is %s", run.Run+2, run.Run+1, lease.RunID(run.ID, int(run.Run))),
+		Continue: c.Payload,
+	}, OutcomeSnoozed)
 }

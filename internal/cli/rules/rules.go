@@ -73,6 +73,10 @@ const MaxListLimit = query.MaxListLimit
 // bidirectional override or a stray byte can never act on the output.
 func DisplayID(id string) string { return lease.DisplayID(id) }
 
+// RunID is the id of the n-th (1-based) ended run of the workflow id, as
+// the worker archives it (workflow.ContinueAsNew).
+func RunID(id string, n int) string { return lease.RunID(id, n-1) }
+
 // StatusNames joins statuses with commas, as the CLI's messages show them.
 func StatusNames(ss []leasehold.Status) string {
 	names := make([]string, len(ss))

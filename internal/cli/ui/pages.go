@@ -30,6 +30,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"taskURL":     taskURL,
+	"earlierRuns": earlierRuns,
 	"workflowURL": workflowURL,
 	"dlqURL":      dlqURL,
 	"lower":       func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
@@ -662,4 +663,23 @@ func (s *Server) deadLetterQueue(ctx context.Context, name string) (src, dlq str
 		return "", "", badRequest("queue " + queueName(name) + " has no dead-letter queue (no redrive policy)")
 	}
 	return src, st.DeadLetterURL, nil
+}
+
+// runLink is an ended run of a workflow: its number and id.
+type runLink struct {
+	N  int
+	ID string
+}
+
+// earlierRuns are the ended runs of the workflow id in its run (from 1)
+// that its page links, newest first: the 10 before it, and the first.
+func earlierRuns(id string, run int) []runLink {
+	var out []runLink
+	for n := run - 1; n >= 1 && n >= run-10; n-- {
+		out = append(out, runLink{n, rules.RunID(id, n)})
+	}
+	if run > 11 {
+		out = append(out, runLink{1, rules.RunID(id, 1)})
+	}
+	return out
 }

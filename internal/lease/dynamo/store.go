@@ -83,6 +83,8 @@ const (
 	attrCallbackStep = "callback_step"
 	// attrWaitNote is Task.WaitNote.
 	attrWaitNote = "wait_note"
+	// attrRun is Task.Run (absent for the first run).
+	attrRun = "run"
 	// AttrSteps is Task.Steps: a list of maps {name, result}.
 	AttrSteps = "steps"
 	// attrThen is Task.Then: the chain's later links, a JSON array.
@@ -590,6 +592,18 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 	if !r.UnknownKind {
 		e.remove = append(e.remove, "#"+attrUnknownKindSince)
 	}
+	if r.Continue != nil {
+		// The next run: its input, no steps, no wait, its attempts
+		// counted again.
+		e.set = append(e.set, "#payload = :payload", "#run = if_not_exists(#run, :zero) + :one", "#attempt = :zero")
+		e.values[":payload"], e.values[":zero"], e.values[":one"] = avS(string(r.Continue)), avN(0), avN(1)
+		e.remove = append(e.remove, "#steps", "#"+attrStepNames, "#"+attrSpillFrom, "#wait", "#wait_for", "#"+attrWaitSpan, "#ended", "#"+attrEndedSub,
+			"#wait_until", "#callback", "#callback_step", "#wait_note")
+		if r.RefundAttempt {
+			// (#attempt is set to zero above; a snooze's refund is moot.)
+			e.set = slices.DeleteFunc(e.set, func(x string) bool { return x == "#attempt = #attempt - :one" })
+		}
+	}
 	return s.update(ctx, "release", l.TaskID, e.cond, e.expression(), e.values,
 		func(old *lease.Task) error { return rules.ClassifyHeld("release", l, old) })
 }
@@ -765,6 +779,9 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 	if t.Snoozes != 0 {
 		item[attrSnoozes] = avN(int64(t.Snoozes))
 	}
+	if t.Run != 0 {
+		item[attrRun] = avN(int64(t.Run))
+	}
 	text := func(name, v string) {
 		if v != "" {
 			item[name] = avS(v)
@@ -907,6 +924,7 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 		CallbackHash:     d.str(AttrCallback),
 		CallbackStep:     d.str(attrCallbackStep),
 		WaitNote:         d.str(attrWaitNote),
+		Run:              int32(d.num(attrRun)),
 	}
 	if _, own := item[AttrListShard]; !own {
 		t.ListedIn = d.str(attrListedIn)

@@ -58,7 +58,10 @@ type Calls struct {
 	Reads  int
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store       = (*Store)(nil)
+	_ lease.RunArchiver = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
@@ -388,7 +391,41 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 		if !r.UnknownKind {
 			rec.UnknownKindSince = time.Time{}
 		}
+		if r.Continue != nil {
+			rec.Payload, rec.Steps, rec.Spilled, rec.Run, rec.Attempt = bytes.Clone(r.Continue), nil, false, rec.Run+1, 0
+			rec.Wait, rec.WaitFor, rec.Ended, rec.WaitUntil, rec.WaitNote = "", nil, nil, time.Time{}, ""
+			rec.CallbackHash, rec.CallbackStep = "", ""
+		}
 	})
+}
+
+// ArchiveRun implements lease.RunArchiver.
+func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (string, error) {
+	if err := l.Validate(); err != nil {
+		return "", fmt.Errorf("archive run: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return "", err
+	}
+	now := s.now()
+	a := lease.ArchivedRun(clone(&run), now)
+	a.Fence = l.Fence
+	if s.opts.Retention > 0 {
+		a.ExpiresAt = now.Add(s.opts.Retention)
+	}
+	if old, ok := s.tasks[a.ID]; ok {
+		if old.Parent != run.ID || old.Status != lease.StatusSucceeded {
+			return "", fmt.Errorf("archive run %s: %w: the id is taken by another task", a.ID, lease.ErrConflict)
+		}
+		if old.Fence > l.Fence {
+			return a.ID, nil
+		}
+	}
+	s.tasks[a.ID] = &a
+	s.hidden[a.ID] = true
+	return a.ID, nil
 }
 
 // Get implements lease.Store.

@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ReleaseWithDispatchAt", testReleaseWithDispatchAt},
 		{"ReleaseRefundsAttempt", testReleaseRefundsAttempt},
 		{"ReleaseUnknownKind", testReleaseUnknownKind},
+		{"ContinueAsNew", testContinueAsNew},
 		{"QueueIsStored", testQueueIsStored},
 		{"ReleaseTerminal", testReleaseTerminal},
 		{"ReleaseRejectsInvalid", testReleaseRejectsInvalid},
@@ -295,6 +296,11 @@ func (e *env) release(prev lease.Task, r lease.Release) lease.Task {
 	}
 	if !r.UnknownKind {
 		want.UnknownKindSince = time.Time{}
+	}
+	if r.Continue != nil {
+		want.Payload, want.Steps, want.Spilled, want.Run, want.Attempt = r.Continue, nil, false, want.Run+1, 0
+		want.Wait, want.WaitFor, want.Ended, want.WaitUntil, want.WaitNote = "", nil, nil, time.Time{}, ""
+		want.CallbackHash, want.CallbackStep = "", ""
 	}
 	e.same("Release", got, want)
 	return got
