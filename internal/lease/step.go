@@ -53,13 +53,13 @@ func StepKey(id string, pos int) string {
 	return id + "\x1fstep\x1f" + strconv.Itoa(pos)
 }
 
-// TailOf is the id under which t's spilled tail is kept (StepKey's id),
+// TailID is the id under which t's spilled tail is kept (StepKey's id),
 // so that no run of a workflow reads another's operations: a first run's
 // (Run 0) is the task's id; a later run's (continue-as-new) is the id its
 // archive will have once it ends, RunID(ID, Run); and an archived run
 // (RunID(Parent, Run)) reads where its run wrote: the workflow's id for
 // run 0, its own id otherwise.
-func TailOf(t Task) string {
+func (t Task) TailID() string {
 	if t.Parent != "" && t.ID == RunID(t.Parent, int(t.Run)) {
 		if t.Run == 0 {
 			return t.Parent
@@ -125,9 +125,9 @@ func CheckTail(id string, pos, n int) error {
 	return nil
 }
 
-// StepReader reads a history's spilled tail (Store.ReadSteps): the one call
+// stepReader reads a history's spilled tail (Store.ReadSteps): the one call
 // ReadHistory needs, which a client's narrower store also makes.
-type StepReader interface {
+type stepReader interface {
 	ReadSteps(ctx context.Context, id string, from, n int) ([]Step, error)
 }
 
@@ -135,14 +135,14 @@ type StepReader interface {
 // has spilled, the tail's operations read in pages of MaxStepsPage until a
 // page comes back short. Each page is one call, bounded by timeout (zero:
 // by ctx alone).
-func ReadHistory(ctx context.Context, s StepReader, t Task, timeout time.Duration) ([]Step, error) {
+func ReadHistory(ctx context.Context, s stepReader, t Task, timeout time.Duration) ([]Step, error) {
 	steps := append([]Step(nil), t.Steps...)
 	for t.Spilled && len(steps) < MaxOperations {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		page, err := s.ReadSteps(cctx, TailOf(t), len(steps), MaxStepsPage)
+		page, err := s.ReadSteps(cctx, t.TailID(), len(steps), MaxStepsPage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("could not read the task's history from operation %d: %w", len(steps)+1, err)

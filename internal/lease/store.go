@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -158,41 +157,13 @@ type Release struct {
 	// StatusPending only): the task's payload becomes Continue, its
 	// recorded steps and its wait are cleared, Run grows by one and the
 	// count of attempts starts again (Attempt 0), as after a wait. The
-	// caller archives the ending run first (RunArchiver).
+	// caller archives the ending run first (the stores' ArchiveRun).
 	Continue []byte
-}
-
-// RunArchiver is a store that keeps a workflow's ended runs
-// (continue-as-new): ArchiveRun writes run, the task as its run ended
-// (its Run, steps, payload and history), as a task of its own under
-// RunID(run.ID, run.Run): SUCCEEDED, with no lease, sweep entry or
-// listing entry of its own, expiring with the retention. It may be
-// written again under the same or a later fence of l (a retried continue
-// overwrites it whole); under an earlier fence it is left as it is. l is
-// the lease of the task, checked by the Release that follows, not here.
-type RunArchiver interface {
-	ArchiveRun(ctx context.Context, l Lease, run Task) (string, error)
 }
 
 // RunID is the id of run (0-based) of the task id once archived: id,
 // "@run" and the run's 1-based number.
 func RunID(id string, run int) string { return id + "@run" + strconv.Itoa(run+1) }
-
-// ArchivedRun returns the archived run of t, what ArchiveRun writes:
-// SUCCEEDED, its result naming the run that continued it.
-func ArchivedRun(t Task, now time.Time) Task {
-	a := t
-	a.ID, a.Parent, a.Waiters = RunID(t.ID, int(t.Run)), t.ID, nil
-	a.Status, a.LeaseOwner, a.LeaseUntil, a.DispatchAt = StatusSucceeded, "", time.Time{}, time.Time{}
-	a.Result, _ = json.Marshal(struct {
-		ContinuedAs string `json:"continued_as"`
-		Run         int    `json:"run"`
-	}{t.ID, int(t.Run) + 2}) // a string and an int always encode
-	a.Error, a.CancelRequested, a.UpdatedAt, a.FinishedAt = "", false, now, now
-	a.Wait, a.WaitFor, a.Ended, a.WaitUntil, a.CallbackHash, a.CallbackStep = "", nil, nil, time.Time{}, "", ""
-	a.Then, a.ListedIn = nil, ""
-	return a
-}
 
 // Validate checks that r describes a possible transition.
 func (r Release) Validate() error {

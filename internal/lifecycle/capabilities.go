@@ -30,7 +30,7 @@ type capabilities struct {
 	marker dispatchMarker
 	// runs archives a workflow's ended run (continueAsNew; else a
 	// continue-as-new fails its task, saying why).
-	runs lease.RunArchiver
+	runs runArchiver
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -42,7 +42,7 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.lister, _ = store.(query.Lister)
 	c.cancels, _ = store.(canceller)
 	c.marker, _ = store.(dispatchMarker)
-	c.runs, _ = store.(lease.RunArchiver)
+	c.runs, _ = store.(runArchiver)
 	return c
 }
 
@@ -55,4 +55,17 @@ type canceller interface {
 // dispatchMarker is the part of query.Admin a registration check needs.
 type dispatchMarker interface {
 	MarkDispatched(ctx context.Context, id string, seen, next time.Time) (string, error)
+}
+
+// runArchiver is a store that keeps a workflow's ended runs
+// (continue-as-new): ArchiveRun writes run, the task as its run ended
+// (its Run, steps, payload and history), as a task of its own under
+// lease.RunID(run.ID, run.Run): SUCCEEDED, with no lease, sweep entry or
+// listing entry of its own, expiring with the retention (rules.ArchivedRun).
+// It may be written again under the same or a later fence of l (a retried
+// continue overwrites it whole); under an earlier fence it is left as it
+// is. l is the lease of the task, checked by the Release that follows, not
+// here. Both stores have it (the conformance suite's ContinueAsNew).
+type runArchiver interface {
+	ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (string, error)
 }

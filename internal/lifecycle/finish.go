@@ -338,7 +338,7 @@ func (x *execution) continueAsNew(ctx context.Context, c *durable.ContinueError)
 	if !run.Spilled {
 		// The run's whole history, with what it derived and did not
 		// write; a spilled one keeps its frozen head, and its tail stays
-		// where the run wrote it (lease.TailOf reads it for the archive).
+		// where the run wrote it (Task.TailID reads it for the archive).
 		run.Steps = x.flow.ctx.Steps()
 	}
 	if id := lease.RunID(run.ID, int(run.Run)+1); lease.CheckID(id) != nil {

@@ -24,7 +24,7 @@ func (x *execution) startWorkflow(ctx context.Context, results *durable.WaitResu
 	steps := append([]lease.Step(nil), x.task.Steps...)
 	for len(steps) < lease.MaxOperations {
 		cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
-		page, err := x.cfg.Store.ReadSteps(cctx, lease.TailOf(x.task), len(steps), lease.MaxStepsPage)
+		page, err := x.cfg.Store.ReadSteps(cctx, x.task.TailID(), len(steps), lease.MaxStepsPage)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("could not read the task's history from operation %d: %w", len(steps)+1, err)
@@ -61,12 +61,12 @@ func (x *execution) Spill(ctx context.Context, l lease.Lease, n int) (lease.Task
 }
 
 // PutStep records an operation of the tail (durable.Attempt), in
-// StateStepping, under the tail of the task's run (lease.TailOf; id is
+// StateStepping, under the tail of the task's run (Task.TailID; id is
 // the task's).
 func (x *execution) PutStep(ctx context.Context, _ string, pos int, st lease.Step) (lease.Step, error) {
 	stepping(true)
 	defer stepping(false)
 	cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
 	defer cancel()
-	return x.cfg.Store.PutStep(cctx, lease.TailOf(x.task), pos, st)
+	return x.cfg.Store.PutStep(cctx, x.task.TailID(), pos, st)
 }

@@ -9,11 +9,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/rules"
 )
 
-var _ lease.RunArchiver = (*Store)(nil)
-
-// ArchiveRun implements lease.RunArchiver: one PutItem of the archived
+// ArchiveRun keeps a workflow's ended run (continue-as-new; the
+// executor's runArchiver): one PutItem of the archived
 // run (a write unit per KB of it), which replaces an archive written under
 // an earlier fence (a continue retried by the task's next holder) and
 // leaves one written under a later fence. The archive has no listing,
@@ -23,7 +23,7 @@ func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (
 		return "", fmt.Errorf("archive run: %w", err)
 	}
 	now := s.now()
-	a := lease.ArchivedRun(run, now)
+	a := rules.ArchivedRun(run, now)
 	a.Fence = l.Fence
 	if s.opts.Retention > 0 {
 		a.ExpiresAt = now.Add(s.opts.Retention)

@@ -58,10 +58,7 @@ type Calls struct {
 	Reads  int
 }
 
-var (
-	_ lease.Store       = (*Store)(nil)
-	_ lease.RunArchiver = (*Store)(nil)
-)
+var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
@@ -399,7 +396,8 @@ func (s *Store) Release(ctx context.Context, l lease.Lease, r lease.Release) (le
 	})
 }
 
-// ArchiveRun implements lease.RunArchiver.
+// ArchiveRun keeps a workflow's ended run (continue-as-new), as the
+// DynamoDB store's does.
 func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (string, error) {
 	if err := l.Validate(); err != nil {
 		return "", fmt.Errorf("archive run: %w", err)
@@ -410,7 +408,7 @@ func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (
 		return "", err
 	}
 	now := s.now()
-	a := lease.ArchivedRun(clone(&run), now)
+	a := rules.ArchivedRun(clone(&run), now)
 	a.Fence = l.Fence
 	if s.opts.Retention > 0 {
 		a.ExpiresAt = now.Add(s.opts.Retention)

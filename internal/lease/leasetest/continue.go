@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -15,9 +16,11 @@ import (
 // replaces the earlier one; under an earlier fence it stands.
 func testContinueAsNew(t *testing.T, newStore NewStoreFunc) {
 	e := setup(t, newStore)
-	ar, ok := e.store.(lease.RunArchiver)
+	ar, ok := e.store.(interface {
+		ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (string, error)
+	})
 	if !ok {
-		t.Fatal("the store does not keep archived runs (lease.RunArchiver)")
+		t.Fatal("the store does not keep archived runs (ArchiveRun)")
 	}
 	claimed := e.createClaimed(e.newTask(), "w1")
 	held, err := e.store.Checkpoint(e.ctx, claimed.LeaseOf(), lease.Step{Name: "tick", Op: "step int", Result: []byte(`1`)})
