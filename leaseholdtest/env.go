@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"maps"
 	"strings"
 	"sync"
@@ -87,6 +88,7 @@ type Env struct {
 	created  createdStore // store, noting the tasks created
 	tracer   trace.TracerProvider
 	queue    *memQueue
+	blobs    *claimcheck.Memory // the payload bucket, in memory: payloads and results over the inline limits
 	exec     *lifecycle.Executor
 	sweeper  *dispatch.Dispatcher
 
@@ -122,6 +124,7 @@ func New(t testing.TB, handlers *leasehold.Handlers, opts ...Option) *Env {
 	e.queue = &memQueue{clock: e.clock}
 	e.store = leasemem.New(lease.Options{Clock: e.clock})
 	e.created = createdStore{Store: e.store, e: e}
+	e.blobs = claimcheck.NewMemory()
 	cfg := e.workerConfig(opts)
 	e.tracer = cfg.TracerProvider
 	exec, err := lifecycle.New(e.executorConfig(cfg))
@@ -201,7 +204,7 @@ func (e *Env) SetMaxDeliveries(n int) {
 // dispatch to the Env's queues, so the next Run takes them.
 func (e *Env) Client() *leasehold.Client {
 	cfg := leasehold.ClientConfig{Table: "leaseholdtest", QueueURL: workQueueURL, Clock: e.clock, TracerProvider: e.tracer}
-	wiring.SetClientBackend(&cfg, wiring.ClientBackend{Store: e.created, SQS: e.queue})
+	wiring.SetClientBackend(&cfg, wiring.ClientBackend{Store: e.created, SQS: e.queue, Blobs: e.blobs})
 	c, err := leasehold.NewClient(cfg)
 	if err != nil { // NewClient checks nothing this config can break
 		panic("leaseholdtest: the Env's client: " + err.Error())
@@ -235,7 +238,7 @@ func (e *Env) Enqueue(s leasehold.Submission) (string, error) {
 	if s.ID == "" {
 		s.ID = e.newID()
 	}
-	nt, err := newTask(s, e.clock.Now())
+	nt, err := e.newTask(s, e.clock.Now())
 	if err != nil {
 		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
 	}
@@ -269,12 +272,16 @@ func (e *Env) newID() string {
 }
 
 // newTask turns a submission into a task record with the client's rules
-// (internal/submit).
-func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
+// (internal/submit), a payload over the inline limit kept in the Env's
+// payload bucket as a deployed client with one keeps it.
+func (e *Env) newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
+	claims := &claimcheck.Checker{Blobs: e.blobs}
 	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
 		MaxAttempts: cmp.Or(s.MaxAttempts, defaults.MaxAttempts), Queue: s.Queue,
 		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then),
-		Metadata: s.Metadata}, now)
+		Metadata: s.Metadata, Stow: func(id string, payload []byte) ([]byte, error) {
+			return claims.Stow(e.ctx, id, claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+		}}, now)
 }
 
 func links(ls []leasehold.Link) []submit.Link {
@@ -449,6 +456,13 @@ func (e *Env) Task(id string) (TaskState, error) {
 	t, err := e.store.Get(e.ctx, id)
 	if err != nil {
 		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
+	claims := &claimcheck.Checker{Blobs: e.blobs}
+	if t.Payload, err = claims.Fetch(e.ctx, t.Payload); err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: payload: %w", id, err)
+	}
+	if t.Result, err = claims.Fetch(e.ctx, t.Result); err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: result: %w", id, err)
 	}
 	return stateOf(t), nil
 }

@@ -10,3 +10,13 @@ func (e *Env) TakeSlot(kind, holder string, limit int, until time.Time) (bool, e
 
 // Start is the fake clock's time when an Env is new.
 var Start = start
+
+// BlobCalls is how many calls the Env's in-memory payload bucket took.
+func (e *Env) BlobCalls() int64 { return e.blobs.Calls() }
+
+// StoredPayload and StoredResult are the task's payload and result as its
+// item holds them: a reference when they are in the payload bucket.
+func (e *Env) StoredPayload(id string) ([]byte, []byte, error) {
+	t, err := e.store.Get(e.ctx, id)
+	return t.Payload, t.Result, err
+}

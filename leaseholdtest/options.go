@@ -2,6 +2,7 @@ package leaseholdtest
 
 import (
 	"context"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"log/slog"
 	"maps"
 	"slices"
@@ -78,6 +79,7 @@ func (e *Env) executorConfig(cfg leasehold.WorkerConfig) lifecycle.Config {
 	lc := wiring.LifecycleConfig(cfg)
 	lc.Store = e.created
 	lc.SQS = e.queue
+	lc.Claims = &claimcheck.Checker{Blobs: e.blobs}
 	lc.Queues = names{}
 	lc.Observer = observer{e}
 	handlers := lc.Handlers

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -60,6 +61,16 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		return st
 	}
 	x.running.handler = h
+	if claimcheck.IsRef(x.task.Payload) {
+		// A payload over the inline limit, in the payload bucket: read
+		// back before the handler runs. A failed read is an attempt's
+		// failure, so a bucket that stays unreadable ends in FAILED.
+		payload, err := x.fetch(x.task.Payload)
+		if err != nil {
+			return x.retryOrFail(ctx, "payload: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+		}
+		x.task.Payload = payload
+	}
 	results, err := x.loadWaitResults()
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
@@ -112,6 +123,11 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
 	}
+	for i := range tasks {
+		if tasks[i].Result, err = x.fetch(tasks[i].Result); err != nil {
+			return nil, fmt.Errorf("result of %s, which %s waited for: %w", tasks[i].ID, t.ID, err)
+		}
+	}
 	return &durable.WaitResults{Mode: t.Wait, Tasks: tasks}, nil
 }
 
@@ -141,6 +157,15 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 		out[i] = got
 	}
 	return out, nil
+}
+
+// fetch is v read back from the payload bucket when it is a reference
+// there, else v itself, with no call.
+func (x *execution) fetch(v []byte) ([]byte, error) {
+	if !claimcheck.IsRef(v) {
+		return v, nil
+	}
+	return x.cfg.Claims.Fetch(x.detached, v)
 }
 
 // runHandler is the handler's goroutine. It leaves the result in

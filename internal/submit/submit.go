@@ -6,6 +6,7 @@ package submit
 import (
 	"cmp"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"maps"
 	"strconv"
 	"time"
@@ -30,6 +31,11 @@ type Request struct {
 	Then []Link
 	// Metadata is the task's metadata (leasehold.Submission.Metadata).
 	Metadata map[string]string
+	// Stow, if set, keeps a payload over lease.MaxPayloadBytes in the
+	// payload bucket and returns the reference the task carries in its
+	// place (claimcheck.Checker.Stow); it is called only once every other
+	// rule has passed. Nil keeps the inline limit.
+	Stow func(id string, payload []byte) ([]byte, error)
 }
 
 // Link is a chain link as the caller gave it: the fields of
@@ -79,7 +85,13 @@ func NewTask(r Request, now time.Time) (lease.NewTask, error) {
 	if err != nil {
 		return nt, err
 	}
-	nt.Payload = payload
+	if err := claimcheck.CheckValue(payload); err != nil {
+		return nt, fmt.Errorf("%w: payload: %w", lease.ErrInvalid, err)
+	}
+	stow := r.Stow != nil && len(payload) > lease.MaxPayloadBytes
+	if !stow {
+		nt.Payload = payload
+	}
 	for i, l := range r.Then {
 		p, err := lease.EncodeJSON(fmt.Sprintf("chain link %d's payload", i+2), l.Payload)
 		if err != nil {
@@ -92,6 +104,16 @@ func NewTask(r Request, now time.Time) (lease.NewTask, error) {
 			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), err)
 		}
 		return nt, err
+	}
+	if stow {
+		if len(payload) > claimcheck.MaxValueBytes {
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), &lease.TooLargeError{What: "payload", Size: len(payload), Limit: claimcheck.MaxValueBytes})
+		}
+		ref, err := r.Stow(r.ID, payload)
+		if err != nil {
+			return nt, err
+		}
+		nt.Payload = ref
 	}
 	return nt, nil
 }
