@@ -152,7 +152,7 @@ var Worker = Function{
 		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
 		settings.EnvRateLimits, settings.EnvKindConcurrency,
 	},
-	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly, processEnv),
+	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly, processEnv, bucketEnv),
 }
 
 // Dispatch is the dispatch function (functions/dispatch).
@@ -181,7 +181,7 @@ var Dispatch = Function{
 		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
 		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing, settings.EnvNamedQueues,
 	},
-	Unread: merge(runnerEnv, workerEnv, fromEnvOnly, processEnv),
+	Unread: merge(runnerEnv, workerEnv, fromEnvOnly, processEnv, bucketEnv),
 }
 
 // Variables of code that one function links but only another runs.
@@ -192,6 +192,8 @@ var (
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
 		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
+	bucketEnv = unread("the payload bucket (issue 36): template.yaml does not create it or pass it to the functions yet, so the deployed functions keep the inline limits",
+		settings.EnvPayloadBucket)
 	processEnv = unread("the leasehold command's and serve.RunFromEnv's (settingstable.Process): the off-Lambda process and the schedule verbs read them; no function does",
 		settings.EnvIntakeQueueURL, settings.EnvMetrics, settings.EnvFireSchedules, settings.EnvScheduleGroup,
 		settings.EnvSchedulerRoleARN, settings.EnvScheduleDLQARN)
