@@ -145,6 +145,24 @@ func (c *Checker) Stow(ctx context.Context, id, what string, value []byte, inlin
 	return encodeRef(len(value), key), nil
 }
 
+// ErrForeign is a reference to a key outside its task's prefix: a
+// reference the task's own writer did not make (say, a hand-written inline
+// token naming another task's object), which is never read.
+var ErrForeign = errors.New("claimcheck: the reference names a value of another task")
+
+// FetchOwn is Fetch of a value of task id: a reference to a key outside
+// TaskPrefix(id) gives ErrForeign without a call, so a forged reference
+// cannot make a worker read another task's payload or result.
+func (c *Checker) FetchOwn(ctx context.Context, id string, v []byte) ([]byte, error) {
+	if !IsRef(v) {
+		return v, nil
+	}
+	if ref, ok := ParseRef(v); ok && !strings.HasPrefix(ref.Key, TaskPrefix(id)) {
+		return nil, fmt.Errorf("%w: %s is not under %s", ErrForeign, ref.Key, TaskPrefix(id))
+	}
+	return c.Fetch(ctx, v)
+}
+
 // Fetch returns the value v stands for: v itself when it is no reference
 // (no call), else the stored value, checked against the digest its key
 // names.

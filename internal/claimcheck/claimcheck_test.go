@@ -150,3 +150,29 @@ func TestTooLargeAndTampered(t *testing.T) {
 		t.Fatalf("CheckValue of a reference: %v, want ErrReserved", err)
 	}
 }
+
+// A reference is read only for the task whose prefix its key is under: an
+// inline token that names another task's object reads nothing.
+func TestFetchOwnRefusesAnotherTasksValue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := claimcheck.NewMemory()
+	c := &claimcheck.Checker{Blobs: m}
+	value := []byte(`"0123456789"`)
+	ref, err := c.Stow(ctx, "victim", claimcheck.WhatPayload, value, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := m.Calls()
+	for _, other := range []string{"victim2", "vict", "other"} {
+		if _, err := c.FetchOwn(ctx, other, ref); !errors.Is(err, claimcheck.ErrForeign) {
+			t.Fatalf("FetchOwn by %s of victim's reference: %v, want ErrForeign", other, err)
+		}
+	}
+	if n := m.Calls() - calls; n != 0 {
+		t.Fatalf("%d calls to the blob store for foreign references, want 0", n)
+	}
+	if got, err := c.FetchOwn(ctx, "victim", ref); err != nil || !bytes.Equal(got, value) {
+		t.Fatalf("FetchOwn by its own task: %q, %v", got, err)
+	}
+}

@@ -65,7 +65,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		// A payload over the inline limit, in the payload bucket: read
 		// back before the handler runs. A failed read is an attempt's
 		// failure, so a bucket that stays unreadable ends in FAILED.
-		payload, err := x.fetch(x.task.Payload)
+		payload, err := x.fetch(x.task.ID, x.task.Payload)
 		if err != nil {
 			return x.retryOrFail(ctx, "payload: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 		}
@@ -124,7 +124,7 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
 	}
 	for i := range tasks {
-		if tasks[i].Result, err = x.fetch(tasks[i].Result); err != nil {
+		if tasks[i].Result, err = x.fetch(tasks[i].ID, tasks[i].Result); err != nil {
 			return nil, fmt.Errorf("result of %s, which %s waited for: %w", tasks[i].ID, t.ID, err)
 		}
 	}
@@ -159,13 +159,14 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 	return out, nil
 }
 
-// fetch is v read back from the payload bucket when it is a reference
-// there, else v itself, with no call.
-func (x *execution) fetch(v []byte) ([]byte, error) {
+// fetch is v, a value of task id, read back from the payload bucket when it
+// is a reference there, else v itself, with no call. A reference to
+// another task's value (a forged inline token) is refused unread.
+func (x *execution) fetch(id string, v []byte) ([]byte, error) {
 	if !claimcheck.IsRef(v) {
 		return v, nil
 	}
-	return x.cfg.Claims.Fetch(x.detached, v)
+	return x.cfg.Claims.FetchOwn(x.detached, id, v)
 }
 
 // runHandler is the handler's goroutine. It leaves the result in
