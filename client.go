@@ -427,7 +427,7 @@ func (c *Client) newTask(ctx context.Context, s Submission, now time.Time) (leas
 		Metadata: s.Metadata}
 	if c.claims != nil {
 		r.Stow = func(id string, payload []byte) ([]byte, error) {
-			return c.claims.Stow(ctx, id, claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+			return c.claims.Stow(ctx, id, claimcheck.WhatPayload, payload, 0)
 		}
 	}
 	if r.Queue == "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"maps"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -280,7 +281,7 @@ func (e *Env) newTask(s leasehold.Submission, now time.Time) (lease.NewTask, err
 		MaxAttempts: cmp.Or(s.MaxAttempts, defaults.MaxAttempts), Queue: s.Queue,
 		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then),
 		Metadata: s.Metadata, Stow: func(id string, payload []byte) ([]byte, error) {
-			return claims.Stow(e.ctx, id, claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+			return claims.Stow(e.ctx, id, claimcheck.WhatPayload, payload, 0)
 		}}, now)
 }
 
@@ -464,6 +465,14 @@ func (e *Env) Task(id string) (TaskState, error) {
 	if t.Result, err = claims.Fetch(e.ctx, t.Result); err != nil {
 		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: result: %w", id, err)
 	}
+	// Steps whose results are in the payload bucket: read back, on a copy
+	// (the store's slice is its own).
+	t.Steps = slices.Clone(t.Steps)
+	for i := range t.Steps {
+		if t.Steps[i].Result, err = claims.Fetch(e.ctx, t.Steps[i].Result); err != nil {
+			return TaskState{}, fmt.Errorf("leaseholdtest: task %s: step %q: %w", id, t.Steps[i].Name, err)
+		}
+	}
 	return stateOf(t), nil
 }
 
@@ -558,6 +567,9 @@ func (e *Env) endWait(callbackToken string, status lease.Status, result []byte, 
 		return fmt.Errorf("leaseholdtest: %w: the token carries the stored hash of a callback's secret, not the secret: only the token the handler took answers a wait", leasehold.ErrBadCallback)
 	}
 	w := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}
+	if err := (&claimcheck.Checker{Blobs: e.blobs}).StowAnswer(e.ctx, &w); err != nil {
+		return fmt.Errorf("leaseholdtest: complete callback: %w", err)
+	}
 	t, err := e.store.EndWait(e.ctx, w)
 	var we *lease.WaitError
 	switch {

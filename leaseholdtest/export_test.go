@@ -20,3 +20,14 @@ func (e *Env) StoredPayload(id string) ([]byte, []byte, error) {
 	t, err := e.store.Get(e.ctx, id)
 	return t.Payload, t.Result, err
 }
+
+// StoredSteps are the task's step results as its item holds them: a
+// reference when they are in the payload bucket.
+func (e *Env) StoredSteps(id string) ([][]byte, error) {
+	t, err := e.store.Get(e.ctx, id)
+	var out [][]byte
+	for _, st := range t.Steps {
+		out = append(out, st.Result)
+	}
+	return out, err
+}

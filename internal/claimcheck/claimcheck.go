@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // MaxValueBytes is the largest value the blob store takes: 10 MiB, for a
@@ -186,4 +188,33 @@ func (c *Checker) Fetch(ctx context.Context, v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("claimcheck: %s holds %d bytes that do not match its reference (%d bytes)", ref.Key, len(value), ref.Size)
 	}
 	return value, nil
+}
+
+// StowAnswer keeps the answer of a callback wait that succeeds in the blob
+// store when it is over the inline limit of its kind: lease.MaxResultBytes
+// for a wait whose answer ends the task, lease.MaxCallbackAnswerBytes for a
+// resumable one (its answer becomes a step). e.Result then holds the
+// reference. An answer within its limit, a failure, or a Checker without a
+// store is left as it is (the store's own check then applies).
+func (c *Checker) StowAnswer(ctx context.Context, e *lease.WaitEnd) error {
+	limit := lease.MaxResultBytes
+	if e.ResumeStep() != "" {
+		limit = lease.MaxCallbackAnswerBytes
+	}
+	if e.Status != lease.StatusSucceeded || len(e.Result) <= limit || !c.Enabled() {
+		return nil
+	}
+	if err := lease.CheckID(e.ID); err != nil {
+		return err
+	}
+	ref, err := c.Stow(ctx, e.ID, WhatAnswer, e.Result, limit)
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return &lease.TooLargeError{What: "callback result", Size: tl.Size, Limit: MaxValueBytes}
+	}
+	if err != nil {
+		return err
+	}
+	e.Result = ref
+	return nil
 }

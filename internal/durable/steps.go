@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/tracing"
 )
@@ -78,6 +80,9 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 	}
 	if r, done, err := w.replay(name, op); err != nil || done {
 		w.mu.Unlock()
+		if err == nil && claimcheck.IsRef(r) {
+			return w.fetchStep(ctx, name, r)
+		}
 		return r, err
 	}
 	if rp, ok := w.att.(Replayer); ok {
@@ -114,8 +119,11 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		delete(w.called, name) // a failed step may be tried again
 		return nil, err
 	}
+	rec := out // what the step records: out, or a reference to it
 	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, out); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+		if rec, err = w.stowStep(ctx, name, out, err, derived); err != nil {
+			return nil, err
+		}
 	}
 	if derived {
 		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Op: op, Result: out})
@@ -123,13 +131,55 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		w.pos = int32(len(w.steps))
 		return out, nil
 	}
-	t, err := w.att.Checkpoint(ctx, w.held, lease.Step{Name: name, Op: op, Result: out})
+	t, err := w.att.Checkpoint(ctx, w.held, lease.Step{Name: name, Op: op, Result: rec})
 	if err != nil {
 		return nil, fmt.Errorf("step %q: could not record its result: %w", name, err)
 	}
 	w.steps = t.Steps
 	w.pos = int32(len(w.steps))
 	return out, nil
+}
+
+// stowStep is the reference a step records in place of out, whose check
+// failed with checkErr: out kept in the payload bucket when checkErr is
+// only its size (the task's item cannot keep it) and the attempt has a
+// bucket (Stower). Otherwise the step fails the task with checkErr, as it
+// always did. A failed write to the bucket is an attempt's failure, so the
+// step runs again. w.mu is held.
+func (w *Workflow) stowStep(ctx context.Context, name string, out []byte, checkErr error, derived bool) ([]byte, error) {
+	var tl *lease.TooLargeError
+	s, ok := w.att.(Stower)
+	if derived || !ok || !errors.As(checkErr, &tl) || !utf8.Valid(out) {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, checkErr)}
+	}
+	ref, enabled, err := s.StowStep(ctx, len(w.steps), out)
+	var over *claimcheck.TooLargeError
+	switch {
+	case !enabled:
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, checkErr)}
+	case errors.As(err, &over):
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, &lease.TooLargeError{What: "result", Size: over.Size, Limit: claimcheck.MaxValueBytes})}
+	case err != nil:
+		return nil, fmt.Errorf("step %q: could not store its result in the payload bucket: %w", name, err)
+	}
+	if err := lease.CheckStep(lease.Task{Steps: w.steps}, name, ref); err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+	}
+	return ref, nil
+}
+
+// fetchStep is the value of the recorded step name whose result is the
+// reference ref, read back from the payload bucket.
+func (w *Workflow) fetchStep(ctx context.Context, name string, ref []byte) ([]byte, error) {
+	s, ok := w.att.(Stower)
+	if !ok {
+		return nil, fmt.Errorf("step %q: %w", name, claimcheck.ErrNoStore)
+	}
+	v, err := s.FetchStep(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("step %q: read its result back: %w", name, err)
+	}
+	return v, nil
 }
 
 // replay matches the durable call of name and op, this run's next, with

@@ -366,6 +366,22 @@ func (x *execution) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step
 	return x.cfg.Store.Checkpoint(cctx, l, st)
 }
 
+// StowStep keeps the result of the step at position n in the payload
+// bucket (durable.Stower); ok is false without a bucket.
+func (x *execution) StowStep(ctx context.Context, n int, out []byte) ([]byte, bool, error) {
+	if !x.cfg.Claims.Enabled() {
+		return nil, false, nil
+	}
+	ref, err := x.cfg.Claims.Stow(ctx, x.task.ID, claimcheck.WhatStep(n), out, 0)
+	return ref, true, err
+}
+
+// FetchStep reads back a step result kept in the payload bucket
+// (durable.Stower), only under this task's own prefix.
+func (x *execution) FetchStep(ctx context.Context, ref []byte) ([]byte, error) {
+	return x.cfg.Claims.FetchOwn(ctx, x.task.ID, ref)
+}
+
 // ReadTasks reads the tasks ids for the running handler (durable.Attempt).
 func (x *execution) ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error) {
 	return readTasks(ctx, x.cfg, ids)
