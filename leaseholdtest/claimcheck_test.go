@@ -3,6 +3,7 @@ package leaseholdtest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -185,5 +186,37 @@ func TestLargeChildAndLinkPayloadsThroughTheBucket(t *testing.T) {
 	slices.Sort(sizes)
 	if want := []int{50 << 10, 50 << 10, 200 << 10}; !slices.Equal(sizes, want) {
 		t.Fatalf("the child and the links read payloads of %v bytes, want %v", sizes, want)
+	}
+}
+
+// TestLargeChildResultsFanIn: two children of workflow.All return 100 KB
+// each (over the 64 KiB inline limit of a result): the parent's recorded
+// outcomes keep references, and the handler reads both results whole.
+func TestLargeChildResultsFanIn(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "big", func(ctx context.Context, task *leasehold.Task[int]) (string, error) {
+		return strings.Repeat("r", 100<<10), nil
+	})
+	leasehold.Handle(hs, "parent", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		out, err := workflow.All(ctx, "kids", workflow.Child{Kind: "big", Payload: 1}, workflow.Child{Kind: "big", Payload: 2})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, o := range out {
+			var s string
+			if err := json.Unmarshal(o.Result, &s); err != nil {
+				return 0, leasehold.Fail(fmt.Errorf("child %s's result: %w", o.ID, err))
+			}
+			n += len(s)
+		}
+		return n, nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "parent", Payload: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != "204800" {
+		t.Fatalf("parent: %s %s (%s), want SUCCEEDED with 204800", got.Status, got.Result, got.Error)
 	}
 }

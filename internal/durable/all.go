@@ -69,6 +69,9 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 		}
 		return b, nil
 	}, true)
+	if err == nil {
+		out, err = w.resolveOutcomes(ctx, out)
+	}
 	return out, w.wait(err, fmt.Sprintf("workflow.All %q", name))
 }
 

@@ -1,8 +1,10 @@
 package durable
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -171,15 +173,49 @@ func (w *Workflow) stowStep(ctx context.Context, name string, out []byte, checkE
 // fetchStep is the value of the recorded step name whose result is the
 // reference ref, read back from the payload bucket.
 func (w *Workflow) fetchStep(ctx context.Context, name string, ref []byte) ([]byte, error) {
-	s, ok := w.att.(Stower)
-	if !ok {
-		return nil, fmt.Errorf("step %q: %w", name, claimcheck.ErrNoStore)
-	}
-	v, err := s.FetchStep(ctx, ref)
+	v, err := w.fetchOf(ctx, w.held.TaskID, ref)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: read its result back: %w", name, err)
 	}
 	return v, nil
+}
+
+// fetchOf is the value of task id that ref stands for.
+func (w *Workflow) fetchOf(ctx context.Context, id string, ref []byte) ([]byte, error) {
+	s, ok := w.att.(Stower)
+	if !ok {
+		return nil, claimcheck.ErrNoStore
+	}
+	return s.FetchOf(ctx, id, ref)
+}
+
+// blobMark is in the JSON of outcomes whose result is a reference (the
+// reference's escaped NUL and tag): outcomes without it are returned with
+// no decoding.
+var blobMark = []byte(`\u0000leasehold-blob:`)
+
+// resolveOutcomes is out, the JSON of outcomes, with every result kept in
+// the payload bucket read back under its task's id: the recorded step
+// keeps the references, the handler sees the values.
+func (w *Workflow) resolveOutcomes(ctx context.Context, out []byte) ([]byte, error) {
+	if !bytes.Contains(out, blobMark) {
+		return out, nil
+	}
+	var outs []outcome
+	if err := json.Unmarshal(out, &outs); err != nil {
+		return out, nil // not outcomes: as it is
+	}
+	for i, o := range outs {
+		if !claimcheck.IsRef(o.Result) {
+			continue
+		}
+		v, err := w.fetchOf(ctx, o.ID, o.Result)
+		if err != nil {
+			return nil, fmt.Errorf("result of %s: %w", o.ID, err)
+		}
+		outs[i].Result = v
+	}
+	return json.Marshal(outs)
 }
 
 // replay matches the durable call of name and op, this run's next, with

@@ -102,8 +102,9 @@ type Stower interface {
 	// and returns the reference the step records; ok is false when no
 	// bucket is configured.
 	StowStep(ctx context.Context, n int, out []byte) (ref []byte, ok bool, err error)
-	// FetchStep reads back the value a recorded reference stands for.
-	FetchStep(ctx context.Context, ref []byte) ([]byte, error)
+	// FetchOf reads back the value that ref, a reference to a value of
+	// task id (this task's step or answer, a child's result), stands for.
+	FetchOf(ctx context.Context, id string, ref []byte) ([]byte, error)
 }
 
 // Replayer is an Attempt that replays a task's history and runs nothing

@@ -123,7 +123,12 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
 	}
+	// Children's outcomes become a step of the parent (workflow.All), which
+	// keeps their references; durable reads them back for the handler.
 	for i := range tasks {
+		if t.Wait == lease.WaitChildren {
+			break
+		}
 		if tasks[i].Result, err = x.fetch(tasks[i].ID, tasks[i].Result); err != nil {
 			return nil, fmt.Errorf("result of %s, which %s waited for: %w", tasks[i].ID, t.ID, err)
 		}
@@ -376,10 +381,10 @@ func (x *execution) StowStep(ctx context.Context, n int, out []byte) ([]byte, bo
 	return ref, true, err
 }
 
-// FetchStep reads back a step result kept in the payload bucket
-// (durable.Stower), only under this task's own prefix.
-func (x *execution) FetchStep(ctx context.Context, ref []byte) ([]byte, error) {
-	return x.cfg.Claims.FetchOwn(ctx, x.task.ID, ref)
+// FetchOf reads back a value of task id kept in the payload bucket
+// (durable.Stower), only under that task's own prefix.
+func (x *execution) FetchOf(ctx context.Context, id string, ref []byte) ([]byte, error) {
+	return x.cfg.Claims.FetchOwn(ctx, id, ref)
 }
 
 // ReadTasks reads the tasks ids for the running handler (durable.Attempt).
