@@ -143,7 +143,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	})
 	c := newClientOn(store, queue, cfg, o)
 	if cfg.PayloadBucket != "" {
-		c.claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS), Bucket: cfg.PayloadBucket}}
+		c.claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS, o.endpoint), Bucket: cfg.PayloadBucket}}
 	}
 	c.region = cfg.AWS.Region
 	c.endpoints = map[string]string{

@@ -143,7 +143,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	lc.Store = store
 	lc.SQS = q
 	if cfg.PayloadBucket != "" {
-		lc.Claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS), Bucket: cfg.PayloadBucket}}
+		lc.Claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS, ""), Bucket: cfg.PayloadBucket}}
 	}
 	lookup, _ := q.(queues.SQSClient)
 	resolver := queues.NewResolver(lookup, cfg.QueueURL, lc.CallTimeout, cfg.QueueURLs...)

@@ -89,7 +89,7 @@ func TestS3Blobs(t *testing.T) {
 		}
 		t.Skip(settings.EnvPayloadBucket + " is unset: no payload bucket to test against (make test sets it)")
 	}
-	testBlobs(t, &claimcheck.S3{Client: claimcheck.NewS3Client(cfg), Bucket: bucket})
+	testBlobs(t, &claimcheck.S3{Client: claimcheck.NewS3Client(cfg, ""), Bucket: bucket})
 }
 
 func TestSmallValuesMakeNoCall(t *testing.T) {

@@ -31,11 +31,16 @@ type S3 struct {
 	CallTimeout time.Duration
 }
 
-// NewS3Client is the S3 client of cfg for the payload bucket. A local
-// endpoint (AWS_ENDPOINT_URL_S3, a LocalStack at 127.0.0.1) has no DNS
-// for virtual-hosted bucket names, so it is addressed by path.
-func NewS3Client(cfg aws.Config) *s3.Client {
+// NewS3Client is the S3 client of cfg for the payload bucket; endpoint, if
+// set, overrides cfg's (a client's ClientConfig.Endpoint, which receives
+// every call). A local endpoint (AWS_ENDPOINT_URL_S3, a LocalStack at
+// 127.0.0.1) has no DNS for virtual-hosted bucket names, so any endpoint
+// of its own is addressed by path.
+func NewS3Client(cfg aws.Config, endpoint string) *s3.Client {
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
 		if o.BaseEndpoint != nil && *o.BaseEndpoint != "" {
 			o.UsePathStyle = true
 		}
