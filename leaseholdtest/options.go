@@ -2,12 +2,12 @@ package leaseholdtest
 
 import (
 	"context"
-	"github.com/leasehold/leasehold/internal/claimcheck"
 	"log/slog"
 	"maps"
 	"slices"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"

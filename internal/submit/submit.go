@@ -7,12 +7,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/claimcheck"
 	"maps"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
