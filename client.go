@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
@@ -74,6 +75,10 @@ type Client struct {
 	kindQueues map[string]string
 	named      *queues.Resolver
 
+	// claims keeps payloads over the inline limit in the payload bucket
+	// and reads back what is kept there; nil without a bucket.
+	claims *claimcheck.Checker
+
 	mu       sync.Mutex
 	queueURL string // looked up from queueName on first use
 }
@@ -114,6 +119,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if b, ok := wiring.ClientBackendOf(cfg); ok {
 		c := newClientOn(b.Store, b.SQS, cfg, o)
+		if b.Blobs != nil {
+			c.claims = &claimcheck.Checker{Blobs: b.Blobs}
+		}
 		c.traceWith(cfg.TracerProvider)
 		return c, nil
 	}
@@ -134,6 +142,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		Unlisted:    o.unlisted,
 	})
 	c := newClientOn(store, queue, cfg, o)
+	if cfg.PayloadBucket != "" {
+		c.claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS, o.endpoint), Bucket: cfg.PayloadBucket}}
+	}
 	c.region = cfg.AWS.Region
 	c.endpoints = map[string]string{
 		"DynamoDB": endpointOf(ddb.Options().BaseEndpoint, "dynamodb", cfg.AWS.Region),
@@ -350,7 +361,7 @@ func (c *Client) enqueueMany(ctx context.Context, subs []Submission, opts ...Bat
 	index := make([]int, 0, len(subs)) // tasks[j] is subs[index[j]]
 	now := c.opts.clock.Now()
 	for i, s := range subs {
-		nt, err := c.newTask(s, now)
+		nt, err := c.newTask(ctx, s, now)
 		results[i].ID = nt.ID
 		if err != nil {
 			results[i].Err = err
@@ -410,10 +421,15 @@ const enqueueChunk = 400
 // newTask checks a submission and turns it into a task record: the
 // client's defaults (queue, id, attempts), then the rules every way of
 // enqueueing applies (internal/submit).
-func (c *Client) newTask(s Submission, now time.Time) (lease.NewTask, error) {
+func (c *Client) newTask(ctx context.Context, s Submission, now time.Time) (lease.NewTask, error) {
 	r := submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload, MaxAttempts: s.MaxAttempts, Queue: s.Queue,
 		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: s.links(),
 		Metadata: s.Metadata}
+	if c.claims != nil {
+		r.Stow = func(id string, payload []byte) ([]byte, error) {
+			return c.claims.Stow(ctx, id, claimcheck.WhatPayload, payload, 0)
+		}
+	}
 	if r.Queue == "" {
 		r.Queue = c.kindQueues[s.Kind]
 	}
@@ -436,13 +452,35 @@ func newTaskID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Get reads a task, payload, result and history included.
+// Get reads a task, payload, result and history included (a payload or
+// result kept in the payload bucket is read from there).
 func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
 	t, err := c.get(ctx, id)
 	if err != nil {
 		return TaskInfo{}, err
 	}
+	if t, err = c.fetch(ctx, t); err != nil {
+		return infoOf(t), err
+	}
 	return infoOf(t), nil
+}
+
+// fetch is t with its payload and result read back from the payload
+// bucket when they are kept there; no call for a task that keeps them
+// inline.
+func (c *Client) fetch(ctx context.Context, t lease.Task) (lease.Task, error) {
+	var err error
+	if claimcheck.IsRef(t.Payload) {
+		if t.Payload, err = c.claims.Fetch(ctx, t.Payload); err != nil {
+			return t, fmt.Errorf("payload of task %s: %w", lease.DisplayID(t.ID), err)
+		}
+	}
+	if claimcheck.IsRef(t.Result) {
+		if t.Result, err = c.claims.Fetch(ctx, t.Result); err != nil {
+			return t, fmt.Errorf("result of task %s: %w", lease.DisplayID(t.ID), err)
+		}
+	}
+	return t, nil
 }
 
 // get reads the task id from the store, its errors translated.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/eventsource"
@@ -141,6 +142,9 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	lc := wiring.LifecycleConfig(cfg)
 	lc.Store = store
 	lc.SQS = q
+	if cfg.PayloadBucket != "" {
+		lc.Claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS, ""), Bucket: cfg.PayloadBucket}}
+	}
 	lookup, _ := q.(queues.SQSClient)
 	resolver := queues.NewResolver(lookup, cfg.QueueURL, lc.CallTimeout, cfg.QueueURLs...)
 	lc.Queues = resolver

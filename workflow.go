@@ -140,6 +140,11 @@ func (c *Client) endWait(ctx context.Context, e lease.WaitEnd) (info TaskInfo, e
 			endClientSpan(span, nil, err)
 		}()
 	}
+	// An answer over its inline limit goes to the payload bucket, the
+	// wait's end carrying a reference (no call for one within it).
+	if err := c.claims.StowAnswer(ctx, &e); err != nil {
+		return TaskInfo{}, err
+	}
 	deadline := c.opts.clock.Now().Add(callbackRaceWait)
 	pause := 50 * time.Millisecond
 	for {

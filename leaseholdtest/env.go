@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -87,6 +89,7 @@ type Env struct {
 	created  createdStore // store, noting the tasks created
 	tracer   trace.TracerProvider
 	queue    *memQueue
+	blobs    *claimcheck.Memory // the payload bucket, in memory: payloads and results over the inline limits
 	exec     *lifecycle.Executor
 	sweeper  *dispatch.Dispatcher
 
@@ -122,6 +125,7 @@ func New(t testing.TB, handlers *leasehold.Handlers, opts ...Option) *Env {
 	e.queue = &memQueue{clock: e.clock}
 	e.store = leasemem.New(lease.Options{Clock: e.clock})
 	e.created = createdStore{Store: e.store, e: e}
+	e.blobs = claimcheck.NewMemory()
 	cfg := e.workerConfig(opts)
 	e.tracer = cfg.TracerProvider
 	exec, err := lifecycle.New(e.executorConfig(cfg))
@@ -201,7 +205,7 @@ func (e *Env) SetMaxDeliveries(n int) {
 // dispatch to the Env's queues, so the next Run takes them.
 func (e *Env) Client() *leasehold.Client {
 	cfg := leasehold.ClientConfig{Table: "leaseholdtest", QueueURL: workQueueURL, Clock: e.clock, TracerProvider: e.tracer}
-	wiring.SetClientBackend(&cfg, wiring.ClientBackend{Store: e.created, SQS: e.queue})
+	wiring.SetClientBackend(&cfg, wiring.ClientBackend{Store: e.created, SQS: e.queue, Blobs: e.blobs})
 	c, err := leasehold.NewClient(cfg)
 	if err != nil { // NewClient checks nothing this config can break
 		panic("leaseholdtest: the Env's client: " + err.Error())
@@ -235,7 +239,7 @@ func (e *Env) Enqueue(s leasehold.Submission) (string, error) {
 	if s.ID == "" {
 		s.ID = e.newID()
 	}
-	nt, err := newTask(s, e.clock.Now())
+	nt, err := e.newTask(s, e.clock.Now())
 	if err != nil {
 		return "", fmt.Errorf("leaseholdtest: enqueue %s: %w", s.ID, err)
 	}
@@ -269,12 +273,16 @@ func (e *Env) newID() string {
 }
 
 // newTask turns a submission into a task record with the client's rules
-// (internal/submit).
-func newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
+// (internal/submit), a payload over the inline limit kept in the Env's
+// payload bucket as a deployed client with one keeps it.
+func (e *Env) newTask(s leasehold.Submission, now time.Time) (lease.NewTask, error) {
+	claims := &claimcheck.Checker{Blobs: e.blobs}
 	return submit.NewTask(submit.Request{ID: s.ID, Kind: s.Kind, Payload: s.Payload,
 		MaxAttempts: cmp.Or(s.MaxAttempts, defaults.MaxAttempts), Queue: s.Queue,
 		After: s.After, AfterAny: s.AfterAny, Delay: s.Delay, RunAt: s.RunAt, WaitTimeout: s.WaitTimeout, Then: links(s.Then),
-		Metadata: s.Metadata}, now)
+		Metadata: s.Metadata, Stow: func(id string, payload []byte) ([]byte, error) {
+			return claims.Stow(e.ctx, id, claimcheck.WhatPayload, payload, 0)
+		}}, now)
 }
 
 func links(ls []leasehold.Link) []submit.Link {
@@ -454,6 +462,21 @@ func (e *Env) Task(id string) (TaskState, error) {
 	if t.Steps, err = lease.ReadHistory(e.ctx, e.store, t, 0); err != nil {
 		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
 	}
+	claims := &claimcheck.Checker{Blobs: e.blobs}
+	if t.Payload, err = claims.Fetch(e.ctx, t.Payload); err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: payload: %w", id, err)
+	}
+	if t.Result, err = claims.Fetch(e.ctx, t.Result); err != nil {
+		return TaskState{}, fmt.Errorf("leaseholdtest: task %s: result: %w", id, err)
+	}
+	// Steps whose results are in the payload bucket: read back, on a copy
+	// (the store's slice is its own).
+	t.Steps = slices.Clone(t.Steps)
+	for i := range t.Steps {
+		if t.Steps[i].Result, err = claims.Fetch(e.ctx, t.Steps[i].Result); err != nil {
+			return TaskState{}, fmt.Errorf("leaseholdtest: task %s: step %q: %w", id, t.Steps[i].Name, err)
+		}
+	}
 	return stateOf(t), nil
 }
 
@@ -548,6 +571,9 @@ func (e *Env) endWait(callbackToken string, status lease.Status, result []byte, 
 		return fmt.Errorf("leaseholdtest: %w: the token carries the stored hash of a callback's secret, not the secret: only the token the handler took answers a wait", leasehold.ErrBadCallback)
 	}
 	w := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: status, Result: result, Error: reason}
+	if err := (&claimcheck.Checker{Blobs: e.blobs}).StowAnswer(e.ctx, &w); err != nil {
+		return fmt.Errorf("leaseholdtest: complete callback: %w", err)
+	}
 	t, err := e.store.EndWait(e.ctx, w)
 	var we *lease.WaitError
 	switch {

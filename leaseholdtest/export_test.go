@@ -10,3 +10,24 @@ func (e *Env) TakeSlot(kind, holder string, limit int, until time.Time) (bool, e
 
 // Start is the fake clock's time when an Env is new.
 var Start = start
+
+// BlobCalls is how many calls the Env's in-memory payload bucket took.
+func (e *Env) BlobCalls() int64 { return e.blobs.Calls() }
+
+// StoredPayload and StoredResult are the task's payload and result as its
+// item holds them: a reference when they are in the payload bucket.
+func (e *Env) StoredPayload(id string) ([]byte, []byte, error) {
+	t, err := e.store.Get(e.ctx, id)
+	return t.Payload, t.Result, err
+}
+
+// StoredSteps are the task's step results as its item holds them: a
+// reference when they are in the payload bucket.
+func (e *Env) StoredSteps(id string) ([][]byte, error) {
+	t, err := e.store.Get(e.ctx, id)
+	var out [][]byte
+	for _, st := range t.Steps {
+		out = append(out, st.Result)
+	}
+	return out, err
+}

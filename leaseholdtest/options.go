@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
@@ -78,6 +79,7 @@ func (e *Env) executorConfig(cfg leasehold.WorkerConfig) lifecycle.Config {
 	lc := wiring.LifecycleConfig(cfg)
 	lc.Store = e.created
 	lc.SQS = e.queue
+	lc.Claims = &claimcheck.Checker{Blobs: e.blobs}
 	lc.Queues = names{}
 	lc.Observer = observer{e}
 	handlers := lc.Handlers

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host-mode local AWS stack for leasehold, installed into the git-ignored
 # .stack/ and bound to 127.0.0.1:
-#   SQS       LocalStack (localstack-core 4.14.0, Python 3.13+)  port LEASEHOLD_STACK_PORT (4566)
+#   SQS, S3   LocalStack (localstack-core 4.14.0, Python 3.13+)  port LEASEHOLD_STACK_PORT (4566)
 #   DynamoDB  moto 5.2.5 behind a front that applies DynamoDB
 #             requests one at a time (localstack/moto_dynamodb.py) port LEASEHOLD_STACK_DDB_PORT (4567)
 #
@@ -9,7 +9,7 @@
 #   scripts/stack.sh up        install, start what is not already healthy, create the resources
 #   scripts/stack.sh down      stop what this checkout started (SIGTERM, then SIGKILL after 10s)
 #   scripts/stack.sh status    say what is installed and running (exit 3 when not running)
-#   scripts/stack.sh env       print export lines: endpoints, region, credentials, table and queue URLs
+#   scripts/stack.sh env       print export lines: endpoints, region, credentials, table, queue URLs and payload bucket
 #
 # Environment: LEASEHOLD_STACK_PORT, LEASEHOLD_STACK_DDB_PORT (default: the
 # SQS port + 1), LEASEHOLD_STACK_WAIT (seconds to wait for readiness, default
@@ -177,8 +177,8 @@ http_ok() {
 	EOF
 }
 
-# healthy NAME PORT: LocalStack's health endpoint reports sqs and scheduler
-# available or running; moto answers its management API.
+# healthy NAME PORT: LocalStack's health endpoint reports sqs, scheduler and
+# s3 available or running; moto answers its management API.
 healthy() {
 	case $1 in
 	moto) http_ok "http://$HOST:$2/moto-api/" ;;
@@ -187,9 +187,9 @@ healthy() {
 			import json, sys, urllib.request
 			with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
 			    services = json.load(r).get("services", {})
-			# A LocalStack started before scheduler joined SERVICES reports it
-			# "disabled": not healthy, so stack-up restarts it.
-			ok = all(services.get(s) in ("available", "running") for s in ("sqs", "scheduler"))
+			# A LocalStack started before scheduler or s3 joined SERVICES
+			# reports it "disabled": not healthy, so stack-up restarts it.
+			ok = all(services.get(s) in ("available", "running") for s in ("sqs", "scheduler", "s3"))
 			sys.exit(0 if ok else 1)
 		EOF
 		;;
@@ -267,9 +267,11 @@ start_localstack() {
 	# analytics events. scheduler: EventBridge Scheduler's API, for
 	# `leasehold schedule create|list|delete`; LocalStack stores schedules but
 	# never fires them, so `leasehold run` fires them itself
-	# (docs/workflows-schedules.md).
+	# (docs/workflows-schedules.md). s3: the payload bucket, where values
+	# over the inline limits go (docs/limits.md); LocalStack's S3 keeps its
+	# objects in memory, so they go when the stack stops.
 	start localstack "$SQS_PORT" env \
-		SERVICES=sqs,scheduler \
+		SERVICES=sqs,scheduler,s3 \
 		GATEWAY_LISTEN="$HOST:$SQS_PORT" \
 		LOCALSTACK_HOST="$HOST:$SQS_PORT" \
 		GATEWAY_SERVER=hypercorn \
@@ -292,7 +294,9 @@ endpoints() {
 		sqs_port=${STATE_SQS_PORT:-$sqs_port} ddb_port=${STATE_DDB_PORT:-$ddb_port} mode=${STATE_SQS_MODE:-$mode}
 	fi
 	SQS_ENDPOINT="http://$HOST:$sqs_port" DDB_ENDPOINT="http://$HOST:$ddb_port"
-	[[ "$mode" == moto ]] && SQS_ENDPOINT=$DDB_ENDPOINT
+	S3_ENDPOINT=$SQS_ENDPOINT
+	# moto serves S3 too, in the fallback.
+	[[ "$mode" == moto ]] && SQS_ENDPOINT=$DDB_ENDPOINT S3_ENDPOINT=$DDB_ENDPOINT
 	return 0
 }
 
@@ -358,6 +362,7 @@ cmd_env() {
 	cat <<-EOF
 		export AWS_ENDPOINT_URL_SQS=$SQS_ENDPOINT
 		export AWS_ENDPOINT_URL_SCHEDULER=$SQS_ENDPOINT
+		export AWS_ENDPOINT_URL_S3=$S3_ENDPOINT
 		export AWS_ENDPOINT_URL_DYNAMODB=$DDB_ENDPOINT
 		export AWS_REGION=us-east-1
 		export AWS_DEFAULT_REGION=us-east-1

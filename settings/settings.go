@@ -55,4 +55,5 @@ const (
 	EnvScheduleGroup         = "LEASEHOLD_SCHEDULE_GROUP"
 	EnvSchedulerRoleARN      = "LEASEHOLD_SCHEDULER_ROLE_ARN"
 	EnvScheduleDLQARN        = "LEASEHOLD_SCHEDULE_DLQ_ARN"
+	EnvPayloadBucket         = "LEASEHOLD_PAYLOAD_BUCKET"
 )

@@ -120,6 +120,9 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 		AWS: cfg, Table: a.table, QueueURL: a.queueURL,
 		CallTimeout: a.callTimeout, Unlisted: unlisted, Endpoint: a.endpoint,
 		EnqueueConcurrency: enqueueConcurrency,
+		// Payloads, results and answers over their inline limits: enqueue
+		// stores them there, result, status and the inspector read them.
+		PayloadBucket: a.io.Getenv(settings.EnvPayloadBucket),
 	}
 	if a.queueURL == "" {
 		ccfg.QueueName = DefaultWorkQueueName

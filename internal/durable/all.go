@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -68,6 +69,9 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 		}
 		return b, nil
 	}, true)
+	if err == nil {
+		out, err = w.resolveOutcomes(ctx, out)
+	}
 	return out, w.wait(err, fmt.Sprintf("workflow.All %q", name))
 }
 
@@ -126,6 +130,10 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 	}
 	if answer.Error != nil {
 		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
+	}
+	if claimcheck.IsRef(answer.Result) {
+		// An answer over its inline limit, in the payload bucket.
+		return w.fetchStep(ctx, step, answer.Result)
 	}
 	return answer.Result, nil
 }

@@ -177,7 +177,11 @@ func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
 	for i, t := range tasks {
 		out[i] = outcomeOf(t)
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return w.resolveOutcomes(ctx, b)
 }
 
 // StartedIDs are the ids of the tasks t started that t's item records,

@@ -1,16 +1,20 @@
 package durable
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/tracing"
 )
@@ -78,6 +82,9 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 	}
 	if r, done, err := w.replay(name, op); err != nil || done {
 		w.mu.Unlock()
+		if err == nil && claimcheck.IsRef(r) {
+			return w.fetchStep(ctx, name, r)
+		}
 		return r, err
 	}
 	if rp, ok := w.att.(Replayer); ok {
@@ -114,8 +121,11 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		delete(w.called, name) // a failed step may be tried again
 		return nil, err
 	}
+	rec := out // what the step records: out, or a reference to it
 	if err := lease.CheckOperation(len(w.steps), name, out); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+		if rec, err = w.stowStep(ctx, name, out, err, derived); err != nil {
+			return nil, err
+		}
 	}
 	if derived {
 		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Op: op, Result: out})
@@ -124,7 +134,7 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 		return out, nil
 	}
 	pos := len(w.steps)
-	got, err := w.record(ctx, pos, lease.Step{Name: name, Op: op, Result: out})
+	got, err := w.record(ctx, pos, lease.Step{Name: name, Op: op, Result: rec})
 	if err != nil {
 		var d *DivergedError
 		if errors.As(err, &d) {
@@ -137,7 +147,91 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 	// amortized constant time however long it gets.
 	w.steps = append(w.steps, got)
 	w.pos = int32(len(w.steps))
+	switch {
+	case bytes.Equal(got.Result, rec):
+		return out, nil
+	case claimcheck.IsRef(got.Result):
+		// Another writer recorded this position first (a spilled tail's
+		// first-writer-wins), its result in the payload bucket.
+		return w.fetchStep(ctx, name, got.Result)
+	}
 	return got.Result, nil
+}
+
+// stowStep is the reference a step records in place of out, whose check
+// failed with checkErr: out kept in the payload bucket when checkErr is
+// only its size (the task's item cannot keep it) and the attempt has a
+// bucket (Stower). Otherwise the step fails the task with checkErr, as it
+// always did. A failed write to the bucket is an attempt's failure, so the
+// step runs again. w.mu is held.
+func (w *Workflow) stowStep(ctx context.Context, name string, out []byte, checkErr error, derived bool) ([]byte, error) {
+	var tl *lease.TooLargeError
+	s, ok := w.att.(Stower)
+	if derived || !ok || !errors.As(checkErr, &tl) || !utf8.Valid(out) {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, checkErr)}
+	}
+	ref, enabled, err := s.StowStep(ctx, len(w.steps), out)
+	var over *claimcheck.TooLargeError
+	switch {
+	case !enabled:
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, checkErr)}
+	case errors.As(err, &over):
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, &lease.TooLargeError{What: "result", Size: over.Size, Limit: claimcheck.MaxValueBytes})}
+	case err != nil:
+		return nil, fmt.Errorf("step %q: could not store its result in the payload bucket: %w", name, err)
+	}
+	if err := lease.CheckOperation(len(w.steps), name, ref); err != nil {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
+	}
+	return ref, nil
+}
+
+// fetchStep is the value of the recorded step name whose result is the
+// reference ref, read back from the payload bucket.
+func (w *Workflow) fetchStep(ctx context.Context, name string, ref []byte) ([]byte, error) {
+	v, err := w.fetchOf(ctx, w.held.TaskID, ref)
+	if err != nil {
+		return nil, fmt.Errorf("step %q: read its result back: %w", name, err)
+	}
+	return v, nil
+}
+
+// fetchOf is the value of task id that ref stands for.
+func (w *Workflow) fetchOf(ctx context.Context, id string, ref []byte) ([]byte, error) {
+	s, ok := w.att.(Stower)
+	if !ok {
+		return nil, claimcheck.ErrNoStore
+	}
+	return s.FetchOf(ctx, id, ref)
+}
+
+// blobMark is in the JSON of outcomes whose result is a reference (the
+// reference's escaped NUL and tag): outcomes without it are returned with
+// no decoding.
+var blobMark = []byte(`\u0000leasehold-blob:`)
+
+// resolveOutcomes is out, the JSON of outcomes, with every result kept in
+// the payload bucket read back under its task's id: the recorded step
+// keeps the references, the handler sees the values.
+func (w *Workflow) resolveOutcomes(ctx context.Context, out []byte) ([]byte, error) {
+	if !bytes.Contains(out, blobMark) {
+		return out, nil
+	}
+	var outs []outcome
+	if err := json.Unmarshal(out, &outs); err != nil {
+		return out, nil // not outcomes: as it is
+	}
+	for i, o := range outs {
+		if !claimcheck.IsRef(o.Result) {
+			continue
+		}
+		v, err := w.fetchOf(ctx, o.ID, o.Result)
+		if err != nil {
+			return nil, fmt.Errorf("result of %s: %w", o.ID, err)
+		}
+		outs[i].Result = v
+	}
+	return json.Marshal(outs)
 }
 
 // replay matches the durable call of name and op, this run's next, with

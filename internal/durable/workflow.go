@@ -104,6 +104,22 @@ type Attempt interface {
 	Tracer() trace.Tracer
 }
 
+// Stower is an Attempt that keeps values over their inline limits in the
+// payload bucket (package claimcheck): a step's result that the task's
+// item cannot keep (over lease.MaxStepsBytes with the others) is stored
+// there, and the step records a reference in its place, which a replay
+// reads back. An Attempt without it, or without a bucket, keeps the
+// limits.
+type Stower interface {
+	// StowStep stores out, the result of the step at 0-based position n,
+	// and returns the reference the step records; ok is false when no
+	// bucket is configured.
+	StowStep(ctx context.Context, n int, out []byte) (ref []byte, ok bool, err error)
+	// FetchOf reads back the value that ref, a reference to a value of
+	// task id (this task's step or answer, a child's result), stands for.
+	FetchOf(ctx context.Context, id string, ref []byte) ([]byte, error)
+}
+
 // Replayer is an Attempt that replays a task's history and runs nothing
 // beyond it (package replay's): no step's function, no write. Each durable
 // call past the recorded operations returns Beyond's error instead of

@@ -31,7 +31,9 @@
 // A resource is the logical id of a resource in template.yaml
 // ("TasksTable"), or a logical id with a suffix for a part of it: a table's
 // index is "TasksTable/index/sweep", granted in the template as
-// !Sub "${TasksTable.Arn}/index/sweep".
+// !Sub "${TasksTable.Arn}/index/sweep"; the payload bucket's objects are
+// "PayloadBucket/tasks/*", granted as !Sub "${PayloadBucket.Arn}/tasks/*":
+// the one pattern, since S3 grants objects by key prefix.
 package iam
 
 import (
@@ -91,6 +93,11 @@ const (
 	IntakeDeadLetterQueue = "IntakeDeadLetterQueue"
 	WorkerLogGroup        = "WorkerLogGroup"
 	DispatchLogGroup      = "DispatchLogGroup"
+	// PayloadBucket is the bucket of values over their inline limits
+	// (internal/claimcheck), and PayloadObjects its objects: every key the
+	// code writes starts tasks/ (claimcheck.Key).
+	PayloadBucket  = "PayloadBucket"
+	PayloadObjects = PayloadBucket + "/tasks/*"
 	// NamedQueues are the queues tasks may name (docs/worker.md,
 	// "Queues"): exactly the ARNs the deployer lists in the template's
 	// NamedQueueArns parameter, granted as !Ref NamedQueueArns in a
@@ -141,6 +148,8 @@ var Worker = Function{
 		{"sqs:SendMessage", WorkDeadLetterQueue},   // messages that name no task, with their reason
 		{"sqs:GetQueueUrl", NamedQueues},           // the queue a task names, looked up once
 		{"sqs:SendMessage", NamedQueues},           // fresh tokens of tasks on named queues
+		{"s3:GetObject", PayloadObjects},           // a payload kept in the payload bucket; results of waited-for tasks kept there
+		{"s3:PutObject", PayloadObjects},           // a result over the inline limit
 	},
 	Platform: slices.Concat(eventSourceMapping(WorkQueue), logs(WorkerLogGroup)),
 	Env: []string{
@@ -150,7 +159,7 @@ var Worker = Function{
 		settings.EnvDispatchGrace, settings.EnvLogLevel, settings.EnvReplaceAtReceiveCount,
 		settings.EnvVisibilityMargin, settings.EnvBackoff, settings.EnvUnknownKindBackoff,
 		settings.EnvUnknownKindLimit, settings.EnvWaitTimeout, settings.EnvListing,
-		settings.EnvRateLimits, settings.EnvKindConcurrency,
+		settings.EnvRateLimits, settings.EnvKindConcurrency, settings.EnvPayloadBucket,
 	},
 	Unread: merge(runnerEnv, dispatchEnv, fromEnvOnly, processEnv),
 }
@@ -181,7 +190,7 @@ var Dispatch = Function{
 		settings.EnvDispatchGrace, settings.EnvMaxAttempts, settings.EnvDispatchConcurrency,
 		settings.EnvSweepConcurrency, settings.EnvLogLevel, settings.EnvListing, settings.EnvNamedQueues,
 	},
-	Unread: merge(runnerEnv, workerEnv, fromEnvOnly, processEnv),
+	Unread: merge(runnerEnv, workerEnv, fromEnvOnly, processEnv, bucketEnv),
 }
 
 // Variables of code that one function links but only another runs.
@@ -192,6 +201,8 @@ var (
 	fromEnvOnly = merge(unread("read by leasehold.NewWorkerFromEnv to look the DLQ up by name; the functions do not call it (the worker function is given LEASEHOLD_WORK_DLQ_URL)",
 		settings.EnvWorkDLQName), unread("WorkerConfig.QueueURLs, the queues Worker.Run polls; on Lambda each event source mapping brings its own queue",
 		settings.EnvServeQueueURLs))
+	bucketEnv = unread("the payload bucket: the worker and the client read it; the dispatcher stores intake submissions and sweeps, which keep their payloads inline (an intake submission is one SQS message, docs/limits.md)",
+		settings.EnvPayloadBucket)
 	processEnv = unread("the leasehold command's and serve.RunFromEnv's (settingstable.Process): the off-Lambda process and the schedule verbs read them; no function does",
 		settings.EnvIntakeQueueURL, settings.EnvMetrics, settings.EnvFireSchedules, settings.EnvScheduleGroup,
 		settings.EnvSchedulerRoleARN, settings.EnvScheduleDLQARN)
@@ -282,6 +293,7 @@ func (e *NotGrantedError) Is(target error) bool { return target == ErrNotGranted
 var servicePrefix = map[string]string{
 	"DynamoDB": "dynamodb",
 	"SQS":      "sqs",
+	"S3":       "s3",
 }
 
 // batchActions are operations IAM authorizes as another action.
@@ -344,8 +356,8 @@ type Call struct {
 	// Action is the IAM action that authorizes it.
 	Action string
 	// Target is the resource named in the request: the table name (with
-	// "/index/NAME" for a query of an index) or the queue URL; empty when
-	// the request names none.
+	// "/index/NAME" for a query of an index), the queue URL, or BUCKET/KEY
+	// of an object; empty when the request names none.
 	Target string
 }
 
@@ -366,8 +378,8 @@ func Record(fn func(Call)) func(*middleware.Stack) error {
 }
 
 // targetOf reads the resource a request names from its TableName (and
-// IndexName), QueueUrl or QueueName field, or the one table of a batch
-// call's RequestItems (several tables name none).
+// IndexName), QueueUrl, Bucket (and Key) or QueueName field, or the one
+// table of a batch call's RequestItems (several tables name none).
 func targetOf(params any) string {
 	v := reflect.ValueOf(params)
 	if v.Kind() == reflect.Pointer {
@@ -391,6 +403,9 @@ func targetOf(params any) string {
 	}
 	if u := str("QueueUrl"); u != "" {
 		return u
+	}
+	if b := str("Bucket"); b != "" {
+		return b + "/" + str("Key") // GetObject, PutObject
 	}
 	if f := v.FieldByName("RequestItems"); f.IsValid() && f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Len() == 1 {
 		return f.MapKeys()[0].String() // BatchGetItem, BatchWriteItem

@@ -161,11 +161,29 @@ func resourceID(expr any) (string, error) {
 	}
 	if sub, ok := m["Fn::Sub"].(string); ok && strings.HasPrefix(sub, "${") {
 		ref, rest, ok := strings.Cut(sub[2:], "}")
-		if id, found := strings.CutSuffix(ref, ".Arn"); ok && found && !strings.ContainsAny(rest, "*$") {
+		if id, found := strings.CutSuffix(ref, ".Arn"); ok && found && subSuffixOK(id, rest) {
 			return id + rest, nil
 		}
 	}
+	// !Sub ["${V}REST", {V: ARN}], as a project names the nested stack's
+	// payload bucket: the ARN's resource, then REST.
+	if sub, ok := m["Fn::Sub"].([]any); ok && len(sub) == 2 {
+		s, _ := sub[0].(string)
+		vars, _ := sub[1].(map[string]any)
+		if name, rest, ok := strings.Cut(strings.TrimPrefix(s, "${"), "}"); ok && strings.HasPrefix(s, "${") && len(vars) == 1 && vars[name] != nil {
+			if id, err := resourceID(vars[name]); err == nil && subSuffixOK(id, rest) {
+				return id + rest, nil
+			}
+		}
+	}
 	return "", fmt.Errorf("resource %v is not an ARN of a resource of the template", expr)
+}
+
+// subSuffixOK reports whether REST after a resource's ARN names one part
+// of it: no pattern, except the payload bucket's objects under tasks/,
+// which S3 can grant only by key prefix (iam.PayloadObjects).
+func subSuffixOK(id, rest string) bool {
+	return !strings.ContainsAny(rest, "*$") || id+rest == iam.PayloadObjects
 }
 
 // granted reads what role allows, as grants, with a failure for anything
@@ -255,7 +273,16 @@ func TestTemplateParsing(t *testing.T) {
 	if err != nil || id != iam.SweepIndex {
 		t.Errorf("resourceID(index) = %q, %v", id, err)
 	}
-	for _, bad := range []any{"*", map[string]any{"Fn::Sub": "${TasksTable.Arn}/*"}, map[string]any{"Ref": "WorkQueue"}} {
+	for sub, want := range map[string]any{
+		"${PayloadBucket.Arn}/tasks/*": "${PayloadBucket.Arn}/tasks/*",
+		"nested":                       []any{"${Bucket}/tasks/*", map[string]any{"Bucket": map[string]any{"Fn::GetAtt": []any{"PayloadBucket", "Arn"}}}},
+	} {
+		if id, err := resourceID(map[string]any{"Fn::Sub": want}); err != nil || id != iam.PayloadObjects {
+			t.Errorf("resourceID(%s) = %q, %v; want %s", sub, id, err, iam.PayloadObjects)
+		}
+	}
+	for _, bad := range []any{"*", map[string]any{"Fn::Sub": "${TasksTable.Arn}/*"}, map[string]any{"Ref": "WorkQueue"},
+		map[string]any{"Fn::Sub": "${PayloadBucket.Arn}/*"}, map[string]any{"Fn::Sub": "${TasksTable.Arn}/tasks/*"}} {
 		if id, err := resourceID(bad); err == nil {
 			t.Errorf("resourceID(%v) = %q, want an error", bad, id)
 		}

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +43,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
+	"github.com/leasehold/leasehold/settings"
 )
 
 // secret is the distinctive payload content that must never be logged.
@@ -50,6 +53,7 @@ const secret = "s3cr3t-payload-7f1d2c"
 type recorder struct {
 	mu      sync.Mutex
 	targets map[string]string // table name / queue URL -> logical id
+	bucket  string            // the payload bucket, whose BUCKET/tasks/... are iam.PayloadObjects
 	calls   map[iam.Grant]bool
 	unknown []iam.Call
 }
@@ -78,6 +82,9 @@ func (r *recorder) add(c iam.Call) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	id, ok := r.targets[c.Target]
+	if r.bucket != "" && strings.HasPrefix(c.Target, r.bucket+"/tasks/") {
+		id, ok = iam.PayloadObjects, true
+	}
 	if !ok {
 		r.unknown = append(r.unknown, c)
 		return
@@ -85,11 +92,15 @@ func (r *recorder) add(c iam.Call) {
 	r.calls[iam.Grant{Action: c.Action, Resource: id}] = true
 }
 
-// check compares the recorded calls with f.Calls.
+// check compares the recorded calls with f.Calls. Without a payload
+// bucket in the stack the grants on it are not expected.
 func (r *recorder) check(t *testing.T, f iam.Function) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.bucket == "" {
+		f.Calls = slices.DeleteFunc(slices.Clone(f.Calls), func(g iam.Grant) bool { return g.Resource == iam.PayloadObjects })
+	}
 	for _, c := range r.unknown {
 		t.Errorf("%s called %s on %q, which is none of the template's resources", f.LogicalID, c.Action, c.Target)
 	}
@@ -167,15 +178,22 @@ type stack struct {
 	named  string // URL of a queue that tasks name (a fleet's own queue)
 	// namedDLQ is the dead-letter queue of named (its redrive policy's).
 	namedDLQ string
-	sqs      *sqs.Client
+	// bucket is the stack's payload bucket (LEASEHOLD_PAYLOAD_BUCKET),
+	// empty without one.
+	bucket string
+	sqs    *sqs.Client
 }
 
 func setupStack(t *testing.T) *stack {
 	t.Helper()
 	cfg := awstest.Config(t)
 	fleet := awstest.NewQueues(t, cfg)
+	bucket := os.Getenv(settings.EnvPayloadBucket)
+	if bucket == "" && os.Getenv("LEASEHOLD_REQUIRE_STACK") == "1" {
+		t.Fatal(settings.EnvPayloadBucket + " is unset: the stack has no payload bucket (scripts/stack.sh env prints it) [LEASEHOLD_REQUIRE_STACK=1]")
+	}
 	return &stack{cfg: cfg, table: awstest.NewTable(t, cfg), queues: awstest.NewQueues(t, cfg),
-		named: fleet.Work, namedDLQ: fleet.WorkDLQ, sqs: sqs.NewFromConfig(cfg)}
+		named: fleet.Work, namedDLQ: fleet.WorkDLQ, bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 
 // namedToken is an inline token whose task names the queue s.named.
@@ -252,6 +270,7 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
 	rec := newRecorder(s.table, s.queues, s.named, s.namedDLQ)
+	rec.bucket = s.bucket
 	logs, emf := &syncBuffer{}, &syncBuffer{}
 
 	// The worker as functions/worker/main.go wires it (with the example
@@ -260,7 +279,7 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	examples.Register(handlers)
 	w, err := leasehold.NewWorker(leasehold.WorkerConfig{
 		AWS: s.recorded(rec, iam.Worker), Table: s.table, QueueURL: s.queues.Work,
-		DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: handlers,
+		DeadLetterQueueURL: s.queues.WorkDLQ, Handlers: handlers, PayloadBucket: s.bucket,
 		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: emf,
 	})
@@ -330,6 +349,26 @@ func TestWorkerFlowsCallExactlyItsGrantsAndLogNoPayload(t *testing.T) {
 	for _, step := range []string{"parent spawns", "child runs", "parent resumes"} {
 		if resp, err := handle(s.receiveTask(t, s.queues.Work, "fan")); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("fan-out, %s: %v %v", step, resp, err)
+		}
+	}
+	// A payload and a result over their inline limits, through the
+	// payload bucket: the payload read back, the result written there.
+	if s.bucket != "" {
+		c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work, PayloadBucket: s.bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ectx, ecancel := context.WithTimeout(t.Context(), awstest.Scale(30*time.Second))
+		defer ecancel()
+		text := strings.Repeat(secret+" ", 200<<10/(len(secret)+1))
+		if _, err := c.Enqueue(ectx, leasehold.Submission{ID: "big", Kind: "upper", Payload: examples.Upper{Text: text}}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := handle(s.receiveTask(t, s.queues.Work, "big")); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("big: %v %v", resp, err)
+		}
+		if got, err := leasehold.Result[string](ectx, c, "big"); err != nil || got != strings.ToUpper(text) {
+			t.Fatalf("big's result: %d bytes, %v; want the upper-cased %d-byte text", len(got), err, len(text))
 		}
 	}
 	// (A context of its own: the flows above may take long on a busy machine.)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/cli/scaffold"
+	"github.com/leasehold/leasehold/internal/iam"
 )
 
 // statements lists the statements of a policy document, an Fn::If
@@ -35,7 +36,10 @@ func statements(doc map[string]any) []map[string]any {
 // !Sub "arn:...:${AWS::StackName}-*", which also covers the intake queue,
 // the dead-letter queues and the queues of every stack whose name starts
 // the same. The X-Ray policies (TestOnlyTracingPoliciesOutsideRoles) are
-// the one exception: X-Ray cannot scope its two calls to a resource.
+// one exception: X-Ray cannot scope its two calls to a resource. The
+// payload bucket's objects under tasks/ (iam.PayloadObjects) are the
+// other: S3 grants objects by key prefix, and tasks/ is every key the code
+// writes in that one bucket.
 func wildcardGrants(tp template) []string {
 	var bad []string
 	res, _ := tp["Resources"].(map[string]any)
@@ -57,6 +61,9 @@ func wildcardGrants(tp template) []string {
 				acts := list(st["Action"])
 				xray := slices.Equal(acts, []any{"xray:PutTraceSegments", "xray:PutTelemetryRecords"})
 				for _, res := range list(st["Resource"]) {
+					if id, err := resourceID(res); err == nil && id == iam.PayloadObjects {
+						continue
+					}
 					if s := fmt.Sprint(res); strings.Contains(s, "*") && !xray {
 						bad = append(bad, fmt.Sprintf("%s: %v on %s", id, st["Sid"], s))
 					}

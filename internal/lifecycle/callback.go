@@ -29,7 +29,7 @@ func (x *execution) runCallback(ctx context.Context) State {
 		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.in.tok.Error
 	}
 	if e.Status == lease.StatusSucceeded {
-		if err := checkResult(e.Result); err != nil {
+		if err := checkResult(e.Result, lease.MaxResultBytes); err != nil {
 			return x.reject(ctx, "callback: "+err.Error())
 		}
 	}

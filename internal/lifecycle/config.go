@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
@@ -84,6 +85,9 @@ const MinSnooze = time.Second
 type Config struct {
 	Store lease.Store
 	SQS   SQSClient
+	// Claims keeps payloads and results over their inline limits in the
+	// payload bucket (package claimcheck); nil keeps today's limits.
+	Claims *claimcheck.Checker
 	// QueueURL is the default work queue: the queue of a Message that names
 	// none, and of a task whose Queue is empty.
 	QueueURL string

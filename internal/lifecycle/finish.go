@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/queues"
@@ -147,7 +149,20 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 	// A result the store cannot keep will never be kept: fail the task now
 	// with the reason instead of re-running the handler until its lease
 	// runs out.
-	if err := checkResult(result); err != nil {
+	if len(result) > lease.MaxResultBytes && x.cfg.Claims.Enabled() {
+		// Over the inline limit: checked whole, then kept in the payload
+		// bucket and referenced from the item.
+		if err := checkResult(result, claimcheck.MaxValueBytes); err != nil {
+			return x.failClaimed(ctx, err.Error())
+		}
+		ref, err := x.cfg.Claims.Stow(ctx, x.task.ID, claimcheck.WhatResult, result, lease.MaxResultBytes)
+		if err != nil {
+			x.log.error("could not store the result in the payload bucket", "error", err)
+			return x.keep(ctx, 0, err.Error())
+		}
+		result = ref
+	}
+	if err := checkResult(result, lease.MaxResultBytes); err != nil {
 		return x.failClaimed(ctx, err.Error())
 	}
 	task, err := x.leaseWrite(lease.StatusSucceeded, "finish response lost; the retried write met this execution's own result",
@@ -176,10 +191,17 @@ func (x *execution) finish(ctx context.Context, result []byte, elapsed time.Dura
 }
 
 // checkResult is the store's check of a result plus JSON validity: a result
-// is a JSON document (empty means none).
-func checkResult(result []byte) error {
-	if err := lease.CheckResult(result); err != nil {
-		return fmt.Errorf("result cannot be stored: %w", err)
+// is a JSON document (empty means none) of at most limit bytes.
+func checkResult(result []byte, limit int) error {
+	switch {
+	case len(result) > limit:
+		return fmt.Errorf("result cannot be stored: %w", &lease.TooLargeError{What: "result", Size: len(result), Limit: limit})
+	case len(result) > lease.MaxResultBytes && !utf8.Valid(result):
+		return fmt.Errorf("result cannot be stored: %w: result is not UTF-8 text", lease.ErrInvalid)
+	case len(result) <= lease.MaxResultBytes:
+		if err := lease.CheckResult(result); err != nil {
+			return fmt.Errorf("result cannot be stored: %w", err)
+		}
 	}
 	if len(result) > 0 {
 		if p := lease.JSONProblem(result); p != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -60,6 +61,16 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		return st
 	}
 	x.running.handler = h
+	if claimcheck.IsRef(x.task.Payload) {
+		// A payload over the inline limit, in the payload bucket: read
+		// back before the handler runs. A failed read is an attempt's
+		// failure, so a bucket that stays unreadable ends in FAILED.
+		payload, err := x.fetch(x.task.ID, x.task.Payload)
+		if err != nil {
+			return x.retryOrFail(ctx, "payload: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+		}
+		x.task.Payload = payload
+	}
 	results, err := x.loadWaitResults()
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
@@ -114,6 +125,16 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w, which %s waited for", err, t.ID)
 	}
+	// Children's outcomes become a step of the parent (workflow.All), which
+	// keeps their references; durable reads them back for the handler.
+	for i := range tasks {
+		if t.Wait == lease.WaitChildren {
+			break
+		}
+		if tasks[i].Result, err = x.fetch(tasks[i].ID, tasks[i].Result); err != nil {
+			return nil, fmt.Errorf("result of %s, which %s waited for: %w", tasks[i].ID, t.ID, err)
+		}
+	}
 	return &durable.WaitResults{Mode: t.Wait, Tasks: tasks}, nil
 }
 
@@ -143,6 +164,16 @@ func readTasks(ctx context.Context, cfg *Config, ids []string) ([]lease.Task, er
 		out[i] = got
 	}
 	return out, nil
+}
+
+// fetch is v, a value of task id, read back from the payload bucket when it
+// is a reference there, else v itself, with no call. A reference to
+// another task's value (a forged inline token) is refused unread.
+func (x *execution) fetch(id string, v []byte) ([]byte, error) {
+	if !claimcheck.IsRef(v) {
+		return v, nil
+	}
+	return x.cfg.Claims.FetchOwn(x.detached, id, v)
 }
 
 // runHandler is the handler's goroutine. It leaves the result in
@@ -340,6 +371,22 @@ func (x *execution) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step
 	cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
 	defer cancel()
 	return x.cfg.Store.Checkpoint(cctx, l, st)
+}
+
+// StowStep keeps the result of the step at position n in the payload
+// bucket (durable.Stower); ok is false without a bucket.
+func (x *execution) StowStep(ctx context.Context, n int, out []byte) ([]byte, bool, error) {
+	if !x.cfg.Claims.Enabled() {
+		return nil, false, nil
+	}
+	ref, err := x.cfg.Claims.Stow(ctx, x.task.ID, claimcheck.WhatStep(n), out, 0)
+	return ref, true, err
+}
+
+// FetchOf reads back a value of task id kept in the payload bucket
+// (durable.Stower), only under that task's own prefix.
+func (x *execution) FetchOf(ctx context.Context, id string, ref []byte) ([]byte, error) {
+	return x.cfg.Claims.FetchOwn(ctx, id, ref)
 }
 
 // ReadTasks reads the tasks ids for the running handler (durable.Attempt).

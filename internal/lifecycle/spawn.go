@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
@@ -53,7 +55,23 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 		if maxAttempts == 0 {
 			maxAttempts = x.cfg.DefaultMaxAttempts
 		}
-		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: c.Payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID,
+		payload := c.Payload
+		if len(payload) > lease.MaxPayloadBytes && x.cfg.Claims.Enabled() {
+			// Over the inline limit: kept in the payload bucket under the
+			// child's id, the token carrying the reference (the child's
+			// worker reads it back). A retried spawn stores the same
+			// object again.
+			ref, err := x.cfg.Claims.Stow(ctx, ids[i], claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+			var tl *claimcheck.TooLargeError
+			switch {
+			case errors.As(err, &tl):
+				return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, &lease.TooLargeError{What: "payload", Size: tl.Size, Limit: claimcheck.MaxValueBytes}))
+			case err != nil:
+				return x.retryOrFail(ctx, "await children: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+			}
+			payload = ref
+		}
+		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID,
 			Metadata: md}.Encode()
 		if err != nil {
 			return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, err))

@@ -102,6 +102,8 @@ var All = []Setting{
 		Doc: "the tasks table"},
 	{Field: "QueueURL", Env: settings.EnvWorkQueueURL, Kind: String, DefaultText: "required (client: or QueueName)", For: Worker | Client | Dispatch,
 		Doc: "the default work queue: where tokens of tasks that name no queue go, and the queue Run polls unless QueueURLs is set"},
+	{Field: "PayloadBucket", Env: settings.EnvPayloadBucket, Kind: String, DefaultText: "none (inline limits)", For: Worker | Client,
+		Doc: "the S3 bucket where values over their inline limits are kept, up to 10 MiB each, the task's item holding a reference: payloads over 128 KiB, results over 64 KiB, steps' results that do not fit the steps' 64 KiB, callback answers, children's and chain links' payloads (docs/limits.md); values within the inline limits never touch it. template.yaml creates it (`PayloadBucket`) and passes it to the worker function; the worker needs `s3:GetObject` and `s3:PutObject` on its `tasks/*`"},
 	{Field: "QueueName", Kind: String, For: Client,
 		Doc: "used when QueueURL is empty: the default work queue's name, looked up with GetQueueUrl on first use"},
 	{Field: "KindQueues", Kind: String, For: Client,

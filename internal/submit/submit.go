@@ -5,11 +5,14 @@ package submit
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -30,6 +33,13 @@ type Request struct {
 	Then []Link
 	// Metadata is the task's metadata (leasehold.Submission.Metadata).
 	Metadata map[string]string
+	// Stow, if set, keeps the payload of task id in the payload bucket
+	// and returns the reference the task carries in its place
+	// (claimcheck.Checker.Stow with no inline limit). NewTask calls it
+	// only for a payload over lease.MaxPayloadBytes and for chain links'
+	// payloads over what a chain keeps inline, once every other rule has
+	// passed. Nil keeps the inline limits.
+	Stow func(id string, payload []byte) ([]byte, error)
 }
 
 // Link is a chain link as the caller gave it: the fields of
@@ -79,13 +89,29 @@ func NewTask(r Request, now time.Time) (lease.NewTask, error) {
 	if err != nil {
 		return nt, err
 	}
-	nt.Payload = payload
+	if err := claimcheck.CheckValue(payload); err != nil {
+		return nt, fmt.Errorf("%w: payload: %w", lease.ErrInvalid, err)
+	}
+	stow := r.Stow != nil && len(payload) > lease.MaxPayloadBytes
+	if !stow {
+		nt.Payload = payload
+	}
 	for i, l := range r.Then {
 		p, err := lease.EncodeJSON(fmt.Sprintf("chain link %d's payload", i+2), l.Payload)
 		if err != nil {
 			return nt, err
 		}
+		if err := claimcheck.CheckValue(p); err != nil {
+			return nt, fmt.Errorf("%w: chain link %d's payload: %w", lease.ErrInvalid, i+2, err)
+		}
 		nt.Then = append(nt.Then, lease.Link{ID: cmp.Or(l.ID, LinkID(r.ID, i+2)), Kind: l.Kind, Payload: p, MaxAttempts: l.MaxAttempts, Queue: l.Queue})
+	}
+	// Links' payloads over what a chain keeps inline go to the payload
+	// bucket once every rule has passed (left empty for the check).
+	stowLinks := linksToStow(r, nt)
+	held := make(map[int][]byte, len(stowLinks))
+	for _, i := range stowLinks {
+		held[i], nt.Then[i].Payload = nt.Then[i].Payload, nil
 	}
 	if err := nt.Validate(); err != nil {
 		if r.ID != "" {
@@ -93,5 +119,65 @@ func NewTask(r Request, now time.Time) (lease.NewTask, error) {
 		}
 		return nt, err
 	}
+	if stow {
+		if len(payload) > claimcheck.MaxValueBytes {
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), &lease.TooLargeError{What: "payload", Size: len(payload), Limit: claimcheck.MaxValueBytes})
+		}
+		ref, err := r.Stow(r.ID, payload)
+		if err != nil {
+			return nt, err
+		}
+		nt.Payload = ref
+	}
+	for _, i := range stowLinks {
+		if len(held[i]) > claimcheck.MaxValueBytes {
+			return nt, fmt.Errorf("task %s: chain link %d: %w", lease.DisplayID(r.ID), i+2, &lease.TooLargeError{What: "payload", Size: len(held[i]), Limit: claimcheck.MaxValueBytes})
+		}
+		ref, err := r.Stow(nt.Then[i].ID, held[i])
+		if err != nil {
+			return nt, err
+		}
+		nt.Then[i].Payload = ref
+	}
+	if len(stowLinks) > 0 {
+		if err := lease.CheckThen(nt.ID, nt.Then); err != nil {
+			return nt, fmt.Errorf("task %s: %w", lease.DisplayID(r.ID), err)
+		}
+	}
 	return nt, nil
+}
+
+// refBytes is about the size of a reference to a value in the payload
+// bucket (a 64-byte hex digest, the key's path and the size): more than
+// any real one, so a chain that fits with this much per reference fits.
+const refBytes = 128 + lease.MaxIDBytes*3
+
+// linksToStow lists the links of nt whose payloads go to the payload
+// bucket: none when r has no Stow or the chain's payloads fit inline as
+// they are (nothing changes for a chain that works without a bucket);
+// else the largest first, until the rest and the references fit.
+func linksToStow(r Request, nt lease.NewTask) []int {
+	var tl *lease.TooLargeError
+	if r.Stow == nil || !errors.As(lease.CheckThen(nt.ID, nt.Then), &tl) {
+		return nil
+	}
+	order := make([]int, len(nt.Then))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(nt.Then[b].Payload), len(nt.Then[a].Payload)) })
+	total := tl.Size
+	var out []int
+	for _, i := range order {
+		if total <= tl.Limit {
+			break
+		}
+		if len(nt.Then[i].Payload) <= refBytes {
+			break // the rest are smaller than a reference
+		}
+		total += refBytes - len(nt.Then[i].Payload)
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
 }

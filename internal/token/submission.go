@@ -23,6 +23,14 @@ import (
 // and out-of-range values are rejected with an *Error that names the problem
 // without echoing the payload.
 
+// blobRefPrefix starts a reference to a value in the payload bucket
+// (claimcheck.IsRef; a test holds the two equal). Only a client and a
+// worker write references, after storing the value; a submission that
+// starts with it is refused, so the intake never stores one. Kept here
+// rather than imported so that the dispatch function does not link the S3
+// client.
+const blobRefPrefix = `"\u0000leasehold-blob:`
+
 // MaxSubmissionDelay is the furthest ahead a submission may schedule its
 // task, by delay or by start time.
 const MaxSubmissionDelay = 365 * 24 * time.Hour
@@ -122,7 +130,9 @@ func (s *Submission) decodeFields(w submissionWire, now time.Time) error {
 	case len(s.Kind) > lease.MaxKindBytes:
 		return &Error{Reason: ErrInvalidField, Detail: fmt.Sprintf(`"kind" is %d bytes, the limit is %d`, len(s.Kind), lease.MaxKindBytes)}
 	case len(s.Payload) > lease.MaxPayloadBytes:
-		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(s.Payload), lease.MaxPayloadBytes)}
+		return &Error{Reason: ErrPayloadTooBig, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d: an intake submission is one SQS message, so a larger payload (up to 10 MiB) goes through Client.Enqueue or `leasehold enqueue` with a payload bucket (LEASEHOLD_PAYLOAD_BUCKET)", len(s.Payload), lease.MaxPayloadBytes)}
+	case bytes.HasPrefix(s.Payload, []byte(blobRefPrefix)):
+		return &Error{Reason: ErrInvalidField, Detail: `"payload" starts with the reserved prefix of a payload-bucket reference`}
 	}
 	if w.MaxAttempts != nil {
 		if n := *w.MaxAttempts; n < 1 || n > lease.MaxAttemptsLimit {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -110,6 +111,10 @@ func TestDecodeSubmissionRejects(t *testing.T) {
 		{"run_at without zone", `{"v":1,"kind":"k","run_at":"2031-03-14T15:09:26"}`, token.ErrInvalidField, "RFC 3339"},
 		{"run_at too far", `{"v":1,"kind":"k","run_at":"2032-03-15T15:09:27Z"}`, token.ErrInvalidField, "days ahead"},
 		{"oversize payload", `{"v":1,"kind":"k","payload":"` + secret + strings.Repeat("x", lease.MaxPayloadBytes) + `"}`, token.ErrPayloadTooBig, "payload is"},
+		// Over the inline limit, even with a payload bucket: the error says
+		// where a large payload goes instead (issue 36).
+		{"oversize payload names the client", `{"v":1,"kind":"k","payload":"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"}`, token.ErrPayloadTooBig, "goes through Client.Enqueue or `leasehold enqueue` with a payload bucket"},
+		{"payload-bucket reference", `{"v":1,"kind":"k","payload":"\u0000leasehold-blob:12:tasks/other/payload/` + secret + `"}`, token.ErrInvalidField, "reserved prefix"},
 		{"oversize body", `{"v":1,"kind":"k","payload":"` + secret + strings.Repeat("x", token.MaxBodyBytes) + `"}`, token.ErrPayloadTooBig, "message body is"},
 	}
 	for _, c := range cases {
@@ -130,5 +135,19 @@ func TestDecodeSubmissionRejects(t *testing.T) {
 				t.Fatalf("error %q echoes the body", err)
 			}
 		})
+	}
+}
+
+// The prefix the intake refuses is claimcheck's: a reference to a value in
+// the payload bucket.
+func TestSubmissionRefusesWhatClaimcheckCallsAReference(t *testing.T) {
+	t.Parallel()
+	ref := `"\u0000leasehold-blob:3:tasks/x/payload/abc"`
+	if !claimcheck.IsRef([]byte(ref)) {
+		t.Fatalf("claimcheck does not take %s for a reference: update blobRefPrefix with it", ref)
+	}
+	_, err := token.DecodeSubmission(`{"v":1,"kind":"k","payload":`+ref+`}`, time.Now())
+	if !errors.Is(err, token.ErrInvalidField) {
+		t.Fatalf("a submission whose payload is a reference: %v, want ErrInvalidField", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -56,6 +57,11 @@ type ClientConfig[M any] struct {
 	// the listing index (one write unit less each), so List and `leasehold
 	// list` do not show them. LEASEHOLD_LISTING=off sets it for the CLI.
 	Unlisted bool
+	// PayloadBucket is the S3 bucket where payloads over 128 KiB go, up to
+	// 10 MiB (docs/limits.md), and from which Get and Wait read payloads
+	// and results kept there. Empty keeps the inline limits.
+	// LEASEHOLD_PAYLOAD_BUCKET sets it for the CLI.
+	PayloadBucket string
 	// Endpoint, if set, receives every DynamoDB and SQS call, such as a
 	// local stack at http://127.0.0.1:4566, whatever AWS and the
 	// AWS_ENDPOINT_URL* variables say.
@@ -105,6 +111,9 @@ type ClientSQS interface {
 type ClientBackend struct {
 	Store ClientStore
 	SQS   ClientSQS
+	// Blobs, if set, is the payload bucket's stand-in (leaseholdtest's
+	// memory).
+	Blobs claimcheck.Blobs
 }
 
 // SetClientBackend makes leasehold.NewClient(*cfg) build its client on b

@@ -138,6 +138,11 @@ type WorkerConfig struct {
 	// nor Client.List shows them (status, Get and everything else still
 	// work). See docs/performance.md. LEASEHOLD_LISTING=off sets it.
 	Unlisted bool
+	// PayloadBucket is the S3 bucket where payloads and results over
+	// their inline limits (128 KiB, 64 KiB) are kept, up to 10 MiB each
+	// (docs/limits.md). Empty keeps the inline limits.
+	// LEASEHOLD_PAYLOAD_BUCKET sets it.
+	PayloadBucket string
 
 	// Logger is the structured logger (default: JSON to stderr at Info).
 	Logger *slog.Logger

@@ -9,8 +9,10 @@ AWS_ENDPOINT_URL_SQS, which must both be set, so this never touches a real
 account by accident. LEASEHOLD_RESOURCE_SUFFIX, if set, is appended to every
 name (for example "-dev"). LEASEHOLD_RESOURCES_ENV, if set, names a file that
 receives shell export lines for what was created (LEASEHOLD_TABLE and one
-LEASEHOLD_<NAME>_QUEUE_URL or LEASEHOLD_<NAME>_DLQ_URL per queue), which
-`scripts/stack.sh env` prints.
+LEASEHOLD_<NAME>_QUEUE_URL or LEASEHOLD_<NAME>_DLQ_URL per queue, and
+LEASEHOLD_PAYLOAD_BUCKET for the bucket of large values), which
+`scripts/stack.sh env` prints. The bucket is made only when the definition
+has one and AWS_ENDPOINT_URL_S3 is set.
 
 It runs as LocalStack's ready hook inside the container and, in host mode,
 with the python of the venv that scripts/stack.sh installs. LocalStack runs
@@ -185,6 +187,27 @@ def write_exports(path):
             f.write(f"export {key}={shlex.quote(EXPORTS[key])}\n")
 
 
+def ensure_bucket(s3, spec, suffix):
+    """The bucket where values over the inline limits go (claim checks),
+    encrypted by default as the template's is."""
+    name = spec["Bucket"] + suffix
+    try:
+        s3.head_bucket(Bucket=name)
+        print(f"bucket {name}: exists")
+    except ClientError as err:
+        if error_code(err) not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+        s3.create_bucket(Bucket=name)
+        print(f"bucket {name}: created")
+    s3.put_bucket_encryption(
+        Bucket=name,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    EXPORTS["LEASEHOLD_PAYLOAD_BUCKET"] = name
+
+
 def main():
     definition = load_definition()
     suffix = os.environ.get("LEASEHOLD_RESOURCE_SUFFIX", "")
@@ -192,6 +215,8 @@ def main():
     sqs = client("sqs", "AWS_ENDPOINT_URL_SQS")
     ensure_table(ddb, definition["Table"], suffix)
     ensure_queues(sqs, definition["Queues"], suffix)
+    if "Bucket" in definition and os.environ.get("AWS_ENDPOINT_URL_S3"):
+        ensure_bucket(client("s3", "AWS_ENDPOINT_URL_S3"), definition["Bucket"], suffix)
     out = os.environ.get("LEASEHOLD_RESOURCES_ENV")
     if out:
         write_exports(out)
