@@ -10,3 +10,30 @@ func (e *Env) TakeSlot(kind, holder string, limit int, until time.Time) (bool, e
 
 // Start is the fake clock's time when an Env is new.
 var Start = start
+
+// DuplicateSends makes every token sent from now on for a task that dup
+// accepts arrive twice, as SQS's at-least-once delivery may.
+func (e *Env) DuplicateSends(dup func(id string) bool) {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	e.queue.duplicate = dup
+}
+
+// WriteCalls counts the writes the Env's store has made.
+func (e *Env) WriteCalls() int { return e.store.Calls().Writes }
+
+// TrackSends makes the Env remember the task id of every token sent from
+// now on (SentTaskID).
+func (e *Env) TrackSends() {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	e.queue.sent = map[string]bool{}
+}
+
+// SentTaskID reports whether a token naming task id was sent since
+// TrackSends.
+func (e *Env) SentTaskID(id string) bool {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.sent[id]
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -28,6 +29,9 @@ type capabilities struct {
 	// marker moves a dependent's sweep entry (checkRegistrations; else the
 	// entry stays where the sweep put it).
 	marker dispatchMarker
+	// maps keeps sliding maps' groups and pages (workflow.Map; without
+	// it a map fails its parent).
+	maps mapstate.Store
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -39,6 +43,7 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.lister, _ = store.(query.Lister)
 	c.cancels, _ = store.(canceller)
 	c.marker, _ = store.(dispatchMarker)
+	c.maps, _ = store.(mapstate.Store)
 	return c
 }
 

@@ -24,6 +24,8 @@ const (
 	attrMapN        = "n"
 	attrMapC        = "c"
 	attrMapFirst    = "first"
+	attrMapMin      = "min"
+	attrMapTolerate = "tolerate"
 	attrMapSeq      = "seq"
 	attrMapOK       = "ok"
 	attrMapFailed   = "failed"
@@ -78,38 +80,45 @@ func (s *Store) GetGroup(ctx context.Context, id string) (mapstate.Group, error)
 	return groupFromItem(item)
 }
 
-// Report implements mapstate.Store. The usual report is one UpdateItem
-// (1 write unit: a group stays under 1 KB) conditional on the slot's count,
-// the group's slots, room for a failure, and the next child's item being
-// produced while the map runs. When that condition fails, the group it saw
-// says why: a child counted already (ErrCounted), or a report that makes
-// its slot idle or finds the failures full, which is written whole,
-// conditional on the group's version.
+// Report implements mapstate.Store: one UpdateItem (1 write unit: a
+// group stays under 1 KB) conditional on the slot's count and the group's
+// slots (and, for a failure, room in the list of first failures). When
+// that condition fails, the group it saw says why: a child counted already
+// (ErrCounted), or a failure past the list's room, which is then written
+// whole, conditional on the group's version.
 func (s *Store) Report(ctx context.Context, r mapstate.Report) (mapstate.Group, error) {
 	if err := r.Check(); err != nil {
 		return mapstate.Group{}, fmt.Errorf("report to map group: %w", err)
 	}
 	j := r.Slot % mapstate.SlotsPerGroup
 	seq := fmt.Sprintf("#seq[%d]", j)
-	names := map[string]string{"#seq": attrMapSeq, "#first": attrMapFirst, "#c": attrMapC, "#n": attrMapN, "#ver": attrMapVersion}
+	names := map[string]string{"#seq": attrMapSeq, "#first": attrMapFirst, "#c": attrMapC, "#ver": attrMapVersion}
 	values := map[string]types.AttributeValue{
-		":k": avN(int64(r.Rank)), ":k1": avN(int64(r.Rank + 1)), ":first": avN(int64(r.Slot - j)), ":one": avN(1),
+		":k": avN(int64(r.Rank)), ":k1": avN(int64(r.Rank + 1)), ":first": avN(int64(r.Slot - j)), ":one": avN(1), ":c": avN(int64(r.C)),
 	}
-	// The slot's count, the group's slots, and: no next child, or its item
-	// produced while the map runs (the slot stays busy).
-	names["#produced"], names["#stopped"] = attrMapProduced, attrMapStopped
-	values[":c"], values[":next"] = avN(int64(r.C)), avN(int64(r.Index+r.C))
-	cond := seq + " = :k AND #first = :first AND #c = :c AND (:next >= #n OR (attribute_not_exists(#stopped) AND #produced > :next))"
-	update := "SET " + seq + " = :k1, #ver = #ver + :one"
+	cond := seq + " = :k AND #first = :first AND #c = :c"
+	set := "SET " + seq + " = :k1, #ver = #ver + :one"
+	add := ""
 	if r.OK {
 		names["#ok"] = attrMapOK
-		update += " ADD #ok :one"
+		add = "#ok :one"
 	} else {
 		names["#failed"], names["#failures"] = attrMapFailed, attrMapFailures
 		values[":maxf"], values[":il"] = avN(mapstate.MaxFailures), &types.AttributeValueMemberL{Value: []types.AttributeValue{avN(int64(r.Index))}}
 		cond += " AND size(#failures) < :maxf"
-		update = "SET " + seq + " = :k1, #ver = #ver + :one, #failures = list_append(#failures, :il) ADD #failed :one"
+		set += ", #failures = list_append(#failures, :il)"
+		add = "#failed :one"
 	}
+	if !r.Started {
+		// A next child not started leaves the slot idle; with no next
+		// child, the group's N says so and the slot stays as it is.
+		names["#n"], names["#idle"] = attrMapN, attrMapIdle
+		values[":next"] = avN(int64(r.Index + r.C))
+		values[":slot"] = &types.AttributeValueMemberNS{Value: []string{strconv.Itoa(r.Slot)}}
+		cond += " AND #n > :next"
+		add += ", #idle :slot"
+	}
+	update := set + " ADD " + add
 	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	out, err := s.client.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
@@ -300,7 +309,7 @@ func (s *Store) getMapItem(ctx context.Context, op, id string) (map[string]types
 func groupItem(g mapstate.Group) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		AttrID: avS(g.ID), attrMapShape: avS(g.Shape), attrMapN: avN(int64(g.N)), attrMapC: avN(int64(g.C)),
-		attrMapFirst: avN(int64(g.First)), attrMapSeq: avInts(g.Seq), attrMapOK: avN(int64(g.OK)),
+		attrMapFirst: avN(int64(g.First)), attrMapMin: avN(int64(g.Min)), attrMapTolerate: avN(int64(g.Tolerate)), attrMapSeq: avInts(g.Seq), attrMapOK: avN(int64(g.OK)),
 		attrMapFailed: avN(int64(g.Failed)), attrMapFailures: avInts(g.Failures), attrMapProduced: avN(int64(g.Produced)),
 		attrMapVersion: avN(g.Version), AttrExpiresAt: avN(g.Expires.Unix()),
 	}
@@ -341,7 +350,7 @@ func groupFromItem(item map[string]types.AttributeValue) (mapstate.Group, error)
 	if v, ok := item[attrMapStopped].(*types.AttributeValueMemberS); ok {
 		g.Stopped = v.Value
 	}
-	for name, dst := range map[string]*int{attrMapN: &g.N, attrMapC: &g.C, attrMapFirst: &g.First, attrMapOK: &g.OK, attrMapFailed: &g.Failed, attrMapProduced: &g.Produced} {
+	for name, dst := range map[string]*int{attrMapN: &g.N, attrMapC: &g.C, attrMapFirst: &g.First, attrMapMin: &g.Min, attrMapTolerate: &g.Tolerate, attrMapOK: &g.OK, attrMapFailed: &g.Failed, attrMapProduced: &g.Produced} {
 		n, err := intOf(item[name])
 		if err != nil {
 			return bad(name)

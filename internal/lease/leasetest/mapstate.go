@@ -17,11 +17,12 @@ import (
 func (a *adminEnv) mapGroup(t *testing.T, parent string, n, c, g, produced int) mapstate.Group {
 	t.Helper()
 	want := mapstate.NewGroup(mapstate.GroupID(parent, "m", g), fmt.Sprintf("map %d/%d", n, c), n, c, g, produced, a.now().Add(retention))
+	want.Min, want.Tolerate = n/2, 3
 	got, err := a.admin.CreateGroup(a.ctx, want)
 	if err != nil {
 		t.Fatalf("CreateGroup: %v", err)
 	}
-	if got.ID != want.ID || got.N != n || got.C != c || got.First != want.First || len(got.Seq) != len(want.Seq) || got.Produced != produced || got.Version != 1 {
+	if got.ID != want.ID || got.N != n || got.Min != n/2 || got.Tolerate != 3 || got.C != c || got.First != want.First || len(got.Seq) != len(want.Seq) || got.Produced != produced || got.Version != 1 {
 		t.Fatalf("CreateGroup = %+v, want %+v at version 1", got, want)
 	}
 	return got
@@ -43,6 +44,7 @@ func testMapGroupCreate(t *testing.T, a *adminEnv) {
 		"no shape":        mapstate.NewGroup(mapstate.GroupID(parent, "x", 0), "", 10, 10, 0, 0, a.now()),
 		"1001 slots":      mapstate.NewGroup(mapstate.GroupID(parent, "x", 0), "map 10/1001", 10, 1001, 0, 0, a.now()),
 		"group past them": mapstate.NewGroup(mapstate.GroupID(parent, "x", 2), "map 10/100", 10, 100, 2, 0, a.now()),
+		"min over n":      {ID: mapstate.GroupID(parent, "x", 0), Shape: "map 1/1", N: 1, C: 1, Seq: []int{0}, Min: 2, Expires: a.now()},
 	} {
 		if _, err := a.admin.CreateGroup(a.ctx, bad); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("CreateGroup(%s) = %v, want ErrInvalid", name, err)
@@ -65,7 +67,7 @@ func testMapGroupCreate(t *testing.T, a *adminEnv) {
 // counted apart, the first failures kept by index.
 func testMapReportCountsOnce(t *testing.T, a *adminEnv) {
 	g := a.mapGroup(t, a.id(), 100, 10, 0, 100)
-	r := mapstate.ReportOf(g.ID, 3, 10, true)
+	r := mapstate.ReportOf(g.ID, 3, 10, true, true)
 	got, err := a.admin.Report(a.ctx, r)
 	if err != nil || got.Seq[3] != 1 || got.OK != 1 || got.Failed != 0 || got.Version != 2 {
 		t.Fatalf("Report(child 3) = %+v, %v; want slot 3 at 1, one success, version 2", got, err)
@@ -73,7 +75,7 @@ func testMapReportCountsOnce(t *testing.T, a *adminEnv) {
 	if dup, err := a.admin.Report(a.ctx, r); !errors.Is(err, mapstate.ErrCounted) || dup.OK != 1 || dup.Version != 2 {
 		t.Fatalf("Report(child 3) again = %+v, %v; want ErrCounted and the group unchanged", dup, err)
 	}
-	if early, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 27, 10, true)); !errors.Is(err, mapstate.ErrCounted) || early.Seq[7] != 0 {
+	if early, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 27, 10, true, true)); !errors.Is(err, mapstate.ErrCounted) || early.Seq[7] != 0 {
 		t.Fatalf("Report(child 27) before 7 = %+v, %v; want ErrCounted", early, err)
 	}
 	if _, err := a.admin.Report(a.ctx, mapstate.Report{Group: g.ID, Index: 7, Slot: 8, Rank: 0}); !errors.Is(err, lease.ErrInvalid) {
@@ -81,7 +83,7 @@ func testMapReportCountsOnce(t *testing.T, a *adminEnv) {
 	}
 	// Seven failures: the first five are kept.
 	for _, i := range []int{0, 1, 2, 4, 5, 6, 7} {
-		if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, i, 10, false)); err != nil {
+		if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, i, 10, false, true)); err != nil {
 			t.Fatalf("Report(child %d failed): %v", i, err)
 		}
 	}
@@ -103,7 +105,7 @@ func testMapReportsAtOnce(t *testing.T, a *adminEnv) {
 	}
 	close(next)
 	counted := allowedAtOnce(t, "Report", 64, func() (bool, error) {
-		_, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, <-next, 64, true))
+		_, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, <-next, 64, true, true))
 		return err == nil, err
 	})
 	got, err := a.admin.GetGroup(a.ctx, g.ID)
@@ -111,7 +113,7 @@ func testMapReportsAtOnce(t *testing.T, a *adminEnv) {
 		t.Fatalf("64 slots reported at once: %d counted, group %+v, %v; want each slot at 1, OK 64", counted, got, err)
 	}
 	landed := allowedAtOnce(t, "Report", 16, func() (bool, error) {
-		_, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 64+5, 64, false))
+		_, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 64+5, 64, false, true))
 		if errors.Is(err, mapstate.ErrCounted) {
 			return false, nil
 		}
@@ -128,12 +130,18 @@ func testMapReportsAtOnce(t *testing.T, a *adminEnv) {
 // when every slot is over.
 func testMapIdleAndStop(t *testing.T, a *adminEnv) {
 	g := a.mapGroup(t, a.id(), 12, 4, 0, 6)
-	got, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 1, 4, true)) // next 5: produced
+	got, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 1, 4, true, true)) // it started child 5
 	if err != nil || got.IsIdle(1) {
-		t.Fatalf("Report(child 1), next 5 of 6 produced = %+v, %v; want slot 1 busy", got, err)
+		t.Fatalf("Report(child 1), child 5 started = %+v, %v; want slot 1 busy", got, err)
 	}
-	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 2, 4, true)); err != nil || !got.IsIdle(2) || got.Next(2) != 6 {
-		t.Fatalf("Report(child 2), next 6 of 6 produced = %+v, %v; want slot 2 idle at 6", got, err)
+	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 2, 4, true, false)); err != nil || !got.IsIdle(2) || got.Next(2) != 6 {
+		t.Fatalf("Report(child 2), child 6 not started = %+v, %v; want slot 2 idle at 6", got, err)
+	}
+	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 5, 4, true, true)); err != nil {
+		t.Fatalf("Report(child 5): %v", err)
+	}
+	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 9, 4, true, false)); err != nil || got.IsIdle(1) || got.Seq[1] != 3 {
+		t.Fatalf("Report(child 9), the last of slot 1 = %+v, %v; want slot 1 counted, not idle", got, err)
 	}
 	if got, err = a.admin.Raise(a.ctx, g.ID, 12); err != nil || got.Produced != 12 || !got.IsIdle(2) {
 		t.Fatalf("Raise(12) = %+v, %v; want produced 12, slot 2 still idle", got, err)
@@ -156,15 +164,15 @@ func testMapIdleAndStop(t *testing.T, a *adminEnv) {
 	if got, err = a.admin.Stop(a.ctx, g.ID, "min_successful"); err != nil || got.Stopped != "failures" {
 		t.Fatalf("Stop again = %+v, %v; want the first reason kept", got, err)
 	}
-	// The children running when the map stopped end: 0, 3, 5 and 6 (slot
-	// 2's); their slots go idle, and the group is done.
-	for _, i := range []int{0, 3, 5, 6} {
-		if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, i, 4, i != 3)); err != nil || !got.IsIdle(i%4) {
+	// The children running when the map stopped end (0, 3 and 6, slot
+	// 2's), starting none: their slots go idle, and the group is done.
+	for _, i := range []int{0, 3, 6} {
+		if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, i, 4, i != 3, false)); err != nil || !got.IsIdle(i%4) {
 			t.Fatalf("Report(child %d) after the stop = %+v, %v; want its slot idle", i, got, err)
 		}
 	}
-	if !got.Done() || got.OK != 5 || got.Failed != 1 {
-		t.Fatalf("after the stop and every running child's end: %+v; want done, OK 5, Failed 1", got)
+	if !got.Done() || got.OK != 6 || got.Failed != 1 {
+		t.Fatalf("after the stop and every running child's end: %+v; want done, OK 6, Failed 1", got)
 	}
 	if _, err := a.admin.Stop(a.ctx, g.ID, ""); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("Stop without a reason = %v, want ErrInvalid", err)
@@ -200,7 +208,7 @@ func testMapPages(t *testing.T, a *adminEnv) {
 }
 
 func groupsEqual(a, b mapstate.Group) bool {
-	return a.ID == b.ID && a.Shape == b.Shape && a.N == b.N && a.C == b.C && a.First == b.First && slices.Equal(a.Seq, b.Seq) &&
+	return a.ID == b.ID && a.Shape == b.Shape && a.N == b.N && a.C == b.C && a.First == b.First && a.Min == b.Min && a.Tolerate == b.Tolerate && slices.Equal(a.Seq, b.Seq) &&
 		a.OK == b.OK && a.Failed == b.Failed && slices.Equal(a.Failures, b.Failures) && a.Produced == b.Produced &&
 		slices.Equal(sorted(a.Idle), sorted(b.Idle)) && a.Stopped == b.Stopped && a.Version == b.Version && a.Expires.Equal(b.Expires)
 }

@@ -84,6 +84,12 @@ func PageID(parent, name string, p int) string {
 	return idPrefix + parent + "/" + name + "/p" + strconv.Itoa(p)
 }
 
+// Ahead is how many items a map of c slots keeps produced ahead of its
+// furthest slot: the parent produces when the furthest slot's next child
+// comes within Ahead of Produced (the child whose next child is exactly
+// Produced - Ahead wakes it), up to twice Ahead past that slot.
+func Ahead(c int) int { return max(c, 256) }
+
 // Groups is how many groups a map of c slots has.
 func Groups(c int) int { return (c + SlotsPerGroup - 1) / SlotsPerGroup }
 
@@ -97,6 +103,11 @@ type Group struct {
 	// N is the map's children, C its slots; First the first slot of the
 	// group. Slot s runs the children s, s+C, s+2C, ...
 	N, C, First int
+	// Min is the map's MinSuccessful (0: none) and Tolerate the failures
+	// it tolerates (the smaller of its count and its percentage of N): a
+	// child whose end makes the map's failures exceed Tolerate, or its
+	// successes reach Min, stops the map.
+	Min, Tolerate int
 	// Seq is, for each slot of the group (First+j is Seq[j]'s), how many
 	// of its children are counted: its next child is First+j+Seq[j]*C.
 	Seq []int
@@ -117,7 +128,8 @@ type Group struct {
 	Expires time.Time
 }
 
-// NewGroup is group g of a map of n children and c slots.
+// NewGroup is group g of a map of n children and c slots (its policy
+// unset: every child runs, no failure tolerated).
 func NewGroup(id, shape string, n, c, g, produced int, expires time.Time) Group {
 	first := g * SlotsPerGroup
 	return Group{ID: id, Shape: shape, N: n, C: c, First: first, Seq: make([]int, max(0, min(SlotsPerGroup, c-first))),
@@ -131,6 +143,8 @@ func (g Group) Check() error {
 		return fmt.Errorf("%w: a map group needs an id and a shape", lease.ErrInvalid)
 	case g.C < 1 || g.C > MaxSlots || g.N < 1:
 		return fmt.Errorf("%w: a map of %d children and %d slots", lease.ErrInvalid, g.N, g.C)
+	case g.Min < 0 || g.Min > g.N || g.Tolerate < 0:
+		return fmt.Errorf("%w: a map policy of min %d, tolerate %d", lease.ErrInvalid, g.Min, g.Tolerate)
 	case g.First < 0 || g.First%SlotsPerGroup != 0 || g.First >= g.C || len(g.Seq) != min(SlotsPerGroup, g.C-g.First):
 		return fmt.Errorf("%w: group of slots %d+%d in a map of %d slots", lease.ErrInvalid, g.First, len(g.Seq), g.C)
 	case g.Expires.IsZero():
@@ -166,11 +180,16 @@ type Report struct {
 	Index, C, Slot, Rank int
 	// OK: it SUCCEEDED.
 	OK bool
+	// Started: the child's end started its slot's next child before this
+	// report (the token is sent first, so that a crash between the two
+	// sends it again): the slot stays busy. Otherwise a slot that has a
+	// next child becomes idle, for the parent to start it.
+	Started bool
 }
 
 // ReportOf is the report of the child index of a map of c slots.
-func ReportOf(group string, index, c int, ok bool) Report {
-	return Report{Group: group, Index: index, C: c, Slot: index % c, Rank: index / c, OK: ok}
+func ReportOf(group string, index, c int, ok, started bool) Report {
+	return Report{Group: group, Index: index, C: c, Slot: index % c, Rank: index / c, OK: ok, Started: started}
 }
 
 // Check validates r.
@@ -183,9 +202,8 @@ func (r Report) Check() error {
 
 // Apply is g after r: the slot's count moves on by one and the outcome is
 // counted (the first failures kept). The slot becomes idle when it has a
-// next child that cannot start now: its item is not produced yet, or the
-// map stopped. A report for another rank than the slot's count gives
-// ErrCounted, and a slot outside g lease.ErrInvalid.
+// next child that r did not start. A report for another rank than the
+// slot's count gives ErrCounted, and a slot outside g lease.ErrInvalid.
 func (g Group) Apply(r Report) (Group, error) {
 	j := r.Slot - g.First
 	if j < 0 || j >= len(g.Seq) || r.C != g.C {
@@ -204,7 +222,7 @@ func (g Group) Apply(r Report) (Group, error) {
 			g.Failures = append(slices.Clone(g.Failures), r.Index)
 		}
 	}
-	if next := r.Index + g.C; next < g.N && (next >= g.Produced || g.Stopped != "") && !g.IsIdle(r.Slot) {
+	if next := r.Index + g.C; next < g.N && !r.Started && !g.IsIdle(r.Slot) {
 		g.Idle = append(slices.Clone(g.Idle), r.Slot)
 	}
 	g.Version++
@@ -226,4 +244,22 @@ func CheckPage(id string, items [][]byte, expires time.Time) error {
 		return &lease.TooLargeError{What: "map page", Size: size, Limit: MaxPageBytes}
 	}
 	return nil
+}
+
+// Why a map stops (Group.Stopped).
+const (
+	StoppedMinSuccessful = "min_successful"
+	StoppedFailures      = "failures"
+)
+
+// Decide is why the map must stop given its counts over all its groups
+// (ok successes, failed failures), "" to go on; g gives the policy.
+func (g Group) Decide(ok, failed int) string {
+	switch {
+	case failed > g.Tolerate:
+		return StoppedFailures
+	case g.Min > 0 && ok >= g.Min:
+		return StoppedMinSuccessful
+	}
+	return ""
 }
