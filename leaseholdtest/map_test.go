@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/leaseholdtest"
@@ -324,5 +326,66 @@ func TestEnvMapTenThousandChildren(t *testing.T) {
 	}
 	if len(got.WaitFor) > 1 {
 		t.Errorf("the parent's record names %d ids, want at most its wake id", len(got.WaitFor))
+	}
+}
+
+// A map of 100,000 children, 1,000 at a time, in memory: it ends in one
+// attempt of its parent, which runs once per batch of items, and costs at
+// most 3.5 writes a child (the in-memory store counts calls; on DynamoDB
+// each of these writes is of an item under 1 KB but the pages, so calls
+// and write units are close: make bench measures the units). It logs the
+// writes a child, the parent's runs, the time and the peak heap.
+func TestEnvMapHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a map of 100,000 children: seconds, not for -short")
+	}
+	const n, conc = 100_000, 1000
+	var (
+		mu                   sync.Mutex
+		peak                 uint64
+		children, parentRuns int
+	)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "mapper", func(ctx context.Context, task *leasehold.Task[mapJob]) (string, error) {
+		mu.Lock()
+		parentRuns++
+		mu.Unlock()
+		res, err := workflow.Map(ctx, "items", n, func(i int) workflow.Child {
+			return workflow.Child{Kind: "item", Payload: i}
+		}, workflow.MapOptions{MaxConcurrency: conc})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s: %d started, %d ok, %d failed, sum 0", res.Stopped, res.Started, res.Succeeded, res.Failed), nil
+	})
+	leasehold.Handle(hs, "item", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		children++
+		if children%5000 == 0 {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+		}
+		return 1, nil
+	})
+	env := leaseholdtest.New(t, hs)
+	env.SetMaxDeliveries(3 * n)
+	begin := time.Now()
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: n, Conc: conc}, MaxAttempts: 1})
+	mustRun(t, env)
+	took := time.Since(begin)
+	got := mustTask(t, env, id)
+	if want := `"all: 100000 started, 100000 ok, 0 failed, sum 0"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want || got.Attempt != 1 {
+		t.Fatalf("mapper: %s %s (%q) in attempt %d, want %s in attempt 1", got.Status, got.Result, got.Error, got.Attempt, want)
+	}
+	perChild := float64(env.WriteCalls()) / n
+	t.Logf("map of %d, %d at a time: %.3f writes a child, %d parent runs, %s, peak heap in use %.0f MB",
+		n, conc, perChild, parentRuns, took.Round(time.Millisecond), float64(peak)/(1<<20))
+	if perChild > 3.5 {
+		t.Errorf("%.3f writes a child, want at most 3.5", perChild)
+	}
+	if parentRuns > n/1000+5 {
+		t.Errorf("the parent ran %d times, want at most %d (once per batch of 1,000)", parentRuns, n/1000+5)
 	}
 }
