@@ -201,6 +201,7 @@ func mapped(n, conc int) shape {
 	batches := float64(1 + (max(0, n-2*ahead)+ahead-1)/ahead)
 	runs := batches + 1
 	pages := float64((n + 15) / 16)
+	unparks := float64(min(conc, n))
 	return shape{
 		name:     fmt.Sprintf("map of %d (%d at a time)", n, conc),
 		perRound: 1,
@@ -209,11 +210,11 @@ func mapped(n, conc int) shape {
 			h.enqueue(leasehold.Submission{Kind: "mapper", Payload: echo{N: n}, ID: id})
 			return []string{id}
 		},
-		design: map[string]float64{
+		design: withoutZeros(map[string]float64{
 			"create (PENDING)": 1, "claim": 1, "suspend": runs - 1, "resume and claim": runs - 1, "checkpoint": 1, "finish or release": 1 + k,
 			"create (RUNNING)": k, "map report": k, "map page": pages, "map group (create or rewrite)": 1,
-			"map raise": batches - 1, "map unpark": float64(conc), "notify": runs - 1,
-		},
+			"map raise": batches - 1, "map unpark": unparks, "notify": runs - 1,
+		}),
 		// The parent: create (2), claim, each wait's suspension with its
 		// sweep entry (2), its wake (the notify of its wake id, 1) and
 		// resume, which removes the entry (2), the summary's checkpoint,
@@ -221,11 +222,21 @@ func mapped(n, conc int) shape {
 		// first children's unparks; the pages (a 16-item page of echo
 		// items is about 2 KB). Each child: create claimed (1), finish
 		// (1), its report (1). Issue 36's target is 3.5 a child.
-		designWU:      2 + 1 + (2+1+2)*(runs-1) + 1 + 1 + 1 + (batches - 1) + float64(conc) + 2*pages + k*(1+1+1),
+		designWU:      2 + 1 + (2+1+2)*(runs-1) + 1 + 1 + 1 + (batches - 1) + unparks + 2*pages + k*(1+1+1),
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks (MaxConcurrency %d), Task; durable: map of %d items, one step", n, conc, n),
 	}
+}
+
+// withoutZeros drops the kinds of write a design makes none of.
+func withoutZeros(design map[string]float64) map[string]float64 {
+	for kind, n := range design {
+		if n == 0 {
+			delete(design, kind)
+		}
+	}
+	return design
 }
 
 // stepped is one task whose handler runs n steps (workflow.Step), each
