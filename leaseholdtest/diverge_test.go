@@ -194,7 +194,7 @@ func divergingChanges() []codeChange {
 				return "", err
 			}
 			return fmt.Sprint(res.Succeeded), step(ctx, c, "send")
-		}, `recorded "map:items" (map 50/10), with 1 waves counted, the code asked for "map:items" (map 40/20)`},
+		}, `recorded "map:items" (map 50/10), with 50 children counted, the code asked for "map:items" (map 40/20)`},
 	}
 	changes = append(changes, change{"the recorded steps left out", func(ctx context.Context, v int32, c *counter) (string, error) {
 		if v == 2 {

@@ -31,3 +31,30 @@ func (e *Env) StoredSteps(id string) ([][]byte, error) {
 	}
 	return out, err
 }
+
+// DuplicateSends makes every token sent from now on for a task that dup
+// accepts arrive twice, as SQS's at-least-once delivery may.
+func (e *Env) DuplicateSends(dup func(id string) bool) {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	e.queue.duplicate = dup
+}
+
+// WriteCalls counts the writes the Env's store has made.
+func (e *Env) WriteCalls() int { return e.store.Calls().Writes }
+
+// TrackSends makes the Env remember the task id of every token sent from
+// now on (SentTaskID).
+func (e *Env) TrackSends() {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	e.queue.sent = map[string]bool{}
+}
+
+// SentTaskID reports whether a token naming task id was sent since
+// TrackSends.
+func (e *Env) SentTaskID(id string) bool {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.sent[id]
+}

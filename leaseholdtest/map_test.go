@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/leaseholdtest"
@@ -19,25 +21,50 @@ type mapJob struct {
 	Conc      int `json:"conc"`
 	MinOK     int `json:"min_ok"`
 	Tolerated int `json:"tolerated"`
+	Pct       int `json:"pct"`
 	FailEvery int `json:"fail_every"` // child i fails when FailEvery > 0 and i%FailEvery == 0
+	FailAt    int `json:"fail_at"`    // child FailAt fails too (0: none)
+	// SlowFirst: child 0's first attempt fails, to be retried after a
+	// backoff, so it ends after the others have run (the Env advances its
+	// clock only when nothing else is due).
+	SlowFirst bool `json:"slow_first"`
+}
+
+// mapRun is what the children of a map saw as they ran.
+type mapRun struct {
+	ran sync.Map // child id: ran (a second run is an error)
+	// mu guards the rest.
+	mu sync.Mutex
+	// peak is the most children of the map that were started (their
+	// token sent) and had not ended at once, counted as each child starts
+	// (maps of up to 300 children).
+	peak int
+	// pastSlow counts the children that started while child 0, slow, had
+	// not ended; slowSaw is what child 0's last attempt saw: the map's
+	// children that had ended by then.
+	pastSlow, slowSaw int
+	// parentRuns counts the parent's runs.
+	parentRuns int
 }
 
 // mapHandlers: "mapper" maps job.N "item" children and sums their results
-// (read back with ReadOutcomes); each "item" checks that every child of
-// the waves before its own has ended.
-func mapHandlers(t *testing.T, env **leaseholdtest.Env, ran *sync.Map) *leasehold.Handlers {
+// (read back with ReadOutcomes); each "item" records what it saw in run.
+func mapHandlers(t *testing.T, env **leaseholdtest.Env, run *mapRun) *leasehold.Handlers {
 	hs := leasehold.NewHandlers()
 	leasehold.Handle(hs, "mapper", func(ctx context.Context, task *leasehold.Task[mapJob]) (string, error) {
 		job := task.Payload
+		run.mu.Lock()
+		run.parentRuns++
+		run.mu.Unlock()
 		res, err := workflow.Map(ctx, "items", job.N, func(i int) workflow.Child {
-			return workflow.Child{Kind: "item", Payload: []int{i, job.Conc, job.FailEvery}, MaxAttempts: 1}
-		}, workflow.MapOptions{MaxConcurrency: job.Conc, MinSuccessful: job.MinOK, ToleratedFailures: job.Tolerated})
+			return workflow.Child{Kind: "item", Payload: []int{i, job.Conc, job.FailEvery, job.N, job.FailAt, boolInt(job.SlowFirst)}, MaxAttempts: 2}
+		}, workflow.MapOptions{MaxConcurrency: job.Conc, MinSuccessful: job.MinOK, ToleratedFailures: job.Tolerated, ToleratedFailurePercentage: job.Pct})
 		if err != nil {
 			return "", err
 		}
 		sum := 0
 		if job.N <= 300 {
-			ids := make([]string, res.Started)
+			ids := make([]string, job.N)
 			for i := range ids {
 				ids[i] = workflow.ChildIDIn(task.ID, "items", i)
 			}
@@ -53,22 +80,46 @@ func mapHandlers(t *testing.T, env **leaseholdtest.Env, ran *sync.Map) *leasehol
 		return fmt.Sprintf("%s: %d started, %d ok, %d failed, sum %d", res.Stopped, res.Started, res.Succeeded, res.Failed, sum), nil
 	})
 	leasehold.Handle(hs, "item", func(ctx context.Context, task *leasehold.Task[[]int]) (int, error) {
-		i, conc, failEvery := task.Payload[0], task.Payload[1], task.Payload[2]
-		if _, dup := ran.LoadOrStore(task.ID, true); dup {
+		i, conc, failEvery, n, failAt, slow := task.Payload[0], task.Payload[1], task.Payload[2], task.Payload[3], task.Payload[4], task.Payload[5] == 1
+		parent, _, _ := strings.Cut(task.ID, "/items/")
+		if slow && i == 0 && task.Attempt == 1 {
+			return 0, errors.New("slow: try again later")
+		}
+		if _, dup := run.ran.LoadOrStore(task.ID, true); dup {
 			t.Errorf("%s ran twice", task.ID)
 		}
-		parent, _, _ := strings.Cut(task.ID, "/items/")
-		if i%conc == 0 && i > 0 { // the first of a wave: the wave before has ended
-			prev, err := (*env).Task(workflow.ChildIDIn(parent, "items", i-1))
+		if i >= conc {
+			// Its slot's child before it has ended.
+			prev, err := (*env).Task(workflow.ChildIDIn(parent, "items", i-conc))
 			if err != nil || !prev.Status.Terminal() {
-				t.Errorf("child %d started while child %d of the wave before was %s (%v)", i, i-1, prev.Status, err)
-			}
-			p, _ := (*env).Task(parent)
-			if len(p.WaitFor) > conc {
-				t.Errorf("the parent waits for %d ids, more than a wave of %d", len(p.WaitFor), conc)
+				t.Errorf("child %d started while child %d of its slot was %s (%v)", i, i-conc, prev.Status, err)
 			}
 		}
-		if failEvery > 0 && i%failEvery == 0 {
+		if n <= 300 {
+			unended, ended := 0, 0
+			for j := range n {
+				id := workflow.ChildIDIn(parent, "items", j)
+				c, err := (*env).Task(id)
+				switch {
+				case err == nil && c.Status.Terminal():
+					ended++
+				case (*env).SentTaskID(id):
+					unended++
+				}
+			}
+			run.mu.Lock()
+			run.peak = max(run.peak, unended)
+			if slow && i != 0 {
+				if c0, err := (*env).Task(workflow.ChildIDIn(parent, "items", 0)); err == nil && !c0.Status.Terminal() {
+					run.pastSlow++
+				}
+			}
+			if slow && i == 0 {
+				run.slowSaw = ended
+			}
+			run.mu.Unlock()
+		}
+		if failEvery > 0 && i%failEvery == 0 || failAt > 0 && i == failAt {
 			return 0, leasehold.Fail(errors.New("planned"))
 		}
 		return i, nil
@@ -76,15 +127,23 @@ func mapHandlers(t *testing.T, env **leaseholdtest.Env, ran *sync.Map) *leasehol
 	return hs
 }
 
-func runMap(t *testing.T, job mapJob) (leaseholdtest.TaskState, *sync.Map, *leaseholdtest.Env) {
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func runMap(t *testing.T, job mapJob) (leaseholdtest.TaskState, *mapRun, *leaseholdtest.Env) {
 	t.Helper()
 	var env *leaseholdtest.Env
-	ran := &sync.Map{}
-	env = leaseholdtest.New(t, mapHandlers(t, &env, ran))
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.TrackSends()
 	env.SetMaxDeliveries(10 * (job.N + 100))
 	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: job, MaxAttempts: 1})
 	mustRun(t, env)
-	return mustTask(t, env, id), ran, env
+	return mustTask(t, env, id), run, env
 }
 
 func count(m *sync.Map) int {
@@ -93,56 +152,160 @@ func count(m *sync.Map) int {
 	return n
 }
 
-// 250 children, 50 at a time: five waves; the parent ends in one attempt
-// with every child's result; no child of a wave starts before the wave
-// before has ended, and the parent never waits for more than a wave's ids.
-func TestEnvMapRunsInWaves(t *testing.T) {
+// 250 children, 50 at a time: the parent ends in one attempt with every
+// child's result; a child starts only once its slot's child before it has
+// ended, so at most 50 exist unended at once, and the map reaches 50.
+func TestEnvMapRunsFiftyAtATime(t *testing.T) {
 	t.Parallel()
-	got, ran, _ := runMap(t, mapJob{N: 250, Conc: 50})
+	got, run, _ := runMap(t, mapJob{N: 250, Conc: 50})
 	if want := `"all: 250 started, 250 ok, 0 failed, sum 31125"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
 		t.Fatalf("mapper: %s %s (error %q), want %s", got.Status, got.Result, got.Error, want)
 	}
-	if got.Attempt != 1 || count(ran) != 250 {
-		t.Errorf("attempt %d, %d children ran; want attempt 1 and 250", got.Attempt, count(ran))
+	if got.Attempt != 1 || count(&run.ran) != 250 {
+		t.Errorf("attempt %d, %d children ran; want attempt 1 and 250", got.Attempt, count(&run.ran))
+	}
+	if run.peak > 50 || run.peak < 40 {
+		t.Errorf("at most %d children unended at once, want up to MaxConcurrency 50 (and near it)", run.peak)
 	}
 	if names := got.StepNames(); len(names) != 1 || names[0] != "map:items" {
 		t.Errorf("steps %v, want only map:items", names)
 	}
 }
 
-// More failures than tolerated end the map at the wave that passes the
-// bound: later children are never created, and the task fails with the
-// reason.
-func TestEnvMapStopsAtToleratedFailures(t *testing.T) {
+// One slow child does not hold the others back: while child 0 waits for
+// its retry, its slot is busy and the other 19 slots run on through the
+// whole map (in waves, nothing past the first wave would start). Still at
+// most 20 at once.
+func TestEnvMapSlidesPastASlowChild(t *testing.T) {
 	t.Parallel()
-	got, ran, env := runMap(t, mapJob{N: 100, Conc: 20, Tolerated: 2, FailEvery: 10})
-	if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, `map "items": 4 of 40 children failed (2 tolerated)`) {
-		t.Fatalf("mapper: %s %q, want FAILED after two waves", got.Status, got.Error)
+	got, run, _ := runMap(t, mapJob{N: 200, Conc: 20, SlowFirst: true})
+	if want := `"all: 200 started, 200 ok, 0 failed, sum 19900"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+		t.Fatalf("mapper: %s %s (error %q), want %s", got.Status, got.Result, got.Error, want)
 	}
-	if count(ran) != 40 {
-		t.Errorf("%d children ran, want 40 (two waves)", count(ran))
+	// Slots 1..19 run their 10 children each (190) while child 0 waits;
+	// slot 0's later children follow it.
+	if run.pastSlow != 190 || run.slowSaw != 190 {
+		t.Errorf("%d children started while child 0 was slow, and it saw %d ended when it ran; want 190 and 190", run.pastSlow, run.slowSaw)
 	}
-	if _, err := env.Task(workflow.ChildIDIn(got.ID, "items", 40)); err == nil {
-		t.Error("a child of the third wave exists")
+	if run.peak > 20 {
+		t.Errorf("%d children unended at once, more than MaxConcurrency 20", run.peak)
 	}
 }
 
-// MinSuccessful ends the map as soon as enough children have succeeded.
+// More failures than tolerated stop the map as the child that passes the
+// bound ends: at most MaxConcurrency more start (the running ones' slots
+// each start at most one), and the task fails with the reason.
+func TestEnvMapStopsAtToleratedFailures(t *testing.T) {
+	t.Parallel()
+	got, run, env := runMap(t, mapJob{N: 1000, Conc: 20, Tolerated: 2, FailEvery: 10})
+	// The third failure is child 20's: the map stops within 20 of it.
+	if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, `children failed (2 tolerated)`) {
+		t.Fatalf("mapper: %s %q, want FAILED", got.Status, got.Error)
+	}
+	if n := count(&run.ran); n > 20+1+20 {
+		t.Errorf("%d children ran, want at most 41 (child 20 passed the bound, then at most one per slot)", n)
+	}
+	if _, err := env.Task(workflow.ChildIDIn(got.ID, "items", 60)); err == nil {
+		t.Error("child 60 exists, past the stop")
+	}
+}
+
+// A failure stops the map at once, not when the slow child of its first
+// MaxConcurrency ends: child 15 fails (slot 5's second child) while child 0
+// waits for its retry, so by the time child 0 runs again the map has
+// stopped and every other started child has ended (in waves, child 15
+// would not even exist before child 0 ended).
+func TestEnvMapFailureStopsWithoutWaitingForASlowChild(t *testing.T) {
+	t.Parallel()
+	got, run, _ := runMap(t, mapJob{N: 300, Conc: 10, FailAt: 15, SlowFirst: true})
+	if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, `1 of`) {
+		t.Fatalf("mapper: %s %q, want FAILED with one failure", got.Status, got.Error)
+	}
+	n := count(&run.ran)
+	if n > 15+1+10 || run.slowSaw != n-1 {
+		t.Errorf("%d children ran (want at most 26: the failure at 15, then one per slot), child 0 saw %d ended when it ran (want all the others)", n, run.slowSaw)
+	}
+}
+
+// ToleratedFailurePercentage sits beside the count: 5% of 200 tolerates
+// 10 failures, so the 11th (child 100, with one child in ten failing)
+// stops the map; with ToleratedFailures 3 too, the smaller bound applies.
+func TestEnvMapToleratedFailurePercentage(t *testing.T) {
+	t.Parallel()
+	got, run, _ := runMap(t, mapJob{N: 200, Conc: 10, Pct: 5, FailEvery: 10})
+	if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, `(10 tolerated)`) {
+		t.Fatalf("mapper: %s %q, want FAILED past 10 tolerated", got.Status, got.Error)
+	}
+	if n := count(&run.ran); n < 101 || n > 101+10 {
+		t.Errorf("%d children ran, want 101 to 111 (the 11th failure is child 100)", n)
+	}
+	got, run, _ = runMap(t, mapJob{N: 200, Conc: 10, Pct: 5, Tolerated: 3, FailEvery: 10})
+	if got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, `(3 tolerated)`) {
+		t.Fatalf("with 3 tolerated too: %s %q, want FAILED past 3 tolerated", got.Status, got.Error)
+	}
+	if n := count(&run.ran); n < 31 || n > 31+10 {
+		t.Errorf("%d children ran, want 31 to 41 (the 4th failure is child 30)", n)
+	}
+	got, run, _ = runMap(t, mapJob{N: 200, Conc: 10, Pct: 10, FailEvery: 10})
+	if want := `"all: 200 started, 180 ok, 20 failed, sum 18000"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+		t.Fatalf("10%% tolerated, 10%% failing: %s %s (%q), want %s", got.Status, got.Result, got.Error, want)
+	}
+}
+
+// MinSuccessful ends the map as soon as enough children have succeeded,
+// and no more than MaxConcurrency start after that.
 func TestEnvMapStopsAtMinSuccessful(t *testing.T) {
 	t.Parallel()
-	got, ran, _ := runMap(t, mapJob{N: 100, Conc: 20, MinOK: 30})
-	if want := `"min_successful: 40 started, 40 ok, 0 failed, sum 780"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
-		t.Fatalf("mapper: %s %s (%q), want %s", got.Status, got.Result, got.Error, want)
+	got, run, _ := runMap(t, mapJob{N: 100, Conc: 20, MinOK: 30})
+	if got.Status != leasehold.StatusSucceeded || !strings.HasPrefix(string(got.Result), `"min_successful: `) {
+		t.Fatalf("mapper: %s %s (%q), want min_successful", got.Status, got.Result, got.Error)
 	}
-	if count(ran) != 40 {
-		t.Errorf("%d children ran, want 40", count(ran))
+	if n := count(&run.ran); n < 30 || n > 30+20 {
+		t.Errorf("%d children ran, want 30 to 50", n)
 	}
+}
+
+// Every token of a child, and every wake of the parent, delivered twice:
+// each child still runs once, is counted once, and the map still runs at
+// most MaxConcurrency at once.
+func TestEnvMapEachChildOnceUnderDuplicates(t *testing.T) {
+	t.Parallel()
+	var env *leaseholdtest.Env
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.TrackSends()
+	env.SetMaxDeliveries(100_000)
+	env.DuplicateSends(func(id string) bool { return strings.Contains(id, "/items/") }) // the children's tokens, the parent's wakes
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 300, Conc: 10}, MaxAttempts: 1})
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if want := `"all: 300 started, 300 ok, 0 failed, sum 44850"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+		t.Fatalf("mapper: %s %s (error %q), want %s", got.Status, got.Result, got.Error, want)
+	}
+	if count(&run.ran) != 300 || run.peak > 10 {
+		t.Errorf("%d children ran (want 300), %d unended at once (want at most 10)", count(&run.ran), run.peak)
+	}
+}
+
+// The parent runs once per batch of items, not once per child nor per
+// MaxConcurrency: 3,000 children 10 at a time run the parent about
+// 3,000 / 256 times (waves would run it 300 times).
+func TestEnvMapResumesPerBatch(t *testing.T) {
+	t.Parallel()
+	got, run, _ := runMap(t, mapJob{N: 3000, Conc: 10})
+	if got.Status != leasehold.StatusSucceeded {
+		t.Fatalf("mapper: %s %q", got.Status, got.Error)
+	}
+	if run.parentRuns > 3000/256+3 {
+		t.Errorf("the parent ran %d times, want at most %d", run.parentRuns, 3000/256+3)
+	}
+	t.Logf("3000 children, 10 at a time: %d parent runs", run.parentRuns)
 }
 
 // Bad options fail the task at once.
 func TestEnvMapBadOptions(t *testing.T) {
 	t.Parallel()
-	for _, job := range []mapJob{{N: 0, Conc: 1}, {N: 10, Conc: 101}, {N: 10, Conc: 5, MinOK: 11}, {N: 10, Conc: 5, Tolerated: -1}} {
+	for _, job := range []mapJob{{N: 0, Conc: 1}, {N: 10, Conc: 1001}, {N: 10, Conc: 5, MinOK: 11}, {N: 10, Conc: 5, Tolerated: -1}, {N: 10, Conc: 5, Pct: 101}, {N: 10, Conc: 5, Pct: -1}} {
 		got, _, _ := runMap(t, job)
 		if got.Status != leasehold.StatusFailed || got.Attempt != 1 {
 			t.Errorf("%+v: %s in attempt %d (%q), want FAILED at once", job, got.Status, got.Attempt, got.Error)
@@ -150,18 +313,79 @@ func TestEnvMapBadOptions(t *testing.T) {
 	}
 }
 
-// 10,000 children, 100 at a time: the parent's record stays small (one
-// wave's ids and its progress), whatever the size of the map.
+// 10,000 children, 1,000 at a time: the parent's record stays small (its
+// wait names one wake id), whatever the size of the map.
 func TestEnvMapTenThousandChildren(t *testing.T) {
 	t.Parallel()
-	got, ran, _ := runMap(t, mapJob{N: 10_000, Conc: 100})
+	got, run, _ := runMap(t, mapJob{N: 10_000, Conc: 1000})
 	if want := `"all: 10000 started, 10000 ok, 0 failed, sum 0"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
 		t.Fatalf("mapper: %s %s (%q), want %s", got.Status, got.Result, got.Error, want)
 	}
-	if count(ran) != 10_000 {
-		t.Errorf("%d children ran, want 10000", count(ran))
+	if count(&run.ran) != 10_000 {
+		t.Errorf("%d children ran, want 10000", count(&run.ran))
 	}
-	if len(got.WaitFor) > 100 {
-		t.Errorf("the parent's record names %d children, want at most a wave's 100", len(got.WaitFor))
+	if len(got.WaitFor) > 1 {
+		t.Errorf("the parent's record names %d ids, want at most its wake id", len(got.WaitFor))
+	}
+}
+
+// A map of 100,000 children, 1,000 at a time, in memory: it ends in one
+// attempt of its parent, which runs once per batch of items, and costs at
+// most 3.5 writes a child (the in-memory store counts calls; on DynamoDB
+// each of these writes is of an item under 1 KB but the pages, so calls
+// and write units are close: make bench measures the units). It logs the
+// writes a child, the parent's runs, the time and the peak heap.
+func TestEnvMapHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a map of 100,000 children: seconds, not for -short")
+	}
+	const n, conc = 100_000, 1000
+	var (
+		mu                   sync.Mutex
+		peak                 uint64
+		children, parentRuns int
+	)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "mapper", func(ctx context.Context, task *leasehold.Task[mapJob]) (string, error) {
+		mu.Lock()
+		parentRuns++
+		mu.Unlock()
+		res, err := workflow.Map(ctx, "items", n, func(i int) workflow.Child {
+			return workflow.Child{Kind: "item", Payload: i}
+		}, workflow.MapOptions{MaxConcurrency: conc})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s: %d started, %d ok, %d failed, sum 0", res.Stopped, res.Started, res.Succeeded, res.Failed), nil
+	})
+	leasehold.Handle(hs, "item", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		children++
+		if children%5000 == 0 {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+		}
+		return 1, nil
+	})
+	env := leaseholdtest.New(t, hs)
+	env.SetMaxDeliveries(3 * n)
+	begin := time.Now()
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: n, Conc: conc}, MaxAttempts: 1})
+	mustRun(t, env)
+	took := time.Since(begin)
+	got := mustTask(t, env, id)
+	if want := `"all: 100000 started, 100000 ok, 0 failed, sum 0"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want || got.Attempt != 1 {
+		t.Fatalf("mapper: %s %s (%q) in attempt %d, want %s in attempt 1", got.Status, got.Result, got.Error, got.Attempt, want)
+	}
+	perChild := float64(env.WriteCalls()) / n
+	t.Logf("map of %d, %d at a time: %.3f writes a child, %d parent runs, %s, peak heap in use %.0f MB",
+		n, conc, perChild, parentRuns, took.Round(time.Millisecond), float64(peak)/(1<<20))
+	if perChild > 3.5 {
+		t.Errorf("%.3f writes a child, want at most 3.5", perChild)
+	}
+	if parentRuns > n/1000+5 {
+		t.Errorf("the parent ran %d times, want at most %d (once per batch of 1,000)", parentRuns, n/1000+5)
 	}
 }

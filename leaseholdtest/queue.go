@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/queues"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // The in-memory queues' URLs: every queue name q is queueBase+q, the
@@ -62,6 +63,12 @@ type memQueue struct {
 	msgs    []*message
 	dead    []deadLetter
 	handles int64
+	// duplicate, when set, makes a send whose token names a task it
+	// accepts put its message on the queue twice, as SQS's at-least-once
+	// delivery may (tests of exactly-once effects).
+	duplicate func(id string) bool
+	// sent, when not nil, gathers the task ids of the tokens sent.
+	sent map[string]bool
 }
 
 var _ lifecycle.SQSClient = (*memQueue)(nil)
@@ -107,6 +114,21 @@ func (q *memQueue) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ..
 		sentAt: now, visibleAt: now.Add(time.Duration(in.DelaySeconds) * time.Second),
 	}
 	q.msgs = append(q.msgs, m)
+	var id string
+	if q.sent != nil || q.duplicate != nil {
+		if tok, err := token.Decode(m.body); err == nil {
+			id = tok.ID
+		}
+	}
+	if q.sent != nil && id != "" {
+		q.sent[id] = true
+	}
+	if q.duplicate != nil && id != "" && q.duplicate(id) {
+		q.seq++
+		dup := *m
+		dup.seq, dup.id = q.seq, fmt.Sprintf("msg-%d", q.seq)
+		q.msgs = append(q.msgs, &dup)
+	}
 	return &sqs.SendMessageOutput{MessageId: aws.String(m.id)}, nil
 }
 

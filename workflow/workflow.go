@@ -114,17 +114,20 @@ func AllWithin(ctx context.Context, name string, timeout time.Duration, children
 
 // MapOptions tune Map.
 type MapOptions struct {
-	// MaxConcurrency is how many children run at once, 1 to 100 (default
-	// 10). The children run in waves of this size: the next wave starts
-	// when every child of the current one has ended.
+	// MaxConcurrency is how many children run at once, 1 to 1,000
+	// (default 10): a new one starts as soon as one ends.
 	MaxConcurrency int
 	// MinSuccessful ends the map once this many children have SUCCEEDED:
 	// the children not started yet never run (0: every child runs).
 	MinSuccessful int
 	// ToleratedFailures ends the map, failed, once more children than
 	// this have ended otherwise than SUCCEEDED (default 0: the first
-	// failure ends it).
+	// failure ends it, unless ToleratedFailurePercentage is set).
 	ToleratedFailures int
+	// ToleratedFailurePercentage ends the map, failed, once more than
+	// this percentage of its n children have failed (0 to 100). With
+	// ToleratedFailures too, the smaller of the two applies.
+	ToleratedFailurePercentage int
 }
 
 // MapResult is how a map ended.
@@ -143,7 +146,7 @@ type MapResult struct {
 }
 
 // MapFailedError is Map's error when more children failed than
-// MapOptions.ToleratedFailures allows. Map returns it as a permanent
+// MapOptions.ToleratedFailures (or ToleratedFailurePercentage) allows. Map returns it as a permanent
 // failure (leasehold.Fail): a handler that returns it fails its task
 // without a retry; one that reads it with errors.As decides otherwise.
 type MapFailedError struct {
@@ -162,19 +165,21 @@ func (e *MapFailedError) Error() string {
 }
 
 // Map runs n children, item(i) the i-th, at most MaxConcurrency at a
-// time, and returns how they ended once they all have, or once the
-// completion policy of opts decides. It scales to 100,000 children: the
-// task holds one wave's ids at a time and a few hundred bytes of progress,
-// never the whole fan-in. Like All, it returns an error the handler must
-// return until it is over (the task waits between waves, holding no
-// lease); the handler runs again after each wave, replaying what came
-// before, and Map's summary is recorded as the step "map:"+name.
+// time, a new one starting as soon as one ends, and returns how they
+// ended once they all have, or once the completion policy of opts decides
+// (as each child ends). It scales to 100,000 children: the map's state
+// lives in items of its own, a few per map, never the whole fan-in, and
+// item is called a batch at a time, ahead of the children. Like All, it
+// returns an error the handler must return until it is over (the task
+// waits, holding no lease); the handler runs again once per batch of
+// items (not per child), replaying what came before, and Map's summary is
+// recorded as the step "map:"+name.
 //
 //	res, err := workflow.Map(ctx, "resize", len(images), func(i int) workflow.Child {
 //		return workflow.Child{Kind: "resize", Payload: images[i]}
 //	}, workflow.MapOptions{MaxConcurrency: 50, ToleratedFailures: 10})
 //	if err != nil {
-//		return nil, err // waiting for a wave, or *MapFailedError
+//		return nil, err // waiting, or *MapFailedError
 //	}
 //
 // Child i gets the id ChildIDIn(parent, name, i); ReadOutcomes reads
@@ -188,7 +193,8 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 			return durable.Child{}, err
 		}
 		return durable.Child{Kind: c.Kind, Payload: p, MaxAttempts: c.MaxAttempts, Queue: c.Queue}, nil
-	}, durable.MapOptions{MaxConcurrency: opts.MaxConcurrency, MinSuccessful: opts.MinSuccessful, ToleratedFailures: opts.ToleratedFailures})
+	}, durable.MapOptions{MaxConcurrency: opts.MaxConcurrency, MinSuccessful: opts.MinSuccessful, ToleratedFailures: opts.ToleratedFailures,
+		ToleratedFailurePercentage: opts.ToleratedFailurePercentage})
 	if err != nil {
 		return MapResult{}, err
 	}
@@ -202,7 +208,8 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 	}
 	r := MapResult{Total: sum.Total, Started: sum.Started, Succeeded: sum.Succeeded, Failed: sum.Failed, Stopped: sum.Stopped, Failures: sum.Failures}
 	if r.Stopped == durable.MapStoppedFailures {
-		return r, leasehold.Fail(&MapFailedError{Name: name, Tolerated: opts.ToleratedFailures, Result: r})
+		do := durable.MapOptions{ToleratedFailures: opts.ToleratedFailures, ToleratedFailurePercentage: opts.ToleratedFailurePercentage}
+		return r, leasehold.Fail(&MapFailedError{Name: name, Tolerated: do.Tolerated(n), Result: r})
 	}
 	return r, nil
 }

@@ -420,12 +420,26 @@ func parseWrite(op string, body []byte, key string) write {
 		if _, ok := in.Item["name"]; ok && status == "" {
 			kind = kindStepItem
 		}
+		if _, ok := in.Item["items"]; ok {
+			kind = "map page"
+		}
+		if _, ok := in.Item["seq"]; ok {
+			kind = "map group (create or rewrite)"
+		}
 	}
 	u := in.UpdateExpression
 	switch {
 	case op == "PutItem":
 	case strings.Contains(u, "#list_ids = list_append"):
 		kind = kindListingAppend
+	case strings.Contains(u, "#seq["):
+		kind = "map report"
+	case strings.Contains(u, "#produced = :p"):
+		kind = "map raise"
+	case strings.Contains(u, "#stopped = :r"):
+		kind = "map stop"
+	case strings.Contains(u, "DELETE #idle"):
+		kind = "map unpark"
 	case strings.Contains(u, "ADD #waiters"):
 		kind = "watch"
 	case strings.Contains(u, "#steps = list_append"):

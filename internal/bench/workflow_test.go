@@ -202,9 +202,19 @@ func linked(n int) shape {
 const mapConcurrency = 50
 
 // mapped is a parent that maps n "echo" children, conc at a time
-// (workflow.Map): n/conc waves, each a suspension and a resume.
+// (workflow.Map, sliding: docs/workflows.md, "Sliding"): each child that
+// ends starts its slot's next one and counts itself in its slot group; the
+// parent runs once per batch of items it writes ahead into pages.
 func mapped(n, conc int) shape {
-	k, waves := float64(n), float64((n+conc-1)/conc)
+	k := float64(n)
+	// The parent's runs: the first produces twice Ahead items, each later
+	// one (woken at the low-water mark) up to twice Ahead past the
+	// furthest slot; the last sums the map.
+	ahead := max(conc, 256)
+	batches := float64(1 + (max(0, n-2*ahead)+ahead-1)/ahead)
+	runs := batches + 1
+	pages := float64((n + 15) / 16)
+	unparks := float64(min(conc, n))
 	return shape{
 		name:     fmt.Sprintf("map of %d (%d at a time)", n, conc),
 		perRound: 1,
@@ -213,28 +223,33 @@ func mapped(n, conc int) shape {
 			h.enqueue(leasehold.Submission{Kind: "mapper", Payload: echo{N: n}, ID: id})
 			return []string{id}
 		},
-		design: map[string]float64{
-			"create (PENDING)": 1, "claim": 1, "suspend": waves, "resume and claim": waves, "checkpoint": 1, "finish or release": 1 + k,
-			"create (RUNNING)": k, "notify": k,
-		},
-		// Writes to the parent are priced by its item (the larger of it
-		// before and after, in 1 KB units). It keeps a wave's ids as a
-		// span ("50 950 /echo/") and its ended children relative to its
-		// own id ("/echo/17"), and one WAITING history entry for the
-		// attempt however many waves it waits for, so it stays under
-		// 1 KB (it held 50 whole ids waited for and ended, 4 to 5 KB, and
-		// a notify cost 4.3 write units, before the compact forms of
-		// internal/lease/dynamo_waitids.go).
-		// The parent: create (2), claim, each wave's suspension with its
-		// sweep entry (2) and resume, which removes it (2), the
-		// summary's checkpoint, the finish. Each child: create claimed
-		// (1: listed under its parent unless it fails), finish (1), its
-		// notify of the parent (1). Issue 21's target is 4 a child.
-		designWU:      2 + 1 + (2+2)*waves + 1 + 1 + k*(1+1+1),
+		design: withoutZeros(map[string]float64{
+			"create (PENDING)": 1, "claim": 1, "suspend": runs - 1, "resume and claim": runs - 1, "checkpoint": 1, "finish or release": 1 + k,
+			"create (RUNNING)": k, "map report": k, "map page": pages, "map group (create or rewrite)": 1,
+			"map raise": batches - 1, "map unpark": unparks, "notify": runs - 1,
+		}),
+		// The parent: create (2), claim, each wait's suspension with its
+		// sweep entry (2), its wake (the notify of its wake id, 1) and
+		// resume, which removes the entry (2), the summary's checkpoint,
+		// the finish; the group's create, a raise per later batch, the
+		// first children's unparks; the pages (a 16-item page of echo
+		// items is about 2 KB). Each child: create claimed (1), finish
+		// (1), its report (1). Issue 36's target is 3.5 a child.
+		designWU:      2 + 1 + (2+1+2)*(runs-1) + 1 + 1 + 1 + (batches - 1) + unparks + 2*pages + k*(1+1+1),
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks (MaxConcurrency %d), Task; durable: map of %d items, one step", n, conc, n),
 	}
+}
+
+// withoutZeros drops the kinds of write a design makes none of.
+func withoutZeros(design map[string]float64) map[string]float64 {
+	for kind, n := range design {
+		if n == 0 {
+			delete(design, kind)
+		}
+	}
+	return design
 }
 
 // stepped is one task whose handler runs n steps (workflow.Step), each

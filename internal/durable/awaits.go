@@ -34,9 +34,16 @@ type AwaitChildrenError struct {
 	// Note is kept on the task through the wait (lease.Wait.Note): a
 	// map's progress.
 	Note string
+	// Slide, set, makes this the step of a sliding map (MapOf): Children
+	// are empty, and the worker writes Slide's items, raises its groups,
+	// starts the children of its idle slots and waits for Slide.Wake.
+	Slide *Slide
 }
 
 func (e *AwaitChildrenError) Error() string {
+	if e.Slide != nil {
+		return fmt.Sprintf("sliding map %q: %d of %d items produced", e.Slide.Name, e.Slide.Produced, e.Slide.N)
+	}
 	return fmt.Sprintf("awaiting %d children", len(e.Children))
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 )
 
 // attempt is an Attempt that records checkpoints in memory and counts
@@ -40,8 +41,11 @@ func (a *attempt) PutStep(_ context.Context, _ string, _ int, st lease.Step) (le
 	return st, nil
 }
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, nil }
-func (a *attempt) Clock() clockwork.Clock                                    { return a.clock }
-func (a *attempt) Tracer() trace.Tracer                                      { return nil }
+func (a *attempt) MapGroups(context.Context, []string) ([]mapstate.Group, error) {
+	return nil, lease.ErrNotFound
+}
+func (a *attempt) Clock() clockwork.Clock { return a.clock }
+func (a *attempt) Tracer() trace.Tracer   { return nil }
 
 // run starts w as a run of task "p" with steps and results, and returns
 // the handler's context.

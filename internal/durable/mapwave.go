@@ -10,12 +10,14 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 )
 
 // MapOptions tune MapOf.
 type MapOptions struct {
-	// MaxConcurrency is how many children run at once: the size of a wave
-	// (1 to lease.MaxChildren; default DefaultMapConcurrency).
+	// MaxConcurrency is how many children run at once (1 to
+	// mapstate.MaxSlots; default DefaultMapConcurrency): a new one starts
+	// as each one ends.
 	MaxConcurrency int
 	// MinSuccessful ends the map, launching no more children, once this
 	// many have SUCCEEDED (0: every child runs).
@@ -23,6 +25,25 @@ type MapOptions struct {
 	// ToleratedFailures ends the map, failed, once more children than this
 	// have ended otherwise than SUCCEEDED (default 0).
 	ToleratedFailures int
+	// ToleratedFailurePercentage, beside ToleratedFailures, ends the map,
+	// failed, once more than this percentage of its n children have ended
+	// otherwise than SUCCEEDED (0 to 100; 0: only the count applies). The
+	// map tolerates the smaller of the two when both are set.
+	ToleratedFailurePercentage int
+}
+
+// Tolerated is how many failures a map of n children under o tolerates:
+// ToleratedFailures, or ToleratedFailurePercentage of n, the smaller when
+// both are set.
+func (o MapOptions) Tolerated(n int) int {
+	byPct := n * o.ToleratedFailurePercentage / 100
+	switch {
+	case o.ToleratedFailurePercentage == 0:
+		return o.ToleratedFailures
+	case o.ToleratedFailures == 0:
+		return byPct
+	}
+	return min(o.ToleratedFailures, byPct)
 }
 
 // Map limits and defaults.
@@ -65,15 +86,17 @@ type mapNote struct {
 	Failures []outcome `json:"failures,omitempty"`
 }
 
-// MapOf runs n children, item(i) the i-th, as the map called name, in
-// waves of o.MaxConcurrency: each wave is spawned and awaited as AllOf's
-// children are (ids ChildIDIn(parent, name, i)); the handler runs again
-// after each, and MapOf counts the wave's outcomes into the progress the
-// next suspension keeps on the task (a few hundred bytes, whatever n:
-// the task never holds more than one wave's ids). After the last wave,
-// or as soon as o's completion policy decides, the summary is recorded as
-// the step "map:"+name and returned (JSON of MapSummary). Until then it
-// returns an *AwaitChildrenError the handler must return.
+// MapOf runs n children, item(i) the i-th, as the map called name (ids
+// ChildIDIn(parent, name, i)), at most o.MaxConcurrency at a time, a new
+// one starting as each one ends (slide: the children count themselves in
+// the map's slot groups and start their successors; the handler runs
+// again once per batch of items, not per child). Once every child has
+// ended, or o's completion policy stopped the map and its running
+// children ended, the summary is recorded as the step "map:"+name and
+// returned (JSON of MapSummary). Until then it returns an
+// *AwaitChildrenError the handler must return. A map that a worker began
+// in waves (the code before sliding maps; its progress is the task's
+// wait note) ends in waves.
 func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, error), o MapOptions) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
@@ -86,22 +109,29 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 	switch {
 	case n < 1 || n > MaxMapChildren:
 		return nil, &PermanentError{Err: fmt.Errorf("map %q: %d children, want 1..%d: %w", name, n, MaxMapChildren, lease.ErrInvalid)}
-	case size < 1 || size > lease.MaxChildren:
-		return nil, &PermanentError{Err: fmt.Errorf("map %q: max concurrency %d, want 1..%d: %w", name, size, lease.MaxChildren, lease.ErrInvalid)}
-	case o.MinSuccessful < 0 || o.MinSuccessful > n || o.ToleratedFailures < 0:
-		return nil, &PermanentError{Err: fmt.Errorf("map %q: min successful %d (want 0..%d), tolerated failures %d (want >= 0): %w", name, o.MinSuccessful, n, o.ToleratedFailures, lease.ErrInvalid)}
+	case size < 1 || size > mapstate.MaxSlots:
+		return nil, &PermanentError{Err: fmt.Errorf("map %q: max concurrency %d, want 1..%d: %w", name, size, mapstate.MaxSlots, lease.ErrInvalid)}
+	case o.MinSuccessful < 0 || o.MinSuccessful > n || o.ToleratedFailures < 0 || o.ToleratedFailurePercentage < 0 || o.ToleratedFailurePercentage > 100:
+		return nil, &PermanentError{Err: fmt.Errorf("map %q: min successful %d (want 0..%d), tolerated failures %d (want >= 0), tolerated percentage %d (want 0..100): %w",
+			name, o.MinSuccessful, n, o.ToleratedFailures, o.ToleratedFailurePercentage, lease.ErrInvalid)}
 	}
 	op := fmt.Sprintf("map %d/%d", n, size)
 	if o.MinSuccessful > 0 || o.ToleratedFailures > 0 {
 		op += fmt.Sprintf(" min %d tolerate %d", o.MinSuccessful, o.ToleratedFailures)
 	}
-	out, err := stepOf(ctx, "map:"+name, op, func(context.Context) ([]byte, error) {
+	tolerate := o.Tolerated(n)
+	if p := o.ToleratedFailurePercentage; p > 0 {
+		op += fmt.Sprintf(" pct %d", p)
+	}
+	out, err := stepOf(ctx, "map:"+name, op, func(ctx context.Context) ([]byte, error) {
 		w.mu.Lock()
 		raw := w.note
 		w.mu.Unlock()
 		var note mapNote
 		if json.Unmarshal([]byte(raw), &note) != nil || note.Map != name {
-			note = mapNote{Map: name, Shape: op}
+			// No wave of this map in flight (the waves of code before
+			// sliding maps finish as they started): it slides.
+			return w.slide(ctx, name, op, n, size, item, o.MinSuccessful, tolerate)
 		}
 		if note.Shape != "" && note.Shape != op {
 			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d waves counted", "map:"+name, note.Shape, note.Waves), Asked: describeOp("map:"+name, op)})
@@ -211,7 +241,7 @@ func StartedIDs(t lease.Task) []string {
 			}
 		}
 	}
-	if t.Wait == lease.WaitChildren && len(t.WaitFor) > 0 {
+	if _, _, sliding := ParseSlideNote(t.WaitNote); t.Wait == lease.WaitChildren && len(t.WaitFor) > 0 && !sliding {
 		var note mapNote
 		if json.Unmarshal([]byte(t.WaitNote), &note) == nil && note.Map != "" {
 			// The map's earlier waves: the children before this one's first.

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -98,6 +99,9 @@ type Attempt interface {
 	// ReadTasks reads the tasks ids; one that does not exist has only its
 	// ID.
 	ReadTasks(ctx context.Context, ids []string) ([]lease.Task, error)
+	// MapGroups reads a sliding map's groups (package mapstate), one read
+	// each; lease.ErrNotFound, with the groups found, when one is missing.
+	MapGroups(ctx context.Context, ids []string) ([]mapstate.Group, error)
 	// Clock is the worker's clock.
 	Clock() clockwork.Clock
 	// Tracer is the worker's tracer; nil traces nothing.

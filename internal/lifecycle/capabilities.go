@@ -6,6 +6,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -31,6 +32,9 @@ type capabilities struct {
 	// runs archives a workflow's ended run (continueAsNew; else a
 	// continue-as-new fails its task, saying why).
 	runs runArchiver
+	// maps keeps sliding maps' groups and pages (workflow.Map; without
+	// it a map fails its parent).
+	maps mapstate.Store
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -43,6 +47,7 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.cancels, _ = store.(canceller)
 	c.marker, _ = store.(dispatchMarker)
 	c.runs, _ = store.(runArchiver)
+	c.maps, _ = store.(mapstate.Store)
 	return c
 }
 

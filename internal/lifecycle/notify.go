@@ -55,6 +55,13 @@ func (x *execution) notifyDepth(ctx context.Context, t lease.Task, depth int) er
 		return fmt.Errorf("notify: dependents more than %d deep", maxCascade)
 	}
 	for _, w := range t.Waiters {
+		if name, index, c, ok := mapChild(t); ok && w.ID == t.Parent && w.Mode == lease.WaitChildren {
+			// A sliding map's child counts itself in its group instead.
+			if err := x.slideEnded(ctx, t, name, index, c); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := x.notifyOne(ctx, w, t, depth); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/metadata"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -30,6 +32,9 @@ func (x *execution) runSpawning(ctx context.Context) State {
 // spawn sends the children's tokens; the task is then suspended until they
 // end (StateAwaitingChildren).
 func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) State {
+	if ac.Slide != nil {
+		return x.slideSpawn(ctx, ac)
+	}
 	switch {
 	case len(ac.Children) == 0 || len(ac.Children) > lease.MaxChildren:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: %d children, want 1..%d", len(ac.Children), lease.MaxChildren))
@@ -41,6 +46,11 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
 	}
 	md := x.carry(x.task.Metadata) // the children inherit the parent's metadata
+	if _, ok := md[metadata.MapSlots]; ok {
+		// but not its place in a sliding map.
+		md = maps.Clone(md)
+		delete(md, metadata.MapSlots)
+	}
 	ids := make([]string, len(ac.Children))
 	bodies := make([]string, len(ac.Children))
 	for i, c := range ac.Children {

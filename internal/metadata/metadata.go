@@ -35,6 +35,12 @@ const (
 	TraceState  = "tracestate"
 )
 
+// MapSlots is the entry a worker gives each child of a sliding map
+// (workflow.Map): the map's concurrency, which with the child's id names
+// the slot group it counts itself in. The child's own children do not
+// inherit it.
+const MapSlots = "leasehold.map.slots"
+
 // Problem says what is wrong with md, in words fit for an error record
 // (never a value itself), or "" when md is within the bounds.
 func Problem(md map[string]string) string {

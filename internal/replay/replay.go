@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
@@ -139,8 +140,8 @@ func call(ctx context.Context, handler lifecycle.Handler, t lease.Task) (err err
 
 // awaiting is the operation t waits in that its history does not record
 // yet, the one a resumed run calls first where the history ends: the
-// await of children (AllOf, with its count) or of a map's wave (MapOf,
-// with its shape) it resumes from, or the callback whose answer it waits
+// await of children (AllOf, with its count) or of a map (MapOf, with its
+// shape: a sliding map's or a wave's) it resumes from, or the callback whose answer it waits
 // for. "" for none.
 func awaiting(t lease.Task) (name, op string) {
 	switch t.Wait {
@@ -156,7 +157,9 @@ func awaiting(t lease.Task) (name, op string) {
 			Map   string `json:"map"`
 			Shape string `json:"shape"`
 		}
-		if json.Unmarshal([]byte(t.WaitNote), &note) == nil && note.Map == await {
+		if slide, shape, ok := durable.ParseSlideNote(t.WaitNote); ok && slide == await {
+			name, op = "map:"+await, shape
+		} else if json.Unmarshal([]byte(t.WaitNote), &note) == nil && note.Map == await {
 			name, op = "map:"+await, note.Shape
 		} else {
 			name, op = "children:"+await, "all "+strconv.Itoa(len(t.WaitFor))
@@ -205,6 +208,9 @@ func (a *attempt) PutStep(context.Context, string, int, lease.Step) (lease.Step,
 }
 
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, errReads }
+func (a *attempt) MapGroups(context.Context, []string) ([]mapstate.Group, error) {
+	return nil, errReads
+}
 
 func (a *attempt) Clock() clockwork.Clock { return a.clock }
 

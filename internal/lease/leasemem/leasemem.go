@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/lease/rules"
 )
@@ -41,8 +42,11 @@ type Store struct {
 	// redrives are the redrive counts (TakeRedrive), by id.
 	redrives map[string]*redriveCount
 	// tail holds the operations of spilled histories, by lease.StepKey.
-	tail  map[string]lease.Step
-	calls Calls
+	tail map[string]lease.Step
+	// groups and pages are the sliding maps' items (mapstate.Store).
+	groups map[string]mapstate.Group
+	pages  map[string][][]byte
+	calls  Calls
 }
 
 // listing is a batch listing entry: when it was opened, and its ids.
@@ -62,7 +66,8 @@ var _ lease.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts lease.Options) *Store {
-	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}, redrives: map[string]*redriveCount{}}
+	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}, redrives: map[string]*redriveCount{},
+		groups: map[string]mapstate.Group{}, pages: map[string][][]byte{}}
 }
 
 // Calls returns the operation counts so far.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -19,6 +20,7 @@ type AdminStore interface {
 	limiter.RateLimiter
 	limiter.SlotLimiter
 	limiter.RedriveCounter
+	mapstate.Store
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -61,6 +63,11 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"RedriveCountsBoundRedrives", testRedriveCounts},
 		{"SlotsBoundHoldersAtOnce", testSlots},
 		{"SlotsOfLostAttemptsAreFreed", testLostSlots},
+		{"MapGroupCreate", testMapGroupCreate},
+		{"MapReportCountsOnce", testMapReportCountsOnce},
+		{"MapReportsAtOnce", testMapReportsAtOnce},
+		{"MapIdleAndStop", testMapIdleAndStop},
+		{"MapPages", testMapPages},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,325 @@
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/durable"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
+	"github.com/leasehold/leasehold/internal/metadata"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// A sliding map (docs/workflows.md, "Sliding"), the worker's side: the
+// parent's run writes the items its handler produced, raises the groups,
+// starts the children of idle slots and waits for its wake id; a child
+// that ends counts itself in its group and starts the next child of its
+// slot, or wakes the parent. The parent's handler side is durable.MapOf.
+
+// mapGroupsLife is how long a sliding map's groups and pages are kept
+// (the table's TTL): longer than any map runs.
+const mapGroupsLife = 400 * 24 * time.Hour
+
+// MapGroups reads a sliding map's groups for the running handler
+// (durable.Attempt).
+func (x *execution) MapGroups(ctx context.Context, ids []string) ([]mapstate.Group, error) {
+	ms := x.cfg.caps.maps
+	if ms == nil {
+		return nil, fmt.Errorf("%w: the store keeps no sliding maps", lease.ErrInvalid)
+	}
+	out := make([]mapstate.Group, 0, len(ids))
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, x.cfg.CallTimeout)
+		g, err := ms.GetGroup(cctx, id)
+		cancel()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// slideSpawn does what a sliding map's parent asked (ac.Slide) and
+// suspends it until a child wakes it.
+func (x *execution) slideSpawn(ctx context.Context, ac *durable.AwaitChildrenError) State {
+	s, ms := ac.Slide, x.cfg.caps.maps
+	if ms == nil {
+		return x.failClaimed(ctx, "workflow.Map: the store keeps no sliding maps")
+	}
+	expires := x.cfg.Clock.Now().Add(mapGroupsLife)
+	if err := x.slideWrite(ctx, ms, s, expires); err != nil {
+		return x.retryOrFail(ctx, fmt.Sprintf("workflow.Map %q: %v", s.Name, err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+	}
+	until := x.cfg.Clock.Now().Add(MaxWaitTimeout)
+	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: []string{s.Wake}, Until: until, Note: durable.SlideNote(s.Name, s.Shape)}
+	return StateAwaitingChildren
+}
+
+// slideWrite writes s's pages, then creates or raises the groups (and
+// stops them), then starts each idle slot's next child and unparks it;
+// if every group is then done, it tells the parent's wake id itself, so
+// that its suspension wakes it at once. Each write is idempotent: a run
+// that stops half-way is done again by the next.
+func (x *execution) slideWrite(ctx context.Context, ms mapstate.Store, s *durable.Slide, expires time.Time) error {
+	parent := x.task.ID
+	maxAttempts := x.cfg.DefaultMaxAttempts
+	var page [][]byte
+	for i, c := range s.Items {
+		b, err := json.Marshal(durable.MapItem{Kind: c.Kind, Payload: c.Payload, MaxAttempts: cmp.Or(c.MaxAttempts, maxAttempts), Queue: cmp.Or(c.Queue, x.task.Queue)})
+		if err != nil {
+			return fmt.Errorf("item %d: %w", s.From+i, err)
+		}
+		page = append(page, b)
+		if idx := s.From + i; len(page) == mapstate.PageItems || i == len(s.Items)-1 {
+			cctx, cancel := x.call()
+			err := ms.PutPage(cctx, mapstate.PageID(parent, s.Name, idx/mapstate.PageItems), page, expires)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("items to %d: %w", idx, err)
+			}
+			page = nil
+		}
+	}
+	done := true
+	for gi := range mapstate.Groups(s.C) {
+		id := mapstate.GroupID(parent, s.Name, gi)
+		g, err := x.slideGroup(ms, s, gi, id, expires)
+		if err != nil {
+			return err
+		}
+		for _, slot := range g.Idle {
+			next := g.Next(slot)
+			if g.Stopped != "" || next >= g.N || next >= g.Produced {
+				continue
+			}
+			if err := x.slideStart(ctx, ms, parent, s.Name, s.C, next, x.carry(x.task.Metadata)); err != nil {
+				return err
+			}
+			cctx, cancel := x.call()
+			g, err = ms.Unpark(cctx, id, slot, g.Seq[slot-g.First])
+			cancel()
+			if err != nil && !errors.Is(err, mapstate.ErrCounted) {
+				return fmt.Errorf("unpark slot %d: %w", slot, err)
+			}
+		}
+		done = done && g.Done()
+	}
+	if done {
+		// Nothing runs any more: the parent's next run sums the map.
+		return x.slideWake(parent, s.Wake)
+	}
+	return nil
+}
+
+// slideGroup creates group gi of s (every slot idle) or raises it to
+// s.Produced, stops it if s says so, and returns it as written.
+func (x *execution) slideGroup(ms mapstate.Store, s *durable.Slide, gi int, id string, expires time.Time) (mapstate.Group, error) {
+	cctx, cancel := x.call()
+	defer cancel()
+	var g mapstate.Group
+	var err error
+	if s.Create {
+		g = mapstate.NewGroup(id, s.Shape, s.N, s.C, gi, s.Produced, expires)
+		g.Min, g.Tolerate = s.Min, s.Tolerate
+		for j := range g.Seq {
+			if g.First+j < s.N {
+				g.Idle = append(g.Idle, g.First+j)
+			}
+		}
+		g, err = ms.CreateGroup(cctx, g)
+		if errors.Is(err, lease.ErrAlreadyExists) {
+			err = nil
+		}
+	}
+	if err == nil && g.Produced < s.Produced {
+		g, err = ms.Raise(cctx, id, s.Produced)
+	}
+	if err == nil && s.Stop != "" && g.Stopped == "" {
+		g, err = ms.Stop(cctx, id, s.Stop)
+	}
+	if err != nil {
+		return g, fmt.Errorf("group %d: %w", gi, err)
+	}
+	return g, nil
+}
+
+// slideStart sends the token of child index of the map name of parent,
+// its item read from its page: its worker creates and claims it in one
+// write. md is the metadata it gets (with the map's slots).
+func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, name string, c, index int, md map[string]string) error {
+	cctx, cancel := x.call()
+	items, err := ms.GetPage(cctx, mapstate.PageID(parent, name, index/mapstate.PageItems))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the page of child %d: %w", index, err)
+	}
+	k := index % mapstate.PageItems
+	if k >= len(items) {
+		return fmt.Errorf("the page of child %d: %w: it holds %d items", index, lease.ErrBackend, len(items))
+	}
+	var it durable.MapItem
+	if err := json.Unmarshal(items[k], &it); err != nil {
+		return fmt.Errorf("the item of child %d: %w", index, err)
+	}
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[metadata.MapSlots] = strconv.Itoa(c)
+	body, err := token.Token{ID: durable.ChildIDIn(parent, name, index), Kind: it.Kind, Payload: it.Payload, MaxAttempts: it.MaxAttempts,
+		Queue: it.Queue, Parent: parent, Metadata: md}.Encode()
+	if err != nil {
+		return fmt.Errorf("child %d: %w", index, err)
+	}
+	return x.sendTo(ctx, it.Queue, body, 0)
+}
+
+// slideWake tells the waiting parent of a sliding map its wake id, and
+// wakes it if that was what it waited for. A parent that heard it
+// already, or that runs (it reads the groups before it waits again), or
+// that ended, needs nothing.
+func (x *execution) slideWake(parent, wake string) error {
+	cctx, cancel := x.call()
+	got, err := x.cfg.Store.Notify(cctx, lease.Waiter{ID: parent, Mode: lease.WaitChildren}, lease.Task{ID: wake, Status: lease.StatusSucceeded})
+	cancel()
+	var fin *lease.FinishedError
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrNotified), errors.As(err, &fin), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNotWaiting):
+		return nil
+	default:
+		return fmt.Errorf("wake map parent %s: %w", parent, err)
+	}
+	if lease.Complete(got) {
+		return x.wake(x.detached, got)
+	}
+	return nil
+}
+
+// mapChild reports whether t is a child of a sliding map (its metadata
+// names the map's slots) and, if so, its map's name, its index and the
+// map's slots.
+func mapChild(t lease.Task) (name string, index, c int, ok bool) {
+	v, has := t.Metadata[metadata.MapSlots]
+	if !has || t.Parent == "" {
+		return "", 0, 0, false
+	}
+	c, err := strconv.Atoi(v)
+	if err != nil || c < 1 || c > mapstate.MaxSlots {
+		return "", 0, 0, false
+	}
+	name = durable.AwaitNameOf(t.Parent, t.ID)
+	rest, found := strings.CutPrefix(t.ID, t.Parent+"/"+name+"/")
+	index, err = strconv.Atoi(rest)
+	if name == "" || !found || err != nil || index < 0 {
+		return "", 0, 0, false
+	}
+	return name, index, c, true
+}
+
+// slideEnded counts t, an ended child of a sliding map, in its group and
+// starts the next child of its slot first: the group is read, the next
+// child's token sent (while the map runs and its item is produced), then
+// the end counted, so that a crash between the two sends again and a
+// delivery after the count finds the child counted and does nothing. It
+// wakes the parent when the slot waits for items, when the map stops, when
+// its group is done, and when the items produced run low.
+func (x *execution) slideEnded(ctx context.Context, t lease.Task, name string, index, c int) error {
+	ms := x.cfg.caps.maps
+	if ms == nil {
+		return nil
+	}
+	gid := mapstate.GroupID(t.Parent, name, (index%c)/mapstate.SlotsPerGroup)
+	cctx, cancel := x.call()
+	g, err := ms.GetGroup(cctx, gid)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return nil // the map's groups expired
+	case err != nil:
+		return fmt.Errorf("read map group of child %d: %w", index, err)
+	}
+	slot, rank := index%c, index/c
+	if j := slot - g.First; j < 0 || j >= len(g.Seq) || g.C != c {
+		return nil // not this map's child (its metadata was changed)
+	} else if g.Seq[j] > rank {
+		return nil // counted already: a later delivery of this end
+	} else if g.Seq[j] < rank {
+		// The slot's child before it has not been counted yet (its end
+		// started this one before counting itself): this message comes
+		// back to count after it.
+		return fmt.Errorf("map child %d ended before its slot's previous child was counted", index)
+	}
+	next := index + c
+	started := next >= g.N
+	if !started && g.Stopped == "" && next < g.Produced {
+		if err := x.slideStart(ctx, ms, t.Parent, name, c, next, t.Metadata); err != nil {
+			return err
+		}
+		started = true
+	}
+	r := mapstate.ReportOf(gid, index, c, t.Status == lease.StatusSucceeded, started)
+	cctx, cancel = x.call()
+	g, err = ms.Report(cctx, r)
+	cancel()
+	switch {
+	case errors.Is(err, mapstate.ErrCounted):
+		return nil // another delivery of this end counted it meanwhile
+	case err != nil:
+		return fmt.Errorf("count map child %d: %w", index, err)
+	}
+	// Idle (the parent starts its next child), or done, or stopped by
+	// this end: the parent is told.
+	wake := g.IsIdle(slot) || g.Done()
+	if stop := x.slideDecide(ctx, ms, g, r.OK); stop != "" && g.Stopped == "" {
+		cctx, cancel := x.call()
+		g, err = ms.Stop(cctx, gid, stop)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("stop map %q: %w", name, err)
+		}
+		wake = true
+	}
+	// The items run low: the child whose next child is exactly Ahead
+	// short of the items produced wakes the parent to produce more.
+	wake = wake || (g.Produced < g.N && next == g.Produced-mapstate.Ahead(c))
+	if wake {
+		return x.slideWake(t.Parent, durable.WakeID(t.Parent, name, g.Produced))
+	}
+	return nil
+}
+
+// slideDecide is why the map must stop after g's report ("" to go on): its
+// own counts decide when the map has one group; with more, a failure (or a
+// success of a map with MinSuccessful) reads the others.
+func (x *execution) slideDecide(ctx context.Context, ms mapstate.Store, g mapstate.Group, ok bool) string {
+	groups := mapstate.Groups(g.C)
+	if groups == 1 || (ok && g.Min == 0) {
+		return g.Decide(g.OK, g.Failed)
+	}
+	sumOK, sumFailed := g.OK, g.Failed
+	gi := g.First / mapstate.SlotsPerGroup
+	prefix := strings.TrimSuffix(g.ID, "g"+strconv.Itoa(gi))
+	for other := range groups {
+		if other == gi {
+			continue
+		}
+		cctx, cancel := x.call()
+		o, err := ms.GetGroup(cctx, prefix+"g"+strconv.Itoa(other))
+		cancel()
+		if err != nil {
+			continue // decided by the groups read; the parent sums them all
+		}
+		sumOK, sumFailed = sumOK+o.OK, sumFailed+o.Failed
+	}
+	return g.Decide(sumOK, sumFailed)
+}
