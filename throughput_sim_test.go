@@ -1067,3 +1067,22 @@ func benchmarkThroughputSim(b *testing.B, s simSetup) {
 		b.Errorf("a batch listing entry lists %.3f of leasehold's tasks, want all of them (full batches)", listed)
 	}
 }
+
+// A slow delete path never lets a handled message come back: with every
+// DeleteMessageBatch taking 300 ms and a receive visibility of 2 s, Run's
+// pollers could handle messages far faster than one sender deletes them;
+// the deletes in flight and the messages waiting for one are bounded, and
+// a batch whose deletes cannot be queued holds its poller's receiving, so
+// every message is deleted within its first visibility timeout: none is
+// received twice, every task runs once, in its first attempt.
+func TestThroughputSimSlowDeletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about two seconds of simulated slow deletes")
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	lat := simLatency{Store: time.Millisecond, Receive: time.Millisecond, SQS: time.Millisecond}
+	r := simLeaseholdWith(t, simSetup{simLatency: lat, Tasks: 600, Pollers: 8}, 2*time.Second, 300*time.Millisecond)
+	t.Logf("%d tasks in %s: %.0f tasks/s, %d received more than once, calls %v",
+		r.Tasks, r.Elapsed.Round(time.Millisecond), r.TasksPerSecond(), r.Redelivered, r.Calls)
+	simCheck(t, r)
+}
