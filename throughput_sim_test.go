@@ -890,9 +890,9 @@ type simConsumer struct {
 var simConsumers = []simConsumer{{"bare", simBare}, {"naive", simNaive}, {"leasehold", simLeasehold}}
 
 // simRounds runs the consumers named (all if none) in interleaved orders
-// (A B C, B C A, C A B: as many rounds as consumers) and returns each
-// consumer's runs.
-func simRounds(tb testing.TB, s simSetup, names ...string) map[string][]simResult {
+// (A B C, B C A, C A B; rounds of them, at least one a consumer) and
+// returns each consumer's runs.
+func simRounds(tb testing.TB, s simSetup, rounds int, names ...string) map[string][]simResult {
 	cs := simConsumers
 	if len(names) > 0 {
 		cs = nil
@@ -903,7 +903,7 @@ func simRounds(tb testing.TB, s simSetup, names ...string) map[string][]simResul
 		}
 	}
 	out := map[string][]simResult{}
-	for round := range len(cs) {
+	for round := range max(rounds, len(cs)) {
 		for k := range cs {
 			c := cs[(round+k)%len(cs)]
 			r := c.run(tb, s)
@@ -986,6 +986,58 @@ func TestThroughputSimRuns(t *testing.T) {
 	}
 }
 
+// simFloors are the ratios of leasehold to the best plain consumer below
+// which TestThroughputSimRatio fails, at 8 and 32 pollers. Issue 38's
+// target is 0.9 at every poller count; what Run reaches is below it at
+// 10 ms (docs/performance.md says why), so these are floors against a
+// regression, each set under what was measured on the loaded 2-core
+// machine (5 ms: 0.87 at 8 pollers, 0.68 at 32; 10 ms: 0.63, 0.51; at
+// this test's smaller sizes and under a load average of 8 to 12 on 2 cores,
+// medians of 0.59 to 0.85, 0.54 to 0.66 and 0.32 to 0.59) by a margin for
+// its noise: leasehold spends CPU where the plain consumer only waits, so a
+// loaded machine lowers its rate alone, most at 32 pollers, where it is
+// CPU-bound there. A per-process ceiling such as the single delete sender it
+// had (0.16 to 0.19 at 8 pollers, 0.04 at 32) fails all of them by far.
+var simFloors = []struct {
+	store   time.Duration
+	pollers int
+	floor   float64
+}{
+	{5 * time.Millisecond, 8, 0.5},
+	{10 * time.Millisecond, 8, 0.4},
+	{5 * time.Millisecond, 32, 0.25},
+}
+
+// TestThroughputSimRatio is the simulation at a small size, in make test:
+// Worker.Run against the best plain consumer, the same pollers, medians of
+// five interleaved runs each. It compares the two consumers' rates, never
+// an absolute time, and runs without the race detector, whose cost would
+// fall on leasehold's CPU-bound share alone (make test runs it in a step
+// of its own).
+func TestThroughputSimRatio(t *testing.T) {
+	if raceEnabled {
+		t.Skip("ratios are measured without the race detector (make test: the throughput-ratio step)")
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, c := range simFloors {
+		s := simSetup{
+			simLatency: simLatency{Store: c.store, Receive: simDefaultLatency.Receive, SQS: simDefaultLatency.SQS},
+			Tasks:      max(1200, 150*c.pollers),
+			Pollers:    c.pollers,
+		}
+		rs := simRounds(t, s, 5, "bare", "leasehold")
+		for _, r := range rs["leasehold"] {
+			simCheck(t, r)
+		}
+		tps := func(r simResult) float64 { return r.TasksPerSecond() }
+		bare, lh := simMedian(rs["bare"], tps), simMedian(rs["leasehold"], tps)
+		t.Logf("db=%s pollers=%d: leasehold %.0f/s, bare %.0f/s: %.2f (floor %.2f, target 0.9)", c.store, c.pollers, lh, bare, lh/bare, c.floor)
+		if lh/bare < c.floor {
+			t.Errorf("db=%s pollers=%d: leasehold/bare %.2f, below its floor %.2f", c.store, c.pollers, lh/bare, c.floor)
+		}
+	}
+}
+
 // simPollerCounts are the poller counts the benchmark compares at.
 var simPollerCounts = []int{2, 8, 32}
 
@@ -1029,7 +1081,7 @@ func benchmarkThroughputSim(b *testing.B, s simSetup) {
 	b.Logf("%s", s)
 	all := map[string][]simResult{}
 	for b.Loop() {
-		for name, rs := range simRounds(b, s) {
+		for name, rs := range simRounds(b, s, 3) {
 			all[name] = append(all[name], rs...)
 		}
 	}
