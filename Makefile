@@ -68,7 +68,9 @@ LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
 # installing) Chromium for the browser test, whose own failure under
 # LEASEHOLD_REQUIRE_STACK=1 then says what is missing; all tests but the
 # bulk ones; the bulk tests on their own (thousands of tasks flood the
-# emulators); the chaos test at CI size (CHAOS_CI_TASKS, workers killed and
+# emulators); the allocation ceilings and the simulation's throughput ratios
+# (TestThroughputSimRatio, docs/performance.md), both without the race
+# detector; the chaos test at CI size (CHAOS_CI_TASKS, workers killed and
 # paused behind a faulty network, docs/chaos.md); staticcheck and govulncheck
 # (make lint); each fuzz target for FUZZTIME (make fuzz-short).
 CHAOS_CI_TASKS ?= 200
@@ -88,6 +90,7 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
 	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
+	  step "throughput ratios (the emulator-free simulation, without the race detector)" $(GO) test -count=1 -run '^TestThroughputSimRatio$$' .; \
 	  step "chaos test ($(CHAOS_CI_TASKS) tasks, then flow control with $(CHAOS_CI_FLOW_TASKS))" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) \
 	    LEASEHOLD_CHAOS_FLOW_TASKS=$(CHAOS_CI_FLOW_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
 	    $(GO) test -race -count=1 -timeout 15m -run '^(TestChaos|TestChaosFlowControl)$$' ./internal/chaos; \

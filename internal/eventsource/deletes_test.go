@@ -129,3 +129,73 @@ func BenchmarkRunDeletes(b *testing.B) {
 	}
 	b.ReportMetric(per, "deletes/msg")
 }
+
+// slowDeletes is a client whose every DeleteMessageBatch takes d; it
+// records the most calls ever in flight at once and the messages deleted.
+type slowDeletes struct {
+	unusedClient
+	d time.Duration
+
+	mu               sync.Mutex
+	inFlight, most   int
+	deleted, entries int
+}
+
+func (c *slowDeletes) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	c.mu.Lock()
+	c.inFlight++
+	c.most = max(c.most, c.inFlight)
+	c.mu.Unlock()
+	time.Sleep(c.d)
+	c.mu.Lock()
+	c.inFlight--
+	c.deleted += len(in.Entries)
+	c.entries = max(c.entries, len(in.Entries))
+	c.mu.Unlock()
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+// Deletes go out concurrently, never more calls at once than deleteCalls,
+// and add blocks while the messages waiting for a call are at the bound.
+func TestDeletesConcurrentAndBounded(t *testing.T) {
+	t.Parallel()
+	client := &slowDeletes{d: 20 * time.Millisecond}
+	r, err := New(client, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 2, Logger: testLogger(t)}, func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeletes(r)
+	stop := make(chan struct{})
+	var deleter sync.WaitGroup
+	deleter.Go(func() { d.run(t.Context(), stop) })
+	const adders, each = 8, 50 // 400 messages, far above the bound of 40 waiting
+	var wg sync.WaitGroup
+	for a := range adders {
+		wg.Go(func() {
+			for i := range each {
+				d.add([]events.SQSMessage{{MessageId: fmt.Sprint(a, "-", i), ReceiptHandle: fmt.Sprint("rh-", a, "-", i)}})
+				d.mu.Lock()
+				if n := len(d.wait); n > d.limit {
+					t.Errorf("%d messages waiting, bound %d", n, d.limit)
+				}
+				d.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	deleter.Wait()
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if client.deleted != adders*each {
+		t.Errorf("%d messages deleted, want %d", client.deleted, adders*each)
+	}
+	if want := deleteCalls(2); client.most > want || client.most < 2 {
+		t.Errorf("at most %d calls in flight at once, want 2 to %d", client.most, want)
+	}
+	if client.entries != receiveLimit {
+		t.Errorf("largest call deleted %d, want %d", client.entries, receiveLimit)
+	}
+}

@@ -60,7 +60,13 @@
 // as ten messages wait, the rest at the end of the window, so Run makes
 // about one DeleteMessageBatch per ten messages, as Lambda's event source
 // mapping does per batch, and no poller waits for a delete before it
-// receives again (BenchmarkRunDeletes reports the calls per message). Messages acknowledged so are no longer delivered again
+// receives again (BenchmarkRunDeletes reports the calls per message). The
+// calls go out concurrently, two a poller in flight at most (at least 4,
+// at most 128), and the messages waiting for one are bounded: when the
+// deletes fall behind, a batch waits before it ends until its messages can
+// be queued, which holds its poller's receiving, so a handled message is
+// not left waiting until its visibility timeout runs out. Messages
+// acknowledged so are no longer delivered again
 // when a later message of the batch crashes it or times it out; under
 // Lambda, where nobody listens, Ack does nothing.
 //
