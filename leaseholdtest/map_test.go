@@ -246,7 +246,7 @@ func TestEnvMapToleratedFailurePercentage(t *testing.T) {
 	if n := count(&run.ran); n < 31 || n > 31+10 {
 		t.Errorf("%d children ran, want 31 to 41 (the 4th failure is child 30)", n)
 	}
-	got, run, _ = runMap(t, mapJob{N: 200, Conc: 10, Pct: 10, FailEvery: 10})
+	got, _, _ = runMap(t, mapJob{N: 200, Conc: 10, Pct: 10, FailEvery: 10})
 	if want := `"all: 200 started, 180 ok, 20 failed, sum 18000"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
 		t.Fatalf("10%% tolerated, 10%% failing: %s %s (%q), want %s", got.Status, got.Result, got.Error, want)
 	}

@@ -137,7 +137,7 @@ func testMapIdleAndStop(t *testing.T, a *adminEnv) {
 	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 2, 4, true, false)); err != nil || !got.IsIdle(2) || got.Next(2) != 6 {
 		t.Fatalf("Report(child 2), child 6 not started = %+v, %v; want slot 2 idle at 6", got, err)
 	}
-	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 5, 4, true, true)); err != nil {
+	if _, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 5, 4, true, true)); err != nil {
 		t.Fatalf("Report(child 5): %v", err)
 	}
 	if got, err = a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 9, 4, true, false)); err != nil || got.IsIdle(1) || got.Seq[1] != 3 {
