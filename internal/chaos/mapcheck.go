@@ -55,6 +55,11 @@ type MapReport struct {
 	// MaxRunningLoose: the same counted with each write's whole
 	// uncertainty (applied as early, and ended as late, as it may have).
 	MaxRunning, MaxRunningLoose int
+	// MaxHandlers: most children's handlers running at once while their
+	// lease held, from the handlers' lines (each from its start line to
+	// its end line or the end of its lease, whichever came first, as
+	// over_limit counts a kind's attempts).
+	MaxHandlers int
 	Conc                        int // the largest map's MaxConcurrency
 	// ParentRuns: runs of the parents' handler (start lines); Resumes:
 	// writes that took a parent out of WAITING.
@@ -158,6 +163,15 @@ func checkMap(in Input, id string, plan MapPlan, writesByTask map[string][]Write
 				id, o.span.id, stamp(o.span.from), o.live, plan.Conc, strings.Join(o.others, " ")))
 		}
 	}
+
+	var runs []span
+	for _, a := range attemptsOf(in) {
+		if kids[a.task] {
+			runs = append(runs, span{id: a.task, from: a.start, to: a.end})
+		}
+	}
+	handlers, _ := maxRunning(runs, plan.Conc, func(s span) (time.Time, time.Time) { return s.from, s.to })
+	r.MaxHandlers = max(r.MaxHandlers, handlers)
 
 	// (d) Not resumed once per child.
 	resumes := countResumes(writesByTask[id])

@@ -63,7 +63,7 @@ func TestCheckMapClean(t *testing.T) {
 	if len(got) > 0 {
 		t.Fatalf("violations on a clean map: %v", got)
 	}
-	want := MapReport{Children: 40, Done: 1, MaxRunning: 4, MaxRunningLoose: 4, Conc: 4, ParentRuns: 2, Resumes: 1, ChildRuns: 40, Failed: 8}
+	want := MapReport{Children: 40, Done: 1, MaxRunning: 4, MaxRunningLoose: 4, MaxHandlers: 4, Conc: 4, ParentRuns: 2, Resumes: 1, ChildRuns: 40, Failed: 8}
 	if r != want {
 		t.Fatalf("report %+v, want %+v", r, want)
 	}
