@@ -399,14 +399,14 @@ func TestChaos(t *testing.T) {
 			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
 			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
 			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) slept=%d early_wake=%d "+
-			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d map_conc=%d map_max_running=%d(loose=%d,handlers=%d) map_over_conc=%d map_child_twice=%d map_summary=%d map_failed=%d map_child_runs=%d map_parent_runs=%d map_resumes=%d map_per_child=%d "+
+			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d map_conc=%d map_max_running=%d(loose=%d,handlers=%d) map_over_conc=%d map_child_twice=%d map_summary=%d map_failed=%d map_exits_after_end=%d map_child_runs=%d map_parent_runs=%d map_resumes=%d map_per_child=%d "+
 			"exits_after_finish=%d exits_after_child=%d exits_beside_stale=%d(child_freezes=%d) exits_restarted=%d "+
 			"deploy_tasks=%d deploy_switch=%s diverged=%d held=%d(holds=%d) resumed=%d diverged_runs=%d holds_lost=%d held_wrong=%d unheld=%d wrong_summary=%d wrong_version=%d v2_runs=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
 			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers, w.Slept, w.EarlyWake,
-			w.Orders, w.OrdersDone, w.OrderResumes, w.Map.Children, w.Map.Done, w.Map.Conc, w.Map.MaxRunning, w.Map.MaxRunningLoose, w.Map.MaxHandlers, w.Map.OverConc, w.Map.ChildTwice, w.Map.BadSummary, w.Map.Failed, w.Map.ChildRuns, w.Map.ParentRuns, w.Map.Resumes, w.Map.PerChild,
+			w.Orders, w.OrdersDone, w.OrderResumes, w.Map.Children, w.Map.Done, w.Map.Conc, w.Map.MaxRunning, w.Map.MaxRunningLoose, w.Map.MaxHandlers, w.Map.OverConc, w.Map.ChildTwice, w.Map.BadSummary, w.Map.Failed, w.Map.Exits, w.Map.ChildRuns, w.Map.ParentRuns, w.Map.Resumes, w.Map.PerChild,
 			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, childFreezes, fleet.Exits(),
 			dw.Tasks, switchText(deploys, started), dw.Diverged, dw.Held, dw.Holds, dw.Resumed, dw.DivergedRuns, dw.HoldsLost, dw.HeldWrong, dw.Unheld, dw.WrongSummary, dw.WrongVersion, dw.V2Runs)
 	}

@@ -69,6 +69,9 @@ type MapReport struct {
 	ChildRuns int
 	// Failed: children that ended FAILED, as planned.
 	Failed int
+	// Exits: workers that exited right after a child's end was written,
+	// before it started the child's successor (exit_after_finish lines).
+	Exits int
 }
 
 // span is when one child ran: certainly from from to to (the claim
@@ -134,6 +137,9 @@ func checkMap(in Input, id string, plan MapPlan, writesByTask map[string][]Write
 		}
 	}
 	for _, e := range in.Handler {
+		if e.Event == "exit_after_finish" && kids[e.Task] {
+			r.Exits++
+		}
 		if e.Event != "start" {
 			continue
 		}
