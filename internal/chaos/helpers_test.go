@@ -23,6 +23,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -291,8 +292,8 @@ func scanRecords(t *testing.T, client *dynamodb.Client, table string) map[string
 	t.Helper()
 	out := map[string]lease.Task{}
 	for _, it := range scan(t, client, table, "") {
-		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (query.IsListingID(id.Value) || limiter.IsRateWindowID(id.Value) || limiter.IsSlotsID(id.Value)) {
-			continue // a batch listing entry, a rate window or a slot set, not a task
+		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (query.IsListingID(id.Value) || limiter.IsRateWindowID(id.Value) || limiter.IsSlotsID(id.Value) || mapstate.IsID(id.Value)) {
+			continue // a batch listing entry, a rate window, a slot set or a map's group or page, not a task
 		}
 		task, err := dynamo.TaskFromItem(it)
 		if err != nil {

@@ -60,7 +60,7 @@ type MapReport struct {
 	// its end line or the end of its lease, whichever came first, as
 	// over_limit counts a kind's attempts).
 	MaxHandlers int
-	Conc                        int // the largest map's MaxConcurrency
+	Conc        int // the largest map's MaxConcurrency
 	// ParentRuns: runs of the parents' handler (start lines); Resumes:
 	// writes that took a parent out of WAITING.
 	ParentRuns, Resumes int
