@@ -216,13 +216,13 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":20}`, id, payload))
 	}
 	// A sliding map of twice as many children as the run has plain tasks
-	// (2,000 in a 1,000-task run, 400 at CI size), 50 at a time, across
-	// the kills; every 50th child fails for good and the map tolerates
-	// 5 % of failures, so its summary must count both.
+	// (2,000 in a 1,000-task run, 400 at CI size), mapConc at a time,
+	// across the kills; every 50th child fails for good and the map
+	// tolerates 5 % of failures, so its summary must count both.
 	{
 		id := "map-000"
 		n, failEvery := mapChildren(p.tasks), 50
-		plan := chaos.MapPlan{N: n, Conc: 50}
+		plan := chaos.MapPlan{N: n, Conc: mapConc}
 		for k := range n {
 			kid := workflow.ChildIDIn(id, "items", k)
 			wp.wf.ChildN[kid] = k
@@ -233,8 +233,8 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			}
 		}
 		wp.wf.Maps[id] = plan
-		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":50,"work_ms":%d,"fail_every":%d,"tolerate_pct":5},"max_attempts":20}`,
-			id, n, 50+rng.IntN(100), failEvery))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":%d,"work_ms":%d,"fail_every":%d,"tolerate_pct":5},"max_attempts":20}`,
+			id, n, mapConc, 50+rng.IntN(100), failEvery))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)
@@ -243,6 +243,12 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 	}
 	return wp
 }
+
+// mapConc is the sliding map's MaxConcurrency: below what the fleet can
+// run at once (4 workers of 8 handlers, shared with the other tasks), so
+// that the bound binds; at 50 a CI-size run never had more than 14 of the
+// map's children running at once, and the check had nothing to catch.
+const mapConc = 12
 
 // mapChildren is the size of the run's sliding map: twice its plain
 // tasks, at least 100.
