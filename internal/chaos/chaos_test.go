@@ -165,11 +165,13 @@ func readParams(t *testing.T) params {
 	p.stall = scaled(90*time.Second, p.factor)
 	p.bound = scaled(max(5*time.Minute, time.Duration(p.tasks)*500*time.Millisecond), p.factor)
 	if p.workflows {
-		// The map's waves run one after another, each as long as its
-		// slowest child under the faults (about 40 s in a 1,000-task
-		// run): its children (as many as the run's tasks, 50 a wave)
-		// need that long on top.
-		p.bound += scaled(time.Duration((max(50, p.tasks)+49)/50)*40*time.Second, p.factor)
+		// The sliding map's slots each run their share of its children
+		// (twice the run's tasks) one after another, 50-150 ms of work
+		// each plus the claims, finishes and reports through the faults,
+		// the kills and the pauses (a killed holder's child waits for its
+		// message to come back): allow 5 s per child on a slot, and a
+		// minute more.
+		p.bound += scaled(time.Minute+time.Duration(mapChildren(p.tasks)/mapConc)*5*time.Second, p.factor)
 	}
 	p.dir = os.Getenv("LEASEHOLD_CHAOS_DIR")
 	if p.dir != "" {
@@ -370,8 +372,8 @@ func TestChaos(t *testing.T) {
 	if p.workflows && w.Slept == 0 {
 		rep.Violations = append(rep.Violations, "slept: no step task slept and succeeded: the sleep check saw nothing")
 	}
-	if p.workflows && w.MapsDone == 0 {
-		rep.Violations = append(rep.Violations, "maps_done: the map did not succeed with every child: the map check saw nothing")
+	if p.workflows && w.Map.Done == 0 {
+		rep.Violations = append(rep.Violations, "maps_done: the sliding map did not succeed with its children counted: the map check saw nothing")
 	}
 	if p.workflows && w.OrdersDone == 0 {
 		rep.Violations = append(rep.Violations, "orders_done: no order (several awaits in one handler) succeeded: the order check saw nothing")
@@ -397,14 +399,14 @@ func TestChaos(t *testing.T) {
 			"callback_tasks=%d callback_waits=%d callback_sent=%d callback_accepted=%d(client=%d) callback_double_accept=%d callback_lost=%d callback_rejected_client=%d callback_rejected_sqs=%d(dlq copies) callback_timeouts=%d callback_errors=%d "+
 			"cancel_calls=%d cancelled_parents=%d cancel_late=%d cancel_failed=%d child_after_cancel=%d kids_cancelled=%d kids_never_created=%d kids_ran_first=%d "+
 			"step_tasks=%d step_twice=%d step_rerun=%d step_unrun=%d step_runs=%d step_failures=%d step_redone=%d step_checkpoints=%d(lost_answers=%d) slept=%d early_wake=%d "+
-			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d "+
+			"orders=%d orders_done=%d order_resumes=%d map_children=%d maps_done=%d map_conc=%d map_max_running=%d(loose=%d,handlers=%d) map_over_conc=%d map_child_twice=%d map_summary=%d map_failed=%d map_exits_after_end=%d map_child_runs=%d map_parent_runs=%d map_resumes=%d map_per_child=%d "+
 			"exits_after_finish=%d exits_after_child=%d exits_beside_stale=%d(child_freezes=%d) exits_restarted=%d "+
 			"deploy_tasks=%d deploy_switch=%s diverged=%d held=%d(holds=%d) resumed=%d diverged_runs=%d holds_lost=%d held_wrong=%d unheld=%d wrong_summary=%d wrong_version=%d v2_runs=%d ",
 			w.Parents, w.Children, w.BadResume, w.ChildMissed, w.ResumedRuns, w.KillsDuringFanIn, fanInKilled, w.Dependents, w.EarlyDependent, w.Cancelled,
 			w.CallbackTasks, w.CallbackWaits, w.CallbackSent, w.CallbackAccept, w.CallbackByCli, w.CallbackDouble, w.CallbackLost, w.CallbackReject, sqsRejected, w.CallbackTimeout, w.CallbackErrors,
 			w.CancelCalls, w.CancelledParents, w.CancelLate, w.CancelFailed, w.ChildAfterCancel, w.KidsCancelled, w.KidsNeverCreated, w.KidsRanFirst,
 			w.StepTasks, w.StepTwice, w.StepRerun, w.StepUnrun, w.StepRuns, w.StepFailures, w.StepRedone, w.StepCheckpoints, w.StepLostAnswers, w.Slept, w.EarlyWake,
-			w.Orders, w.OrdersDone, w.OrderResumes, w.MapChildren, w.MapsDone,
+			w.Orders, w.OrdersDone, w.OrderResumes, w.Map.Children, w.Map.Done, w.Map.Conc, w.Map.MaxRunning, w.Map.MaxRunningLoose, w.Map.MaxHandlers, w.Map.OverConc, w.Map.ChildTwice, w.Map.BadSummary, w.Map.Failed, w.Map.Exits, w.Map.ChildRuns, w.Map.ParentRuns, w.Map.Resumes, w.Map.PerChild,
 			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, childFreezes, fleet.Exits(),
 			dw.Tasks, switchText(deploys, started), dw.Diverged, dw.Held, dw.Holds, dw.Resumed, dw.DivergedRuns, dw.HoldsLost, dw.HeldWrong, dw.Unheld, dw.WrongSummary, dw.WrongVersion, dw.V2Runs)
 	}

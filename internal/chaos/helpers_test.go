@@ -23,6 +23,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -291,7 +292,7 @@ func scanRecords(t *testing.T, client *dynamodb.Client, table string) map[string
 	t.Helper()
 	out := map[string]lease.Task{}
 	for _, it := range scan(t, client, table, "") {
-		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (query.IsListingID(id.Value) || limiter.IsRateWindowID(id.Value) || limiter.IsSlotsID(id.Value) || lease.CheckID(id.Value) != nil) {
+		if id, _ := it["id"].(*ddbtypes.AttributeValueMemberS); id != nil && (query.IsListingID(id.Value) || limiter.IsRateWindowID(id.Value) || limiter.IsSlotsID(id.Value) || mapstate.IsID(id.Value) || lease.CheckID(id.Value) != nil) {
 			// A batch listing entry, a rate window, a slot set, or an item
 			// whose id no task may have (a control character: a spilled
 			// history's operation, a sliding map's group or page), not a

@@ -48,9 +48,6 @@ type Workflows struct {
 	Deploys *Deploys
 }
 
-// MapPlan is one map: N children ("PARENT/items/i"), Conc at a time.
-type MapPlan struct{ N, Conc int }
-
 // CancelCall is one Client.Cancel of a parent by the test (the last try,
 // when it was retried after an error).
 type CancelCall struct {
@@ -184,9 +181,8 @@ type WorkflowReport struct {
 	// them, and runs beyond the first completed one of a step (their
 	// checkpoint did not land: a lost lease).
 	StepTasks, StepRuns, StepFailures, StepRedone int
-	// MapChildren: children of maps; MapsDone: maps that SUCCEEDED with
-	// every child succeeded, resumed exactly once per wave.
-	MapChildren, MapsDone int
+	// Map: the sliding maps (mapcheck.go).
+	Map MapReport
 	// Orders: tasks with several awaits in one handler; OrdersDone: of
 	// those, SUCCEEDED with their children's outcomes and the callback's
 	// answer each recorded once. OrderResumes: their runs with their
@@ -431,43 +427,9 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	checkCancels(in, writesByTask, starts, &r, flag)
 	checkSteps(in, writesByTask, &r, flag)
 	checkOrders(in, writesByTask, clientAccepted, &r, flag)
-	checkMaps(in, writesByTask, &r, flag)
+	r.Map = checkMaps(in, writesByTask, flag)
 	r.Deploy = checkDeploys(in, writesByTask, flag)
 	return r
-}
-
-// checkMaps: a map that SUCCEEDED counted every child as succeeded (its
-// result's n) and was resumed exactly once per wave (one write out of
-// WAITING per wave: no wave lost or counted twice).
-func checkMaps(in Input, writesByTask map[string][]Write, r *WorkflowReport, flag func(kind, detail string)) {
-	for _, id := range slices.Sorted(maps.Keys(in.Workflows.Maps)) {
-		plan := in.Workflows.Maps[id]
-		r.MapChildren += plan.N
-		rec, ok := in.Records[id]
-		if !ok || rec.Status != lease.StatusSucceeded {
-			continue // judged as any task
-		}
-		var res struct {
-			N int `json:"n"`
-		}
-		resumes := 0
-		for _, w := range writesByTask[id] {
-			if w.FromWaiting && w.Status == string(lease.StatusRunning) {
-				resumes++
-			}
-		}
-		waves := (plan.N + plan.Conc - 1) / plan.Conc
-		switch {
-		case json.Unmarshal(rec.Result, &res) != nil || res.N != plan.N:
-			r.ChildMissed++
-			flag("child_missed", fmt.Sprintf("%s: map result %s, want n=%d (every child succeeded)", id, rec.Result, plan.N))
-		case resumes != waves:
-			r.BadResume++
-			flag("bad_resume", fmt.Sprintf("%s: resumed %d times, want once per wave (%d)", id, resumes, waves))
-		default:
-			r.MapsDone++
-		}
-	}
 }
 
 // checkOrders: a task with several awaits in one handler resumed from its

@@ -215,18 +215,26 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		payload, _ := json.Marshal(map[string]any{"children": kids, "work_ms": 50 + rng.IntN(200), "timeout_ms": 45000, "sleep_ms": 1000 + rng.IntN(1000)})
 		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":20}`, id, payload))
 	}
-	// A map of as many children as the run has plain tasks, 50 at a time,
-	// across the kills.
+	// A sliding map of twice as many children as the run has plain tasks
+	// (2,000 in a 1,000-task run, 400 at CI size), mapConc at a time,
+	// across the kills; every 50th child fails for good and the map
+	// tolerates 5 % of failures, so its summary must count both.
 	{
 		id := "map-000"
-		n := max(50, p.tasks)
-		wp.wf.Maps[id] = chaos.MapPlan{N: n, Conc: 50}
+		n, failEvery := mapChildren(p.tasks), 50
+		plan := chaos.MapPlan{N: n, Conc: mapConc}
 		for k := range n {
 			kid := workflow.ChildIDIn(id, "items", k)
 			wp.wf.ChildN[kid] = k
 			wp.valid = append(wp.valid, kid)
+			plan.Kids = append(plan.Kids, kid)
+			if k%failEvery == failEvery-1 {
+				wp.expect[kid] = lease.StatusFailed
+			}
 		}
-		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":50,"work_ms":%d},"max_attempts":20}`, id, n, 50+rng.IntN(100)))
+		wp.wf.Maps[id] = plan
+		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":%d,"work_ms":%d,"fail_every":%d,"tolerate_pct":5},"max_attempts":20}`,
+			id, n, mapConc, 50+rng.IntN(100), failEvery))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)
@@ -235,6 +243,20 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 	}
 	return wp
 }
+
+// mapConc is the sliding map's MaxConcurrency. It is above what the fleet
+// runs of the map at once (4 workers of 8 handlers, shared with the other
+// tasks; a CI-size run had at most 14 of the map's children running at
+// once), so the bound does not bind in a run: the unit tests show the
+// check catches C+1. At 12 a CI-size run had at most 6 at once and its
+// 400 children did not all end within the run's bound (7m39s): each of
+// the 120 exits right after a child's end stalls that slot until the
+// child's message comes back.
+const mapConc = 50
+
+// mapChildren is the size of the run's sliding map: twice its plain
+// tasks, at least 100.
+func mapChildren(tasks int) int { return max(100, 2*tasks) }
 
 // callbackCopies is how many times each callback token is answered, at
 // once: half through the Go client, half as messages on the work queue.

@@ -132,11 +132,14 @@ type OrderPayload struct {
 }
 
 // MapPayload is the payload of a "mapper": N children, Conc at a time,
-// each working WorkMS.
+// each working WorkMS; every FailEvery-th child (when positive) fails for
+// good, and the map tolerates TolerateFailPct percent of failures.
 type MapPayload struct {
-	N      int `json:"n"`
-	Conc   int `json:"conc"`
-	WorkMS int `json:"work_ms"`
+	N               int `json:"n"`
+	Conc            int `json:"conc"`
+	WorkMS          int `json:"work_ms"`
+	FailEvery       int `json:"fail_every,omitempty"`
+	TolerateFailPct int `json:"tolerate_pct,omitempty"`
 }
 
 // CallbackPayload is the payload of a task that waits for a callback.

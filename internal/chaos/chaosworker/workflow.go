@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/chaos"
 	"github.com/leasehold/leasehold/workflow"
 )
 
@@ -160,22 +161,25 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 	})
 
 	// "mapper": a workflow.Map of its payload's children ("step"), some
-	// at a time; its result's n is how many succeeded.
-	leasehold.Handle(h, "mapper", func(ctx context.Context, t *leasehold.Task[MapPayload]) (Result, error) {
+	// at a time, every FailEvery-th failing for good; its result is the
+	// map's counts (n: how many succeeded).
+	leasehold.Handle(h, "mapper", func(ctx context.Context, t *leasehold.Task[MapPayload]) (chaos.MapSummary, error) {
 		base := begin(t.ID, t.Fence, t.Attempt)
 		start := base
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
 		ev.write(start)
-		res, err := workflow.Map(ctx, "items", t.Payload.N, func(i int) workflow.Child {
-			return workflow.Child{Kind: "step", Payload: StepPayload{N: i, WorkMS: t.Payload.WorkMS}, MaxAttempts: 20}
-		}, workflow.MapOptions{MaxConcurrency: t.Payload.Conc})
+		p := t.Payload
+		res, err := workflow.Map(ctx, "items", p.N, func(i int) workflow.Child {
+			fail := p.FailEvery > 0 && i%p.FailEvery == p.FailEvery-1
+			return workflow.Child{Kind: "step", Payload: StepPayload{N: i, WorkMS: p.WorkMS, Fail: fail}, MaxAttempts: 20}
+		}, workflow.MapOptions{MaxConcurrency: p.Conc, ToleratedFailurePercentage: p.TolerateFailPct})
 		if err != nil {
-			return Result{}, stop(base, err)
+			return chaos.MapSummary{}, stop(base, err)
 		}
 		end := base
 		end.Event, end.Outcome, end.AtUS = "end", "ok", time.Now().UnixMicro()
 		ev.write(end)
-		return Result{N: res.Succeeded, Fence: t.Fence, Owner: name}, nil
+		return chaos.MapSummary{Succeeded: res.Succeeded, Total: res.Total, Started: res.Started, Failed: res.Failed}, nil
 	})
 
 	// "order": several awaits in one handler: step s0, the children

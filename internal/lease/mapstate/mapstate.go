@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -72,6 +73,10 @@ type Store interface {
 // idPrefix starts every map item's id; the control character keeps task
 // ids out.
 const idPrefix = "\x1emap/"
+
+// IsID reports whether id is a map item's (a group or a page), not a
+// task's: a scan of the table skips it.
+func IsID(id string) bool { return strings.HasPrefix(id, idPrefix) }
 
 // GroupID is the id of group g of the map name of task parent.
 func GroupID(parent, name string, g int) string {
