@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awstest"
+	"github.com/leasehold/leasehold/internal/bench"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/workflow"
 )
@@ -78,7 +79,7 @@ func TestHistoryBeyondTheItemOnTheStack(t *testing.T) {
 			t.Fatalf("%s: %d operations read back (%v), want %d and the sleep last", id, len(all), err, s.N+1)
 		}
 		item := rawItem(t, raw, e.table, id)
-		size := itemBytes(item)
+		size := int(bench.ItemSize(item)) // as DynamoDB counts it: names and values
 		// The head holds at most MaxStepsBytes of results and MaxSteps
 		// names; the rest of the item is a few KB whatever the history.
 		if limit := lease.MaxStepsBytes + lease.MaxSteps*(2*lease.MaxStepNameBytes+16) + 8<<10; !got.Spilled || size > limit {
@@ -112,44 +113,4 @@ func rawItem(t *testing.T, client *dynamodb.Client, table, key string) map[strin
 		t.Fatalf("item %q: %v (found %v)", key, err, len(out.Item) > 0)
 	}
 	return out.Item
-}
-
-// itemBytes is an item's size as DynamoDB counts it: names and values
-// (numbers at their most, 21 bytes; lists and maps with their overhead).
-func itemBytes(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueBytes(v)
-	}
-	return n
-}
-
-func valueBytes(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return 21
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueBytes(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueBytes(e)
-		}
-		return n
-	}
-	return 1
 }

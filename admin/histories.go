@@ -63,9 +63,12 @@ func (a *Admin) Histories(ctx context.Context, kind string, limit int, cursor st
 		for i, t := range page.Tasks {
 			ids[i] = t.ID
 		}
-		tasks, err := a.readTasks(ctx, store, ids)
+		// A page holds at most 100 tasks: one BatchGetItem reads them whole.
+		cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+		tasks, err := store.GetMany(cctx, ids)
+		cancel()
 		if err != nil {
-			return out, "", err
+			return out, "", fmt.Errorf("read %d tasks: %w", len(ids), err)
 		}
 		now := time.Now()
 		for _, t := range tasks {
@@ -94,21 +97,4 @@ func (a *Admin) Histories(ctx context.Context, kind string, limit int, cursor st
 		return out, "", err
 	}
 	return out, base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// readTasks reads the tasks ids whole (steps, payload, wait), one
-// BatchGetItem per 100 under the call timeout each.
-func (a *Admin) readTasks(ctx context.Context, store *dynamo.Store, ids []string) ([]lease.Task, error) {
-	var out []lease.Task
-	for len(ids) > 0 {
-		n := min(len(ids), 100)
-		cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
-		got, err := store.GetMany(cctx, ids[:n])
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("read %d tasks: %w", n, err)
-		}
-		out, ids = append(out, got...), ids[n:]
-	}
-	return out, nil
 }

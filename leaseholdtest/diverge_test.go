@@ -46,12 +46,7 @@ func inFlight(t *testing.T, env *leaseholdtest.Env, d *deploy, kind string) (str
 func TestDivergenceHoldsTheTask(t *testing.T) {
 	for _, ch := range divergingChanges() {
 		t.Run(ch.name, func(t *testing.T) {
-			hs := leasehold.NewHandlers()
-			d, c := &deploy{}, &counter{}
-			leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
-				return ch.code(ctx, d.v.Load(), c)
-			})
-			leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+			hs, d, c := ch.handlers()
 			env := leaseholdtest.New(t, hs)
 			if ch.name == "the awaited callback renamed" {
 				d.v.Store(1)
@@ -110,6 +105,19 @@ type codeChange struct {
 	// code runs the workflow under code version v.
 	code func(ctx context.Context, v int32, c *counter) (string, error)
 	want string // in the held task's error
+}
+
+// handlers registers ch's workflow as the kind "flow", under the code
+// version d selects, counting its side effects in c, and a kind "slow"
+// for its map's children.
+func (ch codeChange) handlers() (*leasehold.Handlers, *deploy, *counter) {
+	hs := leasehold.NewHandlers()
+	d, c := &deploy{}, &counter{}
+	leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
+		return ch.code(ctx, d.v.Load(), c)
+	})
+	leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+	return hs, d, c
 }
 
 // divergingChanges are the changes of TestDivergenceHoldsTheTask (and of

@@ -24,12 +24,7 @@ import (
 func TestReplayPredictsTheHold(t *testing.T) {
 	for _, ch := range divergingChanges() {
 		t.Run(ch.name, func(t *testing.T) {
-			hs := leasehold.NewHandlers()
-			d, c := &deploy{}, &counter{}
-			leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
-				return ch.code(ctx, d.v.Load(), c)
-			})
-			leasehold.Handle(hs, "slow", func(context.Context, *leasehold.Task[struct{}]) (int, error) { return 1, nil })
+			hs, d, c := ch.handlers()
 			env := leaseholdtest.New(t, hs)
 			d.v.Store(1)
 			id := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})

@@ -193,7 +193,7 @@ func (m *Meter) Do(req *http.Request) (*http.Response, error) {
 	if aerr != nil {
 		return resp, nil
 	}
-	base := math.Ceil(math.Max(itemSize(before), itemSize(after)) / 1024)
+	base := math.Ceil(math.Max(ItemSize(before), ItemSize(after)) / 1024)
 	base = math.Max(base, 1)
 	gsi := map[string]float64{}
 	for _, ix := range m.indexes {
@@ -533,7 +533,7 @@ func entryUnits(ix Index, tableKey string, item map[string]types.AttributeValue)
 			entry[a] = v
 		}
 	}
-	return math.Max(1, math.Ceil(itemSize(entry)/1024))
+	return math.Max(1, math.Ceil(ItemSize(entry)/1024))
 }
 
 func sameValue(a, b types.AttributeValue) bool {
@@ -568,10 +568,10 @@ func typeName(v types.AttributeValue) string {
 	return "?"
 }
 
-// itemSize follows DynamoDB's item size rules closely enough for pricing:
+// ItemSize follows DynamoDB's item size rules closely enough for pricing:
 // names and string bytes, numbers by their digits, 3 bytes of overhead per
 // list or map plus one per element.
-func itemSize(item map[string]types.AttributeValue) float64 {
+func ItemSize(item map[string]types.AttributeValue) float64 {
 	n := 0.0
 	for k, v := range item {
 		n += float64(len(k)) + valueSize(v)

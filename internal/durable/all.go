@@ -51,7 +51,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	out, err := stepOf(ctx, "children:"+name, "all "+strconv.Itoa(len(children)), func(context.Context) ([]byte, error) {
 		r := w.results
 		if r != nil && r.Mode == lease.WaitChildren && len(r.Tasks) > 0 && len(r.Tasks) != len(ids) && strings.HasPrefix(r.Tasks[0].ID, childPrefix(w.held.TaskID, name)) {
-			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: describeOp("children:"+name, "all "+strconv.Itoa(len(r.Tasks))) + ", whose children the task waited for", Asked: describeOp("children:"+name, "all "+strconv.Itoa(len(ids)))})
+			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: DescribeOp("children:"+name, "all "+strconv.Itoa(len(r.Tasks))) + ", whose children the task waited for", Asked: DescribeOp("children:"+name, "all "+strconv.Itoa(len(ids)))})
 		}
 		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {
 			return nil, &AwaitChildrenError{Children: children, Timeout: timeout, IDs: ids}

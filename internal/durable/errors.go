@@ -54,7 +54,7 @@ func EndRunSpan(span trace.Span, err error) {
 	if span == nil {
 		return
 	}
-	if suspends(err) {
+	if Suspends(err) {
 		span.SetAttributes(attribute.Bool("leasehold.suspended", true))
 		err = nil
 	}
@@ -64,14 +64,10 @@ func EndRunSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// Suspends reports whether err, a handler's, hands the attempt back to
-// wait rather than failing it (see suspends).
-func Suspends(err error) bool { return suspends(err) }
-
-// suspends reports whether err, a handler's, hands the attempt back to wait
-// (for children, a callback, or a snooze: a sleep or a condition) rather
-// than failing it.
-func suspends(err error) bool {
+// Suspends reports whether err, a handler's, hands the attempt back to wait
+// (for children, a callback, or a snooze: a sleep or a condition) or ends
+// its run (a continue-as-new) rather than failing it.
+func Suspends(err error) bool {
 	if err == nil {
 		return false
 	}

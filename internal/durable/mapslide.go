@@ -100,7 +100,7 @@ func (w *Workflow) slide(ctx context.Context, name, op string, n, c int, item fu
 	next := 0 // the furthest next child of a slot that is not done
 	for i, g := range groups {
 		if g.Shape != op {
-			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d children counted", "map:"+name, g.Shape, g.OK+g.Failed), Asked: describeOp("map:"+name, op)})
+			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d children counted", "map:"+name, g.Shape, g.OK+g.Failed), Asked: DescribeOp("map:"+name, op)})
 		}
 		if i == 0 || g.Produced < produced {
 			produced = g.Produced

@@ -134,7 +134,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 			return w.slide(ctx, name, op, n, size, item, o.MinSuccessful, tolerate)
 		}
 		if note.Shape != "" && note.Shape != op {
-			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d waves counted", "map:"+name, note.Shape, note.Waves), Asked: describeOp("map:"+name, op)})
+			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: fmt.Sprintf("%q (%s), with %d waves counted", "map:"+name, note.Shape, note.Waves), Asked: DescribeOp("map:"+name, op)})
 		}
 		wave := func(k int) (int, int) { return min(k*size, n), min((k+1)*size, n) }
 		// The outcomes of the wave the task waited for, counted once: the

@@ -248,7 +248,7 @@ func (w *Workflow) replay(name, op string) ([]byte, bool, error) {
 	if int(w.pos) < len(w.steps) {
 		rec := w.steps[w.pos]
 		if rec.Name != name || rec.Op != "" && rec.Op != op {
-			w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: describeOp(rec.Name, rec.Op), Asked: describeOp(name, op)}
+			w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: DescribeOp(rec.Name, rec.Op), Asked: DescribeOp(name, op)}
 			return nil, false, w.diverged
 		}
 		w.pos++
@@ -258,7 +258,7 @@ func (w *Workflow) replay(name, op string) ([]byte, bool, error) {
 	if !w.awaited {
 		if awaited := w.awaitedName(); awaited != "" {
 			if name != "children:"+awaited && name != "map:"+awaited {
-				w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: fmt.Sprintf("the await %q of children, which the task waited for", awaited), Asked: describeOp(name, op)}
+				w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: fmt.Sprintf("the await %q of children, which the task waited for", awaited), Asked: DescribeOp(name, op)}
 				return nil, false, w.diverged
 			}
 		}
@@ -269,10 +269,7 @@ func (w *Workflow) replay(name, op string) ([]byte, bool, error) {
 
 // DescribeOp names a step's operation (lease.Step's Name and Op) as a
 // divergence's message does.
-func DescribeOp(name, op string) string { return describeOp(name, op) }
-
-// describeOp names a step's operation for a divergence's message.
-func describeOp(name, op string) string {
+func DescribeOp(name, op string) string {
 	switch {
 	case op == "":
 		return fmt.Sprintf("%q", name)

@@ -160,7 +160,7 @@ func (w *Workflow) Unreplayed() *DivergedError {
 		return nil
 	}
 	rec := w.steps[w.pos]
-	return &DivergedError{Position: int(w.pos) + 1, Recorded: describeOp(rec.Name, rec.Op), Asked: "none: the handler returned"}
+	return &DivergedError{Position: int(w.pos) + 1, Recorded: DescribeOp(rec.Name, rec.Op), Asked: "none: the handler returned"}
 }
 
 // Start sets w for a run of the attempt att, which holds the lease held:
@@ -211,7 +211,7 @@ func (w *Workflow) record(ctx context.Context, pos int, st lease.Step) (lease.St
 	}
 	if got.Name != st.Name || got.Op != "" && got.Op != st.Op {
 		if w.diverged == nil {
-			w.diverged = &DivergedError{Position: pos + 1, Recorded: describeOp(got.Name, got.Op), Asked: describeOp(st.Name, st.Op)}
+			w.diverged = &DivergedError{Position: pos + 1, Recorded: DescribeOp(got.Name, got.Op), Asked: DescribeOp(st.Name, st.Op)}
 		}
 		return lease.Step{}, w.diverged
 	}
@@ -292,7 +292,7 @@ func (w *Workflow) flush(ctx context.Context) error {
 // wait notes that the durable call what returned err: an error that
 // suspends the task is a wait the handler must return. It returns err.
 func (w *Workflow) wait(err error, what string) error {
-	if suspends(err) {
+	if Suspends(err) {
 		w.mu.Lock()
 		if w.asked == "" {
 			w.asked = what

@@ -48,27 +48,18 @@ func (s *Store) CreateGroup(ctx context.Context, g mapstate.Group) (mapstate.Gro
 		return mapstate.Group{}, fmt.Errorf("create map group: %w", err)
 	}
 	g.Version = 1
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
-	defer cancel()
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           &s.table,
-		Item:                                groupItem(g),
-		ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames:            map[string]string{"#id": AttrID},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
+	wrote, had, err := s.putUnless(ctx, groupItem(g), "", nil)
 	switch {
-	case err == nil:
+	case err != nil:
+		return mapstate.Group{}, backendErr("create map group", g.ID, err)
+	case wrote:
 		return g, nil
-	case errors.As(err, &ccf):
-		got, derr := groupFromItem(ccf.Item)
-		if derr != nil {
-			return mapstate.Group{}, derr
-		}
-		return got, lease.ErrAlreadyExists
 	}
-	return mapstate.Group{}, backendErr("create map group", g.ID, err)
+	got, err := groupFromItem(had)
+	if err != nil {
+		return mapstate.Group{}, err
+	}
+	return got, lease.ErrAlreadyExists
 }
 
 // GetGroup implements mapstate.Store: one strongly consistent GetItem.

@@ -30,11 +30,32 @@ func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (
 	}
 	item := itemOf(a)
 	delete(item, AttrListShard)
-	cond := "attribute_not_exists(#id) OR (#parent = :parent AND #status = :succeeded AND #fence <= :fence)"
-	values := map[string]types.AttributeValue{":parent": avS(run.ID), ":succeeded": avS(string(lease.StatusSucceeded)), ":fence": avN(l.Fence)}
+	wrote, had, err := s.putUnless(ctx, item, " OR (#parent = :parent AND #status = :succeeded AND #fence <= :fence)",
+		map[string]types.AttributeValue{":parent": avS(run.ID), ":succeeded": avS(string(lease.StatusSucceeded)), ":fence": avN(l.Fence)})
+	switch {
+	case err != nil:
+		return "", backendErr("archive run", a.ID, err)
+	case wrote:
+		return a.ID, nil
+	}
+	old, derr := decodeOld(had)
+	if derr == nil && old != nil && old.Parent == run.ID && old.Status == lease.StatusSucceeded {
+		return a.ID, nil // archived under a later fence: that one stands
+	}
+	return "", fmt.Errorf("archive run %s: %w: the id is taken by another task", a.ID, lease.ErrConflict)
+}
+
+// putUnless writes item, under the call timeout, where no item has its id
+// or (when more is given, " OR ..." with its values) where the item there
+// meets more, and reports whether it wrote. When the condition fails it
+// returns the item that stood there (nil if it went in between) and no
+// error, so that a first-writer-wins write learns what was written first
+// at no extra read.
+func (s *Store) putUnless(ctx context.Context, item map[string]types.AttributeValue, more string, values map[string]types.AttributeValue) (wrote bool, had map[string]types.AttributeValue, err error) {
+	cond := "attribute_not_exists(#id)" + more
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
 		ConditionExpression:                 &cond,
@@ -45,13 +66,9 @@ func (s *Store) ArchiveRun(ctx context.Context, l lease.Lease, run lease.Task) (
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return a.ID, nil
-	case !errors.As(err, &ccf):
-		return "", backendErr("archive run", a.ID, err)
+		return true, nil, nil
+	case errors.As(err, &ccf):
+		return false, ccf.Item, nil
 	}
-	old, derr := decodeOld(ccf.Item)
-	if derr == nil && old != nil && old.Parent == run.ID && old.Status == lease.StatusSucceeded {
-		return a.ID, nil // archived under a later fence: that one stands
-	}
-	return "", fmt.Errorf("archive run %s: %w: the id is taken by another task", a.ID, lease.ErrConflict)
+	return false, nil, err
 }

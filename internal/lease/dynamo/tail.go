@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -79,28 +78,19 @@ func (s *Store) PutStep(ctx context.Context, id string, pos int, st lease.Step) 
 	if s.opts.Retention > 0 {
 		item[AttrExpiresAt] = avN(s.now().Add(s.opts.Retention + lease.SpilledStepHorizon).Unix())
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
-	defer cancel()
-	_, err := s.client.PutItem(cctx, &dynamodb.PutItemInput{
-		TableName:                           &s.table,
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames:            map[string]string{"#id": AttrID},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
+	wrote, had, err := s.putUnless(ctx, item, "", nil)
 	switch {
-	case err == nil:
+	case err != nil:
+		return lease.Step{}, backendErr("put step", id, err)
+	case wrote:
 		return st, nil
-	case errors.As(err, &ccf):
-		// The first writer's, or this call's own whose response was lost.
-		had, err := stepFromItem(ccf.Item)
-		if err != nil {
-			return lease.Step{}, backendErr("put step", id, err)
-		}
-		return had, nil
 	}
-	return lease.Step{}, backendErr("put step", id, err)
+	// The first writer's, or this call's own whose response was lost.
+	first, err := stepFromItem(had)
+	if err != nil {
+		return lease.Step{}, backendErr("put step", id, err)
+	}
+	return first, nil
 }
 
 // ReadSteps implements lease.Store: one BatchGetItem, strongly consistent
