@@ -80,6 +80,11 @@ CHAOS_CI_FLOW_TASKS ?= 100
 # own allocations, and drops sync.Pool items at random).
 ALLOC_TESTS = ^(TestProcessInlineAllocs|TestScanTakesEncodedTokens)$$
 ALLOC_PKGS = ./internal/lifecycle ./internal/token
+# Scale tests: a map of 100,000 children in memory. The race detector makes
+# it 85 s instead of 12 (its paths run under the detector at 10,000), so it
+# runs on its own without it, in make test and make bench.
+SCALE_TESTS = ^TestEnvMapHundredThousand$$
+SCALE_PKGS = ./leaseholdtest
 
 test: stack-up check-template ## template checks, then vet + all tests with -race, chaos, lint and short fuzzing against the local stack
 	@$(WITH_STACK) $(GO) vet ./... && \
@@ -90,6 +95,7 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
 	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
+	  step "scale (a map of 100,000 children in memory, without the race detector)" $(GO) test -count=1 -run '$(SCALE_TESTS)' $(SCALE_PKGS); \
 	  step "throughput ratios (the emulator-free simulation, without the race detector)" $(GO) test -count=1 -run '^TestThroughputSimRatio$$' .; \
 	  step "chaos test ($(CHAOS_CI_TASKS) tasks, then flow control with $(CHAOS_CI_FLOW_TASKS))" env LEASEHOLD_CHAOS=1 LEASEHOLD_CHAOS_TASKS=$(CHAOS_CI_TASKS) \
 	    LEASEHOLD_CHAOS_FLOW_TASKS=$(CHAOS_CI_FLOW_TASKS) LEASEHOLD_CHAOS_DIR=$(CURDIR)/.stack/chaos \
@@ -126,6 +132,8 @@ bench: stack-up ## micro-benchmarks, then calls, write units and cost per task o
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... ./internal/eventsource > .stack/bench/micro.txt && cat .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSim$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 200x ./functions/worker | tee -a .stack/bench/micro.txt
+	@$(GO) test -count=1 -v -run '$(SCALE_TESTS)' $(SCALE_PKGS) > .stack/bench/scale.txt; rc=$$?; \
+	  grep -E 'map of|^(ok|FAIL|--- )' .stack/bench/scale.txt | tee -a .stack/bench/micro.txt; exit $$rc
 	@$(WITH_STACK) LEASEHOLD_BENCH_OUT=$(CURDIR)/docs/performance.md LEASEHOLD_BENCH_CHART=$(CURDIR)/docs/performance.png LEASEHOLD_BENCH_MICRO=$(CURDIR)/.stack/bench/micro.txt \
 	  LEASEHOLD_BENCH_TASKS=$(BENCH_TASKS) LEASEHOLD_BENCH_WORKFLOWS=$(BENCH_WORKFLOWS) LEASEHOLD_BENCH_MAP_CHILDREN=$(BENCH_MAP_CHILDREN) LEASEHOLD_BENCH_THROUGHPUT=$(BENCH_THROUGHPUT) $(GO) test -count=1 -timeout 15m -run '^TestCost$$' -v ./internal/bench
 

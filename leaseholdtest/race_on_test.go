@@ -1,0 +1,6 @@
+//go:build race
+
+package leaseholdtest_test
+
+// raceEnabled: the tests run under the race detector.
+const raceEnabled = true
