@@ -62,6 +62,11 @@ check-template: ## sam validate --lint, cfn-lint, checkov and an offline sam bui
 # cancellation within one renewal period) never share the emulator with them.
 LOAD_TESTS := TestBulkEnqueue5000ThenListAll|TestClientEnqueueManyThousands|TestEnqueueThousands
 LOAD_PKGS  := . ./cmd/leasehold ./internal/dispatch
+# Tests marked t.Parallel that run at once in a package. Most stack tests
+# wait on the emulators rather than use the CPU: at 4 instead of the 2 cores'
+# default the root package took 150 s instead of 236 s on a loaded machine,
+# with no failure.
+TEST_PARALLEL ?= 4
 
 # Every step always runs, so a failure in one never hides another's result;
 # the target fails if any did, and says which. The steps: finding (or
@@ -92,7 +97,7 @@ test: stack-up check-template ## template checks, then vet + all tests with -rac
 	  step() { local name=$$1 start=$$SECONDS; shift; echo "== $$name"; \
 	    if "$$@"; then echo "== $$name: passed in $$((SECONDS - start))s"; else echo "== $$name: FAILED after $$((SECONDS - start))s"; failed="$$failed, $$name"; fi; }; \
 	  step "chromium for the browser test (scripts/chromium.sh)" scripts/chromium.sh; \
-	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
+	  step "go test (all but the bulk tests)" $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 15m -skip '^($(LOAD_TESTS))$$' ./...; \
 	  step "go test (bulk tests, on their own)" $(GO) test -race -count=1 -timeout 10m -run '^($(LOAD_TESTS))$$' $(LOAD_PKGS); \
 	  step "allocation ceilings (without the race detector, which allocates on its own)" $(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS); \
 	  step "scale (a map of 100,000 children in memory, without the race detector)" $(GO) test -count=1 -run '$(SCALE_TESTS)' $(SCALE_PKGS); \
