@@ -398,12 +398,19 @@ func (h *harness) runWorkflows(w shape, n int) workflowResult {
 	return workflowResult{w: w, n: n, counts: counts, empty: h.empty, delivered: h.delivered}
 }
 
-// drainUntil polls through the metered worker until done holds.
+// drainUntil polls through the metered worker until done holds. It gives
+// up only when no message has been acknowledged for 90 s (scaled): a map of
+// 1,000 children takes thousands of messages, as long as a loaded machine
+// needs for them, and a stall is what it must catch.
 func (h *harness) drainUntil(name string, done func() bool) {
-	deadline := time.Now().Add(awstest.Scale(90 * time.Second))
+	stall := awstest.Scale(90 * time.Second)
+	deadline, acked := time.Now().Add(stall), h.acked
 	for !done() {
+		if h.acked != acked {
+			deadline, acked = time.Now().Add(stall), h.acked
+		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not done after %d messages acknowledged", name, h.acked)
+			h.t.Fatalf("%s: not done after %d messages acknowledged, none for %s", name, h.acked, stall)
 		}
 		h.pollCounted()
 	}
