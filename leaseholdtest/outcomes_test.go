@@ -171,3 +171,46 @@ func TestEnvMapOutcomesOfAnotherResult(t *testing.T) {
 		t.Errorf("lost: %s in attempt %d (%q), want FAILED at once with the reason", got.Status, got.Attempt, got.Error)
 	}
 }
+
+// A child's result over 64 KiB is kept in the payload bucket, its record
+// holding a reference: Outcomes reads the value back for the handler.
+func TestEnvMapOutcomesReadLargeResultsBack(t *testing.T) {
+	t.Parallel()
+	var lens []int
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "big", func(ctx context.Context, task *leasehold.Task[int]) (string, error) {
+		return strings.Repeat("r", task.Payload), nil
+	})
+	leasehold.Handle(hs, "fanin", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		res, err := workflow.Map(ctx, "parts", 3, func(i int) workflow.Child {
+			return workflow.Child{Kind: "big", Payload: []int{10, 200 << 10, 20}[i]}
+		}, workflow.MapOptions{})
+		if err != nil {
+			return 0, err
+		}
+		lens = lens[:0]
+		for o, err := range res.Outcomes(ctx) {
+			if err != nil {
+				return 0, err
+			}
+			var s string
+			if err := json.Unmarshal(o.Result, &s); err != nil {
+				return 0, fmt.Errorf("%s: %w", o.ID, err)
+			}
+			lens = append(lens, len(s))
+		}
+		return len(lens), nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "fanin", MaxAttempts: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded {
+		t.Fatalf("fanin: %s (%q)", got.Status, got.Error)
+	}
+	if _, stored, err := env.StoredPayload(workflow.ChildIDIn(id, "parts", 1)); err != nil || len(stored) > 1<<10 {
+		t.Fatalf("the large child's record keeps %d bytes of result (%v), want a reference", len(stored), err)
+	}
+	if want := []int{10, 200 << 10, 20}; fmt.Sprint(lens) != fmt.Sprint(want) {
+		t.Errorf("read results of %v bytes, want %v", lens, want)
+	}
+}
