@@ -83,7 +83,8 @@ type Child struct {
 // A name is 1 to 32 letters, digits, '-', '_' or '.', starting with a
 // letter. Child i gets the id ChildIDIn(parent, name, i). One await spawns
 // 1 to 100 children; their results together must fit a step (64 KiB for
-// all of a task's steps), so keep them small. The wait lasts at most the
+// all of a task's steps), so keep them small: a larger fan-in is a Map,
+// its results read a page at a time with MapResult.Outcomes. The wait lasts at most the
 // worker's WaitTimeout (default 7 days), after which the task fails; see
 // AllWithin.
 func All(ctx context.Context, name string, children ...Child) ([]Outcome, error) {
