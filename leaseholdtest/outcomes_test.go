@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -212,5 +213,64 @@ func TestEnvMapOutcomesReadLargeResultsBack(t *testing.T) {
 	}
 	if want := []int{10, 200 << 10, 20}; fmt.Sprint(lens) != fmt.Sprint(want) {
 		t.Errorf("read results of %v bytes, want %v", lens, want)
+	}
+}
+
+// The docs' pattern: the outcomes folded inside a Step, then a sleep. The
+// run after the sleep replays the step's total without reading the
+// children again, and the map ended once.
+func TestEnvMapOutcomesFoldedInAStep(t *testing.T) {
+	t.Parallel()
+	var (
+		env         *leaseholdtest.Env
+		folds, runs int
+		readsAfter  []int
+	)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "one", func(ctx context.Context, task *leasehold.Task[int]) (int, error) { return task.Payload, nil })
+	leasehold.Handle(hs, "fanin", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		runs++
+		res, err := workflow.Map(ctx, "parts", 250, func(i int) workflow.Child {
+			return workflow.Child{Kind: "one", Payload: i}
+		}, workflow.MapOptions{MaxConcurrency: 25})
+		if err != nil {
+			return 0, err
+		}
+		total, err := workflow.Step(ctx, "total", func(ctx context.Context) (int, error) {
+			folds++
+			sum := 0
+			for o, err := range res.Outcomes(ctx) {
+				if err != nil {
+					return 0, err
+				}
+				var v int
+				if err := json.Unmarshal(o.Result, &v); err != nil {
+					return 0, err
+				}
+				sum += v
+			}
+			return sum, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := workflow.Sleep(ctx, time.Hour); err != nil {
+			reads, _ := env.ManyReads()
+			readsAfter = append(readsAfter, reads)
+			return 0, err
+		}
+		if reads, _ := env.ManyReads(); len(readsAfter) != 1 || reads != readsAfter[0] {
+			return 0, fmt.Errorf("batched reads %d after the sleep, %v before it: the replay read the children again", reads, readsAfter)
+		}
+		return total, nil
+	})
+	env = leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "fanin", MaxAttempts: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != fmt.Sprint(250*249/2) {
+		t.Fatalf("fanin: %s %s (%q), want SUCCEEDED %d", got.Status, got.Result, got.Error, 250*249/2)
+	}
+	if folds != 1 {
+		t.Errorf("the outcomes were folded %d times in %d runs, want once", folds, runs)
 	}
 }
