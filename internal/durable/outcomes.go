@@ -75,7 +75,10 @@ func OutcomesOf(ctx context.Context, name string) iter.Seq2[ChildOutcome, error]
 			}
 			var page []lease.Task
 			if len(ids) > 0 {
-				if page, err = w.att.ReadTasks(ctx, ids); err != nil {
+				if page, err = w.att.ReadTasks(ctx, ids); err == nil && len(page) != len(ids) {
+					err = fmt.Errorf("%d tasks read for %d ids", len(page), len(ids))
+				}
+				if err != nil {
 					yield(ChildOutcome{}, fmt.Errorf("map %q: read children %d to %d: %w", name, from, to-1, err))
 					return
 				}
