@@ -40,6 +40,13 @@ func (e *Env) DuplicateSends(dup func(id string) bool) {
 	e.queue.duplicate = dup
 }
 
+// ManyReads counts the batched reads (GetMany) the Env's store has made,
+// and the most ids one of them took.
+func (e *Env) ManyReads() (calls, mostIDs int) {
+	c := e.store.Calls()
+	return c.ManyReads, c.ManyMostIDs
+}
+
 // WriteCalls counts the writes the Env's store has made.
 func (e *Env) WriteCalls() int { return e.store.Calls().Writes }
 
@@ -58,3 +65,7 @@ func (e *Env) SentTaskID(id string) bool {
 	defer e.queue.mu.Unlock()
 	return e.queue.sent[id]
 }
+
+// ExpireTask removes the finished task id, as the table's TTL does once
+// its retention has passed, and reports whether it did.
+func (e *Env) ExpireTask(id string) bool { return e.store.Expire(id) }

@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"reflect"
 	"time"
 
@@ -82,7 +83,8 @@ type Child struct {
 // A name is 1 to 32 letters, digits, '-', '_' or '.', starting with a
 // letter. Child i gets the id ChildIDIn(parent, name, i). One await spawns
 // 1 to 100 children; their results together must fit a step (64 KiB for
-// all of a task's steps), so keep them small. The wait lasts at most the
+// all of a task's steps), so keep them small: a larger fan-in is a Map,
+// its results read a page at a time with MapResult.Outcomes. The wait lasts at most the
 // worker's WaitTimeout (default 7 days), after which the task fails; see
 // AllWithin.
 func All(ctx context.Context, name string, children ...Child) ([]Outcome, error) {
@@ -143,6 +145,54 @@ type MapResult struct {
 	// Failures are the first failed children (at most 5), with their
 	// errors.
 	Failures []Outcome
+
+	// name is the map's, for Outcomes; "" in a MapResult that Map did not
+	// return.
+	name string
+}
+
+// Outcomes yields the outcomes of the map's children, child 0 first, one
+// at a time: the map's whole fan-in, however large, is read in pages of
+// 100 children (one DynamoDB BatchGetItem each, a large result read back
+// from the payload bucket), and never more than one page is held. Call it
+// in the run where Map returned r (from r, or from a *MapFailedError's
+// Result), after Map:
+//
+//	total := 0
+//	for o, err := range res.Outcomes(ctx) {
+//		if err != nil {
+//			return nil, err
+//		}
+//		var v int
+//		if err := json.Unmarshal(o.Result, &v); err == nil {
+//			total += v
+//		}
+//	}
+//
+// A child the map never started (its completion policy stopped it first)
+// has the status NOT_STARTED and is not read; a child whose record expired
+// is EXPIRED. Reading records nothing: the children have all ended and
+// their records do not change, so every run reads the same outcomes, but
+// a record that expires between two runs reads EXPIRED in the later one;
+// a handler whose decision must outlive that folds the outcomes inside a
+// Step (docs/workflows.md, "Reading 10,000 results"). An error (a read
+// that failed) ends the sequence; returning it retries the attempt.
+func (r MapResult) Outcomes(ctx context.Context) iter.Seq2[Outcome, error] {
+	return func(yield func(Outcome, error) bool) {
+		if r.name == "" {
+			yield(Outcome{}, leasehold.Fail(errors.New("workflow: MapResult.Outcomes of a MapResult that workflow.Map did not return")))
+			return
+		}
+		for o, err := range durable.OutcomesOf(ctx, r.name) {
+			if err != nil {
+				yield(Outcome{}, err)
+				return
+			}
+			if !yield(Outcome{ID: o.ID, Status: leasehold.Status(o.Status), Result: o.Result, Error: o.Error}, nil) {
+				return
+			}
+		}
+	}
 }
 
 // MapFailedError is Map's error when more children failed than
@@ -182,8 +232,8 @@ func (e *MapFailedError) Error() string {
 //		return nil, err // waiting, or *MapFailedError
 //	}
 //
-// Child i gets the id ChildIDIn(parent, name, i); ReadOutcomes reads
-// their results. item must return the same child for the same i in every
+// Child i gets the id ChildIDIn(parent, name, i); MapResult.Outcomes
+// reads their results, a page of 100 at a time. item must return the same child for the same i in every
 // run (build it from the payload and recorded steps).
 func Map(ctx context.Context, name string, n int, item func(i int) Child, opts MapOptions) (MapResult, error) {
 	raw, err := durable.MapOf(ctx, name, n, func(i int) (durable.Child, error) {
@@ -206,7 +256,7 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 	if err := json.Unmarshal(raw, &sum); err != nil {
 		return MapResult{}, leasehold.Fail(fmt.Errorf("map %q: recorded summary does not decode: %w", name, err))
 	}
-	r := MapResult{Total: sum.Total, Started: sum.Started, Succeeded: sum.Succeeded, Failed: sum.Failed, Stopped: sum.Stopped, Failures: sum.Failures}
+	r := MapResult{Total: sum.Total, Started: sum.Started, Succeeded: sum.Succeeded, Failed: sum.Failed, Stopped: sum.Stopped, Failures: sum.Failures, name: name}
 	if r.Stopped == durable.MapStoppedFailures {
 		do := durable.MapOptions{ToleratedFailures: opts.ToleratedFailures, ToleratedFailurePercentage: opts.ToleratedFailurePercentage}
 		return r, leasehold.Fail(&MapFailedError{Name: name, Tolerated: do.Tolerated(n), Result: r})
@@ -215,9 +265,11 @@ func Map(ctx context.Context, name string, n int, item func(i int) Child, opts M
 }
 
 // ReadOutcomes reads the tasks ids (a map's children, say:
-// ChildIDIn(parent, name, i)) from inside a handler, one read each, and
-// returns their outcomes in the order given; a task that no longer exists
-// (its record expired) is EXPIRED.
+// ChildIDIn(parent, name, i)) from inside a handler, 100 to a read (one
+// DynamoDB BatchGetItem), and returns their outcomes in the order given;
+// a task that no longer exists (its record expired) is EXPIRED. It holds
+// them all in one slice: for a map's whole fan-in, MapResult.Outcomes
+// reads one page at a time.
 func ReadOutcomes(ctx context.Context, ids ...string) ([]Outcome, error) {
 	raw, err := durable.ReadOutcomesOf(ctx, ids)
 	if err != nil {

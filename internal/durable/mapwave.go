@@ -192,8 +192,10 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 }
 
 // ReadOutcomesOf reads the tasks ids from inside a handler (a map's
-// children, say), one GetItem each: their outcomes as JSON (as AllOf
-// records them); a task that does not exist (expired) is EXPIRED.
+// children, say), 100 to a call (Attempt.ReadTasks: one BatchGetItem each
+// on DynamoDB): their outcomes as JSON (as AllOf records them); a task
+// that does not exist (expired) is EXPIRED. OutcomesOf reads a map's
+// children a page at a time instead of all at once.
 func ReadOutcomesOf(ctx context.Context, ids []string) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {

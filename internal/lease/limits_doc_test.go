@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/metadata"
 )
@@ -34,6 +35,7 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		"lease.MaxWaiters":           lease.MaxWaiters,
 		"lease.MaxAttemptsLimit":     lease.MaxAttemptsLimit,
 		"lease.MaxItemBytes":         lease.MaxItemBytes,
+		"durable.OutcomesPage":       durable.OutcomesPage,
 		"metadata.MaxEntries":        metadata.MaxEntries,
 		"metadata.MaxKeyBytes":       metadata.MaxKeyBytes,
 		"metadata.MaxValueBytes":     metadata.MaxValueBytes,
@@ -49,7 +51,7 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		if len(cells) < 5 {
 			continue
 		}
-		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") {
+		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") && !strings.HasPrefix(constant, "`durable.") {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[3]), "`")

@@ -60,6 +60,10 @@ type listing struct {
 type Calls struct {
 	Writes int
 	Reads  int
+	// ManyReads counts the GetMany calls (each also counts in Reads), and
+	// ManyMostIDs is the most ids one of them took: what the DynamoDB
+	// store reads in BatchGetItem calls of up to 100 keys.
+	ManyReads, ManyMostIDs int
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -452,6 +456,8 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error)
 	if err := s.begin(ctx, false); err != nil {
 		return nil, err
 	}
+	s.calls.ManyReads++
+	s.calls.ManyMostIDs = max(s.calls.ManyMostIDs, len(ids))
 	found := make(map[string]lease.Task, len(ids))
 	for _, id := range ids {
 		if rec, ok := s.tasks[id]; ok {
