@@ -124,11 +124,14 @@ func (p StepPolicy) delay(failed int) time.Duration {
 
 // Pauser is an Attempt that waits out a step's short delay between tries
 // itself (the executor: on its clock, or not at all for a test's fake
-// clock, which nothing moves while a handler runs). An Attempt without it
-// waits on its Clock.
+// clock, which nothing moves while a handler runs, and not past its
+// handler's deadline). An Attempt without it waits on its Clock, within
+// ctx's deadline.
 type Pauser interface {
-	// Pause returns after d, or with ctx's cause when ctx ends first.
-	Pause(ctx context.Context, d time.Duration) error
+	// Pause returns true after d, or with ctx's cause when ctx ends
+	// first; false at once when it will not wait so long (the step then
+	// snoozes durably).
+	Pause(ctx context.Context, d time.Duration) (bool, error)
 }
 
 // tryError marks an error of the step's function (a failed try), as
@@ -271,11 +274,14 @@ func (w *Workflow) afterFailure(ctx context.Context, name string, p StepPolicy, 
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: all %d tries failed, the last: %w", name, p.MaxAttempts, err)}, true
 	}
 	d := p.delay(failed)
-	if d <= MaxInProcessDelay && fitsDeadline(ctx, d) {
-		if err := w.pause(ctx, d); err != nil {
+	if d <= MaxInProcessDelay {
+		waited, err := w.pause(ctx, d)
+		if err != nil {
 			return nil, fmt.Errorf("step %q: waiting for try %d: %w", name, failed+1, err), true
 		}
-		return nil, nil, false
+		if waited {
+			return nil, nil, false
+		}
 	}
 	clock := w.att.Clock()
 	at := clock.Now().Add(d)
@@ -306,26 +312,23 @@ func (w *Workflow) stepSnooze(name string, failed int, p StepPolicy, at time.Tim
 	}, fmt.Sprintf("the retry of step %q", name))
 }
 
-// fitsDeadline reports whether a wait of d ends well before ctx's
-// deadline, if it has one.
-func fitsDeadline(ctx context.Context, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > 2*d
-}
-
 // pause waits d between two tries, with the Attempt's Pauser or on its
-// clock.
-func (w *Workflow) pause(ctx context.Context, d time.Duration) error {
+// clock; false (no wait) when the wait and as long again would run past
+// ctx's deadline.
+func (w *Workflow) pause(ctx context.Context, d time.Duration) (bool, error) {
 	if p, ok := w.att.(Pauser); ok {
 		return p.Pause(ctx, d)
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*d {
+		return false, nil
 	}
 	t := w.att.Clock().NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.Chan():
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return true, context.Cause(ctx)
 	}
 }
 
