@@ -318,3 +318,37 @@ func equalCounts(got, want map[string]int) bool {
 	}
 	return true
 }
+
+// What a policy costs in writes, against the same step without one: a try
+// retried in the process writes nothing; at most once writes each try's
+// start.
+func TestStepPolicyWrites(t *testing.T) {
+	writes := func(policy []workflow.StepPolicy, fails int) int {
+		t.Helper()
+		hs := leasehold.NewHandlers()
+		n := 0
+		leasehold.Handle(hs, "one", func(ctx context.Context, _ *leasehold.Task[struct{}]) (int, error) {
+			return workflow.Step(ctx, "s", func(context.Context) (int, error) {
+				if n++; n <= fails {
+					return 0, errFlaky
+				}
+				return n, nil
+			}, policy...)
+		})
+		env := leaseholdtest.New(t, hs)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "one"})
+		before := env.WriteCalls()
+		mustRun(t, env)
+		if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded {
+			t.Fatalf("task: %s (%q)", got.Status, got.Error)
+		}
+		return env.WriteCalls() - before
+	}
+	plain := writes(nil, 0)
+	if got := writes([]workflow.StepPolicy{{MaxAttempts: 3}}, 2); got != plain {
+		t.Errorf("two tries retried in the process: %d writes, want %d as without a policy", got, plain)
+	}
+	if got := writes([]workflow.StepPolicy{{MaxAttempts: 3, AtMostOnce: true}}, 2); got != plain+3 {
+		t.Errorf("three tries at most once: %d writes, want %d (+1 per try)", got, plain+3)
+	}
+}
