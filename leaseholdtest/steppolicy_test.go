@@ -352,3 +352,34 @@ func TestStepPolicyWrites(t *testing.T) {
 		t.Errorf("three tries at most once: %d writes, want %d (+1 per try)", got, plain+3)
 	}
 }
+
+// A deploy under a task whose step snoozed for its next try: code that
+// drops the step's policy diverges at the try record (the task is held,
+// nothing runs), and the policy's code back resumes it at try 2.
+func TestStepPolicyDroppedUnderATaskInFlight(t *testing.T) {
+	d := &deploy{}
+	c := &counter{}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (int, error) {
+		var policy []workflow.StepPolicy
+		if d.v.Load() == 1 {
+			policy = append(policy, workflow.StepPolicy{MaxAttempts: 3, Initial: time.Hour})
+		}
+		return workflow.Step(ctx, "flaky", func(context.Context) (int, error) {
+			c.add("flaky")
+			if c.get("flaky") == 1 {
+				return 0, errFlaky
+			}
+			return 7, nil
+		}, policy...)
+	})
+	env := leaseholdtest.New(t, hs)
+	id, _ := inFlight(t, env, d, "flow")
+	checkHeld(t, env, id, `recorded step retry "flaky#retry1", the code asked for step int "flaky"`, c, map[string]int{"flaky": 1})
+	d.v.Store(1)
+	mustRun(t, env)
+	got := checkDone(t, env, id, c, map[string]int{"flaky": 2})
+	if names := strings.Join(got.StepNames(), " "); names != "flaky#retry1 flaky" {
+		t.Errorf("history %s, want flaky#retry1 flaky", names)
+	}
+}
