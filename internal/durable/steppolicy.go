@@ -197,8 +197,8 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 	}
 	clock := w.att.Clock()
 	if st.cut {
-		if out, err, done := w.afterFailure(ctx, name, p, st.failed, fmt.Errorf("try %d: %w", st.failed, ErrStepInterrupted)); done {
-			return out, err
+		if err := w.afterFailure(ctx, name, p, st.failed, fmt.Errorf("try %d: %w", st.failed, ErrStepInterrupted)); err != nil {
+			return nil, err
 		}
 	} else if st.next.After(clock.Now()) {
 		// Resumed before the try is due (an early delivery): sleep on.
@@ -227,8 +227,8 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 			// deadline): the attempt is over, not the try.
 			return nil, te.err
 		}
-		if out, err, done := w.afterFailure(ctx, name, p, try, te.err); done {
-			return out, err
+		if err := w.afterFailure(ctx, name, p, try, te.err); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -262,25 +262,25 @@ func runTry(ctx context.Context, name string, try int, timeout time.Duration, fn
 }
 
 // afterFailure decides what follows the failed-th failed try of the step
-// name, whose error is err: done with the error that fails the task when
-// the policy retries no more, done with a snooze (after recording the next
-// try's time) when the delay is too long to wait here, and not done after
-// waiting the delay here.
-func (w *Workflow) afterFailure(ctx context.Context, name string, p StepPolicy, failed int, err error) ([]byte, error, bool) {
+// name, whose error is err, and returns the error that ends the step: the
+// one that fails the task when the policy retries no more, or a snooze
+// (after recording the next try's time) when the delay is too long to
+// wait here; nil, after waiting the delay here, for the next try.
+func (w *Workflow) afterFailure(ctx context.Context, name string, p StepPolicy, failed int, err error) error {
 	if p.Retry != nil && !p.Retry(err) {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: try %d of %d failed, and its policy does not retry the error: %w", name, failed, p.MaxAttempts, err)}, true
+		return &PermanentError{Err: fmt.Errorf("step %q: try %d of %d failed, and its policy does not retry the error: %w", name, failed, p.MaxAttempts, err)}
 	}
 	if failed >= p.MaxAttempts {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: all %d tries failed, the last: %w", name, p.MaxAttempts, err)}, true
+		return &PermanentError{Err: fmt.Errorf("step %q: all %d tries failed, the last: %w", name, p.MaxAttempts, err)}
 	}
 	d := p.delay(failed)
 	if d <= MaxInProcessDelay {
 		waited, err := w.pause(ctx, d)
 		if err != nil {
-			return nil, fmt.Errorf("step %q: waiting for try %d: %w", name, failed+1, err), true
+			return fmt.Errorf("step %q: waiting for try %d: %w", name, failed+1, err)
 		}
 		if waited {
-			return nil, nil, false
+			return nil
 		}
 	}
 	clock := w.att.Clock()
@@ -294,13 +294,13 @@ func (w *Workflow) afterFailure(ctx context.Context, name string, p StepPolicy, 
 		return json.Marshal(retryNote{At: at.UnixMilli(), Error: msg})
 	}, false)
 	if rerr != nil {
-		return nil, rerr, true
+		return rerr
 	}
 	var note retryNote
 	if err := json.Unmarshal(raw, &note); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded retry %q does not decode: %w", rec, raw, err)}, true
+		return &PermanentError{Err: fmt.Errorf("step %q: recorded retry %q does not decode: %w", rec, raw, err)}
 	}
-	return nil, w.stepSnooze(name, failed, p, time.UnixMilli(note.At), msg), true
+	return w.stepSnooze(name, failed, p, time.UnixMilli(note.At), msg)
 }
 
 // stepSnooze is the snooze until the next try of the step name is due.
