@@ -79,7 +79,9 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // goroutine of its own. Its methods are safe for concurrent use, except
 // that Run must not be called from a handler (it returns an error) and a
 // handler must not wait on the fake clock (nothing advances it while a
-// handler runs).
+// handler runs): the short delay a workflow.StepPolicy waits between two
+// tries in the handler takes no time here, and a long one moves the fake
+// clock, as a sleep does.
 type Env struct {
 	t        testing.TB
 	ctx      context.Context

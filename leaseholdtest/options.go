@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/claimcheck"
@@ -82,6 +83,9 @@ func (e *Env) executorConfig(cfg leasehold.WorkerConfig) lifecycle.Config {
 	lc.Claims = &claimcheck.Checker{Blobs: e.blobs}
 	lc.Queues = names{}
 	lc.Observer = observer{e}
+	// A step's short delays between tries take no time: nothing moves the
+	// fake clock while a handler runs.
+	lc.Pause = func(ctx context.Context, _ time.Duration) error { return context.Cause(ctx) }
 	handlers := lc.Handlers
 	lc.Handlers = func(kind string) (lifecycle.Handler, bool) {
 		h, ok := handlers(kind)

@@ -383,19 +383,27 @@ func outcomes(ctx context.Context, mode lease.WaitMode) ([]Outcome, bool) {
 // lease where it left off, as a durable function does. An error of fn
 // records nothing and is returned as it is.
 //
+// Given a StepPolicy, Step tries fn under it instead: a failed try is
+// tried again after the policy's delay, in this run where the delay is
+// short, after a durable snooze otherwise, and the step fails the task
+// when its tries run out (see StepPolicy). Its result is recorded as
+// without a policy, so adding a policy to a step is no divergence; a
+// policy's try records (at most once, or a long delay) come before it,
+// so dropping a policy is one for a task that recorded some.
+//
 // Step names must be unique within a task and stable across attempts. A
 // name is checked before fn runs: an invalid name, or one this run already
 // called (and whose call did not fail), fails the task without running fn.
 // Results are JSON, at most 64 KiB in all (see docs/limits.md), and stay in
 // the task's item: every later write of the item is priced by its size, so
 // keep them small (store big ones elsewhere and record their keys).
-func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error), policy ...StepPolicy) (T, error) {
 	var zero T
 	// The step's identity is its name and its result's type: a replay
 	// that finds another name, or another type, at the step's position
 	// has diverged from the task's history.
 	op := durable.OpStep + " " + reflect.TypeFor[T]().String()
-	raw, err := durable.StepAs(ctx, name, op, func(ctx context.Context) ([]byte, error) {
+	run := func(ctx context.Context) ([]byte, error) {
 		v, err := fn(ctx)
 		if err != nil {
 			return nil, err
@@ -405,7 +413,17 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 			return nil, leasehold.Fail(fmt.Errorf("step %q: result does not encode as JSON: %w", name, err))
 		}
 		return b, nil
-	})
+	}
+	var raw []byte
+	var err error
+	switch len(policy) {
+	case 0:
+		raw, err = durable.StepAs(ctx, name, op, run)
+	case 1:
+		raw, err = durable.StepPolicyOf(ctx, name, op, durable.StepPolicy(policy[0]), run)
+	default:
+		return zero, leasehold.Fail(fmt.Errorf("step %q: %d policies, want at most one", name, len(policy)))
+	}
 	if err != nil {
 		return zero, err
 	}

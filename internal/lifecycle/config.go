@@ -127,7 +127,12 @@ type Config struct {
 	// can still run. Set it at most the queue's maxReceiveCount minus 2.
 	ReplaceAtReceiveCount int
 
-	Clock  clockwork.Clock
+	Clock clockwork.Clock
+	// Pause, if set, waits out a step's short delay between two tries in
+	// the handler's process (durable.Pauser) instead of Clock: a test's
+	// fake clock does not move while a handler runs, so leaseholdtest's
+	// Env passes one that takes no time.
+	Pause  func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger
 	// Observer, if set, hears about task events (metrics).
 	Observer Observer

@@ -213,6 +213,12 @@ type runRecord struct {
 	// finished: the handler returned (false: abandoned at the deadline),
 	// and handlerResult may be read.
 	finished bool
+	// deadlineMS is when the handler's context ends for the invocation's
+	// deadline (less DeadlineMargin), in milliseconds after startedAt (at
+	// least 1, at most the int32's bound); 0 for none. Set before the
+	// handler starts; Pause reads it. (An int32 in the record's padding:
+	// the record stays in its size class.)
+	deadlineMS int32
 }
 
 // flowState is an execution's workflow state: the handler context's view,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"sync/atomic"
@@ -98,6 +99,10 @@ func (x *execution) runClaimed(ctx context.Context) State {
 
 	x.running.handlerDone = make(chan struct{})
 	x.running.startedAt = x.cfg.Clock.Now()
+	if dl, ok := ctx.Deadline(); ok {
+		ms := dl.Add(-x.cfg.DeadlineMargin).Sub(x.running.startedAt).Milliseconds()
+		x.running.deadlineMS = int32(min(max(ms, 1), math.MaxInt32))
+	}
 	x.running.handlerStarted.Add(1)
 	go x.runHandler()
 	return StateRunning
