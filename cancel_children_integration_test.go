@@ -118,3 +118,63 @@ func (e *stackEnv) queueEmpty(t *testing.T, url string) bool {
 	}
 	return true
 }
+
+// TestCancelledMapStopsOnTheStack: a sliding map of 60, 5 at a time, is
+// cancelled after 15 of its children ran. The children whose tokens are
+// on the queue then are CANCELLED (placeholders naming the parent), none
+// runs, no child ends by starting another, and the queue drains with the
+// parent CANCELLED.
+func TestCancelledMapStopsOnTheStack(t *testing.T) {
+	t.Parallel()
+	const n, slots = 60, 5
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	var ran atomic.Int32
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "mapcancel", func(ctx context.Context, _ *leasehold.Task[any]) (string, error) {
+		res, err := workflow.Map(ctx, "items", n, func(i int) workflow.Child {
+			return workflow.Child{Kind: "mapitem", Payload: i}
+		}, workflow.MapOptions{MaxConcurrency: slots})
+		if err != nil {
+			return "", err
+		}
+		return res.Stopped, nil
+	})
+	leasehold.Handle(hs, "mapitem", func(_ context.Context, t *leasehold.Task[int]) (int, error) {
+		ran.Add(1)
+		return t.Payload, nil
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "mapcancel", ID: "mp"}); err != nil {
+		t.Fatal(err)
+	}
+	e.pumpHiding(t, w, 90*time.Second, 5, func() bool { return ran.Load() >= 15 })
+	before := ran.Load()
+	info, err := c.Cancel(ctx, "mp")
+	if err != nil || info.Status != leasehold.StatusCancelled {
+		t.Fatalf("Cancel(mp) = %+v, %v", info, err)
+	}
+	e.pumpHiding(t, w, 90*time.Second, 5, func() bool { return e.queueEmpty(t, e.queues.Work) })
+	if got := ran.Load(); got != before {
+		t.Errorf("%d children ran, %d of them after the cancel; want none after it", got, got-before)
+	}
+	placeholders := 0
+	for i := range n {
+		switch got := e.status(t, durable.ChildIDIn("mp", "items", i)); {
+		case got == "", got == lease.StatusSucceeded:
+		case got == lease.StatusCancelled:
+			placeholders++
+		default:
+			t.Errorf("child %d is %s after the cancel drained", i, got)
+		}
+	}
+	if placeholders == 0 || placeholders > 2*slots {
+		t.Errorf("%d children CANCELLED; want those of the busy slots (1 to %d)", placeholders, 2*slots)
+	}
+	if got := e.status(t, "mp"); got != lease.StatusCancelled {
+		t.Errorf("parent: %s", got)
+	}
+	t.Logf("%d children ran before the cancel, %d cancelled", before, placeholders)
+}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/awsenv"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 )
 
@@ -57,6 +58,10 @@ type Config struct {
 	// its actions, ListFiltered): a *leasehold.Client, or a fake in tests.
 	// Required by those verbs only.
 	Tasks Tasks
+	// PayloadBucket is the payload bucket (LEASEHOLD_PAYLOAD_BUCKET), which
+	// Histories reads the values that histories refer to from (GetObject
+	// only); "" for none: such a history keeps its references unresolved.
+	PayloadBucket string
 }
 
 // Admin manages one stack. It is safe for concurrent use.
@@ -69,6 +74,7 @@ type Admin struct {
 	queues      queueAPI // a.sqs; a fake in tests
 	scheduler   *scheduler.Client
 	tasks       Tasks
+	claims      *claimcheck.Checker // the payload bucket, read-only; nil for none
 }
 
 // New builds an Admin. It makes no AWS call.
@@ -86,6 +92,9 @@ func New(cfg Config) *Admin {
 	a.sqs = sqs.NewFromConfig(cfg.AWS)
 	a.queues = a.sqs
 	a.scheduler = scheduler.NewFromConfig(cfg.AWS)
+	if cfg.PayloadBucket != "" {
+		a.claims = &claimcheck.Checker{Blobs: &claimcheck.S3{Client: claimcheck.NewS3Client(cfg.AWS, cfg.Endpoint), Bucket: cfg.PayloadBucket}}
+	}
 	return a
 }
 

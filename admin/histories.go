@@ -35,7 +35,9 @@ type historyCursor struct {
 // per 1 MB of entries read), and one BatchGetItem per 100 tasks of kind
 // (a read unit per 4 KB of each task's item); it writes nothing. A task
 // started by another (a child, a chain's later link) has no listing entry
-// of its own, so is not read here.
+// of its own, so is not read here. With a payload bucket (Config's
+// PayloadBucket), the values a history's payload and steps refer to there
+// are read into the file too (one GetObject each; History.Blobs).
 func (a *Admin) Histories(ctx context.Context, kind string, limit int, cursor string) ([][]byte, string, error) {
 	if kind == "" {
 		return nil, "", fmt.Errorf("histories: %w: no kind", leasehold.ErrInvalid)
@@ -79,7 +81,12 @@ func (a *Admin) Histories(ctx context.Context, kind string, limit int, cursor st
 			if t.Steps, err = lease.ReadHistory(ctx, store, t, 0); err != nil {
 				return out, "", err
 			}
-			b, err := replay.Of(t, now).Encode()
+			// Values in the payload bucket go into the file with it.
+			h := replay.Of(t, now)
+			if err := h.Resolve(ctx, a.claims); err != nil {
+				return out, "", err
+			}
+			b, err := h.Encode()
 			if err != nil {
 				return out, "", err
 			}

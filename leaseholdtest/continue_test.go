@@ -135,3 +135,38 @@ func TestContinueAsNewPastTheItem(t *testing.T) {
 		}
 	}
 }
+
+// A continue-as-new whose next input is over the 128 KiB inline payload
+// limit (200 KB) is kept in the payload bucket, as an enqueued payload
+// is: the next run reads it whole, the task's item holds a reference, and
+// the archived run keeps its own (small) input.
+func TestContinueAsNewLargeInput(t *testing.T) {
+	type loop struct {
+		Run  int
+		Blob string
+	}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "grow", func(ctx context.Context, task *leasehold.Task[loop]) (int, error) {
+		if task.Payload.Run == 0 {
+			return 0, workflow.ContinueAsNew(ctx, loop{Run: 1, Blob: strings.Repeat("x", 200_000)})
+		}
+		return len(task.Payload.Blob), nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "grow", Payload: loop{}})
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != "200000" || got.Run != 2 {
+		t.Fatalf("grow: %s %s run %d (%q), want SUCCEEDED 200000 in run 2", got.Status, got.Result, got.Run, got.Error)
+	}
+	if len(got.Payload) < 200_000 {
+		t.Errorf("the task's payload reads back as %d bytes, want the 200 KB input", len(got.Payload))
+	}
+	stored, _, err := env.StoredPayload(id)
+	if err != nil || len(stored) > 1024 || !strings.Contains(string(stored), "leasehold-blob") {
+		t.Errorf("the item's payload: %.80q (%d bytes), %v; want a reference", stored, len(stored), err)
+	}
+	if a := mustTask(t, env, id+"@run1"); string(a.Payload) != `{"Run":0,"Blob":""}` {
+		t.Errorf("archived run 1's input: %s", a.Payload)
+	}
+}

@@ -28,6 +28,10 @@ type mapJob struct {
 	// backoff, so it ends after the others have run (the Env advances its
 	// clock only when nothing else is due).
 	SlowFirst bool `json:"slow_first"`
+	// CancelAt: child CancelAt's first attempt cancels the parent (with
+	// the Env's client), notes what had started, and asks to run again
+	// (0: none).
+	CancelAt int `json:"cancel_at"`
 }
 
 // mapRun is what the children of a map saw as they ran.
@@ -45,6 +49,11 @@ type mapRun struct {
 	pastSlow, slowSaw int
 	// parentRuns counts the parent's runs.
 	parentRuns int
+	// atCancel are the children that existed or had their token sent when
+	// child CancelAt cancelled the parent, ranAtCancel how many had run,
+	// endedAtCancel those that had ended.
+	atCancel, endedAtCancel map[int]bool
+	ranAtCancel             int
 }
 
 // mapHandlers: "mapper" maps job.N "item" children and sums their results
@@ -57,7 +66,7 @@ func mapHandlers(t *testing.T, env **leaseholdtest.Env, run *mapRun) *leasehold.
 		run.parentRuns++
 		run.mu.Unlock()
 		res, err := workflow.Map(ctx, "items", job.N, func(i int) workflow.Child {
-			return workflow.Child{Kind: "item", Payload: []int{i, job.Conc, job.FailEvery, job.N, job.FailAt, boolInt(job.SlowFirst)}, MaxAttempts: 2}
+			return workflow.Child{Kind: "item", Payload: []int{i, job.Conc, job.FailEvery, job.N, job.FailAt, boolInt(job.SlowFirst), job.CancelAt}, MaxAttempts: 2}
 		}, workflow.MapOptions{MaxConcurrency: job.Conc, MinSuccessful: job.MinOK, ToleratedFailures: job.Tolerated, ToleratedFailurePercentage: job.Pct})
 		if err != nil {
 			return "", err
@@ -119,12 +128,38 @@ func mapHandlers(t *testing.T, env **leaseholdtest.Env, run *mapRun) *leasehold.
 			}
 			run.mu.Unlock()
 		}
+		if cancelAt := task.Payload[6]; cancelAt > 0 && i == cancelAt && task.Attempt == 1 {
+			cancelParent(t, *env, run, parent, n)
+			return 0, errors.New("cancelled meanwhile: try again")
+		}
 		if failEvery > 0 && i%failEvery == 0 || failAt > 0 && i == failAt {
 			return 0, leasehold.Fail(errors.New("planned"))
 		}
 		return i, nil
 	})
 	return hs
+}
+
+// cancelParent notes which of parent's n map children exist or were sent,
+// then cancels parent with the Env's client.
+func cancelParent(t *testing.T, env *leaseholdtest.Env, run *mapRun, parent string, n int) {
+	run.mu.Lock()
+	run.atCancel, run.endedAtCancel = map[int]bool{}, map[int]bool{}
+	for j := range n {
+		id := workflow.ChildIDIn(parent, "items", j)
+		c, err := env.Task(id)
+		if err == nil || env.SentTaskID(id) {
+			run.atCancel[j] = true
+		}
+		if err == nil && c.Status.Terminal() {
+			run.endedAtCancel[j] = true
+		}
+	}
+	run.ranAtCancel = count(&run.ran)
+	run.mu.Unlock()
+	if _, err := env.Client().Cancel(t.Context(), parent); err != nil {
+		t.Errorf("cancel %s: %v", parent, err)
+	}
 }
 
 func boolInt(b bool) int {
@@ -393,5 +428,51 @@ func TestEnvMapHundredThousand(t *testing.T) {
 	}
 	if parentRuns > n/1000+5 {
 		t.Errorf("the parent ran %d times, want at most %d (once per batch of 1,000)", parentRuns, n/1000+5)
+	}
+}
+
+// Cancelling a map's parent stops the map: 200 children 10 at a time,
+// child 35 cancels the parent while it runs (child 0 waits for its retry
+// then, PENDING). No child starts after the cancel (the children whose
+// tokens were queued get placeholders, and no end starts a successor),
+// the running ones end CANCELLED, and nothing is left to run.
+func TestEnvMapCancelStopsTheMap(t *testing.T) {
+	t.Parallel()
+	got, run, env := runMap(t, mapJob{N: 200, Conc: 10, SlowFirst: true, CancelAt: 35})
+	if got.Status != leasehold.StatusCancelled {
+		t.Fatalf("mapper: %s %q, want CANCELLED", got.Status, got.Error)
+	}
+	if run.atCancel == nil {
+		t.Fatal("child 35 never cancelled the parent")
+	}
+	if len(run.endedAtCancel) < 25 || len(run.atCancel)-len(run.endedAtCancel) > 10 {
+		t.Fatalf("at the cancel %d children had ended and %d more had started; want about 30, and at most 10", len(run.endedAtCancel), len(run.atCancel)-len(run.endedAtCancel))
+	}
+	if n := count(&run.ran); n != run.ranAtCancel {
+		t.Errorf("%d children ran, %d of them after the cancel; want none after it", n, n-run.ranAtCancel)
+	}
+	for j := range 200 {
+		c, err := env.Task(workflow.ChildIDIn(got.ID, "items", j))
+		switch {
+		case err != nil && run.atCancel[j]:
+			t.Errorf("child %d, started before the cancel, has no item: %v", j, err)
+		case err != nil:
+		case !run.atCancel[j]:
+			t.Errorf("child %d was created after the cancel: %s", j, c.Status)
+		case !run.endedAtCancel[j] && c.Status != leasehold.StatusCancelled:
+			t.Errorf("child %d, running at the cancel, is %s (%q), want CANCELLED", j, c.Status, c.Error)
+		}
+	}
+	// Retried, the parent finds its map stopped by the cancel: it fails
+	// saying so instead of waiting for children that never report.
+	if _, err := env.Client().Retry(t.Context(), got.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	if again := mustTask(t, env, got.ID); again.Status != leasehold.StatusFailed || !strings.Contains(again.Error, "stopped when its parent was cancelled") {
+		t.Errorf("retried parent: %s %q, want FAILED saying the cancel stopped its map", again.Status, again.Error)
+	}
+	if n := count(&run.ran); n != run.ranAtCancel {
+		t.Errorf("%d children ran after the retry, want %d", n, run.ranAtCancel)
 	}
 }

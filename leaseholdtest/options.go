@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/wiring"
 )
@@ -142,4 +143,10 @@ func (s createdStore) note(t lease.Task, err error) (lease.Task, error) {
 		s.e.mu.Unlock()
 	}
 	return t, err
+}
+
+// StopMap stops a cancelled parent's sliding map with the placeholders it
+// writes noted, as CreateCancelled's are.
+func (s createdStore) StopMap(ctx context.Context, parent lease.Task, reason string, cancelled func(lease.Task)) error {
+	return mapstate.StopChildren(ctx, s.Store, s, parent, reason, cancelled)
 }

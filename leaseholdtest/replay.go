@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/replay"
 )
@@ -89,5 +90,11 @@ func (e *Env) History(id string) ([]byte, error) {
 	if t.Steps, err = lease.ReadHistory(e.ctx, e.store, t, 0); err != nil {
 		return nil, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
 	}
-	return replay.Of(t, e.clock.Now()).Encode()
+	// Values kept in the payload bucket (the Env's, in memory) go into
+	// the file with it, as `leasehold replay` puts the bucket's.
+	h := replay.Of(t, e.clock.Now())
+	if err := h.Resolve(e.ctx, &claimcheck.Checker{Blobs: e.blobs}); err != nil {
+		return nil, fmt.Errorf("leaseholdtest: task %s: %w", id, err)
+	}
+	return h.Encode()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,4 +245,56 @@ func (c *counter) total() int {
 		n += v
 	}
 	return n
+}
+
+// A history whose payload (200 KB) and step result (100 KB) are in the
+// payload bucket (the Env's, in memory) replays: Env.History carries the
+// values with their references, and the replay answers the handler's
+// reads from them, checking each against its digest. A file without the
+// values fails the replay, naming the bucket's setting.
+func TestReplayReadsThePayloadBucket(t *testing.T) {
+	payload := strings.Repeat("p", 200_000)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "big", func(ctx context.Context, task *leasehold.Task[string]) (int, error) {
+		if task.Payload != payload {
+			return 0, fmt.Errorf("payload of %d bytes, want %d", len(task.Payload), len(payload))
+		}
+		r, err := workflow.Step(ctx, "fetch", func(context.Context) (string, error) { return strings.Repeat("r", 100_000), nil })
+		if err != nil {
+			return 0, err
+		}
+		if len(r) != 100_000 {
+			return 0, fmt.Errorf("step result of %d bytes, want 100000", len(r))
+		}
+		if err := workflow.Sleep(ctx, time.Hour); err != nil {
+			return 0, err
+		}
+		return len(r), nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "big", Payload: payload})
+	env.SetMaxDeliveries(1)
+	if err := env.Run(); !errors.Is(err, leaseholdtest.ErrTooManyDeliveries) {
+		t.Fatalf("Run of one delivery: %v", err)
+	}
+	hist := mustHistory(t, env, id)
+	line, err := hs.Replay(t.Context(), hist)
+	if err != nil || !strings.Contains(line, "replayed 2 recorded operations") {
+		t.Fatalf("replay: %q, %v; want both operations replayed", line, err)
+	}
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(hist, &file); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(file["payload"], []byte("leasehold-blob")) || len(file["blobs"]) < 300_000 {
+		t.Fatalf("the file's payload %.60s, blobs of %d bytes; want a reference and both values", file["payload"], len(file["blobs"]))
+	}
+	delete(file, "blobs")
+	bare, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hs.Replay(t.Context(), bare); err == nil || !strings.Contains(err.Error(), "LEASEHOLD_PAYLOAD_BUCKET") {
+		t.Fatalf("a file without the values: %v, want a failure naming LEASEHOLD_PAYLOAD_BUCKET", err)
+	}
 }

@@ -550,8 +550,10 @@ func Version(ctx context.Context, change string, max int) (int, error) {
 // its run and links the earlier ones), for the tasks' retention. The next
 // run is PENDING at once, its attempts counted from 0; the task's
 // waiters (a parent, the tasks after it) hear of it only when a run ends
-// it. An input that does not encode, or is larger than a payload may be,
-// fails the task. Its cost: the archive (a write unit per KB of the
+// it. An input over the inline payload limit (128 KiB) is kept in the
+// payload bucket when the worker has one, as an enqueued payload is; one
+// that does not encode, or is larger than a payload may be (10 MiB with a
+// bucket, 128 KiB without), fails the task. Its cost: the archive (a write unit per KB of the
 // ending run's item) and the release (one write).
 //
 //	if n%100 == 99 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -92,6 +93,29 @@ func ParseRef(v []byte) (Ref, bool) {
 		return Ref{}, false
 	}
 	return Ref{Size: n, Key: key}, true
+}
+
+// RefsIn lists the references v holds: v itself when it is one, and
+// those inside a JSON document (the recorded outcomes of children, whose
+// results may be references), each once, in order of appearance.
+func RefsIn(v []byte) [][]byte {
+	var out [][]byte
+	for rest := v; ; {
+		i := bytes.Index(rest, []byte(refPrefix))
+		if i < 0 {
+			return out
+		}
+		rest = rest[i:]
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return out
+		}
+		ref := rest[:end+2]
+		rest = rest[end+2:]
+		if _, ok := ParseRef(ref); ok && !slices.ContainsFunc(out, func(r []byte) bool { return bytes.Equal(r, ref) }) {
+			out = append(out, ref)
+		}
+	}
 }
 
 // encodeRef is the reference to the value of size bytes under key; key is

@@ -145,7 +145,8 @@ func (a *app) clientWith(ctx context.Context, enqueueConcurrency int) (*leasehol
 // configuration and global settings, so that it makes no call of its own
 // to set up.
 func (a *app) tasksAdmin(c *leasehold.Client) *admin.Admin {
-	return admin.New(admin.Config{AWS: a.awsCfg, Table: a.table, Endpoint: a.endpoint, CallTimeout: a.callTimeout, Tasks: c})
+	return admin.New(admin.Config{AWS: a.awsCfg, Table: a.table, Endpoint: a.endpoint, CallTimeout: a.callTimeout, Tasks: c,
+		PayloadBucket: a.io.Getenv(settings.EnvPayloadBucket)})
 }
 
 // awsConfig loads the SDK configuration (the standard chain, then the

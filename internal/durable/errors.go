@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -91,15 +92,20 @@ func (e *ContinueError) Error() string { return "continued as new" }
 // this run of its workflow and starts the next with payload (JSON, within
 // the payload limit) as its input, under the same task id, with an empty
 // history: for a workflow that loops for ever (a subscription, a poller),
-// whose history would otherwise grow without end.
+// whose history would otherwise grow without end. A payload over the
+// inline limit (lease.MaxPayloadBytes) is the executor's to stow in the
+// payload bucket, or to refuse without one; over the bucket's limit it is
+// refused here.
 func ContinueAsNewOf(ctx context.Context, payload []byte) error {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return ErrNoWorkflow
 	}
 	switch {
-	case len(payload) > lease.MaxPayloadBytes:
-		return &PermanentError{Err: fmt.Errorf("continue as new: %w", &lease.TooLargeError{What: "payload", Size: len(payload), Limit: lease.MaxPayloadBytes})}
+	case len(payload) > claimcheck.MaxValueBytes:
+		return &PermanentError{Err: fmt.Errorf("continue as new: %w", &lease.TooLargeError{What: "payload", Size: len(payload), Limit: claimcheck.MaxValueBytes})}
+	case claimcheck.IsRef(payload):
+		return &PermanentError{Err: fmt.Errorf("continue as new: %w", claimcheck.ErrReserved)}
 	case lease.JSONProblem(payload) != "":
 		return &PermanentError{Err: fmt.Errorf("continue as new: %w: payload %s", lease.ErrInvalid, lease.JSONProblem(payload))}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/mapstate"
@@ -45,10 +44,9 @@ type Slide struct {
 }
 
 // WakeID is the id a sliding map's parent waits for while its groups
-// stand at produced: a child that must wake it notifies this id, which no
-// task has (its last part is not a number).
+// stand at produced (mapstate.WakeID, which a cancel reads back).
 func WakeID(parent, name string, produced int) string {
-	return childPrefix(parent, name) + "wake" + strconv.Itoa(produced)
+	return mapstate.WakeID(parent, name, produced)
 }
 
 // SlideNote is the wait note of a sliding map's parent (lease.Wait.Note):
@@ -115,6 +113,12 @@ func (w *Workflow) slide(ctx context.Context, name, op string, n, c int, item fu
 	}
 	if done {
 		return w.mapSummary(ctx, name, n, groups, ok, failed, cmp.Or(stopped, MapStoppedAll))
+	}
+	if stopped == mapstate.StoppedCancelled {
+		// Its parent was cancelled (mapstate.StopChildren) and is run
+		// again (a retry): the children cancelled with it never report,
+		// so waiting would be for ever.
+		return nil, &PermanentError{Err: fmt.Errorf("map %q was stopped when its parent was cancelled (%d of %d children ended); it cannot go on", name, ok+failed, n)}
 	}
 	s.Stop = mapstate.Group{Min: minOK, Tolerate: tolerate}.Decide(ok, failed)
 	if stopped != "" && s.Stop == "" {

@@ -94,6 +94,16 @@ func cancelChildren(ctx context.Context, s childCanceller, parent Task, reason s
 	if depth >= maxCancelDepth {
 		return fmt.Errorf("cancel the children of %s: %w: children more than %d deep", DisplayID(parent.ID), ErrInvalid, maxCancelDepth)
 	}
+	// A sliding map's children are not in WaitFor (it waits for one wake
+	// id): a store that keeps maps stops the map and cancels its running
+	// children itself (mapstate.StopChildren).
+	if m, ok := s.(interface {
+		StopMap(ctx context.Context, parent Task, reason string, cancelled func(Task)) error
+	}); ok && parent.Wait == WaitChildren {
+		if err := m.StopMap(ctx, parent, reason, cancelled); err != nil {
+			return err
+		}
+	}
 	for _, id := range UnendedChildren(parent) {
 		got, err := s.CreateCancelled(ctx, id, parent.ID, reason)
 		switch {

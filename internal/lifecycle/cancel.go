@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 )
 
 // CancelledOnRequest is the error of a task cancelled by a client's request.
@@ -136,6 +137,30 @@ func (c childCanceller) RequestCancel(ctx context.Context, id string) (lease.Tas
 	cctx, cancel := c.x.call()
 	defer cancel()
 	return rc.RequestCancel(cctx, id)
+}
+
+// StopMap stops the sliding map the parent waits in, if any, and cancels
+// its running children (mapstate.StopChildren), each call bounded as
+// above. A store without maps has none to stop.
+func (c childCanceller) StopMap(ctx context.Context, parent lease.Task, reason string, cancelled func(lease.Task)) error {
+	ms := c.x.cfg.caps.maps
+	if ms == nil {
+		return nil
+	}
+	return mapstate.StopChildren(ctx, boundedMaps{ms, c.x}, c, parent, reason, cancelled)
+}
+
+// boundedMaps is the map store with its Stop bounded by the call timeout
+// (StopMap's only call to it).
+type boundedMaps struct {
+	mapstate.Store
+	x *execution
+}
+
+func (b boundedMaps) Stop(ctx context.Context, id, reason string) (mapstate.Group, error) {
+	cctx, cancel := b.x.call()
+	defer cancel()
+	return b.Store.Stop(cctx, id, reason)
 }
 
 // cancelFlagged ends task CANCELLED, as this execution's write left it:

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/claimcheck"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // A payload kept in the payload bucket is read back before the handler
@@ -46,5 +48,43 @@ func TestPayloadReferenceIsReadOnlyForItsOwnTask(t *testing.T) {
 	}
 	if got := e.get(t, "thief"); got.Status != lease.StatusFailed || !strings.Contains(got.Error, "another task") {
 		t.Errorf("thief: %s %q, want FAILED naming another task", got.Status, got.Error)
+	}
+}
+
+// A continue-as-new's input over the inline payload limit: without a
+// payload bucket the task fails with the limit, as an enqueue is refused;
+// with one it is stowed and the next run reads it back (issue 36).
+func TestContinueInputOverTheInlineLimit(t *testing.T) {
+	t.Parallel()
+	big := []byte(`"` + strings.Repeat("v", 200<<10) + `"`)
+	for _, bucket := range []bool{false, true} {
+		var claims *claimcheck.Checker
+		if bucket {
+			claims = &claimcheck.Checker{Blobs: claimcheck.NewMemory()}
+		}
+		e := setup(t, func(c *lifecycle.Config) { c.Claims = claims })
+		var sizes []int
+		e.handlers["grow"] = func(ctx context.Context, task lease.Task) ([]byte, error) {
+			sizes = append(sizes, len(task.Payload))
+			if len(task.Payload) < len(big) {
+				return nil, durable.ContinueAsNewOf(ctx, big)
+			}
+			return []byte(`"done"`), nil
+		}
+		e.exec.Process(t.Context(), nil, msg("m1", inline(t, "grow", "g", `"small"`, 3)))
+		got := e.get(t, "g")
+		if !bucket {
+			if got.Status != lease.StatusFailed || !strings.Contains(got.Error, "continue as new: payload is 204802 bytes, over the 131072-byte limit") {
+				t.Errorf("without a bucket: %s %q, want FAILED with the inline limit", got.Status, got.Error)
+			}
+			continue
+		}
+		if got.Status != lease.StatusPending || !claimcheck.IsRef(got.Payload) {
+			t.Fatalf("with a bucket: %s, payload %.60q; want PENDING with a reference", got.Status, got.Payload)
+		}
+		e.exec.Process(t.Context(), nil, msg("m2", token.Ref("g")))
+		if got := e.get(t, "g"); got.Status != lease.StatusSucceeded || len(sizes) != 2 || sizes[1] != len(big) {
+			t.Errorf("the next run: %s %q, payload sizes seen %v; want SUCCEEDED after reading %d bytes", got.Status, got.Error, sizes, len(big))
+		}
 	}
 }

@@ -367,6 +367,10 @@ func (x *execution) continueAsNew(ctx context.Context, c *durable.ContinueError)
 		// (The next run's archive id, the longer: its tail is kept under it.)
 		return x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: fmt.Sprintf("continue as new: the archived run's id: %v (a task id that continues as new must leave room for @runN)", lease.CheckID(id))}, OutcomeFailed)
 	}
+	input, st, ok := x.continueInput(ctx, c.Payload)
+	if !ok {
+		return st
+	}
 	cctx, cancel := context.WithTimeout(x.detached, x.cfg.CallTimeout)
 	_, err := arch.ArchiveRun(cctx, x.task.LeaseOf(), run)
 	cancel()
@@ -379,6 +383,29 @@ func (x *execution) continueAsNew(ctx context.Context, c *durable.ContinueError)
 	return x.reschedule(ctx, lease.Release{
 		Status: lease.StatusPending, RunAt: x.cfg.Clock.Now(),
 		Error:    fmt.Sprintf("continued as new: run %d; run %d is %s", run.Run+2, run.Run+1, lease.RunID(run.ID, int(run.Run))),
-		Continue: c.Payload,
+		Continue: input,
 	}, OutcomeSnoozed)
+}
+
+// continueInput is the next run's input as the task's item keeps it: the
+// payload itself within the inline limit, else a reference to it in the
+// payload bucket (claimcheck, under the task's own prefix, as an enqueued
+// payload is: its worker reads it back before the handler runs). Without a
+// bucket the task fails with the inline limit, as an enqueue is refused;
+// ok false gives the state the task went to.
+func (x *execution) continueInput(ctx context.Context, payload []byte) (input []byte, st State, ok bool) {
+	if len(payload) <= lease.MaxPayloadBytes {
+		return payload, 0, true
+	}
+	if !x.cfg.Claims.Enabled() {
+		tl := &lease.TooLargeError{What: "payload", Size: len(payload), Limit: lease.MaxPayloadBytes}
+		return nil, x.release(ctx, lease.Release{Status: lease.StatusFailed, Error: "continue as new: " + tl.Error()}, OutcomeFailed), false
+	}
+	cctx, cancel := context.WithTimeout(x.detached, x.cfg.CallTimeout)
+	defer cancel()
+	ref, err := x.cfg.Claims.Stow(cctx, x.task.ID, claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+	if err != nil {
+		return nil, x.retryOrFail(ctx, "continue as new: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried), false
+	}
+	return ref, 0, true
 }

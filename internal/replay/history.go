@@ -41,6 +41,12 @@ type History struct {
 	// Exported is when the history was read: the replay's clock, so a
 	// recorded sleep that had not passed then does not pass in the replay.
 	Exported time.Time `json:"exported"`
+	// Blobs are the values in the payload bucket that the payload and the
+	// steps refer to (claimcheck references, kept in place), by their
+	// keys, byte for byte (base64: a digest checks each on replay). The
+	// export fills them in (Resolve) when it has the bucket, so a file
+	// replays without AWS; nil when nothing refers to the bucket.
+	Blobs map[string][]byte `json:"blobs,omitempty"`
 }
 
 // Step is a recorded operation: its name, its identity (lease.Step.Op)

@@ -1,10 +1,13 @@
 package replay
 
 import (
+	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -79,6 +82,57 @@ func TestAwaiting(t *testing.T) {
 		op, with := awaiting(c.t)
 		if op != c.op || with != c.with {
 			t.Errorf("%s: awaiting = %q %q, want %q %q", c.name, op, with, c.op, c.with)
+		}
+	}
+}
+
+// Resolve reads every value the history refers to in the payload bucket
+// (a 100 KB step result, and a child's result inside recorded outcomes)
+// into the file, once each, reading only; the file carries them byte for
+// byte. Without a bucket it reads nothing.
+func TestHistoryResolvesTheBucketsValues(t *testing.T) {
+	ctx := t.Context()
+	mem := claimcheck.NewMemory()
+	c := &claimcheck.Checker{Blobs: mem}
+	step := []byte(`"` + strings.Repeat("s", 100<<10) + `"`)
+	child := []byte(`{"n":"` + strings.Repeat("c", 70<<10) + `"}`)
+	stepRef, err := c.Stow(ctx, "p", claimcheck.WhatStep(0), step, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	childRef, err := c.Stow(ctx, "p/kids/0", claimcheck.WhatResult, child, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := []byte(`[{"id":"p/kids/0","status":"SUCCEEDED","result":` + string(childRef) + `}]`)
+	task := lease.Task{ID: "p", Kind: "k", Status: lease.StatusWaiting, Steps: []lease.Step{
+		{Name: "big", Op: "step string", Result: stepRef},
+		{Name: "children:kids", Op: "all 1", Result: outcomes},
+		{Name: "again", Op: "step string", Result: stepRef},
+	}}
+	h := Of(task, time.Now())
+	if err := h.Resolve(ctx, nil); err != nil || h.Blobs != nil {
+		t.Fatalf("Resolve without a bucket: %v, %d values", err, len(h.Blobs))
+	}
+	puts := mem.Puts.Load()
+	if err := h.Resolve(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if n := mem.Gets.Load(); n != 2 || mem.Puts.Load() != puts {
+		t.Errorf("%d reads and %d writes of the bucket, want 2 reads and none", n, mem.Puts.Load()-puts)
+	}
+	b, err := h.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := &claimcheck.Checker{Blobs: fileBlobs(back.Blobs)}
+	for ref, want := range map[string][]byte{string(stepRef): step, string(childRef): child} {
+		if got, err := file.Fetch(ctx, []byte(ref)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("the file's value for %.60s: %d bytes, %v; want %d", ref, len(got), err, len(want))
 		}
 	}
 }

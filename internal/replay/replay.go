@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/mapstate"
@@ -94,8 +95,18 @@ func Run(ctx context.Context, handlers func(kind string) (lifecycle.Handler, boo
 	if exported.IsZero() {
 		exported = time.Now()
 	}
-	att := &attempt{clock: clockwork.NewFakeClockAt(exported)}
+	att := &attempt{clock: clockwork.NewFakeClockAt(exported), claims: &claimcheck.Checker{Blobs: fileBlobs(h.Blobs)}}
 	att.awaitName, att.awaitOp = awaiting(t)
+	if claimcheck.IsRef(t.Payload) {
+		// Kept in the payload bucket: the worker reads it back before the
+		// handler runs, the replay from the history's values.
+		p, err := att.claims.Fetch(ctx, t.Payload)
+		if err != nil {
+			r.Failed = fmt.Errorf("payload: %w", err)
+			return r
+		}
+		t.Payload = p
+	}
 	var w durable.Workflow
 	w.Start(att, t.LeaseOf(), t.Steps, t.WaitNote, nil)
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
@@ -183,9 +194,11 @@ var (
 	errReads  = errors.New("a replay reads no task: the outcomes of other tasks are not in a history")
 )
 
-// attempt is a replay's durable.Replayer.
+// attempt is a replay's durable.Replayer, and its durable.Stower that
+// reads from the history's values and stores nothing.
 type attempt struct {
 	clock              clockwork.Clock
+	claims             *claimcheck.Checker
 	awaitName, awaitOp string
 	// beyond says a durable call went beyond the history; next describes
 	// the first. The durable calls are made under the Workflow's lock.
@@ -210,6 +223,14 @@ func (a *attempt) PutStep(context.Context, string, int, lease.Step) (lease.Step,
 func (a *attempt) ReadTasks(context.Context, []string) ([]lease.Task, error) { return nil, errReads }
 func (a *attempt) MapGroups(context.Context, []string) ([]mapstate.Group, error) {
 	return nil, errReads
+}
+
+func (a *attempt) StowStep(context.Context, int, []byte) ([]byte, bool, error) {
+	return nil, false, errWrites
+}
+
+func (a *attempt) FetchOf(ctx context.Context, _ string, ref []byte) ([]byte, error) {
+	return a.claims.Fetch(ctx, ref)
 }
 
 func (a *attempt) Clock() clockwork.Clock { return a.clock }

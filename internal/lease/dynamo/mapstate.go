@@ -392,3 +392,10 @@ func intOf(v types.AttributeValue) (int, error) {
 	}
 	return strconv.Atoi(n.Value)
 }
+
+// StopMap stops the sliding map parent waits in, if any, and cancels the
+// children it runs (mapstate.StopChildren): lease.CancelChildren calls it
+// before it cancels parent's other children.
+func (s *Store) StopMap(ctx context.Context, parent lease.Task, reason string, cancelled func(lease.Task)) error {
+	return mapstate.StopChildren(ctx, s, s, parent, reason, cancelled)
+}

@@ -167,3 +167,10 @@ func cloneGroup(g mapstate.Group) mapstate.Group {
 	g.Seq, g.Failures, g.Idle = slices.Clone(g.Seq), slices.Clone(g.Failures), slices.Clone(g.Idle)
 	return g
 }
+
+// StopMap stops the sliding map parent waits in, if any, and cancels the
+// children it runs (mapstate.StopChildren): lease.CancelChildren calls it
+// before it cancels parent's other children.
+func (s *Store) StopMap(ctx context.Context, parent lease.Task, reason string, cancelled func(lease.Task)) error {
+	return mapstate.StopChildren(ctx, s, s, parent, reason, cancelled)
+}

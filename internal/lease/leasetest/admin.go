@@ -68,6 +68,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"MapReportsAtOnce", testMapReportsAtOnce},
 		{"MapIdleAndStop", testMapIdleAndStop},
 		{"MapPages", testMapPages},
+		{"MapStopChildren", testMapStopChildren},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

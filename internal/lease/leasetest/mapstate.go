@@ -218,3 +218,77 @@ func sorted(s []int) []int {
 	slices.Sort(s)
 	return s
 }
+
+// A cancel stops a sliding map (lease.CancelChildren of its parent, through
+// the store's StopMap): its groups are stopped, the child a busy slot runs
+// is cancelled (flagged while it runs, a placeholder while its token is
+// queued), and so is the successor that an ended, uncounted child may have
+// started; idle slots and the children after them are left without items.
+func testMapStopChildren(t *testing.T, a *adminEnv) {
+	p := a.id()
+	if _, err := a.admin.Create(a.ctx, lease.NewTask{ID: p, Kind: "mapper", MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.admin.Claim(a.ctx, p, "w0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := a.mapGroup(t, p, 12, 4, 0, 8)
+	// Slot 3's child ended and its successor waits for its start: idle.
+	if _, err := a.admin.Report(a.ctx, mapstate.ReportOf(g.ID, 3, 4, true, false)); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := a.admin.Suspend(a.ctx, held.LeaseOf(), lease.Wait{Mode: lease.WaitChildren, For: []string{mapstate.WakeID(p, "m", 8)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := mapstate.WaitedMap(parent); !ok || name != "m" {
+		t.Fatalf("WaitedMap = %q, %v; want m", name, ok)
+	}
+	child := func(i int) string { return fmt.Sprintf("%s/m/%d", p, i) }
+	// Slot 0's child 0 runs; slot 1's child 1 ended (its end may have sent
+	// child 5's token); slot 2's child 2 has its token queued.
+	if _, err := a.admin.CreateClaimed(a.ctx, lease.NewTask{ID: child(0), Kind: "item", MaxAttempts: 1, Parent: p}, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := a.admin.CreateClaimed(a.ctx, lease.NewTask{ID: child(1), Kind: "item", MaxAttempts: 1, Parent: p}, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.admin.Finish(a.ctx, c1.LeaseOf(), []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.CancelChildren(a.ctx, a.admin, parent, "cancelled with its parent", nil); err != nil {
+		t.Fatalf("CancelChildren: %v", err)
+	}
+	if got, err := a.admin.GetGroup(a.ctx, g.ID); err != nil || got.Stopped != mapstate.StoppedCancelled {
+		t.Fatalf("group after the cancel = %+v, %v; want stopped %q", got, err, mapstate.StoppedCancelled)
+	}
+	want := map[int]string{0: "RUNNING flagged", 1: "SUCCEEDED", 2: "placeholder", 5: "placeholder", 3: "none", 6: "none", 7: "none", 4: "none"}
+	for i, w := range want {
+		got, err := a.admin.Get(a.ctx, child(i))
+		var is string
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			is = "none"
+		case err != nil:
+			t.Fatalf("get child %d: %v", i, err)
+		case lease.IsPlaceholder(got) && got.Status == lease.StatusCancelled && got.Parent == p:
+			is = "placeholder"
+		case got.Status == lease.StatusRunning && got.CancelRequested:
+			is = "RUNNING flagged"
+		default:
+			is = string(got.Status)
+		}
+		if is != w {
+			t.Errorf("child %d after the cancel: %s, want %s", i, is, w)
+		}
+	}
+	// A repeat (a cancel interrupted half-way) changes nothing.
+	if err := lease.CancelChildren(a.ctx, a.admin, parent, "cancelled with its parent", nil); err != nil {
+		t.Fatalf("CancelChildren again: %v", err)
+	}
+	if _, err := a.admin.Get(a.ctx, child(9)); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("child 9 (after placeholder 5) = %v, want no item", err)
+	}
+}
