@@ -462,6 +462,13 @@ func TestCost(t *testing.T) {
 			}
 		}
 		report += "```\n"
+		// The scale step's line (make bench runs TestEnvMapHundredThousand
+		// after the benchmarks, without the race detector).
+		for line := range strings.Lines(string(raw)) {
+			if _, scale, ok := strings.Cut(line, ": map of "); ok {
+				report += "\nScale (`TestEnvMapHundredThousand`, leaseholdtest's in-memory store, without the race detector): map of " + strings.TrimSpace(scale) + ".\n"
+			}
+		}
 		if p, base := nsPerOp["BenchmarkProcessInline"], nsPerOp["BenchmarkJSONBaseline"]; p > 0 && base > 0 {
 			report += fmt.Sprintf("\nBenchmarkProcessInline takes %.1fx BenchmarkJSONBaseline (decoding the same token and encoding a task record with encoding/json), measured in the same run: a ratio that moves less with the machine than either time.\n", p/base)
 		}
