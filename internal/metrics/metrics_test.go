@@ -119,14 +119,19 @@ func TestValuesPerDocumentAreBounded(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
-	const n = 250
+	const n = 180
 	for i := range n {
-		// 250 distinct durations (two significant digits: 10, 11, ... 99, 100, 110, ...).
-		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Duration(10+i) * time.Millisecond * time.Duration(1+i/90*9)})
+		// 180 distinct values: 1.0, 1.1, ... 9.9 ms, then 10, 11, ... 99 ms.
+		d := time.Duration(10+i) * 100 * time.Microsecond
+		if i >= 90 {
+			d = time.Duration(i-80) * time.Millisecond
+		}
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: d})
 	}
 	e.Flush()
 	total := 0
-	for _, l := range parseLines(t, buf.String()) {
+	lines := parseLines(t, buf.String())
+	for _, l := range lines {
 		h := l.raw["HandlerDuration"]
 		if m, ok := h.(map[string]any); ok && len(m["Values"].([]any)) > metrics.MaxValues {
 			t.Errorf("%d values in one document", len(m["Values"].([]any)))
@@ -136,8 +141,23 @@ func TestValuesPerDocumentAreBounded(t *testing.T) {
 		}
 		total += len(samples(h))
 	}
-	if total != n {
-		t.Errorf("%d samples written, want %d", total, n)
+	if len(lines) != 2 || total != n {
+		t.Errorf("%d documents with %d samples, want 2 with %d", len(lines), total, n)
+	}
+}
+
+// A kind's figures are written once they count MaxPending attempts, even
+// with no flush and nothing new in their values.
+func TestPendingAttemptsAreBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
+	for range metrics.MaxPending {
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Millisecond})
+	}
+	lines := parseLines(t, buf.String())
+	if len(lines) != 1 || lines[0].raw["TasksSucceeded"] != float64(metrics.MaxPending) {
+		t.Fatalf("after %d attempts: %s", metrics.MaxPending, buf.String())
 	}
 }
 
