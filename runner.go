@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/leasehold/leasehold/internal/eventsource"
+	"github.com/leasehold/leasehold/internal/metrics"
 )
 
 // ErrQueueNotFound is returned (wrapped) by Run when a work queue it should
@@ -20,7 +21,9 @@ var ErrQueueNotFound = eventsource.ErrQueueNotFound
 // of as a Lambda function: it polls the work queue (or each of
 // WorkerConfig.QueueURLs, one poller group per queue) the way Lambda's SQS
 // event source mapping would, hands each batch to HandleSQS, and deletes the
-// messages HandleSQS acknowledged. Alongside, it runs the recovery sweep
+// messages HandleSQS acknowledged. Its metrics (WorkerConfig.Metrics) are
+// written every 10 seconds rather than per batch, and once more before it
+// returns. Alongside, it runs the recovery sweep
 // every minute (WorkerConfig.SweepEvery; negative turns it off), the part the
 // scheduled dispatch function does on AWS, so tasks whose message was lost
 // or whose holder died are dispatched again without anything else running.
@@ -62,7 +65,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// receive; its tags are read at most every 2 s.
 			c.Paused = func(ctx context.Context) bool { return w.pauses.Paused(ctx, u) }
 		}
-		r, err := eventsource.New(w.source, c, w.HandleSQS)
+		r, err := eventsource.New(w.source, c, w.handleBatch)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -75,6 +78,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	// when one poller group cannot start (its error is returned).
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	if w.metrics != nil {
+		// The metrics are written every FlushEvery and once more after the
+		// last batch has ended: the flusher stops only when the pollers
+		// have (this defer runs after wg.Wait below).
+		flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
+		var flusher sync.WaitGroup
+		flusher.Go(func() { w.metrics.FlushLoop(flushCtx, metrics.FlushEvery) })
+		defer func() {
+			stopFlush()
+			flusher.Wait()
+		}()
+	}
 	var wg sync.WaitGroup
 	if w.sweepEvery >= 0 {
 		wg.Go(func() { w.sweeper.SweepLoop(runCtx, w.sweepEvery) })

@@ -83,6 +83,10 @@ type Worker struct {
 	exec  *lifecycle.Executor
 	store lease.Store
 	log   *slog.Logger
+	// metrics aggregates the attempts' metrics (WorkerConfig.Metrics; nil
+	// when unset): HandleSQS writes them at the end of each batch, Run
+	// every metrics.FlushEvery (runner.go).
+	metrics *metrics.EMF
 
 	// For Run (runner.go): the work queues (the default first) and the
 	// client that polls them.
@@ -148,15 +152,17 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 	lookup, _ := q.(queues.SQSClient)
 	resolver := queues.NewResolver(lookup, cfg.QueueURL, lc.CallTimeout, cfg.QueueURLs...)
 	lc.Queues = resolver
+	var emf *metrics.EMF
 	if cfg.Metrics != nil {
-		lc.Observer = metrics.NewEMF(cfg.Metrics, lc.Clock)
+		emf = metrics.NewEMF(cfg.Metrics, lc.Clock)
+		lc.Observer = emf
 	}
 	exec, err := lifecycle.New(lc)
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		exec: exec, store: store, log: lc.Logger, queues: resolver,
+		exec: exec, store: store, log: lc.Logger, queues: resolver, metrics: emf,
 		queueURL: cfg.QueueURL, queueURLs: distinct(cfg.QueueURLs),
 		run: eventsource.Config{
 			QueueURL: cfg.QueueURL, Logger: lc.Logger,
@@ -221,7 +227,22 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 // replaced by a fresh delayed token, so a paused backlog never reaches the
 // dead-letter queue. A queue whose tags cannot be read counts as not
 // paused (logged once).
+//
+// With WorkerConfig.Metrics set, the batch's metrics are written before it
+// returns: one document per task kind of the batch, not one per task
+// (internal/metrics), so that nothing is pending while Lambda freezes the
+// process.
 func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	resp, err := w.handleBatch(ctx, ev)
+	if w.metrics != nil {
+		w.metrics.Flush()
+	}
+	return resp, err
+}
+
+// handleBatch is HandleSQS without the metrics flush: Run hands its
+// batches here and flushes on its own clock (metrics.FlushEvery).
+func (w *Worker) handleBatch(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	log := w.log
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		log = log.With("request_id", lc.AwsRequestID)

@@ -1,6 +1,6 @@
 // Package metrics reports what happens to tasks as CloudWatch metrics in the
-// embedded metric format (EMF): one JSON object per line, which CloudWatch
-// Logs turns into metrics when a Lambda function writes it to stdout. No
+// embedded metric format (EMF): JSON documents, one a line, which CloudWatch
+// Logs turns into metrics when a Lambda function writes them to stdout. No
 // PutMetricData call, permission or extra latency is involved.
 //
 // # Metrics
@@ -18,29 +18,53 @@
 //	TasksCancelled   Count         cancelled on request or by the handler
 //	LeasesLost       Count         another worker took the task over; this attempt's result was discarded
 //	TasksUnknownKind Count         no handler for the kind here; released without using an attempt
+//	TasksHeld        Count         the kind or its queue was at its limit; released without using an attempt
+//	TasksDiverged    Count         a workflow's run diverged from its history; the task is held
 //	HandlerDuration  Milliseconds  how long the attempt ran, for every outcome above
 //
-// An attempt writes one line, when it ends: its outcome's counter,
-// HandlerDuration, and the claim's EnqueueToClaim and DueToClaim. There is
-// no claim counter of its own: every claim whose outcome is recorded ends in
-// exactly one of the counters above, so their sum counts the claims. Each
-// line also carries task_id, attempt and outcome as plain properties
-// (searchable in CloudWatch Logs Insights, not dimensions). Payloads and
-// results never appear.
+// # Per batch, not per attempt
+//
+// An attempt adds to its kind's pending figures when it ends: one to its
+// outcome's counter, its HandlerDuration, and the claim's EnqueueToClaim and
+// DueToClaim. Nothing is written then. Flush writes one document per Kind
+// value with pending figures: each counter as the number of attempts it
+// counts, each duration as EMF's {"Values":[...],"Counts":[...]} (or a
+// plain array or number when that is shorter), durations rounded to two
+// significant digits so that a batch's values repeat. The worker flushes at
+// the end of every Lambda batch (before HandleSQS returns) and, under
+// Worker.Run, every FlushEvery and when it stops. A kind's figures are also
+// written at once when one of its durations reaches MaxValues distinct
+// values (EMF's limit per array) or it holds MaxPending attempts, so that
+// memory and a document's size stay bounded whatever the traffic.
+//
+// A counter's Sum is the number of attempts, as before; its SampleCount is
+// the number of documents, so read counters with Sum. The durations keep
+// their per-attempt statistics (SampleCount, Average, percentiles), within
+// the rounding. A document names no task: task ids, attempts and payloads
+// never appear (a succeeded task's id is in its DEBUG log line and its
+// record). There is no claim counter of its own: every claim whose outcome
+// is recorded ends in exactly one of the counters above, so their sum
+// counts the claims.
 //
 // The Kind dimension is bounded, as each of its values makes new metrics
 // and whoever can send to the work queue chooses kinds: every task of a
 // kind no handler is registered for counts under Kind "(unknown)", and past
 // the first MaxKinds (100) kinds one worker process has seen, further kinds
-// count under "(other)". Such a line keeps the kind as its "kind" property.
+// count under "(other)". Such a document lists the first kinds it counts
+// (at most sharedKindNames) in its "kinds" property.
+//
+// # Attempt lines
+//
+// A writer that implements AttemptWriter (the chaos harness's evidence
+// file) gets the former shape instead: one line per attempt when it ends,
+// with task_id, attempt and outcome as plain properties.
 package metrics
 
 import (
+	"context"
 	"io"
-	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
@@ -81,12 +105,13 @@ const (
 // send to the work queue chooses kinds, and each new value makes four new
 // CloudWatch metrics.
 const (
-	// UnknownKind is the Kind of every line of OutcomeUnknownKind: kinds
-	// no handler is registered for share one series. The kind itself is
-	// the line's "kind" property (searchable, not a dimension).
+	// UnknownKind is the Kind of every attempt of OutcomeUnknownKind:
+	// kinds no handler is registered for share one series. The kinds
+	// themselves are the document's "kinds" property (searchable, not a
+	// dimension).
 	UnknownKind = "(unknown)"
-	// OtherKind is the Kind of a line whose kind is not among the first
-	// MaxKinds kinds this EMF has written.
+	// OtherKind is the Kind of an attempt whose kind is not among the
+	// first MaxKinds kinds this EMF has counted.
 	OtherKind = "(other)"
 	// MaxKinds bounds the distinct Kind values one EMF writes, besides
 	// UnknownKind and OtherKind.
@@ -99,141 +124,188 @@ const (
 	UnitMilliseconds = "Milliseconds"
 )
 
-// outcomeMetric is the counter of each outcome.
-var outcomeMetric = map[lifecycle.Outcome]string{
-	lifecycle.OutcomeSucceeded:   TasksSucceeded,
-	lifecycle.OutcomeFailed:      TasksFailed,
-	lifecycle.OutcomeRetried:     TasksRetried,
-	lifecycle.OutcomeReleased:    TasksReleased,
-	lifecycle.OutcomeSnoozed:     TasksSnoozed,
-	lifecycle.OutcomeCancelled:   TasksCancelled,
-	lifecycle.OutcomeLeaseLost:   LeasesLost,
-	lifecycle.OutcomeUnknownKind: TasksUnknownKind,
-	lifecycle.OutcomeHeld:        TasksHeld,
-	lifecycle.OutcomeDiverged:    TasksDiverged,
+// Bounds of what one EMF holds before it writes.
+const (
+	// MaxValues is the most distinct values of one duration in one
+	// document: EMF's limit for a metric's array. A kind whose duration
+	// would take one more is written first.
+	MaxValues = 100
+	// MaxPending is the most attempts one kind's pending figures count: at
+	// that many they are written without waiting for the flush.
+	MaxPending = 10_000
+	// FlushEvery is how often Worker.Run writes what is pending: CloudWatch
+	// keeps these metrics at one-minute resolution, so a few documents a
+	// minute per kind lose nothing.
+	FlushEvery = 10 * time.Second
+	// sharedKindNames bounds the kinds a document of UnknownKind or
+	// OtherKind lists in its "kinds" property.
+	sharedKindNames = 10
+)
+
+// outcomes are the outcomes with a counter, in the order a document lists
+// them; counters[i] is outcomes[i]'s.
+var (
+	outcomes = [...]lifecycle.Outcome{
+		lifecycle.OutcomeSucceeded, lifecycle.OutcomeFailed, lifecycle.OutcomeRetried,
+		lifecycle.OutcomeReleased, lifecycle.OutcomeSnoozed, lifecycle.OutcomeCancelled,
+		lifecycle.OutcomeLeaseLost, lifecycle.OutcomeUnknownKind, lifecycle.OutcomeHeld,
+		lifecycle.OutcomeDiverged,
+	}
+	counters = [len(outcomes)]string{
+		TasksSucceeded, TasksFailed, TasksRetried,
+		TasksReleased, TasksSnoozed, TasksCancelled,
+		LeasesLost, TasksUnknownKind, TasksHeld,
+		TasksDiverged,
+	}
+)
+
+// outcomeIndex is the index of o in outcomes, or -1.
+func outcomeIndex(o lifecycle.Outcome) int {
+	for i, x := range outcomes {
+		if x == o {
+			return i
+		}
+	}
+	return -1
 }
 
-// EMF writes one EMF line per attempt to a writer, when the attempt ends.
-// It implements lifecycle.Observer and is safe for concurrent use: lines
+// AttemptWriter is a writer that wants one line per attempt (task_id,
+// attempt and outcome as properties) rather than documents per batch: the
+// chaos harness reads each attempt's outcome from them. Its
+// MetricsPerAttempt reports whether it does.
+type AttemptWriter interface {
+	io.Writer
+	MetricsPerAttempt() bool
+}
+
+// EMF aggregates the attempts that end into one EMF document per Kind
+// value, written by Flush (or when a kind's figures reach a bound). It
+// implements lifecycle.Observer and is safe for concurrent use: documents
 // never interleave.
 type EMF struct {
-	mu    sync.Mutex
-	w     io.Writer
-	clock clockwork.Clock
-	kinds map[string]struct{} // the Kind values written, at most MaxKinds; under mu
+	mu         sync.Mutex
+	w          io.Writer
+	perAttempt bool
+	clock      clockwork.Clock
+	kinds      map[string]struct{} // the Kind values counted, at most MaxKinds; under mu
+	// pending holds each Kind value's figures since its last document;
+	// order lists the Kind values in the order they were first seen, so
+	// that a flush writes them in a stable order. Both under mu; a series
+	// is kept (emptied) after it is written, so that a steady stream of
+	// batches allocates nothing.
+	pending map[string]*series
+	order   []string
+	buf     []byte // the document being written; under mu
 }
 
 var _ lifecycle.Observer = (*EMF)(nil)
 
 // NewEMF returns an observer writing to w (in Lambda: os.Stdout). A nil
-// clock is the real one; it stamps the lines.
+// clock is the real one; it stamps the documents and paces FlushLoop.
 func NewEMF(w io.Writer, clock clockwork.Clock) *EMF {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	return &EMF{w: w, clock: clock, kinds: make(map[string]struct{})}
+	aw, ok := w.(AttemptWriter)
+	return &EMF{
+		w: w, clock: clock, kinds: make(map[string]struct{}), pending: make(map[string]*series),
+		perAttempt: ok && aw.MetricsPerAttempt(),
+	}
 }
 
-// value is one metric of a line.
-type value struct {
-	name  string
-	unit  string
-	value float64
-}
-
-// Ended implements lifecycle.Observer: one line with the outcome's counter,
-// the handler's duration and, for a claimed attempt, how late the claim
-// came.
+// Ended implements lifecycle.Observer: it adds the attempt to its kind's
+// pending figures, its outcome's counter, the handler's duration and, for
+// a claimed attempt, how late the claim came. It writes only when the
+// kind's figures reach a bound (MaxValues, MaxPending).
 func (e *EMF) Ended(a lifecycle.Ended) {
-	name, ok := outcomeMetric[a.Outcome]
-	if !ok {
+	oi := outcomeIndex(a.Outcome)
+	if oi < 0 {
 		return
 	}
-	var buf [4]value
-	vals := append(buf[:0],
-		value{name, UnitCount, 1},
-		value{HandlerDuration, UnitMilliseconds, millis(a.HandlerTime)})
+	var (
+		enqueue, due       time.Duration
+		hasEnqueue, hasDue bool
+	)
 	if c := a.Claim; c != nil {
 		if c.Attempt <= 1 {
-			vals = append(vals, value{EnqueueToClaim, UnitMilliseconds, millis(c.SinceEnqueue)})
+			enqueue, hasEnqueue = c.SinceEnqueue, true
 		}
 		if !c.RunAt.IsZero() && !c.CreatedAt.IsZero() {
 			// since enqueue minus the wait that was asked for: the lateness.
-			late := c.SinceEnqueue - c.RunAt.Sub(c.CreatedAt)
-			vals = append(vals, value{DueToClaim, UnitMilliseconds, millis(max(late, 0))})
+			due, hasDue = max(c.SinceEnqueue-c.RunAt.Sub(c.CreatedAt), 0), true
 		}
 	}
-	e.write(a.Task, string(a.Outcome), vals)
-}
-
-// millis is d in milliseconds, to the microsecond.
-func millis(d time.Duration) float64 {
-	return float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
-}
-
-// linePool holds line buffers: one line per attempt should not cost an
-// allocation.
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// write emits one line: the metadata, the Kind dimension, the task's id,
-// attempt and outcome, and the values. It is built by hand, in the order
-// EMF documents show: about half the allocations and none of the reflection
-// of encoding/json, for a shape that never changes.
-func (e *EMF) write(t lease.Task, outcome string, vals []value) {
-	kind, shared := e.dimension(t, outcome)
-	bp := linePool.Get().(*[]byte)
-	b := (*bp)[:0]
-	b = append(b, `{"_aws":{"Timestamp":`...)
-	b = strconv.AppendInt(b, e.clock.Now().UnixMilli(), 10)
-	b = append(b, `,"CloudWatchMetrics":[{"Namespace":"`+Namespace+`","Dimensions":[["`+DimensionKind+`"],[]],"Metrics":[`...)
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"Name":"`...)
-		b = append(b, v.name...)
-		b = append(b, `","Unit":"`...)
-		b = append(b, v.unit...)
-		b = append(b, `"}`...)
+	if e.perAttempt {
+		e.writeAttempt(a, oi, enqueue, hasEnqueue, due, hasDue)
+		return
 	}
-	b = append(b, `]}]},"`+DimensionKind+`":`...)
-	b = appendString(b, kind)
-	if shared {
-		b = append(b, `,"kind":`...)
-		b = appendString(b, t.Kind)
-	}
-	b = append(b, `,"task_id":`...)
-	b = appendString(b, t.ID)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(t.Attempt), 10)
-	b = append(b, `,"outcome":`...)
-	b = appendString(b, outcome)
-	for _, v := range vals {
-		b = append(b, ',', '"')
-		b = append(b, v.name...)
-		b = append(b, '"', ':')
-		b = strconv.AppendFloat(b, v.value, 'f', -1, 64)
-	}
-	b = append(b, '}', '\n')
 	e.mu.Lock()
-	_, _ = e.w.Write(b) // metrics are best effort; a task never fails for them
-	e.mu.Unlock()
-	*bp = b
-	linePool.Put(bp)
+	defer e.mu.Unlock()
+	kind, shared := e.dimension(a.Task, a.Outcome)
+	s := e.series(kind)
+	if s.full(hasEnqueue, hasDue) {
+		e.writeSeries(kind, s)
+	}
+	s.add(oi, a.HandlerTime, enqueue, hasEnqueue, due, hasDue)
+	if shared {
+		s.addKindName(a.Task.Kind)
+	}
+	if s.attempts >= MaxPending {
+		e.writeSeries(kind, s)
+	}
 }
 
-// dimension is the Kind value of a line of t's: its kind, or, when shared,
-// UnknownKind (no handler for it) or OtherKind (past MaxKinds kinds), with
-// the kind itself then written as the line's "kind" property.
-func (e *EMF) dimension(t lease.Task, outcome string) (kind string, shared bool) {
+// series is kind's pending figures, made on first use. Under mu.
+func (e *EMF) series(kind string) *series {
+	s, ok := e.pending[kind]
+	if !ok {
+		s = new(series)
+		e.pending[kind] = s
+		e.order = append(e.order, kind)
+	}
+	return s
+}
+
+// Flush writes one document per Kind value with pending figures, and
+// empties them. HandleSQS calls it before it returns, so that nothing is
+// pending while Lambda freezes the process; it is cheap when nothing is.
+func (e *EMF) Flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, kind := range e.order {
+		if s := e.pending[kind]; s.attempts > 0 {
+			e.writeSeries(kind, s)
+		}
+	}
+}
+
+// FlushLoop flushes every period until ctx is done, then once more, and
+// returns: its caller (Worker.Run) starts it in a goroutine, cancels ctx
+// once its batches have ended, and waits for it.
+func (e *EMF) FlushLoop(ctx context.Context, period time.Duration) {
+	tick := e.clock.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.Flush()
+			return
+		case <-tick.Chan():
+			e.Flush()
+		}
+	}
+}
+
+// dimension is the Kind value of an attempt of t's: its kind, or, when
+// shared, UnknownKind (no handler for it) or OtherKind (past MaxKinds
+// kinds). Under mu.
+func (e *EMF) dimension(t lease.Task, outcome lifecycle.Outcome) (kind string, shared bool) {
 	switch {
-	case outcome == string(lifecycle.OutcomeUnknownKind):
+	case outcome == lifecycle.OutcomeUnknownKind:
 		return UnknownKind, true
 	case t.Kind == "":
 		return "unknown", false // CloudWatch rejects an empty dimension value
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if _, ok := e.kinds[t.Kind]; ok {
 		return t.Kind, false
 	}
@@ -242,34 +314,4 @@ func (e *EMF) dimension(t lease.Task, outcome string) (kind string, shared bool)
 		return t.Kind, false
 	}
 	return OtherKind, true
-}
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json writes it.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }

@@ -1,10 +1,11 @@
 package metrics_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
+	"context"
 	"io"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,272 +19,278 @@ import (
 	"github.com/leasehold/leasehold/internal/metrics"
 )
 
-// emfLine is the part of an EMF document the tests read.
-type emfLine struct {
-	AWS struct {
-		Timestamp         int64 `json:"Timestamp"`
-		CloudWatchMetrics []struct {
-			Namespace  string     `json:"Namespace"`
-			Dimensions [][]string `json:"Dimensions"`
-			Metrics    []struct {
-				Name string `json:"Name"`
-				Unit string `json:"Unit"`
-			} `json:"Metrics"`
-		} `json:"CloudWatchMetrics"`
-	} `json:"_aws"`
-	raw map[string]any
-}
-
-func parseLines(t *testing.T, out string) []emfLine {
-	t.Helper()
-	var lines []emfLine
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var l emfLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("line %q is not JSON: %v", sc.Text(), err)
-		}
-		if err := json.Unmarshal(sc.Bytes(), &l.raw); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-	}
-	return lines
-}
-
-// checkShape asserts what CloudWatch requires of an EMF line: one directive
-// in our namespace, every dimension and metric it names present at the root
-// with the right type, and names plus units as given.
-func checkShape(t *testing.T, l emfLine, want map[string]string) {
-	t.Helper()
-	if len(l.AWS.CloudWatchMetrics) != 1 {
-		t.Fatalf("want one metric directive, got %d", len(l.AWS.CloudWatchMetrics))
-	}
-	d := l.AWS.CloudWatchMetrics[0]
-	if d.Namespace != metrics.Namespace {
-		t.Errorf("namespace %q, want %q", d.Namespace, metrics.Namespace)
-	}
-	if len(d.Dimensions) != 2 || len(d.Dimensions[0]) != 1 || d.Dimensions[0][0] != metrics.DimensionKind || len(d.Dimensions[1]) != 0 {
-		t.Errorf("dimensions %v, want [[Kind] []]", d.Dimensions)
-	}
-	if _, ok := l.raw[metrics.DimensionKind].(string); !ok {
-		t.Errorf("dimension %s missing from the root: %v", metrics.DimensionKind, l.raw)
-	}
-	got := map[string]string{}
-	for _, m := range d.Metrics {
-		got[m.Name] = m.Unit
-		if _, ok := l.raw[m.Name].(float64); !ok {
-			t.Errorf("metric %s has no numeric value at the root: %v", m.Name, l.raw[m.Name])
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("metrics %v, want %v", got, want)
-	}
-	for name, unit := range want {
-		if got[name] != unit {
-			t.Errorf("metric %s unit %q, want %q (all: %v)", name, got[name], unit, got)
-		}
-	}
-}
-
-// A claimed attempt's line carries how late its claim came, with the
-// outcome, when it ends; nothing is written at the claim.
-func TestEndedLineCarriesTheClaim(t *testing.T) {
-	t.Parallel()
-	clock := clockwork.NewFakeClockAt(time.UnixMilli(1_700_000_000_123))
+// inlineAttempt is a succeeded first attempt of an inline task of kind:
+// a handler of a few microseconds, claimed tens of milliseconds after its
+// creation (the bench's echo task, as HandleSQS reports it).
+func inlineAttempt(rng *rand.Rand, i int, kind string) lifecycle.Ended {
 	created := time.UnixMilli(1_700_000_000_000)
-	cases := []struct {
-		name    string
-		claim   lifecycle.Claim
-		metrics map[string]string
-		due     float64
-	}{
-		{
-			name:    "first attempt",
-			claim:   lifecycle.Claim{Attempt: 1, CreatedAt: created, RunAt: created, SinceEnqueue: 1500 * time.Millisecond},
-			metrics: map[string]string{"TasksSucceeded": "Count", "HandlerDuration": "Milliseconds", "EnqueueToClaim": "Milliseconds", "DueToClaim": "Milliseconds"},
-			due:     1500,
-		},
-		{
-			name:    "retry due later",
-			claim:   lifecycle.Claim{Attempt: 3, CreatedAt: created, RunAt: created.Add(time.Minute), SinceEnqueue: time.Minute + 250*time.Millisecond},
-			metrics: map[string]string{"TasksSucceeded": "Count", "HandlerDuration": "Milliseconds", "DueToClaim": "Milliseconds"},
-			due:     250,
-		},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			var buf bytes.Buffer
-			// The task as the finish left it: a later run_at must not
-			// change the claim's lateness.
-			task := lease.Task{ID: "t1", Kind: "resize", Attempt: c.claim.Attempt, CreatedAt: created, RunAt: created.Add(time.Hour)}
-			metrics.NewEMF(&buf, clock).Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: 7 * time.Millisecond, Claim: &c.claim})
-			lines := parseLines(t, buf.String())
-			if len(lines) != 1 {
-				t.Fatalf("want 1 line, got %d: %s", len(lines), buf.String())
-			}
-			l := lines[0]
-			checkShape(t, l, c.metrics)
-			if l.AWS.Timestamp != 1_700_000_000_123 {
-				t.Errorf("timestamp %d", l.AWS.Timestamp)
-			}
-			if l.raw["Kind"] != "resize" || l.raw["task_id"] != "t1" || l.raw["TasksSucceeded"] != 1.0 || l.raw["DueToClaim"] != c.due || l.raw["HandlerDuration"] != 7.0 {
-				t.Errorf("values: %v", l.raw)
-			}
-			if _, ok := c.metrics["EnqueueToClaim"]; ok && l.raw["EnqueueToClaim"] != float64(c.claim.SinceEnqueue.Milliseconds()) {
-				t.Errorf("EnqueueToClaim = %v, want %d", l.raw["EnqueueToClaim"], c.claim.SinceEnqueue.Milliseconds())
-			}
-		})
+	since := 30*time.Millisecond + time.Duration(rng.IntN(40_000))*time.Microsecond
+	return lifecycle.Ended{
+		Task:        lease.Task{ID: "4f6c1a52-9d0e-4a53-8f7e-" + strconv.Itoa(100000000000+i), Kind: kind, Attempt: 1, CreatedAt: created, RunAt: created},
+		Outcome:     lifecycle.OutcomeSucceeded,
+		HandlerTime: time.Duration(2_000+rng.IntN(60_000)) * time.Nanosecond,
+		Claim:       &lifecycle.Claim{Attempt: 1, CreatedAt: created, RunAt: created, SinceEnqueue: since},
 	}
 }
 
-func TestEndedLines(t *testing.T) {
-	t.Parallel()
-	outcomes := map[lifecycle.Outcome]string{
-		lifecycle.OutcomeSucceeded:   "TasksSucceeded",
-		lifecycle.OutcomeFailed:      "TasksFailed",
-		lifecycle.OutcomeRetried:     "TasksRetried",
-		lifecycle.OutcomeReleased:    "TasksReleased",
-		lifecycle.OutcomeSnoozed:     "TasksSnoozed",
-		lifecycle.OutcomeCancelled:   "TasksCancelled",
-		lifecycle.OutcomeLeaseLost:   "LeasesLost",
-		lifecycle.OutcomeUnknownKind: "TasksUnknownKind",
-		lifecycle.OutcomeHeld:        "TasksHeld",
-		lifecycle.OutcomeDiverged:    "TasksDiverged",
-	}
-	for outcome, counter := range outcomes {
-		t.Run(string(outcome), func(t *testing.T) {
-			t.Parallel()
-			var buf bytes.Buffer
-			task := lease.Task{ID: "t", Kind: "k", Attempt: 2, Payload: []byte(`{"secret":"s3cr3t"}`), Result: []byte(`"r3sult"`)}
-			metrics.NewEMF(&buf, clockwork.NewFakeClock()).Ended(lifecycle.Ended{Task: task, Outcome: outcome, HandlerTime: 42 * time.Millisecond})
-			if strings.Contains(buf.String(), "s3cr3t") || strings.Contains(buf.String(), "r3sult") {
-				t.Fatalf("payload or result in a metrics line: %s", buf.String())
-			}
-			lines := parseLines(t, buf.String())
-			if len(lines) != 1 {
-				t.Fatalf("want 1 line, got %d", len(lines))
-			}
-			checkShape(t, lines[0], map[string]string{counter: "Count", "HandlerDuration": "Milliseconds"})
-			if lines[0].raw[counter] != 1.0 || lines[0].raw["HandlerDuration"] != 42.0 || lines[0].raw["outcome"] != string(outcome) {
-				t.Errorf("values: %v", lines[0].raw)
-			}
-		})
-	}
-}
-
-func TestEmptyKindStillMakesAMetric(t *testing.T) {
+// A batch's attempts write nothing until Flush, then one document for
+// their kind: each counter the number of attempts it counts, each duration
+// every attempt's value (rounded), and no task id.
+func TestBatchIsOneDocumentPerKind(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	metrics.NewEMF(&buf, nil).Ended(lifecycle.Ended{Task: lease.Task{ID: "t"}, Outcome: lifecycle.OutcomeFailed})
-	l := parseLines(t, buf.String())
-	if len(l) != 1 || l[0].raw["Kind"] != "unknown" {
-		t.Fatalf("got %s", buf.String())
+	clock := clockwork.NewFakeClockAt(time.UnixMilli(1_700_000_000_123))
+	e := metrics.NewEMF(&buf, clock)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 10 {
+		e.Ended(inlineAttempt(rng, i, "echo"))
 	}
-}
-
-func TestConcurrentLinesDoNotInterleave(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	e := metrics.NewEMF(&buf, nil)
-	var wg sync.WaitGroup
-	for i := range 50 {
-		wg.Go(func() {
-			e.Ended(lifecycle.Ended{Task: lease.Task{ID: strings.Repeat("x", i), Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Duration(i)})
-		})
+	retry := inlineAttempt(rng, 10, "resize")
+	retry.Outcome, retry.HandlerTime = lifecycle.OutcomeRetried, 1234*time.Millisecond
+	retry.Claim.Attempt = 2 // no EnqueueToClaim
+	e.Ended(retry)
+	failed := inlineAttempt(rng, 11, "resize")
+	failed.Outcome, failed.HandlerTime = lifecycle.OutcomeFailed, 1236*time.Millisecond
+	e.Ended(failed)
+	if buf.Len() != 0 {
+		t.Fatalf("written before the flush: %s", buf.String())
 	}
-	wg.Wait()
-	if got := len(parseLines(t, buf.String())); got != 50 {
-		t.Fatalf("want 50 lines, got %d", got)
+	e.Flush()
+	lines := parseLines(t, buf.String())
+	if len(lines) != 2 {
+		t.Fatalf("want 2 documents (echo, resize), got %d: %s", len(lines), buf.String())
 	}
-}
-
-// Strings are written as encoding/json writes them, whatever they hold.
-func TestStringsAreJSON(t *testing.T) {
-	t.Parallel()
-	for _, id := range []string{"plain", `q"uote\back`, "ctl\x00\x1f\n\t", "é€😀", "bad\xffutf8\xc3", "\u2028"} {
-		var buf bytes.Buffer
-		metrics.NewEMF(&buf, nil).Ended(lifecycle.Ended{Task: lease.Task{ID: id, Kind: id}, Outcome: lifecycle.OutcomeFailed})
-		l := parseLines(t, buf.String())
-		want := strings.ToValidUTF8(id, "\ufffd")
-		if len(l) != 1 || l[0].raw["task_id"] != want || l[0].raw["Kind"] != want {
-			t.Errorf("%q: got %s", id, buf.String())
+	echo, resize := lines[0], lines[1]
+	checkShape(t, echo, map[string]string{"TasksSucceeded": "Count", "HandlerDuration": "Milliseconds", "EnqueueToClaim": "Milliseconds", "DueToClaim": "Milliseconds"})
+	checkShape(t, resize, map[string]string{"TasksRetried": "Count", "TasksFailed": "Count", "HandlerDuration": "Milliseconds", "EnqueueToClaim": "Milliseconds", "DueToClaim": "Milliseconds"})
+	if echo.AWS.Timestamp != 1_700_000_000_123 || echo.raw["Kind"] != "echo" || echo.raw["TasksSucceeded"] != 10.0 {
+		t.Errorf("echo: %v", echo.raw)
+	}
+	for _, name := range []string{"HandlerDuration", "EnqueueToClaim", "DueToClaim"} {
+		if n := len(samples(echo.raw[name])); n != 10 {
+			t.Errorf("echo %s: %d samples, want 10: %v", name, n, echo.raw[name])
 		}
 	}
+	if resize.raw["TasksRetried"] != 1.0 || resize.raw["TasksFailed"] != 1.0 {
+		t.Errorf("resize counters: %v", resize.raw)
+	}
+	// Two significant digits: 1234 and 1236 ms both count as 1200.
+	if got := samples(resize.raw["HandlerDuration"]); !slices.Equal(got, []float64{1200, 1200}) {
+		t.Errorf("resize HandlerDuration %v, want [1200 1200]", got)
+	}
+	if got := samples(resize.raw["EnqueueToClaim"]); len(got) != 1 {
+		t.Errorf("resize EnqueueToClaim %v: want only the first attempt's", got)
+	}
+	if strings.Contains(buf.String(), "4f6c1a52") || strings.Contains(buf.String(), "task_id") {
+		t.Errorf("a document names a task: %s", buf.String())
+	}
+	// Flushed figures are not written again.
+	buf.Reset()
+	e.Flush()
+	if buf.Len() != 0 {
+		t.Errorf("a second flush wrote %s", buf.String())
+	}
 }
 
-// A line costs no more than a handful of allocations (the observer's
-// argument and the writer's own are outside it).
-func TestLineAllocations(t *testing.T) {
-	e := metrics.NewEMF(io.Discard, clockwork.NewFakeClock())
-	end := lifecycle.Ended{
-		Task: lease.Task{ID: "4f6c1a52-9d0e-4a53-8f7e-2f5b4a1c0001", Kind: "resize", Attempt: 1}, Outcome: lifecycle.OutcomeSucceeded,
-		HandlerTime: 1234567 * time.Nanosecond, Claim: &lifecycle.Claim{Attempt: 1, SinceEnqueue: 42 * time.Millisecond},
-	}
-	if n := testing.AllocsPerRun(200, func() { e.Ended(end) }); n > 1 {
-		t.Errorf("%v allocations per line, want at most 1", n)
+// Issue 38, point 4: at most 50 bytes of metrics per task on average, for a
+// Lambda batch of ten inline tasks and for a hundred flushed together (Run).
+func TestBytesPerTask(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{10, 100} {
+		var buf bytes.Buffer
+		e := metrics.NewEMF(&buf, clockwork.NewFakeClockAt(time.UnixMilli(1_765_130_000_000)))
+		rng := rand.New(rand.NewPCG(uint64(n), 7))
+		for i := range n {
+			e.Ended(inlineAttempt(rng, i, "echo"))
+		}
+		e.Flush()
+		per := float64(buf.Len()) / float64(n)
+		t.Logf("%d tasks: %d bytes, %.1f per task: %s", n, buf.Len(), per, buf.String())
+		if per > 50 {
+			t.Errorf("%d tasks: %.1f bytes of metrics per task, want at most 50", n, per)
+		}
+		parseLines(t, buf.String())
 	}
 }
 
-// kindsOf is the set of Kind dimension values of out's lines.
-func kindsOf(t *testing.T, out string) map[string]int {
-	t.Helper()
-	kinds := map[string]int{}
-	for _, l := range parseLines(t, out) {
-		k, _ := l.raw[metrics.DimensionKind].(string)
-		kinds[k]++
+// A duration never has more than MaxValues distinct values in a document:
+// the kind's figures are written first. The values all arrive.
+func TestValuesPerDocumentAreBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
+	const n = 180
+	for i := range n {
+		// 180 distinct values: 1.0, 1.1, ... 9.9 ms, then 10, 11, ... 99 ms.
+		d := time.Duration(10+i) * 100 * time.Microsecond
+		if i >= 90 {
+			d = time.Duration(i-80) * time.Millisecond
+		}
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: d})
 	}
-	return kinds
+	e.Flush()
+	total := 0
+	lines := parseLines(t, buf.String())
+	for _, l := range lines {
+		h := l.raw["HandlerDuration"]
+		if m, ok := h.(map[string]any); ok && len(m["Values"].([]any)) > metrics.MaxValues {
+			t.Errorf("%d values in one document", len(m["Values"].([]any)))
+		}
+		if a, ok := h.([]any); ok && len(a) > metrics.MaxValues {
+			t.Errorf("an array of %d values", len(a))
+		}
+		total += len(samples(h))
+	}
+	if len(lines) != 2 || total != n {
+		t.Errorf("%d documents with %d samples, want 2 with %d", len(lines), total, n)
+	}
+}
+
+// A kind's figures are written once they count MaxPending attempts, even
+// with no flush and nothing new in their values.
+func TestPendingAttemptsAreBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
+	for range metrics.MaxPending {
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Millisecond})
+	}
+	lines := parseLines(t, buf.String())
+	if len(lines) != 1 || lines[0].raw["TasksSucceeded"] != float64(metrics.MaxPending) {
+		t.Fatalf("after %d attempts: %s", metrics.MaxPending, buf.String())
+	}
+}
+
+// Run's flusher writes on every tick and once more when it stops.
+func TestFlushLoop(t *testing.T) {
+	t.Parallel()
+	buf := &syncBuffer{}
+	clock := clockwork.NewFakeClock()
+	e := metrics.NewEMF(buf, clock)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.FlushLoop(ctx, time.Second) })
+	e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded})
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	for buf.lines() < 1 {
+		time.Sleep(time.Millisecond) // the loop's flush after the tick
+	}
+	e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeFailed})
+	cancel()
+	wg.Wait()
+	if got := buf.lines(); got != 2 {
+		t.Fatalf("want 2 documents (the tick's, the stop's), got %d", got)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), "\n")
 }
 
 // Kinds with no handler all count in one series, whatever kinds a sender
-// to the work queue makes up: a thousand of them make no new metrics.
-func TestUnknownKindsShareOneSeries(t *testing.T) {
+// makes up, and the document lists a bounded few of them; past MaxKinds
+// kinds, the rest share OtherKind.
+func TestKindsAreBounded(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
 	for i := range 1000 {
-		task := lease.Task{ID: "t", Kind: "made-up-" + strconv.Itoa(i), Attempt: 1}
-		e.Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeUnknownKind, Claim: &lifecycle.Claim{Attempt: 1}})
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "made-up-" + strconv.Itoa(i)}, Outcome: lifecycle.OutcomeUnknownKind})
+		e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k" + strconv.Itoa(i)}, Outcome: lifecycle.OutcomeFailed})
 	}
-	kinds := kindsOf(t, buf.String())
-	if len(kinds) != 1 || kinds[metrics.UnknownKind] != 1000 {
-		t.Fatalf("Kind values of 1000 unknown kinds: %d distinct (want 1, %q): %v", len(kinds), metrics.UnknownKind, first(kinds, 5))
+	e.Flush()
+	lines := parseLines(t, buf.String())
+	byKind := map[string]emfLine{}
+	for _, l := range lines {
+		byKind[l.raw["Kind"].(string)] = l
 	}
-	l := parseLines(t, buf.String())[999]
-	if l.raw["kind"] != "made-up-999" {
-		t.Errorf("the unknown kind is not kept as the kind property: %v", l.raw)
+	if len(lines) != metrics.MaxKinds+2 || len(byKind) != metrics.MaxKinds+2 {
+		t.Fatalf("%d documents, %d Kind values; want %d", len(lines), len(byKind), metrics.MaxKinds+2)
+	}
+	unknown, other := byKind[metrics.UnknownKind], byKind[metrics.OtherKind]
+	if unknown.raw["TasksUnknownKind"] != 1000.0 || other.raw["TasksFailed"] != float64(1000-metrics.MaxKinds) {
+		t.Errorf("shared series: %v; %v", unknown.raw, other.raw)
+	}
+	if names, _ := unknown.raw["kinds"].([]any); len(names) == 0 || len(names) > 10 || names[0] != "made-up-0" {
+		t.Errorf("the unknown kinds listed: %v", unknown.raw["kinds"])
 	}
 }
 
-// Any outcome can come with a kind a sender chose (a task failed as it was
-// created has no handler run): past MaxKinds distinct kinds, the rest share
-// OtherKind.
-func TestKindDimensionIsBounded(t *testing.T) {
+// Kinds are written as encoding/json writes them, whatever they hold.
+func TestDocumentStringsAreJSON(t *testing.T) {
 	t.Parallel()
-	var buf bytes.Buffer
-	e := metrics.NewEMF(&buf, clockwork.NewFakeClock())
-	for i := range 1000 {
-		task := lease.Task{ID: "t", Kind: "k" + strconv.Itoa(i), Attempt: 1}
-		e.Ended(lifecycle.Ended{Task: task, Outcome: lifecycle.OutcomeFailed})
-	}
-	// A kind seen before the bound keeps its own series after it.
-	e.Ended(lifecycle.Ended{Task: lease.Task{ID: "t", Kind: "k0"}, Outcome: lifecycle.OutcomeSucceeded})
-	kinds := kindsOf(t, buf.String())
-	if len(kinds) != metrics.MaxKinds+1 || kinds[metrics.OtherKind] != 1000-metrics.MaxKinds || kinds["k0"] != 2 {
-		t.Fatalf("Kind values of 1000 kinds: %d distinct, %d lines of %q, %d of k0; want %d, %d, 2",
-			len(kinds), kinds[metrics.OtherKind], metrics.OtherKind, kinds["k0"], metrics.MaxKinds+1, 1000-metrics.MaxKinds)
-	}
-}
-
-func first(m map[string]int, n int) []string {
-	var out []string
-	for k := range m {
-		if len(out) == n {
-			break
+	for _, kind := range []string{"plain", `q"uote\back`, "ctl\x00\x1f\n\t", "é€😀", "bad\xffutf8\xc3", "\u2028"} {
+		var buf bytes.Buffer
+		e := metrics.NewEMF(&buf, nil)
+		e.Ended(lifecycle.Ended{Task: lease.Task{ID: "t", Kind: kind}, Outcome: lifecycle.OutcomeFailed})
+		e.Flush()
+		l := parseLines(t, buf.String())
+		if len(l) != 1 || l[0].raw["Kind"] != strings.ToValidUTF8(kind, "\ufffd") {
+			t.Errorf("%q: got %s", kind, buf.String())
 		}
-		out = append(out, k)
 	}
-	return out
+}
+
+// Attempts that end at once from many goroutines are all counted, and a
+// flush racing them writes whole documents.
+func TestConcurrentAttempts(t *testing.T) {
+	t.Parallel()
+	buf := &syncBuffer{}
+	e := metrics.NewEMF(buf, nil)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			e.Ended(lifecycle.Ended{Task: lease.Task{Kind: "k"}, Outcome: lifecycle.OutcomeSucceeded, HandlerTime: time.Duration(i) * time.Millisecond})
+			if i%10 == 0 {
+				e.Flush()
+			}
+		})
+	}
+	wg.Wait()
+	e.Flush()
+	total := 0.0
+	for _, l := range parseLines(t, buf.b.String()) {
+		total += l.raw["TasksSucceeded"].(float64)
+	}
+	if total != 50 {
+		t.Fatalf("counted %v attempts, want 50", total)
+	}
+}
+
+// A steady stream of batches allocates nothing per attempt once its kinds
+// have been seen: the figures live in place and the document's buffer is
+// reused.
+func TestBatchAllocations(t *testing.T) {
+	e := metrics.NewEMF(io.Discard, clockwork.NewFakeClock())
+	rng := rand.New(rand.NewPCG(3, 4))
+	batch := make([]lifecycle.Ended, 10)
+	for i := range batch {
+		batch[i] = inlineAttempt(rng, i, "echo")
+	}
+	run := func() {
+		for _, a := range batch {
+			e.Ended(a)
+		}
+		e.Flush()
+	}
+	run()
+	if n := testing.AllocsPerRun(100, run); n > 0 {
+		t.Errorf("%v allocations per batch of ten, want none", n)
+	}
 }

@@ -164,7 +164,7 @@ var All = []Setting{
 	{Field: "Logger", Env: settings.EnvLogLevel, Kind: Level, DefaultText: "JSON on stderr at INFO", For: Worker | Dispatch,
 		Doc: "the structured logger; the variable (DEBUG, INFO, WARN or ERROR) sets JSON lines on stderr at that level"},
 	{Field: "Metrics", For: Worker, DefaultText: "off",
-		Doc: "receives CloudWatch metrics in embedded metric format, one JSON line per attempt (os.Stdout on Lambda)"},
+		Doc: "receives CloudWatch metrics in embedded metric format, one JSON document per task kind of each batch (every 10 s under `Run`; os.Stdout on Lambda)"},
 	{Field: "Owner", For: Worker, DefaultText: "host name and a random suffix",
 		Doc: "names the worker in lease_owner"},
 	{Field: "Clock", For: Worker | Client, DefaultText: "the real clock",

@@ -147,12 +147,15 @@ type WorkerConfig struct {
 	// Logger is the structured logger (default: JSON to stderr at Info).
 	Logger *slog.Logger
 	// Metrics, if set, receives CloudWatch metrics in embedded metric
-	// format, one JSON line per attempt when it ends (its outcome:
-	// succeeded, failed, retried, lease lost, ...; with handler duration
-	// and the claim's time from enqueue and from due), in the namespace
-	// "Leasehold" with the task kind as dimension. In Lambda, use
-	// os.Stdout and CloudWatch Logs extracts the metrics; see
-	// internal/metrics for the list. Off by default.
+	// format: the attempts' outcomes (succeeded, failed, retried, lease
+	// lost, ...), handler durations and the claims' time from enqueue and
+	// from due, in the namespace "Leasehold" with the task kind as
+	// dimension, as one JSON document per kind of each batch, written
+	// before HandleSQS returns (every 10 seconds and at the end under
+	// Run): a document per attempt would cost about ten times the
+	// CloudWatch Logs ingestion. In Lambda, use os.Stdout and CloudWatch
+	// Logs extracts the metrics; see internal/metrics for the list. Off
+	// by default.
 	Metrics io.Writer
 	// Owner names the worker in lease_owner (default: host name and a
 	// random suffix).

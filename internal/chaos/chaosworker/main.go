@@ -153,6 +153,15 @@ func openAppend(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 }
 
+// attemptLines is the metrics file: a metrics.AttemptWriter, so that the
+// worker writes it a line per attempt (task_id, attempt, outcome), the
+// evidence the checker reads (chaos.MetricEvent), rather than a document
+// per batch.
+type attemptLines struct{ *os.File }
+
+// MetricsPerAttempt implements metrics.AttemptWriter.
+func (attemptLines) MetricsPerAttempt() bool { return true }
+
 // write appends one line with a single write call.
 func (e evidenceFile) write(ev Evidence) {
 	line, err := json.Marshal(ev)
@@ -256,7 +265,7 @@ func main() {
 	cfg := leasehold.WorkerConfig{
 		AWS: awsCfg, Handlers: handlers,
 		Owner:             name,
-		Metrics:           mf,
+		Metrics:           attemptLines{mf},
 		VisibilityMargin:  durationEnv("CHAOS_VISIBILITY_MARGIN", 2*time.Second),
 		Backoff:           func(int) time.Duration { return 500 * time.Millisecond },
 		ReceiveVisibility: durationEnv("CHAOS_RECEIVE_VISIBILITY", 10*time.Second),
