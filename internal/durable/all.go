@@ -103,18 +103,24 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
+	return w.callback(ctx, name, timeout, submit, false, 0)
+}
+
+// callback is CallbackOf's work. submitted says this run handed the
+// callback's token to submit already (CallbackFuture, at its creation).
+// timer, when not zero, is the deadline of a timer raced against the
+// callback (Combine): the wait ends there with the answer TimerFired
+// instead of failing the attempt, and its timeout is the time left to it.
+func (w *Workflow) callback(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error, submitted bool, timer time.Duration) ([]byte, error) {
 	step := "callback:" + name
 	raw, err := stepOf(ctx, step, "callback", func(ctx context.Context) ([]byte, error) {
-		w.mu.Lock()
-		if w.nonce != "" {
-			w.mu.Unlock()
-			return nil, &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+		if !submitted {
+			if err := w.submitCallback(ctx, name, submit); err != nil {
+				return nil, err
+			}
 		}
-		w.nonce = lease.ResumableNonce(rand.Text(), step)
-		tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
-		w.mu.Unlock()
-		if err := submit(ctx, tok); err != nil {
-			return nil, err
+		if timer > 0 {
+			return nil, &AwaitCallbackError{Timeout: timer, Step: step, Timer: true}
 		}
 		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
 	}, false)
@@ -129,6 +135,9 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded answer %q is not a callback's: %w", step, raw, err)}
 	}
 	if answer.Error != nil {
+		if *answer.Error == TimerFired {
+			return nil, &CallbackFailedError{Name: name, Reason: TimerFired}
+		}
 		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
 	}
 	if claimcheck.IsRef(answer.Result) {
@@ -136,6 +145,20 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return w.fetchStep(ctx, step, answer.Result)
 	}
 	return answer.Result, nil
+}
+
+// submitCallback draws this run's callback token for the callback name
+// and hands it to submit.
+func (w *Workflow) submitCallback(ctx context.Context, name string, submit func(ctx context.Context, token string) error) error {
+	w.mu.Lock()
+	if w.nonce != "" {
+		w.mu.Unlock()
+		return &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+	}
+	w.nonce = lease.ResumableNonce(rand.Text(), "callback:"+name)
+	tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
+	w.mu.Unlock()
+	return submit(ctx, tok)
 }
 
 // outcomeOf is how t ended, as the awaits record it; a task with no
