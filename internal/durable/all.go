@@ -44,6 +44,9 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
+	if err := errInSpace(ctx, "workflow.All"); err != nil {
+		return nil, err
+	}
 	ids := make([]string, len(children))
 	for i := range children {
 		ids[i] = ChildIDIn(w.held.TaskID, name, i)
@@ -72,7 +75,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	if err == nil {
 		out, err = w.resolveOutcomes(ctx, out)
 	}
-	return out, w.wait(err, fmt.Sprintf("workflow.All %q", name))
+	return out, w.wait(ctx, err, fmt.Sprintf("workflow.All %q", name))
 }
 
 // CallbackFailedError is the answer of a callback that was failed
@@ -113,6 +116,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 // instead of failing the attempt, and its timeout is the time left to it.
 func (w *Workflow) callback(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error, submitted bool, timer time.Duration) ([]byte, error) {
 	step := "callback:" + name
+	qualified := spaceOf(ctx).qualify(step) // what the wait's answer is recorded as
 	raw, err := stepOf(ctx, step, "callback", func(ctx context.Context) ([]byte, error) {
 		if !submitted {
 			if err := w.submitCallback(ctx, name, submit); err != nil {
@@ -120,12 +124,12 @@ func (w *Workflow) callback(ctx context.Context, name string, timeout time.Durat
 			}
 		}
 		if timer > 0 {
-			return nil, &AwaitCallbackError{Timeout: timer, Step: step, Timer: true}
+			return nil, &AwaitCallbackError{Timeout: timer, Step: qualified, Timer: true}
 		}
-		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
+		return nil, &AwaitCallbackError{Timeout: timeout, Step: qualified}
 	}, false)
 	if err != nil {
-		return nil, w.wait(err, fmt.Sprintf("workflow.WaitForCallback %q", name))
+		return nil, w.wait(ctx, err, fmt.Sprintf("workflow.WaitForCallback %q", name))
 	}
 	var answer struct {
 		Result json.RawMessage `json:"result"`
@@ -155,7 +159,7 @@ func (w *Workflow) submitCallback(ctx context.Context, name string, submit func(
 		w.mu.Unlock()
 		return &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
 	}
-	w.nonce = lease.ResumableNonce(rand.Text(), "callback:"+name)
+	w.nonce = lease.ResumableNonce(rand.Text(), spaceOf(ctx).qualify("callback:"+name))
 	tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
 	w.mu.Unlock()
 	return submit(ctx, tok)

@@ -16,6 +16,7 @@ const (
 	futureStep uint8 = iota + 1
 	futureTimer
 	futureCallback
+	futureBranch
 )
 
 // Future is a durable operation started now and settled later: a step
@@ -49,6 +50,16 @@ type Future struct {
 	closed bool
 	out    []byte
 	err    error
+	// ch, a branch's, is closed when its goroutine has ended: only then
+	// are done, out and err read (join).
+	ch chan struct{}
+}
+
+// join waits for a branch's goroutine to end; other futures have none.
+func (f *Future) join() {
+	if f.ch != nil {
+		<-f.ch
+	}
 }
 
 // StepFuture runs fn as the step name now (StepAs) and returns it as a
@@ -73,10 +84,7 @@ func TimerFuture(ctx context.Context, d time.Duration) *Future {
 	if d < 0 || d > MaxSleep {
 		return &Future{kind: futureTimer, done: true, err: &PermanentError{Err: fmt.Errorf("timer of %s: %w: want 0 to %s", d, lease.ErrInvalid, MaxSleep)}}
 	}
-	w.mu.Lock()
-	w.sleeps++
-	name := "sleep#" + strconv.Itoa(int(w.sleeps))
-	w.mu.Unlock()
+	name := w.nextSleep(ctx)
 	clock := w.att.Clock()
 	raw, err := stepOf(ctx, name, OpSleep, func(context.Context) ([]byte, error) {
 		return strconv.AppendInt(nil, clock.Now().Add(d).UnixMilli(), 10), nil
@@ -110,10 +118,11 @@ func CallbackFuture(ctx context.Context, name string, timeout time.Duration, sub
 		f.done, f.err = true, &PermanentError{Err: err}
 		return f
 	}
+	sp := spaceOf(ctx)
 	w.mu.Lock()
 	_, replaying := w.att.(Replayer)
-	live := int(w.pos) == len(w.steps) && w.diverged == nil && !replaying
-	twice := w.called["callback:"+name]
+	live := w.next(sp) < 0 && w.diverged == nil && !replaying
+	twice := w.called[sp.qualify("callback:"+name)]
 	w.mu.Unlock()
 	switch {
 	case twice:
@@ -133,6 +142,14 @@ func CallbackFuture(ctx context.Context, name string, timeout time.Duration, sub
 // (a snooze until a timer's deadline, a wait for a callback), which the
 // handler must return, as SleepOf and CallbackOf do.
 func (f *Future) Get(ctx context.Context) ([]byte, error) {
+	f.join()
+	if f.kind == futureBranch && !f.done {
+		w, _ := ctx.Value(workflowKey{}).(*Workflow)
+		if w == nil {
+			return nil, f.err
+		}
+		return nil, w.wait(ctx, f.err, fmt.Sprintf("the branch %q", f.name))
+	}
 	if f.done {
 		return f.value()
 	}
@@ -147,7 +164,7 @@ func (f *Future) Get(ctx context.Context) ([]byte, error) {
 			f.done = true
 			return nil, nil
 		}
-		return nil, w.wait(&pauseError{msg: f.name + " until " + f.wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: f.wake.Sub(clock.Now())}}, sleepWhat(f.name))
+		return nil, w.wait(ctx, &pauseError{msg: f.name + " until " + f.wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: f.wake.Sub(clock.Now())}}, sleepWhat(f.name))
 	case futureCallback:
 		out, err := w.callback(ctx, f.name, f.timeout, f.submit, f.submitted, 0)
 		if Suspends(err) {
@@ -192,6 +209,7 @@ const (
 	CombineAny        = "any"
 	CombineAll        = "all"
 	CombineAllSettled = "allsettled"
+	CombineParallel   = "parallel"
 )
 
 // combined is a combinator's recorded outcome: the indexes of the futures
@@ -219,6 +237,14 @@ type combined struct {
 // callbacks not settled) fails the task, naming the mix. An error of a
 // step (not recorded) is returned as it is, and nothing is recorded.
 func Combine(ctx context.Context, kind, name string, fs []*Future) ([]int, error) {
+	return combine(ctx, kind, name, fs, policy{})
+}
+
+// policy is a parallel's completion policy (ParallelOf).
+type policy struct{ min, tolerated int }
+
+// combine is Combine's work; pol is CombineParallel's.
+func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) ([]int, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
@@ -233,8 +259,18 @@ func Combine(ctx context.Context, kind, name string, fs []*Future) ([]int, error
 		if f == nil {
 			return nil, &PermanentError{Err: fmt.Errorf("%s %q: %w: a nil future", kind, name, lease.ErrInvalid)}
 		}
+	}
+	for _, f := range fs {
+		// Every branch goes as far as it can first: the task waits only
+		// when none can go on.
+		f.join()
+	}
+	for _, f := range fs {
+		if f.kind == futureBranch && !f.done && !Suspends(f.err) {
+			return nil, f.err // a failed step, a divergence: recorded nowhere
+		}
 		var answered *CallbackFailedError
-		if f.done && f.err != nil && !errors.As(f.err, &answered) {
+		if f.kind != futureBranch && f.done && f.err != nil && !errors.As(f.err, &answered) {
 			// A step's failure, a timer's invalid duration, a callback's
 			// submit error: recorded nowhere.
 			return nil, f.err
@@ -244,11 +280,12 @@ func Combine(ctx context.Context, kind, name string, fs []*Future) ([]int, error
 	// Answers the worker recorded at this point for callbacks of fs, in
 	// the order they came, then the outcome, if recorded.
 	var answered []int
+	sp := spaceOf(ctx)
 	for {
 		w.mu.Lock()
 		i := -1
-		if int(w.pos) < len(w.steps) && w.diverged == nil {
-			i = callbackNamed(fs, w.steps[w.pos].Name)
+		if at := w.next(sp); at >= 0 && w.diverged == nil {
+			i = callbackNamed(fs, w.steps[at].Name, sp)
 		}
 		w.mu.Unlock()
 		if i < 0 {
@@ -262,14 +299,14 @@ func Combine(ctx context.Context, kind, name string, fs []*Future) ([]int, error
 		answered = append(answered, i)
 	}
 	w.mu.Lock()
-	recorded := int(w.pos) < len(w.steps)
+	recorded := w.next(sp) >= 0
 	w.mu.Unlock()
 	now := w.att.Clock().Now()
 	var order []int
 	if !recorded {
 		order = settleOrder(fs, answered, now)
-		if !decided(kind, fs, order) {
-			return nil, w.wait(w.combineWait(ctx, kind, name, fs, now), fmt.Sprintf("workflow.%s %q", kind, name))
+		if !decided(kind, fs, order, pol) {
+			return nil, w.wait(ctx, w.combineWait(ctx, kind, name, fs, now), fmt.Sprintf("workflow.%s %q", kind, name))
 		}
 	}
 	raw, err := stepOf(ctx, step, op, func(context.Context) ([]byte, error) {
@@ -301,10 +338,10 @@ func isRunEnd(err error) bool {
 }
 
 // callbackNamed is the index of the callback of fs, not settled, whose
-// answer is the step name, or -1.
-func callbackNamed(fs []*Future, name string) int {
+// answer is the step name (as the space sp records it), or -1.
+func callbackNamed(fs []*Future, name string, sp *space) int {
 	for i, f := range fs {
-		if f.kind == futureCallback && !f.done && name == "callback:"+f.name {
+		if f.kind == futureCallback && !f.done && name == sp.qualify("callback:"+f.name) {
 			return i
 		}
 	}
@@ -358,8 +395,20 @@ func containsInt(s []int, v int) bool {
 
 // decided reports whether the combinator kind over fs is decided by the
 // settled futures in order.
-func decided(kind string, fs []*Future, order []int) bool {
+func decided(kind string, fs []*Future, order []int, pol policy) bool {
 	switch kind {
+	case CombineParallel:
+		ok, failed := 0, 0
+		for _, i := range order {
+			if fs[i].succeeded() {
+				ok++
+			} else {
+				failed++
+			}
+		}
+		if pol.min > 0 && ok >= pol.min || failed > pol.tolerated {
+			return true
+		}
 	case CombineRace:
 		return len(order) > 0
 	case CombineAny:
@@ -381,23 +430,50 @@ func decided(kind string, fs []*Future, order []int) bool {
 // combineWait is the error that suspends the task for the combinator kind
 // called name until something it needs settles (Combine).
 func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Future, now time.Time) error {
-	var cb *Future
-	var timer time.Time
+	var cb *Future           // a callback future not settled
+	var branchWait error     // a branch's callback wait
+	var timer, nap time.Time // the earliest timer's deadline, and branch's sleep's end
+	callbacks := []string(nil)
 	for _, f := range fs {
+		var sn *SnoozeError
+		var ac *AwaitCallbackError
 		switch {
 		case f.done:
-		case f.kind == futureCallback && cb != nil:
-			return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q and %q at once: a run waits for one callback at a time (settle one first, or race each against a timer in turn)", kind, name, cb.name, f.name)}
 		case f.kind == futureCallback:
 			cb = f
-		case f.kind == futureTimer && (timer.IsZero() || f.wake.Before(timer)):
-			timer = f.wake
+			callbacks = append(callbacks, f.name)
+		case f.kind == futureTimer:
+			if timer.IsZero() || f.wake.Before(timer) {
+				timer = f.wake
+			}
+		case errors.As(f.err, &sn):
+			if at := now.Add(sn.Delay); nap.IsZero() || at.Before(nap) {
+				nap = at
+			}
+		case errors.As(f.err, &ac):
+			branchWait = f.err
+			callbacks = append(callbacks, "of the branch "+f.name)
+		default:
+			return f.err // a branch's other wait (a continue-as-new, say)
 		}
 	}
-	if cb == nil {
-		return &pauseError{msg: fmt.Sprintf("%s %q until %s", kind, name, timer.UTC().Format(time.RFC3339)), snooze: SnoozeError{Delay: timer.Sub(now)}}
-	}
 	first := kind == CombineRace || kind == CombineAny
+	switch {
+	case len(callbacks) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
+	case len(callbacks) == 0:
+		until := timer
+		if until.IsZero() || !nap.IsZero() && nap.Before(until) {
+			until = nap
+		}
+		return &pauseError{msg: fmt.Sprintf("%s %q until %s", kind, name, until.UTC().Format(time.RFC3339)), snooze: SnoozeError{Delay: until.Sub(now)}}
+	case !nap.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for a callback %s and a branch's sleep at once: not yet (the executor waits for one or the other)", kind, name, callbacks[0])}
+	case branchWait != nil && first && !timer.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q races a branch's callback against a timer: not yet (race a callback future, CallbackAsync, against the timer)", kind, name)}
+	case branchWait != nil:
+		return branchWait
+	}
 	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
 		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
 		return err
