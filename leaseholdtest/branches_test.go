@@ -212,7 +212,9 @@ func TestParallelPolicy(t *testing.T) {
 			hs := leasehold.NewHandlers()
 			leasehold.Handle(hs, "par", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
 				fs, err := workflow.Parallel(ctx, "three", workflow.MapOptions{MaxConcurrency: 2, ToleratedFailures: tolerated}, map[string]func(context.Context) (string, error){
-					"x": func(ctx context.Context) (string, error) { return workflow.Step(ctx, "s", counted(&counter{}, "x", "x")) },
+					"x": func(ctx context.Context) (string, error) {
+						return workflow.Step(ctx, "s", counted(&counter{}, "x", "x"))
+					},
 					"y": func(ctx context.Context) (string, error) { return "", leasehold.Fail(errors.New("y is broken")) },
 					"z": func(ctx context.Context) (string, error) {
 						if err := workflow.Sleep(ctx, time.Minute); err != nil {
