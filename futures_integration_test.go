@@ -90,3 +90,77 @@ func TestRaceOnTheStack(t *testing.T) {
 		t.Errorf("submits %v, want one per task", runs)
 	}
 }
+
+// Branches and a child context on the stack: two branches checkpoint at
+// the same time into one task's item, each in its own space, sleep at
+// once, and end; a child context is recorded as one unit. Each step runs
+// once, in attempt 1.
+func TestBranchesOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(name string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[name]++
+			return name, nil
+		}
+	}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "branches", func(ctx context.Context, _ *leasehold.Task[string]) (string, error) {
+		branch := func(name string, nap time.Duration) func(context.Context) (string, error) {
+			return func(ctx context.Context) (string, error) {
+				if _, err := workflow.Step(ctx, "first", count(name+" first")); err != nil {
+					return "", err
+				}
+				if err := workflow.Sleep(ctx, nap); err != nil {
+					return "", err
+				}
+				return workflow.Step(ctx, "second", count(name))
+			}
+		}
+		a, b := workflow.Go(ctx, "a", branch("a", 2*time.Second)), workflow.Go(ctx, "b", branch("b", 4*time.Second))
+		if err := workflow.AwaitAll(ctx, "ab", a, b); err != nil {
+			return "", err
+		}
+		va, _ := a.Get(ctx)
+		vb, _ := b.Get(ctx)
+		vc, err := workflow.RunInChildContext(ctx, "c", func(ctx context.Context) (string, error) {
+			return workflow.Step(ctx, "only", count("c"))
+		})
+		if err != nil {
+			return "", err
+		}
+		return va + vb + vc, nil
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(2*time.Minute))
+	defer cancel()
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "branches", ID: "branchy", MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 90*time.Second, func() bool { return e.status(t, "branchy") == lease.StatusSucceeded })
+	got := e.get(t, "branchy")
+	names := map[string]bool{}
+	for _, s := range got.Steps {
+		names[s.Name] = true
+	}
+	if string(got.Result) != `"abc"` || got.Attempt != 1 {
+		t.Errorf("task: %s in attempt %d, want \"abc\" in attempt 1", got.Result, got.Attempt)
+	}
+	for _, want := range []string{"@a/first", "@a/sleep#1", "@a/second", "@a/result", "@b/first", "@b/second", "@b/result", "all:ab", "@c/only", "context:c"} {
+		if !names[want] {
+			t.Errorf("steps %v lack %q", names, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"a first", "a", "b first", "b", "c"} {
+		if runs[name] != 1 {
+			t.Errorf("step %s ran %d times, want once (runs %v)", name, runs[name], runs)
+		}
+	}
+}
