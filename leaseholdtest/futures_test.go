@@ -31,6 +31,7 @@ func raceFlow(c *counter, handed chan<- string) func(context.Context, *leasehold
 		if err != nil {
 			return "", err
 		}
+		c.add(fmt.Sprint("decided ", first))
 		outcome := "timed out"
 		if first == 0 {
 			a, err := ok.Get(ctx)
@@ -98,13 +99,20 @@ func TestRaceCallbackWins(t *testing.T) {
 	if n := c.get("notify timed out"); n != 0 {
 		t.Errorf("the timer's branch ran %d times after the callback won", n)
 	}
-	// The history replays through the same code without running anything.
-	ran := c.total() - c.get("handler")
-	if line, err := hs.Replay(t.Context(), mustHistory(t, env, id)); err != nil || !strings.HasPrefix(line, "ok ") {
+	// The history, exported after the timer's deadline too, replays
+	// through the same code without running anything, to the same winner.
+	env.Clock().Advance(100 * time.Hour)
+	hist := mustHistory(t, env, id)
+	decided := c.get("decided 0")
+	ran := c.total() - c.get("handler") - decided
+	if line, err := hs.Replay(t.Context(), hist); err != nil || !strings.HasPrefix(line, "ok ") {
 		t.Fatalf("replay: %q, %v", line, err)
 	}
-	if n := c.total() - c.get("handler"); n != ran {
-		t.Errorf("the replay ran %d functions (submit or a step's)", n-ran)
+	if n := c.total() - c.get("handler") - c.get("decided 0"); n != ran {
+		t.Errorf("the replay ran %d functions (submit or a step's), or decided otherwise", n-ran)
+	}
+	if c.get("decided 0") != decided+1 || c.get("decided 1") != 0 {
+		t.Errorf("the replay decided %d times for the approval and %d for the timer; want once for the approval", c.get("decided 0")-decided, c.get("decided 1"))
 	}
 }
 
@@ -140,8 +148,12 @@ func TestRaceTimerWins(t *testing.T) {
 	if err := env.CompleteCallback(tok, approval{By: "late"}); !errors.Is(err, leasehold.ErrBadCallback) {
 		t.Errorf("a late answer: %v, want ErrBadCallback", err)
 	}
+	decided := c.get("decided 1")
 	if line, err := hs.Replay(t.Context(), mustHistory(t, env, id)); err != nil || !strings.HasPrefix(line, "ok ") {
 		t.Fatalf("replay: %q, %v", line, err)
+	}
+	if c.get("decided 1") != decided+1 || c.get("decided 0") != 0 {
+		t.Errorf("the replay decided %d times for the timer and %d for the approval; want once for the timer", c.get("decided 1")-decided, c.get("decided 0"))
 	}
 }
 
