@@ -101,6 +101,9 @@ func (c *Client) OperatorFail(ctx context.Context, waiting TaskInfo, reason stri
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
+	if reason == durable.TimerFired {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be the one leasehold reserves for a raced timer", ErrInvalid)
+	}
 	e, err := c.operatorWaitEnd(ctx, waiting, lease.StatusFailed, nil, reason)
 	if err != nil {
 		return TaskInfo{}, err

@@ -249,3 +249,19 @@ func TestParallelPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A step name that reads as a branch's operation is refused: the
+// handler's own replay would skip it.
+func TestSpacedStepNameRefused(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "named", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		return workflow.Step(ctx, "@a/b", func(context.Context) (int, error) { return 1, nil })
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "named"})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "rename the step") {
+		t.Fatalf("task: %s (%s), want FAILED asking to rename the step", got.Status, got.Error)
+	}
+}

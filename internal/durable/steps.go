@@ -64,6 +64,9 @@ func stepOf(ctx context.Context, name, op string, fn func(context.Context) ([]by
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
+	if spaced(name) {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: a name that starts with '@' and holds a '/' is a branch's or child context's (workflow.Go, RunInChildContext): rename the step", name)}
+	}
 	sp := spaceOf(ctx)
 	name = sp.qualify(name)
 	if w.att.Tracer() != nil {
