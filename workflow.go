@@ -49,6 +49,9 @@ func (c *Client) FailCallback(ctx context.Context, callbackToken, reason string)
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
+	if reason == durable.TimerFired {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be the one leasehold reserves for a raced timer", ErrInvalid)
+	}
 	e, err := c.handlerWaitEnd(callbackToken, lease.StatusFailed, nil, reason)
 	if err != nil {
 		return TaskInfo{}, err
@@ -97,6 +100,9 @@ func (c *Client) OperatorComplete(ctx context.Context, waiting TaskInfo, result 
 func (c *Client) OperatorFail(ctx context.Context, waiting TaskInfo, reason string) (TaskInfo, error) {
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
+	}
+	if reason == durable.TimerFired {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be the one leasehold reserves for a raced timer", ErrInvalid)
 	}
 	e, err := c.operatorWaitEnd(ctx, waiting, lease.StatusFailed, nil, reason)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
 	"github.com/leasehold/leasehold/internal/dispatch"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/leasemem"
 	"github.com/leasehold/leasehold/internal/lifecycle"
@@ -556,6 +557,9 @@ func (e *Env) CompleteCallback(callbackToken string, result any) error {
 func (e *Env) FailCallback(callbackToken, reason string) error {
 	if reason == "" {
 		return fmt.Errorf("leaseholdtest: %w: a failed callback needs a reason", leasehold.ErrInvalid)
+	}
+	if reason == durable.TimerFired {
+		return fmt.Errorf("leaseholdtest: %w: a failed callback's reason may not be the one leasehold reserves for a raced timer", leasehold.ErrInvalid)
 	}
 	return e.endWait(callbackToken, lease.StatusFailed, nil, reason)
 }

@@ -44,6 +44,9 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
+	if err := errInSpace(ctx, "workflow.All"); err != nil {
+		return nil, err
+	}
 	ids := make([]string, len(children))
 	for i := range children {
 		ids[i] = ChildIDIn(w.held.TaskID, name, i)
@@ -72,7 +75,7 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	if err == nil {
 		out, err = w.resolveOutcomes(ctx, out)
 	}
-	return out, w.wait(err, fmt.Sprintf("workflow.All %q", name))
+	return out, w.wait(ctx, err, fmt.Sprintf("workflow.All %q", name))
 }
 
 // CallbackFailedError is the answer of a callback that was failed
@@ -103,23 +106,30 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
+	return w.callback(ctx, name, timeout, submit, false, 0)
+}
+
+// callback is CallbackOf's work. submitted says this run handed the
+// callback's token to submit already (CallbackFuture, at its creation).
+// timer, when not zero, is the deadline of a timer raced against the
+// callback (Combine): the wait ends there with the answer TimerFired
+// instead of failing the attempt, and its timeout is the time left to it.
+func (w *Workflow) callback(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error, submitted bool, timer time.Duration) ([]byte, error) {
 	step := "callback:" + name
+	qualified := spaceOf(ctx).qualify(step) // what the wait's answer is recorded as
 	raw, err := stepOf(ctx, step, "callback", func(ctx context.Context) ([]byte, error) {
-		w.mu.Lock()
-		if w.nonce != "" {
-			w.mu.Unlock()
-			return nil, &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+		if !submitted {
+			if err := w.submitCallback(ctx, name, submit); err != nil {
+				return nil, err
+			}
 		}
-		w.nonce = lease.ResumableNonce(rand.Text(), step)
-		tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
-		w.mu.Unlock()
-		if err := submit(ctx, tok); err != nil {
-			return nil, err
+		if timer > 0 {
+			return nil, &AwaitCallbackError{Timeout: timer, Step: qualified, Timer: true}
 		}
-		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
+		return nil, &AwaitCallbackError{Timeout: timeout, Step: qualified}
 	}, false)
 	if err != nil {
-		return nil, w.wait(err, fmt.Sprintf("workflow.WaitForCallback %q", name))
+		return nil, w.wait(ctx, err, fmt.Sprintf("workflow.WaitForCallback %q", name))
 	}
 	var answer struct {
 		Result json.RawMessage `json:"result"`
@@ -129,6 +139,9 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: recorded answer %q is not a callback's: %w", step, raw, err)}
 	}
 	if answer.Error != nil {
+		if *answer.Error == TimerFired {
+			return nil, &CallbackFailedError{Name: name, Reason: TimerFired}
+		}
 		return nil, &CallbackFailedError{Name: name, Reason: *answer.Error}
 	}
 	if claimcheck.IsRef(answer.Result) {
@@ -136,6 +149,20 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		return w.fetchStep(ctx, step, answer.Result)
 	}
 	return answer.Result, nil
+}
+
+// submitCallback draws this run's callback token for the callback name
+// and hands it to submit.
+func (w *Workflow) submitCallback(ctx context.Context, name string, submit func(ctx context.Context, token string) error) error {
+	w.mu.Lock()
+	if w.nonce != "" {
+		w.mu.Unlock()
+		return &PermanentError{Err: fmt.Errorf("callback %q: this run handed out a callback token already; a run waits for one callback", name)}
+	}
+	w.nonce = lease.ResumableNonce(rand.Text(), spaceOf(ctx).qualify("callback:"+name))
+	tok := token.Callback{ID: w.held.TaskID, Fence: w.held.Fence, Attempt: w.held.Attempt, Nonce: w.nonce}.String()
+	w.mu.Unlock()
+	return submit(ctx, tok)
 }
 
 // outcomeOf is how t ended, as the awaits record it; a task with no

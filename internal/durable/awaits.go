@@ -55,7 +55,23 @@ type AwaitCallbackError struct {
 	// Step makes the wait resumable (CallbackOf): the answer is recorded
 	// as this step, and the handler runs again to read it.
 	Step string
+	// Timer says Timeout is the deadline of a timer raced against the
+	// callback (a combinator's wait): at the deadline the worker records
+	// TimerFired as the callback's answer and runs the task again, as
+	// the same attempt, instead of failing the attempt. The suspension
+	// keeps TimerNote as the wait's note to tell it so.
+	Timer bool
 }
+
+// TimerNote is the wait note (lease.Wait.Note) of a callback wait whose
+// deadline is a raced timer's (AwaitCallbackError.Timer).
+const TimerNote = "leasehold:timer"
+
+// TimerFired is the answer the worker records for a callback whose raced
+// timer's deadline came first (a failure with this reason). The callback
+// routes refuse it as a failure's reason, so no outside system can make
+// a timer win.
+const TimerFired = "leasehold: the raced timer fired first"
 
 func (e *AwaitCallbackError) Error() string {
 	return fmt.Sprintf("awaiting a callback for up to %s", e.Timeout)

@@ -172,3 +172,23 @@ func stepNames(steps []lease.Step) []string {
 	}
 	return out
 }
+
+// spacePath reads the space of a recorded operation's name; a name that
+// could be a branch's is refused as a step's.
+func TestSpacePath(t *testing.T) {
+	for name, want := range map[string]string{
+		"plan":             "",
+		"a/b":              "",
+		"@a/first":         "@a/",
+		"@a/@b/sleep#1":    "@a/@b/",
+		"@p/@x/callback:c": "@p/@x/",
+		"@noslash":         "",
+	} {
+		if got := spacePath(name); got != want {
+			t.Errorf("spacePath(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if !spaced("@a/first") || spaced("plan") || spaced("@noslash") {
+		t.Error("spaced misreads names")
+	}
+}

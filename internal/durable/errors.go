@@ -109,5 +109,5 @@ func ContinueAsNewOf(ctx context.Context, payload []byte) error {
 	case lease.JSONProblem(payload) != "":
 		return &PermanentError{Err: fmt.Errorf("continue as new: %w: payload %s", lease.ErrInvalid, lease.JSONProblem(payload))}
 	}
-	return w.wait(&ContinueError{Payload: payload}, "workflow.ContinueAsNew")
+	return w.wait(ctx, &ContinueError{Payload: payload}, "workflow.ContinueAsNew")
 }

@@ -105,6 +105,9 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
+	if err := errInSpace(ctx, "workflow.Map"); err != nil {
+		return nil, err
+	}
 	size := cmp.Or(o.MaxConcurrency, DefaultMapConcurrency)
 	switch {
 	case n < 1 || n > MaxMapChildren:
@@ -188,7 +191,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 		}
 		return nil, &AwaitChildrenError{Children: children, IDs: ids, Note: string(b)}
 	}, false)
-	return out, w.wait(err, fmt.Sprintf("workflow.Map %q", name))
+	return out, w.wait(ctx, err, fmt.Sprintf("workflow.Map %q", name))
 }
 
 // ReadOutcomesOf reads the tasks ids from inside a handler (a map's

@@ -178,6 +178,9 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
+	if err := errInSpace(ctx, "a step with a policy"); err != nil {
+		return nil, err
+	}
 	p, err := p.withDefaults()
 	if err == nil && len(name) > MaxPolicyStepNameBytes {
 		err = fmt.Errorf("%w: the name of a step with a policy is at most %d bytes", lease.ErrInvalid, MaxPolicyStepNameBytes)
@@ -202,7 +205,7 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 		}
 	} else if st.next.After(clock.Now()) {
 		// Resumed before the try is due (an early delivery): sleep on.
-		return nil, w.stepSnooze(name, st.failed, p, st.next, st.last)
+		return nil, w.stepSnooze(ctx, name, st.failed, p, st.next, st.last)
 	}
 	recorded := st.started // the first try's start is in the history
 	for try := st.failed + 1; ; try++ {
@@ -300,13 +303,13 @@ func (w *Workflow) afterFailure(ctx context.Context, name string, p StepPolicy, 
 	if err := json.Unmarshal(raw, &note); err != nil {
 		return &PermanentError{Err: fmt.Errorf("step %q: recorded retry %q does not decode: %w", rec, raw, err)}
 	}
-	return w.stepSnooze(name, failed, p, time.UnixMilli(note.At), msg)
+	return w.stepSnooze(ctx, name, failed, p, time.UnixMilli(note.At), msg)
 }
 
 // stepSnooze is the snooze until the next try of the step name is due.
-func (w *Workflow) stepSnooze(name string, failed int, p StepPolicy, at time.Time, last string) error {
+func (w *Workflow) stepSnooze(ctx context.Context, name string, failed int, p StepPolicy, at time.Time, last string) error {
 	d := max(at.Sub(w.att.Clock().Now()), 0)
-	return w.wait(&pauseError{
+	return w.wait(ctx, &pauseError{
 		msg:    fmt.Sprintf("step %q: try %d of %d failed (%s); try %d at %s", name, failed, p.MaxAttempts, last, failed+1, at.UTC().Format(time.RFC3339)),
 		snooze: SnoozeError{Delay: d},
 	}, fmt.Sprintf("the retry of step %q", name))

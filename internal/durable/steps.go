@@ -64,23 +64,29 @@ func stepOf(ctx context.Context, name, op string, fn func(context.Context) ([]by
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
+	if spaced(name) {
+		return nil, &PermanentError{Err: fmt.Errorf("step %q: a name that starts with '@' and holds a '/' is a branch's or child context's (workflow.Go, RunInChildContext): rename the step", name)}
+	}
+	sp := spaceOf(ctx)
+	name = sp.qualify(name)
 	if w.att.Tracer() != nil {
 		ctx, span := w.startSpan(ctx, "leasehold.step", attribute.String(tracing.AttrStep, name))
-		out, err := w.step(ctx, name, op, fn, derived)
+		out, err := w.step(ctx, sp, name, op, fn, derived)
 		EndRunSpan(span, err)
 		return out, err
 	}
-	return w.step(ctx, name, op, fn, derived)
+	return w.step(ctx, sp, name, op, fn, derived)
 }
 
-// step is stepOf's work.
-func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
+// step is stepOf's work, for the operation name (qualified) of the space
+// sp (nil: the root).
+func (w *Workflow) step(ctx context.Context, sp *space, name, op string, fn func(context.Context) ([]byte, error), derived bool) ([]byte, error) {
 	w.mu.Lock()
 	if w.called[name] {
 		w.mu.Unlock()
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, ErrStepTwice)}
 	}
-	if r, done, err := w.replay(name, op); err != nil || done {
+	if r, done, err := w.replayIn(sp, name, op); err != nil || done {
 		w.mu.Unlock()
 		if err == nil && claimcheck.IsRef(r) {
 			return w.fetchStep(ctx, name, r)
@@ -89,7 +95,11 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 	}
 	if rp, ok := w.att.(Replayer); ok {
 		// A replay runs nothing beyond the history.
-		err := rp.Beyond(int(w.pos)+1, name, op)
+		at := int(w.pos) + 1
+		if sp != nil {
+			at = len(w.steps) + 1
+		}
+		err := rp.Beyond(at, name, op)
 		if d := (*DivergedError)(nil); errors.As(err, &d) && w.diverged == nil {
 			w.diverged = d
 		}
@@ -146,7 +156,11 @@ func (w *Workflow) step(ctx context.Context, name, op string, fn func(context.Co
 	// executor's task) keeps its length, and the history grows in
 	// amortized constant time however long it gets.
 	w.steps = append(w.steps, got)
-	w.pos = int32(len(w.steps))
+	if sp != nil {
+		sp.cursor = len(w.steps)
+	} else {
+		w.pos = int32(len(w.steps))
+	}
 	switch {
 	case bytes.Equal(got.Result, rec):
 		return out, nil
@@ -329,10 +343,7 @@ func sleepWhat(name string) string { return fmt.Sprintf("workflow.Sleep (step %q
 
 // sleep is SleepOf's work.
 func (w *Workflow) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.sleeps++
-	name := "sleep#" + strconv.Itoa(int(w.sleeps))
-	w.mu.Unlock()
+	name := w.nextSleep(ctx)
 	clock := w.att.Clock()
 	raw, err := stepOf(ctx, name, OpSleep, func(context.Context) ([]byte, error) {
 		return strconv.AppendInt(nil, clock.Now().Add(d).UnixMilli(), 10), nil
@@ -345,7 +356,7 @@ func (w *Workflow) sleep(ctx context.Context, d time.Duration) error {
 		return &PermanentError{Err: fmt.Errorf("step %q: recorded wake-up %q is not a time: %w", name, raw, err)}
 	}
 	if wake := time.UnixMilli(ms); wake.After(clock.Now()) {
-		return w.wait(&pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}, sleepWhat(name))
+		return w.wait(ctx, &pauseError{msg: name + " until " + wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: wake.Sub(clock.Now())}}, sleepWhat(name))
 	}
 	return nil
 }
@@ -425,7 +436,7 @@ func (w *Workflow) poll(ctx context.Context, name string, p Poll, check func(con
 		return nil, &PermanentError{Err: fmt.Errorf("condition %q not met within %s", name, p.Timeout)}
 	}
 	next := min(max(waited, p.Min), p.Max, p.Timeout-waited)
-	return nil, w.wait(&pauseError{
+	return nil, w.wait(ctx, &pauseError{
 		msg:    fmt.Sprintf("condition %q not met after %s; next check in %s", name, waited.Round(time.Second), next.Round(time.Second)),
 		snooze: SnoozeError{Delay: next},
 	}, fmt.Sprintf("workflow.WaitFor %q", name))
@@ -468,8 +479,12 @@ func VersionOf(ctx context.Context, change string, max int) (int, error) {
 	if max < 1 {
 		return 0, &PermanentError{Err: fmt.Errorf("version %q: max %d, want 1 or more: %w", change, max, lease.ErrInvalid)}
 	}
+	if err := errInSpace(ctx, "workflow.Version"); err != nil {
+		return 0, err
+	}
 	name := "version:" + change
 	w.mu.Lock()
+	w.skipSpaced()
 	if w.diverged != nil {
 		defer w.mu.Unlock()
 		return 0, w.diverged

@@ -49,13 +49,14 @@ type Workflow struct {
 	// by the executor before the run), as the run's last write left
 	// them, then the unrecorded ones.
 	steps []lease.Step
-	// unrecorded counts the steps at the end of steps that this run
-	// derived but has not written (AllOf's outcomes): Flush writes them.
-	unrecorded int32
 	// called holds the step names this run has called whose call has not
 	// failed: running, recorded or replayed. A second call of one of them
 	// is a programming error (ErrStepTwice).
 	called map[string]bool
+	// unrecorded counts the steps at the end of steps that this run
+	// derived but has not written (AllOf's outcomes): Flush writes them.
+	// (Beside the other 32-bit fields, so that the struct packs them.)
+	unrecorded int32
 	// sleeps counts this run's SleepOf calls: the n-th is the step
 	// "sleep#n".
 	sleeps int32
@@ -70,6 +71,9 @@ type Workflow struct {
 	awaited  bool
 	spilled  bool
 	diverged *DivergedError
+	// branches are the goroutines of this run's branches, nil for none
+	// (BranchFuture).
+	branches *branches
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
 	// handler that then returns success has dropped it (UnreturnedWait).
@@ -156,6 +160,7 @@ var ErrHistoryEnd = errors.New("the replay reached the end of the task's history
 func (w *Workflow) Unreplayed() *DivergedError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.skipSpaced()
 	if int(w.pos) >= len(w.steps) {
 		return nil
 	}
@@ -290,9 +295,13 @@ func (w *Workflow) flush(ctx context.Context) error {
 }
 
 // wait notes that the durable call what returned err: an error that
-// suspends the task is a wait the handler must return. It returns err.
-func (w *Workflow) wait(err error, what string) error {
-	if Suspends(err) {
+// suspends the task is a wait the handler must return. A call inside a
+// branch or child context notes nothing: what it returns is the branch's,
+// and the combinator or Get that waits for the branch notes the wait the
+// run then makes (a branch whose wait is not needed, as in a race decided
+// otherwise, asks nothing of the handler). It returns err.
+func (w *Workflow) wait(ctx context.Context, err error, what string) error {
+	if Suspends(err) && spaceOf(ctx) == nil {
 		w.mu.Lock()
 		if w.asked == "" {
 			w.asked = what

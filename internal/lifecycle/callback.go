@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -23,6 +24,9 @@ func (x *execution) runCallback(ctx context.Context) State {
 		// of the secret: no credential (only an operator's direct write,
 		// by task, answers a wait without the secret).
 		return x.reject(ctx, "callback token carries the stored hash of the callback's secret, not the secret: it answers nothing (an operator answers by task: leasehold complete --task)")
+	}
+	if x.in.tok.HasError && x.in.tok.Error == durable.TimerFired {
+		return x.reject(ctx, "callback: its failure's reason is the one leasehold reserves for a raced timer")
 	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.in.tok.Result}
 	if x.in.tok.HasError {

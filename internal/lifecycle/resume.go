@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/query"
 	"github.com/leasehold/leasehold/internal/token"
@@ -74,6 +75,9 @@ func (x *execution) runResuming(ctx context.Context) State {
 // come in time: retried after backoff, or failed for good on the last
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
+	if t.WaitNote == durable.TimerNote && t.CallbackStep != "" {
+		return x.timerFired(ctx, t)
+	}
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))
 	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Error: reason, Status: lease.StatusFailed, TimedOut: true}
 	delay := x.cfg.Backoff(t.Attempt)
@@ -113,6 +117,35 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 		if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), delay); err != nil {
 			return x.exit(false, err.Error()) // the sweep entry is the safety net
 		}
+	}
+	return x.ended(true, "")
+}
+
+// timerFired ends the callback wait of t, whose deadline is a timer raced
+// against the callback (durable.AwaitCallbackError.Timer): the timer won.
+// Its answer, durable.TimerFired, is recorded as the callback's step, and
+// the task runs again at once, as the same attempt, as after an answer.
+func (x *execution) timerFired(ctx context.Context, t lease.Task) State {
+	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.TimerFired}
+	cctx, cancel := x.call()
+	task, err := x.cfg.Store.EndWait(cctx, e)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrFinished):
+		if st, ok := x.endedElsewhere(err, ""); ok {
+			return st
+		}
+		return x.exit(true, "")
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrBadCallback):
+		return x.exit(true, "") // the callback came first after all
+	default:
+		return x.keep(ctx, 0, err.Error())
+	}
+	x.task = task
+	x.log.info("raced timer fired before the callback", "step", t.CallbackStep)
+	if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), 0); err != nil {
+		x.log.warn("could not send the token that resumes the task whose timer fired; the sweep dispatches it", "error", err)
 	}
 	return x.ended(true, "")
 }

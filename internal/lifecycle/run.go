@@ -195,6 +195,9 @@ func (x *execution) runHandler() {
 		}
 		close(x.running.handlerDone)
 	}()
+	// The handler's branches (workflow.Go, Parallel) end before its run:
+	// none records under an attempt whose run is over.
+	defer x.flow.ctx.Join()
 	if x.trusted(ctx) != nil {
 		x.running.handlerResult.err = errNotStarted
 		return

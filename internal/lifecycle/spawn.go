@@ -216,6 +216,11 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
 	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step}
+	if ac.Timer && ac.Step != "" {
+		// The deadline is a raced timer's: it ends the wait with the
+		// timer's answer rather than failing the attempt (timerFired).
+		w.Note = durable.TimerNote
+	}
 	if err := w.Validate(); err != nil {
 		return x.failClaimed(ctx, "await callback: "+err.Error())
 	}

@@ -112,6 +112,7 @@ func Run(ctx context.Context, handlers func(kind string) (lifecycle.Handler, boo
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	err := call(&durable.Scope{Context: ctx, Workflow: &w}, handler, t)
+	w.Join() // the handler's branches, if any, end before the report
 
 	unreplayed := w.Unreplayed()
 	r.Replayed = r.Recorded
