@@ -175,18 +175,24 @@ func (o observer) Ended(a lifecycle.Ended) {
 }
 
 // liveNotHeld returns up to 5 tasks that are due to run (PENDING or
-// RUNNING) and not held for a divergence from their history.
+// RUNNING), not held for a divergence from their history and not waiting
+// for a message (receiving).
 func (e *Env) liveNotHeld() []string {
 	e.mu.Lock()
 	held := maps.Clone(e.diverged)
 	e.mu.Unlock()
-	var out []string
-	for _, id := range e.store.Live(len(held) + 5) {
-		if !held[id] && len(out) < 5 {
-			out = append(out, id)
+	for limit := len(held) + 5; ; limit *= 2 {
+		var out []string
+		ids := e.store.Live(limit)
+		for _, id := range ids {
+			if !held[id] && !e.receiving(id) && len(out) < 5 {
+				out = append(out, id)
+			}
+		}
+		if len(out) == 5 || len(ids) < limit {
+			return out
 		}
 	}
-	return out
 }
 
 // SetMaxDeliveries sets the bound of the messages one Run delivers (at

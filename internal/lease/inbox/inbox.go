@@ -69,9 +69,11 @@ var (
 	// placed is returned with it.
 	ErrDuplicate = errors.New("message sent already")
 	// ErrFull: the workflow has MaxUnread messages it has not received.
-	ErrFull = errors.New("inbox full")
-	// ErrEnded: the workflow has ended; it receives nothing more.
-	ErrEnded = errors.New("workflow has ended")
+	// It matches lease.ErrTooLarge.
+	ErrFull = fmt.Errorf("inbox full: %w", lease.ErrTooLarge)
+	// ErrEnded: the workflow has ended; it receives nothing more. It
+	// matches lease.ErrFinished.
+	ErrEnded = fmt.Errorf("workflow has ended and receives nothing more: %w", lease.ErrFinished)
 )
 
 // idPrefix starts every inbox item's id; the control character keeps task
@@ -216,7 +218,8 @@ type Store interface {
 	// longer waits.
 	Take(ctx context.Context, task, topic string, seq int64) error
 	// Await records that the workflow waits on topic, before it looks for
-	// the message a last time and suspends.
+	// the message a last time and suspends ("" records that it waits on
+	// none: its receive timed out).
 	Await(ctx context.Context, task, topic string) error
 	// GetState reads task's inbox state (an empty state if there is none).
 	GetState(ctx context.Context, task string) (State, error)
