@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
@@ -36,9 +35,6 @@ type capabilities struct {
 	// maps keeps sliding maps' groups and pages (workflow.Map; without
 	// it a map fails its parent).
 	maps mapstate.Store
-	// inbox keeps workflows' inboxes and events (workflow.Receive,
-	// SetEvent; without it they fail the task, saying why).
-	inbox inbox.Store
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -52,7 +48,6 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.marker, _ = store.(dispatchMarker)
 	c.runs, _ = store.(runArchiver)
 	c.maps, _ = store.(mapstate.Store)
-	c.inbox, _ = store.(inbox.Store)
 	return c
 }
 
