@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/metadata"
 )
 
@@ -38,6 +39,11 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		"metadata.MaxKeyBytes":       metadata.MaxKeyBytes,
 		"metadata.MaxValueBytes":     metadata.MaxValueBytes,
 		"metadata.MaxTotalBytes":     metadata.MaxTotalBytes,
+		"inbox.MaxMessageBytes":      inbox.MaxMessageBytes,
+		"inbox.MaxUnread":            inbox.MaxUnread,
+		"inbox.MaxTopics":            inbox.MaxTopics,
+		"inbox.MaxMessageIDBytes":    inbox.MaxMessageIDBytes,
+		"inbox.MaxEventBytes":        inbox.MaxEventBytes,
 	}
 	doc, err := os.ReadFile("../../docs/limits.md")
 	if err != nil {
@@ -49,7 +55,7 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		if len(cells) < 5 {
 			continue
 		}
-		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") {
+		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") && !strings.HasPrefix(constant, "`inbox.") {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[3]), "`")
