@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/inbox"
+	"github.com/leasehold/leasehold/internal/token"
 )
 
 // Send sends payload, encoded as JSON, to the running workflow
@@ -51,16 +55,33 @@ func (c *Client) SendOnce(ctx context.Context, workflowID, topic, messageID stri
 		return 0, c.translate(ctx, err)
 	}
 	if waiting {
-		c.wakeReceiver(ctx, ib, workflowID)
+		c.wakeReceiver(ctx, ib, m)
 	}
 	return m.Seq, nil
 }
 
+// wakeRetryDelay is how long after a wake that found its receiver running
+// the message form of the same message is delivered, to wake it then.
+const wakeRetryDelay = 2 * time.Second
+
 // wakeReceiver makes a workflow that sleeps in a receive due now and
-// sends its token. Both are best effort: the receive looks again by
-// itself (durable.ReceiveRecheck).
-func (c *Client) wakeReceiver(ctx context.Context, ib inbox.Store, id string) {
-	woke, err := ib.Wake(ctx, id)
+// sends its token. A receiver still running (between its wait and its
+// suspension) is woken later: the message form of m, under its id, goes
+// on the work queue delayed by wakeRetryDelay, and the worker that takes
+// it finds it sent and wakes the receiver then. All of it is best effort:
+// the receive looks again by itself (durable.ReceiveRecheck).
+func (c *Client) wakeReceiver(ctx context.Context, ib inbox.Store, m inbox.Message) {
+	id := m.Task
+	woke, status, err := ib.Wake(ctx, id)
+	if err == nil && !woke && status == lease.StatusRunning {
+		body, err := token.Message(id, m.Topic, m.ID, m.Payload)
+		if queueURL, qerr := c.workQueue(ctx); err == nil && qerr == nil {
+			sctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
+			_, _ = c.sqs.SendMessage(sctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), DelaySeconds: int32(wakeRetryDelay / time.Second)})
+			cancel()
+		}
+		return
+	}
 	if err != nil || !woke {
 		return
 	}

@@ -48,4 +48,3 @@ func (e *Env) receiving(id string) bool {
 	st, err := e.store.GetState(e.ctx, id)
 	return err == nil && st.Waiting != ""
 }
-

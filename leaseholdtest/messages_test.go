@@ -192,3 +192,37 @@ func TestClientGetEventWaits(t *testing.T) {
 		t.Fatalf("GetEvent = %q, %v; want 1", a.v, a.err)
 	}
 }
+
+// A send that races the receiver's suspension (it lands while the task is
+// still RUNNING, after its receive wrote the wait) still wakes it: the
+// wake finds the task running, and the message form of the same message,
+// delayed, wakes it once it sleeps.
+func TestSendRacingTheSuspensionWakes(t *testing.T) {
+	hs := leasehold.NewHandlers()
+	var env *leaseholdtest.Env
+	sent := false
+	leasehold.Handle(hs, "racer", func(ctx context.Context, task *leasehold.Task[struct{}]) (string, error) {
+		o, _, err := workflow.Receive[note](ctx, "orders", 24*time.Hour)
+		if err != nil {
+			if !sent {
+				sent = true
+				if _, serr := env.Send(task.ID, "orders", "racing", note{N: 5}); serr != nil {
+					return "", leasehold.Fail(serr)
+				}
+			}
+			return "", err
+		}
+		return fmt.Sprint(o.N), nil
+	})
+	env = leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "racer"})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusPending || !sent {
+		t.Fatalf("after the racing send the workflow is %s (%s), want PENDING, asleep in its receive", got.Status, got.Error)
+	}
+	env.Clock().Advance(5 * time.Second) // the delayed wake, not the receive's hour
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != `"5"` {
+		t.Fatalf("the workflow: %s %s (%s), want SUCCEEDED 5, woken by the racing send", got.Status, got.Result, got.Error)
+	}
+}

@@ -51,29 +51,33 @@ func (x *execution) runMessage(ctx context.Context) State {
 		return x.reject(ctx, "message to a workflow rejected: "+err.Error())
 	}
 	x.log.info("message sent to the workflow's inbox", "topic", to.Topic, "receiver_waiting", waiting)
-	if waiting {
-		x.wakeReceiver(ctx, ib, to.Workflow)
+	if waiting && x.wakeReceiver(ctx, ib, to.Workflow) == lease.StatusRunning {
+		// The receiver may be between its wait and its suspension: this
+		// message comes back shortly, finds itself sent, and wakes it then.
+		return x.keep(ctx, x.cfg.VisibilityMargin, "the receiver is running: its wake is tried again")
 	}
 	return x.exit(true, "")
 }
 
 // wakeReceiver makes the workflow id, asleep in a receive, due now and
-// sends its token; best effort, as the receive looks again by itself.
-func (x *execution) wakeReceiver(ctx context.Context, ib inbox.Store, id string) {
+// sends its token; best effort, as the receive looks again by itself. It
+// returns the status the wake found the task in.
+func (x *execution) wakeReceiver(ctx context.Context, ib inbox.Store, id string) lease.Status {
 	cctx, cancel := x.call()
-	woke, err := ib.Wake(cctx, id)
+	woke, status, err := ib.Wake(cctx, id)
 	cancel()
 	if err != nil || !woke {
-		return
+		return status
 	}
 	cctx, cancel = x.call()
 	t, err := x.cfg.Store.Get(cctx, id)
 	cancel()
 	if err != nil {
-		return
+		return status
 	}
 	x.task = t
 	if err := x.send(ctx, token.RefWith(id, x.carry(nil)), 0); err != nil {
 		x.log.warn("could not send the token that wakes the receiver; its receive looks again by itself", "error", err)
 	}
+	return status
 }

@@ -258,25 +258,31 @@ func (s *Store) GetState(ctx context.Context, task string) (inbox.State, error) 
 
 // Wake implements inbox.Store: one UpdateItem of the task's run_at,
 // conditional on the task being PENDING and not due yet.
-func (s *Store) Wake(ctx context.Context, task string) (bool, error) {
+func (s *Store) Wake(ctx context.Context, task string) (bool, lease.Status, error) {
+	now := s.opts.Clock.Now().UnixMilli()
 	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	_, err := s.client.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       map[string]types.AttributeValue{AttrID: avS(task)},
-		UpdateExpression:          aws.String("SET #r = :now"),
-		ConditionExpression:       aws.String("#s = :pending AND #r > :now"),
-		ExpressionAttributeNames:  map[string]string{"#r": AttrRunAt, "#s": AttrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": avN(s.opts.Clock.Now().UnixMilli()), ":pending": avS(string(lease.StatusPending))},
+		TableName:                           &s.table,
+		Key:                                 map[string]types.AttributeValue{AttrID: avS(task)},
+		UpdateExpression:                    aws.String("SET #r = :now"),
+		ConditionExpression:                 aws.String("#s = :pending AND #r > :now"),
+		ExpressionAttributeNames:            map[string]string{"#r": AttrRunAt, "#s": AttrStatus},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": avN(now), ":pending": avS(string(lease.StatusPending))},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return true, nil
+		return true, lease.StatusPending, nil
 	case errors.As(err, &ccf):
-		return false, nil
+		d := &decoder{item: ccf.Item}
+		status := lease.Status(d.str(AttrStatus))
+		// The SDK's retry of a wake whose answer was lost meets its own
+		// write: due at this very millisecond.
+		return status == lease.StatusPending && d.num(AttrRunAt) == now, status, nil
 	}
-	return false, backendErr("wake", task, err)
+	return false, "", backendErr("wake", task, err)
 }
 
 // SetEvent implements inbox.Store: one PutItem, priced by the value's
@@ -309,4 +315,3 @@ func (s *Store) GetEvent(ctx context.Context, task, key string) (inbox.Event, er
 	d := &decoder{item: item}
 	return inbox.Event{Task: task, Key: key, Value: []byte(d.str(attrInboxPayload)), SetAt: time.UnixMilli(d.num(attrInboxAt)).UTC()}, nil
 }
-

@@ -226,8 +226,11 @@ type Store interface {
 	// Wake makes a PENDING task whose run time is later than now due now,
 	// and reports whether it did: a receiver that suspended is woken by a
 	// message (the caller then sends its token). A task that is not
-	// PENDING, or is due already, is left as it is.
-	Wake(ctx context.Context, task string) (bool, error)
+	// PENDING, or is due already, is left as it is; status is the task's
+	// as the write saw it ("" for no task). A RUNNING one may be a
+	// receiver between its wait and its suspension: the caller tries the
+	// wake again shortly (docs/workflows.md).
+	Wake(ctx context.Context, task string) (woke bool, status lease.Status, err error)
 	// SetEvent writes e (SetAt set by the store), replacing the key's
 	// value.
 	SetEvent(ctx context.Context, e Event) error

@@ -129,19 +129,22 @@ func (s *Store) GetState(ctx context.Context, task string) (inbox.State, error) 
 }
 
 // Wake implements inbox.Store.
-func (s *Store) Wake(ctx context.Context, task string) (bool, error) {
+func (s *Store) Wake(ctx context.Context, task string) (bool, lease.Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin(ctx, true); err != nil {
-		return false, err
+		return false, "", err
 	}
 	t, ok := s.tasks[task]
 	now := ms(s.opts.Clock.Now())
-	if !ok || t.Status != lease.StatusPending || !t.RunAt.After(now) {
-		return false, nil
+	switch {
+	case !ok:
+		return false, "", nil
+	case t.Status != lease.StatusPending || !t.RunAt.After(now):
+		return false, t.Status, nil
 	}
 	t.RunAt = now
-	return true, nil
+	return true, t.Status, nil
 }
 
 // SetEvent implements inbox.Store.

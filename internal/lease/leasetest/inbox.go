@@ -102,16 +102,21 @@ func testInboxWaitTakeWake(t *testing.T, a *adminEnv) {
 	if _, again, err := a.admin.Send(a.ctx, inbox.Message{Task: task.ID, Topic: "t", ID: "t1", Payload: []byte(`1`)}); !errors.Is(err, inbox.ErrDuplicate) || !again {
 		t.Fatalf("a duplicate send = waiting %v, %v; want the receiver still seen and ErrDuplicate", again, err)
 	}
-	woke, err := a.admin.Wake(a.ctx, task.ID)
-	if err != nil || !woke {
-		t.Fatalf("Wake = %v, %v; want true", woke, err)
+	woke, status, err := a.admin.Wake(a.ctx, task.ID)
+	if err != nil || !woke || status != lease.StatusPending {
+		t.Fatalf("Wake = %v, %s, %v; want true", woke, status, err)
 	}
 	got, err := a.store.Get(a.ctx, task.ID)
 	if err != nil || !got.RunAt.Equal(a.now()) || got.Status != lease.StatusPending {
 		t.Fatalf("after Wake the task is %+v, %v; want PENDING due now", got, err)
 	}
-	if woke, err := a.admin.Wake(a.ctx, task.ID); err != nil || woke {
-		t.Fatalf("second Wake = %v, %v; want false (due already)", woke, err)
+	a.clock.Advance(time.Second) // (within its millisecond, a wake is taken for its own retried write)
+	if woke, status, err := a.admin.Wake(a.ctx, task.ID); err != nil || woke || status != lease.StatusPending {
+		t.Fatalf("second Wake = %v, %s, %v; want false (due already), PENDING", woke, status, err)
+	}
+	running := a.claim(got, "w1")
+	if woke, status, err := a.admin.Wake(a.ctx, running.ID); err != nil || woke || status != lease.StatusRunning {
+		t.Fatalf("Wake of a running task = %v, %s, %v; want false, RUNNING (the caller tries again)", woke, status, err)
 	}
 	if err := a.admin.Take(a.ctx, task.ID, "t", m.Seq); err != nil {
 		t.Fatalf("Take: %v", err)
@@ -123,8 +128,8 @@ func testInboxWaitTakeWake(t *testing.T, a *adminEnv) {
 	if err != nil || st.Waiting != "" || st.Taken["t"] != 1 || st.Unread() != 1 {
 		t.Fatalf("GetState after Take = %+v, %v; want nobody waiting, t taken to 1, 1 unread", st, err)
 	}
-	if woke, err := a.admin.Wake(a.ctx, a.id()); err != nil || woke {
-		t.Fatalf("Wake of no task = %v, %v; want false", woke, err)
+	if woke, status, err := a.admin.Wake(a.ctx, a.id()); err != nil || woke || status != "" {
+		t.Fatalf("Wake of no task = %v, %q, %v; want false, no status", woke, status, err)
 	}
 }
 
