@@ -306,9 +306,10 @@ func links(ls []leasehold.Link) []submit.Link {
 // nothing either while some task is PENDING or RUNNING, it advances the
 // fake clock to the next message or sweep entry and goes on. It stops when
 // every task has ended or WAITS (for a callback, for children or
-// dependencies that wait too): it does not advance the clock for waits
-// alone, so a waiting callback does not time out unless the test advances
-// the clock itself and calls Run again.
+// dependencies that wait too, or for a message: workflow.Receive): it
+// does not advance the clock for waits alone, so a waiting callback or
+// receive does not time out unless the test advances the clock itself and
+// calls Run again (or sends the message: Send).
 //
 // Run's error is about the Env, not the tasks (a task that FAILED is a
 // result; read it with Task): ErrNoHandler when a task (a child, say) is
