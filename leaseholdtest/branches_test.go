@@ -284,3 +284,32 @@ func TestStepPolicyInsideAChildContextRefused(t *testing.T) {
 		t.Fatalf("task: %s (%s), want FAILED saying a step with a policy is not supported there", got.Status, got.Error)
 	}
 }
+
+// workflow.Receive and SetEvent inside a branch are not supported yet: the
+// task fails saying so, rather than counting the branch's receives with
+// the handler's own.
+func TestReceiveInsideABranchRefused(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "listener", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		f := workflow.Go(ctx, "ear", func(ctx context.Context) (string, error) {
+			v, _, err := workflow.Receive[string](ctx, "news", 0)
+			return v, err
+		})
+		return f.Get(ctx)
+	})
+	leasehold.Handle(hs, "publisher", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		return workflow.RunInChildContext(ctx, "inner", func(ctx context.Context) (string, error) {
+			return "", workflow.SetEvent(ctx, "progress", 1)
+		})
+	})
+	env := leaseholdtest.New(t, hs)
+	listener := mustEnqueue(t, env, leasehold.Submission{Kind: "listener"})
+	publisher := mustEnqueue(t, env, leasehold.Submission{Kind: "publisher"})
+	mustRun(t, env)
+	for id, call := range map[string]string{listener: "workflow.Receive", publisher: "workflow.SetEvent"} {
+		if got := mustTask(t, env, id); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, call+" inside the child context or branch") {
+			t.Errorf("%s: %s (%s), want FAILED saying %s is not supported there", id, got.Status, got.Error, call)
+		}
+	}
+}

@@ -178,18 +178,24 @@ func (o observer) Ended(a lifecycle.Ended) {
 }
 
 // liveNotHeld returns up to 5 tasks that are due to run (PENDING or
-// RUNNING) and not held for a divergence from their history.
+// RUNNING), not held for a divergence from their history and not waiting
+// for a message (receiving).
 func (e *Env) liveNotHeld() []string {
 	e.mu.Lock()
 	held := maps.Clone(e.diverged)
 	e.mu.Unlock()
-	var out []string
-	for _, id := range e.store.Live(len(held) + 5) {
-		if !held[id] && len(out) < 5 {
-			out = append(out, id)
+	for limit := len(held) + 5; ; limit *= 2 {
+		var out []string
+		ids := e.store.Live(limit)
+		for _, id := range ids {
+			if !held[id] && !e.receiving(id) && len(out) < 5 {
+				out = append(out, id)
+			}
+		}
+		if len(out) == 5 || len(ids) < limit {
+			return out
 		}
 	}
-	return out
 }
 
 // SetMaxDeliveries sets the bound of the messages one Run delivers (at
@@ -303,9 +309,10 @@ func links(ls []leasehold.Link) []submit.Link {
 // nothing either while some task is PENDING or RUNNING, it advances the
 // fake clock to the next message or sweep entry and goes on. It stops when
 // every task has ended or WAITS (for a callback, for children or
-// dependencies that wait too): it does not advance the clock for waits
-// alone, so a waiting callback does not time out unless the test advances
-// the clock itself and calls Run again.
+// dependencies that wait too, or for a message: workflow.Receive): it
+// does not advance the clock for waits alone, so a waiting callback or
+// receive does not time out unless the test advances the clock itself and
+// calls Run again (or sends the message: Send).
 //
 // Run's error is about the Env, not the tasks (a task that FAILED is a
 // result; read it with Task): ErrNoHandler when a task (a child, say) is

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/metadata"
 )
 
@@ -40,6 +41,11 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		"metadata.MaxKeyBytes":       metadata.MaxKeyBytes,
 		"metadata.MaxValueBytes":     metadata.MaxValueBytes,
 		"metadata.MaxTotalBytes":     metadata.MaxTotalBytes,
+		"inbox.MaxMessageBytes":      inbox.MaxMessageBytes,
+		"inbox.MaxUnread":            inbox.MaxUnread,
+		"inbox.MaxTopics":            inbox.MaxTopics,
+		"inbox.MaxMessageIDBytes":    inbox.MaxMessageIDBytes,
+		"inbox.MaxEventBytes":        inbox.MaxEventBytes,
 	}
 	doc, err := os.ReadFile("../../docs/limits.md")
 	if err != nil {
@@ -51,7 +57,7 @@ func TestLimitsTableMatchesTheCode(t *testing.T) {
 		if len(cells) < 5 {
 			continue
 		}
-		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") && !strings.HasPrefix(constant, "`durable.") {
+		if constant := strings.TrimSpace(cells[3]); !strings.HasPrefix(constant, "`lease.") && !strings.HasPrefix(constant, "`metadata.") && !strings.HasPrefix(constant, "`durable.") && !strings.HasPrefix(constant, "`inbox.") {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[3]), "`")

@@ -46,6 +46,9 @@ func (x *execution) runReceived(ctx context.Context) State {
 	if tok.IsCallback() {
 		return StateCallback
 	}
+	if tok.IsMessage() {
+		return StateMessage
+	}
 	if tok.Inline() {
 		id := tok.ID
 		if id == "" {

@@ -190,6 +190,10 @@ func (x *execution) msgQueueURL() string {
 // its task id made explicit ("" when that cannot be rebuilt).
 func (x *execution) replacementBody() string {
 	switch {
+	case x.in.tok.IsMessage():
+		// A message to a workflow: the same message, which its id keeps
+		// from being sent twice.
+		return x.msg.Body
 	case len(x.in.tok.After) > 0 && x.task.Status == lease.StatusWaiting:
 		// A dependent whose registrations on its dependencies may be
 		// unfinished: only its own token redoes them (createWaiting). A

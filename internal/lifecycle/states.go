@@ -55,6 +55,9 @@ const (
 	// the timeout and suspend the task WAITING for the callback
 	// (runAwaitingCallback).
 	StateAwaitingCallback
+	// StateMessage: a message to a workflow: put it in the workflow's
+	// inbox, once (runMessage).
+	StateMessage
 	// StateNotifying: the execution wrote the task's end, or found it
 	// ended: tell the tasks waiting for it before the message is
 	// acknowledged (runNotifying).
@@ -77,6 +80,7 @@ var stateNames = [numStates]string{
 	StateSpawning:             "spawning",
 	StateAwaitingChildren:     "awaiting_children",
 	StateAwaitingCallback:     "awaiting_callback",
+	StateMessage:              "message",
 	StateNotifying:            "notifying",
 	StateExited:               "exited",
 }
@@ -105,6 +109,9 @@ var transitions = []Transition{
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
 	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back (a rate window known full, a paused queue), or a store error: the token is kept, replaced, re-sent or dead-lettered"},
+
+	{StateReceived, StateMessage, "a message to a workflow (the message form)"},
+	{StateMessage, StateExited, "put in the workflow's inbox (or put there before), and its receiver woken; rejected with the reason (no such workflow, ended, inbox full); or kept (a store error)"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
 	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
@@ -171,6 +178,8 @@ func (x *execution) run(ctx context.Context) Result {
 			x.state = x.runReceived(ctx)
 		case StateCallback:
 			x.state = x.runCallback(ctx)
+		case StateMessage:
+			x.state = x.runMessage(ctx)
 		case StateAwaitingDependencies:
 			x.state = x.runAwaitingDependencies(ctx)
 		case StateResuming:

@@ -31,6 +31,8 @@ type fields struct {
 	then        []lease.Link
 	prev        string
 	metadata    map[string]string
+	// the message form's
+	send, topic, messageID string
 }
 
 // scanFields reads the shape every encoder of this package writes, without

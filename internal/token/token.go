@@ -84,8 +84,9 @@ type Token struct {
 	Parent string
 	// After (inline only, with ID): the task waits until these tasks have
 	// SUCCEEDED (or, with AfterAny, ended).
-	After    []string
-	AfterAny bool
+	// (AfterAny is declared beside the other flags, below, so that the
+	// flags share a word.)
+	After []string
 	// WaitTimeout (with After; whole seconds on the wire) is the deadline
 	// of the wait for After, from the task's creation; 0 takes the
 	// worker's default.
@@ -97,6 +98,7 @@ type Token struct {
 	Result   json.RawMessage
 	Error    string
 	HasError bool
+	AfterAny bool
 	// Wake (reference only): the task was WAITING and its wait is over:
 	// the worker reads it and resumes and claims it in one write.
 	Wake bool
@@ -114,6 +116,11 @@ type Token struct {
 	// (A token of a version before metadata carries the trace context as
 	// "tp" and "ts"; Decode reads them into Metadata.)
 	Metadata map[string]string
+	// To is the message form (no id, no kind, no callback): Payload is
+	// sent to a workflow's inbox, as Client.SendOnce sends it. Nil for
+	// every other form (a pointer keeps the executor's record in its size
+	// class).
+	To *ToWorkflow
 }
 
 // IsCallback reports whether the token is the callback form.
@@ -138,6 +145,9 @@ type wire struct {
 	Result      json.RawMessage   `json:"result,omitempty"`
 	Error       *string           `json:"error,omitempty"`
 	Wake        bool              `json:"wake,omitempty"`
+	Send        string            `json:"send,omitempty"`
+	Topic       string            `json:"topic,omitempty"`
+	MessageID   string            `json:"message_id,omitempty"`
 	Then        []lease.Link      `json:"then,omitempty"`
 	Prev        string            `json:"prev,omitempty"`
 	Metadata    map[string]string `json:"md,omitempty"`
@@ -174,6 +184,9 @@ func Decode(body string) (Token, error) {
 	t := Token{Version: f.v, ID: f.id, Kind: f.kind, MaxAttempts: f.maxAttempts, Payload: f.payload, CreateToken: f.createToken,
 		Parent: f.parent, After: f.after, AfterAny: f.afterAny, WaitTimeout: time.Duration(f.waitTimeout) * time.Second, Callback: f.callback, Result: f.result, Wake: f.wake,
 		Then: f.then, Prev: f.prev, Metadata: f.metadata}
+	if f.send != "" || f.topic != "" || f.messageID != "" {
+		t.To = &ToWorkflow{Workflow: f.send, Topic: f.topic, MessageID: f.messageID}
+	}
 	if f.tp != "" || f.ts != "" {
 		t.Metadata = legacyTrace(t.Metadata, f.tp, f.ts)
 	}
@@ -205,7 +218,8 @@ func decodeJSON(body string) (fields, error) {
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
 		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
-		then: w.Then, prev: w.Prev, metadata: w.Metadata, tp: w.LegacyTraceParent, ts: w.LegacyTraceState}
+		then: w.Then, prev: w.Prev, metadata: w.Metadata, tp: w.LegacyTraceParent, ts: w.LegacyTraceState,
+		send: w.Send, topic: w.Topic, messageID: w.MessageID}
 	if w.V != nil {
 		f.v, f.hasV = *w.V, true
 	}
@@ -223,6 +237,9 @@ func (t Token) validate() error {
 		if err := checkID(t.ID); err != nil {
 			return err
 		}
+	}
+	if t.IsMessage() {
+		return t.validateMessage()
 	}
 	if err := t.validateWorkflow(); err != nil {
 		return err

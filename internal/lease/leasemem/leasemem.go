@@ -46,7 +46,9 @@ type Store struct {
 	// groups and pages are the sliding maps' items (mapstate.Store).
 	groups map[string]mapstate.Group
 	pages  map[string][][]byte
-	calls  Calls
+	// inboxes are the workflows' inboxes and events (inbox.Store).
+	inboxes map[string]*memInbox
+	calls   Calls
 }
 
 // listing is a batch listing entry: when it was opened, and its ids.
@@ -71,7 +73,7 @@ var _ lease.Store = (*Store)(nil)
 // New returns an empty store.
 func New(opts lease.Options) *Store {
 	return &Store{opts: opts.WithDefaults(), tasks: map[string]*lease.Task{}, tokens: map[string]string{}, hidden: map[string]bool{}, derived: map[string]bool{}, listings: map[string]*listing{}, rates: map[string]*rateWindow{}, slots: map[string]map[string]time.Time{}, redrives: map[string]*redriveCount{},
-		groups: map[string]mapstate.Group{}, pages: map[string][][]byte{}}
+		groups: map[string]mapstate.Group{}, pages: map[string][][]byte{}, inboxes: map[string]*memInbox{}}
 }
 
 // Calls returns the operation counts so far.

@@ -7,6 +7,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/lease/limiter"
 	"github.com/leasehold/leasehold/internal/lease/mapstate"
 	"github.com/leasehold/leasehold/internal/lease/query"
@@ -21,6 +22,7 @@ type AdminStore interface {
 	limiter.SlotLimiter
 	limiter.RedriveCounter
 	mapstate.Store
+	inbox.Store
 }
 
 // NewAdminStoreFunc builds the store under test for one case of RunAdmin.
@@ -69,6 +71,11 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"MapIdleAndStop", testMapIdleAndStop},
 		{"MapPages", testMapPages},
 		{"MapStopChildren", testMapStopChildren},
+		{"InboxNumbersPerTopicOnce", testInboxNumbersPerTopicOnce},
+		{"InboxConcurrentSenders", testInboxConcurrentSenders},
+		{"InboxWaitTakeWake", testInboxWaitTakeWake},
+		{"InboxRefusals", testInboxRefusals},
+		{"Events", testEvents},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,151 @@
+package leasehold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/inbox"
+	"github.com/leasehold/leasehold/internal/token"
+)
+
+// Send sends payload, encoded as JSON, to the running workflow
+// workflowID on topic, where workflow.Receive takes it, and returns its
+// number in the topic (1 for the first). It is SendOnce with a message id
+// drawn at random: the client's own retries of the call are sent once.
+func (c *Client) Send(ctx context.Context, workflowID, topic string, payload any) (int64, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return c.SendOnce(ctx, workflowID, topic, fmt.Sprintf("%x", b), payload)
+}
+
+// SendOnce is Send under the caller's message id (1 to 128 printable
+// ASCII characters): a message id sent to the workflow before is not sent
+// again, and SendOnce returns the number it was given then, so a caller
+// that retries after a lost answer delivers its message once.
+//
+// It fails, sending nothing, with an error matching ErrNotFound for a
+// workflow that does not exist, ErrFinished for one that has ended (it
+// would never receive it), ErrTooLarge for a payload over 32 KiB or an
+// inbox holding 1,000 messages not received yet, and ErrInvalid for a bad
+// topic or id. A workflow waiting on the topic is woken: its token is sent
+// at once (the receive's next look finds the message should that send
+// fail).
+func (c *Client) SendOnce(ctx context.Context, workflowID, topic, messageID string, payload any) (int64, error) {
+	ib, ok := c.store.(inbox.Store)
+	if !ok {
+		return 0, fmt.Errorf("%w: the client's store keeps no inboxes", ErrInvalid)
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("%w: message payload: %w", ErrInvalid, err)
+	}
+	m, waiting, err := ib.Send(ctx, inbox.Message{Task: workflowID, Topic: topic, ID: messageID, Payload: b})
+	if errors.Is(err, inbox.ErrDuplicate) {
+		err = nil
+	}
+	if err != nil {
+		return 0, c.translate(ctx, err)
+	}
+	if waiting {
+		c.wakeReceiver(ctx, ib, m)
+	}
+	return m.Seq, nil
+}
+
+// wakeRetryDelay is how long after a wake that found its receiver running
+// the message form of the same message is delivered, to wake it then.
+const wakeRetryDelay = 2 * time.Second
+
+// wakeReceiver makes a workflow that sleeps in a receive due now and
+// sends its token. A receiver still running (between its wait and its
+// suspension) is woken later: the message form of m, under its id, goes
+// on the work queue delayed by wakeRetryDelay, and the worker that takes
+// it finds it sent and wakes the receiver then. All of it is best effort:
+// the receive looks again by itself (durable.ReceiveRecheck).
+func (c *Client) wakeReceiver(ctx context.Context, ib inbox.Store, m inbox.Message) {
+	id := m.Task
+	woke, status, err := ib.Wake(ctx, id)
+	if err == nil && !woke && status == lease.StatusRunning {
+		body, err := token.Message(id, m.Topic, m.ID, m.Payload)
+		if queueURL, qerr := c.workQueue(ctx); err == nil && qerr == nil {
+			sctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
+			_, _ = c.sqs.SendMessage(sctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), DelaySeconds: int32(wakeRetryDelay / time.Second)})
+			cancel()
+		}
+		return
+	}
+	if err != nil || !woke {
+		return
+	}
+	t, err := c.store.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	if queueURL, err := c.queueOf(ctx, t.Queue); err == nil {
+		_ = c.sendRef(ctx, queueURL, id)
+	}
+}
+
+// GetEvent returns the value workflow id last set under key
+// (workflow.SetEvent), waiting until it is set or timeout has passed (0:
+// look once). It reads the event's item with backoff, from 50 ms up to 2 s
+// between reads (one strongly consistent read each, and one of the task
+// while the event is not set, so that a workflow that has ended stops the
+// wait at once): an event not set gives an error matching ErrNotFound, and
+// a workflow that ended without setting it one matching ErrFinished.
+func (c *Client) GetEvent(ctx context.Context, id, key string, timeout time.Duration) (json.RawMessage, error) {
+	ib, ok := c.store.(inbox.Store)
+	if !ok {
+		return nil, fmt.Errorf("%w: the client's store keeps no events", ErrInvalid)
+	}
+	if err := lease.CheckID(id); err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckName("event key", key); err != nil {
+		return nil, err
+	}
+	if timeout < 0 {
+		return nil, invalidOption("timeout %s is negative", timeout)
+	}
+	clock := c.opts.clock
+	deadline := clock.Now().Add(timeout)
+	wait := 50 * time.Millisecond
+	for {
+		e, err := ib.GetEvent(ctx, id, key)
+		if err == nil {
+			return json.RawMessage(e.Value), nil
+		}
+		if !errors.Is(err, lease.ErrNotFound) {
+			return nil, c.translate(ctx, err)
+		}
+		t, err := c.store.Get(ctx, id)
+		switch {
+		case err != nil:
+			return nil, c.translate(ctx, err)
+		case t.Status.Terminal():
+			// The event may have been set just before the end.
+			if e, err := ib.GetEvent(ctx, id, key); err == nil {
+				return json.RawMessage(e.Value), nil
+			}
+			return nil, fmt.Errorf("event %q of %s: the workflow ended (%s) without setting it: %w", key, id, t.Status, ErrFinished)
+		}
+		left := clock.Until(deadline)
+		if left <= 0 {
+			return nil, fmt.Errorf("event %q of %s not set within %s: %w", key, id, timeout, ErrNotFound)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-clock.After(min(wait, left)):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
