@@ -96,6 +96,14 @@ func (e *CallbackFailedError) Error() string {
 // which is retried as after any failure (and submits a new token). An
 // error of submit is returned as it is.
 func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
+	return CallbackBeatingOf(ctx, name, timeout, 0, submit)
+}
+
+// CallbackBeatingOf is CallbackOf for a wait with a heartbeat timeout
+// (zero: none, as CallbackOf): the wait also ends, its attempt failed,
+// when no heartbeat came within heartbeat since the suspension or the
+// last beat.
+func CallbackBeatingOf(ctx context.Context, name string, timeout, heartbeat time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
@@ -116,7 +124,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 		if err := submit(ctx, tok); err != nil {
 			return nil, err
 		}
-		return nil, &AwaitCallbackError{Timeout: timeout, Step: step}
+		return nil, &AwaitCallbackError{Timeout: timeout, Heartbeat: heartbeat, Step: step}
 	}, false)
 	if err != nil {
 		return nil, w.wait(err, fmt.Sprintf("workflow.WaitForCallback %q", name))

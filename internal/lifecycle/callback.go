@@ -24,6 +24,9 @@ func (x *execution) runCallback(ctx context.Context) State {
 		// by task, answers a wait without the secret).
 		return x.reject(ctx, "callback token carries the stored hash of the callback's secret, not the secret: it answers nothing (an operator answers by task: leasehold complete --task)")
 	}
+	if x.in.tok.Heartbeat {
+		return x.runHeartbeat(ctx, cb)
+	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.in.tok.Result}
 	if x.in.tok.HasError {
 		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.in.tok.Error

@@ -100,14 +100,14 @@ type Transition struct {
 // rendered from it (renderStates).
 var transitions = []Transition{
 	{StateReceived, StateClaimed, "claimed, or an inline token's task created and claimed in one write"},
-	{StateReceived, StateCallback, "a callback token"},
+	{StateReceived, StateCallback, "a callback token (an answer or a heartbeat)"},
 	{StateReceived, StateAwaitingDependencies, "an inline token with dependencies (after)"},
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
 	{StateReceived, StateExited, "rejected, leased elsewhere, not due, held back (a rate window known full, a paused queue), or a store error: the token is kept, replaced, re-sent or dead-lettered"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
-	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
+	{StateCallback, StateExited, "a heartbeat recorded or dropped; rejected, or kept (it came before the suspension, or a store error)"},
 
 	{StateAwaitingDependencies, StateNotifying, "the task had ended already, or its wait was abandoned (a cycle, no room to wait)"},
 	{StateAwaitingDependencies, StateExited, "created and registered on every dependency; or kept to retry"},
