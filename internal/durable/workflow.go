@@ -49,9 +49,6 @@ type Workflow struct {
 	// by the executor before the run), as the run's last write left
 	// them, then the unrecorded ones.
 	steps []lease.Step
-	// unrecorded counts the steps at the end of steps that this run
-	// derived but has not written (AllOf's outcomes): Flush writes them.
-	unrecorded int32
 	// called holds the step names this run has called whose call has not
 	// failed: running, recorded or replayed. A second call of one of them
 	// is a programming error (ErrStepTwice).
@@ -66,10 +63,14 @@ type Workflow struct {
 	// (Sized to keep the executor's record in its size class.)
 	// spilled says the inline head is frozen: new operations are step
 	// items of their own (record).
-	pos      int32
-	awaited  bool
-	spilled  bool
-	diverged *DivergedError
+	pos int32
+	// unrecorded counts the steps at the end of steps that this run
+	// derived but has not written (AllOf's outcomes): Flush writes them.
+	// (Beside the flags, for the same reason.)
+	unrecorded int32
+	awaited    bool
+	spilled    bool
+	diverged   *DivergedError
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
 	// handler that then returns success has dropped it (UnreturnedWait).

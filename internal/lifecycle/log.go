@@ -16,13 +16,15 @@ import (
 type taskLog struct {
 	taskID     string
 	kind       string
-	claimed    bool // attempt and fence are set
 	attempt    int
 	fence      int64
-	timed      bool // durationMS is set
 	durationMS int64
 	messageID  string
 	base       *slog.Logger
+	// The flags last, together: one word for both, which keeps the
+	// execution record in its size class.
+	claimed bool // attempt and fence are set
+	timed   bool // durationMS is set
 }
 
 // enabled reports whether a line at level would be written.

@@ -83,9 +83,8 @@ type Token struct {
 	// spawned by its handler; it notifies the parent when it ends.
 	Parent string
 	// After (inline only, with ID): the task waits until these tasks have
-	// SUCCEEDED (or, with AfterAny, ended).
-	After    []string
-	AfterAny bool
+	// SUCCEEDED (or, with AfterAny, below with the other flags, ended).
+	After []string
 	// WaitTimeout (with After; whole seconds on the wire) is the deadline
 	// of the wait for After, from the task's creation; 0 takes the
 	// worker's default.
@@ -105,6 +104,10 @@ type Token struct {
 	// Wake (reference only): the task was WAITING and its wait is over:
 	// the worker reads it and resumes and claims it in one write.
 	Wake bool
+	// AfterAny (with After): the task runs once After have ended, however.
+	// (Beside the other flags: one word for them, which keeps the
+	// executor's record in its size class.)
+	AfterAny bool
 	// Then (inline only, with ID): the chain's links after this task; the
 	// first runs once it has SUCCEEDED (lease.Link).
 	Then []lease.Link
