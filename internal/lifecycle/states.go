@@ -21,8 +21,8 @@ const (
 	// StateReceived: a token is in hand; nothing is claimed. It is decoded
 	// and routed: claimed, or created and claimed (runReceived).
 	StateReceived State = iota
-	// StateCallback: a callback token: end the wait it names, once
-	// (runCallback).
+	// StateCallback: a callback token: end the wait it names, once, or,
+	// for a heartbeat, keep it alive (runCallback, runHeartbeat).
 	StateCallback
 	// StateAwaitingDependencies: an inline token with dependencies (after):
 	// create its task WAITING and register it on each dependency
