@@ -686,8 +686,17 @@ func returnItems(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
+	t, _, err := s.GetWithToken(ctx, id)
+	return t, err
+}
+
+// GetWithToken reads the task id, as Get does, and the create token of the
+// write that stored it (NewTask.CreateToken, or the one put drew): a sender
+// that left the create to its token's receiver (dispatch's CreateWait)
+// tells by it the task it sent from one another call stored.
+func (s *Store) GetWithToken(ctx context.Context, id string) (lease.Task, string, error) {
 	if noSuchID(id) {
-		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+		return lease.Task{}, "", fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
@@ -698,16 +707,20 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 		ConsistentRead: &consistent,
 	})
 	if err != nil {
-		return lease.Task{}, backendErr("get", id, err)
+		return lease.Task{}, "", backendErr("get", id, err)
 	}
 	if len(out.Item) == 0 {
-		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+		return lease.Task{}, "", fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	t, err := TaskFromItem(out.Item)
 	if err != nil {
-		return lease.Task{}, backendErr("get", id, err)
+		return lease.Task{}, "", backendErr("get", id, err)
 	}
-	return t, nil
+	token, _ := out.Item[attrCreateToken].(*types.AttributeValueMemberS)
+	if token == nil {
+		return t, "", nil
+	}
+	return t, token.Value, nil
 }
 
 // namesIn maps every #name placeholder in exprs to the attribute name.
