@@ -18,9 +18,12 @@ type TokenReader interface {
 // The reads of a task whose create Enqueue leaves to the worker (see
 // Config.CreateWait): the first after firstRead, each later one after twice
 // the pause before it, at most maxReadPause.
+// A worker that polls takes the token within a receive and creates the
+// task in one write, tens of milliseconds; each read is half a read unit,
+// so the pauses start near that and grow fast.
 const (
-	firstRead    = 10 * time.Millisecond
-	maxReadPause = 200 * time.Millisecond
+	firstRead    = 25 * time.Millisecond
+	maxReadPause = 250 * time.Millisecond
 )
 
 // createFirst reports whether Enqueue leaves n's create to the worker that

@@ -60,8 +60,9 @@ type ClientConfig[M any] struct {
 	// then reads the task until that create is seen, for at most
 	// CreateWait, and stores the task itself only after that, so it
 	// returns a stored task either way, later by a worker's pick-up (and
-	// by CreateWait where no worker polls the queue). 0 (the default):
-	// Enqueue stores every task itself, at once.
+	// by CreateWait where no worker polls the queue). Its pauses run on
+	// Clock: a fake clock must be advanced. 0 (the default): Enqueue
+	// stores every task itself, at once.
 	CreateWait time.Duration
 	// Unlisted makes the tasks this client enqueues unlisted: no entry in
 	// the listing index (one write unit less each), so List and `leasehold
