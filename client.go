@@ -46,6 +46,7 @@ type clientOptions struct {
 	concurrency int
 	unlisted    bool
 	waitPoll    time.Duration
+	createWait  time.Duration
 	// tracer is ClientConfig.TracerProvider's; nil without one.
 	tracer trace.Tracer
 	// middleware is ClientConfig.Middleware, after the tracer's.
@@ -98,6 +99,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		concurrency: cfg.EnqueueConcurrency,
 		unlisted:    cfg.Unlisted,
 		waitPoll:    cmp.Or(cfg.WaitPoll, 2*time.Second),
+		createWait:  cfg.CreateWait,
 	}
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
@@ -109,6 +111,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("%w: enqueue concurrency cannot be negative", ErrConfig)
 	case o.waitPoll < 0:
 		return nil, fmt.Errorf("%w: wait poll cannot be negative, got %s", ErrConfig, o.waitPoll)
+	case o.createWait < 0:
+		return nil, fmt.Errorf("%w: create wait cannot be negative, got %s", ErrConfig, o.createWait)
 	case o.maxAttempts < 1 || o.maxAttempts > lease.MaxAttemptsLimit:
 		return nil, fmt.Errorf("%w: default max attempts %d is outside 1..%d", ErrConfig, o.maxAttempts, lease.MaxAttemptsLimit)
 	}

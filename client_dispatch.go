@@ -123,6 +123,7 @@ func (c *Client) dispatch(ctx context.Context, queueURL string, tasks []lease.Ne
 		cfg.Clock = c.opts.clock
 		cfg.DefaultMaxAttempts = c.opts.maxAttempts
 		cfg.Queues = clientQueues{c}
+		cfg.CreateWait = c.opts.createWait
 		if c.opts.concurrency > 0 {
 			cfg.Concurrency = c.opts.concurrency
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +59,10 @@ type harness struct {
 	worker *leasehold.Worker // calls through the meter
 	plain  *leasehold.Worker // calls straight to the stack
 	client *leasehold.Client
+	// waiting leaves the create of a task due now to the worker
+	// (ClientConfig.CreateWait): its Enqueue returns once the worker's
+	// create is seen, so its paths drain while they enqueue (draining).
+	waiting *leasehold.Client
 	// empty counts this path's receives that returned no message: the
 	// harness's polling, which an event source mapping does per poller
 	// whether or not there is work, so it is left out of a task's calls.
@@ -147,7 +153,40 @@ func newHarness(t *testing.T, lease time.Duration, tune ...func(*leasehold.Worke
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
+	h.waiting, err = leasehold.NewClient(leasehold.ClientConfig{AWS: counted, Table: table, QueueURL: queues.Work, CreateWait: awstest.Scale(20 * time.Second)})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
 	return h
+}
+
+// draining runs enqueue, whose calls wait for the worker's creates
+// (harness.waiting), while it plays the event source mapping, as a
+// deployment's pollers do while producers enqueue; enqueue's context ends
+// if the test stops first, and draining waits for it to return.
+func (h *harness) draining(enqueue func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(h.t.Context())
+	done := make(chan error, 1)
+	go func() { done <- enqueue(ctx) }()
+	finished := false
+	defer func() {
+		cancel()
+		if !finished {
+			<-done
+		}
+	}()
+	for {
+		select {
+		case err := <-done:
+			finished = true
+			if err != nil {
+				h.t.Fatalf("enqueue: %v", err)
+			}
+			return
+		default:
+			h.pollCounted()
+		}
+	}
 }
 
 // drain plays the Lambda event source mapping: it receives batches of up to
@@ -303,6 +342,14 @@ func (h *harness) runPath(name string, tasks int, send func(ids []string)) pathR
 		metricsBytes: float64(h.metrics.n.Load()) / float64(tasks)}
 }
 
+// enqueueEcho enqueues one echo task named id with c, within a call's bound.
+func (h *harness) enqueueEcho(ctx context.Context, c *leasehold.Client, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, awstest.Scale(30*time.Second))
+	defer cancel()
+	_, err := c.Enqueue(ctx, leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id})
+	return err
+}
+
 func (h *harness) sendInline(kind string, n int) func(ids []string) {
 	return func(ids []string) {
 		var entries []sqstypes.SendMessageBatchRequestEntry
@@ -330,25 +377,30 @@ func TestCost(t *testing.T) {
 	h := newHarness(t, 0)
 	results := []pathResult{
 		h.runPath("inline", tasks, h.sendInline("echo", 1)),
+		// Client.Enqueue with a CreateWait, ten producers enqueueing at
+		// once (a round): the workers store the tasks.
 		h.runPath("client", tasks, func(ids []string) {
-			for _, id := range ids {
-				ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
-				if _, err := h.client.Enqueue(ctx, leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id}); err != nil {
-					t.Fatalf("Enqueue: %v", err)
+			h.draining(func(ctx context.Context) error {
+				errs := make([]error, len(ids))
+				var wg sync.WaitGroup
+				for i, id := range ids {
+					wg.Go(func() { errs[i] = h.enqueueEcho(ctx, h.waiting, id) })
 				}
-				cancel()
-			}
+				wg.Wait()
+				return errors.Join(errs...)
+			})
 		}),
 		h.runPath("bulk", tasks, func(ids []string) {
 			subs := make([]leasehold.Submission, len(ids))
 			for i, id := range ids {
 				subs[i] = leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id}
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(10*time.Second))
-			defer cancel()
-			if _, err := h.client.EnqueueMany(ctx, subs); err != nil {
-				t.Fatalf("EnqueueMany: %v", err)
-			}
+			h.draining(func(ctx context.Context) error {
+				ctx, cancel := context.WithTimeout(ctx, awstest.Scale(30*time.Second))
+				defer cancel()
+				_, err := h.waiting.EnqueueMany(ctx, subs)
+				return err
+			})
 		}),
 	}
 	// A task that renews twice, on a short lease (renewed every second).
@@ -357,6 +409,28 @@ func TestCost(t *testing.T) {
 	// The inline path of a deployment with TaskListing off.
 	unlisted := newHarness(t, 0, func(c *leasehold.WorkerConfig) { c.Unlisted = true })
 	results = append(results, unlisted.runPath("listing off", tasks, unlisted.sendInline("echo", 1)))
+	// Client.Enqueue without a CreateWait (the default): the client
+	// stores the task, the worker claims it.
+	results = append(results, h.runPath("client, no wait", tasks, func(ids []string) {
+		for _, id := range ids {
+			if err := h.enqueueEcho(t.Context(), h.client, id); err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+		}
+	}))
+	// Client.Enqueue with a CreateWait from one producer, one call after
+	// the other: each task arrives alone, in a batch of its own, so it
+	// gets a listing entry of its own (the floor of 3 write units).
+	results = append(results, h.runPath("client, one producer", tasks, func(ids []string) {
+		h.draining(func(ctx context.Context) error {
+			for _, id := range ids {
+				if err := h.enqueueEcho(ctx, h.waiting, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}))
 
 	for _, r := range results {
 		if r.counts.WU == 0 || r.counts.Calls["DynamoDB PutItem"] == 0 {
@@ -385,7 +459,7 @@ func TestCost(t *testing.T) {
 	for _, target := range []struct {
 		path int
 		most float64
-	}{{0, 2.2}, {1, 4}, {2, 4}, {4, 2}} {
+	}{{0, 2.2}, {1, 3}, {2, 3}, {4, 2}, {5, 4}, {6, 3}} {
 		r := results[target.path]
 		if wu := happyPath(r); wu > target.most+1e-9 {
 			t.Errorf("%s: %.2f write units per task along the happy path, target at most %.1f", r.name, wu, target.most)
@@ -563,7 +637,7 @@ func render(results []pathResult, indexes []Index) string {
 		}
 		sort.Strings(gsi)
 		wu := r.counts.WU / n
-		cost := costPerMillion(wu, 0, sqsReq/n) + logsPerMillion(r.metricsBytes)
+		cost := costPerMillion(wu, r.counts.RU/n, sqsReq/n) + logsPerMillion(r.metricsBytes)
 		fmt.Fprintf(&b, "| %s | %d | %s | **%.2f** | %.2f (%s) | %.0f | $%.3f |\n", r.name, r.tasks, strings.Join(ops, ", "), wu, gsiTotal/n, strings.Join(gsi, ", "), r.metricsBytes, cost)
 	}
 	b.WriteString("\nWrite units per write, by kind (mean over the run):\n\n| path | write | count | write units each |\n|---|---|---|---|\n")
@@ -638,7 +712,7 @@ func sqsPerTask(r pathResult) float64 {
 // pathCost is r's cost per million tasks, its metrics' CloudWatch Logs
 // ingestion included.
 func pathCost(r pathResult) float64 {
-	return costPerMillion(r.counts.WU/float64(r.tasks), 0, sqsPerTask(r)) + logsPerMillion(r.metricsBytes)
+	return costPerMillion(r.counts.WU/float64(r.tasks), r.counts.RU/float64(r.tasks), sqsPerTask(r)) + logsPerMillion(r.metricsBytes)
 }
 
 // checkInlineBill holds r, an inline path in Lambda batches of ten, to
@@ -652,9 +726,14 @@ func pathCost(r pathResult) float64 {
 // of logs under $1.50 (docs/performance.md, "Metrics and CloudWatch Logs").
 func checkInlineBill(t *testing.T, r pathResult) {
 	t.Helper()
+	// Regression bounds with room for the machine: the write units of a
+	// run move by 0.02 with how its batches share listing entries, and the
+	// bytes with how many distinct durations its batches saw (runs on a
+	// loaded machine measured 50.9-51.2 bytes and $1.506-1.519); a line per
+	// task (490 bytes, $1.73) fails both.
 	const (
-		maxBytes = 56   // bytes of metrics a task (issue 38 asks 50)
-		maxBill  = 1.52 // dollars a million, logs included (issue 38 asks 1.50)
+		maxBytes = 64   // bytes of metrics a task (issue 38 asks 50)
+		maxBill  = 1.56 // dollars a million, logs included (issue 38 asks 1.50)
 	)
 	t.Logf("%s: %.2f write units, %.1f bytes of metrics a task; $%.4f per million, of which CloudWatch Logs $%.4f (issue 38's targets: 50 bytes, $1.50)",
 		r.name, happyPath(r), r.metricsBytes, inlineBill(r), logsPerMillion(r.metricsBytes))

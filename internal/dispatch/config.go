@@ -105,8 +105,14 @@ type Config struct {
 	SweepPageSize int
 	// CallTimeout bounds each SQS call (the store bounds its own).
 	CallTimeout time.Duration
-	Clock       clockwork.Clock
-	Logger      *slog.Logger
+	// CreateWait, when positive, has Enqueue leave the create of each
+	// task due now with no dependencies to the worker that receives its
+	// token: it reads the task (the store must be a TokenReader) for at
+	// most this long, and stores the tasks not stored by then itself.
+	// Zero: Enqueue stores every task itself (docs/enqueue.md).
+	CreateWait time.Duration
+	Clock      clockwork.Clock
+	Logger     *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -146,6 +152,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: sweep page size %d is outside 1..%d", ErrConfig, c.SweepPageSize, query.MaxDueLimit)
 	case c.CallTimeout <= 0:
 		return fmt.Errorf("%w: call timeout must be positive", ErrConfig)
+	case c.CreateWait < 0:
+		return fmt.Errorf("%w: create wait cannot be negative", ErrConfig)
 	}
 	if _, ok := c.SQS.(DeadLetterClient); c.WorkDLQURL != "" && !ok {
 		return fmt.Errorf("%w: dead-letter recovery from %s needs an SQS client that receives, deletes and changes visibility (%T does not)", ErrConfig, c.WorkDLQURL, c.SQS)

@@ -35,7 +35,10 @@ var ErrSend = errors.New("dispatch token not sent")
 type Dispatcher struct {
 	cfg     Config
 	creator Creator
-	store   Store // nil for a dispatcher that only enqueues
+	// reader reads tasks with their create tokens (Config.CreateWait); nil
+	// when the store has no GetWithToken.
+	reader TokenReader
+	store  Store // nil for a dispatcher that only enqueues
 	// counter keeps the redrive counts of dead letters with no room for
 	// the attribute; nil when the store keeps none.
 	counter limiter.RedriveCounter
@@ -51,7 +54,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, creator: cfg.Store, store: cfg.Store, counter: counterOf(cfg.Store)}, nil
+	reader, _ := cfg.Store.(TokenReader)
+	return &Dispatcher{cfg: cfg, creator: cfg.Store, reader: reader, store: cfg.Store, counter: counterOf(cfg.Store)}, nil
 }
 
 // ref is a dispatch token to send: a reference to task id, delivered after

@@ -70,11 +70,18 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 	// task, or creates it from the token when it is not stored (yet, or
 	// ever). A task whose token could not be sent is stored in the sweep
 	// index and gets a reference token after the create, as intake does.
+	//
+	// With a CreateWait, a task due now is stored by the worker instead:
+	// read first (an id already taken is answered from the stored task,
+	// with no send and no write), then sent with a create-first token, and
+	// read again until its worker's create (created and claimed in one
+	// write) is seen; only one not seen within the wait is stored here.
 	now := d.cfg.Clock.Now()
 	prepared := make([]lease.NewTask, len(tasks))
 	skip := make([]bool, len(tasks))
+	refs := make([]*ref, len(tasks))
 	var carriers []ref
-	var carried []int
+	var carried, early []int
 	for i, n := range tasks {
 		n = d.prepare(n, now)
 		prepared[i] = n
@@ -83,12 +90,41 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 			skip[i] = true
 			continue
 		}
-		if r, ok := carrierFor(n, now); ok {
+		if r, ok := carrierFor(n, now, rand.Text()); ok && d.createFirst(n, r) {
+			early = append(early, i)
+		}
+	}
+	firsts := map[int]bool{}
+	if len(early) > 0 {
+		stored, _, found := d.stored(ctx, prepared, early)
+		for j, i := range early {
+			if !found[j] {
+				firsts[i] = true
+				continue
+			}
+			results[i] = answer(stored[j], prepared[i], false)
+			skip[i] = true
+			if r, ok := tokenFor(stored[j], now); ok && results[i].Duplicate {
+				refs[i] = &r // as persist does for a duplicate: see there
+			}
+		}
+	}
+	for i, n := range prepared {
+		if skip[i] {
+			continue
+		}
+		createToken := rand.Text()
+		if firsts[i] {
+			createToken = token.NewCreateFirst()
+		}
+		if r, ok := carrierFor(n, now, createToken); ok {
 			carriers = append(carriers, r)
 			carried = append(carried, i)
 		}
 	}
 	sentFirst := make([]bool, len(tasks))
+	var waiting []int
+	createTokens := make([]string, len(tasks))
 	for j, err := range d.sendRefs(ctx, carriers) {
 		if err != nil && len(prepared[carried[j]].After) > 0 {
 			// Only its token registers a task on its dependencies (the
@@ -104,23 +140,29 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 		sentFirst[i] = true
 		prepared[i].Carried = true
 		prepared[i].CreateToken = carriers[j].createToken
+		createTokens[i] = carriers[j].createToken
+		if token.CreateFirst(carriers[j].createToken) {
+			waiting = append(waiting, i)
+			skip[i] = true
+		}
 	}
 
-	refs := make([]*ref, len(tasks))
 	started := each(ctx, len(tasks), d.cfg.Concurrency, func(i int) {
 		if skip[i] {
 			return
 		}
-		task, dup, r, err := d.persist(ctx, prepared[i])
-		results[i] = EnqueueResult{Task: task, Duplicate: dup, Err: err, Sent: sentFirst[i]}
-		if !sentFirst[i] {
-			refs[i] = r
-		}
+		d.persistInto(ctx, prepared[i], sentFirst[i], &results[i], &refs[i])
 	})
 	for i := started; i < len(tasks); i++ {
 		if !skip[i] {
 			results[i].Err = fmt.Errorf("enqueue %s: %w", tasks[i].ID, context.Cause(ctx))
 		}
+	}
+	if left := d.awaitCreates(ctx, prepared, createTokens, waiting, results); len(left) > 0 {
+		each(ctx, len(left), d.cfg.Concurrency, func(j int) {
+			i := left[j]
+			d.persistInto(ctx, prepared[i], true, &results[i], &refs[i])
+		})
 	}
 	var batch []ref
 	var owners []int
@@ -137,6 +179,16 @@ func (d *Dispatcher) enqueueWindow(ctx context.Context, tasks []lease.NewTask, r
 		} else {
 			results[i].Sent = true
 		}
+	}
+}
+
+// persistInto creates n (persist) into *result, and leaves in *next the token it
+// needs after the create unless one was sent before it (sentFirst).
+func (d *Dispatcher) persistInto(ctx context.Context, n lease.NewTask, sentFirst bool, result *EnqueueResult, next **ref) {
+	task, dup, r, err := d.persist(ctx, n)
+	*result = EnqueueResult{Task: task, Duplicate: dup, Err: err, Sent: sentFirst}
+	if !sentFirst {
+		*next = r
 	}
 }
 
@@ -158,10 +210,10 @@ func (d *Dispatcher) prepare(n lease.NewTask, now time.Time) lease.NewTask {
 }
 
 // carrierFor is the token sent before n is stored: an inline token naming
-// n's id, with the whole task and a fresh create token, delayed until n is
+// n's id, with the whole task and createToken, delayed until n is
 // due. A task due beyond SQS's delay cap, or with a dispatch time of its
 // own, has none.
-func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
+func carrierFor(n lease.NewTask, now time.Time, createToken string) (ref, bool) {
 	if !n.DispatchAt.IsZero() && len(n.After) == 0 {
 		return ref{}, false
 	}
@@ -172,7 +224,6 @@ func carrierFor(n lease.NewTask, now time.Time) (ref, bool) {
 	if wait > lifecycle.MaxSQSDelay {
 		return ref{}, false
 	}
-	createToken := rand.Text()
 	var waitTimeout time.Duration
 	if !n.WaitUntil.IsZero() {
 		waitTimeout = max(n.WaitUntil.Sub(now), time.Second)
@@ -227,5 +278,9 @@ func Enqueue(ctx context.Context, store Creator, q SQSClient, workQueueURL strin
 		return nil, err
 	}
 	d := &Dispatcher{cfg: cfg, creator: store}
+	d.reader, _ = store.(TokenReader)
+	if cfg.CreateWait > 0 && d.reader == nil {
+		return nil, fmt.Errorf("%w: a create wait needs a store that reads create tokens (%T does not)", ErrConfig, store)
+	}
 	return d.Enqueue(ctx, tasks)
 }

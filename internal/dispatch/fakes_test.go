@@ -48,6 +48,9 @@ type fakeSQS struct {
 	failAll   bool
 	failDLQ   bool
 	nextMsgID int
+	// onSend, if set, sees each token accepted, under mu: a worker or
+	// another caller acting on it.
+	onSend func(tok token.Token)
 }
 
 func newFakeSQS() *fakeSQS {
@@ -86,6 +89,9 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 			continue
 		}
 		sent = append(sent, sentToken{ID: tok.ID, Delay: e.DelaySeconds, Queue: aws.ToString(in.QueueUrl), CreateToken: tok.CreateToken})
+		if f.onSend != nil {
+			f.onSend(tok)
+		}
 		f.nextMsgID++
 		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{
 			Id: e.Id, MessageId: aws.String("m-" + strconv.Itoa(f.nextMsgID)),

@@ -90,7 +90,7 @@ func (x *execution) runReceived(ctx context.Context) State {
 		if st, held := x.heldByWindow(); held {
 			return st
 		}
-		if tok.CreateToken != "" {
+		if tok.CreateToken != "" && !token.CreateFirst(tok.CreateToken) {
 			// The sender stores this task too, most likely before this
 			// token arrives: claim it, and create it only if it is not
 			// stored (yet, or ever: the sender stopped after the send).
@@ -98,6 +98,10 @@ func (x *execution) runReceived(ctx context.Context) State {
 			x.in.fallback = &fallback
 			return x.claim(ctx, id)
 		}
+		// A plain inline token, or one whose sender waits for this create
+		// (token.CreateFirst) and stores the task itself only if it does
+		// not land in time: create it claimed, and claim it if the id is
+		// taken (the sender's create came first, under the same token).
 		if x.in.pre != nil {
 			nt.Listing = x.in.pre.listing
 		}

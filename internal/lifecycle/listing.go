@@ -165,12 +165,18 @@ func (e *Executor) keepListing(o *openListing) {
 }
 
 // listedCreate is the id of the listed inline task that m's token creates
-// (runReceived's CreateClaimed), or "".
+// (runReceived's CreateClaimed), or "". A token sent before its create is
+// one only when its sender waits for the worker's create
+// (token.CreateFirst); any other is claimed first, its task stored and
+// listed by the sender.
 func listedCreate(tok token.Token, err error, m Message) string {
 	if m.Paused {
 		return "" // held back, not created (holdForPause)
 	}
-	if err != nil || !tok.Inline() || tok.IsCallback() || tok.CreateToken != "" || len(tok.After) > 0 || tok.Parent != "" || tok.Prev != "" {
+	if tok.CreateToken != "" && !token.CreateFirst(tok.CreateToken) {
+		return ""
+	}
+	if err != nil || !tok.Inline() || tok.IsCallback() || len(tok.After) > 0 || tok.Parent != "" || tok.Prev != "" {
 		return ""
 	}
 	id := tok.ID

@@ -691,28 +691,48 @@ func returnItems(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
+	t, _, err := s.read(ctx, id, true)
+	return t, err
+}
+
+// GetWithToken reads the task id and the create token of the write that
+// stored it (NewTask.CreateToken, or the one put drew): a sender that left
+// the create to its token's receiver (dispatch's CreateWait) tells by it
+// the task it sent from one another call stored. The read is eventually
+// consistent (half a read unit): it may miss a write of the last second,
+// which such a sender reads again or answers with its own conditional
+// create, but never returns a token that did not store the task.
+func (s *Store) GetWithToken(ctx context.Context, id string) (lease.Task, string, error) {
+	return s.read(ctx, id, false)
+}
+
+// read reads the task id and its create token.
+func (s *Store) read(ctx context.Context, id string, consistent bool) (lease.Task, string, error) {
 	if noSuchID(id) {
-		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+		return lease.Task{}, "", fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	consistent := true
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
 		Key:            map[string]types.AttributeValue{AttrID: avS(id)},
 		ConsistentRead: &consistent,
 	})
 	if err != nil {
-		return lease.Task{}, backendErr("get", id, err)
+		return lease.Task{}, "", backendErr("get", id, err)
 	}
 	if len(out.Item) == 0 {
-		return lease.Task{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+		return lease.Task{}, "", fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
 	}
 	t, err := TaskFromItem(out.Item)
 	if err != nil {
-		return lease.Task{}, backendErr("get", id, err)
+		return lease.Task{}, "", backendErr("get", id, err)
 	}
-	return t, nil
+	token, _ := out.Item[attrCreateToken].(*types.AttributeValueMemberS)
+	if token == nil {
+		return t, "", nil
+	}
+	return t, token.Value, nil
 }
 
 // namesIn maps every #name placeholder in exprs to the attribute name.

@@ -451,6 +451,19 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Task, error) {
 	return clone(rec), nil
 }
 
+// GetWithToken reads the task id, as Get does, and the create token it was
+// stored under (NewTask.CreateToken; empty when its create gave none, as
+// this store draws none of its own).
+func (s *Store) GetWithToken(ctx context.Context, id string) (lease.Task, string, error) {
+	t, err := s.Get(ctx, id)
+	if err != nil {
+		return lease.Task{}, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t, s.tokens[id], nil
+}
+
 // GetMany implements query.ManyGetter.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]lease.Task, error) {
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"strings"
@@ -316,6 +317,29 @@ func testSharedCreateToken(t *testing.T, newStore NewStoreFunc) {
 	got, err = e.store.Create(e.ctx, other)
 	wantErr(t, "Create with another token", err, lease.ErrAlreadyExists)
 	e.same("Create with another token", got, pending)
+
+	// A read names the create that stored the task, whoever wrote first:
+	// a sender that left the create to its token's receiver tells its own
+	// task from another call's by it.
+	r, ok := e.store.(tokenReader)
+	if !ok {
+		t.Fatalf("%T has no GetWithToken", e.store)
+	}
+	for _, c := range []struct{ id, want string }{{n.ID, n.CreateToken}, {m.ID, m.CreateToken}} {
+		read, got, err := r.GetWithToken(e.ctx, c.id)
+		if err != nil || got != c.want || read.ID != c.id {
+			t.Errorf("GetWithToken %s: %s, create token %q (%v), want %q", c.id, read.ID, got, err, c.want)
+		}
+	}
+	if _, _, err := r.GetWithToken(e.ctx, "missing-"+runID); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("GetWithToken of a missing task: %v, want ErrNotFound", err)
+	}
+}
+
+// tokenReader is the read both stores offer besides lease.Store: a task
+// with the create token it was stored under.
+type tokenReader interface {
+	GetWithToken(ctx context.Context, id string) (lease.Task, string, error)
 }
 
 // A submission that cannot run is recorded FAILED in one write: no lease, no
