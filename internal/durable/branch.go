@@ -14,8 +14,7 @@ const OpBranch = "branch"
 // branches are the goroutines of a run's branches (BranchFuture): the run
 // owns them, and Join waits for them before the run ends.
 type branches struct {
-	wg  sync.WaitGroup
-	sem chan struct{} // nil: no bound; else MaxConcurrency slots
+	wg sync.WaitGroup
 }
 
 // branchOutcome is a branch's recorded outcome: its result, or the reason
