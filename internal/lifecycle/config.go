@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -176,10 +175,6 @@ type Config struct {
 	// fullWindows is the Executor's memory of full rate windows (set by
 	// New; shared by the copies of the Config its executions use).
 	fullWindows fullWindows
-	// timers holds the timers executions wait for their handlers with
-	// (clockwork.Timer, stopped), reused from one message to the next (set
-	// by New; shared by the copies, as fullWindows is).
-	timers *sync.Pool
 }
 
 // QueueResolver turns a queue name into its URL ("" is the default work

@@ -72,19 +72,18 @@ type Result struct {
 	// Ack: the message is done with and may be deleted. When false it is
 	// reported as a batch item failure and comes back later.
 	Ack bool
-	// Held: the token was held back without using an attempt. Before its
-	// claim: by a rate window known full (Config.RateLimits) or because
-	// its queue is paused (Message.Paused), the message coming back later.
-	// After it: by its queue's rate limit or its kind's concurrency limit
-	// (Config.KindConcurrency), the task released with its attempt handed
-	// back (OutcomeHeld). (Beside Ack and Final: one word for the three,
-	// which keeps the execution record in its size class.)
-	Held bool
 	// Final is the last state reached; Outcome is set when a handler ran.
 	Final   State
 	Outcome Outcome
 	// Reason explains a message that was rejected or not acknowledged.
 	Reason string
+	// Held: the token was held back without using an attempt. Before its
+	// claim: by a rate window known full (Config.RateLimits) or because
+	// its queue is paused (Message.Paused), the message coming back later.
+	// After it: by its queue's rate limit or its kind's concurrency limit
+	// (Config.KindConcurrency), the task released with its attempt handed
+	// back (OutcomeHeld).
+	Held bool
 }
 
 // handlerResult is what the handler goroutine hands back.
@@ -200,6 +199,8 @@ type runRecord struct {
 	handlerParent  durable.Scope
 	renewer        renewer
 	renewerRunning sync.WaitGroup
+	// timers is the Executor's pool of the timer runRunning waits with.
+	timers *sync.Pool
 	// vis extends this message's visibility together with the rest of its
 	// batch while the handler runs; nil for a message processed on its own.
 	vis       *batchVisibility

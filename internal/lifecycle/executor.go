@@ -11,6 +11,9 @@ import (
 // Executor processes the messages of SQS batches.
 type Executor struct {
 	cfg Config
+	// timers holds the timers executions wait for their handlers with
+	// (clockwork.Timer, stopped), reused from one message to the next.
+	timers sync.Pool
 	// listing is the batch listing entry later batches are added to
 	// (listBatch); nil when there is none.
 	listingMu sync.Mutex
@@ -24,7 +27,6 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	c.fullWindows = newFullWindows(c.RateLimits)
-	c.timers = new(sync.Pool)
 	return &Executor{cfg: c}, nil
 }
 
@@ -53,7 +55,7 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	x := &execution{
 		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
 		claimed: claimRecord{ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:])},
-		running: runRecord{vis: vis}, in: intake{pre: pre},
+		running: runRecord{vis: vis, timers: &e.timers}, in: intake{pre: pre},
 	}
 	return x.run(ctx)
 }

@@ -26,7 +26,7 @@ import (
 
 // runClaimed starts the handler and the renewer (seed: TaskClaimed).
 func (x *execution) runClaimed(ctx context.Context) State {
-	x.log.claimed, x.log.attempt, x.log.fence = true, int32(x.task.Attempt), x.task.Fence
+	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
 	x.claimedSpan()
 	if x.cfg.Observer != nil {
 		x.claimed.claimInfo = Claim{
@@ -335,7 +335,7 @@ wait:
 // with no earlier expiry left in its channel, and returns it.
 func (x *execution) armTimer(t clockwork.Timer, d time.Duration) clockwork.Timer {
 	if t == nil {
-		if pooled, ok := x.cfg.timers.Get().(clockwork.Timer); ok {
+		if pooled, ok := x.running.timers.Get().(clockwork.Timer); ok {
 			t = pooled
 		} else {
 			return x.cfg.Clock.NewTimer(d)
@@ -350,7 +350,7 @@ func (x *execution) armTimer(t clockwork.Timer, d time.Duration) clockwork.Timer
 // uses it, and that has ended.
 func (x *execution) releaseTimer(t clockwork.Timer) {
 	stopTimer(t)
-	x.cfg.timers.Put(t)
+	x.running.timers.Put(t)
 }
 
 // stopTimer stops t and drops an expiry left unread in its channel (a fake

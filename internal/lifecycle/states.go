@@ -21,8 +21,8 @@ const (
 	// StateReceived: a token is in hand; nothing is claimed. It is decoded
 	// and routed: claimed, or created and claimed (runReceived).
 	StateReceived State = iota
-	// StateCallback: a callback token: end the wait it names, once, or,
-	// for a heartbeat, keep it alive (runCallback, runHeartbeat).
+	// StateCallback: a callback token: end the wait it names, once
+	// (runCallback).
 	StateCallback
 	// StateAwaitingDependencies: an inline token with dependencies (after):
 	// create its task WAITING and register it on each dependency
@@ -104,7 +104,7 @@ type Transition struct {
 // rendered from it (renderStates).
 var transitions = []Transition{
 	{StateReceived, StateClaimed, "claimed, or an inline token's task created and claimed in one write"},
-	{StateReceived, StateCallback, "a callback token (an answer or a heartbeat)"},
+	{StateReceived, StateCallback, "a callback token"},
 	{StateReceived, StateAwaitingDependencies, "an inline token with dependencies (after)"},
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
@@ -114,7 +114,7 @@ var transitions = []Transition{
 	{StateMessage, StateExited, "put in the workflow's inbox (or put there before), and its receiver woken; rejected with the reason (no such workflow, ended, inbox full); or kept (a store error)"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
-	{StateCallback, StateExited, "a heartbeat recorded or dropped; rejected, or kept (it came before the suspension, or a store error)"},
+	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
 
 	{StateAwaitingDependencies, StateNotifying, "the task had ended already, or its wait was abandoned (a cycle, no room to wait)"},
 	{StateAwaitingDependencies, StateExited, "created and registered on every dependency; or kept to retry"},

@@ -25,7 +25,6 @@ type fields struct {
 	afterAny    bool
 	waitTimeout int64
 	callback    string
-	heartbeat   string
 	result      json.RawMessage
 	errMsg      *string
 	wake        bool

@@ -83,7 +83,9 @@ type Token struct {
 	// spawned by its handler; it notifies the parent when it ends.
 	Parent string
 	// After (inline only, with ID): the task waits until these tasks have
-	// SUCCEEDED (or, with AfterAny, below with the other flags, ended).
+	// SUCCEEDED (or, with AfterAny, ended).
+	// (AfterAny is declared beside the other flags, below, so that the
+	// flags share a word.)
 	After []string
 	// WaitTimeout (with After; whole seconds on the wire) is the deadline
 	// of the wait for After, from the task's creation; 0 takes the
@@ -96,18 +98,10 @@ type Token struct {
 	Result   json.RawMessage
 	Error    string
 	HasError bool
-	// Heartbeat (callback form only; "heartbeat" on the wire, in place of
-	// "callback", with no "result" or "error") makes the message a
-	// heartbeat of the wait Callback names: it keeps a wait with a
-	// heartbeat timeout alive and ends nothing.
-	Heartbeat bool
+	AfterAny bool
 	// Wake (reference only): the task was WAITING and its wait is over:
 	// the worker reads it and resumes and claims it in one write.
 	Wake bool
-	// AfterAny (with After): the task runs once After have ended, however.
-	// (Beside the other flags: one word for them, which keeps the
-	// executor's record in its size class.)
-	AfterAny bool
 	// Then (inline only, with ID): the chain's links after this task; the
 	// first runs once it has SUCCEEDED (lease.Link).
 	Then []lease.Link
@@ -148,7 +142,6 @@ type wire struct {
 	AfterAny    bool              `json:"after_any,omitempty"`
 	WaitTimeout int64             `json:"wait_timeout_seconds,omitempty"`
 	Callback    string            `json:"callback,omitempty"`
-	Heartbeat   string            `json:"heartbeat,omitempty"`
 	Result      json.RawMessage   `json:"result,omitempty"`
 	Error       *string           `json:"error,omitempty"`
 	Wake        bool              `json:"wake,omitempty"`
@@ -200,12 +193,6 @@ func Decode(body string) (Token, error) {
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
-	if f.heartbeat != "" {
-		if t.Callback != "" || t.Result != nil || t.HasError {
-			return Token{}, &Error{Reason: ErrInvalidField, Detail: `a heartbeat message has only "v" and "heartbeat"`}
-		}
-		t.Callback, t.Heartbeat = f.heartbeat, true
-	}
 	if f.hasQueue {
 		if err := checkQueue(f.queue); err != nil {
 			return Token{}, err
@@ -230,7 +217,7 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, err
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, heartbeat: w.Heartbeat, result: w.Result, errMsg: w.Error, wake: w.Wake,
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
 		then: w.Then, prev: w.Prev, metadata: w.Metadata, tp: w.LegacyTraceParent, ts: w.LegacyTraceState,
 		send: w.Send, topic: w.Topic, messageID: w.MessageID}
 	if w.V != nil {
