@@ -139,7 +139,7 @@ func (c *Client) GetEvent(ctx context.Context, id, key string, timeout time.Dura
 		}
 		left := clock.Until(deadline)
 		if left <= 0 {
-			return nil, fmt.Errorf("event %q of %s not set within %s: %w", key, id, timeout, ErrNotFound)
+			return nil, &eventNotSetError{msg: fmt.Sprintf("event %q of %s not set within %s (the workflow is %s)", key, id, timeout, t.Status)}
 		}
 		select {
 		case <-ctx.Done():
@@ -149,3 +149,13 @@ func (c *Client) GetEvent(ctx context.Context, id, key string, timeout time.Dura
 		wait = min(2*wait, 2*time.Second)
 	}
 }
+
+// eventNotSetError is GetEvent's error for an event not set within its
+// timeout while the workflow lives: it matches ErrNotFound, without
+// ErrNotFound's "task not found", since the task exists.
+type eventNotSetError struct{ msg string }
+
+func (e *eventNotSetError) Error() string { return e.msg }
+
+// Unwrap makes the error match ErrNotFound.
+func (e *eventNotSetError) Unwrap() error { return ErrNotFound }
