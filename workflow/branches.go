@@ -25,6 +25,17 @@ func encoded[T any](what string, fn func(context.Context) (T, error)) func(conte
 	}
 }
 
+// decoded decodes raw, a recorded value, into a T; what names it in the
+// error of a value that does not decode, which fails the task.
+func decoded[T any](raw []byte, what string) (T, error) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		var zero T
+		return zero, leasehold.Fail(fmt.Errorf("%s does not decode into %T: %w", what, v, err))
+	}
+	return v, nil
+}
+
 // Go starts fn as the branch called name: in a goroutine of its own, with
 // an operation space of its own (its steps, sleeps and callbacks are
 // recorded as "@NAME/STEP", and replayed per branch), so branches that run
@@ -87,15 +98,8 @@ func Parallel[T any](ctx context.Context, name string, opts MapOptions, branches
 func RunInChildContext[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	raw, err := durable.ChildContextOf(ctx, name, encoded("child context "+name, fn))
-	if err != nil {
+	if err != nil || len(raw) == 0 {
 		return zero, err
 	}
-	var v T
-	if len(raw) == 0 {
-		return v, nil
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("child context %q: its recorded result does not decode into %T: %w", name, v, err))
-	}
-	return v, nil
+	return decoded[T](raw, fmt.Sprintf("child context %q: its recorded result", name))
 }

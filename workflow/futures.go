@@ -43,11 +43,7 @@ func (f Future[T]) Get(ctx context.Context) (T, error) {
 	if err != nil || len(raw) == 0 {
 		return zero, err
 	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("result does not decode into %T: %w", v, err))
-	}
-	return v, nil
+	return decoded[T](raw, "result")
 }
 
 // StepAsync runs fn as the step called name, as Step does, and returns it

@@ -40,8 +40,8 @@ func Receive[T any](ctx context.Context, topic string, timeout time.Duration) (v
 	if err != nil || !ok {
 		return v, false, err
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return v, false, leasehold.Fail(fmt.Errorf("message on %q: it does not decode into %T: %w", topic, v, err))
+	if v, err = decoded[T](raw, fmt.Sprintf("message on %q: it", topic)); err != nil {
+		return v, false, err
 	}
 	return v, true, nil
 }

@@ -327,17 +327,10 @@ func WaitForCallback[T any](ctx context.Context, name string, timeout time.Durat
 	if errors.As(err, &failed) {
 		return zero, &CallbackFailedError{Name: failed.Name, Reason: failed.Reason}
 	}
-	if err != nil {
+	if err != nil || len(raw) == 0 {
 		return zero, err
 	}
-	var v T
-	if len(raw) == 0 {
-		return v, nil
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("callback %q: its result does not decode into %T: %w", name, v, err))
-	}
-	return v, nil
+	return decoded[T](raw, fmt.Sprintf("callback %q: its result", name))
 }
 
 // Outcome is how a child or a dependency ended, as its waiter sees it.
@@ -403,17 +396,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	// that finds another name, or another type, at the step's position
 	// has diverged from the task's history.
 	op := durable.OpStep + " " + reflect.TypeFor[T]().String()
-	run := func(ctx context.Context) ([]byte, error) {
-		v, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, leasehold.Fail(fmt.Errorf("step %q: result does not encode as JSON: %w", name, err))
-		}
-		return b, nil
-	}
+	run := encoded(fmt.Sprintf("step %q", name), fn)
 	var raw []byte
 	var err error
 	switch len(policy) {
@@ -427,11 +410,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	if err != nil {
 		return zero, err
 	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("step %q: recorded result does not decode into %T: %w", name, v, err))
-	}
-	return v, nil
+	return decoded[T](raw, fmt.Sprintf("step %q: recorded result", name))
 }
 
 // Sleep pauses the handler's task for d (at most 366 days), durably and
@@ -503,11 +482,7 @@ func WaitFor[T any](ctx context.Context, name string, p Poll, check func(context
 	if err != nil {
 		return zero, err
 	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("condition %q: recorded result does not decode into %T: %w", name, v, err))
-	}
-	return v, nil
+	return decoded[T](raw, fmt.Sprintf("condition %q: recorded result", name))
 }
 
 // Version returns the version of the change called change that this run

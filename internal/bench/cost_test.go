@@ -379,7 +379,7 @@ func TestCost(t *testing.T) {
 		h.runPath("inline", tasks, h.sendInline("echo", 1)),
 		// Client.Enqueue with a CreateWait, ten producers enqueueing at
 		// once (a round): the workers store the tasks.
-		h.runPath("client", tasks, func(ids []string) {
+		h.runPath("client (CreateWait)", tasks, func(ids []string) {
 			h.draining(func(ctx context.Context) error {
 				errs := make([]error, len(ids))
 				var wg sync.WaitGroup
@@ -390,7 +390,7 @@ func TestCost(t *testing.T) {
 				return errors.Join(errs...)
 			})
 		}),
-		h.runPath("bulk", tasks, func(ids []string) {
+		h.runPath("bulk (CreateWait)", tasks, func(ids []string) {
 			subs := make([]leasehold.Submission, len(ids))
 			for i, id := range ids {
 				subs[i] = leasehold.Submission{Kind: "echo", Payload: echo{N: 1}, ID: id}
@@ -411,7 +411,7 @@ func TestCost(t *testing.T) {
 	results = append(results, unlisted.runPath("listing off", tasks, unlisted.sendInline("echo", 1)))
 	// Client.Enqueue without a CreateWait (the default): the client
 	// stores the task, the worker claims it.
-	results = append(results, h.runPath("client, no wait", tasks, func(ids []string) {
+	results = append(results, h.runPath("client (default)", tasks, func(ids []string) {
 		for _, id := range ids {
 			if err := h.enqueueEcho(t.Context(), h.client, id); err != nil {
 				t.Fatalf("Enqueue: %v", err)
@@ -421,7 +421,7 @@ func TestCost(t *testing.T) {
 	// Client.Enqueue with a CreateWait from one producer, one call after
 	// the other: each task arrives alone, in a batch of its own, so it
 	// gets a listing entry of its own (the floor of 3 write units).
-	results = append(results, h.runPath("client, one producer", tasks, func(ids []string) {
+	results = append(results, h.runPath("client (CreateWait, one producer)", tasks, func(ids []string) {
 		h.draining(func(ctx context.Context) error {
 			for _, id := range ids {
 				if err := h.enqueueEcho(ctx, h.waiting, id); err != nil {

@@ -84,22 +84,9 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 	if t.Attempt < t.MaxAttempts {
 		e.Status, e.RunAt = lease.StatusPending, x.cfg.Clock.Now().Add(delay)
 	}
-	cctx, cancel := x.call()
-	task, err := x.cfg.Store.EndWait(cctx, e)
-	cancel()
-	switch {
-	case err == nil:
-	case errors.Is(err, lease.ErrFinished):
-		// The callback came after all, and ended the task: its waiters
-		// may not have heard (the callback's worker stopped first).
-		if st, ok := x.endedElsewhere(err, ""); ok {
-			return st
-		}
-		return x.exit(true, "")
-	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrBadCallback):
-		return x.exit(true, "") // the callback came after all
-	default:
-		return x.keep(ctx, 0, err.Error())
+	task, st, done := x.endCallbackWait(ctx, e)
+	if done {
+		return st
 	}
 	outcome := OutcomeRetried
 	switch {
@@ -127,20 +114,9 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 // the task runs again at once, as the same attempt, as after an answer.
 func (x *execution) timerFired(ctx context.Context, t lease.Task) State {
 	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.TimerFired}
-	cctx, cancel := x.call()
-	task, err := x.cfg.Store.EndWait(cctx, e)
-	cancel()
-	switch {
-	case err == nil:
-	case errors.Is(err, lease.ErrFinished):
-		if st, ok := x.endedElsewhere(err, ""); ok {
-			return st
-		}
-		return x.exit(true, "")
-	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrBadCallback):
-		return x.exit(true, "") // the callback came first after all
-	default:
-		return x.keep(ctx, 0, err.Error())
+	task, st, done := x.endCallbackWait(ctx, e)
+	if done {
+		return st
 	}
 	x.task = task
 	x.log.info("raced timer fired before the callback", "step", t.CallbackStep)
@@ -202,4 +178,29 @@ func (x *execution) dependencyDeadline(ctx context.Context, t lease.Task) State 
 		return x.exit(true, "")
 	}
 	return x.waitTimedOut(ctx, now)
+}
+
+// endCallbackWait ends t's callback wait with e, the worker's own end of it
+// (a timeout, or a raced timer that fired), and returns the task as
+// written; done, with the state to go to, when the wait was not there to
+// end: the callback came after all (the task ended, its waiters told again
+// if the callback's worker stopped first, or it no longer waits), or a
+// store error keeps the message for another try.
+func (x *execution) endCallbackWait(ctx context.Context, e lease.WaitEnd) (task lease.Task, st State, done bool) {
+	cctx, cancel := x.call()
+	task, err := x.cfg.Store.EndWait(cctx, e)
+	cancel()
+	switch {
+	case err == nil:
+		return task, 0, false
+	case errors.Is(err, lease.ErrFinished):
+		if st, ok := x.endedElsewhere(err, ""); ok {
+			return task, st, true
+		}
+		return task, x.exit(true, ""), true
+	case errors.Is(err, lease.ErrNotWaiting), errors.Is(err, lease.ErrBadCallback):
+		return task, x.exit(true, ""), true
+	default:
+		return task, x.keep(ctx, 0, err.Error()), true
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/mapstate"
 )
 
 // StateClaimed and StateRunning: the handler and the renewer start, and the
@@ -125,6 +126,11 @@ func (x *execution) loadWaitResults() (*durable.WaitResults, error) {
 				return nil, nil
 			}
 		}
+	}
+	if _, ok := mapstate.WaitedMap(t); ok {
+		// A sliding map's parent waits for its wake id, which no task
+		// has: what a read would return, without the read.
+		return &durable.WaitResults{Mode: t.Wait, Tasks: []lease.Task{{ID: t.WaitFor[0]}}}, nil
 	}
 	tasks, err := readTasks(x.detached, x.cfg, t.WaitFor)
 	if err != nil {
