@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -159,3 +162,97 @@ func (e *eventNotSetError) Error() string { return e.msg }
 
 // Unwrap makes the error match ErrNotFound.
 func (e *eventNotSetError) Unwrap() error { return ErrNotFound }
+
+// Inbox returns t (a workflow, as Get returned it) with its Inbox read:
+// the inbox's state item (one strongly consistent read, whatever the
+// number of messages), then at most max waiting messages, one read each
+// (1 read unit per 4 KB of payload), and at most max of the events t's
+// steps name, one read each; max 0 reads the state item only. The events
+// are those its current run set: the keys come from its recorded steps,
+// since no item lists them. A workflow that never had a message has an
+// empty inbox, not an error.
+func (c *Client) Inbox(ctx context.Context, t TaskInfo, max int) (TaskInfo, error) {
+	ib, ok := c.store.(inbox.Store)
+	if !ok {
+		return t, fmt.Errorf("%w: the client's store keeps no inboxes", ErrInvalid)
+	}
+	if err := lease.CheckID(t.ID); err != nil {
+		return t, err
+	}
+	if max < 0 {
+		return t, invalidOption("max %d is negative", max)
+	}
+	out := alloc(t.Inbox)
+	st, err := ib.GetState(ctx, t.ID)
+	if err != nil {
+		return t, c.translate(ctx, err)
+	}
+	out.ReceivingOn = st.Waiting
+	topics := slices.Sorted(maps.Keys(st.Last))
+	for _, topic := range topics {
+		n := push(&out.Topics)
+		n.Topic, n.Delivered = topic, min(st.Taken[topic], st.Last[topic])
+		n.Waiting = st.Last[topic] - n.Delivered
+	}
+	for _, topic := range topics {
+		for seq := st.Taken[topic] + 1; seq <= st.Last[topic]; seq++ {
+			if len(out.Messages) >= max {
+				out.More = true
+				break
+			}
+			m, err := ib.GetMessage(ctx, t.ID, topic, seq)
+			if errors.Is(err, lease.ErrNotFound) {
+				continue // past the table's TTL
+			}
+			if err != nil {
+				return t, c.translate(ctx, err)
+			}
+			n := push(&out.Messages)
+			n.Topic, n.ID, n.Seq, n.SentAt, n.Payload = topic, m.ID, m.Seq, m.SentAt, m.Payload
+		}
+	}
+	for i, key := range eventKeys(t.Steps) {
+		e := push(&out.Events)
+		e.Key = key
+		if i >= max {
+			out.EventsNotRead++
+			continue
+		}
+		got, err := ib.GetEvent(ctx, t.ID, key)
+		switch {
+		case err == nil:
+			e.Read, e.SetAt, e.Value = true, got.SetAt, got.Value
+		case !errors.Is(err, lease.ErrNotFound): // not found: past the TTL
+			return t, c.translate(ctx, err)
+		}
+	}
+	t.Inbox = out
+	return t, nil
+}
+
+// push appends a zero element to *s and returns it, to be filled: the
+// elements of TaskInfo.Inbox's lists are unnamed struct types.
+func push[S ~[]E, E any](s *S) *E {
+	*s = append(*s, *new(E))
+	return &(*s)[len(*s)-1]
+}
+
+// alloc returns a new E: TaskInfo.Inbox's type is unnamed.
+func alloc[E any](*E) *E { return new(E) }
+
+// eventKeys are the event keys that steps (a task's recorded steps) set,
+// each once, in the order of their first event:KEY#n step.
+func eventKeys(steps []string) []string {
+	var keys []string
+	for _, s := range steps {
+		rest, ok := strings.CutPrefix(s, "event:")
+		if !ok {
+			continue
+		}
+		key, _, ok := strings.Cut(rest, "#")
+		if ok && key != "" && !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}

@@ -126,6 +126,43 @@ type TaskInfo struct {
 	// are tasks of their own, ID@run1 to ID@runN, whose Parent is this
 	// task. Client.List leaves it out.
 	Run int `json:"run,omitempty"`
+	// Inbox is the workflow's inbox and events, as Client.Inbox read
+	// them; Get and List leave it nil.
+	Inbox *struct {
+		// Topics counts each topic's messages, by topic name: Delivered
+		// the ones the workflow received, Waiting the ones sent and not
+		// received yet.
+		Topics []struct {
+			Topic     string `json:"topic"`
+			Delivered int64  `json:"delivered"`
+			Waiting   int64  `json:"waiting"`
+		} `json:"topics,omitempty"`
+		// ReceivingOn is the topic a receive of the workflow waits on, if
+		// one does.
+		ReceivingOn string `json:"receiving_on,omitempty"`
+		// Messages are the waiting messages read, in topic order and by
+		// number (Seq) within a topic; ID is the message id (SendOnce's,
+		// or the one Send drew). More says that more wait than were read.
+		Messages []struct {
+			Topic   string          `json:"topic"`
+			ID      string          `json:"id"`
+			Seq     int64           `json:"seq"`
+			SentAt  time.Time       `json:"sent_at"`
+			Payload json.RawMessage `json:"payload"`
+		} `json:"messages,omitempty"`
+		More bool `json:"more,omitempty"`
+		// Events are the event keys the workflow's run set (its
+		// event:KEY#n steps), in the order it first set them, with the
+		// value and time of those read (Read). EventsNotRead counts the
+		// keys past the read's bound.
+		Events []struct {
+			Key   string          `json:"key"`
+			Read  bool            `json:"read"`
+			SetAt time.Time       `json:"set_at,omitzero"`
+			Value json.RawMessage `json:"value,omitempty"`
+		} `json:"events,omitempty"`
+		EventsNotRead int `json:"events_not_read,omitempty"`
+	} `json:"inbox,omitempty"`
 }
 
 // AttemptInfo records how one attempt ended.

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,4 +97,41 @@ without setting it exit 1.`,
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the event to be set")
 	return cmd
+}
+
+// writeInbox prints what `leasehold status` shows of a workflow's inbox
+// and events (t.Inbox, read by Client.Inbox with no message read): per topic the messages
+// delivered and waiting, the topic a receive waits on, and the event keys
+// its run set. It prints nothing for a task that has none, and the reason
+// for an inbox it could not read (readErr).
+func writeInbox(w io.Writer, t leasehold.TaskInfo, readErr error) error {
+	if readErr != nil {
+		_, err := fmt.Fprintf(w, "inbox: not read: %s\n", oneLine(readErr.Error()))
+		return err
+	}
+	ib := t.Inbox
+	if ib == nil {
+		return nil
+	}
+	if len(ib.Topics) > 0 {
+		fmt.Fprintln(w, "inbox:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, t := range ib.Topics {
+			fmt.Fprintf(tw, "  %s\t%d delivered\t%d waiting\n", escape(t.Topic), t.Delivered, t.Waiting)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if ib.ReceivingOn != "" {
+		fmt.Fprintf(w, "receiving on: %s\n", escape(ib.ReceivingOn))
+	}
+	if len(ib.Events) > 0 {
+		keys := make([]string, len(ib.Events))
+		for i, e := range ib.Events {
+			keys[i] = escape(e.Key)
+		}
+		fmt.Fprintf(w, "events: %d (%s)\n", len(keys), strings.Join(keys, ", "))
+	}
+	return nil
 }

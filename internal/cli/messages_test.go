@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 
 // leasehold send and leasehold event on the stack: a message is sent once
 // under its --id, a send to no workflow is exit 3 with the reason, and an
-// event prints as JSON (an unset one is exit 3).
+// event prints as JSON (an unset one is exit 3); status counts the inbox.
 func TestSendAndEventCommands(t *testing.T) {
 	t.Parallel()
 	e := setupRun(t)
@@ -40,6 +41,10 @@ func TestSendAndEventCommands(t *testing.T) {
 	}
 	if code, out, _ := run("send", id, "orders", `{"n":2}`); code != 0 || !strings.HasPrefix(out, "message 2 ") {
 		t.Fatalf("send: exit %d, %q; want message 2", code, out)
+	}
+	// status counts the inbox: both messages wait (nothing received them).
+	if code, out, errOut := run("status", id); code != 0 || !regexp.MustCompile(`(?m)^inbox:\n  orders  0 delivered  2 waiting$`).MatchString(out) {
+		t.Fatalf("status: exit %d, %q, %q; want the inbox's counts", code, out, errOut)
 	}
 	if code, _, errOut := run("send", "nobody", "orders", `1`); code != cli.ExitNotFound || !strings.Contains(errOut, `no task with id "nobody"`) {
 		t.Fatalf("send to no workflow: exit %d, %q; want exit 3 naming it", code, errOut)

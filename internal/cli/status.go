@@ -28,7 +28,7 @@ func (a *app) statusCommand() *cobra.Command {
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "status ID",
-		Short: "Show a task: status, attempts, payload, result and history",
+		Short: "Show a task: status, attempts, payload, result, history and inbox",
 		Example: `  leasehold status greet-ada
   leasehold status --json greet-ada | jq .status`,
 		Args: posArgs(cobra.ExactArgs(1)),
@@ -38,6 +38,11 @@ func (a *app) statusCommand() *cobra.Command {
 				return info, a.taskErr(args[0], err)
 			}, func(c *leasehold.Client, info leasehold.TaskInfo) error {
 				if err := writeTask(a.io.Out, info); err != nil {
+					return err
+				}
+				// The inbox's counts: one read of its state item.
+				info, err := c.Inbox(cmd.Context(), info, 0)
+				if err := writeInbox(a.io.Out, info, err); err != nil {
 					return err
 				}
 				return writeTree(cmd.Context(), c, a.io.Out, info)

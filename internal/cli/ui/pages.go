@@ -413,7 +413,15 @@ type taskData struct {
 	CanCancel bool
 	CanRetry  bool
 	Callback  bool
+	// T.Inbox is the task's inbox and events, read when the page loads (a
+	// live refresh reads the task only); InboxErr says why it could not be.
+	InboxErr string
+	MaxInbox int
 }
+
+// maxInbox bounds the waiting messages, and the events, a task page reads:
+// with the inbox's state item, at most 1 + 2×maxInbox reads a load.
+const maxInbox = 20
 
 // named reads the task the request's id parameter names.
 func (s *Server) named(ctx context.Context, r *http.Request) (leasehold.TaskInfo, error) {
@@ -437,6 +445,12 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 		CanCancel: t.Status == leasehold.StatusPending || t.Status == leasehold.StatusRunning || t.Status == leasehold.StatusWaiting,
 		CanRetry:  t.Status == leasehold.StatusFailed || t.Status == leasehold.StatusCancelled,
 		Callback:  t.Status == leasehold.StatusWaiting && t.Wait == "callback",
+		MaxInbox:  maxInbox,
+	}
+	if r.URL.Query().Get("live") != "1" {
+		if d.T, err = s.cfg.Tasks.Inbox(ctx, t, maxInbox); err != nil {
+			d.InboxErr = err.Error()
+		}
 	}
 	s.render(w, r, http.StatusOK, "task", "Task", d)
 }

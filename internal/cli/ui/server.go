@@ -35,6 +35,7 @@ type Tasks interface {
 	ChildIDs(ctx context.Context, parent string) ([]string, error)
 	OperatorComplete(ctx context.Context, waiting leasehold.TaskInfo, result any) (leasehold.TaskInfo, error)
 	OperatorFail(ctx context.Context, waiting leasehold.TaskInfo, reason string) (leasehold.TaskInfo, error)
+	Inbox(ctx context.Context, t leasehold.TaskInfo, max int) (leasehold.TaskInfo, error)
 }
 
 // Queues is what the inspector asks of an *admin.Admin.
