@@ -228,6 +228,34 @@ func fulfilOrder(ctx context.Context, t *leasehold.Task[Order]) (string, error) 
 	})
 }
 
+// signOff is the payload of the "signoff" kind.
+type signOff struct {
+	// TimeoutSeconds bounds the wait for the approval (default 3600).
+	TimeoutSeconds int `json:"timeout_seconds"`
+}
+
+// signOffMessage is a message on a sign-off's "approve" topic.
+type signOffMessage struct {
+	By string `json:"by"`
+}
+
+// awaitSignOff waits for an approval message or a timeout, whichever
+// comes first: a workflow.Receive with a timeout, which sleeps holding no
+// lease until a message on "approve" wakes it (leasehold send, Client.Send
+// or the message form on the work queue) or its deadline passes. Either
+// way the task SUCCEEDS, and its result says which came first.
+func awaitSignOff(ctx context.Context, t *leasehold.Task[signOff]) (string, error) {
+	timeout := cmp.Or(time.Duration(t.Payload.TimeoutSeconds)*time.Second, time.Hour)
+	msg, ok, err := workflow.Receive[signOffMessage](ctx, "approve", timeout)
+	switch {
+	case err != nil:
+		return "", err // waiting for the message or the deadline
+	case !ok:
+		return fmt.Sprintf("timeout won: no approval within %s", timeout), nil
+	}
+	return "message won: approved by " + cmp.Or(msg.By, "someone"), nil
+}
+
 // Register adds every example kind to hs.
 func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "greet", greet)
@@ -238,4 +266,5 @@ func Register(hs *leasehold.Handlers) {
 	leasehold.Handle(hs, "approval", awaitApproval)
 	leasehold.Handle(hs, "remind", remindLater)
 	leasehold.Handle(hs, "order", fulfilOrder)
+	leasehold.Handle(hs, "signoff", awaitSignOff)
 }

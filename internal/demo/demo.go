@@ -148,6 +148,12 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks := plan(cfg.Slow, cfg.Delay)
 	w8 := newWatch(store, q, res.WorkDLQURL, runID, tasks, out)
 	w8.complete = func(ctx context.Context, id string) (string, error) { return completeWithCLI(ctx, res, id) }
+	w8.send = func(ctx context.Context, body string) error {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_, err := q.SendMessage(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(res.WorkQueueURL), MessageBody: aws.String(body)})
+		return err
+	}
 
 	// The schedule: fired by this process, as `leasehold run --schedule`
 	// does where there is no EventBridge, with the same slot id rule.

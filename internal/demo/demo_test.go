@@ -31,7 +31,8 @@ func TestDemoEndsAsExpected(t *testing.T) {
 	if err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	for _, want := range []string{"every task ended as expected", "DEAD-LETTERED", "totals: SUCCEEDED 15, FAILED 2, DEAD-LETTERED 1"} {
+	for _, want := range []string{"every task ended as expected", "DEAD-LETTERED", "totals: SUCCEEDED 17, FAILED 2, DEAD-LETTERED 1",
+		"SUCCEEDED, message won", "SUCCEEDED, timeout won"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

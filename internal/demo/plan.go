@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -50,6 +51,13 @@ type planned struct {
 	wantFence  int64
 	after      string
 	callback   bool
+	// message is the topic a task receives on: once it has started its
+	// receive, the demo sends it a message there, in the message form on
+	// the work queue (a plain SendMessage). won is who must win a task's
+	// race of a message against its receive's timeout ("message" or
+	// "timeout"): the first word of its result.
+	message string
+	won     string
 	// schedule: not one task but the slots of a schedule the demo fires
 	// every scheduleEvery; it must see wantSlots of them SUCCEEDED, each
 	// once.
@@ -124,6 +132,12 @@ func plan(slow, delay time.Duration) []planned {
 		{name: "order", kind: "order", via: viaIntake, body: message("order", orderPayload(50, 5), ""), callback: true,
 			shows: "step, 50 children, step, approval callback, sleep 5s, step: four awaits in one handler", want: succeeded, wantAttempts: 1,
 			wantFence: 4, minLatency: 5 * time.Second, wantResult: `"50 items packed (ITEM-1..ITEM-50), approved, shipped after 5s"`},
+		{name: "signoff-yes", kind: "signoff", via: viaWork, body: message("signoff", `{"timeout_seconds":120}`, ""), message: "approve",
+			shows: "a message or a 120s timeout, whichever comes first: the demo sends the message", want: succeeded, wantAttempts: 1,
+			won: "message", wantResult: `"message won: approved by ops"`},
+		{name: "signoff-no", kind: "signoff", via: viaWork, body: message("signoff", `{"timeout_seconds":3}`, ""),
+			shows: "a message or a 3s timeout, whichever comes first: no message comes", want: succeeded, wantAttempts: 1,
+			won: "timeout", minLatency: 3 * time.Second, wantResult: `"timeout won: no approval within 3s"`},
 		{name: "tick", kind: "greet", via: viaSchedule, schedule: true, wantSlots: 2,
 			shows: fmt.Sprintf("a schedule firing every %s: each slot runs once", scheduleEvery), want: succeeded},
 		{name: "malformed", kind: "-", via: viaWork,
@@ -158,8 +172,28 @@ func (p planned) expectation() string {
 	if p.callback {
 		b.WriteString(", by callback")
 	}
+	if p.won != "" {
+		fmt.Fprintf(&b, ", %s wins", p.won)
+	}
 	if p.schedule {
 		fmt.Fprintf(&b, " x%d slots", p.wantSlots)
 	}
 	return b.String()
+}
+
+// sendForm is the message form of a message to workflow id on topic, as
+// a plain `aws sqs send-message` to the work queue sends it.
+func sendForm(id, topic string) string {
+	return fmt.Sprintf(`{"v":1,"send":%q,"topic":%q,"message_id":"demo-approval","payload":{"by":"ops"}}`, id, topic)
+}
+
+// winner is who won a race task's race, from its result ("" for a task
+// that has none): the first word of the result's text.
+func winner(result string) string {
+	var text string
+	if json.Unmarshal([]byte(result), &text) != nil {
+		return ""
+	}
+	w, _, _ := strings.Cut(text, " ")
+	return w
 }

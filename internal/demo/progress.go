@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -97,7 +98,11 @@ func (w *watch) summary(out io.Writer) {
 		if ok, why := w.asExpected(i); !ok {
 			check = "UNEXPECTED: " + why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.name, p.kind, p.via, o.state, attempts, renewals, took, p.expectation(), check)
+		state := o.state
+		if p.won != "" && o.settled() {
+			state += ", " + cmp.Or(winner(o.result), "nobody") + " won"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.name, p.kind, p.via, state, attempts, renewals, took, p.expectation(), check)
 	}
 	_ = tw.Flush()
 

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type observed struct {
 	reason     string // dead-letter reason
 	finishedAt time.Time
 	completed  bool // the demo has answered its callback
+	messaged   bool // the demo has sent it its message
 }
 
 func (o *observed) settled() bool {
@@ -65,6 +67,9 @@ type watch struct {
 	// complete answers the callback of a task waiting for one, as a user
 	// would with the CLI; it returns what to show.
 	complete func(ctx context.Context, id string) (string, error)
+	// send sends a message body to the work queue (a task's message, in
+	// the message form).
+	send func(ctx context.Context, body string) error
 
 	// The schedule's fired slots (task ids), from the firer's goroutine.
 	firedMu sync.Mutex
@@ -184,11 +189,40 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 			o.completed = true
 			w.event(p.name, "%s", shown)
 		}
+		if o := &w.seen[i]; p.message != "" && !o.messaged && w.send != nil && receiving(t, p.message) {
+			body := sendForm(w.id(i), p.message)
+			if err := w.send(ctx, body); err != nil {
+				return fmt.Errorf("send %s its message: %w", p.name, err)
+			}
+			o.messaged = true
+			w.event(p.name, "its receive started: message sent with SendMessage to the work queue: %s", body)
+		}
 	}
 	if withDLQ {
 		return w.pollDLQ(ctx)
 	}
 	return nil
+}
+
+// receiving reports whether t has started a receive on topic: its
+// first receive's start (recv:TOPIC#1#start, recorded before it waits) or
+// the receive itself is in its history.
+func receiving(t lease.Task, topic string) bool {
+	return slices.ContainsFunc(t.Steps, func(s lease.Step) bool { return strings.HasPrefix(s.Name, "recv:"+topic+"#") })
+}
+
+// receiveTopic is the topic of t's last recorded step if that is a
+// receive's (recv:TOPIC#n...), else "".
+func receiveTopic(t lease.Task) string {
+	if len(t.Steps) == 0 {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(t.Steps[len(t.Steps)-1].Name, "recv:")
+	topic, _, _ := strings.Cut(rest, "#")
+	if !ok {
+		return ""
+	}
+	return topic
 }
 
 // observe compares a task record with the last one seen and reports the
@@ -203,6 +237,8 @@ func (w *watch) observe(i int, t lease.Task) {
 				w.event(name, "callback answered: it runs again, as attempt %d, to read the answer", t.Attempt+1)
 			} else if len(t.WaitFor) > 0 && o.state == string(lease.StatusWaiting) {
 				w.event(name, "woken: every task it waited for has ended")
+			} else if topic := receiveTopic(t); topic != "" && t.RunAt.After(time.Now()) {
+				w.event(name, "asleep in a receive on %q until a message or its timeout (due %s), holding no lease", topic, w.rel(t.RunAt))
 			} else if t.Attempt == 0 {
 				w.event(name, "stored by the dispatcher, due %s", w.rel(t.RunAt))
 			} else {
@@ -338,6 +374,10 @@ func (w *watch) asExpected(i int) (bool, string) {
 		return false, fmt.Sprintf("fence %d: resumed %d times", o.fence, o.fence-1)
 	case p.callback && !o.completed:
 		return false, "the demo never completed its callback"
+	case p.message != "" && !o.messaged:
+		return false, "the demo never sent its message"
+	case p.won != "" && winner(o.result) != p.won:
+		return false, cmp.Or(winner(o.result), "nobody") + " won"
 	}
 	if p.after != "" {
 		for j, q := range w.plan {
