@@ -108,6 +108,12 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	b.failed = enqueue("failed", leasehold.Submission{MaxAttempts: 1})
 	b.dep = enqueue("dep", leasehold.Submission{})
 	b.waiter = enqueue("waiter", leasehold.Submission{After: []string{b.dep}})
+	// The pending task's inbox: two approvals and a note, none received.
+	for i, topic := range []string{"approve", "approve", "note"} {
+		if _, err := c.SendOnce(ctx, b.pending, topic, fmt.Sprintf("m-%d", i), map[string]any{"n": i, "note": "<b>not bold</b>"}); err != nil {
+			t.Fatalf("send to %s: %v", b.pending, err)
+		}
+	}
 
 	// Fail one through the store, as a worker whose handler failed would.
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})
@@ -344,10 +350,21 @@ func TestBrowser(t *testing.T) {
 		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"), shot("workflow"))
 
 	step("task page", chromedp.Navigate(taskPage(b.pending)),
-		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), shot("task"))
+		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"),
+		visible(`#inbox-topics`), has(`#inbox-messages`, "m-2"), has(`#events-none`, "no event"), shot("task"))
+	// Its inbox: per topic, delivered and waiting.
+	ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))
+	counts, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#inbox-topics tr')].map(r => [...r.cells].map(c => c.textContent).join(' ')).join('; ')`))
+	cancel()
+	if err != nil {
+		t.Fatalf("read the inbox counts: %v", err)
+	}
+	if got, want := counts, "topic delivered waiting; approve 0 2; note 0 1"; got != want {
+		t.Errorf("the task page's inbox counts read %q, want %q", got, want)
+	}
 	// Its form carries a CSRF token of its own, and the page's HTML holds
 	// neither the session's id nor the start token.
-	ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))
+	ctx, cancel = context.WithTimeout(bctx, awstest.Scale(30*time.Second))
 	page, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#cancel input[name="csrf"]').value, document.documentElement.outerHTML]`))
 	cancel()
 	if err != nil || len(page) != 2 {
