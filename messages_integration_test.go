@@ -21,7 +21,8 @@ import (
 // the work queue (one of them twice, under one message id), in send order,
 // each once; it publishes its progress as an event that Client.GetEvent
 // reads; once it has ended, the client's send is refused and the SQS
-// form is dead-lettered with the reason.
+// form is dead-lettered with the reason, and Client.Inbox counts the four
+// delivered and reads the event.
 func TestMessagesOnTheStack(t *testing.T) {
 	t.Parallel()
 	e := setupStack(t)
@@ -137,6 +138,19 @@ func TestMessagesOnTheStack(t *testing.T) {
 	}
 	if st, err := e.store.GetState(ctx, id); err != nil || st.Last["orders"] != 4 || st.Unread() != 0 {
 		t.Fatalf("the inbox at the end: %+v, %v; want 4 placed, none unread", st, err)
+	}
+	// What the inspector and leasehold status show of it: Client.Inbox.
+	info, err := c.Get(ctx, id)
+	if err == nil {
+		info, err = c.Inbox(ctx, info, 5)
+	}
+	switch ib := info.Inbox; {
+	case err != nil || ib == nil:
+		t.Fatalf("Inbox: %v", err)
+	case len(ib.Topics) != 1 || ib.Topics[0].Topic != "orders" || ib.Topics[0].Delivered != 4 || ib.Topics[0].Waiting != 0 || len(ib.Messages) != 0 || ib.More:
+		t.Fatalf("Inbox's topics %+v and messages %+v, want orders: 4 delivered, none waiting", ib.Topics, ib.Messages)
+	case len(ib.Events) != 1 || ib.Events[0].Key != "received" || !ib.Events[0].Read || string(ib.Events[0].Value) != "4" || ib.Events[0].SetAt.IsZero():
+		t.Fatalf("Inbox's events %+v, want received = 4", ib.Events)
 	}
 }
 
