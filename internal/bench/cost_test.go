@@ -501,7 +501,7 @@ func TestCost(t *testing.T) {
 	}
 	// Each durable operation on its own (issue 37): its cost within its
 	// design's write units.
-	ops := h.runOperations(t, runs)
+	ops := h.runOperations(t, runs, wfs...)
 	report := render(results, h.meter.Indexes()) + renderWorkflows(wfs)
 	var costBars, rateBars []bar
 	for _, r := range results {
