@@ -499,6 +499,9 @@ func TestCost(t *testing.T) {
 			t.Errorf("%s: no write of kinds %v, which the design makes: the path is not the one designed", r.w.name, missing)
 		}
 	}
+	// Each durable operation on its own (issue 37): its cost within its
+	// design's write units.
+	ops := h.runOperations(t, runs, wfs...)
 	report := render(results, h.meter.Indexes()) + renderWorkflows(wfs)
 	var costBars, rateBars []bar
 	for _, r := range results {
@@ -562,21 +565,11 @@ func TestCost(t *testing.T) {
 			report += fmt.Sprintf("\nBenchmarkProcessInline takes %.1fx BenchmarkJSONBaseline (decoding the same token and encoding a task record with encoding/json), measured in the same run: a ratio that moves less with the machine than either time.\n", p/base)
 		}
 	}
-	t.Log("\n" + report)
+	opsReport := renderOperations(ops)
+	t.Log("\n" + report + opsReport)
 	if out := os.Getenv(envOut); out != "" {
-		raw, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc := string(raw)
-		i, j := strings.Index(doc, beginMark), strings.Index(doc, endMark)
-		if i < 0 || j < i {
-			t.Fatalf("%s has no %q ... %q part", out, beginMark, endMark)
-		}
-		doc = doc[:i+len(beginMark)] + "\n" + report + doc[j:]
-		if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		replaceBlock(t, out, beginMark, endMark, report)
+		replaceBlock(t, out, opsBeginMark, opsEndMark, opsReport)
 	}
 }
 

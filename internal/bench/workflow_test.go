@@ -29,6 +29,7 @@ func callbackTimeout() time.Duration { return awstest.Scale(3 * time.Second) }
 
 // handleWorkflows registers the workflow kinds with hs.
 func (h *harness) handleWorkflows(hs *leasehold.Handlers) {
+	h.handleOperations(hs)
 	leasehold.Handle(hs, "step", func(_ context.Context, t *leasehold.Task[echo]) (echo, error) {
 		return t.Payload, nil
 	})
@@ -118,6 +119,9 @@ type shape struct {
 	runs     int
 	start    func(h *harness, id string) []string
 	callback bool // its tasks wait for a callback, which the harness gives
+	// after, when set, runs once a round's tasks have succeeded, counted
+	// (a read of what they published, say).
+	after func(h *harness, ids []string)
 	// steps: a chain's or a Step workflow's length (0 for the others); the
 	// goal of issue 12 is priced for 4.
 	steps int
@@ -387,9 +391,12 @@ func (h *harness) runWorkflows(w shape, n int) workflowResult {
 			// Three messages per task: the enqueue's, the answer's (the
 			// task, PENDING, runs again to read it) and the timeout token.
 			h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") && h.acked-acked >= 3*len(ids) })
-			continue
+		} else {
+			h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") })
 		}
-		h.drainUntil(w.name, func() bool { return h.allIn(ids, "SUCCEEDED") })
+		if w.after != nil {
+			w.after(h, ids)
+		}
 	}
 	for h.pollCounted(); h.empty == 0; h.pollCounted() {
 	}
