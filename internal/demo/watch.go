@@ -159,7 +159,11 @@ func (w *watch) run(ctx context.Context, timeout time.Duration, runnerDone chan 
 }
 
 // poll reads every unsettled task, and the dead-letter queue when withDLQ.
+// The reads go out together, so that one slow answer on a loaded machine
+// does not space the slow task's reads wider than its renewals (the demo
+// shows them as they come); what they read is then reported in plan order.
 func (w *watch) poll(ctx context.Context, withDLQ bool) error {
+	read := w.readUnsettled(ctx)
 	for i, p := range w.plan {
 		o := &w.seen[i]
 		if o.settled() || p.want == deadLettered {
@@ -171,9 +175,7 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 			}
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		t, err := w.store.Get(cctx, w.id(i))
-		cancel()
+		t, err := read[i].task, read[i].err
 		if errors.Is(err, lease.ErrNotFound) {
 			continue // not stored yet (the dispatcher has not got to it)
 		}
@@ -202,6 +204,32 @@ func (w *watch) poll(ctx context.Context, withDLQ bool) error {
 		return w.pollDLQ(ctx)
 	}
 	return nil
+}
+
+// taskRead is one task's read in a poll.
+type taskRead struct {
+	task lease.Task
+	err  error
+}
+
+// readUnsettled reads the plan's unsettled tasks (schedules and planned
+// dead letters aside) concurrently, each read within callTimeout, and
+// returns when all have answered.
+func (w *watch) readUnsettled(ctx context.Context) []taskRead {
+	read := make([]taskRead, len(w.plan))
+	var wg sync.WaitGroup
+	for i, p := range w.plan {
+		if w.seen[i].settled() || p.want == deadLettered || p.schedule {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			read[i].task, read[i].err = w.store.Get(cctx, w.id(i))
+		})
+	}
+	wg.Wait()
+	return read
 }
 
 // receiving reports whether t has started a receive on topic: its
