@@ -1,8 +1,8 @@
 package eventsource
 
 import (
-	"cmp"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
