@@ -997,8 +997,8 @@ func TestThroughputSimRuns(t *testing.T) {
 // spends CPU where the plain consumer only waits, so a loaded machine
 // lowers its rate alone, most at 32 pollers, where it is CPU-bound. The
 // row at 10 ms with 2 pollers is the one the design bounds: one batch a
-// poller at a time (Config.InFlight 1) made 0.59 to 0.62 there, under its
-// floor. A per-process ceiling such as the single delete sender Run had
+// poller at a time (Config.InFlight 1) made 0.66 there in this test (0.59
+// to 0.62 in the benchmark), under its floor. A per-process ceiling such as the single delete sender Run had
 // (0.16 to 0.19 at 8 pollers, 0.04 at 32) fails the others by far.
 var simFloors = []struct {
 	store   time.Duration
