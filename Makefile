@@ -136,6 +136,7 @@ bench: stack-up ## micro-benchmarks, then calls, write units and cost per task o
 	@mkdir -p .stack/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/lifecycle ./internal/lease/... ./internal/eventsource > .stack/bench/micro.txt && cat .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSim$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkThroughputSimLambda$$' -benchtime 1x . | tee -a .stack/bench/micro.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 200x ./functions/worker | tee -a .stack/bench/micro.txt
 	@$(GO) test -count=1 -v -run '$(SCALE_TESTS)' $(SCALE_PKGS) > .stack/bench/scale.txt; rc=$$?; \
 	  grep -E 'map of|^(ok|FAIL|--- )' .stack/bench/scale.txt | tee -a .stack/bench/micro.txt; exit $$rc

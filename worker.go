@@ -138,6 +138,14 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // whether it is paused: per process under Run, per container on Lambda.
 const pauseCheckEvery = 2 * time.Second
 
+// batchesInFlight is how many batches each of Run's pollers runs at once
+// (eventsource.Config.InFlight): a poller starts the batch it received
+// ahead while its last one's tasks still write their finishes, so that a
+// batch's creates need not wait for the one before to end
+// (docs/performance.md, "BenchmarkThroughputSim"). Run so handles at most
+// Pollers × 2 batches, Pollers × 2 × Concurrency tasks, at once.
+const batchesInFlight = 2
+
 // newWorker builds a worker on store and q; NewWorker's, and the tests'.
 func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Worker, error) {
 	if err := check(cfg); err != nil {
@@ -166,7 +174,7 @@ func newWorker(store lease.Store, q lifecycle.SQSClient, cfg WorkerConfig) (*Wor
 		queueURL: cfg.QueueURL, queueURLs: distinct(cfg.QueueURLs),
 		run: eventsource.Config{
 			QueueURL: cfg.QueueURL, Logger: lc.Logger,
-			Pollers: cfg.Pollers, BatchSize: cfg.BatchSize, BatchWindow: cfg.BatchWindow,
+			Pollers: cfg.Pollers, InFlight: batchesInFlight, BatchSize: cfg.BatchSize, BatchWindow: cfg.BatchWindow,
 			InvocationTimeout: cfg.InvocationTimeout, WaitTime: cfg.LongPoll, VisibilityTimeout: cfg.ReceiveVisibility,
 		},
 		sweepEvery: cfg.SweepEvery,

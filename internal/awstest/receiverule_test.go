@@ -20,6 +20,7 @@ var receiveAllowed = map[string]string{
 	"internal/awsenv/httpclient_test.go:receiveThroughRace":  "replays the SDK losing an answer against a one-answer server, not a queue: the unguarded call must fail to show the loss",
 	"internal/awstest/lostanswer_test.go:TestLostAnswerRate": "the measurement of lost answers: it must see each raw receive, lost or not",
 	"throughput_sim_test.go:simPollers":                      "the throughput simulation's bare and naive consumers poll its in-memory queue, which loses no answer",
+	"lambda_sim_test.go:simMapping":                          "the simulated event source mapping of the Lambda path polls the simulation's in-memory queue, which loses no answer",
 }
 
 // templateAction is a text/template action, which a test template holds

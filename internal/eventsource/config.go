@@ -32,6 +32,7 @@ const (
 	maxVisibility        = 12 * time.Hour    // VisibilityTimeout
 	maxInvocation        = 15 * time.Minute  // Lambda function timeout
 	maxPollers           = 1000              // Lambda's MaximumConcurrency
+	maxInFlight          = 4                 // batches one poller may run at once
 	fifoQueueSuffix      = ".fifo"
 	allMessageAttributes = "All"
 )
@@ -57,11 +58,20 @@ type Config struct {
 	// seconds, at most 20s. Default 20s.
 	WaitTime time.Duration
 
-	// Pollers is how many batches may be handled at the same time, which
-	// bounds the handler's concurrency. Default 2. Each poller receives its
-	// next batch while its current one runs (receive-ahead), so up to
-	// Pollers more batches may be held, hidden, waiting for their turn.
+	// Pollers is how many receive loops run, each starting batches, which
+	// with InFlight bounds the handler's concurrency: at most Pollers ×
+	// InFlight batches are handled at the same time. Default 2. Each poller
+	// receives its next batch while its batches run (receive-ahead), so up
+	// to Pollers more batches may be held, hidden, waiting for their turn.
 	Pollers int
+
+	// InFlight is how many batches one poller may have handled at the same
+	// time: a poller starts its next batch, if it holds one, as soon as
+	// fewer than InFlight of its own are running, so that a batch whose
+	// handler spends its end on writes (Worker.Run's finishes) does not keep
+	// the next one waiting. Default 1: a poller's batches run one after
+	// another. Worker.Run sets 2.
+	InFlight int
 
 	// VisibilityTimeout, if set, overrides the queue's visibility timeout on
 	// every receive (whole seconds, at most 12h). Lambda always uses the
@@ -110,6 +120,7 @@ func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
 	c.Pollers = cmp.Or(c.Pollers, DefaultPollers)
+	c.InFlight = cmp.Or(c.InFlight, 1)
 	c.InvocationTimeout = cmp.Or(c.InvocationTimeout, DefaultInvocationTimeout)
 	c.CallTimeout = cmp.Or(c.CallTimeout, defaults.ReceiveCallTimeout)
 	if c.Logger == nil {
@@ -153,6 +164,9 @@ func (c Config) validate() error {
 	}
 	if c.Pollers < 1 || c.Pollers > maxPollers {
 		bad("Pollers %d must be between 1 and %d", c.Pollers, maxPollers)
+	}
+	if c.InFlight < 1 || c.InFlight > maxInFlight {
+		bad("InFlight %d must be between 1 and %d", c.InFlight, maxInFlight)
 	}
 	if c.VisibilityTimeout < 0 || c.VisibilityTimeout > maxVisibility || c.VisibilityTimeout%time.Second != 0 {
 		bad("VisibilityTimeout %s must be whole seconds between 0 and %s", c.VisibilityTimeout, maxVisibility)

@@ -45,6 +45,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		{name: "fractional wait", cfg: Config{QueueURL: queue, WaitTime: 1500 * time.Millisecond}, wantErr: []string{"WaitTime"}},
 		{name: "negative pollers", cfg: Config{QueueURL: queue, Pollers: -2}, wantErr: []string{"Pollers"}},
 		{name: "too many pollers", cfg: Config{QueueURL: queue, Pollers: 1001}, wantErr: []string{"Pollers"}},
+		{name: "negative batches in flight", cfg: Config{QueueURL: queue, InFlight: -1}, wantErr: []string{"InFlight"}},
+		{name: "too many batches in flight", cfg: Config{QueueURL: queue, InFlight: 5}, wantErr: []string{"InFlight"}},
 		{name: "fractional visibility", cfg: Config{QueueURL: queue, VisibilityTimeout: 500 * time.Millisecond}, wantErr: []string{"VisibilityTimeout"}},
 		{name: "visibility above 12h", cfg: Config{QueueURL: queue, VisibilityTimeout: 13 * time.Hour}, wantErr: []string{"VisibilityTimeout"}},
 		{name: "invocation above 15 minutes", cfg: Config{QueueURL: queue, InvocationTimeout: 16 * time.Minute}, wantErr: []string{"InvocationTimeout"}},
@@ -102,7 +104,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	got := r.cfg
-	if got.BatchSize != DefaultBatchSize || got.WaitTime != DefaultWaitTime || got.Pollers != DefaultPollers ||
+	if got.BatchSize != DefaultBatchSize || got.WaitTime != DefaultWaitTime || got.Pollers != DefaultPollers || got.InFlight != 1 ||
 		got.InvocationTimeout != DefaultInvocationTimeout || got.CallTimeout != defaults.ReceiveCallTimeout ||
 		got.BatchWindow != 0 || got.VisibilityTimeout != 0 || got.Logger == nil {
 		t.Errorf("defaults not applied: %+v", got)

@@ -72,8 +72,9 @@
 //
 // # Concurrency
 //
-// Pollers goroutines each gather a batch, invoke the handler and delete, one
-// batch at a time, so at most Pollers handler calls run at once (Lambda's
+// Pollers goroutines each gather a batch, invoke the handler and delete,
+// up to InFlight batches at a time (one unless set), so at most Pollers ×
+// InFlight handler calls run at once (with InFlight 1, Lambda's
 // MaximumConcurrency). Every SQS call has a CallTimeout. A failing
 // ReceiveMessage is retried after a jittered exponential backoff (200ms
 // doubling to 20s) that ends early when Run's context is done.

@@ -173,20 +173,22 @@ const pausePoll = time.Second
 
 // poll is one poller: gather a batch, invoke the handler, delete what
 // succeeded, until ctx is done. It receives the next batch while the
-// current one runs (receive-ahead): the round trip of a receive is then
-// hidden behind the handler's, as a bare consumer's cannot be. The batch
-// received ahead waits for the current one to end (hold), so no more than
-// one batch per poller runs at once. The goroutine running the current
-// batch is joined before the next starts and before poll returns.
+// batches it started run (receive-ahead): the round trip of a receive is
+// then hidden behind the handler's, as a bare consumer's cannot be. At
+// most Config.InFlight of its batches run at once (one unless set): a
+// batch received while that many run waits (hold) until one of them has
+// ended, so that a poller's next batch can start while its last one's
+// tail (its final writes) still runs, and no more than InFlight plus the
+// one held are in its hands. Every goroutine running a batch is joined
+// before poll returns.
 func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logger) {
 	failures := 0
 	paused := false
-	var running chan struct{} // closed when the current batch has ended
-	defer func() {
-		if running != nil {
-			<-running
-		}
-	}()
+	// slots holds one token per batch running; a batch takes one before
+	// it starts and gives it back when it has ended.
+	slots := make(chan struct{}, r.cfg.InFlight)
+	var running sync.WaitGroup
+	defer running.Wait()
 	for {
 		if r.checkPaused(ctx, &paused, log) {
 			if !sleep(ctx, pausePoll) {
@@ -208,22 +210,20 @@ func (r *Runner) poll(ctx context.Context, queue sqsevent.Queue, log *slog.Logge
 			if r.cfg.Prepare != nil {
 				bctx = r.cfg.Prepare(ctx, ev)
 			}
-			if running != nil {
-				r.hold(running, msgs, log)
-			}
+			ahead := len(slots) > 0 // received while a batch ran
+			r.hold(slots, msgs, log)
 			// So is a batch received ahead that waited through the pause.
-			if running != nil && r.checkPaused(ctx, &paused, log) {
+			if ahead && r.checkPaused(ctx, &paused, log) {
+				<-slots
 				r.handBack(msgs, log)
 				if r.cfg.Release != nil {
 					r.cfg.Release(bctx)
 				}
 			} else {
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
+				running.Go(func() {
+					defer func() { <-slots }()
 					r.invoke(bctx, ev, log)
-				}()
-				running = done
+				})
 			}
 		}
 		if ctx.Err() != nil {
@@ -284,14 +284,20 @@ type visibilityChanger interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-// hold keeps msgs, received ahead, until the poller's running batch has
-// ended (done closed). Every quarter of the visibility timeout they wait,
-// their visibility is extended by a whole timeout, so that a long batch
-// ahead of them does not let them reappear and be received again.
-func (r *Runner) hold(done <-chan struct{}, msgs []types.Message, log *slog.Logger) {
+// hold keeps msgs, received ahead, until one of the poller's slots is
+// free (a batch it runs has ended), and takes it. Every quarter of the
+// visibility timeout they wait, their visibility is extended by a whole
+// timeout, so that long batches ahead of them do not let them reappear and
+// be received again.
+func (r *Runner) hold(slots chan<- struct{}, msgs []types.Message, log *slog.Logger) {
+	select {
+	case slots <- struct{}{}:
+		return
+	default:
+	}
 	vc, ok := r.client.(visibilityChanger)
 	if !ok || r.visibility < time.Second {
-		<-done
+		slots <- struct{}{}
 		return
 	}
 	every := r.visibility / 4
@@ -299,7 +305,7 @@ func (r *Runner) hold(done <-chan struct{}, msgs []types.Message, log *slog.Logg
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case slots <- struct{}{}:
 			return
 		case <-t.C:
 			r.extendHeld(vc, msgs, log)

@@ -2,6 +2,7 @@ package eventsource
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -299,6 +300,7 @@ type aheadClient struct {
 	receives int
 	received chan int    // the number of each receive
 	extended chan string // receipt handles of held messages extended
+	batches  int         // the receives that bring a message (zero: 2)
 }
 
 func (c *aheadClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
@@ -316,7 +318,7 @@ func (c *aheadClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageI
 	case c.received <- n:
 	default:
 	}
-	if n <= 2 {
+	if n <= cmp.Or(c.batches, 2) {
 		id := fmt.Sprintf("m%d", n)
 		return &sqs.ReceiveMessageOutput{Messages: []types.Message{{MessageId: aws.String(id), ReceiptHandle: aws.String("rh-" + id), Body: aws.String("{}")}}}, nil
 	}
@@ -430,4 +432,65 @@ type deleteOK struct{ *aheadClient }
 
 func (deleteOK) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+// With InFlight 2 a poller starts the batch it received ahead while its
+// first one still runs, and holds a third until one of the two has ended:
+// the first two batches below each wait for the other to start, which one
+// batch at a time never allows.
+func TestInFlightRunsAPollersBatchesTogether(t *testing.T) {
+	t.Parallel()
+	client := &aheadClient{received: make(chan int, 100), extended: make(chan string, 100), batches: 3}
+	var mu sync.Mutex
+	running, most, order := 0, 0, []string{}
+	both := make(chan struct{})
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		id := ev.Records[0].MessageId
+		mu.Lock()
+		running++
+		most = max(most, running)
+		order = append(order, id)
+		if running == 2 && (id == "m1" || id == "m2") {
+			close(both)
+		}
+		mu.Unlock()
+		if id != "m3" {
+			select {
+			case <-both:
+			case <-time.After(testTimeout):
+				t.Errorf("batch %s ran alone: the poller's other batch did not start beside it", id)
+			}
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return events.SQSEventResponse{}, nil
+	}
+	r, err := New(deleteOK{client}, Config{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/work", Pollers: 1, InFlight: 2, Logger: testLogger(t)}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := runAsync(ctx, r)
+	deadline := time.After(testTimeout)
+	for {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("batches handled: %v, want m1, m2 and m3", order)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if most != 2 {
+		t.Fatalf("at most %d batches of the poller ran at once, want InFlight's 2", most)
+	}
 }

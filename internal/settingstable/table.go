@@ -129,7 +129,7 @@ var All = []Setting{
 	{Field: "MaxAttempts", Env: settings.EnvMaxAttempts, Kind: Int, Default: defaults.MaxAttempts, For: Worker | Client | Dispatch,
 		Doc: "attempts of a task that names none (an inline token, an enqueue without MaxAttempts, a submission); 1..100"},
 	{Field: "Concurrency", Env: settings.EnvConcurrency, Kind: Int, Default: defaults.Concurrency, For: Worker,
-		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most Pollers × Concurrency tasks at once)"},
+		Doc: "messages of one batch processed at once; ≥ 1 (with Run, at most Pollers × 2 × Concurrency tasks at once)"},
 	{Field: "ClockSkew", Env: settings.EnvClockSkew, Kind: Duration, Default: defaults.ClockSkew, For: Worker,
 		Doc: "bound on the clock difference between workers: an expired lease is taken over only after this much more; ≥ 0"},
 	{Field: "DeadlineMargin", Env: settings.EnvDeadlineMargin, Kind: Duration, Default: defaults.DeadlineMargin, For: Worker,
@@ -188,7 +188,7 @@ var All = []Setting{
 
 	// Run: polling, the part Lambda's event source mapping does.
 	{Field: "Pollers", Env: settings.EnvPollers, Kind: Int, Default: defaults.Pollers, For: Worker,
-		Doc: "Run: batches run at the same time; each poller receives its next batch while its current one runs"},
+		Doc: "Run: receive loops; each runs up to two of its batches at once (the next starts while the last one's tasks write their finishes) and receives its next batch while they run"},
 	{Field: "BatchSize", Env: settings.EnvBatchSize, Kind: Int, Default: defaults.BatchSize, For: Worker,
 		Doc: "Run: the most messages handed over as one batch; above 10 needs BatchWindow"},
 	{Field: "BatchWindow", Env: settings.EnvBatchWindow, Kind: Duration, DefaultText: "0 (what one receive returns)", For: Worker,

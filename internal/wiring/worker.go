@@ -176,9 +176,10 @@ type WorkerConfig struct {
 	// docs/observability.md.
 	TracerProvider trace.TracerProvider
 
-	// Pollers is how many batches Run receives and runs at the same time
-	// (default 2). With Concurrency tasks per batch, at most Pollers x
-	// Concurrency tasks run at once in this process.
+	// Pollers is how many receive loops Run has (default 2). Each runs up
+	// to two of its batches at once, starting the next while its last
+	// one's tasks write their finishes: with Concurrency tasks per batch,
+	// at most Pollers x 2 x Concurrency tasks run at once in this process.
 	Pollers int
 	// BatchSize is the most messages Run hands over as one batch (default
 	// 10; above 10 needs BatchWindow).
