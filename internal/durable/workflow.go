@@ -74,6 +74,9 @@ type Workflow struct {
 	// branches are the goroutines of this run's branches, nil for none
 	// (BranchFuture).
 	branches *branches
+	// futs is the run's state of its receive futures, nil before its
+	// first receive (ReceiveFuture).
+	futs *runFutures
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
 	// handler that then returns success has dropped it (UnreturnedWait).

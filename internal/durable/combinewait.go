@@ -1,0 +1,158 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// settleLive settles the receive or child future f if it can (tryReceive,
+// trySettleChild).
+func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
+	if f.kind == futureReceive {
+		return w.tryReceive(ctx, f)
+	}
+	return w.trySettleChild(ctx, f)
+}
+
+// settleLiveAll settles, in a live run of the combinator kind over fs not
+// decided by order (the futures settled so far), what settles only by
+// looking: the children the task waited for first (a run resumed from
+// their wait must record them first), in argument order, then the
+// receives, in argument order, until the first that has no message (its
+// topic's wait is written: a send wakes the task). It stops once the
+// outcome is decided, so no receive takes a message the outcome does not
+// need, and returns order with those it settled appended.
+func (w *Workflow) settleLiveAll(ctx context.Context, kind string, fs []*Future, order []int, pol policy) ([]int, error) {
+	for _, k := range []uint8{futureChild, futureReceive} {
+		for i, f := range fs {
+			if f.kind != k || f.done {
+				continue
+			}
+			done, err := w.settleLive(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			if !done && k == futureReceive {
+				return order, nil
+			}
+			if done {
+				if order = append(order, i); decided(kind, fs, order, pol) {
+					return order, nil
+				}
+			}
+		}
+	}
+	return order, nil
+}
+
+// closeLosers closes the receives and children of fs that a combinator's
+// outcome, order, left unsettled: a receive took no message (the next
+// receive on its topic gets it), a child was never spawned.
+func (w *Workflow) closeLosers(fs []*Future, order []int) {
+	for i, f := range fs {
+		if f.done || slices.Contains(order, i) || f.kind != futureReceive && f.kind != futureChild {
+			continue
+		}
+		f.done, f.closed = true, true
+		if f.kind == futureReceive {
+			w.pend(f.topic, false)
+		}
+	}
+}
+
+// futureNames lists the names of fs for an error.
+func futureNames(fs []*Future) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = fmt.Sprintf("%q", f.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// combineWait is the error that suspends the task for the combinator kind
+// called name until something it needs settles (Combine).
+func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Future, now time.Time) error {
+	var cb *Future           // a callback future not settled
+	var branchWait error     // a branch's callback wait
+	var timer, nap time.Time // the earliest timer's deadline, and branch's sleep's end
+	callbacks := []string(nil)
+	var kids []*Future  // children not ended
+	var ids []string    // their task ids
+	var look time.Time  // when a receive not settled looks again
+	var topics []string // the topics of the receives not settled
+	for _, f := range fs {
+		var sn *SnoozeError
+		var ac *AwaitCallbackError
+		switch {
+		case f.done:
+		case f.kind == futureChild:
+			kids, ids = append(kids, f), append(ids, w.childID(f))
+		case f.kind == futureReceive:
+			if at := f.receiveNext(now); look.IsZero() || at.Before(look) {
+				look = at
+			}
+			if !slices.Contains(topics, f.topic) {
+				topics = append(topics, f.topic)
+			}
+		case f.kind == futureCallback:
+			cb = f
+			callbacks = append(callbacks, f.name)
+		case f.kind == futureTimer:
+			if timer.IsZero() || f.wake.Before(timer) {
+				timer = f.wake
+			}
+		case errors.As(f.err, &sn):
+			if at := now.Add(sn.Delay); nap.IsZero() || at.Before(nap) {
+				nap = at
+			}
+		case errors.As(f.err, &ac):
+			branchWait = f.err
+			callbacks = append(callbacks, "of the branch "+f.name)
+		default:
+			return f.err // a branch's other wait (a continue-as-new, say)
+		}
+	}
+	first := kind == CombineRace || kind == CombineAny
+	others := len(callbacks) > 0 || !timer.IsZero() || !nap.IsZero() || len(topics) > 0
+	switch {
+	case len(callbacks) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
+	case first && len(kids) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
+	case first && len(kids) > 0 && others:
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a timer, message, callback or branch: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it, and nothing else ends it early (a parent waits for its children alone)", kind, name, kids[0].name)}
+	case first && len(topics) > 0 && (len(callbacks) > 0 || branchWait != nil):
+		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a callback: not yet: a message wakes a task that sleeps, and one waiting for a callback does not sleep", kind, name, topics[0])}
+	case first && len(topics) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q races messages on the topics %q: not yet: a task waits on one topic at a time", kind, name, topics)}
+	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:
+		// AwaitAll and AllSettled wait for the children first (a sleep, a
+		// message, waits its turn: a timer's deadline and a message keep).
+		return childrenWait(kids, ids)
+	case len(callbacks) == 0:
+		until := timer
+		if until.IsZero() || !nap.IsZero() && nap.Before(until) {
+			until = nap
+		}
+		if until.IsZero() || !look.IsZero() && look.Before(until) {
+			until = look
+		}
+		return &pauseError{msg: fmt.Sprintf("%s %q until %s", kind, name, until.UTC().Format(time.RFC3339)), snooze: SnoozeError{Delay: until.Sub(now)}}
+	case !nap.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for a callback %s and a branch's sleep at once: not yet (the executor waits for one or the other)", kind, name, callbacks[0])}
+	case branchWait != nil && first && !timer.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q races a branch's callback against a timer: not yet (race a callback future, CallbackAsync, against the timer)", kind, name)}
+	case branchWait != nil:
+		return branchWait
+	}
+	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
+		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
+		return err
+	}
+	_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, 0)
+	return err
+}
