@@ -80,10 +80,12 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	var branchWait error     // a branch's callback wait
 	var timer, nap time.Time // the earliest timer's deadline, and branch's sleep's end
 	callbacks := []string(nil)
-	var kids []*Future  // children not ended
-	var ids []string    // their task ids
-	var look time.Time  // when a receive not settled looks again
-	var topics []string // the topics of the receives not settled
+	var kids []*Future   // children not ended
+	var ids []string     // their task ids
+	var look time.Time   // when a receive not settled looks again
+	var topics []string  // the topics of the receives not settled
+	var branchKids error // a branch's wait for children
+	nBranchKids := 0     // the branches that wait for children
 	for _, f := range fs {
 		var sn *SnoozeError
 		var ac *AwaitCallbackError
@@ -112,12 +114,25 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		case errors.As(f.err, &ac):
 			branchWait = f.err
 			callbacks = append(callbacks, "of the branch "+f.name)
+		case errors.As(f.err, new(*AwaitChildrenError)):
+			branchKids = f.err
+			nBranchKids++
 		default:
 			return f.err // a branch's other wait (a continue-as-new, say)
 		}
 	}
 	first := kind == CombineRace || kind == CombineAny
 	others := len(callbacks) > 0 || !timer.IsZero() || !nap.IsZero() || len(topics) > 0
+	if branchKids != nil {
+		if first && (others || len(kids) > 0 || nBranchKids > 1) {
+			return &PermanentError{Err: fmt.Errorf("%s %q races a branch that waits for a child against something else: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it (a parent waits for its children alone)", kind, name)}
+		}
+		if len(callbacks) == 0 {
+			// AwaitAll and AllSettled: the branch's children, then the
+			// others'.
+			return branchKids
+		}
+	}
 	switch {
 	case len(callbacks) > 1:
 		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}

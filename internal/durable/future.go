@@ -57,7 +57,8 @@ type Future struct {
 	recorded bool
 	// topic and seq are a receive's: its topic, and the number of the
 	// message it takes; wake is its deadline (zero: look once), timeout
-	// its timeout. child is a child's (InvokeFuture), name its await's.
+	// its timeout. child is a child's (InvokeFuture), name its await's,
+	// and topic then its task id.
 	topic string
 	seq   int64
 	child *Child

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/leasehold/leasehold/internal/lease"
 )
@@ -31,7 +32,8 @@ func (e *ChildEndedError) Error() string {
 // child did not succeed.
 func InvokeFuture(ctx context.Context, name string, c Child) *Future {
 	f := &Future{kind: futureChild, name: name, child: &c}
-	if _, ok := ctx.Value(workflowKey{}).(*Workflow); !ok {
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
 		f.done, f.err = true, ErrNoWorkflow
 		return f
 	}
@@ -39,18 +41,28 @@ func InvokeFuture(ctx context.Context, name string, c Child) *Future {
 		f.done, f.err = true, &PermanentError{Err: err}
 		return f
 	}
-	if err := errInSpace(ctx, "workflow.InvokeAsync"); err != nil {
-		f.done, f.err = true, err
-	}
+	f.topic = childIDOf(w.held.TaskID, spaceOf(ctx), name)
 	return f
+}
+
+// childIDOf is the task id of the child called name that the space sp
+// (nil: the root) invokes: ChildIDIn's, as AllOf's, for the root; for a
+// space, its path with '~' for '/' before the name, a character no await
+// or space name holds, so the same name in two spaces names two children
+// ("PARENT/@a~@b~NAME/0").
+func childIDOf(parent string, sp *space, name string) string {
+	if sp == nil {
+		return ChildIDIn(parent, name, 0)
+	}
+	return ChildIDIn(parent, strings.ReplaceAll(sp.path, "/", "~")+name, 0)
 }
 
 // FailedFuture is a future that has failed with err already: a call
 // whose arguments were refused before it started.
 func FailedFuture(err error) *Future { return &Future{kind: futureStep, done: true, err: err} }
 
-// childID is the task id of the child f (ChildIDIn's, as AllOf's).
-func (w *Workflow) childID(f *Future) string { return ChildIDIn(w.held.TaskID, f.name, 0) }
+// childID is the task id of the child f (childIDOf's, kept in its topic).
+func (w *Workflow) childID(f *Future) string { return f.topic }
 
 // getChild is Get of a child future not settled: its outcome, or the wait
 // that spawns the child and suspends the task until it ends.

@@ -107,7 +107,7 @@ func ReceiveFuture(ctx context.Context, topic string, timeout time.Duration) *Fu
 		f.done, f.err = true, err
 		return f
 	}
-	if err := errInSpace(ctx, "workflow.Receive"); err != nil {
+	if err := errInBranch(ctx, "workflow.Receive"); err != nil {
 		return fail(err)
 	}
 	if err := inbox.CheckName("topic", topic); err != nil {
@@ -116,7 +116,7 @@ func ReceiveFuture(ctx context.Context, topic string, timeout time.Duration) *Fu
 	if timeout < 0 || timeout > MaxSleep {
 		return fail(&PermanentError{Err: fmt.Errorf("workflow.Receive on %q: timeout %s: %w: want 0 to %s", topic, timeout, lease.ErrInvalid, MaxSleep)})
 	}
-	n, seq, pending := w.receives(topic)
+	n, seq, pending := w.receives(spaceOf(ctx), topic)
 	if pending {
 		return fail(&PermanentError{Err: fmt.Errorf("workflow.Receive on %q: a receive on the topic has not settled yet (ReceiveAsync): a topic has one receive pending at a time", topic)})
 	}
@@ -237,53 +237,42 @@ func (w *Workflow) tryReceive(ctx context.Context, f *Future) (done bool, err er
 	return true, nil
 }
 
-// receives numbers the next receive of topic in this run: it is the n-th
-// (counted per run, as sleeps are), and takes message seq, 1 + the
-// messages the receives recorded before it took; pending says a receive
-// of the topic has not settled (ReceiveFuture).
-func (w *Workflow) receives(topic string) (n int, seq int64, pending bool) {
+// receives numbers the next receive of topic in the space sp (nil: the
+// root) in this run: it is the n-th of the space (counted per run, as
+// sleeps are), and takes message seq, 1 + the messages that the receives
+// recorded before it, in any space, took (the inbox is the task's);
+// pending says a receive of the topic has not settled (ReceiveFuture).
+func (w *Workflow) receives(sp *space, topic string) (n int, seq int64, pending bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.futs == nil {
-		w.futs = &runFutures{}
-	}
-	if w.futs.pending[topic] {
+	futs := w.extras()
+	if futs.pending[topic] {
 		return 0, 0, true
 	}
-	if w.futs.receives == nil {
-		w.futs.receives = map[string]int{}
+	if futs.receives == nil {
+		futs.receives = map[string]int{}
 	}
-	w.futs.receives[topic]++
+	key := sp.qualify(topic)
+	futs.receives[key]++
 	prefix := "recv:" + topic + "#"
 	seq = 1
-	for _, st := range w.steps[:w.pos] {
-		if st.Op == OpReceive && strings.HasPrefix(st.Name, prefix) && !bytes.Equal(st.Result, timedOutRecord) {
+	for _, st := range w.before(sp) {
+		if st.Op == OpReceive && strings.HasPrefix(st.Name[len(spacePath(st.Name)):], prefix) && !bytes.Equal(st.Result, timedOutRecord) {
 			seq++
 		}
 	}
-	return w.futs.receives[topic], seq, false
+	return futs.receives[key], seq, false
 }
 
 // pend marks a receive of topic as not settled (on) or settled.
 func (w *Workflow) pend(topic string, on bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.futs == nil {
-		w.futs = &runFutures{}
+	futs := w.extras()
+	if futs.pending == nil {
+		futs.pending = map[string]bool{}
 	}
-	if w.futs.pending == nil {
-		w.futs.pending = map[string]bool{}
-	}
-	w.futs.pending[topic] = on
-}
-
-// runFutures is a run's state of its receive futures, made at its first
-// receive.
-type runFutures struct {
-	// receives counts the receives of each topic called so far; pending
-	// holds the topics with a receive not settled.
-	receives map[string]int
-	pending  map[string]bool
+	futs.pending[topic] = on
 }
 
 // inboxOf is att's inbox store, nil for none.
@@ -302,9 +291,7 @@ func SetEventOf(ctx context.Context, key string, value []byte) error {
 	if !ok {
 		return ErrNoWorkflow
 	}
-	if err := errInSpace(ctx, "workflow.SetEvent"); err != nil {
-		return err
-	}
+
 	e := inbox.Event{Key: key, Value: value}
 	if err := inbox.CheckName("event key", key); err != nil {
 		return &PermanentError{Err: fmt.Errorf("workflow.SetEvent: %w", err)}
@@ -312,11 +299,13 @@ func SetEventOf(ctx context.Context, key string, value []byte) error {
 	if len(value) > inbox.MaxEventBytes {
 		return &PermanentError{Err: fmt.Errorf("workflow.SetEvent %q: %w", key, &lease.TooLargeError{What: "event", Size: len(value), Limit: inbox.MaxEventBytes})}
 	}
+	sp := spaceOf(ctx)
+	prefix := sp.qualify("event:" + key + "#")
 	w.mu.Lock()
 	e.Task = w.held.TaskID
 	n := 1
-	for _, st := range w.steps[:w.pos] {
-		if st.Op == OpEvent && strings.HasPrefix(st.Name, "event:"+key+"#") {
+	for _, st := range w.before(sp) {
+		if st.Op == OpEvent && strings.HasPrefix(st.Name, prefix) {
 			n++
 		}
 	}

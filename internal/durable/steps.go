@@ -140,7 +140,11 @@ func (w *Workflow) step(ctx context.Context, sp *space, name, op string, fn func
 	if derived {
 		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Op: op, Result: out})
 		w.unrecorded++
-		w.pos = int32(len(w.steps))
+		if sp != nil {
+			sp.cursor = len(w.steps)
+		} else {
+			w.pos = int32(len(w.steps))
+		}
 		return out, nil
 	}
 	pos := len(w.steps)
