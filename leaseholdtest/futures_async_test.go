@@ -204,8 +204,8 @@ func TestAllSettledOfEveryKind(t *testing.T) {
 }
 
 // A race that a settled step decides never starts the child it raced; a
-// child raced against a timer is a mix the store cannot wait on, and the
-// task fails saying why, rather than waiting for the child alone.
+// child raced against a message is a mix the store cannot wait on, and
+// the task fails saying why, rather than waiting for the child alone.
 func TestRaceWithAChild(t *testing.T) {
 	t.Parallel()
 	hs := leasehold.NewHandlers()
@@ -221,7 +221,7 @@ func TestRaceWithAChild(t *testing.T) {
 	})
 	leasehold.Handle(hs, "timed", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
 		kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: "double", Payload: 1})
-		_, err := workflow.Race(ctx, "slow", kid, workflow.SleepAsync(ctx, time.Hour))
+		_, err := workflow.Race(ctx, "slow", kid, workflow.ReceiveAsync[int](ctx, "orders", time.Hour))
 		return "", err
 	})
 	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return task.Payload * 2, nil })
@@ -235,8 +235,8 @@ func TestRaceWithAChild(t *testing.T) {
 	if _, err := env.Task(workflow.ChildIDIn(quick, "kid", 0)); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Errorf("the child of the race the step won: %v, want never created", err)
 	}
-	if got := mustTask(t, env, timed); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "races the child \"kid\" against a timer") {
-		t.Errorf("timed: %s (%s), want FAILED saying a child cannot be raced against a timer yet", got.Status, got.Error)
+	if got := mustTask(t, env, timed); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "races the child \"kid\" against a message") {
+		t.Errorf("timed: %s (%s), want FAILED saying a child cannot be raced against a message yet", got.Status, got.Error)
 	}
 }
 
@@ -281,5 +281,84 @@ func TestInvokeAsync(t *testing.T) {
 	}
 	if kid := mustTask(t, env, kidID); kid.Status != leasehold.StatusCancelled {
 		t.Errorf("child: %s (%q), want CANCELLED with its parent", kid.Status, kid.Error)
+	}
+}
+
+// childRace races the child "kid" (of kind kidKind) against a one-hour
+// timer, then runs a step and returns who won.
+func childRace(c *counter, kidKind string) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: kidKind, Payload: 4, MaxAttempts: 1})
+		first, err := workflow.Race(ctx, "kid-or-timeout", kid, workflow.SleepAsync(ctx, time.Hour))
+		if err != nil {
+			return "", err
+		}
+		c.add(fmt.Sprint("decided ", first))
+		outcome := "timed out"
+		if first == 0 {
+			v, err := kid.Get(ctx)
+			if err != nil {
+				return "", err
+			}
+			outcome = fmt.Sprint("child ", v)
+		} else if _, err := kid.Get(ctx); err == nil {
+			return "", errors.New("the child that lost the race has a result")
+		}
+		return workflow.Step(ctx, "after", func(context.Context) (string, error) { c.add("after " + outcome); return outcome, nil })
+	}
+}
+
+// A child raced against a timer (issue 37, point 1): the parent waits
+// for the child until the timer's deadline. A child that ends first wins;
+// one still running at the deadline is cancelled by the worker, which
+// then runs the parent again, as the same attempt, and the timer wins (no
+// failure). Each outcome is recorded once and replays alike.
+func TestRaceOfAChildAndATimer(t *testing.T) {
+	t.Parallel()
+	var c counter
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "fast", childRace(&c, "double"))
+	leasehold.Handle(hs, "slow", childRace(&c, "stuck"))
+	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return 2 * task.Payload, nil })
+	leasehold.Handle(hs, "stuck", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		return workflow.WaitForCallback[int](ctx, "never", 24*time.Hour, func(context.Context, string) error { return nil })
+	})
+	env := leaseholdtest.New(t, hs)
+	fast := mustEnqueue(t, env, leasehold.Submission{Kind: "fast", MaxAttempts: 1})
+	slow := mustEnqueue(t, env, leasehold.Submission{Kind: "slow", MaxAttempts: 1})
+	mustRun(t, env)
+	waiting := mustTask(t, env, slow)
+	if waiting.Status != leasehold.StatusWaiting || waiting.Wait != "children" {
+		t.Fatalf("slow after the first run: %s waiting for %q (%s), want WAITING for its child", waiting.Status, waiting.Wait, waiting.Error)
+	}
+	if until := waiting.WaitUntil.Sub(env.Clock().Now()); until > time.Hour || until < 59*time.Minute {
+		t.Errorf("the wait ends in %s, want the timer's hour", until)
+	}
+	env.Clock().Advance(time.Hour)
+	mustRun(t, env)
+	for id, want := range map[string]struct{ result, race string }{
+		fast: {`"child 8"`, "[0]"},
+		slow: {`"timed out"`, "[1,0]"},
+	} {
+		got := mustTask(t, env, id)
+		if got.Status != leasehold.StatusSucceeded || string(got.Result) != want.result || got.Attempt != 1 {
+			t.Errorf("%s: %s %s attempt %d (%s), want SUCCEEDED %s in attempt 1", id, got.Status, got.Result, got.Attempt, got.Error, want.result)
+		}
+		if names := got.StepNames(); !slices.Equal(names, []string{"sleep#1", "children:kid", "race:kid-or-timeout", "after"}) {
+			t.Errorf("%s: steps %v, want sleep#1 children:kid race:kid-or-timeout after", id, names)
+		} else if race := string(got.Steps[2].Result); race != `{"order":`+want.race+`}` {
+			t.Errorf("%s: the race recorded %s, want the order %s", id, race, want.race)
+		}
+		if line, err := hs.Replay(t.Context(), mustHistory(t, env, id)); err != nil || !strings.HasPrefix(line, "ok ") {
+			t.Fatalf("replay of %s: %q, %v", id, line, err)
+		}
+	}
+	if kid := mustTask(t, env, workflow.ChildIDIn(slow, "kid", 0)); kid.Status != leasehold.StatusCancelled {
+		t.Errorf("the child that lost: %s (%s), want CANCELLED at the timer's deadline", kid.Status, kid.Error)
+	}
+	for _, name := range []string{"after child 8", "after timed out"} {
+		if n := c.get(name); n != 1 {
+			t.Errorf("%s ran %d times, want once", name, n)
+		}
 	}
 }

@@ -119,8 +119,10 @@ func ReceiveAsync[T any](ctx context.Context, topic string, timeout time.Duratio
 // child's result decoded into T, or a *ChildFailedError (as
 // leasehold.Fail's); its outcome is recorded as Invoke's, "children:"+name.
 // AwaitAll and AllSettled wait for any mix with children (the children
-// first, the others after); Race and Any wait for one child alone, since
-// the store's wait for children cannot end at a timer (docs/workflows.md).
+// first, the others after); Race and Any wait for one child, alone or
+// against timers: at the earliest timer's deadline the worker cancels the
+// child and the timer wins (docs/workflows.md has the mixes not
+// supported yet).
 func InvokeAsync[T any](ctx context.Context, name string, child Child) Future[T] {
 	p, err := lease.EncodeJSON("payload", child.Payload)
 	if err != nil {

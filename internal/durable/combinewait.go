@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // settleLive settles the receive or child future f if it can (tryReceive,
@@ -16,6 +18,39 @@ func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
 		return w.tryReceive(ctx, f)
 	}
 	return w.trySettleChild(ctx, f)
+}
+
+// settleWaitedChildren settles the children of fs that the task waited
+// for (their outcomes in w.results): a run resumed from their wait must
+// record them first. A child cancelled at the deadline of a timer raced
+// against it (the wait's note TimerNote, the earliest timer of fs passed
+// by now) is closed: the timer won. It returns the indexes it settled.
+func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now time.Time) ([]int, error) {
+	r := w.results
+	if r == nil || r.Mode != lease.WaitChildren {
+		return nil, nil
+	}
+	var timer time.Time
+	for _, f := range fs {
+		if f.kind == futureTimer && !f.done && (timer.IsZero() || f.wake.Before(timer)) {
+			timer = f.wake
+		}
+	}
+	var settled []int
+	for i, f := range fs {
+		if f.kind != futureChild || f.done || !slices.ContainsFunc(r.Tasks, func(t lease.Task) bool { return t.ID == f.topic }) {
+			continue
+		}
+		if _, err := w.trySettleChild(ctx, f); err != nil || !f.done {
+			return nil, err
+		}
+		var ended *ChildEndedError
+		if w.note == TimerNote && !timer.IsZero() && !timer.After(now) && errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled {
+			f.closed = true
+		}
+		settled = append(settled, i)
+	}
+	return settled, nil
 }
 
 // settleLiveAll settles, in a live run of the combinator kind over fs not
@@ -138,8 +173,15 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
 	case first && len(kids) > 1:
 		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
+	case first && len(kids) == 1 && !timer.IsZero() && len(callbacks) == 0 && nap.IsZero() && len(topics) == 0:
+		// A child raced against timers: a wait for the child whose
+		// deadline is the earliest timer's, where the worker cancels the
+		// child and runs the task again (childTimerFired).
+		wait := childrenWait(kids, ids).(*AwaitChildrenError)
+		wait.Timeout, wait.Timer = max(timer.Sub(now), time.Millisecond), true
+		return wait
 	case first && len(kids) > 0 && others:
-		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a timer, message, callback or branch: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it, and nothing else ends it early (a parent waits for its children alone)", kind, name, kids[0].name)}
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a message, callback or branch: not yet: the store's wait for children ends only when they have ended, or at a timer's deadline, and a message or a callback answer does not end it (race a child against timers only)", kind, name, kids[0].name)}
 	case first && len(topics) > 0 && (len(callbacks) > 0 || branchWait != nil):
 		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a callback: not yet: a message wakes a task that sleeps, and one waiting for a callback does not sleep", kind, name, topics[0])}
 	case first && len(topics) > 1:

@@ -197,8 +197,8 @@ func (f *Future) value() ([]byte, error) {
 	if f.closed && f.kind == futureReceive {
 		return nil, &PermanentError{Err: fmt.Errorf("receive %s lost the combinator it was in: it took no message (the next receive on %q gets it)", f.name, f.topic)}
 	}
-	if f.closed && f.kind == futureChild {
-		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started", f.name)}
+	if f.closed && f.kind == futureChild && f.err == nil {
+		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled at the deadline of the timer raced against it", f.name)}
 	}
 	if f.closed {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at the timer it was raced against, which fired first: its token answers nothing any more"}
@@ -334,6 +334,11 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 	now := w.att.Clock().Now()
 	var order []int
 	if !recorded {
+		kids, err := w.settleWaitedChildren(ctx, fs, now)
+		if err != nil {
+			return nil, err
+		}
+		answered = append(answered, kids...)
 		order = settleOrder(fs, answered, now)
 		if !decided(kind, fs, order, pol) {
 			var err error
