@@ -250,3 +250,78 @@ func TestReceiveAndSetEventInsideSpaces(t *testing.T) {
 		t.Errorf("ear: %s (%s), want FAILED saying Receive is not supported in a branch", got.Status, got.Error)
 	}
 }
+
+// workflow.Version inside a child context and a branch: a task in flight
+// whose spaces were recorded by the code before the change goes on along
+// its old path under the new code (version 0, nothing recorded); a new
+// task records the version in each space and takes the new path.
+func TestVersionInsideSpaces(t *testing.T) {
+	hs := leasehold.NewHandlers()
+	d, c := &deploy{}, &counter{}
+	sub := func(space string) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			step := func(name string) error {
+				_, err := workflow.Step(ctx, name, func(context.Context) (string, error) { c.add(space + " " + name); return name, nil })
+				return err
+			}
+			last := "old"
+			if d.v.Load() == 2 {
+				// The new code checks first.
+				v, err := workflow.Version(ctx, "check-first", 1)
+				if err != nil {
+					return "", err
+				}
+				if v >= 1 {
+					if err := step("check"); err != nil {
+						return "", err
+					}
+					last = "new"
+				}
+			}
+			if err := step("fetch"); err != nil {
+				return "", err
+			}
+			if err := workflow.Sleep(ctx, time.Hour); err != nil {
+				return "", err
+			}
+			return last, step(last)
+		}
+	}
+	leasehold.Handle(hs, "flow", func(ctx context.Context, _ *leasehold.Task[struct{}]) (string, error) {
+		b := workflow.Go(ctx, "b", sub("b"))
+		inner, err := workflow.RunInChildContext(ctx, "inner", sub("inner"))
+		if err != nil {
+			return "", err
+		}
+		vb, err := b.Get(ctx)
+		return inner + " " + vb, err
+	})
+	env := leaseholdtest.New(t, hs)
+	_, got := inFlight(t, env, d, "flow")
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"old old"` {
+		t.Fatalf("the task in flight under the new code: %s %s %q, want SUCCEEDED along the old path", got.Status, got.Result, got.Error)
+	}
+	for _, name := range got.StepNames() {
+		if strings.Contains(name, "version:") {
+			t.Errorf("the task in flight recorded %s; want no version", name)
+		}
+	}
+	fresh := mustEnqueue(t, env, leasehold.Submission{Kind: "flow"})
+	mustRun(t, env)
+	got = mustTask(t, env, fresh)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"new new"` {
+		t.Fatalf("a new task: %s %s %q, want SUCCEEDED along the new path", got.Status, got.Result, got.Error)
+	}
+	names := got.StepNames()
+	for _, want := range []string{"@inner/version:check-first", "@b/version:check-first", "@inner/check", "@b/check", "@inner/new", "@b/new"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("steps %v lack %s", names, want)
+		}
+	}
+	if line, err := hs.Replay(t.Context(), mustHistory(t, env, fresh)); err != nil || !strings.HasPrefix(line, "ok ") {
+		t.Fatalf("replay: %q, %v", line, err)
+	}
+	if c.get("inner old") != 1 || c.get("b old") != 1 || c.get("inner new") != 1 || c.get("b new") != 1 {
+		t.Errorf("side effects %v: want old once and new once in each space", c.all())
+	}
+}
