@@ -41,8 +41,11 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now t
 		if f.kind != futureChild || f.done || !slices.ContainsFunc(r.Tasks, func(t lease.Task) bool { return t.ID == f.topic }) {
 			continue
 		}
-		if _, err := w.trySettleChild(ctx, f); err != nil || !f.done {
+		if _, err := w.trySettleChild(ctx, f); err != nil {
 			return nil, err
+		}
+		if !f.done {
+			continue
 		}
 		var ended *ChildEndedError
 		if w.note == TimerNote && !timer.IsZero() && !timer.After(now) && errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled {
@@ -54,31 +57,23 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now t
 }
 
 // settleLiveAll settles, in a live run of the combinator kind over fs not
-// decided by order (the futures settled so far), what settles only by
-// looking: the children the task waited for first (a run resumed from
-// their wait must record them first), in argument order, then the
-// receives, in argument order, until the first that has no message (its
-// topic's wait is written: a send wakes the task). It stops once the
-// outcome is decided, so no receive takes a message the outcome does not
-// need, and returns order with those it settled appended.
+// decided by order (the futures settled so far), the receives, in
+// argument order, until the first that has no message (its topic's wait
+// is written: a send wakes the task); children settle only from what the
+// task waited for (settleWaitedChildren). It stops once the outcome is
+// decided, so no receive takes a message the outcome does not need, and
+// returns order with those it settled appended.
 func (w *Workflow) settleLiveAll(ctx context.Context, kind string, fs []*Future, order []int, pol policy) ([]int, error) {
-	for _, k := range []uint8{futureChild, futureReceive} {
-		for i, f := range fs {
-			if f.kind != k || f.done {
-				continue
-			}
-			done, err := w.settleLive(ctx, f)
-			if err != nil {
-				return nil, err
-			}
-			if !done && k == futureReceive {
-				return order, nil
-			}
-			if done {
-				if order = append(order, i); decided(kind, fs, order, pol) {
-					return order, nil
-				}
-			}
+	for i, f := range fs {
+		if f.kind != futureReceive || f.done {
+			continue
+		}
+		done, err := w.tryReceive(ctx, f)
+		if err != nil || !done {
+			return order, err
+		}
+		if order = append(order, i); decided(kind, fs, order, pol) {
+			return order, nil
 		}
 	}
 	return order, nil
