@@ -50,7 +50,7 @@ func decoded[T any](raw []byte, what string) (T, error) {
 // waits only when the combinator waiting for it finds that no branch can
 // go on, and then on what they wait for (see docs/workflows.md for the
 // mixes it can wait on). Branches are joined before the handler's run
-// ends. Inside a branch, All, Map and Version are not supported yet.
+// ends. Inside a branch, All, Map and Receive are not supported yet.
 func Go[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) Future[T] {
 	return Future[T]{durable.BranchFuture(ctx, name, encoded("branch "+name, fn))}
 }
@@ -93,8 +93,8 @@ func Parallel[T any](ctx context.Context, name string, opts MapOptions, branches
 // returns that result without calling fn, so without replaying the
 // operations inside. Until then (fn waits, or the attempt fails) each run
 // calls fn again, which replays what it recorded. An error of fn is
-// returned as it is and records nothing. Inside a child context, All, Map
-// and Version are not supported yet.
+// returned as it is and records nothing. Inside a child context, All and
+// Map are not supported yet.
 func RunInChildContext[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	raw, err := durable.ChildContextOf(ctx, name, encoded("child context "+name, fn))

@@ -10,10 +10,12 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/durable"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Future is a durable operation started now whose value comes later: a
-// step (StepAsync), a timer (SleepAsync) or a callback (CallbackAsync).
+// step (StepAsync), a timer (SleepAsync), a callback (CallbackAsync), a
+// message (ReceiveAsync), a child workflow (InvokeAsync) or a branch (Go).
 // Get waits for it alone; Race, Any, AwaitAll and AllSettled wait for
 // several, of any mix. A future belongs to the handler's run that made it:
 // use it from the handler's goroutine.
@@ -39,6 +41,10 @@ func (f Future[T]) Get(ctx context.Context) (T, error) {
 	var failed *durable.CallbackFailedError
 	if errors.As(err, &failed) {
 		return zero, &CallbackFailedError{Name: failed.Name, Reason: failed.Reason}
+	}
+	var ended *durable.ChildEndedError
+	if errors.As(err, &ended) {
+		return zero, leasehold.Fail(&ChildFailedError{Name: ended.Name, ID: ended.ID, Status: leasehold.Status(ended.Status), Reason: ended.Reason})
 	}
 	if err != nil || len(raw) == 0 {
 		return zero, err
@@ -86,6 +92,43 @@ func SleepAsync(ctx context.Context, d time.Duration) Future[struct{}] {
 // and the timer wins. A run waits for one callback at a time.
 func CallbackAsync[T any](ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) Future[T] {
 	return Future[T]{durable.CallbackFuture(ctx, name, timeout, submit)}
+}
+
+// ReceiveAsync starts the receive of the next message on topic, as
+// Receive does, as a future: it settles with the message, decoded into T,
+// or fails once timeout has passed with none (its Get's error then
+// matches context.DeadlineExceeded; 0 looks once). With a timeout, the
+// time of its first look is recorded now; the message it takes is
+// recorded where the run settles it (its Get, or the combinator that
+// waits for it), so a replay takes the same message at the same point.
+// "A message or a 48-hour timeout, whichever comes first":
+//
+//	msg := workflow.ReceiveAsync[Order](ctx, "orders", 72*time.Hour)
+//	first, err := workflow.Race(ctx, "order-or-timeout", msg, workflow.SleepAsync(ctx, 48*time.Hour))
+//
+// A receive that loses a Race or Any took no message: the next receive on
+// the topic gets it. A topic has one receive not settled at a time.
+func ReceiveAsync[T any](ctx context.Context, topic string, timeout time.Duration) Future[T] {
+	return Future[T]{durable.ReceiveFuture(ctx, topic, timeout)}
+}
+
+// InvokeAsync is Invoke as a future: the child called name, spawned when
+// the handler first waits for it (its Get, or a combinator that needs it:
+// a child that a Race decides without is never started), and cancelled
+// with the parent while the parent waits for it. Its Get returns the
+// child's result decoded into T, or a *ChildFailedError (as
+// leasehold.Fail's); its outcome is recorded as Invoke's, "children:"+name.
+// AwaitAll and AllSettled wait for any mix with children (the children
+// first, the others after); Race and Any wait for one child, alone or
+// against timers: at the earliest timer's deadline the worker cancels the
+// child and the timer wins (docs/workflows.md has the mixes not
+// supported yet).
+func InvokeAsync[T any](ctx context.Context, name string, child Child) Future[T] {
+	p, err := lease.EncodeJSON("payload", child.Payload)
+	if err != nil {
+		return Future[T]{durable.FailedFuture(leasehold.Fail(fmt.Errorf("invoke %q: %w", name, err)))}
+	}
+	return Future[T]{durable.InvokeFuture(ctx, name, durable.Child{Kind: child.Kind, Payload: p, MaxAttempts: child.MaxAttempts, Queue: child.Queue})}
 }
 
 // Race waits, as the operation called name, for the first of fs to

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/leasehold/leasehold"
@@ -43,26 +42,9 @@ func (e *ChildFailedError) Error() string {
 // parent (Client.Cancel of the parent cancels every child not ended). A
 // child that does not succeed is a *ChildFailedError, returned with
 // leasehold.Fail. The wait lasts at most the worker's WaitTimeout, as
-// All's; name follows All's rules.
+// All's; name follows All's rules. Inside a branch or child context the
+// child's id holds the space's path ("PARENT/@a~NAME/0" in the space
+// "a"), so the same name in two spaces makes two children.
 func Invoke[T any](ctx context.Context, name string, child Child) (T, error) {
-	var zero T
-	outs, err := All(ctx, name, child)
-	if err != nil {
-		return zero, err
-	}
-	if len(outs) != 1 {
-		return zero, leasehold.Fail(fmt.Errorf("invoke %q: %d outcomes recorded, want 1", name, len(outs)))
-	}
-	o := outs[0]
-	if o.Status != leasehold.StatusSucceeded {
-		return zero, leasehold.Fail(&ChildFailedError{Name: name, ID: o.ID, Status: o.Status, Reason: o.Error})
-	}
-	var v T
-	if len(o.Result) == 0 {
-		return v, nil
-	}
-	if err := json.Unmarshal(o.Result, &v); err != nil {
-		return zero, leasehold.Fail(fmt.Errorf("invoke %q: the result of child %s does not decode into %T: %w", name, o.ID, v, err))
-	}
-	return v, nil
+	return InvokeAsync[T](ctx, name, child).Get(ctx)
 }

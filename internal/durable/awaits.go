@@ -38,6 +38,12 @@ type AwaitChildrenError struct {
 	// are empty, and the worker writes Slide's items, raises its groups,
 	// starts the children of its idle slots and waits for Slide.Wake.
 	Slide *Slide
+	// Timer says Timeout is the deadline of a timer raced against the
+	// children (a combinator's wait): at the deadline the worker cancels
+	// the children not ended, instead of failing the task, and the task
+	// runs again, as the same attempt, once they have ended. The
+	// suspension keeps TimerNote as the wait's note to tell it so.
+	Timer bool
 }
 
 func (e *AwaitChildrenError) Error() string {
@@ -63,8 +69,9 @@ type AwaitCallbackError struct {
 	Timer bool
 }
 
-// TimerNote is the wait note (lease.Wait.Note) of a callback wait whose
-// deadline is a raced timer's (AwaitCallbackError.Timer).
+// TimerNote is the wait note (lease.Wait.Note) of a callback wait, or a
+// wait for children, whose deadline is a raced timer's
+// (AwaitCallbackError.Timer, AwaitChildrenError.Timer).
 const TimerNote = "leasehold:timer"
 
 // TimerFired is the answer the worker records for a callback whose raced

@@ -11,10 +11,25 @@ import (
 // OpBranch is the operation of a branch's outcome (BranchFuture).
 const OpBranch = "branch"
 
-// branches are the goroutines of a run's branches (BranchFuture): the run
-// owns them, and Join waits for them before the run ends.
-type branches struct {
+// runExtra is what a run makes of its branches and receives, at the
+// first of them (Workflow.extra).
+type runExtra struct {
+	// wg counts the goroutines of the run's branches (BranchFuture): the
+	// run owns them, and Join waits for them before the run ends.
 	wg sync.WaitGroup
+	// receives counts the receives of each topic (as a space qualifies
+	// it) called so far; pending holds the topics with a receive not
+	// settled (ReceiveFuture).
+	receives map[string]int
+	pending  map[string]bool
+}
+
+// extras is w.extra, made if need be; w.mu is held.
+func (w *Workflow) extras() *runExtra {
+	if w.extra == nil {
+		w.extra = &runExtra{}
+	}
+	return w.extra
 }
 
 // branchOutcome is a branch's recorded outcome: its result, or the reason
@@ -43,6 +58,7 @@ func BranchFuture(ctx context.Context, name string, fn func(context.Context) ([]
 // slot of sem (when not nil) while fn runs.
 func branchIn(ctx context.Context, sp *space, name string, fn func(context.Context) ([]byte, error), sem chan struct{}) *Future {
 	f := &Future{kind: futureBranch, name: name, ch: make(chan struct{})}
+	sp.branch = true
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		f.done, f.err = true, ErrNoWorkflow
@@ -57,10 +73,7 @@ func branchIn(ctx context.Context, sp *space, name string, fn func(context.Conte
 	result := sp.qualify("result")
 	w.mu.Lock()
 	twice := w.called[result]
-	if w.branches == nil {
-		w.branches = &branches{}
-	}
-	bs := w.branches
+	bs := w.extras()
 	w.mu.Unlock()
 	if twice {
 		f.done, f.err = true, &PermanentError{Err: fmt.Errorf("branch %q: %w", name, ErrStepTwice)}
@@ -149,7 +162,7 @@ func (w *Workflow) recordedAt(sp *space, name string) int {
 // calls it when the handler returns, so no branch outlives its run.
 func (w *Workflow) Join() {
 	w.mu.Lock()
-	bs := w.branches
+	bs := w.extra
 	w.mu.Unlock()
 	if bs != nil {
 		bs.wg.Wait()

@@ -17,6 +17,8 @@ const (
 	futureTimer
 	futureCallback
 	futureBranch
+	futureReceive
+	futureChild
 )
 
 // Future is a durable operation started now and settled later: a step
@@ -50,6 +52,16 @@ type Future struct {
 	closed bool
 	out    []byte
 	err    error
+	// recorded says err is a recorded outcome (a receive's timing out, a
+	// child's failure), counted by a combinator, not a failed call.
+	recorded bool
+	// topic and seq are a receive's: its topic, and the number of the
+	// message it takes; wake is its deadline (zero: look once), timeout
+	// its timeout. child is a child's (InvokeFuture), name its await's,
+	// and topic then its task id.
+	topic string
+	seq   int64
+	child *Child
 	// ch, a branch's, is closed when its goroutine has ended: only then
 	// are done, out and err read (join).
 	ch chan struct{}
@@ -172,12 +184,22 @@ func (f *Future) Get(ctx context.Context) ([]byte, error) {
 		}
 		f.settleCallback(out, err)
 		return f.value()
+	case futureReceive:
+		return w.getReceive(ctx, f)
+	case futureChild:
+		return w.getChild(ctx, f)
 	}
 	return f.value()
 }
 
 // value is a settled future's value.
 func (f *Future) value() ([]byte, error) {
+	if f.closed && f.kind == futureReceive {
+		return nil, &PermanentError{Err: fmt.Errorf("receive %s lost the combinator it was in: it took no message (the next receive on %q gets it)", f.name, f.topic)}
+	}
+	if f.closed && f.kind == futureChild && f.err == nil {
+		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled at the deadline of the timer raced against it", f.name)}
+	}
 	if f.closed {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at the timer it was raced against, which fired first: its token answers nothing any more"}
 	}
@@ -270,7 +292,7 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 			return nil, f.err // a failed step, a divergence: recorded nowhere
 		}
 		var answered *CallbackFailedError
-		if f.kind != futureBranch && f.done && f.err != nil && !errors.As(f.err, &answered) {
+		if f.kind != futureBranch && f.done && f.err != nil && !f.recorded && !errors.As(f.err, &answered) {
 			// A step's failure, a timer's invalid duration, a callback's
 			// submit error: recorded nowhere.
 			return nil, f.err
@@ -285,11 +307,19 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 		w.mu.Lock()
 		i := -1
 		if at := w.next(sp); at >= 0 && w.diverged == nil {
-			i = callbackNamed(fs, w.steps[at].Name, sp)
+			i = answerNamed(fs, w.steps[at].Name, sp)
 		}
 		w.mu.Unlock()
 		if i < 0 {
 			break
+		}
+		if fs[i].kind != futureCallback {
+			// A receive's or a child's outcome, replayed.
+			if _, err := w.settleLive(ctx, fs[i]); err != nil {
+				return nil, err
+			}
+			answered = append(answered, i)
+			continue
 		}
 		out, err := w.callback(ctx, fs[i].name, fs[i].timeout, fs[i].submit, true, 0)
 		if Suspends(err) || isRunEnd(err) {
@@ -304,7 +334,18 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 	now := w.att.Clock().Now()
 	var order []int
 	if !recorded {
+		kids, err := w.settleWaitedChildren(ctx, fs, now)
+		if err != nil {
+			return nil, err
+		}
+		answered = append(answered, kids...)
 		order = settleOrder(fs, answered, now)
+		if !decided(kind, fs, order, pol) {
+			var err error
+			if order, err = w.settleLiveAll(ctx, kind, fs, order, pol); err != nil {
+				return nil, err
+			}
+		}
 		if !decided(kind, fs, order, pol) {
 			return nil, w.wait(ctx, w.combineWait(ctx, kind, name, fs, now), fmt.Sprintf("workflow.%s %q", kind, name))
 		}
@@ -327,6 +368,7 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 			fs[i].done = true // settled when the outcome was decided
 		}
 	}
+	w.closeLosers(fs, c.Order)
 	return c.Order, nil
 }
 
@@ -337,11 +379,18 @@ func isRunEnd(err error) bool {
 	return errors.As(err, &d) || errors.Is(err, ErrHistoryEnd) || errors.Is(err, ErrNoWorkflow)
 }
 
-// callbackNamed is the index of the callback of fs, not settled, whose
-// answer is the step name (as the space sp records it), or -1.
-func callbackNamed(fs []*Future, name string, sp *space) int {
+// answerNamed is the index of the future of fs, not settled, whose
+// answer is the step name (as the space sp records it): a callback's, a
+// receive's or a child's; -1 for none.
+func answerNamed(fs []*Future, name string, sp *space) int {
 	for i, f := range fs {
-		if f.kind == futureCallback && !f.done && name == sp.qualify("callback:"+f.name) {
+		if f.done {
+			continue
+		}
+		switch {
+		case f.kind == futureCallback && name == sp.qualify("callback:"+f.name),
+			f.kind == futureReceive && name == sp.qualify(f.name),
+			f.kind == futureChild && name == sp.qualify("children:"+f.name):
 			return i
 		}
 	}
@@ -425,59 +474,4 @@ func decided(kind string, fs []*Future, order []int, pol policy) bool {
 		}
 	}
 	return len(order) == len(fs)
-}
-
-// combineWait is the error that suspends the task for the combinator kind
-// called name until something it needs settles (Combine).
-func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Future, now time.Time) error {
-	var cb *Future           // a callback future not settled
-	var branchWait error     // a branch's callback wait
-	var timer, nap time.Time // the earliest timer's deadline, and branch's sleep's end
-	callbacks := []string(nil)
-	for _, f := range fs {
-		var sn *SnoozeError
-		var ac *AwaitCallbackError
-		switch {
-		case f.done:
-		case f.kind == futureCallback:
-			cb = f
-			callbacks = append(callbacks, f.name)
-		case f.kind == futureTimer:
-			if timer.IsZero() || f.wake.Before(timer) {
-				timer = f.wake
-			}
-		case errors.As(f.err, &sn):
-			if at := now.Add(sn.Delay); nap.IsZero() || at.Before(nap) {
-				nap = at
-			}
-		case errors.As(f.err, &ac):
-			branchWait = f.err
-			callbacks = append(callbacks, "of the branch "+f.name)
-		default:
-			return f.err // a branch's other wait (a continue-as-new, say)
-		}
-	}
-	first := kind == CombineRace || kind == CombineAny
-	switch {
-	case len(callbacks) > 1:
-		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
-	case len(callbacks) == 0:
-		until := timer
-		if until.IsZero() || !nap.IsZero() && nap.Before(until) {
-			until = nap
-		}
-		return &pauseError{msg: fmt.Sprintf("%s %q until %s", kind, name, until.UTC().Format(time.RFC3339)), snooze: SnoozeError{Delay: until.Sub(now)}}
-	case !nap.IsZero():
-		return &PermanentError{Err: fmt.Errorf("%s %q waits for a callback %s and a branch's sleep at once: not yet (the executor waits for one or the other)", kind, name, callbacks[0])}
-	case branchWait != nil && first && !timer.IsZero():
-		return &PermanentError{Err: fmt.Errorf("%s %q races a branch's callback against a timer: not yet (race a callback future, CallbackAsync, against the timer)", kind, name)}
-	case branchWait != nil:
-		return branchWait
-	}
-	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
-		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
-		return err
-	}
-	_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, 0)
-	return err
 }

@@ -56,40 +56,131 @@ var timedOutRecord = []byte(`{"timeout":true}`)
 // message came within timeout (0: look once, do not wait); until then the
 // error is a snooze the handler must return: the task sleeps PENDING, and
 // a send on the topic wakes it. With a timeout, the time of the first look
-// is recorded first ("recv:TOPIC#n#start").
+// is recorded first ("recv:TOPIC#n#start"). ReceiveOf is ReceiveFuture
+// then Get.
 func ReceiveOf(ctx context.Context, topic string, timeout time.Duration) ([]byte, bool, error) {
-	w, ok := ctx.Value(workflowKey{}).(*Workflow)
-	if !ok {
-		return nil, false, ErrNoWorkflow
+	out, err := ReceiveFuture(ctx, topic, timeout).Get(ctx)
+	var none *NoMessageError
+	if errors.As(err, &none) {
+		return nil, false, nil
 	}
-	if err := errInSpace(ctx, "workflow.Receive"); err != nil {
+	if err != nil {
 		return nil, false, err
 	}
+	return out, true, nil
+}
+
+// NoMessageError is the failure of a receive future (ReceiveFuture) whose
+// timeout passed with no message: it took none, so the next receive on the
+// topic may still get it. It matches context.DeadlineExceeded.
+type NoMessageError struct {
+	Topic   string
+	Timeout time.Duration
+}
+
+func (e *NoMessageError) Error() string {
+	return fmt.Sprintf("no message on %q within %s", e.Topic, e.Timeout)
+}
+
+// Is makes a NoMessageError match context.DeadlineExceeded.
+func (e *NoMessageError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// ReceiveFuture starts the receive of the next message of topic as a
+// future (ReceiveOf's operations): with a timeout, the time of its first
+// look is recorded now ("recv:TOPIC#n#start"); the message it takes, or
+// its timing out, is recorded as "recv:TOPIC#n" where the run settles it
+// (at its Get, or in the combinator that waits for it). It settles with
+// the message's payload, or fails with a *NoMessageError once its timeout
+// has passed with no message. A topic has at most one receive not
+// settled at a time: it knows which message it takes only once the one
+// before has taken its own, or timed out. A receive that loses a
+// combinator's outcome (Race, Any) is closed: it took no message, and
+// the next receive on the topic gets the message it would have taken.
+func ReceiveFuture(ctx context.Context, topic string, timeout time.Duration) *Future {
+	f := &Future{kind: futureReceive, topic: topic, timeout: timeout}
+	w, ok := ctx.Value(workflowKey{}).(*Workflow)
+	if !ok {
+		f.done, f.err = true, ErrNoWorkflow
+		return f
+	}
+	fail := func(err error) *Future {
+		f.done, f.err = true, err
+		return f
+	}
+	if err := errInBranch(ctx, "workflow.Receive"); err != nil {
+		return fail(err)
+	}
 	if err := inbox.CheckName("topic", topic); err != nil {
-		return nil, false, &PermanentError{Err: fmt.Errorf("workflow.Receive: %w", err)}
+		return fail(&PermanentError{Err: fmt.Errorf("workflow.Receive: %w", err)})
 	}
 	if timeout < 0 || timeout > MaxSleep {
-		return nil, false, &PermanentError{Err: fmt.Errorf("workflow.Receive on %q: timeout %s: %w: want 0 to %s", topic, timeout, lease.ErrInvalid, MaxSleep)}
+		return fail(&PermanentError{Err: fmt.Errorf("workflow.Receive on %q: timeout %s: %w: want 0 to %s", topic, timeout, lease.ErrInvalid, MaxSleep)})
 	}
-	n, seq := w.receives(topic)
-	name := "recv:" + topic + "#" + strconv.Itoa(n)
-	clock := w.att.Clock()
-	deadline := time.Time{} // look once
+	n, seq, pending := w.receives(spaceOf(ctx), topic)
+	if pending {
+		return fail(&PermanentError{Err: fmt.Errorf("workflow.Receive on %q: a receive on the topic has not settled yet (ReceiveAsync): a topic has one receive pending at a time", topic)})
+	}
+	f.name, f.seq = "recv:"+topic+"#"+strconv.Itoa(n), seq
 	if timeout > 0 {
-		raw, err := stepOf(ctx, name+"#start", OpReceiveStart, func(context.Context) ([]byte, error) {
+		clock := w.att.Clock()
+		raw, err := stepOf(ctx, f.name+"#start", OpReceiveStart, func(context.Context) ([]byte, error) {
 			return strconv.AppendInt(nil, clock.Now().UnixMilli(), 10), nil
 		}, false)
 		if err != nil {
-			return nil, false, err
+			return fail(err)
 		}
 		ms, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
-			return nil, false, &PermanentError{Err: fmt.Errorf("step %q: recorded start %q is not a time: %w", name+"#start", raw, err)}
+			return fail(&PermanentError{Err: fmt.Errorf("step %q: recorded start %q is not a time: %w", f.name+"#start", raw, err)})
 		}
-		deadline = time.UnixMilli(ms).Add(timeout)
+		f.wake = time.UnixMilli(ms).Add(timeout)
 	}
-	task := w.held.TaskID
-	out, err := stepOf(ctx, name, OpReceive, func(ctx context.Context) ([]byte, error) {
+	w.pend(topic, true)
+	return f
+}
+
+// getReceive is Get of a receive future not settled: it looks for the
+// message, and suspends the task until it comes or the timeout passes.
+func (w *Workflow) getReceive(ctx context.Context, f *Future) ([]byte, error) {
+	done, err := w.tryReceive(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if !done {
+		return nil, w.wait(ctx, f.receiveWait(w.att.Clock().Now()), fmt.Sprintf("workflow.Receive %q", f.topic))
+	}
+	return f.value()
+}
+
+// receiveWait is the snooze of the receive f while no message has come:
+// until its deadline, or ReceiveRecheck if sooner (a send wakes it).
+func (f *Future) receiveWait(now time.Time) error {
+	return &pauseError{
+		msg:    fmt.Sprintf("%s: waiting for message %d of topic %q until %s", f.name, f.seq, f.topic, f.wake.UTC().Format(time.RFC3339)),
+		snooze: SnoozeError{Delay: max(f.receiveNext(now).Sub(now), time.Millisecond)},
+	}
+}
+
+// receiveNext is when the receive f, not settled, looks again.
+func (f *Future) receiveNext(now time.Time) time.Time {
+	return minTime(f.wake, now.Add(ReceiveRecheck))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// tryReceive settles the receive f if it can: its recorded outcome
+// replayed, or, live, the message taken (and recorded), or its timing out
+// recorded. done is false when no message has come yet, with the inbox's
+// wait on the topic written (a send wakes the task).
+func (w *Workflow) tryReceive(ctx context.Context, f *Future) (done bool, err error) {
+	task, topic, seq, deadline, timeout := w.held.TaskID, f.topic, f.seq, f.wake, f.timeout
+	clock := w.att.Clock()
+	out, err := stepOf(ctx, f.name, OpReceive, func(ctx context.Context) ([]byte, error) {
 		ib := inboxOf(w.att)
 		if ib == nil {
 			return nil, &PermanentError{Err: errors.New("workflow.Receive: the store keeps no inboxes")}
@@ -127,41 +218,61 @@ func ReceiveOf(ctx context.Context, topic string, timeout time.Duration) ([]byte
 		return json.Marshal(received{Seq: m.Seq, ID: m.ID, Payload: m.Payload})
 	}, false)
 	if errors.Is(err, errNotYet) {
-		next := min(clock.Until(deadline), ReceiveRecheck)
-		return nil, false, w.wait(ctx, &pauseError{
-			msg:    fmt.Sprintf("%s: waiting for message %d of topic %q until %s", name, seq, topic, deadline.UTC().Format(time.RFC3339)),
-			snooze: SnoozeError{Delay: max(next, time.Millisecond)},
-		}, fmt.Sprintf("workflow.Receive %q", topic))
+		return false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	var r received
 	if err := json.Unmarshal(out, &r); err != nil {
-		return nil, false, &PermanentError{Err: fmt.Errorf("step %q: recorded message does not decode: %w", name, err)}
+		return false, &PermanentError{Err: fmt.Errorf("step %q: recorded message does not decode: %w", f.name, err)}
 	}
+	f.done, f.recorded = true, true
 	if r.TimedOut {
-		return nil, false, nil
+		f.err = &NoMessageError{Topic: topic, Timeout: timeout}
+	} else {
+		f.out = r.Payload
 	}
-	return r.Payload, true, nil
+	w.pend(topic, false)
+	return true, nil
 }
 
-// receives counts the receives of topic this run has called so far: the
-// next one is the n-th, and takes message seq.
-func (w *Workflow) receives(topic string) (n int, seq int64) {
+// receives numbers the next receive of topic in the space sp (nil: the
+// root) in this run: it is the n-th of the space (counted per run, as
+// sleeps are), and takes message seq, 1 + the messages that the receives
+// recorded before it, in any space, took (the inbox is the task's);
+// pending says a receive of the topic has not settled (ReceiveFuture).
+func (w *Workflow) receives(sp *space, topic string) (n int, seq int64, pending bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	futs := w.extras()
+	if futs.pending[topic] {
+		return 0, 0, true
+	}
+	if futs.receives == nil {
+		futs.receives = map[string]int{}
+	}
+	key := sp.qualify(topic)
+	futs.receives[key]++
 	prefix := "recv:" + topic + "#"
-	n, seq = 1, 1
-	for _, st := range w.steps[:w.pos] {
-		if st.Op == OpReceive && strings.HasPrefix(st.Name, prefix) {
-			n++
-			if !bytes.Equal(st.Result, timedOutRecord) {
-				seq++
-			}
+	seq = 1
+	for _, st := range w.before(sp) {
+		if st.Op == OpReceive && strings.HasPrefix(st.Name[len(spacePath(st.Name)):], prefix) && !bytes.Equal(st.Result, timedOutRecord) {
+			seq++
 		}
 	}
-	return n, seq
+	return futs.receives[key], seq, false
+}
+
+// pend marks a receive of topic as not settled (on) or settled.
+func (w *Workflow) pend(topic string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	futs := w.extras()
+	if futs.pending == nil {
+		futs.pending = map[string]bool{}
+	}
+	futs.pending[topic] = on
 }
 
 // inboxOf is att's inbox store, nil for none.
@@ -180,9 +291,7 @@ func SetEventOf(ctx context.Context, key string, value []byte) error {
 	if !ok {
 		return ErrNoWorkflow
 	}
-	if err := errInSpace(ctx, "workflow.SetEvent"); err != nil {
-		return err
-	}
+
 	e := inbox.Event{Key: key, Value: value}
 	if err := inbox.CheckName("event key", key); err != nil {
 		return &PermanentError{Err: fmt.Errorf("workflow.SetEvent: %w", err)}
@@ -190,11 +299,13 @@ func SetEventOf(ctx context.Context, key string, value []byte) error {
 	if len(value) > inbox.MaxEventBytes {
 		return &PermanentError{Err: fmt.Errorf("workflow.SetEvent %q: %w", key, &lease.TooLargeError{What: "event", Size: len(value), Limit: inbox.MaxEventBytes})}
 	}
+	sp := spaceOf(ctx)
+	prefix := sp.qualify("event:" + key + "#")
 	w.mu.Lock()
 	e.Task = w.held.TaskID
 	n := 1
-	for _, st := range w.steps[:w.pos] {
-		if st.Op == OpEvent && strings.HasPrefix(st.Name, "event:"+key+"#") {
+	for _, st := range w.before(sp) {
+		if st.Op == OpEvent && strings.HasPrefix(st.Name, prefix) {
 			n++
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // A space is an operation namespace of a run: a child context
@@ -24,6 +26,9 @@ type space struct {
 	// read and written under w.mu.
 	cursor int
 	sleeps int32
+	// branch says the space runs beside others (a branch, or a child
+	// context inside one), not in the handler's goroutine's turn.
+	branch bool
 }
 
 // spaceKey is the context key of the space of a child context or branch.
@@ -45,7 +50,17 @@ func (sp *space) qualify(name string) string {
 
 // child is the space called name inside sp (nil: the root).
 func (sp *space) child(name string) *space {
-	return &space{path: sp.qualify("@" + name + "/")}
+	return &space{path: sp.qualify("@" + name + "/"), branch: sp != nil && sp.branch}
+}
+
+// before is w.steps up to the next recorded operation of sp (nil: the
+// root), or all of them at the end of its history: what was recorded
+// before sp's next call. w.mu is held.
+func (w *Workflow) before(sp *space) []lease.Step {
+	if at := w.next(sp); at >= 0 {
+		return w.steps[:at]
+	}
+	return w.steps
 }
 
 // spacePath is the path of the space that recorded the operation name,
@@ -93,6 +108,16 @@ func (w *Workflow) next(sp *space) int {
 	return -1
 }
 
+// passed moves the position of sp (nil: the root) past the operation at
+// index at of w.steps; w.mu is held.
+func (w *Workflow) passed(sp *space, at int) {
+	if sp == nil {
+		w.pos = int32(at + 1)
+		return
+	}
+	sp.cursor = at + 1
+}
+
 // replayIn is replay for an operation of sp (qualified name).
 func (w *Workflow) replayIn(sp *space, name, op string) ([]byte, bool, error) {
 	if sp == nil {
@@ -134,6 +159,15 @@ func (w *Workflow) nextSleep(ctx context.Context) string {
 func errInSpace(ctx context.Context, call string) error {
 	if sp := spaceOf(ctx); sp != nil {
 		return &PermanentError{Err: fmt.Errorf("%s inside the child context or branch %q: not supported yet (call it from the handler itself)", call, strings.TrimSuffix(sp.path, "/"))}
+	}
+	return nil
+}
+
+// errInBranch is the error of a durable call a branch cannot make yet
+// (one a child context can).
+func errInBranch(ctx context.Context, call string) error {
+	if sp := spaceOf(ctx); sp != nil && sp.branch {
+		return &PermanentError{Err: fmt.Errorf("%s inside the branch %q: not supported yet (call it from the handler itself, or a child context)", call, strings.TrimSuffix(sp.path, "/"))}
 	}
 	return nil
 }

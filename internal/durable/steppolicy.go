@@ -178,9 +178,6 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 	if !ok {
 		return nil, ErrNoWorkflow
 	}
-	if err := errInSpace(ctx, "a step with a policy"); err != nil {
-		return nil, err
-	}
 	p, err := p.withDefaults()
 	if err == nil && len(name) > MaxPolicyStepNameBytes {
 		err = fmt.Errorf("%w: the name of a step with a policy is at most %d bytes", lease.ErrInvalid, MaxPolicyStepNameBytes)
@@ -188,13 +185,14 @@ func StepPolicyOf(ctx context.Context, name, op string, p StepPolicy, fn func(co
 	if err != nil {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, err)}
 	}
+	sp := spaceOf(ctx)
 	w.mu.Lock()
-	twice := w.called[name]
+	twice := w.called[sp.qualify(name)]
 	w.mu.Unlock()
 	if twice {
 		return nil, &PermanentError{Err: fmt.Errorf("step %q: %w", name, ErrStepTwice)}
 	}
-	st, err := w.triesOf(name)
+	st, err := w.triesOf(sp, name)
 	if err != nil {
 		return nil, err
 	}
@@ -335,21 +333,26 @@ func (w *Workflow) pause(ctx context.Context, d time.Duration) (bool, error) {
 	}
 }
 
-// triesOf replays the try records of the step name at the run's position
-// (see StepPolicyOf): the records of its earlier runs' tries, in order, a
+// triesOf replays the try records of the step name of the space sp (nil:
+// the root) at the space's position (see StepPolicyOf): the records of its earlier runs' tries, in order, a
 // try's start numbered one past the last try recorded, a retry's at
 // least the last try recorded (tries retried in the process at least once
 // record nothing). It stops at the first other operation (the step's
 // result, or whatever the replay of the step itself then finds). w.mu is
 // taken.
-func (w *Workflow) triesOf(name string) (triesState, error) {
+func (w *Workflow) triesOf(sp *space, name string) (triesState, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var st triesState
 	last, started := 0, false // the last try recorded; whether as started
-	for int(w.pos) < len(w.steps) && w.diverged == nil {
-		rec := w.steps[w.pos]
-		rest, ok := strings.CutPrefix(rec.Name, name+"#")
+	prefix := sp.qualify(name) + "#"
+	for w.diverged == nil {
+		at := w.next(sp)
+		if at < 0 {
+			break
+		}
+		rec := w.steps[at]
+		rest, ok := strings.CutPrefix(rec.Name, prefix)
 		if !ok || rec.Op != OpStepTry && rec.Op != OpStepRetry {
 			break
 		}
@@ -361,10 +364,10 @@ func (w *Workflow) triesOf(name string) (triesState, error) {
 			n, err = numbered(rest, "retry", max(last, 1), MaxStepTries)
 		}
 		if err != nil {
-			w.diverged = &DivergedError{Position: int(w.pos) + 1, Recorded: DescribeOp(rec.Name, rec.Op), Asked: fmt.Sprintf("the tries of step %q", name)}
+			w.diverged = &DivergedError{Position: at + 1, Recorded: DescribeOp(rec.Name, rec.Op), Asked: fmt.Sprintf("the tries of step %q", name)}
 			return st, w.diverged
 		}
-		w.pos++
+		w.passed(sp, at)
 		w.markCalled(rec.Name)
 		last = n
 		if rec.Op == OpStepTry {
@@ -378,7 +381,7 @@ func (w *Workflow) triesOf(name string) (triesState, error) {
 		started, st.failed, st.next, st.last = false, n, time.UnixMilli(note.At), note.Error
 	}
 	switch {
-	case started && int(w.pos) == len(w.steps):
+	case started && w.next(sp) < 0:
 		// Started in an earlier run, with neither a result nor a later
 		// try: cut off.
 		st.failed++

@@ -140,7 +140,11 @@ func (w *Workflow) step(ctx context.Context, sp *space, name, op string, fn func
 	if derived {
 		w.steps = append(w.steps[:len(w.steps):len(w.steps)], lease.Step{Name: name, Op: op, Result: out})
 		w.unrecorded++
-		w.pos = int32(len(w.steps))
+		if sp != nil {
+			sp.cursor = len(w.steps)
+		} else {
+			w.pos = int32(len(w.steps))
+		}
 		return out, nil
 	}
 	pos := len(w.steps)
@@ -467,7 +471,9 @@ func (w *Workflow) markCalled(name string) {
 // history: recorded then, as the step "version:"+change, so every later
 // run takes it too). A handler branches on it to change code under
 // workflows in flight without diverging from their histories. A second
-// call of the same change in a run returns the first's version.
+// call of the same change in a run returns the first's version. Inside a
+// branch or child context the history is the space's ("@NAME/version:
+// CHANGE"): 0 where the space's next recorded operation is another.
 func VersionOf(ctx context.Context, change string, max int) (int, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
@@ -479,25 +485,24 @@ func VersionOf(ctx context.Context, change string, max int) (int, error) {
 	if max < 1 {
 		return 0, &PermanentError{Err: fmt.Errorf("version %q: max %d, want 1 or more: %w", change, max, lease.ErrInvalid)}
 	}
-	if err := errInSpace(ctx, "workflow.Version"); err != nil {
-		return 0, err
-	}
 	name := "version:" + change
+	sp := spaceOf(ctx)
+	qname := sp.qualify(name)
 	w.mu.Lock()
-	w.skipSpaced()
+	at := w.next(sp) // the space's next recorded operation, -1 at its end
 	if w.diverged != nil {
 		defer w.mu.Unlock()
 		return 0, w.diverged
 	}
-	if r, ok := (lease.Task{Steps: w.steps[:w.pos]}).StepResult(name); ok && w.called[name] {
+	if r, ok := (lease.Task{Steps: w.before(sp)}).StepResult(qname); ok && w.called[qname] {
 		w.mu.Unlock()
 		return strconv.Atoi(string(r))
 	}
 	rp, replaying := w.att.(Replayer)
 	switch {
-	case int(w.pos) < len(w.steps) && w.steps[w.pos].Name != name,
-		int(w.pos) == len(w.steps) && !w.awaited && w.awaitedName() != "",
-		int(w.pos) == len(w.steps) && !w.awaited && replaying && rp.Awaits():
+	case at >= 0 && w.steps[at].Name != qname,
+		at < 0 && sp == nil && !w.awaited && w.awaitedName() != "",
+		at < 0 && !w.awaited && replaying && rp.Awaits():
 		// The history goes on past this point without the change: the
 		// code that recorded it had not made it.
 		w.mu.Unlock()

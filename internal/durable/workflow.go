@@ -71,9 +71,10 @@ type Workflow struct {
 	awaited  bool
 	spilled  bool
 	diverged *DivergedError
-	// branches are the goroutines of this run's branches, nil for none
-	// (BranchFuture).
-	branches *branches
+	// extra is what this run made of its branches' goroutines
+	// (BranchFuture) and its receives (ReceiveFuture), nil for none: one
+	// pointer, so that the struct keeps its size.
+	extra *runExtra
 	// asked names the first wait this run was asked to make (a durable
 	// call returned an error that suspends the task), "" for none: a
 	// handler that then returns success has dropped it (UnreturnedWait).

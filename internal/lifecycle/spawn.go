@@ -123,6 +123,19 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
 	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
+	if ac.Timer {
+		// The deadline is a raced timer's: it cancels the children and
+		// resumes the task rather than failing it (childTimerFired).
+		x.flow.wait.Note = durable.TimerNote
+		if ac.Timeout <= MaxSQSDelay {
+			// A deadline SQS can delay a token for: the token brings it on
+			// time, the sweep entry (written by the suspension, as for any
+			// wait for children) stays the safety net.
+			if err := x.send(ctx, token.RefWith(x.task.ID, x.carry(nil)), ac.Timeout); err != nil {
+				return x.retryOrFail(ctx, "await children: could not arm the raced timer: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
+			}
+		}
+	}
 	return StateAwaitingChildren
 }
 

@@ -91,6 +91,41 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 	return x.abandonWait(ctx, t, lease.StatusFailed, reason, kids...)
 }
 
+// childTimerFired answers the deadline of t, which waits for children
+// raced against a timer (durable.AwaitChildrenError.Timer): the timer won.
+// The children not ended are cancelled, as at a wait's deadline
+// (placeholders for those with no item yet), but t does not fail: each
+// child that has ended is told to t, which wakes t once all have (a child
+// still running tells it when its cancel ends it), and t's handler runs
+// again, as the same attempt, and finds the children cancelled after the
+// timer's deadline closed by it. Every step is idempotent: a failed call
+// keeps the message, which does it all again.
+func (x *execution) childTimerFired(ctx context.Context, t lease.Task) State {
+	unendedKids := lease.UnendedChildren(t)
+	if err := lease.CancelChildren(ctx, childCanceller{x}, t, durable.TimerFired, nil); err != nil {
+		x.log.warn("could not cancel the children of a task whose raced timer fired; the message comes back to retry", "error", err)
+		return x.keep(ctx, 0, err.Error())
+	}
+	for _, id := range unendedKids {
+		cctx, cancel := x.call()
+		kid, err := x.cfg.Store.Get(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return x.keep(ctx, 0, err.Error())
+		case !kid.Status.Terminal():
+			continue // running: its end tells t
+		}
+		if err := x.notifyOne(ctx, lease.Waiter{ID: t.ID, Mode: lease.WaitChildren}, kid, 0); err != nil {
+			return x.keep(ctx, 0, err.Error())
+		}
+	}
+	x.log.info("raced timer fired before the children", "children", len(unendedKids))
+	return x.exit(true, "")
+}
+
 // waitStart is when t's wait began: its creation for dependencies, its
 // suspension (the newest history entry, WAITING) for children.
 func waitStart(t lease.Task) (time.Time, bool) {

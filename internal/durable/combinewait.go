@@ -1,0 +1,210 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
+)
+
+// settleLive settles the receive or child future f if it can (tryReceive,
+// trySettleChild).
+func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
+	if f.kind == futureReceive {
+		return w.tryReceive(ctx, f)
+	}
+	return w.trySettleChild(ctx, f)
+}
+
+// settleWaitedChildren settles the children of fs that the task waited
+// for (their outcomes in w.results): a run resumed from their wait must
+// record them first. A child cancelled at the deadline of a timer raced
+// against it (the wait's note TimerNote, the earliest timer of fs passed
+// by now) is closed: the timer won. It returns the indexes it settled.
+func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now time.Time) ([]int, error) {
+	r := w.results
+	if r == nil || r.Mode != lease.WaitChildren {
+		return nil, nil
+	}
+	var timer time.Time
+	for _, f := range fs {
+		if f.kind == futureTimer && !f.done && (timer.IsZero() || f.wake.Before(timer)) {
+			timer = f.wake
+		}
+	}
+	var settled []int
+	for i, f := range fs {
+		if f.kind != futureChild || f.done || !slices.ContainsFunc(r.Tasks, func(t lease.Task) bool { return t.ID == f.topic }) {
+			continue
+		}
+		if _, err := w.trySettleChild(ctx, f); err != nil {
+			return nil, err
+		}
+		if !f.done {
+			continue
+		}
+		var ended *ChildEndedError
+		if w.note == TimerNote && !timer.IsZero() && !timer.After(now) && errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled {
+			f.closed = true
+		}
+		settled = append(settled, i)
+	}
+	return settled, nil
+}
+
+// settleLiveAll settles, in a live run of the combinator kind over fs not
+// decided by order (the futures settled so far), the receives, in
+// argument order, until the first that has no message (its topic's wait
+// is written: a send wakes the task); children settle only from what the
+// task waited for (settleWaitedChildren). It stops once the outcome is
+// decided, so no receive takes a message the outcome does not need, and
+// returns order with those it settled appended.
+func (w *Workflow) settleLiveAll(ctx context.Context, kind string, fs []*Future, order []int, pol policy) ([]int, error) {
+	for i, f := range fs {
+		if f.kind != futureReceive || f.done {
+			continue
+		}
+		done, err := w.tryReceive(ctx, f)
+		if err != nil || !done {
+			return order, err
+		}
+		if order = append(order, i); decided(kind, fs, order, pol) {
+			return order, nil
+		}
+	}
+	return order, nil
+}
+
+// closeLosers closes the receives and children of fs that a combinator's
+// outcome, order, left unsettled: a receive took no message (the next
+// receive on its topic gets it), a child was never spawned.
+func (w *Workflow) closeLosers(fs []*Future, order []int) {
+	for i, f := range fs {
+		if f.done || slices.Contains(order, i) || f.kind != futureReceive && f.kind != futureChild {
+			continue
+		}
+		f.done, f.closed = true, true
+		if f.kind == futureReceive {
+			w.pend(f.topic, false)
+		}
+	}
+}
+
+// futureNames lists the names of fs for an error.
+func futureNames(fs []*Future) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = fmt.Sprintf("%q", f.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// combineWait is the error that suspends the task for the combinator kind
+// called name until something it needs settles (Combine).
+func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Future, now time.Time) error {
+	var cb *Future           // a callback future not settled
+	var branchWait error     // a branch's callback wait
+	var timer, nap time.Time // the earliest timer's deadline, and branch's sleep's end
+	callbacks := []string(nil)
+	var kids []*Future   // children not ended
+	var ids []string     // their task ids
+	var look time.Time   // when a receive not settled looks again
+	var topics []string  // the topics of the receives not settled
+	var branchKids error // a branch's wait for children
+	nBranchKids := 0     // the branches that wait for children
+	for _, f := range fs {
+		var sn *SnoozeError
+		var ac *AwaitCallbackError
+		switch {
+		case f.done:
+		case f.kind == futureChild:
+			kids, ids = append(kids, f), append(ids, w.childID(f))
+		case f.kind == futureReceive:
+			if at := f.receiveNext(now); look.IsZero() || at.Before(look) {
+				look = at
+			}
+			if !slices.Contains(topics, f.topic) {
+				topics = append(topics, f.topic)
+			}
+		case f.kind == futureCallback:
+			cb = f
+			callbacks = append(callbacks, f.name)
+		case f.kind == futureTimer:
+			if timer.IsZero() || f.wake.Before(timer) {
+				timer = f.wake
+			}
+		case errors.As(f.err, &sn):
+			if at := now.Add(sn.Delay); nap.IsZero() || at.Before(nap) {
+				nap = at
+			}
+		case errors.As(f.err, &ac):
+			branchWait = f.err
+			callbacks = append(callbacks, "of the branch "+f.name)
+		case errors.As(f.err, new(*AwaitChildrenError)):
+			branchKids = f.err
+			nBranchKids++
+		default:
+			return f.err // a branch's other wait (a continue-as-new, say)
+		}
+	}
+	first := kind == CombineRace || kind == CombineAny
+	others := len(callbacks) > 0 || !timer.IsZero() || !nap.IsZero() || len(topics) > 0
+	if branchKids != nil {
+		if first && (others || len(kids) > 0 || nBranchKids > 1) {
+			return &PermanentError{Err: fmt.Errorf("%s %q races a branch that waits for a child against something else: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it (a parent waits for its children alone)", kind, name)}
+		}
+		if len(callbacks) == 0 {
+			// AwaitAll and AllSettled: the branch's children, then the
+			// others'.
+			return branchKids
+		}
+	}
+	switch {
+	case len(callbacks) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
+	case first && len(kids) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
+	case first && len(kids) == 1 && !timer.IsZero() && len(callbacks) == 0 && nap.IsZero() && len(topics) == 0:
+		// A child raced against timers: a wait for the child whose
+		// deadline is the earliest timer's, where the worker cancels the
+		// child and runs the task again (childTimerFired).
+		wait := childrenWait(kids, ids).(*AwaitChildrenError)
+		wait.Timeout, wait.Timer = max(timer.Sub(now), time.Millisecond), true
+		return wait
+	case first && len(kids) > 0 && others:
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a message, callback or branch: not yet: the store's wait for children ends only when they have ended, or at a timer's deadline, and a message or a callback answer does not end it (race a child against timers only)", kind, name, kids[0].name)}
+	case first && len(topics) > 0 && (len(callbacks) > 0 || branchWait != nil):
+		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a callback: not yet: a message wakes a task that sleeps, and one waiting for a callback does not sleep", kind, name, topics[0])}
+	case first && len(topics) > 1:
+		return &PermanentError{Err: fmt.Errorf("%s %q races messages on the topics %q: not yet: a task waits on one topic at a time", kind, name, topics)}
+	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:
+		// AwaitAll and AllSettled wait for the children first (a sleep, a
+		// message, waits its turn: a timer's deadline and a message keep).
+		return childrenWait(kids, ids)
+	case len(callbacks) == 0:
+		until := timer
+		if until.IsZero() || !nap.IsZero() && nap.Before(until) {
+			until = nap
+		}
+		if until.IsZero() || !look.IsZero() && look.Before(until) {
+			until = look
+		}
+		return &pauseError{msg: fmt.Sprintf("%s %q until %s", kind, name, until.UTC().Format(time.RFC3339)), snooze: SnoozeError{Delay: until.Sub(now)}}
+	case !nap.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q waits for a callback %s and a branch's sleep at once: not yet (the executor waits for one or the other)", kind, name, callbacks[0])}
+	case branchWait != nil && first && !timer.IsZero():
+		return &PermanentError{Err: fmt.Errorf("%s %q races a branch's callback against a timer: not yet (race a callback future, CallbackAsync, against the timer)", kind, name)}
+	case branchWait != nil:
+		return branchWait
+	}
+	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
+		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
+		return err
+	}
+	_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, 0)
+	return err
+}
