@@ -532,6 +532,9 @@ type listCursor struct {
 // at all, as with any paged listing of live data. A task started by
 // another (a child, a chain's later link) is listed under it (Children)
 // and has an entry of its own only once it has failed or been cancelled.
+// When ctx has a deadline, a page that would read past it (a rare status
+// behind many tasks of others) ends short, with a Next to go on from,
+// instead of failing.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	limit := o.Limit
 	switch {
@@ -556,8 +559,15 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 	}
 	var page Page
+	var last time.Duration // the time of the last store call, zero before the first
 	for cur.Status < len(statuses) && len(page.Tasks) < limit {
-		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), limit-len(page.Tasks), cur.Inner)
+		if last > 0 && query.Stopping(ctx, last) {
+			break // no time left for the next status's first read
+		}
+		want := limit - len(page.Tasks)
+		at := time.Now()
+		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), want, cur.Inner)
+		last = time.Since(at)
 		if err != nil {
 			if errors.Is(err, query.ErrBadCursor) {
 				return Page{}, invalidOption("%w", err)
@@ -569,6 +579,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 		if next != "" {
 			cur.Inner = next
+			if len(tasks) < want {
+				break // the store stopped for ctx's deadline: a short page
+			}
 			continue
 		}
 		cur = listCursor{Status: cur.Status + 1}

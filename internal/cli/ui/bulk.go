@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
@@ -33,6 +34,15 @@ type bulkData struct {
 	IDs      []string // a dry run's first ids
 	Count    int
 	More     bool // more than maxBulk matched
+	// Cursor is where this selection's reading started; Next where it
+	// stopped when its PageTime ran out (empty once it read to the end),
+	// with Scanned the tasks it read.
+	Cursor, Next string
+	Scanned      int
+	Budget       time.Duration
+	// Partial: the reading stopped before the selection's end; the next
+	// submit goes on from Next.
+	Partial bool
 	Done     bool // acted, not a dry run
 	Summary  string
 	Errors   []string
@@ -48,7 +58,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		Status: strings.ToUpper(r.PostFormValue("status")), Kind: r.PostFormValue("kind"), Queue: r.PostFormValue("queue"),
 		Since: r.PostFormValue("since"), Prefix: r.PostFormValue("prefix"),
 	}
-	d := bulkData{F: f, Action: r.PostFormValue("action")}
+	d := bulkData{F: f, Action: r.PostFormValue("action"), Cursor: r.PostFormValue("cursor"), Budget: s.cfg.PageTime}
 	var (
 		allowed []leasehold.Status
 		act     admin.Action
@@ -94,21 +104,36 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	d.Statuses = rules.StatusNames(sel.Statuses)
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	ids, more, err := s.admin.Select(ctx, sel, now, maxBulk)
-	if err != nil {
+	rctx, rcancel := s.reading(ctx)
+	defer rcancel()
+	got, err := s.admin.SelectPage(rctx, sel, d.Cursor, now, maxBulk)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// Out of time inside a listing call: what was read stands, and the
+		// next submit goes on from the last cursor (or this one again).
+		got.Next = cmp.Or(got.Next, d.Cursor)
+		d.Partial = true
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
-	d.Count, d.More = len(ids), more
+	ids := make([]string, len(got.Tasks))
+	for i, t := range got.Tasks {
+		ids[i] = t.ID
+	}
+	d.Count, d.More, d.Next, d.Scanned = len(ids), got.More, got.Next, got.Scanned
+	d.Partial = d.Partial || got.Next != ""
 	if r.PostFormValue("confirm") != "yes" {
 		d.IDs = ids[:min(len(ids), bulkShown)]
 		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 		return
 	}
 	rep := s.admin.Bulk(ctx, ids, bulkConcurrency, act, nil)
+
 	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
 	if rep.Done < len(ids) {
 		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(ids)-rep.Done)
 	}
 	s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 }
+

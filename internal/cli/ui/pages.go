@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -135,10 +136,13 @@ type queueRow struct {
 // statusCount is one status's line of the overview: how many of its
 // newest tasks the scan read, and whether it has more.
 type statusCount struct {
-	Name    string
-	N       int
-	More    bool   // the status has more tasks than the scan read
-	NotRead string // why the scan did not read it (its time ran out, an error)
+	Name string
+	N    int
+	More bool // the status has more tasks than the scan reads
+	// Counting: the status's time ran out before its listing ended or
+	// reached PerStatus; N is a lower bound ("at least N, still counting").
+	Counting bool
+	NotRead  string // why the scan read none of it (an error)
 }
 
 // overviewScan is the overview's task scan: the newest PerStatus tasks of
@@ -167,34 +171,25 @@ func (s *Server) perStatus() int {
 	return min((s.cfg.Scan+n-1)/n, rules.MaxListLimit)
 }
 
-// scan reads the newest perStatus tasks of each status: one List call per
-// status, all of them within ScanTime. A status it has no time left for
-// is marked not read.
+// scan reads the newest perStatus tasks of each status, all statuses at
+// once, each a page of PageSize at a time with PageTime of its own: a
+// large status, or a rare one whose listing reads past many tasks of
+// others, runs out of its own time, and the others' counts stand.
 func (s *Server) scan(ctx context.Context) *overviewScan {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTime)
-	defer cancel()
 	d := &overviewScan{PerStatus: s.perStatus()}
-	ranOut := "not read: the scan's " + s.cfg.ScanTime.String() + " ran out"
-	var tasks []leasehold.TaskInfo
-	for _, st := range leasehold.Statuses() {
-		row := statusCount{Name: string(st)}
-		if ctx.Err() != nil {
-			row.NotRead = ranOut
-			d.ByStatus = append(d.ByStatus, row)
-			continue
-		}
-		page, err := s.cfg.Tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: d.PerStatus})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			row.NotRead = ranOut
-		case err != nil:
-			row.NotRead = "not read: " + err.Error()
-		default:
-			row.N, row.More = len(page.Tasks), page.Next != ""
-			tasks = append(tasks, page.Tasks...)
-		}
-		d.ByStatus = append(d.ByStatus, row)
+	statuses := leasehold.Statuses()
+	d.ByStatus = make([]statusCount, len(statuses))
+	read := make([][]leasehold.TaskInfo, len(statuses))
+	var wg sync.WaitGroup
+	for i, st := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.ByStatus[i], read[i] = s.countStatus(ctx, st, d.PerStatus)
+		}()
 	}
+	wg.Wait()
+	tasks := slices.Concat(read...)
 	s.sawQueues(tasks)
 	d.Scanned = len(tasks)
 	byKind, byQueue := map[string]int{}, map[string]int{}
@@ -221,6 +216,45 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
 	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
 	return d
+}
+
+// countStatus reads up to most of the newest tasks of status st within
+// PageTime.
+func (s *Server) countStatus(ctx context.Context, st leasehold.Status, most int) (statusCount, []leasehold.TaskInfo) {
+	ctx, cancel := s.reading(ctx)
+	defer cancel()
+	row := statusCount{Name: string(st)}
+	var tasks []leasehold.TaskInfo
+	o := leasehold.ListOptions{Status: st}
+	var slowest time.Duration
+	for {
+		o.Limit = min(s.cfg.PageSize, most-len(tasks))
+		at := time.Now()
+		page, err := s.cfg.Tasks.List(ctx, o)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Out of time inside a call: what was read stands.
+			row.N, row.Counting = len(tasks), true
+			return row, tasks
+		case err != nil:
+			row.NotRead = "not read: " + err.Error()
+			return row, nil
+		}
+		slowest = max(slowest, time.Since(at))
+		tasks = append(tasks, page.Tasks...)
+		o.Cursor = page.Next
+		row.N = len(tasks)
+		switch {
+		case page.Next == "":
+			return row, tasks
+		case len(tasks) >= most:
+			row.More = true
+			return row, tasks
+		case rules.Stopping(ctx, slowest):
+			row.Counting = true
+			return row, tasks
+		}
+	}
 }
 
 func counts(m map[string]int) []count {
@@ -325,6 +359,10 @@ type tasksData struct {
 	Scanned  int
 	Next     string // URL of the next page; empty on the last
 	First    string // URL of the first page; empty on it
+	// Partial: the page stopped reading before it was full (its PageTime
+	// or the filter's bounds ran out); Next goes on from where it stopped.
+	Partial bool
+	Budget  time.Duration
 }
 
 // Query is the filters (without the cursor) as a URL query.
@@ -386,17 +424,29 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
-	if err != nil {
+	rctx, rcancel := s.reading(ctx)
+	defer rcancel()
+	page, err := s.admin.ListFiltered(rctx, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// Out of time inside a call: what the calls before it read stands,
+		// and the page goes on from the last cursor it had.
+		page.Next = cmp.Or(page.Next, f.Cursor)
+		d.Partial = true
+		if page.Next == "" {
+			d.Next = f.URL() // nothing read: the same page again
+		}
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
 	s.sawQueues(page.Tasks)
-	d.Tasks, d.Scanned = page.Tasks, page.Scanned
+	d.Tasks, d.Scanned, d.Budget = page.Tasks, page.Scanned, s.cfg.PageTime
 	if page.Next != "" {
 		nf := f
 		nf.Cursor = page.Next
 		d.Next = "/tasks?" + nf.values().Encode()
+		d.Partial = d.Partial || len(page.Tasks) < s.cfg.PageSize
 	}
 	if f.Cursor != "" {
 		ff := f

@@ -49,8 +49,10 @@ type Queues interface {
 
 // Defaults of Config.
 const (
-	DefaultScan           = 1200
-	DefaultScanTime       = 10 * time.Second
+	DefaultScan = 1200
+	// DefaultPageTime keeps every page within about 2.5 s whatever the
+	// table holds: 2 s of reading, then the answer with what was read.
+	DefaultPageTime       = 2 * time.Second
 	DefaultPageSize       = 50
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultSessionIdle ends a session after half an hour without a
@@ -70,13 +72,15 @@ type Config struct {
 	WorkQueueURL string
 	// Scan bounds the tasks the overview reads when it is loaded (default
 	// DefaultScan): the newest Scan/6 (rounded up, at most
-	// rules.MaxListLimit) of each of the six statuses, one List call
-	// per status.
+	// rules.MaxListLimit) of each of the six statuses, a page of PageSize
+	// at a time.
 	Scan int
-	// ScanTime bounds the time of the overview's scan (default
-	// DefaultScanTime); the statuses it has no time left for are shown
-	// as not read.
-	ScanTime time.Duration
+	// PageTime bounds the reading of tasks by a page (default
+	// DefaultPageTime): the task list and a bulk dry run answer with what
+	// they read in that time and a link to go on; the overview reads each
+	// status at once, each with that much time, and shows a status it
+	// did not finish as "at least N".
+	PageTime time.Duration
 	// PageSize is the tasks a page of the task list shows (default
 	// DefaultPageSize).
 	PageSize int
@@ -124,13 +128,13 @@ func New(cfg Config) (*Server, error) {
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultScan)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
-	cfg.ScanTime = cmp.Or(cfg.ScanTime, DefaultScanTime)
+	cfg.PageTime = cmp.Or(cfg.PageTime, DefaultPageTime)
 	cfg.SessionIdle = cmp.Or(cfg.SessionIdle, DefaultSessionIdle)
 	cfg.SessionLifetime = cmp.Or(cfg.SessionLifetime, DefaultSessionLifetime)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > rules.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
+	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > rules.MaxListLimit || cfg.RequestTimeout < 0 || cfg.PageTime < 0 {
 		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, rules.MaxListLimit, cfg.RequestTimeout)
 	}
 	if cfg.SessionIdle < 0 || cfg.SessionLifetime < 0 {
@@ -360,6 +364,12 @@ func (b badRequest) Error() string { return string(b) }
 // budget is the request's context bounded by RequestTimeout.
 func (s *Server) budget(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+}
+
+// reading is the request's context bounded by PageTime, for the reading
+// of tasks a page answers with in part when it runs out.
+func (s *Server) reading(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.PageTime)
 }
 
 // sawQueues remembers the queue names of listed tasks, for the queues page.

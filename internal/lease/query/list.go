@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -36,6 +37,17 @@ func ListView(t lease.Task) lease.Task {
 		FinishedAt:  t.FinishedAt,
 		Queue:       t.Queue,
 	}
+}
+
+// Stopping reports whether a listing should stop reading and answer with
+// what it has: ctx has a deadline and less than next, the time its next
+// read is expected to take (its slowest so far), is left before it. A
+// caller with a page budget (the inspector, `leasehold list`) gives its
+// listing a deadline and gets a short page with a cursor instead of an
+// error when a rare status or filter would read past it.
+func Stopping(ctx context.Context, next time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < next
 }
 
 // CheckList validates the arguments of List.
