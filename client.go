@@ -509,6 +509,12 @@ type ListOptions struct {
 	// Cursor continues from a previous Page.Next; it is only valid with the
 	// same Status.
 	Cursor string
+	// StopBy, when set, is when the page should have answered: the listing
+	// makes no read it expects to end past it (at the pace of its slowest
+	// read so far) and ends the page short, with a Next to go on from. The
+	// page's first read is always made. A context deadline does the same,
+	// but also cuts off the calls under way.
+	StopBy time.Time
 }
 
 // Page is one page of List.
@@ -532,10 +538,11 @@ type listCursor struct {
 // at all, as with any paged listing of live data. A task started by
 // another (a child, a chain's later link) is listed under it (Children)
 // and has an entry of its own only once it has failed or been cancelled.
-// When ctx has a deadline, a page that would read past it (a rare status
-// behind many tasks of others) ends short, with a Next to go on from,
-// instead of failing.
+// With ListOptions.StopBy or a deadline on ctx, a page that would read
+// past it (a rare status behind many tasks of others) ends short, with a
+// Next to go on from, instead of failing.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
+	ctx = query.WithStopBy(ctx, o.StopBy)
 	limit := o.Limit
 	switch {
 	case limit == 0:

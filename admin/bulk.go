@@ -32,6 +32,10 @@ type Selection struct {
 	Prefix string
 	// Since selects tasks created at most this long before now.
 	Since time.Duration
+	// StopBy, when set, is when SelectPage should have answered: it ends
+	// short, with a Next, rather than make a listing call it expects to
+	// end past it (see leasehold.ListOptions.StopBy).
+	StopBy time.Time
 }
 
 // Tasks is the part of a *leasehold.Client the verbs on tasks use
@@ -106,7 +110,7 @@ func (a *Admin) Select(ctx context.Context, s Selection, now time.Time, limit in
 	}
 }
 
-// selectPageSize is the listing page a deadline-bound SelectPage reads at
+// selectPageSize is the listing page a time-bound SelectPage reads at
 // a time: small pages keep each call's first read short (the listing reads
 // a chunk of every shard at once).
 const selectPageSize = 50
@@ -114,9 +118,9 @@ const selectPageSize = 50
 // SelectPage is Select from cursor ("" from the start; a Next of an
 // earlier one with the same selection otherwise): the tasks it picks, More
 // when more than limit matched, and Scanned. It stops short with a Next when
-// ctx's deadline leaves no time for another listing call, as long as the
-// slowest so far: the inspector's dry run answers within its budget and
-// offers to go on. With an error, it returns what it read before it and,
+// s.StopBy (or ctx's deadline) leaves no time for another listing call, as
+// long as the slowest so far: the inspector's dry run answers within its
+// budget and offers to go on. With an error, it returns what it read before it and,
 // in Next, where the failed call started.
 func (a *Admin) SelectPage(ctx context.Context, s Selection, cursor string, now time.Time, limit int) (FilteredPage, error) {
 	var out FilteredPage
@@ -129,20 +133,21 @@ func (a *Admin) SelectPage(ctx context.Context, s Selection, cursor string, now 
 		cutoff = now.Add(-s.Since)
 	}
 	size := query.MaxListLimit
-	if _, ok := ctx.Deadline(); ok {
+	if _, ok := ctx.Deadline(); ok || !s.StopBy.IsZero() {
 		size = selectPageSize
 	}
+	stopCtx := query.WithStopBy(ctx, s.StopBy)
 	match := Filter{Kind: s.Kind, Queue: s.Queue, Prefix: s.Prefix}
 	var slowest time.Duration
 	for ; i < len(s.Statuses); i, inner = i+1, "" {
 	pages:
 		for {
-			if slowest > 0 && query.Stopping(ctx, slowest) {
+			if slowest > 0 && query.Stopping(stopCtx, slowest) {
 				out.Next = encodeSelectCursor(i, inner)
 				return out, nil
 			}
 			at := time.Now()
-			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: s.Statuses[i], Limit: size, Cursor: inner})
+			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: s.Statuses[i], Limit: size, Cursor: inner, StopBy: s.StopBy})
 			if err != nil {
 				out.Next = encodeSelectCursor(i, inner)
 				return out, err

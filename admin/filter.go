@@ -56,9 +56,9 @@ type FilteredPage struct {
 
 // ListFiltered reads the listing from o (its Status and Cursor) until size
 // tasks pass f, the listing ends, maxFilterScan tasks or maxFilterCalls
-// calls have been read, or ctx's deadline leaves no time for another call
-// (as long as the slowest so far; the listing itself stops short at it
-// too). Each call asks for at most the room left on the
+// calls have been read, or o.StopBy (or ctx's deadline) leaves no time for
+// another call as long as the slowest so far (the listing itself stops
+// short at it too). Each call asks for at most the room left on the
 // page (o.Limit is ignored), so that the page ends where a listing page
 // ends and the cursor after it is exact: no matching task is skipped
 // between pages.
@@ -68,6 +68,7 @@ func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Fil
 		return p, fmt.Errorf("page size %d is outside 1..%d", size, query.MaxListLimit)
 	}
 	var slowest time.Duration
+	stopCtx := query.WithStopBy(ctx, o.StopBy)
 	for calls := 1; ; calls++ {
 		o.Limit = size - len(p.Tasks)
 		at := time.Now()
@@ -83,7 +84,7 @@ func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Fil
 			}
 		}
 		p.Next, o.Cursor = page.Next, page.Next
-		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= maxFilterScan || calls >= maxFilterCalls || query.Stopping(ctx, slowest) {
+		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= maxFilterScan || calls >= maxFilterCalls || query.Stopping(stopCtx, slowest) {
 			return p, nil
 		}
 	}

@@ -27,7 +27,7 @@ var sharedRules = map[string]map[string]string{
 		"internal/awsenv":        "the HTTP client and the credentials check every leasehold process sets its AWS configuration up with (HTTPClient, CheckCredentials)",
 		"internal/durationtext":  "the spelling of a duration the settings and the docs use, for the limits the inspector prints (FormatDuration)",
 		"internal/lease":         "the task model's rules the store applies: a task id made safe to print (DisplayID), a payload's JSON check with its depth limit (JSONProblem), the listing switch (ParseListing)",
-		"internal/lease/query":   "the largest page the client's List and the stores accept, the bound of --limit and of the inspector's page size (MaxListLimit), and when a listing bound by a deadline stops short (Stopping)",
+		"internal/lease/query":   "the largest page the client's List and the stores accept, the bound of --limit and of the inspector's page size (MaxListLimit)",
 		"internal/queues":        "the queue name rule the client and the dispatcher apply (CheckQueueName)",
 		"internal/settingstable": "the settings table's reader, with which `leasehold run` fills its WorkerConfig from the LEASEHOLD_* variables as NewWorkerFromEnv and the worker function do (WorkerFromEnv)",
 		"internal/tracing":       "the rule by which the OTEL_* environment asks for tracing, which otelenv.FromEnv applies, read with the command's own getenv (TracingAsked)",

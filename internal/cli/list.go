@@ -152,23 +152,14 @@ itself). --page-time 0 reads each page to its end.`,
 const defaultPageTime = 2 * time.Second
 
 // readPage reads one page of the listing through filter, within
-// --page-time: a call that runs out of it ends the page with what the
-// calls before it read, from the last cursor they gave. A page that read
-// nothing in its time is an error, which names the flag.
+// --page-time (ListOptions.StopBy): the listing makes no call it expects
+// to end past it, and ends the page short with a cursor. Its first call
+// is always made.
 func (f listFlags) readPage(ctx context.Context, adm *admin.Admin, o leasehold.ListOptions, filter admin.Filter) (admin.FilteredPage, error) {
-	if f.pageTime <= 0 {
-		return adm.ListFiltered(ctx, o, filter, f.limit)
+	if f.pageTime > 0 {
+		o.StopBy = time.Now().Add(f.pageTime)
 	}
-	pctx, cancel := context.WithTimeout(ctx, f.pageTime)
-	defer cancel()
-	page, err := adm.ListFiltered(pctx, o, filter, f.limit)
-	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
-		if page.Next == "" {
-			return page, fmt.Errorf("list: no listing call ended within --page-time %s: %w", f.pageTime, err)
-		}
-		err = nil
-	}
-	return page, err
+	return adm.ListFiltered(ctx, o, filter, f.limit)
 }
 
 // filter is the list's filter flags as an admin.Filter.

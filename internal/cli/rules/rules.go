@@ -67,12 +67,6 @@ func ParseListing(v string) (unlisted bool, err error) { return lease.ParseListi
 // the client and the stores check.
 const MaxListLimit = query.MaxListLimit
 
-// Stopping reports whether a reading bound by ctx's deadline should answer
-// with what it has rather than make another call as slow as next: the rule
-// by which the client's List and the store end a page short, applied by
-// the inspector's overview and task list to their own loops.
-func Stopping(ctx context.Context, next time.Duration) bool { return query.Stopping(ctx, next) }
-
 // DisplayID returns id fit for a terminal or a log line: unchanged when it
 // is valid UTF-8 made only of printable characters, otherwise quoted and
 // escaped as by strconv.Quote, so that a control character, a

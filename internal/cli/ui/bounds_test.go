@@ -115,14 +115,14 @@ func TestOverviewLiveRefreshListsNoTasks(t *testing.T) {
 	}
 }
 
-// A scan whose every listing call outlasts the page's time shows the page,
-// each status marked as still counting: the statuses are read at once,
-// each with its own time, so every one got its call.
+// A scan whose every listing call outlasts the request's time shows the
+// page, each status marked as still counting: the statuses are read at
+// once, so every one got its call.
 func TestOverviewScanHasATimeBudget(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
 	tasks := &countingTasks{Tasks: f.env.Client(), block: true}
-	srv, h := serveWith(t, ui.Config{Tasks: tasks, Queues: f.queues, WorkQueueURL: workURL, PageTime: 50 * time.Millisecond})
+	srv, h := serveWith(t, ui.Config{Tasks: tasks, Queues: f.queues, WorkQueueURL: workURL, RequestTimeout: 50 * time.Millisecond})
 	w := request(t, h, srv, http.MethodGet, "/", nil)
 	if w.Code != http.StatusOK {
 		t.Fatalf("overview: %d %s", w.Code, w.Body)

@@ -43,9 +43,9 @@ type bulkData struct {
 	// Partial: the reading stopped before the selection's end; the next
 	// submit goes on from Next.
 	Partial bool
-	Done     bool // acted, not a dry run
-	Summary  string
-	Errors   []string
+	Done    bool // acted, not a dry run
+	Summary string
+	Errors  []string
 }
 
 // bulk runs POST /bulk: cancel or retry every task the tasks page's
@@ -104,16 +104,9 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	d.Statuses = rules.StatusNames(sel.Statuses)
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	rctx, rcancel := s.reading(ctx)
-	defer rcancel()
-	got, err := s.admin.SelectPage(rctx, sel, d.Cursor, now, maxBulk)
-	switch {
-	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
-		// Out of time inside a listing call: what was read stands, and the
-		// next submit goes on from the last cursor (or this one again).
-		got.Next = cmp.Or(got.Next, d.Cursor)
-		d.Partial = true
-	case err != nil:
+	sel.StopBy = s.stopBy()
+	got, err := s.admin.SelectPage(ctx, sel, d.Cursor, now, maxBulk)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -122,7 +115,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		ids[i] = t.ID
 	}
 	d.Count, d.More, d.Next, d.Scanned = len(ids), got.More, got.Next, got.Scanned
-	d.Partial = d.Partial || got.Next != ""
+	d.Partial = got.Next != ""
 	if r.PostFormValue("confirm") != "yes" {
 		d.IDs = ids[:min(len(ids), bulkShown)]
 		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
@@ -136,4 +129,3 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 }
-

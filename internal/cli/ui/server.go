@@ -366,11 +366,11 @@ func (s *Server) budget(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 }
 
-// reading is the request's context bounded by PageTime, for the reading
-// of tasks a page answers with in part when it runs out.
-func (s *Server) reading(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.cfg.PageTime)
-}
+// stopBy is when a page's reading of tasks should have answered: PageTime
+// from now (leasehold.ListOptions.StopBy). It is no deadline: the calls
+// under way end, and the first is always made, so a page goes on however
+// slow the table is.
+func (s *Server) stopBy() time.Time { return time.Now().Add(s.cfg.PageTime) }
 
 // sawQueues remembers the queue names of listed tasks, for the queues page.
 func (s *Server) sawQueues(tasks []leasehold.TaskInfo) {

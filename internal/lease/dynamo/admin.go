@@ -449,9 +449,9 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	chunk := min(limit, max(2*((limit+lease.ShardCount-1)/lease.ShardCount), 10))
 
 	// The first chunks are read at once. Each later chunk is read only if
-	// ctx's deadline leaves time for it (query.Stopping, at the pace of the
-	// slowest read so far); otherwise the page ends short, with the cursor
-	// of where each shard stands.
+	// ctx's stop-by time and deadline leave time for it (query.Stopping, at
+	// the pace of the slowest read so far); otherwise the page ends short,
+	// with the cursor of where each shard stands.
 	start := time.Now()
 	errs := make([]error, len(streams))
 	var wg sync.WaitGroup
