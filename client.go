@@ -464,9 +464,9 @@ func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
 		return TaskInfo{}, err
 	}
 	if t, err = c.fetch(ctx, t); err != nil {
-		return infoOf(t), err
+		return c.view(t), err
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // fetch is t with its payload and result read back from the payload
@@ -582,7 +582,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 			return Page{}, c.translate(ctx, err)
 		}
 		for _, t := range tasks {
-			page.Tasks = append(page.Tasks, infoOf(t))
+			page.Tasks = append(page.Tasks, c.view(t))
 		}
 		if next != "" {
 			cur.Inner = next
@@ -654,7 +654,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	switch {
 	case len(lease.UnendedChildren(cur)) > 0:
 		if err := children(cur); err != nil {
-			return infoOf(cur), err
+			return c.view(cur), err
 		}
 	case cur.Status == lease.StatusCancelled && cur.Wait == lease.WaitChildren:
 		// Cancelled while it waited for its children, perhaps by a
@@ -664,7 +664,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 		waiting := cur
 		waiting.Status = lease.StatusWaiting
 		if err := children(waiting); err != nil {
-			return infoOf(cur), err
+			return c.view(cur), err
 		}
 	}
 	t, err := c.store.RequestCancel(ctx, id)
@@ -680,7 +680,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 			waiting := t
 			waiting.Status = lease.StatusWaiting
 			if err := children(waiting); err != nil {
-				return infoOf(t), err
+				return c.view(t), err
 			}
 		}
 		// The tasks waiting for it, and for the children cancelled
@@ -690,7 +690,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	for _, k := range endedKids {
 		c.wakeWaiters(ctx, k)
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
@@ -718,7 +718,7 @@ func (c *Client) Retry(ctx context.Context, id string, extraAttempts int) (TaskI
 	if queueURL, err := c.queueOf(ctx, t.Queue); err == nil {
 		_ = c.sendRef(ctx, queueURL, id)
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // Wait reads the task until it reaches a terminal status and returns it,

@@ -87,6 +87,11 @@ itself). --page-time 0 reads each page to its end.`,
 			if err != nil {
 				return err
 			}
+			if filter.Queue != "" && filter.Queue == a.workQueueName() {
+				// The client lists the work queue's tasks as "" whatever
+				// name they were recorded with: its name means "-".
+				filter.Queue = "-"
+			}
 			if f.parent != "" {
 				if f.status != "" || f.cursor != "" || !filter.IsZero() {
 					return usageErrorf("--parent takes no --status, --cursor or filter")

@@ -80,6 +80,9 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	sel := admin.Selection{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix}
+	if sel.Queue != "" && sel.Queue == s.workName {
+		sel.Queue = "-" // the default work queue, recorded with "" or its name
+	}
 	if f.Status != "" {
 		st, err := leasehold.ParseStatus(f.Status)
 		if err != nil {

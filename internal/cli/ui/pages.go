@@ -204,7 +204,7 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	}
 	for _, t := range tasks {
 		byKind[t.Kind]++
-		byQueue[queueName(t.Queue)]++
+		byQueue[queueName(s.queueOf(t))]++
 		if i := minute(t.CreatedAt); i >= 0 {
 			created[i]++
 		}
@@ -340,7 +340,7 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.mu.Lock()
-		if len(s.queues) < maxQueues {
+		if name != s.workName && len(s.queues) < maxQueues {
 			s.queues[name] = true
 		}
 		s.mu.Unlock()
@@ -410,6 +410,10 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 		Since: q.Get("since"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
 	}
 	d := tasksData{F: f, Statuses: leasehold.Statuses()}
+	fq := f.Queue
+	if fq != "" && fq == s.workName {
+		fq = "-" // the default work queue, recorded with "" or its name
+	}
 	since, err := sinceOf(f.Since, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
@@ -427,7 +431,7 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
 	o.StopBy = s.stopBy()
-	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: fq, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -115,8 +116,13 @@ type Server struct {
 	pages    map[string]*template.Template
 	static   http.Handler
 
+	// workName is the name of the work queue (the last part of
+	// WorkQueueURL): a task recorded with it (a raw inline token, a
+	// redriven message) is of the default work queue, shown as one queue.
+	workName string
+
 	mu     sync.Mutex
-	queues map[string]bool // queue names seen in listings
+	queues map[string]bool // queue names seen in listings, not workName
 }
 
 // New checks cfg and draws the base path, the start token and the API
@@ -163,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 		apiToken: secrets[2],
 		static:   http.StripPrefix(base+"/static/", http.FileServerFS(static)),
 		queues:   map[string]bool{},
+		workName: workQueueName(cfg.WorkQueueURL),
 	}, nil
 }
 
@@ -377,8 +384,26 @@ func (s *Server) sawQueues(tasks []leasehold.TaskInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tasks {
-		if t.Queue != "" && len(s.queues) < maxQueues {
-			s.queues[t.Queue] = true
+		if q := s.queueOf(t); q != "" && len(s.queues) < maxQueues {
+			s.queues[q] = true
 		}
 	}
+}
+
+// queueOf is t's queue as the inspector shows it: "" for the default work
+// queue, whether the task was recorded with "" or with its name.
+func (s *Server) queueOf(t leasehold.TaskInfo) string {
+	if t.Queue == s.workName {
+		return ""
+	}
+	return t.Queue
+}
+
+// workQueueName is the last part of a queue URL's path: the queue's name.
+func workQueueName(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil || strings.Trim(u.Path, "/") == "" {
+		return ""
+	}
+	return path.Base(u.Path)
 }
