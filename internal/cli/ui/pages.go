@@ -497,9 +497,17 @@ const (
 )
 
 type node struct {
-	T        leasehold.TaskInfo
-	Focus    bool
-	Children []*node
+	T     leasehold.TaskInfo
+	Focus bool
+	// Took is how long it ran from its creation to its end; Age, for a
+	// task not ended, how long since its creation.
+	Took, Age string
+	// Kids is its children's count (read or not), KidsEnded how many of
+	// them ended; Waiting the children or dependencies a WAITING task
+	// still waits for (its reason), as read.
+	Kids, KidsEnded int
+	Waiting         []ref
+	Children        []*node
 	// Omitted counts its children not shown: past a bound, or unreadable.
 	Omitted int
 	// Deps are the tasks it waits for that are not its children; Waiters
@@ -575,9 +583,16 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		refs[id] = r
 		return r
 	}
-	var grow func(t leasehold.TaskInfo, depth int) *node
-	grow = func(t leasehold.TaskInfo, depth int) *node {
+	now := s.cfg.Now()
+	var grow func(t leasehold.TaskInfo, parent string, depth int) *node
+	grow = func(t leasehold.TaskInfo, parent string, depth int) *node {
 		n := &node{T: t, Focus: t.ID == id}
+		switch {
+		case t.Status.Terminal() && !t.FinishedAt.IsZero() && !t.CreatedAt.IsZero():
+			n.Took = span(t.FinishedAt.Sub(t.CreatedAt))
+		case !t.Status.Terminal() && !t.CreatedAt.IsZero():
+			n.Age = span(now.Sub(t.CreatedAt))
+		}
 		var err error
 		var kids []string
 		if mayHaveChildren(t) {
@@ -606,7 +621,29 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 				d.Omitted++
 				d.Cut = true
 			default:
-				n.Children = append(n.Children, grow(c, depth+1))
+				n.Children = append(n.Children, grow(c, t.ID, depth+1))
+			}
+		}
+		n.Kids = len(kids)
+		for _, c := range n.Children {
+			if c.T.Status.Terminal() || c.T.Status == "EXPIRED" {
+				n.KidsEnded++
+			}
+		}
+		if t.Status == leasehold.StatusWaiting && t.Wait == "children" && len(t.WaitFor) > 0 {
+			// Its own record of which ended, read with it: exact even for
+			// the children not shown.
+			n.Kids, n.KidsEnded = len(t.WaitFor), len(t.Ended)
+		}
+		if t.Status == leasehold.StatusWaiting {
+			for _, w := range t.WaitFor {
+				if slices.Contains(t.Ended, w) {
+					continue
+				}
+				if len(n.Waiting) == maxWaitingShown {
+					break
+				}
+				n.Waiting = append(n.Waiting, refOf(w))
 			}
 		}
 		if left := len(kids) - room; left > 0 {
@@ -620,6 +657,9 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, w := range t.Waiters {
+			if w == parent {
+				continue // the tree shows it: the node is under it
+			}
 			n.Waiters = append(n.Waiters, refOf(w))
 		}
 		for _, l := range t.Then {
@@ -627,8 +667,20 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		}
 		return n
 	}
-	d.Root = grow(t, 0)
+	d.Root = grow(t, "", 0)
 	s.render(w, r, http.StatusOK, "workflow", "Workflow", d)
+}
+
+// maxWaitingShown bounds the unended tasks a waiting node names.
+const maxWaitingShown = 10
+
+// span is a duration as the tree shows it: to the second, or to the
+// millisecond under one.
+func span(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // mayHaveChildren reports whether t may have started tasks that

@@ -76,3 +76,4 @@ func TestWorkQueueIsOneQueue(t *testing.T) {
 		t.Errorf("/tasks?queue=work: %v, want by-client and by-name", got)
 	}
 }
+
