@@ -183,3 +183,22 @@ func TestBulkDryRunAnswersWithinItsBudget(t *testing.T) {
 		t.Errorf("the dry run read all 501 tasks in one answer, past its %s", pageTime)
 	}
 }
+
+// A listing read that does not answer within the page's time (a table so
+// slow that even the first read outlasts it) is cut off a little later:
+// the task list and the dry run answer with what they have and a way on,
+// not with an HTTP error.
+func TestSlowReadIsCutOff(t *testing.T) {
+	t.Parallel()
+	env := bigTable(t, 1)
+	tasks := &countingTasks{Tasks: env.Client(), block: true}
+	srv, h := serveWith(t, ui.Config{Tasks: tasks, Queues: &fakeQueues{}, WorkQueueURL: workURL, PageTime: pageTime, RequestTimeout: 5 * time.Second, Now: env.Clock().Now})
+	w := request(t, h, srv, http.MethodGet, "/tasks?kind=rare", nil)
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "was cut off") || continueLink.FindStringSubmatch(body) == nil {
+		t.Errorf("task list with a read that does not answer: %d, want a partial page that says so:\n%s", w.Code, body)
+	}
+	w = request(t, h, srv, http.MethodPost, "/bulk", url.Values{"action": {"cancel"}, "kind": {"rare"}})
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "was cut off") || !strings.Contains(body, `id="bulk-continue"`) {
+		t.Errorf("dry run with a read that does not answer: %d, want a partial answer that says so:\n%s", w.Code, body)
+	}
+}

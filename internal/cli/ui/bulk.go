@@ -41,8 +41,9 @@ type bulkData struct {
 	Scanned      int
 	Budget       time.Duration
 	// Partial: the reading stopped before the selection's end; the next
-	// submit goes on from Next.
-	Partial bool
+	// submit goes on from Next. CutOff: a listing read still under way at
+	// the page's time was cut off.
+	Partial, CutOff bool
 	Done    bool // acted, not a dry run
 	Summary string
 	Errors  []string
@@ -108,8 +109,14 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
 	sel.StopBy = s.stopBy()
-	got, err := s.admin.SelectPage(ctx, sel, d.Cursor, now, maxBulk)
-	if err != nil {
+	rctx, rcancel := s.cutOff(ctx)
+	defer rcancel()
+	got, err := s.admin.SelectPage(rctx, sel, d.Cursor, now, maxBulk)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// A read cut off: the next submit goes on from where it started.
+		d.CutOff = true
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
@@ -118,7 +125,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		ids[i] = t.ID
 	}
 	d.Count, d.More, d.Next, d.Scanned = len(ids), got.More, got.Next, got.Scanned
-	d.Partial = got.Next != ""
+	d.Partial = got.Next != "" || d.CutOff
 	if r.PostFormValue("confirm") != "yes" {
 		d.IDs = ids[:min(len(ids), bulkShown)]
 		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)

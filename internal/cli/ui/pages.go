@@ -223,7 +223,7 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 // later: the six statuses share the table's throughput, and on a slow one
 // (the emulator) even their first calls would not fit together.
 func (s *Server) countStatus(ctx context.Context, st leasehold.Status, most int) (statusCount, []leasehold.TaskInfo) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.PageTime+s.cfg.PageTime/4)
+	ctx, cancel := s.cutOff(ctx)
 	defer cancel()
 	row := statusCount{Name: string(st)}
 	var tasks []leasehold.TaskInfo
@@ -365,6 +365,9 @@ type tasksData struct {
 	// or the filter's bounds ran out); Next goes on from where it stopped.
 	Partial bool
 	Budget  time.Duration
+	// CutOff: a listing read was still under way when the page's time was
+	// up, and was cut off.
+	CutOff bool
 }
 
 // Query is the filters (without the cursor) as a URL query.
@@ -431,8 +434,19 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.budget(r)
 	defer cancel()
 	o.StopBy = s.stopBy()
-	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: fq, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
-	if err != nil {
+	rctx, rcancel := s.cutOff(ctx)
+	defer rcancel()
+	page, err := s.admin.ListFiltered(rctx, o, admin.Filter{Kind: f.Kind, Queue: fq, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// A read cut off: what the reads before it gave stands, and the
+		// page goes on from the last cursor it had (or this one again).
+		page.Next = cmp.Or(page.Next, f.Cursor)
+		d.Partial, d.CutOff = true, true
+		if page.Next == "" {
+			d.Next = f.URL()
+		}
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}

@@ -379,6 +379,14 @@ func (s *Server) budget(r *http.Request) (context.Context, context.CancelFunc) {
 // slow the table is.
 func (s *Server) stopBy() time.Time { return time.Now().Add(s.cfg.PageTime) }
 
+// cutOff is ctx bounded a quarter of PageTime past stopBy: a listing read
+// still under way then (a table so slow that even a page's first read
+// does not answer: the emulator with tens of thousands of tasks) is cut
+// off, and the page answers with what the reads before it gave.
+func (s *Server) cutOff(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.PageTime+s.cfg.PageTime/4)
+}
+
 // sawQueues remembers the queue names of listed tasks, for the queues page.
 func (s *Server) sawQueues(tasks []leasehold.TaskInfo) {
 	s.mu.Lock()
