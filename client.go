@@ -587,7 +587,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		if next != "" {
 			cur.Inner = next
 			if len(tasks) < want {
-				break // the store stopped for ctx's deadline: a short page
+				break // the store stopped for the stop-by time or the deadline: a short page
 			}
 			continue
 		}
