@@ -44,9 +44,9 @@ type bulkData struct {
 	// submit goes on from Next. CutOff: a listing read still under way at
 	// the page's time was cut off.
 	Partial, CutOff bool
-	Done    bool // acted, not a dry run
-	Summary string
-	Errors  []string
+	Done            bool // acted, not a dry run
+	Summary         string
+	Errors          []string
 }
 
 // bulk runs POST /bulk: cancel or retry every task the tasks page's

@@ -76,4 +76,3 @@ func TestWorkQueueIsOneQueue(t *testing.T) {
 		t.Errorf("/tasks?queue=work: %v, want by-client and by-name", got)
 	}
 }
-
