@@ -464,9 +464,9 @@ func (c *Client) Get(ctx context.Context, id string) (TaskInfo, error) {
 		return TaskInfo{}, err
 	}
 	if t, err = c.fetch(ctx, t); err != nil {
-		return infoOf(t), err
+		return c.view(t), err
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // fetch is t with its payload and result read back from the payload
@@ -509,6 +509,12 @@ type ListOptions struct {
 	// Cursor continues from a previous Page.Next; it is only valid with the
 	// same Status.
 	Cursor string
+	// StopBy, when set, is when the page should have answered: the listing
+	// makes no read it expects to end past it (at the pace of its slowest
+	// read so far) and ends the page short, with a Next to go on from. The
+	// page's first read is always made. A context deadline does the same,
+	// but also cuts off the calls under way.
+	StopBy time.Time
 }
 
 // Page is one page of List.
@@ -532,7 +538,11 @@ type listCursor struct {
 // at all, as with any paged listing of live data. A task started by
 // another (a child, a chain's later link) is listed under it (Children)
 // and has an entry of its own only once it has failed or been cancelled.
+// With ListOptions.StopBy or a deadline on ctx, a page that would read
+// past it (a rare status behind many tasks of others) ends short, with a
+// Next to go on from, instead of failing.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
+	ctx = query.WithStopBy(ctx, o.StopBy)
 	limit := o.Limit
 	switch {
 	case limit == 0:
@@ -556,8 +566,15 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 	}
 	var page Page
+	var last time.Duration // the time of the last store call, zero before the first
 	for cur.Status < len(statuses) && len(page.Tasks) < limit {
-		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), limit-len(page.Tasks), cur.Inner)
+		if last > 0 && query.Stopping(ctx, last) {
+			break // no time left for the next status's first read
+		}
+		want := limit - len(page.Tasks)
+		at := time.Now()
+		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), want, cur.Inner)
+		last = time.Since(at)
 		if err != nil {
 			if errors.Is(err, query.ErrBadCursor) {
 				return Page{}, invalidOption("%w", err)
@@ -565,10 +582,13 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 			return Page{}, c.translate(ctx, err)
 		}
 		for _, t := range tasks {
-			page.Tasks = append(page.Tasks, infoOf(t))
+			page.Tasks = append(page.Tasks, c.view(t))
 		}
 		if next != "" {
 			cur.Inner = next
+			if len(tasks) < want {
+				break // the store stopped for the stop-by time or the deadline: a short page
+			}
 			continue
 		}
 		cur = listCursor{Status: cur.Status + 1}
@@ -634,7 +654,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	switch {
 	case len(lease.UnendedChildren(cur)) > 0:
 		if err := children(cur); err != nil {
-			return infoOf(cur), err
+			return c.view(cur), err
 		}
 	case cur.Status == lease.StatusCancelled && cur.Wait == lease.WaitChildren:
 		// Cancelled while it waited for its children, perhaps by a
@@ -644,7 +664,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 		waiting := cur
 		waiting.Status = lease.StatusWaiting
 		if err := children(waiting); err != nil {
-			return infoOf(cur), err
+			return c.view(cur), err
 		}
 	}
 	t, err := c.store.RequestCancel(ctx, id)
@@ -660,7 +680,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 			waiting := t
 			waiting.Status = lease.StatusWaiting
 			if err := children(waiting); err != nil {
-				return infoOf(t), err
+				return c.view(t), err
 			}
 		}
 		// The tasks waiting for it, and for the children cancelled
@@ -670,7 +690,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	for _, k := range endedKids {
 		c.wakeWaiters(ctx, k)
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // Retry puts a FAILED or CANCELLED task back to PENDING, due now, with
@@ -698,7 +718,7 @@ func (c *Client) Retry(ctx context.Context, id string, extraAttempts int) (TaskI
 	if queueURL, err := c.queueOf(ctx, t.Queue); err == nil {
 		_ = c.sendRef(ctx, queueURL, id)
 	}
-	return infoOf(t), nil
+	return c.view(t), nil
 }
 
 // Wait reads the task until it reaches a terminal status and returns it,

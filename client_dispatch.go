@@ -135,7 +135,7 @@ func (c *Client) dispatch(ctx context.Context, queueURL string, tasks []lease.Ne
 	for i, r := range res {
 		out[i].ID = tasks[i].ID
 		if r.Task.ID != "" {
-			out[i].Task = infoOf(r.Task)
+			out[i].Task = c.view(r.Task)
 		}
 		var conflict *lease.ConflictError
 		switch {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/queues"
 )
 
 // Status is where a task stands. See docs/states.md for the transitions.
@@ -187,6 +188,31 @@ func rawJSON(b []byte) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(append([]byte(nil), b...))
+}
+
+// view is the public view of a stored task as this client shows it: a
+// task recorded with the name of the client's own work queue (a raw
+// inline token sent with SendMessage, a redriven message: the worker
+// records the queue it arrived on) shows the default work queue's "", as
+// the tasks the client enqueued there do, so that the queue is one queue
+// in every listing. Nothing is written.
+func (c *Client) view(t lease.Task) TaskInfo {
+	info := infoOf(t)
+	if info.Queue != "" && info.Queue == c.workQueueName() {
+		info.Queue = ""
+	}
+	return info
+}
+
+// workQueueName is the name of the default work queue: ClientConfig's
+// QueueName, or the last part of its QueueURL; "" when it names none.
+func (c *Client) workQueueName() string {
+	if c.queueName != "" {
+		return c.queueName
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return queues.NameFromURL(c.queueURL)
 }
 
 // infoOf is the public view of a stored task.

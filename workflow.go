@@ -161,7 +161,7 @@ func (c *Client) endWait(ctx context.Context, e lease.WaitEnd) (info TaskInfo, e
 		switch {
 		case err == nil:
 			c.wakeWaiters(ctx, t)
-			return infoOf(t), nil
+			return c.view(t), nil
 		case errors.As(err, &we) && we.Task.Status == lease.StatusRunning && we.Task.Fence == e.Fence && c.opts.clock.Now().Before(deadline):
 			// The callback overtook the suspension: try again shortly.
 			select {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type Selection struct {
 	Prefix string
 	// Since selects tasks created at most this long before now.
 	Since time.Duration
+	// StopBy, when set, is when SelectPage should have answered: it ends
+	// short, with a Next, rather than make a listing call it expects to
+	// end past it (see leasehold.ListOptions.StopBy).
+	StopBy time.Time
 }
 
 // Tasks is the part of a *leasehold.Client the verbs on tasks use
@@ -84,39 +89,108 @@ func statusNames(ss []leasehold.Status) string {
 // Select lists the ids of the tasks s picks, as of now. The listing is
 // newest first within a status, so Since stops a status's pages at the
 // first older task. limit, when positive, stops at that many ids and
-// reports whether more were left.
+// reports whether more were left. It reads to the end: with a deadline on
+// ctx, SelectPage answers in parts instead.
 func (a *Admin) Select(ctx context.Context, s Selection, now time.Time, limit int) (ids []string, more bool, err error) {
+	for cursor := ""; ; {
+		got, err := a.SelectPage(ctx, s, cursor, now, limit-len(ids))
+		for _, t := range got.Tasks {
+			ids = append(ids, t.ID)
+		}
+		if err != nil || got.More || got.Next == "" {
+			return ids, got.More, err
+		}
+		cursor = got.Next
+		if limit > 0 && len(ids) == limit {
+			// Full, with the rest not read: whether more match is unknown
+			// until one more does.
+			rest, err := a.SelectPage(ctx, s, cursor, now, 1)
+			return ids, len(rest.Tasks) > 0 || rest.Next != "", err
+		}
+	}
+}
+
+// selectPageSize is the listing page a time-bound SelectPage reads at
+// a time: small pages keep each call's first read short (the listing reads
+// a chunk of every shard at once).
+const selectPageSize = 50
+
+// SelectPage is Select from cursor ("" from the start; a Next of an
+// earlier one with the same selection otherwise): the tasks it picks, More
+// when more than limit matched, and Scanned. It stops short with a Next when
+// s.StopBy (or ctx's deadline) leaves no time for another listing call, as
+// long as the slowest so far: the inspector's dry run answers within its
+// budget and offers to go on. With an error, it returns what it read before it and,
+// in Next, where the failed call started.
+func (a *Admin) SelectPage(ctx context.Context, s Selection, cursor string, now time.Time, limit int) (FilteredPage, error) {
+	var out FilteredPage
+	i, inner, err := decodeSelectCursor(cursor, len(s.Statuses))
+	if err != nil {
+		return out, err
+	}
 	cutoff := time.Time{}
 	if s.Since > 0 {
 		cutoff = now.Add(-s.Since)
 	}
+	size := query.MaxListLimit
+	if _, ok := ctx.Deadline(); ok || !s.StopBy.IsZero() {
+		size = selectPageSize
+	}
+	stopCtx := query.WithStopBy(ctx, s.StopBy)
 	match := Filter{Kind: s.Kind, Queue: s.Queue, Prefix: s.Prefix}
-	for _, st := range s.Statuses {
-		cursor := ""
+	var slowest time.Duration
+	for ; i < len(s.Statuses); i, inner = i+1, "" {
 	pages:
 		for {
-			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: query.MaxListLimit, Cursor: cursor})
-			if err != nil {
-				return ids, false, err
+			if slowest > 0 && query.Stopping(stopCtx, slowest) {
+				out.Next = encodeSelectCursor(i, inner)
+				return out, nil
 			}
+			at := time.Now()
+			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: s.Statuses[i], Limit: size, Cursor: inner, StopBy: s.StopBy})
+			if err != nil {
+				out.Next = encodeSelectCursor(i, inner)
+				return out, err
+			}
+			slowest = max(slowest, time.Since(at))
 			for _, t := range page.Tasks {
+				out.Scanned++
 				if !cutoff.IsZero() && t.CreatedAt.Before(cutoff) {
 					break pages
 				}
 				if match.Matches(t) {
-					if limit > 0 && len(ids) == limit {
-						return ids, true, nil
+					if limit > 0 && len(out.Tasks) == limit {
+						out.More = true
+						return out, nil
 					}
-					ids = append(ids, t.ID)
+					out.Tasks = append(out.Tasks, t)
 				}
 			}
 			if page.Next == "" {
 				break
 			}
-			cursor = page.Next
+			inner = page.Next
 		}
 	}
-	return ids, false, nil
+	return out, nil
+}
+
+// encodeSelectCursor is a SelectPage's Next: the index of the status the
+// reading stopped in and the listing's cursor within it.
+func encodeSelectCursor(status int, inner string) string {
+	return strconv.Itoa(status) + "." + inner
+}
+
+func decodeSelectCursor(c string, statuses int) (int, string, error) {
+	if c == "" {
+		return 0, "", nil
+	}
+	n, inner, ok := strings.Cut(c, ".")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || i < 0 || i >= statuses {
+		return 0, "", fmt.Errorf("%w: a cursor not issued for this selection", errSelection)
+	}
+	return i, inner, nil
 }
 
 // queueMatches reports whether a task of queue q matches the selection's

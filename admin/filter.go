@@ -41,7 +41,8 @@ const (
 	maxFilterCalls = 50
 )
 
-// FilteredPage is one page of the listing through a Filter.
+// FilteredPage is one page of the listing through a Filter, or of a
+// Selection (SelectPage).
 type FilteredPage struct {
 	Tasks []leasehold.TaskInfo
 	// Next is the cursor to go on from (with the same status); empty once
@@ -49,11 +50,15 @@ type FilteredPage struct {
 	Next string
 	// Scanned counts the tasks read to find Tasks.
 	Scanned int
+	// More is set by SelectPage when more tasks matched than its limit.
+	More bool
 }
 
 // ListFiltered reads the listing from o (its Status and Cursor) until size
-// tasks pass f, the listing ends, or maxFilterScan tasks or maxFilterCalls
-// calls have been read. Each call asks for at most the room left on the
+// tasks pass f, the listing ends, maxFilterScan tasks or maxFilterCalls
+// calls have been read, or o.StopBy (or ctx's deadline) leaves no time for
+// another call as long as the slowest so far (the listing itself stops
+// short at it too). Each call asks for at most the room left on the
 // page (o.Limit is ignored), so that the page ends where a listing page
 // ends and the cursor after it is exact: no matching task is skipped
 // between pages.
@@ -62,12 +67,16 @@ func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Fil
 	if size < 1 || size > query.MaxListLimit {
 		return p, fmt.Errorf("page size %d is outside 1..%d", size, query.MaxListLimit)
 	}
+	var slowest time.Duration
+	stopCtx := query.WithStopBy(ctx, o.StopBy)
 	for calls := 1; ; calls++ {
 		o.Limit = size - len(p.Tasks)
+		at := time.Now()
 		page, err := a.tasks.List(ctx, o)
 		if err != nil {
 			return p, err
 		}
+		slowest = max(slowest, time.Since(at))
 		p.Scanned += len(page.Tasks)
 		for _, t := range page.Tasks {
 			if f.Matches(t) {
@@ -75,7 +84,7 @@ func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Fil
 			}
 		}
 		p.Next, o.Cursor = page.Next, page.Next
-		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= maxFilterScan || calls >= maxFilterCalls {
+		if p.Next == "" || len(p.Tasks) >= size || p.Scanned >= maxFilterScan || calls >= maxFilterCalls || query.Stopping(stopCtx, slowest) {
 			return p, nil
 		}
 	}

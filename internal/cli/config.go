@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path"
 	"syscall"
 	"time"
 
@@ -224,4 +225,17 @@ func newRetryer() aws.Retryer {
 			}),
 		}, o.Retryables...)
 	})
+}
+
+// workQueueName is the name of the default work queue the client uses:
+// the last part of --queue-url, or DefaultWorkQueueName without one.
+func (a *app) workQueueName() string {
+	if a.queueURL == "" {
+		return DefaultWorkQueueName
+	}
+	u, err := url.Parse(a.queueURL)
+	if err != nil {
+		return ""
+	}
+	return path.Base(u.Path)
 }

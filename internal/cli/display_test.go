@@ -105,3 +105,17 @@ func TestStatusHeadsAHandedBackReason(t *testing.T) {
 		}
 	}
 }
+
+// `leasehold list --queue NAME` takes the work queue's own name as "-":
+// the client lists the tasks recorded with it as of the default queue.
+func TestWorkQueueNameIsTheDefaultQueue(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"": DefaultWorkQueueName,
+		"http://127.0.0.1:4566/000000000000/my-work": "my-work",
+	} {
+		if got := (&app{queueURL: url}).workQueueName(); got != want {
+			t.Errorf("work queue name of %q: %q, want %q", url, got, want)
+		}
+	}
+}

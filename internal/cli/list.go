@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -25,6 +26,8 @@ type listFlags struct {
 	queue   string
 	since   string
 	prefix  string
+	// pageTime bounds the reading of one page (0: none).
+	pageTime time.Duration
 }
 
 func init() {
@@ -51,7 +54,12 @@ the same --status and filters) to continue. --all fetches every page.
 
 --kind, --queue, --since and --prefix filter what the listing reads (it
 reads by status only): a page then holds up to --limit matching tasks, and
-ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
+ends short, with a cursor, once it has read 5000 tasks or made 50 calls.
+
+A page reads for at most --page-time (2s): a rare kind, or a rare status
+behind many tasks of others, then gives a short page, says on stderr how
+many tasks it read, and prints the cursor to go on from (--all goes on by
+itself). --page-time 0 reads each page to its end.`,
 		Example: `  leasehold list --status failed
   leasehold list --json --limit 500 > page1.json 2> next.txt
   leasehold list --json --limit 500 --cursor "$(sed -n 's/^next-cursor: //p' next.txt)"
@@ -79,6 +87,11 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 			if err != nil {
 				return err
 			}
+			if filter.Queue != "" && filter.Queue == a.workQueueName() {
+				// The client lists the work queue's tasks as "" whatever
+				// name they were recorded with: its name means "-".
+				filter.Queue = "-"
+			}
 			if f.parent != "" {
 				if f.status != "" || f.cursor != "" || !filter.IsZero() {
 					return usageErrorf("--parent takes no --status, --cursor or filter")
@@ -93,13 +106,17 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 				return writeTable(a.io.Out, kids)
 			}
 			tasks := []leasehold.TaskInfo{} // an empty page prints "[]", not "null"
+			partial := ""
 			for {
-				page, err := a.tasksAdmin(c).ListFiltered(cmd.Context(), o, filter, f.limit)
+				page, err := f.readPage(cmd.Context(), a.tasksAdmin(c), o, filter)
 				if err != nil {
 					return err
 				}
 				tasks = append(tasks, page.Tasks...)
 				o.Cursor = page.Next
+				if page.Next != "" && len(page.Tasks) < f.limit {
+					partial = fmt.Sprintf("partial page: read %d task(s) in --page-time %s, %d matching; the listing goes on from next-cursor", page.Scanned, f.pageTime, len(page.Tasks))
+				}
 				if !f.all || page.Next == "" {
 					break
 				}
@@ -111,6 +128,9 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 			}
 			if err != nil {
 				return err
+			}
+			if partial != "" {
+				fmt.Fprintln(a.io.Err, partial)
 			}
 			if o.Cursor != "" {
 				fmt.Fprintf(a.io.Err, "next-cursor: %s\n", o.Cursor)
@@ -129,7 +149,22 @@ ends short, with a cursor, once it has read 5000 tasks or made 50 calls.`,
 	fl.StringVar(&f.queue, "queue", "", `only tasks of this queue (by name; "-" for the default work queue)`)
 	fl.StringVar(&f.since, "since", "", "only tasks created since then: a duration back from now (90m, 2h) or an RFC 3339 time")
 	fl.StringVar(&f.prefix, "prefix", "", "only tasks whose id starts with this")
+	fl.DurationVar(&f.pageTime, "page-time", defaultPageTime, "how long one page reads before it ends short with a cursor (0: no bound)")
 	return cmd
+}
+
+// defaultPageTime is --page-time's default: the inspector's page time.
+const defaultPageTime = 2 * time.Second
+
+// readPage reads one page of the listing through filter, within
+// --page-time (ListOptions.StopBy): the listing makes no call it expects
+// to end past it, and ends the page short with a cursor. Its first call
+// is always made.
+func (f listFlags) readPage(ctx context.Context, adm *admin.Admin, o leasehold.ListOptions, filter admin.Filter) (admin.FilteredPage, error) {
+	if f.pageTime > 0 {
+		o.StopBy = time.Now().Add(f.pageTime)
+	}
+	return adm.ListFiltered(ctx, o, filter, f.limit)
 }
 
 // filter is the list's filter flags as an admin.Filter.

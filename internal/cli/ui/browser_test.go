@@ -347,7 +347,8 @@ func TestBrowser(t *testing.T) {
 	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter), shot("tasks"))
 
 	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
-		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"), shot("workflow"))
+		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"),
+		has(`#tree`, "waits for: "), has(`#tree`, " so far"), has(`#tree`, "created "), shot("workflow"))
 
 	step("task page", chromedp.Navigate(taskPage(b.pending)),
 		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"),
@@ -373,8 +374,11 @@ func TestBrowser(t *testing.T) {
 	if csrf := page[0]; csrf == "" || csrf == session.Value || csrf == startToken || strings.Contains(page[1], session.Value) || strings.Contains(page[1], startToken) {
 		t.Fatalf("the cancel form's CSRF token %q is empty or the session's, or the page shows the session id or start token", csrf)
 	}
-	step("cancel from the page", confirmAndSubmit(`#cancel`), has(`#result`, "CANCELLED"),
-		chromedp.Navigate(taskPage(b.pending)), has(`#task-status`, "CANCELLED"))
+	step("cancel from the page", confirmAndSubmit(`#cancel`), has(`#result`, "CANCELLED"))
+	if res := text(`#result`); strings.Contains(res, "lease renewal") {
+		t.Errorf("the cancel of a PENDING task speaks of a lease renewal: %s", res)
+	}
+	step("cancelled task", chromedp.Navigate(taskPage(b.pending)), has(`#task-status`, "CANCELLED"))
 
 	// A change made elsewhere shows without a reload: the live refresh.
 	step("live refresh", chromedp.Navigate(taskPage(b.doomed)), has(`#task-status`, "PENDING"),

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
@@ -33,9 +34,19 @@ type bulkData struct {
 	IDs      []string // a dry run's first ids
 	Count    int
 	More     bool // more than maxBulk matched
-	Done     bool // acted, not a dry run
-	Summary  string
-	Errors   []string
+	// Cursor is where this selection's reading started; Next where it
+	// stopped when its PageTime ran out (empty once it read to the end),
+	// with Scanned the tasks it read.
+	Cursor, Next string
+	Scanned      int
+	Budget       time.Duration
+	// Partial: the reading stopped before the selection's end; the next
+	// submit goes on from Next. CutOff: a listing read still under way at
+	// the page's time was cut off.
+	Partial, CutOff bool
+	Done            bool // acted, not a dry run
+	Summary         string
+	Errors          []string
 }
 
 // bulk runs POST /bulk: cancel or retry every task the tasks page's
@@ -48,7 +59,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		Status: strings.ToUpper(r.PostFormValue("status")), Kind: r.PostFormValue("kind"), Queue: r.PostFormValue("queue"),
 		Since: r.PostFormValue("since"), Prefix: r.PostFormValue("prefix"),
 	}
-	d := bulkData{F: f, Action: r.PostFormValue("action")}
+	d := bulkData{F: f, Action: r.PostFormValue("action"), Cursor: r.PostFormValue("cursor"), Budget: s.cfg.PageTime}
 	var (
 		allowed []leasehold.Status
 		act     admin.Action
@@ -70,6 +81,9 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	sel := admin.Selection{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix}
+	if sel.Queue != "" && sel.Queue == s.workName {
+		sel.Queue = "-" // the default work queue, recorded with "" or its name
+	}
 	if f.Status != "" {
 		st, err := leasehold.ParseStatus(f.Status)
 		if err != nil {
@@ -94,18 +108,31 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	d.Statuses = rules.StatusNames(sel.Statuses)
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	ids, more, err := s.admin.Select(ctx, sel, now, maxBulk)
-	if err != nil {
+	sel.StopBy = s.stopBy()
+	rctx, rcancel := s.cutOff(ctx)
+	defer rcancel()
+	got, err := s.admin.SelectPage(rctx, sel, d.Cursor, now, maxBulk)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// A read cut off: the next submit goes on from where it started.
+		d.CutOff = true
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
-	d.Count, d.More = len(ids), more
+	ids := make([]string, len(got.Tasks))
+	for i, t := range got.Tasks {
+		ids[i] = t.ID
+	}
+	d.Count, d.More, d.Next, d.Scanned = len(ids), got.More, got.Next, got.Scanned
+	d.Partial = got.Next != "" || d.CutOff
 	if r.PostFormValue("confirm") != "yes" {
 		d.IDs = ids[:min(len(ids), bulkShown)]
 		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 		return
 	}
 	rep := s.admin.Bulk(ctx, ids, bulkConcurrency, act, nil)
+
 	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
 	if rep.Done < len(ids) {
 		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(ids)-rep.Done)

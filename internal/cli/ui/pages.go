@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -135,10 +136,13 @@ type queueRow struct {
 // statusCount is one status's line of the overview: how many of its
 // newest tasks the scan read, and whether it has more.
 type statusCount struct {
-	Name    string
-	N       int
-	More    bool   // the status has more tasks than the scan read
-	NotRead string // why the scan did not read it (its time ran out, an error)
+	Name string
+	N    int
+	More bool // the status has more tasks than the scan reads
+	// Counting: the status's time ran out before its listing ended or
+	// reached PerStatus; N is a lower bound ("at least N, still counting").
+	Counting bool
+	NotRead  string // why the scan read none of it (an error)
 }
 
 // overviewScan is the overview's task scan: the newest PerStatus tasks of
@@ -167,34 +171,25 @@ func (s *Server) perStatus() int {
 	return min((s.cfg.Scan+n-1)/n, rules.MaxListLimit)
 }
 
-// scan reads the newest perStatus tasks of each status: one List call per
-// status, all of them within ScanTime. A status it has no time left for
-// is marked not read.
+// scan reads the newest perStatus tasks of each status, all statuses at
+// once, each a page of PageSize at a time with PageTime of its own: a
+// large status, or a rare one whose listing reads past many tasks of
+// others, runs out of its own time, and the others' counts stand.
 func (s *Server) scan(ctx context.Context) *overviewScan {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTime)
-	defer cancel()
 	d := &overviewScan{PerStatus: s.perStatus()}
-	ranOut := "not read: the scan's " + s.cfg.ScanTime.String() + " ran out"
-	var tasks []leasehold.TaskInfo
-	for _, st := range leasehold.Statuses() {
-		row := statusCount{Name: string(st)}
-		if ctx.Err() != nil {
-			row.NotRead = ranOut
-			d.ByStatus = append(d.ByStatus, row)
-			continue
-		}
-		page, err := s.cfg.Tasks.List(ctx, leasehold.ListOptions{Status: st, Limit: d.PerStatus})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			row.NotRead = ranOut
-		case err != nil:
-			row.NotRead = "not read: " + err.Error()
-		default:
-			row.N, row.More = len(page.Tasks), page.Next != ""
-			tasks = append(tasks, page.Tasks...)
-		}
-		d.ByStatus = append(d.ByStatus, row)
+	statuses := leasehold.Statuses()
+	d.ByStatus = make([]statusCount, len(statuses))
+	read := make([][]leasehold.TaskInfo, len(statuses))
+	var wg sync.WaitGroup
+	for i, st := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.ByStatus[i], read[i] = s.countStatus(ctx, st, d.PerStatus)
+		}()
 	}
+	wg.Wait()
+	tasks := slices.Concat(read...)
 	s.sawQueues(tasks)
 	d.Scanned = len(tasks)
 	byKind, byQueue := map[string]int{}, map[string]int{}
@@ -209,7 +204,7 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	}
 	for _, t := range tasks {
 		byKind[t.Kind]++
-		byQueue[queueName(t.Queue)]++
+		byQueue[queueName(s.queueOf(t))]++
 		if i := minute(t.CreatedAt); i >= 0 {
 			created[i]++
 		}
@@ -221,6 +216,47 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
 	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
 	return d
+}
+
+// countStatus reads up to most of the newest tasks of status st within
+// PageTime, and cuts off a call still under way a quarter of PageTime
+// later: the six statuses share the table's throughput, and on a slow one
+// (the emulator) even their first calls would not fit together.
+func (s *Server) countStatus(ctx context.Context, st leasehold.Status, most int) (statusCount, []leasehold.TaskInfo) {
+	ctx, cancel := s.cutOff(ctx)
+	defer cancel()
+	row := statusCount{Name: string(st)}
+	var tasks []leasehold.TaskInfo
+	o := leasehold.ListOptions{Status: st, StopBy: s.stopBy()}
+	var slowest time.Duration
+	for {
+		o.Limit = min(s.cfg.PageSize, most-len(tasks))
+		at := time.Now()
+		page, err := s.cfg.Tasks.List(ctx, o)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Out of time inside a call: what was read stands.
+			row.N, row.Counting = len(tasks), true
+			return row, tasks
+		case err != nil:
+			row.NotRead = "not read: " + err.Error()
+			return row, nil
+		}
+		slowest = max(slowest, time.Since(at))
+		tasks = append(tasks, page.Tasks...)
+		o.Cursor = page.Next
+		row.N = len(tasks)
+		switch {
+		case page.Next == "":
+			return row, tasks
+		case len(tasks) >= most:
+			row.More = true
+			return row, tasks
+		case time.Until(o.StopBy) < slowest:
+			row.Counting = true
+			return row, tasks
+		}
+	}
 }
 
 func counts(m map[string]int) []count {
@@ -304,7 +340,7 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.mu.Lock()
-		if len(s.queues) < maxQueues {
+		if name != s.workName && len(s.queues) < maxQueues {
 			s.queues[name] = true
 		}
 		s.mu.Unlock()
@@ -325,6 +361,13 @@ type tasksData struct {
 	Scanned  int
 	Next     string // URL of the next page; empty on the last
 	First    string // URL of the first page; empty on it
+	// Partial: the page stopped reading before it was full (its PageTime
+	// or the filter's bounds ran out); Next goes on from where it stopped.
+	Partial bool
+	Budget  time.Duration
+	// CutOff: a listing read was still under way when the page's time was
+	// up, and was cut off.
+	CutOff bool
 }
 
 // Query is the filters (without the cursor) as a URL query.
@@ -370,6 +413,10 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 		Since: q.Get("since"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
 	}
 	d := tasksData{F: f, Statuses: leasehold.Statuses()}
+	fq := f.Queue
+	if fq != "" && fq == s.workName {
+		fq = "-" // the default work queue, recorded with "" or its name
+	}
 	since, err := sinceOf(f.Since, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
@@ -386,17 +433,30 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.budget(r)
 	defer cancel()
-	page, err := s.admin.ListFiltered(ctx, o, admin.Filter{Kind: f.Kind, Queue: f.Queue, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
-	if err != nil {
+	o.StopBy = s.stopBy()
+	rctx, rcancel := s.cutOff(ctx)
+	defer rcancel()
+	page, err := s.admin.ListFiltered(rctx, o, admin.Filter{Kind: f.Kind, Queue: fq, Prefix: f.Prefix, Since: since}, s.cfg.PageSize)
+	switch {
+	case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+		// A read cut off: what the reads before it gave stands, and the
+		// page goes on from the last cursor it had (or this one again).
+		page.Next = cmp.Or(page.Next, f.Cursor)
+		d.Partial, d.CutOff = true, true
+		if page.Next == "" {
+			d.Next = f.URL()
+		}
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
 	s.sawQueues(page.Tasks)
-	d.Tasks, d.Scanned = page.Tasks, page.Scanned
+	d.Tasks, d.Scanned, d.Budget = page.Tasks, page.Scanned, s.cfg.PageTime
 	if page.Next != "" {
 		nf := f
 		nf.Cursor = page.Next
 		d.Next = "/tasks?" + nf.values().Encode()
+		d.Partial = d.Partial || len(page.Tasks) < s.cfg.PageSize
 	}
 	if f.Cursor != "" {
 		ff := f
@@ -465,9 +525,17 @@ const (
 )
 
 type node struct {
-	T        leasehold.TaskInfo
-	Focus    bool
-	Children []*node
+	T     leasehold.TaskInfo
+	Focus bool
+	// Took is how long it ran from its creation to its end; Age, for a
+	// task not ended, how long since its creation.
+	Took, Age string
+	// Kids is its children's count (read or not), KidsEnded how many of
+	// them ended; Waiting the children or dependencies a WAITING task
+	// still waits for (its reason), as read.
+	Kids, KidsEnded int
+	Waiting         []ref
+	Children        []*node
 	// Omitted counts its children not shown: past a bound, or unreadable.
 	Omitted int
 	// Deps are the tasks it waits for that are not its children; Waiters
@@ -543,9 +611,16 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		refs[id] = r
 		return r
 	}
-	var grow func(t leasehold.TaskInfo, depth int) *node
-	grow = func(t leasehold.TaskInfo, depth int) *node {
+	now := s.cfg.Now()
+	var grow func(t leasehold.TaskInfo, parent string, depth int) *node
+	grow = func(t leasehold.TaskInfo, parent string, depth int) *node {
 		n := &node{T: t, Focus: t.ID == id}
+		switch {
+		case t.Status.Terminal() && !t.FinishedAt.IsZero() && !t.CreatedAt.IsZero():
+			n.Took = span(t.FinishedAt.Sub(t.CreatedAt))
+		case !t.Status.Terminal() && !t.CreatedAt.IsZero():
+			n.Age = span(now.Sub(t.CreatedAt))
+		}
 		var err error
 		var kids []string
 		if mayHaveChildren(t) {
@@ -574,7 +649,29 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 				d.Omitted++
 				d.Cut = true
 			default:
-				n.Children = append(n.Children, grow(c, depth+1))
+				n.Children = append(n.Children, grow(c, t.ID, depth+1))
+			}
+		}
+		n.Kids = len(kids)
+		for _, c := range n.Children {
+			if c.T.Status.Terminal() || c.T.Status == "EXPIRED" {
+				n.KidsEnded++
+			}
+		}
+		if t.Status == leasehold.StatusWaiting && t.Wait == "children" && len(t.WaitFor) > 0 {
+			// Its own record of which ended, read with it: exact even for
+			// the children not shown.
+			n.Kids, n.KidsEnded = len(t.WaitFor), len(t.Ended)
+		}
+		if t.Status == leasehold.StatusWaiting {
+			for _, w := range t.WaitFor {
+				if slices.Contains(t.Ended, w) {
+					continue
+				}
+				if len(n.Waiting) == maxWaitingShown {
+					break
+				}
+				n.Waiting = append(n.Waiting, refOf(w))
 			}
 		}
 		if left := len(kids) - room; left > 0 {
@@ -588,6 +685,9 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, w := range t.Waiters {
+			if w == parent {
+				continue // the tree shows it: the node is under it
+			}
 			n.Waiters = append(n.Waiters, refOf(w))
 		}
 		for _, l := range t.Then {
@@ -595,8 +695,20 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		}
 		return n
 	}
-	d.Root = grow(t, 0)
+	d.Root = grow(t, "", 0)
 	s.render(w, r, http.StatusOK, "workflow", "Workflow", d)
+}
+
+// maxWaitingShown bounds the unended tasks a waiting node names.
+const maxWaitingShown = 10
+
+// span is a duration as the tree shows it: to the second, or to the
+// millisecond under one.
+func span(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // mayHaveChildren reports whether t may have started tasks that

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -50,8 +51,10 @@ type Queues interface {
 
 // Defaults of Config.
 const (
-	DefaultScan           = 1200
-	DefaultScanTime       = 10 * time.Second
+	DefaultScan = 1200
+	// DefaultPageTime keeps every page within about 2.5 s whatever the
+	// table holds: 2 s of reading, then the answer with what was read.
+	DefaultPageTime       = 2 * time.Second
 	DefaultPageSize       = 50
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultSessionIdle ends a session after half an hour without a
@@ -71,13 +74,15 @@ type Config struct {
 	WorkQueueURL string
 	// Scan bounds the tasks the overview reads when it is loaded (default
 	// DefaultScan): the newest Scan/6 (rounded up, at most
-	// rules.MaxListLimit) of each of the six statuses, one List call
-	// per status.
+	// rules.MaxListLimit) of each of the six statuses, a page of PageSize
+	// at a time.
 	Scan int
-	// ScanTime bounds the time of the overview's scan (default
-	// DefaultScanTime); the statuses it has no time left for are shown
-	// as not read.
-	ScanTime time.Duration
+	// PageTime bounds the reading of tasks by a page (default
+	// DefaultPageTime): the task list and a bulk dry run answer with what
+	// they read in that time and a link to go on; the overview reads each
+	// status at once, each with that much time, and shows a status it
+	// did not finish as "at least N".
+	PageTime time.Duration
 	// PageSize is the tasks a page of the task list shows (default
 	// DefaultPageSize).
 	PageSize int
@@ -112,8 +117,13 @@ type Server struct {
 	pages    map[string]*template.Template
 	static   http.Handler
 
+	// workName is the name of the work queue (the last part of
+	// WorkQueueURL): a task recorded with it (a raw inline token, a
+	// redriven message) is of the default work queue, shown as one queue.
+	workName string
+
 	mu     sync.Mutex
-	queues map[string]bool // queue names seen in listings
+	queues map[string]bool // queue names seen in listings, not workName
 }
 
 // New checks cfg and draws the base path, the start token and the API
@@ -125,13 +135,13 @@ func New(cfg Config) (*Server, error) {
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultScan)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
-	cfg.ScanTime = cmp.Or(cfg.ScanTime, DefaultScanTime)
+	cfg.PageTime = cmp.Or(cfg.PageTime, DefaultPageTime)
 	cfg.SessionIdle = cmp.Or(cfg.SessionIdle, DefaultSessionIdle)
 	cfg.SessionLifetime = cmp.Or(cfg.SessionLifetime, DefaultSessionLifetime)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > rules.MaxListLimit || cfg.RequestTimeout < 0 || cfg.ScanTime < 0 {
+	if cfg.Scan < 1 || cfg.PageSize < 1 || cfg.PageSize > rules.MaxListLimit || cfg.RequestTimeout < 0 || cfg.PageTime < 0 {
 		return nil, fmt.Errorf("ui: scan %d, page size %d (1..%d) or request timeout %s out of range", cfg.Scan, cfg.PageSize, rules.MaxListLimit, cfg.RequestTimeout)
 	}
 	if cfg.SessionIdle < 0 || cfg.SessionLifetime < 0 {
@@ -160,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 		apiToken: secrets[2],
 		static:   http.StripPrefix(base+"/static/", http.FileServerFS(static)),
 		queues:   map[string]bool{},
+		workName: workQueueName(cfg.WorkQueueURL),
 	}, nil
 }
 
@@ -363,13 +374,45 @@ func (s *Server) budget(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 }
 
+// stopBy is when a page's reading of tasks should have answered: PageTime
+// from now (leasehold.ListOptions.StopBy). It is no deadline: the calls
+// under way end, and the first is always made, so a page goes on however
+// slow the table is.
+func (s *Server) stopBy() time.Time { return time.Now().Add(s.cfg.PageTime) }
+
+// cutOff is ctx bounded a quarter of PageTime past stopBy: a listing read
+// still under way then (a table so slow that even a page's first read
+// does not answer: the emulator with tens of thousands of tasks) is cut
+// off, and the page answers with what the reads before it gave.
+func (s *Server) cutOff(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.PageTime+s.cfg.PageTime/4)
+}
+
 // sawQueues remembers the queue names of listed tasks, for the queues page.
 func (s *Server) sawQueues(tasks []leasehold.TaskInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tasks {
-		if t.Queue != "" && len(s.queues) < maxQueues {
-			s.queues[t.Queue] = true
+		if q := s.queueOf(t); q != "" && len(s.queues) < maxQueues {
+			s.queues[q] = true
 		}
 	}
+}
+
+// queueOf is t's queue as the inspector shows it: "" for the default work
+// queue, whether the task was recorded with "" or with its name.
+func (s *Server) queueOf(t leasehold.TaskInfo) string {
+	if t.Queue == s.workName {
+		return ""
+	}
+	return t.Queue
+}
+
+// workQueueName is the last part of a queue URL's path: the queue's name.
+func workQueueName(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil || strings.Trim(u.Path, "/") == "" {
+		return ""
+	}
+	return path.Base(u.Path)
 }

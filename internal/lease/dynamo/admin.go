@@ -448,7 +448,11 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	// holds more of the newest tasks is read again as needed.
 	chunk := min(limit, max(2*((limit+lease.ShardCount-1)/lease.ShardCount), 10))
 
-	// The first chunks are read at once.
+	// The first chunks are read at once. Each later chunk is read only if
+	// ctx's stop-by time and deadline leave time for it (query.Stopping, at
+	// the pace of the slowest read so far); otherwise the page ends short,
+	// with the cursor of where each shard stands.
+	start := time.Now()
 	errs := make([]error, len(streams))
 	var wg sync.WaitGroup
 	for i, st := range streams {
@@ -462,15 +466,26 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	if err := errors.Join(errs...); err != nil {
 		return nil, "", err
 	}
+	slowest := time.Since(start)
 
 	var page []lease.Task
-	for len(page) < limit {
+	stopped := false
+	for len(page) < limit && !stopped {
 		var next *listStream
 		for _, st := range streams {
 			for st.skip(); len(st.buf) == 0 && !st.ended; st.skip() {
+				if query.Stopping(ctx, slowest) {
+					stopped = true
+					break
+				}
+				at := time.Now()
 				if err := s.readChunk(ctx, status, st, chunk); err != nil {
 					return nil, "", err
 				}
+				slowest = max(slowest, time.Since(at))
+			}
+			if stopped {
+				break
 			}
 			if len(st.buf) == 0 {
 				continue
@@ -479,7 +494,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 				next = st
 			}
 		}
-		if next == nil {
+		if next == nil || stopped {
 			break
 		}
 		e := next.buf[0]

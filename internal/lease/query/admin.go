@@ -46,6 +46,10 @@ type Admin interface {
 	// List returns tasks with the given status, newest first within each
 	// page's merge, at most limit of them, and an opaque cursor for the next
 	// page ("" when there is none). Payload and result are not included.
+	// A page ends short of limit with a cursor only when the listing stopped
+	// for ctx's stop-by time or deadline (see Stopping): it answers with
+	// what it read in time rather than fail, and every call reads at least
+	// one chunk, so paging on makes progress.
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
 }
 

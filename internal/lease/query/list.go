@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -36,6 +37,35 @@ func ListView(t lease.Task) lease.Task {
 		FinishedAt:  t.FinishedAt,
 		Queue:       t.Queue,
 	}
+}
+
+// stopByKey is the context key of WithStopBy's time.
+type stopByKey struct{}
+
+// WithStopBy is ctx with a time by which a listing should have answered
+// (ListOptions.StopBy of the client); zero t leaves ctx as it is. It is
+// not a deadline: the calls under way finish, and the first read of a
+// listing is always made, so that paging on makes progress however slow
+// the table is.
+func WithStopBy(ctx context.Context, t time.Time) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, stopByKey{}, t)
+}
+
+// Stopping reports whether a listing should stop reading and answer with
+// what it has: less than next, the time its next read is expected to take
+// (its slowest so far), is left before ctx's stop-by time (WithStopBy) or
+// its deadline. A caller with a page budget (the inspector, `leasehold
+// list`) gets a short page with a cursor instead of an error when a rare
+// status or filter would read past it.
+func Stopping(ctx context.Context, next time.Duration) bool {
+	if t, ok := ctx.Value(stopByKey{}).(time.Time); ok && time.Until(t) < next {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < next
 }
 
 // CheckList validates the arguments of List.
