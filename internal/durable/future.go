@@ -166,7 +166,7 @@ func (f *Future) Get(ctx context.Context) ([]byte, error) {
 		}
 		return nil, w.wait(ctx, &pauseError{msg: f.name + " until " + f.wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: f.wake.Sub(clock.Now())}}, sleepWhat(f.name))
 	case futureCallback:
-		out, err := w.callback(ctx, f.name, f.timeout, f.submit, f.submitted, 0)
+		out, err := w.callback(ctx, f.name, f.timeout, 0, f.submit, f.submitted, 0)
 		if Suspends(err) {
 			return nil, err
 		}
@@ -291,7 +291,7 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 		if i < 0 {
 			break
 		}
-		out, err := w.callback(ctx, fs[i].name, fs[i].timeout, fs[i].submit, true, 0)
+		out, err := w.callback(ctx, fs[i].name, fs[i].timeout, 0, fs[i].submit, true, 0)
 		if Suspends(err) || isRunEnd(err) {
 			return nil, err
 		}
@@ -475,9 +475,9 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		return branchWait
 	}
 	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
-		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
+		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
 		return err
 	}
-	_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, 0)
+	_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
 	return err
 }
