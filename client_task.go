@@ -112,6 +112,12 @@ type TaskInfo struct {
 	Ended   []string `json:"ended,omitempty"`
 	// WaitUntil is the wait's deadline (a WAITING task's; every wait has one).
 	WaitUntil time.Time `json:"wait_until,omitzero"`
+	// LastHeartbeat and HeartbeatUntil are set while the task waits for a
+	// callback with a heartbeat timeout (workflow.HeartbeatTimeout): when
+	// its last heartbeat came (when the wait began, before the first), and
+	// when the wait ends unless a heartbeat comes first.
+	LastHeartbeat  time.Time `json:"last_heartbeat,omitzero"`
+	HeartbeatUntil time.Time `json:"heartbeat_until,omitzero"`
 	// Waiters are the tasks told when this one ends.
 	Waiters []string `json:"waiters,omitempty"`
 	// Steps names the handler's recorded steps (workflow.Step, and the
@@ -243,6 +249,9 @@ func infoOf(t lease.Task) TaskInfo {
 		info.LeaseFence = t.Fence
 	}
 	info.Parent, info.Wait, info.WaitFor, info.Ended, info.WaitUntil = t.Parent, string(t.Wait), t.WaitFor, t.Ended, utc(t.WaitUntil)
+	if t.Status == lease.StatusWaiting && t.Wait == lease.WaitCallback && t.HeartbeatTimeout > 0 && !t.BeatUntil.IsZero() {
+		info.LastHeartbeat, info.HeartbeatUntil = utc(t.BeatUntil.Add(-t.HeartbeatTimeout)), utc(t.BeatUntil)
+	}
 	for _, w := range t.Waiters {
 		info.Waiters = append(info.Waiters, w.ID)
 	}

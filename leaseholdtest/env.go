@@ -571,6 +571,36 @@ func (e *Env) FailCallback(callbackToken, reason string) error {
 	return e.endWait(callbackToken, lease.StatusFailed, nil, reason)
 }
 
+// HeartbeatCallback beats for the wait the callback token names, as
+// leasehold.Client.HeartbeatCallback does, with the same store write: a
+// wait with a heartbeat timeout (workflow.HeartbeatTimeout) goes on for
+// the timeout from the fake clock's now. Call it between Runs, advancing
+// the clock yourself; the Run after the heartbeat deadline passed without
+// a beat fails the attempt. A beat for a wait that has ended, or is past
+// a deadline, gives an error matching leasehold.ErrBadCallback (and
+// leasehold.ErrNotWaiting, or ErrFinished); a wait without a heartbeat
+// timeout one matching leasehold.ErrInvalid.
+func (e *Env) HeartbeatCallback(callbackToken string) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	cb, err := token.ParseCallback(callbackToken)
+	if err != nil {
+		return fmt.Errorf("leaseholdtest: %w: %w", leasehold.ErrBadCallback, err)
+	}
+	if lease.IsCallbackHash(cb.Nonce) {
+		return fmt.Errorf("leaseholdtest: %w: the token carries the stored hash of a callback's secret, not the secret: only the token the handler took beats for a wait", leasehold.ErrBadCallback)
+	}
+	_, err = e.store.BeatCallback(e.ctx, lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, leasehold.ErrBadCallback), errors.Is(err, leasehold.ErrInvalid):
+		return fmt.Errorf("leaseholdtest: %w", err)
+	}
+	return fmt.Errorf("leaseholdtest: %w: %w", leasehold.ErrBadCallback, err)
+}
+
 func (e *Env) endWait(callbackToken string, status lease.Status, result []byte, reason string) error {
 	if err := e.usable(); err != nil {
 		return err

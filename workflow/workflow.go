@@ -320,9 +320,20 @@ func (e *CallbackFailedError) Error() string {
 // for one wait: make it idempotent. An error of submit is returned as it
 // is. A handler may wait for any number of callbacks, one at a time, under
 // different names (as All's). A callback's result is at most 16 KiB.
-func WaitForCallback[T any](ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) (T, error) {
+//
+// With HeartbeatTimeout(d) the outside system must also beat while it
+// works (leasehold.Client.HeartbeatCallback with the token, `leasehold
+// heartbeat`, or a {"v":1,"heartbeat":TOKEN} message): the wait ends, its
+// attempt failed with "callback heartbeat timed out after d" and retried
+// as after a timeout, when no beat came within d since the wait began or
+// the last beat, although timeout has not passed.
+func WaitForCallback[T any](ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error, opts ...CallbackOption) (T, error) {
 	var zero T
-	raw, err := durable.CallbackOf(ctx, name, timeout, submit)
+	var o callbackOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	raw, err := durable.CallbackBeatingOf(ctx, name, timeout, o.heartbeat, submit)
 	var failed *durable.CallbackFailedError
 	if errors.As(err, &failed) {
 		return zero, &CallbackFailedError{Name: failed.Name, Reason: failed.Reason}
@@ -331,6 +342,23 @@ func WaitForCallback[T any](ctx context.Context, name string, timeout time.Durat
 		return zero, err
 	}
 	return decoded[T](raw, fmt.Sprintf("callback %q: its result", name))
+}
+
+// CallbackOption changes how WaitForCallback waits.
+type CallbackOption func(*callbackOptions)
+
+// callbackOptions are WaitForCallback's options, as its CallbackOptions set
+// them.
+type callbackOptions struct {
+	heartbeat time.Duration
+}
+
+// HeartbeatTimeout makes the callback wait end when no heartbeat came
+// within d since the wait began or the last beat (WaitForCallback). d is
+// at least a second and at most the wait's timeout; zero means no
+// heartbeats (the default). Each beat costs one conditional write.
+func HeartbeatTimeout(d time.Duration) CallbackOption {
+	return func(o *callbackOptions) { o.heartbeat = d }
 }
 
 // Outcome is how a child or a dependency ended, as its waiter sees it.

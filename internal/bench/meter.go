@@ -450,6 +450,8 @@ func parseWrite(op string, body []byte, key string) write {
 		kind = "notify (cancels)"
 	case strings.Contains(u, "ADD #ended"):
 		kind = "notify"
+	case strings.HasPrefix(u, "SET #beat_until = :now + #beat_timeout"):
+		kind = "callback heartbeat"
 	case strings.Contains(in.ConditionExpression, "#callback = :nonce"):
 		kind = "end wait (callback or timeout)"
 	case strings.Contains(u, "#wait = :wait"):

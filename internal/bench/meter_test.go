@@ -15,6 +15,7 @@ func TestParseWriteNamesWorkflowWrites(t *testing.T) {
 		{"notify", "UpdateItem", `{"Key":{"id":{"S":"a"}},"UpdateExpression":"SET #updated_at = :now ADD #ended :ended"}`, "notify"},
 		{"notify that cancels", "UpdateItem", `{"Key":{"id":{"S":"a"}},"UpdateExpression":"SET #status = :cancelled ADD #ended :ended"}`, "notify (cancels)"},
 		{"suspend", "UpdateItem", `{"Key":{"id":{"S":"a"}},"UpdateExpression":"SET #status = :status, #wait = :wait REMOVE #lease_owner"}`, "suspend"},
+		{"heartbeat", "UpdateItem", `{"Key":{"id":{"S":"a"}},"ConditionExpression":"#status = :waiting AND #callback = :nonce AND #beat_until > :now","UpdateExpression":"SET #beat_until = :now + #beat_timeout, #updated_at = :now"}`, "callback heartbeat"},
 		{"end wait", "UpdateItem", `{"Key":{"id":{"S":"a"}},"ConditionExpression":"#status = :waiting AND #callback = :nonce","UpdateExpression":"SET #status = :status"}`, "end wait (callback or timeout)"},
 		{"resume", "UpdateItem", `{"Key":{"id":{"S":"a"}},"UpdateExpression":"SET #status = :pending REMOVE #ended, #wait_until"}`, "resume"},
 		{"resume and claim", "UpdateItem", `{"Key":{"id":{"S":"a"}},"UpdateExpression":"SET #status = :running, #lease_owner = :owner REMOVE #ended"}`, "resume and claim"},

@@ -99,6 +99,14 @@ func (e *CallbackFailedError) Error() string {
 // which is retried as after any failure (and submits a new token). An
 // error of submit is returned as it is.
 func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
+	return CallbackBeatingOf(ctx, name, timeout, 0, submit)
+}
+
+// CallbackBeatingOf is CallbackOf for a wait with a heartbeat timeout
+// (zero: none, as CallbackOf): the wait also ends, its attempt failed,
+// when no heartbeat came within heartbeat since the suspension or the
+// last beat.
+func CallbackBeatingOf(ctx context.Context, name string, timeout, heartbeat time.Duration, submit func(ctx context.Context, token string) error) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
 		return nil, ErrNoWorkflow
@@ -106,7 +114,7 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
-	return w.callback(ctx, name, timeout, submit, false, 0)
+	return w.callback(ctx, name, timeout, heartbeat, submit, false, 0)
 }
 
 // callback is CallbackOf's work. submitted says this run handed the
@@ -114,7 +122,9 @@ func CallbackOf(ctx context.Context, name string, timeout time.Duration, submit 
 // timer, when not zero, is the deadline of a timer raced against the
 // callback (Combine): the wait ends there with the answer TimerFired
 // instead of failing the attempt, and its timeout is the time left to it.
-func (w *Workflow) callback(ctx context.Context, name string, timeout time.Duration, submit func(ctx context.Context, token string) error, submitted bool, timer time.Duration) ([]byte, error) {
+// heartbeat is the wait's heartbeat timeout (CallbackBeatingOf), zero for
+// none.
+func (w *Workflow) callback(ctx context.Context, name string, timeout, heartbeat time.Duration, submit func(ctx context.Context, token string) error, submitted bool, timer time.Duration) ([]byte, error) {
 	step := "callback:" + name
 	qualified := spaceOf(ctx).qualify(step) // what the wait's answer is recorded as
 	raw, err := stepOf(ctx, step, "callback", func(ctx context.Context) ([]byte, error) {
@@ -126,7 +136,7 @@ func (w *Workflow) callback(ctx context.Context, name string, timeout time.Durat
 		if timer > 0 {
 			return nil, &AwaitCallbackError{Timeout: timer, Step: qualified, Timer: true}
 		}
-		return nil, &AwaitCallbackError{Timeout: timeout, Step: qualified}
+		return nil, &AwaitCallbackError{Timeout: timeout, Heartbeat: heartbeat, Step: qualified}
 	}, false)
 	if err != nil {
 		return nil, w.wait(ctx, err, fmt.Sprintf("workflow.WaitForCallback %q", name))

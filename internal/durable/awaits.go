@@ -58,6 +58,9 @@ func (e *AwaitChildrenError) Error() string {
 // or until Timeout passes, which fails the attempt (retried as any failure).
 type AwaitCallbackError struct {
 	Timeout time.Duration
+	// Heartbeat is the wait's heartbeat timeout (zero: none): the wait
+	// also ends when no heartbeat came within it (lease.Wait.Heartbeat).
+	Heartbeat time.Duration
 	// Step makes the wait resumable (CallbackOf): the answer is recorded
 	// as this step, and the handler runs again to read it.
 	Step string

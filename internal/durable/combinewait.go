@@ -202,9 +202,9 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		return branchWait
 	}
 	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
-		_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, max(left, time.Millisecond))
+		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
 		return err
 	}
-	_, err := w.callback(ctx, cb.name, cb.timeout, cb.submit, cb.submitted, 0)
+	_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
 	return err
 }

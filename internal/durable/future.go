@@ -178,7 +178,7 @@ func (f *Future) Get(ctx context.Context) ([]byte, error) {
 		}
 		return nil, w.wait(ctx, &pauseError{msg: f.name + " until " + f.wake.UTC().Format(time.RFC3339), snooze: SnoozeError{Delay: f.wake.Sub(clock.Now())}}, sleepWhat(f.name))
 	case futureCallback:
-		out, err := w.callback(ctx, f.name, f.timeout, f.submit, f.submitted, 0)
+		out, err := w.callback(ctx, f.name, f.timeout, 0, f.submit, f.submitted, 0)
 		if Suspends(err) {
 			return nil, err
 		}
@@ -321,7 +321,7 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 			answered = append(answered, i)
 			continue
 		}
-		out, err := w.callback(ctx, fs[i].name, fs[i].timeout, fs[i].submit, true, 0)
+		out, err := w.callback(ctx, fs[i].name, fs[i].timeout, 0, fs[i].submit, true, 0)
 		if Suspends(err) || isRunEnd(err) {
 			return nil, err
 		}

@@ -156,6 +156,17 @@ type Task struct {
 	// CallbackStep names the step a resumable callback wait records its
 	// answer as (Wait.Step); "" for a callback that ends the task.
 	CallbackStep string
+	// HeartbeatTimeout is a callback wait's heartbeat timeout
+	// (Wait.Heartbeat); zero for a wait without heartbeats. With
+	// BeatUntil it is meaningful only while the task waits for a
+	// callback (a later suspension sets or clears both).
+	HeartbeatTimeout time.Duration
+	// BeatUntil is when a callback wait with a heartbeat timeout ends
+	// unless a heartbeat comes first: its suspension plus the timeout,
+	// moved to the last beat plus the timeout by each beat (BeatCallback).
+	// The wait's effective deadline is the earlier of it and WaitUntil
+	// (Task.CallbackDeadline).
+	BeatUntil time.Time
 	// WaitNote is the last suspension's Wait.Note, kept after the resume
 	// for the handler.
 	WaitNote string

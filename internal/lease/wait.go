@@ -99,6 +99,12 @@ type Wait struct {
 	// it, instead of ending with it. Nonce must then be
 	// ResumableNonce(secret, Step), which binds the step to the token.
 	Step string
+	// Heartbeat is a callback wait's heartbeat timeout (zero: none): the
+	// wait also ends, its attempt failed, when no heartbeat
+	// (BeatCallback) came within it since the suspension or the last
+	// beat. The sweep entry sits at the earlier of Until and the first
+	// heartbeat deadline, so the wait cannot be Carried.
+	Heartbeat time.Duration
 	// Note is the handler's own state for the run after the wait (a
 	// map's progress between its waves: workflow.Map), kept as
 	// Task.WaitNote until the next suspension; at most MaxWaitNoteBytes.
@@ -194,8 +200,14 @@ func (w Wait) Validate() error {
 		if w.Carried && !w.DispatchAt.IsZero() {
 			return fmt.Errorf("%w: a carried wait has no dispatch time", ErrInvalid)
 		}
+		if w.Heartbeat < 0 || w.Heartbeat > 0 && w.Carried {
+			return fmt.Errorf("%w: a heartbeat timeout is positive, on a wait with a sweep entry (not Carried)", ErrInvalid)
+		}
 	default:
 		return fmt.Errorf("%w: cannot suspend to wait for %q", ErrInvalid, w.Mode)
+	}
+	if w.Heartbeat != 0 && w.Mode != WaitCallback {
+		return fmt.Errorf("%w: only a callback wait has a heartbeat timeout", ErrInvalid)
 	}
 	return nil
 }

@@ -34,10 +34,32 @@ func (w Wait) Times(now time.Time) (until, dispatchAt time.Time) {
 	switch {
 	case w.Carried:
 		return Millis(until), time.Time{}
+	case dispatchAt.IsZero() && w.Heartbeat > 0 && w.BeatUntil(now).Before(until):
+		dispatchAt = w.BeatUntil(now)
 	case dispatchAt.IsZero():
 		dispatchAt = until
 	}
 	return Millis(until), Millis(dispatchAt)
+}
+
+// BeatUntil is the first heartbeat deadline of w suspended at now: now
+// plus its heartbeat timeout, or zero for a wait without heartbeats.
+func (w Wait) BeatUntil(now time.Time) time.Time {
+	if w.Heartbeat <= 0 {
+		return time.Time{}
+	}
+	return Millis(now.Add(w.Heartbeat))
+}
+
+// CallbackDeadline is when t's callback wait ends unless it is answered:
+// the earlier of its deadline (WaitUntil) and, for a wait with a heartbeat
+// timeout, its heartbeat deadline (BeatUntil). heartbeat reports that the
+// heartbeat deadline is the one that binds.
+func (t Task) CallbackDeadline() (at time.Time, heartbeat bool) {
+	if t.HeartbeatTimeout > 0 && !t.BeatUntil.IsZero() && t.BeatUntil.Before(t.WaitUntil) {
+		return t.BeatUntil, true
+	}
+	return t.WaitUntil, false
 }
 
 // ArmRegistrationCheck moves the sweep entry of t, just created WAITING for

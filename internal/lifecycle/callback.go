@@ -28,6 +28,9 @@ func (x *execution) runCallback(ctx context.Context) State {
 	if x.in.tok.HasError && x.in.tok.Error == durable.TimerFired {
 		return x.reject(ctx, "callback: its failure's reason is the one leasehold reserves for a raced timer")
 	}
+	if x.in.tok.Heartbeat {
+		return x.runHeartbeat(ctx, cb)
+	}
 	e := lease.WaitEnd{ID: cb.ID, Fence: cb.Fence, Attempt: cb.Attempt, Nonce: cb.Nonce, Status: lease.StatusSucceeded, Result: x.in.tok.Result}
 	if x.in.tok.HasError {
 		e.Status, e.Result, e.Error = lease.StatusFailed, nil, x.in.tok.Error

@@ -35,6 +35,10 @@ type capabilities struct {
 	// maps keeps sliding maps' groups and pages (workflow.Map; without
 	// it a map fails its parent).
 	maps mapstate.Store
+	// beats records callback heartbeats (a heartbeat message; without it
+	// one is rejected, and a wait with a heartbeat timeout fails its
+	// attempt at once).
+	beats beater
 }
 
 // capabilitiesOf finds the optional interfaces of store.
@@ -48,6 +52,7 @@ func capabilitiesOf(store lease.Store) capabilities {
 	c.marker, _ = store.(dispatchMarker)
 	c.runs, _ = store.(runArchiver)
 	c.maps, _ = store.(mapstate.Store)
+	c.beats, _ = store.(beater)
 	return c
 }
 
@@ -55,6 +60,13 @@ func capabilitiesOf(store lease.Store) capabilities {
 // lease.Store does not declare: both stores have it.
 type canceller interface {
 	RequestCancel(ctx context.Context, id string) (lease.Task, error)
+}
+
+// beater is a store's heartbeat of a callback wait (rules.BeatLands): one
+// conditional write that moves the wait's heartbeat deadline. Both stores
+// have it (the conformance suite's CallbackHeartbeat).
+type beater interface {
+	BeatCallback(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
 }
 
 // dispatchMarker is the part of query.Admin a registration check needs.

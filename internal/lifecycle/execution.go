@@ -72,18 +72,19 @@ type Result struct {
 	// Ack: the message is done with and may be deleted. When false it is
 	// reported as a batch item failure and comes back later.
 	Ack bool
-	// Final is the last state reached; Outcome is set when a handler ran.
-	Final   State
-	Outcome Outcome
-	// Reason explains a message that was rejected or not acknowledged.
-	Reason string
 	// Held: the token was held back without using an attempt. Before its
 	// claim: by a rate window known full (Config.RateLimits) or because
 	// its queue is paused (Message.Paused), the message coming back later.
 	// After it: by its queue's rate limit or its kind's concurrency limit
 	// (Config.KindConcurrency), the task released with its attempt handed
-	// back (OutcomeHeld).
+	// back (OutcomeHeld). (Beside Ack and Final: one word for the three,
+	// which keeps the execution record in its size class.)
 	Held bool
+	// Final is the last state reached; Outcome is set when a handler ran.
+	Final   State
+	Outcome Outcome
+	// Reason explains a message that was rejected or not acknowledged.
+	Reason string
 }
 
 // handlerResult is what the handler goroutine hands back.
@@ -105,7 +106,9 @@ type execution struct {
 	// parent of the handler's and the renewer's contexts and of each remote
 	// call's timeout.
 	detached context.Context
-	state    State
+	// (The execution's state is run's own: a local of its loop, not a
+	// field, which keeps the record in its size class.)
+
 	// task is the message's task as this execution last read or wrote it.
 	task lease.Task
 

@@ -53,7 +53,7 @@ func (e *Executor) process(ctx context.Context, log *slog.Logger, m Message, vis
 	var nonceHex [2 * len(nonce)]byte
 	hex.Encode(nonceHex[:], nonce[:])
 	x := &execution{
-		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m, state: StateReceived,
+		cfg: &e.cfg, log: taskLog{base: log, messageID: m.ID}, msg: m,
 		claimed: claimRecord{ownerName: e.cfg.Owner + "/" + m.ID + "/" + string(nonceHex[:])},
 		running: runRecord{vis: vis, timers: &e.timers}, in: intake{pre: pre},
 	}

@@ -16,13 +16,16 @@ import (
 type taskLog struct {
 	taskID     string
 	kind       string
-	claimed    bool // attempt and fence are set
-	attempt    int
 	fence      int64
-	timed      bool // durationMS is set
 	durationMS int64
 	messageID  string
 	base       *slog.Logger
+	// The attempt (at most lease.MaxAttemptsLimit) and the flags last,
+	// together: one word for them, which keeps the execution record in its
+	// size class.
+	attempt int32
+	claimed bool // attempt and fence are set
+	timed   bool // durationMS is set
 }
 
 // enabled reports whether a line at level would be written.
@@ -51,7 +54,7 @@ func (l *taskLog) logAt(level slog.Level, msg string, args ...any) {
 		r.AddAttrs(slog.String("kind", l.kind))
 	}
 	if l.claimed {
-		r.AddAttrs(slog.Int("attempt", l.attempt), slog.Int64("fence", l.fence))
+		r.AddAttrs(slog.Int("attempt", int(l.attempt)), slog.Int64("fence", l.fence))
 	}
 	if l.timed {
 		r.AddAttrs(slog.Int64("duration_ms", l.durationMS))

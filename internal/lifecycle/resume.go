@@ -26,8 +26,10 @@ func (x *execution) runResuming(ctx context.Context) State {
 	}
 	now := x.cfg.Clock.Now()
 	switch {
-	case t.Wait == lease.WaitCallback && !now.Before(t.WaitUntil):
+	case t.Wait == lease.WaitCallback && !now.Before(callbackDeadline(t)):
 		return x.callbackTimedOut(ctx, t)
+	case t.Wait == lease.WaitCallback && t.HeartbeatTimeout > 0:
+		return x.heartbeatCheck(ctx, t, now)
 	case t.Wait == lease.WaitCallback:
 		return x.earlyCallbackToken(ctx, t, now)
 	case lease.Complete(t):
@@ -81,6 +83,10 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 		return x.timerFired(ctx, t)
 	}
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))
+	if at, beat := t.CallbackDeadline(); beat {
+		reason = fmt.Sprintf("callback heartbeat timed out after %s: no heartbeat since %s", t.HeartbeatTimeout,
+			at.Add(-t.HeartbeatTimeout).UTC().Format(time.RFC3339))
+	}
 	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Error: reason, Status: lease.StatusFailed, TimedOut: true}
 	delay := x.cfg.Backoff(t.Attempt)
 	if t.Attempt < t.MaxAttempts {

@@ -27,7 +27,7 @@ import (
 
 // runClaimed starts the handler and the renewer (seed: TaskClaimed).
 func (x *execution) runClaimed(ctx context.Context) State {
-	x.log.claimed, x.log.attempt, x.log.fence = true, x.task.Attempt, x.task.Fence
+	x.log.claimed, x.log.attempt, x.log.fence = true, int32(x.task.Attempt), x.task.Fence
 	x.claimedSpan()
 	if x.cfg.Observer != nil {
 		x.claimed.claimInfo = Claim{

@@ -226,9 +226,13 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 		return x.failClaimed(ctx, "await callback: the handler never took its callback token (CallbackToken), so nothing could complete the task")
 	case ac.Timeout <= 0 || ac.Timeout > durable.MaxCallbackTimeout:
 		return x.failClaimed(ctx, fmt.Sprintf("await callback: timeout %s is outside (0, %s]", ac.Timeout, durable.MaxCallbackTimeout))
+	case ac.Heartbeat != 0 && (ac.Heartbeat < MinHeartbeatTimeout || ac.Heartbeat > ac.Timeout):
+		return x.failClaimed(ctx, fmt.Sprintf("await callback: heartbeat timeout %s is outside [%s, %s] (the wait's timeout)", ac.Heartbeat, MinHeartbeatTimeout, ac.Timeout))
+	case ac.Heartbeat != 0 && x.cfg.caps.beats == nil:
+		return x.failClaimed(ctx, "await callback: a heartbeat timeout needs a store that records heartbeats, and this one does not")
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
-	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step}
+	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step, Heartbeat: ac.Heartbeat}
 	if ac.Timer && ac.Step != "" {
 		// The deadline is a raced timer's: it ends the wait with the
 		// timer's answer rather than failing the attempt (timerFired).
@@ -252,9 +256,11 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 				ac.Step, len(steps.Steps), used, lease.MaxSteps, lease.MaxStepsBytes))
 		}
 	}
-	if ac.Timeout > MaxSQSDelay {
+	if ac.Timeout > MaxSQSDelay || ac.Heartbeat > 0 {
 		// The sweep index holds the deadline (the suspension writes the
-		// entry): no message keeps the time.
+		// entry): no message keeps the time. A wait with a heartbeat
+		// timeout has its entry at the first heartbeat deadline, which
+		// each worker that meets it moves on (heartbeatCheck).
 		return x.suspend(ctx, w)
 	}
 	// A timeout SQS can delay a message for: one token, sent first, so a

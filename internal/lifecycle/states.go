@@ -21,8 +21,8 @@ const (
 	// StateReceived: a token is in hand; nothing is claimed. It is decoded
 	// and routed: claimed, or created and claimed (runReceived).
 	StateReceived State = iota
-	// StateCallback: a callback token: end the wait it names, once
-	// (runCallback).
+	// StateCallback: a callback token: end the wait it names, once, or,
+	// for a heartbeat, keep it alive (runCallback, runHeartbeat).
 	StateCallback
 	// StateAwaitingDependencies: an inline token with dependencies (after):
 	// create its task WAITING and register it on each dependency
@@ -104,7 +104,7 @@ type Transition struct {
 // rendered from it (renderStates).
 var transitions = []Transition{
 	{StateReceived, StateClaimed, "claimed, or an inline token's task created and claimed in one write"},
-	{StateReceived, StateCallback, "a callback token"},
+	{StateReceived, StateCallback, "a callback token (an answer or a heartbeat)"},
 	{StateReceived, StateAwaitingDependencies, "an inline token with dependencies (after)"},
 	{StateReceived, StateResuming, "the task is WAITING (a wake token, or any other)"},
 	{StateReceived, StateNotifying, "the task has ended (a duplicate token), or ends here: an over-limit token recorded FAILED, an expired last attempt failed"},
@@ -114,7 +114,7 @@ var transitions = []Transition{
 	{StateMessage, StateExited, "put in the workflow's inbox (or put there before), and its receiver woken; rejected with the reason (no such workflow, ended, inbox full); or kept (a store error)"},
 
 	{StateCallback, StateNotifying, "the callback ended the wait, or found the task ended (rejected, after its waiters are told again)"},
-	{StateCallback, StateExited, "rejected, or kept (it came before the suspension, or a store error)"},
+	{StateCallback, StateExited, "a heartbeat recorded or dropped; rejected, or kept (it came before the suspension, or a store error)"},
 
 	{StateAwaitingDependencies, StateNotifying, "the task had ended already, or its wait was abandoned (a cycle, no room to wait)"},
 	{StateAwaitingDependencies, StateExited, "created and registered on every dependency; or kept to retry"},
@@ -171,51 +171,52 @@ var transitionHook func(from, to State, declared bool)
 // functions are called and their transitions checked.
 func (x *execution) run(ctx context.Context) Result {
 	x.detached = context.WithoutCancel(ctx)
-	for x.state != StateExited {
-		prev := x.state
-		switch x.state {
+	state := StateReceived
+	for state != StateExited {
+		prev := state
+		switch state {
 		case StateReceived:
-			x.state = x.runReceived(ctx)
+			state = x.runReceived(ctx)
 		case StateCallback:
-			x.state = x.runCallback(ctx)
+			state = x.runCallback(ctx)
 		case StateMessage:
-			x.state = x.runMessage(ctx)
+			state = x.runMessage(ctx)
 		case StateAwaitingDependencies:
-			x.state = x.runAwaitingDependencies(ctx)
+			state = x.runAwaitingDependencies(ctx)
 		case StateResuming:
-			x.state = x.runResuming(ctx)
+			state = x.runResuming(ctx)
 		case StateClaimed:
-			x.state = x.runClaimed(ctx)
+			state = x.runClaimed(ctx)
 		case StateRunning:
-			x.state = x.runRunning(ctx)
+			state = x.runRunning(ctx)
 		case StateFinishing:
-			x.state = x.runFinishing(ctx)
+			state = x.runFinishing(ctx)
 		case StateSpawning:
-			x.state = x.runSpawning(ctx)
+			state = x.runSpawning(ctx)
 		case StateAwaitingChildren:
-			x.state = x.runAwaitingChildren(ctx)
+			state = x.runAwaitingChildren(ctx)
 		case StateAwaitingCallback:
-			x.state = x.runAwaitingCallback(ctx)
+			state = x.runAwaitingCallback(ctx)
 		case StateNotifying:
-			x.state = x.runNotifying(ctx)
+			state = x.runNotifying(ctx)
 		default:
-			panic(fmt.Sprintf("lifecycle: no function for state %s", x.state))
+			panic(fmt.Sprintf("lifecycle: no function for state %s", state))
 		}
-		ok := declared(prev, x.state)
+		ok := declared(prev, state)
 		if transitionHook != nil {
-			transitionHook(prev, x.state, ok)
+			transitionHook(prev, state, ok)
 		}
 		if !ok {
 			// A bug: the table or a state's function is wrong. The
 			// execution goes on (the state's work is done); the package's
 			// tests fail on it.
-			x.log.error("undeclared state transition", "from", prev.String(), "to", x.state.String())
+			x.log.error("undeclared state transition", "from", prev.String(), "to", state.String())
 		}
 		if x.log.enabled(slog.LevelDebug) {
-			x.log.debug("task state changed", "from", prev.String(), "to", x.state.String())
+			x.log.debug("task state changed", "from", prev.String(), "to", state.String())
 		}
 	}
-	x.result.Final = x.state
+	x.result.Final = state
 	x.releaseSlot()
 	x.endAttempt()
 	return x.result

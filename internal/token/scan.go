@@ -25,6 +25,7 @@ type fields struct {
 	afterAny    bool
 	waitTimeout int64
 	callback    string
+	heartbeat   string
 	result      json.RawMessage
 	errMsg      *string
 	wake        bool

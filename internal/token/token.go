@@ -99,6 +99,11 @@ type Token struct {
 	Error    string
 	HasError bool
 	AfterAny bool
+	// Heartbeat (callback form only; "heartbeat" on the wire, in place of
+	// "callback", with no "result" or "error") makes the message a
+	// heartbeat of the wait Callback names: it keeps a wait with a
+	// heartbeat timeout alive and ends nothing.
+	Heartbeat bool
 	// Wake (reference only): the task was WAITING and its wait is over:
 	// the worker reads it and resumes and claims it in one write.
 	Wake bool
@@ -142,6 +147,7 @@ type wire struct {
 	AfterAny    bool              `json:"after_any,omitempty"`
 	WaitTimeout int64             `json:"wait_timeout_seconds,omitempty"`
 	Callback    string            `json:"callback,omitempty"`
+	Heartbeat   string            `json:"heartbeat,omitempty"`
 	Result      json.RawMessage   `json:"result,omitempty"`
 	Error       *string           `json:"error,omitempty"`
 	Wake        bool              `json:"wake,omitempty"`
@@ -193,6 +199,12 @@ func Decode(body string) (Token, error) {
 	if f.errMsg != nil {
 		t.Error, t.HasError = *f.errMsg, true
 	}
+	if f.heartbeat != "" {
+		if t.Callback != "" || t.Result != nil || t.HasError {
+			return Token{}, &Error{Reason: ErrInvalidField, Detail: `a heartbeat message has only "v" and "heartbeat"`}
+		}
+		t.Callback, t.Heartbeat = f.heartbeat, true
+	}
 	if f.hasQueue {
 		if err := checkQueue(f.queue); err != nil {
 			return Token{}, err
@@ -217,7 +229,7 @@ func decodeJSON(body string) (fields, error) {
 		return fields{}, err
 	}
 	f := fields{id: w.ID, kind: w.Kind, maxAttempts: w.MaxAttempts, createToken: w.CreateToken,
-		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, result: w.Result, errMsg: w.Error, wake: w.Wake,
+		parent: w.Parent, after: w.After, afterAny: w.AfterAny, waitTimeout: w.WaitTimeout, callback: w.Callback, heartbeat: w.Heartbeat, result: w.Result, errMsg: w.Error, wake: w.Wake,
 		then: w.Then, prev: w.Prev, metadata: w.Metadata, tp: w.LegacyTraceParent, ts: w.LegacyTraceState,
 		send: w.Send, topic: w.Topic, messageID: w.MessageID}
 	if w.V != nil {

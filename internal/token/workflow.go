@@ -148,3 +148,11 @@ func CallbackMessage(callback string, result json.RawMessage, failed bool, reaso
 	}
 	return string(b), nil
 }
+
+// HeartbeatMessage encodes the heartbeat form of a message: it keeps the
+// wait the callback token names alive (Token.Heartbeat).
+func HeartbeatMessage(callback string) string {
+	v := Version
+	b, _ := json.Marshal(wire{V: &v, Heartbeat: callback}) // strings only: it cannot fail
+	return string(b)
+}

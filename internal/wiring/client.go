@@ -106,6 +106,8 @@ type ClientStore interface {
 	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
 	EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
+	// BeatCallback records a heartbeat of a callback wait (rules.BeatLands).
+	BeatCallback(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
 	// ReadSteps reads a history past its task's item (lease.ReadHistory).
 	ReadSteps(ctx context.Context, id string, from, n int) ([]lease.Step, error)
 }

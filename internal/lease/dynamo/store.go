@@ -81,6 +81,11 @@ const (
 	AttrCallback  = "callback"
 	// attrCallbackStep is Task.CallbackStep.
 	attrCallbackStep = "callback_step"
+	// attrBeatTimeout is Task.HeartbeatTimeout (ms) and attrBeatUntil
+	// Task.BeatUntil (unix ms): both present only on a callback wait with
+	// a heartbeat timeout.
+	attrBeatTimeout = "beat_timeout"
+	attrBeatUntil   = "beat_until"
 	// attrWaitNote is Task.WaitNote.
 	attrWaitNote = "wait_note"
 	// attrRun is Task.Run (absent for the first run).
@@ -840,6 +845,10 @@ func itemOf(t lease.Task) map[string]types.AttributeValue {
 	text(attrWait, string(t.Wait))
 	text(AttrCallback, t.CallbackHash)
 	text(attrCallbackStep, t.CallbackStep)
+	if t.HeartbeatTimeout > 0 {
+		item[attrBeatTimeout] = avN(t.HeartbeatTimeout.Milliseconds())
+	}
+	millis(attrBeatUntil, t.BeatUntil)
 	text(attrWaitNote, t.WaitNote)
 	text(attrThen, encodeThen(t.Then))
 	if len(t.Metadata) > 0 {
@@ -943,6 +952,8 @@ func TaskFromItem(item map[string]types.AttributeValue) (lease.Task, error) {
 		WaitUntil:        d.millis(attrWaitUntil),
 		CallbackHash:     d.str(AttrCallback),
 		CallbackStep:     d.str(attrCallbackStep),
+		HeartbeatTimeout: time.Duration(d.num(attrBeatTimeout)) * time.Millisecond,
+		BeatUntil:        d.millis(attrBeatUntil),
 		WaitNote:         d.str(attrWaitNote),
 		Run:              int32(d.num(attrRun)),
 	}

@@ -63,6 +63,13 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 			e.remove = append(e.remove, "#callback_step")
 		}
 	}
+	if w.Heartbeat > 0 {
+		e.set = append(e.set, "#beat_timeout = :beat_timeout", "#beat_until = :beat_until")
+		e.values[":beat_timeout"] = avN(w.Heartbeat.Milliseconds())
+		e.values[":beat_until"] = avMillis(w.BeatUntil(s.now()))
+	} else {
+		e.remove = append(e.remove, "#beat_timeout", "#beat_until")
+	}
 	if w.Mode != lease.WaitCallback {
 		e.remove = append(e.remove, "#callback_step")
 	}
@@ -183,7 +190,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 			":status":        avS(string(e.Status)),
 			":now":           avMillis(now),
 		}),
-		remove: []string{"#wait_until", "#callback", "#callback_step"},
+		remove: []string{"#wait_until", "#callback", "#callback_step", "#beat_timeout", "#beat_until"},
 	}
 	status, runAt, resumed := e.Status, e.RunAt, false
 	if step := e.ResumeStep(); step != "" {
@@ -301,4 +308,34 @@ func (s *Store) Checkpoint(ctx context.Context, l lease.Lease, st lease.Step) (l
 		return seen, nil
 	}
 	return t, err
+}
+
+// BeatCallback implements the heartbeat of a callback wait
+// (rules.BeatLands): one conditional write that moves the wait's heartbeat
+// deadline to now plus its heartbeat timeout. A retry after a lost answer
+// lands again, which is the same beat.
+func (s *Store) BeatCallback(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
+	if err := e.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("heartbeat %s: %w", e.ID, err)
+	}
+	now := s.now()
+	values := map[string]types.AttributeValue{
+		":waiting":       avS(string(lease.StatusWaiting)),
+		":callback_wait": avS(string(lease.WaitCallback)),
+		":fence":         avN(e.Fence),
+		":nonce":         avS(e.CallbackHash()),
+		":attempt":       avN(int64(e.Attempt)),
+		":now":           avMillis(now),
+	}
+	cond := "#status = :waiting AND #wait = :callback_wait AND #fence = :fence AND #callback = :nonce AND #attempt = :attempt" +
+		" AND #beat_timeout > :zero AND #beat_until > :now AND #wait_until > :now"
+	values[":zero"] = avN(0)
+	if step := e.ResumeStep(); step != "" {
+		cond += " AND #callback_step = :callback_step"
+		values[":callback_step"] = avS(step)
+	} else {
+		cond += " AND attribute_not_exists(#callback_step)"
+	}
+	return s.updateOld(ctx, "heartbeat", e.ID, cond, "SET #beat_until = :now + #beat_timeout, #updated_at = :now", values,
+		func(old *lease.Task) error { return rules.ClassifyBeat(e, old, now) })
 }

@@ -19,6 +19,7 @@ func (s *Store) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease
 		rec.Error = "" // an earlier attempt's: the history keeps it
 		rec.Wait, rec.WaitNote = w.Mode, w.Note
 		rec.WaitUntil, rec.DispatchAt = w.Times(now)
+		rec.HeartbeatTimeout, rec.BeatUntil = w.Heartbeat, w.BeatUntil(now)
 		switch w.Mode {
 		case lease.WaitChildren:
 			rec.WaitFor = slices.Clone(w.For)
@@ -144,6 +145,7 @@ func (s *Store) EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error
 	}
 	rec.Status, rec.Error, rec.UpdatedAt = status, msg, now
 	rec.WaitUntil, rec.CallbackHash, rec.CallbackStep = time.Time{}, "", ""
+	rec.HeartbeatTimeout, rec.BeatUntil = 0, time.Time{}
 	switch status {
 	case lease.StatusSucceeded:
 		rec.Result = bytes.Clone(e.Result)
@@ -205,5 +207,26 @@ func (s *Store) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.Tas
 	if s.opts.Retention > 0 {
 		rec.ExpiresAt = time.Unix(now.Add(s.opts.Retention).Unix(), 0).UTC()
 	}
+	return clone(rec), nil
+}
+
+// BeatCallback implements the heartbeat of a callback wait (rules.BeatLands):
+// the wait's heartbeat deadline moves to now plus its heartbeat timeout.
+func (s *Store) BeatCallback(ctx context.Context, e lease.WaitEnd) (lease.Task, error) {
+	if err := e.Validate(); err != nil {
+		return lease.Task{}, fmt.Errorf("heartbeat %s: %w", e.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin(ctx, true); err != nil {
+		return lease.Task{}, err
+	}
+	now := s.now()
+	rec, old := s.find(e.ID, func(t *lease.Task) bool { return rules.BeatLands(e, *t, now) })
+	if rec == nil {
+		return value(old), rules.ClassifyBeat(e, old, now)
+	}
+	rec.BeatUntil = ms(now.Add(rec.HeartbeatTimeout))
+	rec.UpdatedAt = now
 	return clone(rec), nil
 }

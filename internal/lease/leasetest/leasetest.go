@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"CallbackLandsOnce", testCallbackLandsOnce},
 		{"CallbackTimeoutRetries", testCallbackTimeoutRetries},
 		{"ResumableCallback", testResumableCallback},
+		{"CallbackHeartbeat", testCallbackHeartbeat},
 		{"ChainLinksKept", testChainLinksKept},
 		{"WaitNoteKept", testWaitNoteKept},
 		{"SuspendClearsTheLastError", testSuspendClearsTheLastError},

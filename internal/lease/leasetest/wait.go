@@ -39,6 +39,14 @@ func (e *env) suspend(prev lease.Task, w lease.Wait) lease.Task {
 	if w.DispatchAt.IsZero() && !w.Carried {
 		want.DispatchAt = want.WaitUntil
 	}
+	if w.Heartbeat > 0 {
+		// The first heartbeat deadline, and the sweep entry there if it
+		// comes first.
+		want.HeartbeatTimeout, want.BeatUntil = w.Heartbeat, e.now().Add(w.Heartbeat)
+		if w.DispatchAt.IsZero() && want.BeatUntil.Before(want.WaitUntil) {
+			want.DispatchAt = want.BeatUntil
+		}
+	}
 	switch w.Mode {
 	case lease.WaitChildren:
 		want.WaitFor = w.For
