@@ -209,7 +209,9 @@ func TestChaos(t *testing.T) {
 	// times each, through the client and as messages.
 	// The test's client (callbacks, cancels) records its writes too.
 	client := callbackClient(t, cfg, strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "/"), ledger, table, queues.Work)
-	ans := &answerer{t: t, dir: p.dir, sq: sq, queue: queues.Work, answered: map[string]bool{}, offsets: map[string]int{}, client: client}
+	plan := makePlan(p)
+	ans := &answerer{t: t, dir: p.dir, sq: sq, queue: queues.Work, answered: map[string]bool{}, offsets: map[string]int{}, client: client,
+		races: plan.workflows.wf.Races}
 	ansCtx, stopAnswers := context.WithCancel(context.Background())
 	ansDone := make(chan struct{})
 	go func() {
@@ -222,7 +224,24 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(endAnswers)
 
-	plan := makePlan(p)
+	// Each inbox gets its messages once it has started, across the
+	// kills and pauses.
+	msgCtx, stopMessages := context.WithCancel(context.Background())
+	msgsDone := make(chan []chaos.MessageSend, 1)
+	go func() {
+		m := &messenger{client: client, sq: sq, queue: queues.Work, seed: p.seed ^ 31}
+		msgsDone <- m.run(msgCtx, ledger, plan.workflows.wf.Inboxes)
+	}()
+	var sends []chaos.MessageSend
+	msgsEnded := false
+	endMessages := func() {
+		if !msgsEnded {
+			msgsEnded = true
+			stopMessages()
+			sends = <-msgsDone
+		}
+	}
+	t.Cleanup(endMessages)
 	// Every other parent's suspension kills a worker while its children run.
 	fanInCtx, stopFanIn := context.WithCancel(context.Background())
 	fanInKills := make(chan int, 1)
@@ -306,6 +325,7 @@ func TestChaos(t *testing.T) {
 	}
 	waitTerminal(t, ddb, table, plan.valid, cancelledKids, p)
 	endAnswers()
+	endMessages()
 	endCancels()
 	endFanIn()
 	endFreezes()
@@ -323,6 +343,7 @@ func TestChaos(t *testing.T) {
 		wf.Answers = ans.result()
 		wf.Cancels = cancels
 		wf.Deploys = deploys
+		wf.Sends = sends
 		if deploys != nil {
 			// Their steps are checked as the step tasks' are: s0, s1 (and
 			// "audit" under version 1), the sleep, s2.
@@ -381,6 +402,10 @@ func TestChaos(t *testing.T) {
 	if p.workflows && w.OrdersDone == 0 {
 		rep.Violations = append(rep.Violations, "orders_done: no order (several awaits in one handler) succeeded: the order check saw nothing")
 	}
+	if o := w.Ops; p.workflows && (o.BranchDone == 0 || o.RaceByCallback == 0 || o.RaceByTimer == 0 || o.MsgReceived == 0) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("ops_seen: want branches done, races won by a callback and by a timer, and messages received, each at least once: %d, %d, %d, %d: a check saw nothing",
+			o.BranchDone, o.RaceByCallback, o.RaceByTimer, o.MsgReceived))
+	}
 	if p.workflows && p.exitAfterFinish > 0 && w.ExitAfterChild == 0 {
 		rep.Violations = append(rep.Violations, "exit_after_child: no worker exited after a child's finish and before its notify: the fault never fired")
 	}
@@ -390,7 +415,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	kills, stops := fleet.Counts()
-	wfPart, dw := "", w.Deploy
+	wfPart, dw, o := "", w.Deploy, w.Ops
 	if p.workflows {
 		sqsRejected := 0
 		for _, d := range dlq {
@@ -412,6 +437,12 @@ func TestChaos(t *testing.T) {
 			w.Orders, w.OrdersDone, w.OrderResumes, w.Map.Children, w.Map.Done, w.Map.Conc, w.Map.MaxRunning, w.Map.MaxRunningLoose, w.Map.MaxHandlers, w.Map.OverConc, w.Map.ChildTwice, w.Map.BadSummary, w.Map.Failed, w.Map.Exits, w.Map.ChildRuns, w.Map.ParentRuns, w.Map.Resumes, w.Map.PerChild,
 			w.ExitAfterFinish, w.ExitAfterChild, w.ExitBesideStale, childFreezes, fleet.Exits(),
 			dw.Tasks, switchText(deploys, started), dw.Diverged, dw.Held, dw.Holds, dw.Resumed, dw.DivergedRuns, dw.HoldsLost, dw.HeldWrong, dw.Unheld, dw.WrongSummary, dw.WrongVersion, dw.V2Runs)
+		wfPart += fmt.Sprintf("branch_tasks=%d branches_done=%d branch_step_twice=%d branch_step_rerun=%d branch_step_unrun=%d branch_step_runs=%d branch_step_redone=%d branch_step_failures=%d "+
+			"race_tasks=%d race_by_callback=%d race_by_timer=%d race_twice=%d race_changed=%d race_late_accepted=%d race_late_rejected=%d race_runs=%d "+
+			"inboxes=%d msg_sent=%d msg_received=%d msg_twice=%d msg_lost=%d msg_order=%d msg_unsent=%d msg_seq_changed=%d msg_dup_sends=%d msg_via_sqs=%d msg_redone=%d msg_send_errors=%d ",
+			o.BranchTasks, o.BranchDone, o.BranchTwice, o.BranchRerun, o.BranchUnrun, o.BranchRuns, o.BranchRedone, o.BranchFailures,
+			o.RaceTasks, o.RaceByCallback, o.RaceByTimer, o.RaceTwice, o.RaceChanged, o.RaceLateAccepted, o.RaceLateRejected, o.RaceRuns,
+			o.InboxTasks, o.MsgSent, o.MsgReceived, o.MsgTwice, o.MsgLost, o.MsgOrder, o.MsgUnsent, o.MsgSeqChanged, o.MsgDupSends, o.MsgViaSQS, o.MsgRedone, sendErrors(sends))
 	}
 	summary := fmt.Sprintf("chaos: tasks=%d succeeded=%d stuck=%d wrong_end=%d double_finish=%d overlaps=%d stale_accepted=%d "+
 		"finish_without_run=%d false_success=%d bad_history=%d malformed_ok=%d/%d panics=%d races=%d %s"+

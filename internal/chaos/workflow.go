@@ -46,6 +46,15 @@ type Workflows struct {
 	// Deploys is the version switch and the tasks it met (deploy.go);
 	// nil when the run made none.
 	Deploys *Deploys
+	// Branches names the "branches" tasks (workflow.Parallel); Races maps
+	// each "racer" (a callback raced against a timer) to how the test
+	// answers it; Inboxes maps each "inbox" to the topics of its
+	// receives, in order, and Sends are the messages the test sent them
+	// (opscheck.go).
+	Branches map[string]bool
+	Races    map[string]RacePlan
+	Inboxes  map[string][]string
+	Sends    []MessageSend
 }
 
 // CancelCall is one Client.Cancel of a parent by the test (the last try,
@@ -195,6 +204,8 @@ type WorkflowReport struct {
 	StepCheckpoints, StepLostAnswers int
 	// Deploy: the version switch (checkDeploys).
 	Deploy DeployReport
+	// Ops: the branches, races and messages (checkOps).
+	Ops OpsReport
 }
 
 // checkWorkflows runs the workflow checks; flag records a violation.
@@ -429,6 +440,7 @@ func checkWorkflows(in Input, writesByTask map[string][]Write, flag func(kind, d
 	checkOrders(in, writesByTask, clientAccepted, &r, flag)
 	r.Map = checkMaps(in, writesByTask, flag)
 	r.Deploy = checkDeploys(in, writesByTask, flag)
+	r.Ops = checkOps(in, writesByTask, clientAccepted, &r, flag)
 	return r
 }
 

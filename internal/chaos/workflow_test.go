@@ -241,6 +241,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		wp.wf.Callbacks[id] = true
 		add(id, fmt.Sprintf(`{"v":1,"kind":"cb","id":%q,"payload":{"timeout_ms":45000},"max_attempts":20}`, id))
 	}
+	addOps(p, rng, &wp)
 	return wp
 }
 
@@ -271,6 +272,9 @@ type answerer struct {
 	sq     *sqs.Client
 	queue  string
 
+	// races: how each racer's callback is answered (addOps).
+	races map[string]chaos.RacePlan
+
 	mu       sync.Mutex
 	answered map[string]bool // tokens answered
 	offsets  map[string]int  // evidence file -> bytes read
@@ -296,16 +300,22 @@ func (a *answerer) run(ctx context.Context) {
 			}
 			a.answered[e.Token] = true
 			// Every other token lets its messages go first, so that both
-			// forms win some waits; the copies of each form race.
-			lag := time.Duration(0)
+			// forms win some waits; the copies of each form race. A
+			// racer's token is answered as its plan says: every copy at
+			// once, or after the timer's deadline, or never.
+			lag, copies, all := time.Duration(0), callbackCopies, false
 			if len(a.answered)%2 == 0 {
 				lag = 6 * time.Second
 			}
-			for k := range callbackCopies {
+			if plan, ok := a.races[e.Task]; ok {
+				lag, copies = raceLag(plan)
+				all = true
+			}
+			for k := range copies {
 				a.wg.Add(1)
 				go func() {
 					defer a.wg.Done()
-					if k%2 == 0 && lag > 0 {
+					if (k%2 == 0 || all) && lag > 0 {
 						select {
 						case <-ctx.Done():
 						case <-time.After(lag):

@@ -247,6 +247,7 @@ func main() {
 	leasehold.Handle(handlers, "limited", work)
 
 	registerWorkflows(handlers, ev, name, pid)
+	registerOps(handlers, ev, name, pid)
 	registerDeploy(handlers, ev, name, pid, codeVersion())
 
 	// One call budget for loading the config; the SDK calls the worker
