@@ -162,7 +162,10 @@ func readParams(t *testing.T) params {
 	}
 	// Waits are bounded by conditions: the run ends once every valid task
 	// is terminal, or when nothing has progressed for stall, or at bound.
-	p.stall = scaled(90*time.Second, p.factor)
+	// The stall outlasts the longest quiet a healthy run can have: a task
+	// held a second time after a deploy waits two minutes
+	// (lifecycle.MinDivergedHold doubled) with nothing else left to move.
+	p.stall = scaled(3*time.Minute, p.factor)
 	p.bound = scaled(max(5*time.Minute, time.Duration(p.tasks)*500*time.Millisecond), p.factor)
 	if p.workflows {
 		// The sliding map's slots each run their share of its children

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -234,15 +235,15 @@ func scan(t *testing.T, client *dynamodb.Client, table string, projection string
 	}
 }
 
-// waitTerminal polls the table until every valid task is terminal, nothing
-// has changed for p.stall, or p.bound has passed. A child of a parent in
+// waitTerminal polls the table until every valid task is terminal, no valid
+// task's status has changed for p.stall, or p.bound has passed. A child of a parent in
 // cancelled (child -> parent) that has no record while its parent is
 // CANCELLED counts as ended: a cancel may leave such a child uncreated.
 func waitTerminal(t *testing.T, client *dynamodb.Client, table string, valid []string, cancelled map[string]string, p params) {
 	t.Helper()
 	start := time.Now()
 	lastChange, lastLog := start, start
-	prev := -1
+	var prev uint64
 	for {
 		status := map[string]lease.Status{}
 		for _, it := range scan(t, client, table, "id, #s") {
@@ -253,16 +254,20 @@ func waitTerminal(t *testing.T, client *dynamodb.Client, table string, valid []s
 			}
 		}
 		terminal := 0
+		seen := fnv.New64a() // what every valid task's status is now
 		for _, id := range valid {
 			st, ok := status[id]
 			parent, isChild := cancelled[id]
 			if st.Terminal() || (!ok && isChild && status[parent] == lease.StatusCancelled) {
 				terminal++
 			}
+			_, _ = seen.Write([]byte(st + "\x00"))
 		}
 		now := time.Now()
-		if terminal != prev {
-			prev, lastChange = terminal, now
+		// Progress is any valid task changing status, not only one ending:
+		// a task that waits, wakes or is held again is moving.
+		if sum := seen.Sum64(); sum != prev {
+			prev, lastChange = sum, now
 		}
 		switch {
 		case terminal == len(valid):
