@@ -240,20 +240,28 @@ type signOffMessage struct {
 }
 
 // awaitSignOff waits for an approval message or a timeout, whichever
-// comes first: a workflow.Receive with a timeout, which sleeps holding no
-// lease until a message on "approve" wakes it (leasehold send, Client.Send
-// or the message form on the work queue) or its deadline passes. Either
-// way the task SUCCEEDS, and its result says which came first.
+// comes first: a Race of a receive on "approve" (a future) against a
+// durable timer. It is one durable wait: the task sleeps holding no lease
+// until a message on the topic wakes it (leasehold send, Client.Send or
+// the message form on the work queue) or the timer's deadline passes, and
+// the race's winner is recorded, so a replay sees the same one. Either way
+// the task SUCCEEDS, and its result says which came first.
 func awaitSignOff(ctx context.Context, t *leasehold.Task[signOff]) (string, error) {
 	timeout := cmp.Or(time.Duration(t.Payload.TimeoutSeconds)*time.Second, time.Hour)
-	msg, ok, err := workflow.Receive[signOffMessage](ctx, "approve", timeout)
-	switch {
-	case err != nil:
+	// The receive looks for longer than the timer runs: the timer decides.
+	msg := workflow.ReceiveAsync[signOffMessage](ctx, "approve", 2*timeout)
+	first, err := workflow.Race(ctx, "approval-or-timeout", msg, workflow.SleepAsync(ctx, timeout))
+	if err != nil {
 		return "", err // waiting for the message or the deadline
-	case !ok:
+	}
+	if first == 1 {
 		return fmt.Sprintf("timeout won: no approval within %s", timeout), nil
 	}
-	return "message won: approved by " + cmp.Or(msg.By, "someone"), nil
+	m, err := msg.Get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "message won: approved by " + cmp.Or(m.By, "someone"), nil
 }
 
 // Register adds every example kind to hs.

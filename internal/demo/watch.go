@@ -239,18 +239,16 @@ func receiving(t lease.Task, topic string) bool {
 	return slices.ContainsFunc(t.Steps, func(s lease.Step) bool { return strings.HasPrefix(s.Name, "recv:"+topic+"#") })
 }
 
-// receiveTopic is the topic of t's last recorded step if that is a
-// receive's (recv:TOPIC#n...), else "".
+// receiveTopic is the topic of t's last recorded receive (a step
+// recv:TOPIC#n...), or "" if it has none.
 func receiveTopic(t lease.Task) string {
-	if len(t.Steps) == 0 {
-		return ""
+	for _, st := range slices.Backward(t.Steps) {
+		if rest, ok := strings.CutPrefix(st.Name, "recv:"); ok {
+			topic, _, _ := strings.Cut(rest, "#")
+			return topic
+		}
 	}
-	rest, ok := strings.CutPrefix(t.Steps[len(t.Steps)-1].Name, "recv:")
-	topic, _, _ := strings.Cut(rest, "#")
-	if !ok {
-		return ""
-	}
-	return topic
+	return ""
 }
 
 // observe compares a task record with the last one seen and reports the
@@ -266,7 +264,7 @@ func (w *watch) observe(i int, t lease.Task) {
 			} else if len(t.WaitFor) > 0 && o.state == string(lease.StatusWaiting) {
 				w.event(name, "woken: every task it waited for has ended")
 			} else if topic := receiveTopic(t); topic != "" && t.RunAt.After(time.Now()) {
-				w.event(name, "asleep in a receive on %q until a message or its timeout (due %s), holding no lease", topic, w.rel(t.RunAt))
+				w.event(name, "asleep until a message on %q or its timeout, whichever comes first (due %s), holding no lease", topic, w.rel(t.RunAt))
 			} else if t.Attempt == 0 {
 				w.event(name, "stored by the dispatcher, due %s", w.rel(t.RunAt))
 			} else {
