@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,20 +17,14 @@ import (
 )
 
 // slowTasks makes each List call of a status in slow take per, as a
-// listing call on a big table does; it counts the calls.
+// listing call on a big table does.
 type slowTasks struct {
 	ui.Tasks
 	per  time.Duration
 	slow map[leasehold.Status]bool // nil: every status
-
-	mu    sync.Mutex
-	calls int
 }
 
 func (s *slowTasks) List(ctx context.Context, o leasehold.ListOptions) (leasehold.Page, error) {
-	s.mu.Lock()
-	s.calls++
-	s.mu.Unlock()
 	if s.slow == nil || s.slow[o.Status] {
 		select {
 		case <-time.After(s.per):
@@ -40,12 +33,6 @@ func (s *slowTasks) List(ctx context.Context, o leasehold.ListOptions) (leasehol
 		}
 	}
 	return s.Tasks.List(ctx, o)
-}
-
-func (s *slowTasks) listCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls
 }
 
 // bigTable is an environment with n PENDING tasks of kind "common" and,
