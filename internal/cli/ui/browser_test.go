@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold"
@@ -202,6 +204,67 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("start %s: %v", browser, err)
 	}
 
+	// The main tab's console errors, uncaught exceptions and failed
+	// responses, and the icon responses it got: a normal visit of every
+	// page must log none of the first three.
+	var (
+		consoleMu sync.Mutex
+		problems  []string
+		icons     int
+	)
+	if err := chromedp.Listen(bctx, func(ev any) {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				problems = append(problems, "console.error")
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				problems = append(problems, "log: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		case *network.EventResponseReceived:
+			if strings.Contains(e.Response.URL, "favicon") {
+				icons++
+			}
+			if e.Response.Status >= 400 {
+				problems = append(problems, fmt.Sprintf("HTTP %d %s", e.Response.Status, e.Response.URL))
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen to the console: %v", err)
+	}
+	// quiet fails the test if the main tab logged a problem since the last
+	// call, and forgets them.
+	quiet := func(what string) {
+		t.Helper()
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		if len(problems) > 0 {
+			t.Errorf("%s logged %d problem(s) in the console: %q", what, len(problems), problems)
+		}
+		problems = nil
+	}
+	// iconLoaded waits until the browser got an answer for the page's icon.
+	iconLoaded := chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		for {
+			consoleMu.Lock()
+			n := icons
+			consoleMu.Unlock()
+			if n > 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no answer for the page's icon: %w", ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+
 	// step runs browser actions with a bounded time; the conditions inside
 	// wait, never a fixed sleep.
 	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
@@ -334,6 +397,17 @@ func TestBrowser(t *testing.T) {
 		}
 		return err
 	})
+
+	// A normal visit of every page: no console error, no failed request
+	// (the icon included), no exception.
+	step("a normal visit", iconLoaded,
+		chromedp.Navigate(base+"/tasks"), visible(`#task-list`),
+		chromedp.Navigate(taskPage(b.failed)), visible(`#task-status`),
+		chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)), visible(`#tree`),
+		chromedp.Navigate(base+"/queues"), visible(`#queues`),
+		chromedp.Navigate(base+"/dlq"), has(`#dlq-depth`, "message(s)"),
+		chromedp.Navigate(base+"/"), visible(`#by-status`))
+	quiet("a normal visit of every page")
 
 	step("tasks filtered by kind and prefix",
 		chromedp.Navigate(base+"/tasks"), visible(`#filters`),
