@@ -120,7 +120,7 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	// Fail one through the store, as a worker whose handler failed would.
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})
 	held := awstest.Claim(t, ctx, store, b.failed, "browser-test")
-	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i>"})
+	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i> \x1b[31mred\r\x00"})
 
 	b.deadBody = `{"not":"a token"} ` + fmt.Sprint(time.Now().UnixNano())
 	out, err := b.sqs.SendMessage(ctx, &sqs.SendMessageInput{
@@ -481,6 +481,8 @@ func TestBrowser(t *testing.T) {
 
 	step("retry a failed task", chromedp.Navigate(taskPage(b.failed)),
 		has(`#task-status`, "FAILED"), has(`#task-error`, "<i>handler failed</i>"),
+		// Its error's controls, escaped as the CLI prints them.
+		has(`#task-error`, `failed</i> \x1b[31mred\r\x00`), has(`#history`, `failed</i> \x1b[31mred \x00`),
 		confirmAndSubmit(`#retry`), has(`#result`, "PENDING"))
 
 	step("pause", chromedp.Navigate(base+"/queues"), visible(`#queues`),

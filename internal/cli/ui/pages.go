@@ -36,6 +36,15 @@ var funcs = template.FuncMap{
 	"dlqURL":      dlqURL,
 	"lower":       func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
 	"queueName":   queueName,
+	// Task text (ids, kinds, errors, reasons, bodies: anything a handler
+	// or a sender wrote) is shown escaped as the CLI prints it
+	// (rules.Escape): a control character shows as \x1b, \r or \x00,
+	// never as a missing glyph or a character the browser drops. Form
+	// values and URLs carry the text unescaped.
+	"esc":   rules.Escape,
+	"line":  rules.OneLine,
+	"lines": rules.EscapeLines,
+	"id":    rules.DisplayID,
 	"clip": func(s string, n int) string {
 		if r := []rune(s); len(r) > n {
 			return string(r[:n-1]) + "…"
@@ -58,7 +67,7 @@ func queueName(q string) string {
 	if q == "" {
 		return "(work queue)"
 	}
-	return q
+	return rules.Escape(q)
 }
 
 // prettyJSON indents a JSON document for display, with the <, > and &
@@ -71,7 +80,7 @@ func prettyJSON(raw json.RawMessage) string {
 	}
 	var buf bytes.Buffer
 	if json.Indent(&buf, raw, "", "  ") != nil {
-		return string(raw)
+		return rules.EscapeLines(string(raw))
 	}
 	return unescapeHTMLSafe(buf.String())
 }
