@@ -328,7 +328,9 @@ func TestBrowser(t *testing.T) {
 	taskPage := func(id string) string { return base + "/task?id=" + url.QueryEscape(id) }
 
 	step("overview", chromedp.Navigate(start), visible(`#by-status`),
-		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"), shot("overview"))
+		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"),
+		// The per-minute charts' axes are labelled.
+		has(`svg.chart`, "minutes ago"), has(`svg.chart`, "count"), has(`svg.chart`, "now"), shot("overview"))
 
 	// The session's cookie: HttpOnly, SameSite=Strict, and sent under the
 	// run's base path alone.
@@ -418,14 +420,16 @@ func TestBrowser(t *testing.T) {
 	if list := text(`#task-list`); strings.Contains(list, b.doomed) {
 		t.Fatalf("the prefix filter let %s through: %s", b.doomed, list)
 	}
-	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter), shot("tasks"))
+	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter),
+		// Relative times beside the UTC ones, and how long each waited.
+		has(`#task-list`, " ago"), has(`#task-list`, "waiting "), shot("tasks"))
 
 	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
 		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"),
 		has(`#tree`, "waits for: "), has(`#tree`, " so far"), has(`#tree`, "created "), shot("workflow"))
 
 	step("task page", chromedp.Navigate(taskPage(b.pending)),
-		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"),
+		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), has(`#task-timing`, "waiting "),
 		visible(`#inbox-topics`), has(`#inbox-messages`, "m-2"), has(`#events-none`, "no event"), shot("task"))
 	// Its inbox: per topic, delivered and waiting.
 	ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))

@@ -2,6 +2,8 @@ package ui_test
 
 import (
 	"net/url"
+	"regexp"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/admin"
@@ -79,5 +81,66 @@ func TestControlCharactersAreEscapedAsTheCLIDoes(t *testing.T) {
 		if !strings.Contains(pages["dead letters"], want) {
 			t.Errorf("the dead-letter page does not show %q", want)
 		}
+	}
+}
+
+// Times show beside their UTC stamp how long ago (or in how long) they
+// are, and the list and the task page say how long a task took or has
+// waited, all from the page's one now: here the injected clock, 2h3m10s
+// after the fixture's tasks were made.
+func TestRelativeTimesAndDurations(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	// In steps the session outlives (it ends after 30 minutes idle).
+	for _, d := range []time.Duration{25, 25, 25, 25, 23} {
+		f.env.Clock().Advance(d * time.Minute)
+		f.get(t, "/queues")
+	}
+	f.env.Clock().Advance(10 * time.Second)
+	if _, err := f.env.Enqueue(leasehold.Submission{Kind: "ok", ID: "later-1", Delay: 90 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	cell := regexp.MustCompile(`<span class="ago">([^<]*)</span></td><td class="timing">([^<]*)</td>`)
+	rows := map[string][]string{}
+	list := f.get(t, "/tasks")
+	for _, tr := range strings.Split(list, "<tr>") {
+		id := regexp.MustCompile(`task\?id=([^"]+)"`).FindStringSubmatch(tr)
+		if m := cell.FindStringSubmatch(tr); id != nil && m != nil {
+			rows[id[1]] = m[1:]
+		}
+	}
+	for id, want := range map[string][]string{
+		"ok-1":    {"2h ago", "took 0s"},
+		"hook-1":  {"2h ago", "waiting 2h3m10s"},
+		"later-1": {"now", "due in 1m30s"},
+	} {
+		if got := rows[id]; strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("the list's row of %s shows %q, want %q", id, got, want)
+		}
+	}
+	page := f.get(t, "/task?id=hook-1")
+	for _, want := range []string{`<td id="task-timing">waiting 2h3m10s</td>`, `00:00:00Z <span class="ago">2h ago</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the task page does not show %s", want)
+		}
+	}
+	if page := f.get(t, "/task?id=later-1"); !strings.Contains(page, `02:04:40Z <span class="ago">in 1m</span>`) {
+		t.Errorf("the delayed task's next run does not say it is in 1m")
+	}
+}
+
+// The overview's per-minute charts have a labelled time axis (minutes
+// ago, ending now) and a count axis from 0 to the tallest bar.
+func TestChartHasLabelledAxes(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	page := f.get(t, "/")
+	for _, want := range []string{">minutes ago</text>", ">count</text>", ">now</text>", ">59</text>", ">30</text>", `text-anchor="end">0</text>`} {
+		if strings.Count(page, want) != 2 {
+			t.Errorf("the overview's two charts do not both show %s", want)
+		}
+	}
+	if strings.Count(page, `<rect class="created"`) != 60 || strings.Count(page, `<rect class="finished"`) != 60 {
+		t.Errorf("the charts do not have 60 bars each")
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +55,9 @@ var funcs = template.FuncMap{
 	// The task page heads a handed-back attempt's reason apart from an
 	// error (rules.HandedBack).
 	"handedBack": rules.HandedBack,
+	"ago":        ago,
+	"timing":     timing,
+	"duration":   duration,
 }
 
 func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }
@@ -162,8 +164,8 @@ type overviewScan struct {
 	ByStatus  []statusCount
 	ByKind    []count
 	ByQueue   []count
-	Created   []bar
-	Finished  []bar
+	Created   chart
+	Finished  chart
 	MaxPerMin int
 }
 
@@ -223,7 +225,8 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	}
 	d.ByKind, d.ByQueue = counts(byKind), counts(byQueue)
 	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
-	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
+	d.Created = newChart(created, d.MaxPerMin, now, "created", "tasks created per minute")
+	d.Finished = newChart(finished, d.MaxPerMin, now, "finished", "tasks finished per minute")
 	return d
 }
 
@@ -288,20 +291,6 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Queues = s.queueRows(ctx)
 	s.render(w, r, http.StatusOK, "overview", "Overview", d)
-}
-
-// bars draws a per-minute series as SVG rectangles in a 600×80 box.
-func bars(series [60]int, peak int, now time.Time, what string) []bar {
-	out := make([]bar, 0, len(series))
-	for i, n := range series {
-		h := n * 80 / peak
-		if n > 0 {
-			h = max(h, 1)
-		}
-		at := now.Add(time.Duration(i-59) * time.Minute).UTC().Format("15:04")
-		out = append(out, bar{X: i * 10, Y: 80 - h, H: h, Label: at + ": " + strconv.Itoa(n) + " " + what})
-	}
-	return out
 }
 
 // queueRows reads the depths and pause state of the work queue and the
