@@ -80,10 +80,11 @@ type browserStack struct {
 	client           *leasehold.Client
 	work, dlq        string
 	sqs              *sqs.Client
-	pending, doomed  string // PENDING tasks: one to cancel in the browser, one from outside
-	failed           string // FAILED, to retry
-	dep, waiter      string // waiter runs after dep (WAITING)
-	deadBody, deadID string // a dead letter on the work DLQ
+	pending, doomed  string    // PENDING tasks: one to cancel in the browser, one from outside
+	failed           string    // FAILED, to retry
+	picks            [2]string // PENDING, selected on the task list and cancelled
+	dep, waiter      string    // waiter runs after dep (WAITING)
+	deadBody, deadID string    // a dead letter on the work DLQ
 	kind             string
 }
 
@@ -108,6 +109,7 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	b.pending = enqueue("pending", leasehold.Submission{})
 	b.doomed = enqueue("doomed", leasehold.Submission{})
 	b.failed = enqueue("failed", leasehold.Submission{MaxAttempts: 1})
+	b.picks = [2]string{enqueue("pick-a", leasehold.Submission{}), enqueue("pick-b", leasehold.Submission{})}
 	b.dep = enqueue("dep", leasehold.Submission{})
 	b.waiter = enqueue("waiter", leasehold.Submission{After: []string{b.dep}})
 	// The pending task's inbox: two approvals and a note, none received.
@@ -423,6 +425,23 @@ func TestBrowser(t *testing.T) {
 	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter),
 		// Relative times beside the UTC ones, and how long each waited.
 		has(`#task-list`, " ago"), has(`#task-list`, "waiting "), shot("tasks"))
+
+	// Two rows selected on the task list, cancelled with the bulk form's
+	// dry run and confirmation; the filter's other tasks are left alone.
+	row := func(id string) string { return fmt.Sprintf(`#task-list input[name="id"][value=%q]`, id) }
+	step("select two rows", chromedp.Navigate(base+"/tasks?kind="+b.kind+"&prefix=pick-"), has(`#task-list`, b.picks[1]),
+		chromedp.Click(chromedp.CSS(row(b.picks[0]))), chromedp.Click(chromedp.CSS(row(b.picks[1]))),
+		has(`#selected-count`, "2"), visible(`#scope-selected:checked`),
+		submit(`#bulk-cancel`), has(`#bulk-count`, "the 2 selected task(s) would be cancelled"),
+		confirmAndSubmit(`#bulk-confirm`), has(`#bulk-result`, "cancelled 2"))
+	for _, id := range b.picks {
+		if info, err := b.client.Get(t.Context(), id); err != nil || info.Status != leasehold.StatusCancelled {
+			t.Fatalf("%s after the cancel of the selected rows: %s %v", id, info.Status, err)
+		}
+	}
+	if info, err := b.client.Get(t.Context(), b.dep); err != nil || info.Status != leasehold.StatusPending {
+		t.Fatalf("%s, not selected, is %s %v", b.dep, info.Status, err)
+	}
 
 	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
 		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"),

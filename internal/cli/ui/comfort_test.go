@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"fmt"
 	"net/url"
 	"regexp"
 	"time"
@@ -142,5 +143,78 @@ func TestChartHasLabelledAxes(t *testing.T) {
 	}
 	if strings.Count(page, `<rect class="created"`) != 60 || strings.Count(page, `<rect class="finished"`) != 60 {
 		t.Errorf("the charts do not have 60 bars each")
+	}
+}
+
+// The task list selects rows (a checkbox each, feeding the bulk form)
+// beside "select all matching the filter". A bulk request of selected
+// rows keeps a filter's rules: the CSRF token, a dry run that lists the
+// tasks and changes nothing, then the confirmed form; it takes at most
+// 100 ids, and acts on those it names alone.
+func TestBulkOfSelectedRows(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	list := f.get(t, "/tasks")
+	for _, want := range []string{`<input type="checkbox" name="id" value="hook-1" form="bulk"`, `id="select-all" checked> select all matching the filter`, `id="scope-selected"`, `id="select-page"`} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("the task list has no %s", want)
+		}
+	}
+	status := func(id string) leasehold.Status {
+		t.Helper()
+		info, err := f.env.Client().Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Status
+	}
+	bulk := func(want int, form url.Values, opts ...reqOpt) string {
+		t.Helper()
+		w := f.do(t, http.MethodPost, "/bulk", form, opts...)
+		if w.Code != want {
+			t.Fatalf("bulk %v: %d, want %d\n%s", form, w.Code, want, w.Body)
+		}
+		return w.Body.String()
+	}
+	form := func(ids ...string) url.Values {
+		return url.Values{"csrf": {ui.CSRFToken(f.srv, "/bulk")}, "action": {"cancel"}, "scope": {"selected"}, "kind": {"hook"}, "id": ids}
+	}
+	dry := bulk(http.StatusOK, form("hook-1", "ok-1", "hook-1"))
+	for _, want := range []string{"Dry run: the 2 selected task(s) would be cancelled", `<input type="hidden" name="scope" value="selected"><input type="hidden" name="id" value="hook-1"><input type="hidden" name="id" value="ok-1">`, `id="bulk-confirm"`} {
+		if !strings.Contains(dry, want) {
+			t.Fatalf("the dry run has no %s:\n%s", want, dry)
+		}
+	}
+	if status("hook-1") != leasehold.StatusWaiting {
+		t.Fatal("a dry run changed a task")
+	}
+	// No token, no row, too many rows: refused, nothing done.
+	noToken := form("hook-1")
+	noToken.Del("csrf")
+	noToken.Set("confirm", "yes")
+	bulk(http.StatusForbidden, noToken)
+	bulk(http.StatusBadRequest, form())
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = fmt.Sprintf("hook-%d", i)
+	}
+	tooMany := form(many...)
+	tooMany.Set("confirm", "yes")
+	if body := bulk(http.StatusBadRequest, tooMany); !strings.Contains(body, "at most 100") {
+		t.Errorf("too many rows: %s", body)
+	}
+	if status("hook-1") != leasehold.StatusWaiting {
+		t.Fatal("a refused request changed a task")
+	}
+	done := form("hook-1", "ok-1")
+	done.Set("confirm", "yes")
+	body := bulk(http.StatusOK, done)
+	if !strings.Contains(body, "2 task(s) selected") || !strings.Contains(body, "already ended 1, cancelled 1") {
+		t.Fatalf("the confirmed cancel of hook-1 and ok-1:\n%s", body)
+	}
+	for id, want := range map[string]leasehold.Status{"hook-1": leasehold.StatusCancelled, "hook-2": leasehold.StatusWaiting, "ok-1": leasehold.StatusSucceeded} {
+		if st := status(id); st != want {
+			t.Errorf("%s is %s after the cancel of the selected rows, want %s", id, st, want)
+		}
 	}
 }

@@ -366,6 +366,8 @@ type tasksData struct {
 	// CutOff: a listing read was still under way when the page's time was
 	// up, and was cut off.
 	CutOff bool
+	// MaxSelected bounds the rows one bulk request of selected rows takes.
+	MaxSelected int
 }
 
 // Query is the filters (without the cursor) as a URL query.
@@ -410,7 +412,7 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 		Status: strings.ToUpper(q.Get("status")), Kind: q.Get("kind"), Queue: q.Get("queue"),
 		Since: q.Get("since"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
 	}
-	d := tasksData{F: f, Statuses: leasehold.Statuses()}
+	d := tasksData{F: f, Statuses: leasehold.Statuses(), MaxSelected: maxSelected}
 	fq := f.Queue
 	if fq != "" && fq == s.workName {
 		fq = "-" // the default work queue, recorded with "" or its name
