@@ -43,8 +43,9 @@ func unit(d time.Duration) string {
 	}
 }
 
-// duration is d to the second (to the millisecond under a second), spelt
-// as the docs spell durations: "2m5s", "1h", "350ms".
+// duration is d in whole seconds (to the millisecond under a second; cut,
+// not rounded, as ago cuts), spelt as the docs spell durations: "2m5s",
+// "1h", "350ms".
 func duration(d time.Duration) string {
 	if d < 0 {
 		d = 0
@@ -52,7 +53,7 @@ func duration(d time.Duration) string {
 	if d < time.Second {
 		return d.Round(time.Millisecond).String()
 	}
-	return rules.FormatDuration(d.Round(time.Second))
+	return rules.FormatDuration(d.Truncate(time.Second))
 }
 
 // timing is how long t took or has been in its state, at now: a finished
