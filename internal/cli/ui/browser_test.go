@@ -432,6 +432,9 @@ func TestBrowser(t *testing.T) {
 	step("select two rows", chromedp.Navigate(base+"/tasks?kind="+b.kind+"&prefix=pick-"), has(`#task-list`, b.picks[1]),
 		chromedp.Click(chromedp.CSS(row(b.picks[0]))), chromedp.Click(chromedp.CSS(row(b.picks[1]))),
 		has(`#selected-count`, "2"), visible(`#scope-selected:checked`),
+		// A live refresh of the list keeps the rows ticked.
+		has(`#updated`, "live: updated"), visible(row(b.picks[0])+`:checked`), visible(row(b.picks[1])+`:checked`),
+		has(`#selected-count`, "2"),
 		submit(`#bulk-cancel`), has(`#bulk-count`, "the 2 selected task(s) would be cancelled"),
 		confirmAndSubmit(`#bulk-confirm`), has(`#bulk-result`, "cancelled 2"))
 	for _, id := range b.picks {
