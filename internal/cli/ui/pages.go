@@ -617,9 +617,9 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		n := &node{T: t, Focus: t.ID == id}
 		switch {
 		case t.Status.Terminal() && !t.FinishedAt.IsZero() && !t.CreatedAt.IsZero():
-			n.Took = span(t.FinishedAt.Sub(t.CreatedAt))
+			n.Took = duration(t.FinishedAt.Sub(t.CreatedAt))
 		case !t.Status.Terminal() && !t.CreatedAt.IsZero():
-			n.Age = span(now.Sub(t.CreatedAt))
+			n.Age = duration(now.Sub(t.CreatedAt))
 		}
 		var err error
 		var kids []string
@@ -701,15 +701,6 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 
 // maxWaitingShown bounds the unended tasks a waiting node names.
 const maxWaitingShown = 10
-
-// span is a duration as the tree shows it: to the second, or to the
-// millisecond under one.
-func span(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
 
 // mayHaveChildren reports whether t may have started tasks that
 // Client.ChildIDs lists: the children of its All and Map awaits (steps
