@@ -285,7 +285,7 @@ func taskEnded(err error) bool {
 
 // message is the one line printed for err, with a hint where one helps,
 // escaped for a terminal: a task's error text is part of some errors.
-func message(err error) string { return escape(messageText(err)) }
+func message(err error) string { return rules.Escape(messageText(err)) }
 
 func messageText(err error) string {
 	var (

@@ -191,7 +191,7 @@ func writeTable(w io.Writer, tasks []leasehold.TaskInfo) error {
 			queue = "-" // the default work queue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			rules.DisplayID(t.ID), rules.DisplayID(t.Kind), escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(oneLine(t.Error), 60))
+			rules.DisplayID(t.ID), rules.DisplayID(t.Kind), rules.Escape(queue), t.Status, t.Attempt, t.MaxAttempts, stamp(t.CreatedAt), clip(rules.OneLine(t.Error), 60))
 	}
 	return tw.Flush()
 }

@@ -106,7 +106,7 @@ without setting it exit 1.`,
 // for an inbox it could not read (readErr).
 func writeInbox(w io.Writer, t leasehold.TaskInfo, readErr error) error {
 	if readErr != nil {
-		_, err := fmt.Fprintf(w, "inbox: not read: %s\n", oneLine(readErr.Error()))
+		_, err := fmt.Fprintf(w, "inbox: not read: %s\n", rules.OneLine(readErr.Error()))
 		return err
 	}
 	ib := t.Inbox
@@ -117,19 +117,19 @@ func writeInbox(w io.Writer, t leasehold.TaskInfo, readErr error) error {
 		fmt.Fprintln(w, "inbox:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, t := range ib.Topics {
-			fmt.Fprintf(tw, "  %s\t%d delivered\t%d waiting\n", escape(t.Topic), t.Delivered, t.Waiting)
+			fmt.Fprintf(tw, "  %s\t%d delivered\t%d waiting\n", rules.Escape(t.Topic), t.Delivered, t.Waiting)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if ib.ReceivingOn != "" {
-		fmt.Fprintf(w, "receiving on: %s\n", escape(ib.ReceivingOn))
+		fmt.Fprintf(w, "receiving on: %s\n", rules.Escape(ib.ReceivingOn))
 	}
 	if len(ib.Events) > 0 {
 		keys := make([]string, len(ib.Events))
 		for i, e := range ib.Events {
-			keys[i] = escape(e.Key)
+			keys[i] = rules.Escape(e.Key)
 		}
 		fmt.Fprintf(w, "events: %d (%s)\n", len(keys), strings.Join(keys, ", "))
 	}

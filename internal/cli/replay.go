@@ -130,7 +130,7 @@ func (a *app) replay(cmd *cobra.Command, f replayFlags) error {
 				if err != nil {
 					bad++
 				}
-				if _, err := fmt.Fprintln(a.io.Out, escape(line)); err != nil {
+				if _, err := fmt.Fprintln(a.io.Out, rules.Escape(line)); err != nil {
 					return err
 				}
 			}

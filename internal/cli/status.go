@@ -7,11 +7,9 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -87,7 +85,7 @@ func writeTree(ctx context.Context, c *leasehold.Client, w io.Writer, t leasehol
 			}
 			line := fmt.Sprintf("%s%s%s  %s", indent, branch, rules.DisplayID(id), info.Status)
 			if info.Error != "" {
-				line += "  " + clip(oneLine(info.Error), 60)
+				line += "  " + clip(rules.OneLine(info.Error), 60)
 			}
 			fmt.Fprintln(w, line)
 			if len(info.WaitFor) > 0 && depth < treeDepth {
@@ -281,12 +279,12 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	if queue == "" {
 		queue = "(the default work queue)"
 	}
-	row("queue", escape(queue))
+	row("queue", rules.Escape(queue))
 	row("parent", rules.DisplayID(t.Parent))
 	if len(t.Metadata) > 0 {
 		entries := make([]string, 0, len(t.Metadata))
 		for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
-			entries = append(entries, k+"="+escape(t.Metadata[k]))
+			entries = append(entries, k+"="+rules.Escape(t.Metadata[k]))
 		}
 		row("metadata", strings.Join(entries, ", "))
 	}
@@ -303,7 +301,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 		row("run at", stamp(t.RunAt))
 	}
 	if t.Status == leasehold.StatusWaiting {
-		wait := fmt.Sprintf("%s: %d of %d ended", escape(t.Wait), len(t.Ended), len(t.WaitFor))
+		wait := fmt.Sprintf("%s: %d of %d ended", rules.Escape(t.Wait), len(t.Ended), len(t.WaitFor))
 		switch {
 		case t.Wait == "callback":
 			wait = "a callback until " + stamp(t.WaitUntil)
@@ -313,7 +311,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 		row("waiting for", wait)
 	}
 	if t.Status == leasehold.StatusRunning {
-		row("lease", fmt.Sprintf("%s until %s", escape(t.LeaseOwner), stamp(t.LeaseUntil)))
+		row("lease", fmt.Sprintf("%s until %s", rules.Escape(t.LeaseOwner), stamp(t.LeaseUntil)))
 	}
 	row("created", stamp(t.CreatedAt))
 	row("updated", stamp(t.UpdatedAt))
@@ -325,15 +323,15 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 			label = "waited because" // before this attempt
 		}
 	}
-	row(label, oneLine(t.Error))
+	row(label, rules.OneLine(t.Error))
 	if len(t.Steps) > 0 {
-		row("steps", escape(strings.Join(t.Steps, ", ")))
+		row("steps", rules.Escape(strings.Join(t.Steps, ", ")))
 	}
 	if len(t.Then) > 0 {
-		row("then", escape(strings.Join(t.Then, ", ")))
+		row("then", rules.Escape(strings.Join(t.Then, ", ")))
 	}
-	row("payload", escape(string(t.Payload)))
-	row("result", escape(string(t.Result)))
+	row("payload", rules.Escape(string(t.Payload)))
+	row("result", rules.Escape(string(t.Result)))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -343,7 +341,7 @@ func writeTask(w io.Writer, t leasehold.TaskInfo) error {
 	fmt.Fprintln(w, "history:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, h := range t.History {
-		fmt.Fprintf(tw, "  #%d\t%s\t%s\t%s\n", h.Attempt, h.Status, stamp(h.At), oneLine(h.Error))
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\t%s\n", h.Attempt, h.Status, stamp(h.At), rules.OneLine(h.Error))
 	}
 	return tw.Flush()
 }
@@ -353,43 +351,4 @@ func stamp(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-// oneLine is s on one line, its runs of white space made one space, and
-// escaped for a terminal.
-func oneLine(s string) string { return escape(strings.Join(strings.Fields(s), " ")) }
-
-// escape makes task text (an error, a result, a queue name: anything a
-// handler or a sender to the queues wrote) safe to print to a terminal:
-// every rune strconv.IsPrint rejects (C0 and C1 controls such as ESC, CR,
-// BEL and CSI U+009B, DEL, bidirectional and other format characters) is
-// written as its Go escape (\x1b, \r, \u009b, \u202e), and every byte
-// that is not UTF-8 as \xNN. Printable text, spaces included, is kept.
-// Its output is all printable, so escaping twice changes nothing.
-func escape(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !strconv.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
-			b.WriteString(s[i : i+n])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += n
-	}
-	return b.String()
 }

@@ -226,7 +226,7 @@ func (w *watcher) report(c counts) error {
 			fmt.Fprintln(w.app.io.Err, "...")
 			break
 		}
-		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, rules.DisplayID(id), clip(oneLine(t.Error), 200))
+		fmt.Fprintf(w.app.io.Err, "%s %s: %s\n", t.Status, rules.DisplayID(id), clip(rules.OneLine(t.Error), 200))
 		shown++
 	}
 	_, total := c.finished()

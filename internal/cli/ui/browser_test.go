@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold"
@@ -78,10 +80,11 @@ type browserStack struct {
 	client           *leasehold.Client
 	work, dlq        string
 	sqs              *sqs.Client
-	pending, doomed  string // PENDING tasks: one to cancel in the browser, one from outside
-	failed           string // FAILED, to retry
-	dep, waiter      string // waiter runs after dep (WAITING)
-	deadBody, deadID string // a dead letter on the work DLQ
+	pending, doomed  string    // PENDING tasks: one to cancel in the browser, one from outside
+	failed           string    // FAILED, to retry
+	picks            [2]string // PENDING, selected on the task list and cancelled
+	dep, waiter      string    // waiter runs after dep (WAITING)
+	deadBody, deadID string    // a dead letter on the work DLQ
 	kind             string
 }
 
@@ -106,6 +109,7 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	b.pending = enqueue("pending", leasehold.Submission{})
 	b.doomed = enqueue("doomed", leasehold.Submission{})
 	b.failed = enqueue("failed", leasehold.Submission{MaxAttempts: 1})
+	b.picks = [2]string{enqueue("pick-a", leasehold.Submission{}), enqueue("pick-b", leasehold.Submission{})}
 	b.dep = enqueue("dep", leasehold.Submission{})
 	b.waiter = enqueue("waiter", leasehold.Submission{After: []string{b.dep}})
 	// The pending task's inbox: two approvals and a note, none received.
@@ -118,7 +122,7 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	// Fail one through the store, as a worker whose handler failed would.
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), table, lease.Options{})
 	held := awstest.Claim(t, ctx, store, b.failed, "browser-test")
-	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i>"})
+	awstest.Release(t, ctx, store, held.LeaseOf(), lease.Release{Status: lease.StatusFailed, Error: "boom: <i>handler failed</i> \x1b[31mred\r\x00"})
 
 	b.deadBody = `{"not":"a token"} ` + fmt.Sprint(time.Now().UnixNano())
 	out, err := b.sqs.SendMessage(ctx, &sqs.SendMessageInput{
@@ -202,6 +206,67 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("start %s: %v", browser, err)
 	}
 
+	// The main tab's console errors, uncaught exceptions and failed
+	// responses, and the icon responses it got: a normal visit of every
+	// page must log none of the first three.
+	var (
+		consoleMu sync.Mutex
+		problems  []string
+		icons     int
+	)
+	if err := chromedp.Listen(bctx, func(ev any) {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				problems = append(problems, "console.error")
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				problems = append(problems, "log: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		case *network.EventResponseReceived:
+			if strings.Contains(e.Response.URL, "favicon") {
+				icons++
+			}
+			if e.Response.Status >= 400 {
+				problems = append(problems, fmt.Sprintf("HTTP %d %s", e.Response.Status, e.Response.URL))
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen to the console: %v", err)
+	}
+	// quiet fails the test if the main tab logged a problem since the last
+	// call, and forgets them.
+	quiet := func(what string) {
+		t.Helper()
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		if len(problems) > 0 {
+			t.Errorf("%s logged %d problem(s) in the console: %q", what, len(problems), problems)
+		}
+		problems = nil
+	}
+	// iconLoaded waits until the browser got an answer for the page's icon.
+	iconLoaded := chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		for {
+			consoleMu.Lock()
+			n := icons
+			consoleMu.Unlock()
+			if n > 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no answer for the page's icon: %w", ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+
 	// step runs browser actions with a bounded time; the conditions inside
 	// wait, never a fixed sleep.
 	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
@@ -265,7 +330,9 @@ func TestBrowser(t *testing.T) {
 	taskPage := func(id string) string { return base + "/task?id=" + url.QueryEscape(id) }
 
 	step("overview", chromedp.Navigate(start), visible(`#by-status`),
-		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"), shot("overview"))
+		has(`#by-status`, "PENDING"), has(`#queues`, "(work queue)"),
+		// The per-minute charts' axes are labelled.
+		has(`svg.chart`, "minutes ago"), has(`svg.chart`, "count"), has(`svg.chart`, "now"), shot("overview"))
 
 	// The session's cookie: HttpOnly, SameSite=Strict, and sent under the
 	// run's base path alone.
@@ -335,6 +402,17 @@ func TestBrowser(t *testing.T) {
 		return err
 	})
 
+	// A normal visit of every page: no console error, no failed request
+	// (the icon included), no exception.
+	step("a normal visit", iconLoaded,
+		chromedp.Navigate(base+"/tasks"), visible(`#task-list`),
+		chromedp.Navigate(taskPage(b.failed)), visible(`#task-status`),
+		chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)), visible(`#tree`),
+		chromedp.Navigate(base+"/queues"), visible(`#queues`),
+		chromedp.Navigate(base+"/dlq"), has(`#dlq-depth`, "message(s)"),
+		chromedp.Navigate(base+"/"), visible(`#by-status`))
+	quiet("a normal visit of every page")
+
 	step("tasks filtered by kind and prefix",
 		chromedp.Navigate(base+"/tasks"), visible(`#filters`),
 		chromedp.SetValue(chromedp.CSS(`#filters input[name="kind"]`), b.kind),
@@ -344,14 +422,36 @@ func TestBrowser(t *testing.T) {
 	if list := text(`#task-list`); strings.Contains(list, b.doomed) {
 		t.Fatalf("the prefix filter let %s through: %s", b.doomed, list)
 	}
-	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter), shot("tasks"))
+	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter),
+		// Relative times beside the UTC ones, and how long each waited.
+		has(`#task-list`, " ago"), has(`#task-list`, "waiting "), shot("tasks"))
+
+	// Two rows selected on the task list, cancelled with the bulk form's
+	// dry run and confirmation; the filter's other tasks are left alone.
+	row := func(id string) string { return fmt.Sprintf(`#task-list input[name="id"][value=%q]`, id) }
+	step("select two rows", chromedp.Navigate(base+"/tasks?kind="+b.kind+"&prefix=pick-"), has(`#task-list`, b.picks[1]),
+		chromedp.Click(chromedp.CSS(row(b.picks[0]))), chromedp.Click(chromedp.CSS(row(b.picks[1]))),
+		has(`#selected-count`, "2"), visible(`#scope-selected:checked`),
+		// A live refresh of the list keeps the rows ticked.
+		has(`#updated`, "live: updated"), visible(row(b.picks[0])+`:checked`), visible(row(b.picks[1])+`:checked`),
+		has(`#selected-count`, "2"),
+		submit(`#bulk-cancel`), has(`#bulk-count`, "the 2 selected task(s) would be cancelled"),
+		confirmAndSubmit(`#bulk-confirm`), has(`#bulk-result`, "cancelled 2"))
+	for _, id := range b.picks {
+		if info, err := b.client.Get(t.Context(), id); err != nil || info.Status != leasehold.StatusCancelled {
+			t.Fatalf("%s after the cancel of the selected rows: %s %v", id, info.Status, err)
+		}
+	}
+	if info, err := b.client.Get(t.Context(), b.dep); err != nil || info.Status != leasehold.StatusPending {
+		t.Fatalf("%s, not selected, is %s %v", b.dep, info.Status, err)
+	}
 
 	step("workflow", chromedp.Navigate(base+"/workflow?id="+url.QueryEscape(b.waiter)),
 		visible(`#tree`), has(`#tree`, b.dep), has(`#tree`, "WAITING"),
 		has(`#tree`, "waits for: "), has(`#tree`, " so far"), has(`#tree`, "created "), shot("workflow"))
 
 	step("task page", chromedp.Navigate(taskPage(b.pending)),
-		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"),
+		has(`#task-status`, "PENDING"), has(`#task-payload`, "not bold"), has(`#task-timing`, "waiting "),
 		visible(`#inbox-topics`), has(`#inbox-messages`, "m-2"), has(`#events-none`, "no event"), shot("task"))
 	// Its inbox: per topic, delivered and waiting.
 	ctx, cancel := context.WithTimeout(bctx, awstest.Scale(30*time.Second))
@@ -407,6 +507,8 @@ func TestBrowser(t *testing.T) {
 
 	step("retry a failed task", chromedp.Navigate(taskPage(b.failed)),
 		has(`#task-status`, "FAILED"), has(`#task-error`, "<i>handler failed</i>"),
+		// Its error's controls, escaped as the CLI prints them.
+		has(`#task-error`, `failed</i> \x1b[31mred\r\x00`), has(`#history`, `failed</i> \x1b[31mred \x00`),
 		confirmAndSubmit(`#retry`), has(`#result`, "PENDING"))
 
 	step("pause", chromedp.Navigate(base+"/queues"), visible(`#queues`),

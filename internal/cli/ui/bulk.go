@@ -19,8 +19,11 @@ const (
 	maxBulk = 500
 	// bulkConcurrency is how many tasks a bulk request changes at once.
 	bulkConcurrency = 8
-	// bulkShown bounds the ids a dry run lists.
+	// bulkShown bounds the ids a dry run of a filter lists.
 	bulkShown = 20
+	// maxSelected bounds the ids of one bulk request of selected rows (a
+	// dry run lists them all): two pages of the task list at most.
+	maxSelected = 2 * DefaultPageSize
 )
 
 // bulkData is what the bulk page shows: a dry run's count and sample with
@@ -47,6 +50,9 @@ type bulkData struct {
 	Done            bool // acted, not a dry run
 	Summary         string
 	Errors          []string
+	// Selected: the request named its tasks (the task list's selected
+	// rows, scope=selected) rather than a filter; IDs are all of them.
+	Selected bool
 }
 
 // bulk runs POST /bulk: cancel or retry every task the tasks page's
@@ -77,6 +83,10 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		allowed, act, d.Verb = admin.RetryStatuses, s.admin.RetryOne(n), "retried"
 	default:
 		s.fail(w, r, badRequest("action: cancel or retry"))
+		return
+	}
+	if r.PostFormValue("scope") == "selected" {
+		s.bulkSelected(w, r, d, act, allowed)
 		return
 	}
 	now := s.cfg.Now()
@@ -136,6 +146,50 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
 	if rep.Done < len(ids) {
 		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(ids)-rep.Done)
+	}
+	s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
+}
+
+// bulkSelected runs POST /bulk with scope=selected: cancel or retry the
+// tasks the form names (id, up to maxSelected), the task list's selected
+// rows. The same rules as a filter's bulk hold: the session's CSRF token
+// (checked by the gate), a dry run without confirm=yes that lists them and
+// changes nothing, the confirmed form that acts. The dry run reads
+// nothing: the action itself checks each id and refuses a task in a
+// status it does not take (allowed), and the summary says so.
+func (s *Server) bulkSelected(w http.ResponseWriter, r *http.Request, d bulkData, act admin.Action, allowed []leasehold.Status) {
+	ids := r.PostForm["id"]
+	switch {
+	case len(ids) == 0:
+		s.fail(w, r, badRequest("no row selected: tick the rows to act on, or choose \"select all matching the filter\""))
+		return
+	case len(ids) > maxSelected:
+		s.fail(w, r, badRequest(fmt.Sprintf("%d rows selected: at most %d at once (or choose \"select all matching the filter\")", len(ids), maxSelected)))
+		return
+	}
+	seen := make(map[string]bool, len(ids))
+	unique := ids[:0:0]
+	for _, id := range ids {
+		if id == "" {
+			s.fail(w, r, badRequest("id: an empty task id"))
+			return
+		}
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
+		}
+	}
+	d.Selected, d.IDs, d.Count, d.Statuses = true, unique, len(unique), rules.StatusNames(allowed)
+	if r.PostFormValue("confirm") != "yes" {
+		s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
+		return
+	}
+	ctx, cancel := s.budget(r)
+	defer cancel()
+	rep := s.admin.Bulk(ctx, unique, bulkConcurrency, act, nil)
+	d.Done, d.Summary, d.Errors = true, rep.Summary(), rep.Errors
+	if rep.Done < len(unique) {
+		d.Summary += fmt.Sprintf("; %d not reached before the request's time ran out", len(unique)-rep.Done)
 	}
 	s.render(w, r, http.StatusOK, "bulk", "Bulk "+d.Action, d)
 }

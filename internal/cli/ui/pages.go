@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +35,15 @@ var funcs = template.FuncMap{
 	"dlqURL":      dlqURL,
 	"lower":       func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
 	"queueName":   queueName,
+	// Task text (ids, kinds, errors, reasons, bodies: anything a handler
+	// or a sender wrote) is shown escaped as the CLI prints it
+	// (rules.Escape): a control character shows as \x1b, \r or \x00,
+	// never as a missing glyph or a character the browser drops. Form
+	// values and URLs carry the text unescaped.
+	"esc":   rules.Escape,
+	"line":  rules.OneLine,
+	"lines": rules.EscapeLines,
+	"id":    rules.DisplayID,
 	"clip": func(s string, n int) string {
 		if r := []rune(s); len(r) > n {
 			return string(r[:n-1]) + "…"
@@ -47,6 +55,9 @@ var funcs = template.FuncMap{
 	// The task page heads a handed-back attempt's reason apart from an
 	// error (rules.HandedBack).
 	"handedBack": rules.HandedBack,
+	"ago":        ago,
+	"timing":     timing,
+	"duration":   duration,
 }
 
 func taskURL(id string) string     { return "/task?" + url.Values{"id": {id}}.Encode() }
@@ -58,7 +69,7 @@ func queueName(q string) string {
 	if q == "" {
 		return "(work queue)"
 	}
-	return q
+	return rules.Escape(q)
 }
 
 // prettyJSON indents a JSON document for display, with the <, > and &
@@ -71,7 +82,7 @@ func prettyJSON(raw json.RawMessage) string {
 	}
 	var buf bytes.Buffer
 	if json.Indent(&buf, raw, "", "  ") != nil {
-		return string(raw)
+		return rules.EscapeLines(string(raw))
 	}
 	return unescapeHTMLSafe(buf.String())
 }
@@ -153,8 +164,8 @@ type overviewScan struct {
 	ByStatus  []statusCount
 	ByKind    []count
 	ByQueue   []count
-	Created   []bar
-	Finished  []bar
+	Created   chart
+	Finished  chart
 	MaxPerMin int
 }
 
@@ -214,7 +225,8 @@ func (s *Server) scan(ctx context.Context) *overviewScan {
 	}
 	d.ByKind, d.ByQueue = counts(byKind), counts(byQueue)
 	d.MaxPerMin = max(slices.Max(created[:]), slices.Max(finished[:]), 1)
-	d.Created, d.Finished = bars(created, d.MaxPerMin, now, "created"), bars(finished, d.MaxPerMin, now, "finished")
+	d.Created = newChart(created, d.MaxPerMin, now, "created", "tasks created per minute")
+	d.Finished = newChart(finished, d.MaxPerMin, now, "finished", "tasks finished per minute")
 	return d
 }
 
@@ -279,20 +291,6 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Queues = s.queueRows(ctx)
 	s.render(w, r, http.StatusOK, "overview", "Overview", d)
-}
-
-// bars draws a per-minute series as SVG rectangles in a 600×80 box.
-func bars(series [60]int, peak int, now time.Time, what string) []bar {
-	out := make([]bar, 0, len(series))
-	for i, n := range series {
-		h := n * 80 / peak
-		if n > 0 {
-			h = max(h, 1)
-		}
-		at := now.Add(time.Duration(i-59) * time.Minute).UTC().Format("15:04")
-		out = append(out, bar{X: i * 10, Y: 80 - h, H: h, Label: at + ": " + strconv.Itoa(n) + " " + what})
-	}
-	return out
 }
 
 // queueRows reads the depths and pause state of the work queue and the
@@ -368,6 +366,8 @@ type tasksData struct {
 	// CutOff: a listing read was still under way when the page's time was
 	// up, and was cut off.
 	CutOff bool
+	// MaxSelected bounds the rows one bulk request of selected rows takes.
+	MaxSelected int
 }
 
 // Query is the filters (without the cursor) as a URL query.
@@ -412,7 +412,7 @@ func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 		Status: strings.ToUpper(q.Get("status")), Kind: q.Get("kind"), Queue: q.Get("queue"),
 		Since: q.Get("since"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
 	}
-	d := tasksData{F: f, Statuses: leasehold.Statuses()}
+	d := tasksData{F: f, Statuses: leasehold.Statuses(), MaxSelected: maxSelected}
 	fq := f.Queue
 	if fq != "" && fq == s.workName {
 		fq = "-" // the default work queue, recorded with "" or its name
@@ -617,9 +617,9 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 		n := &node{T: t, Focus: t.ID == id}
 		switch {
 		case t.Status.Terminal() && !t.FinishedAt.IsZero() && !t.CreatedAt.IsZero():
-			n.Took = span(t.FinishedAt.Sub(t.CreatedAt))
+			n.Took = duration(t.FinishedAt.Sub(t.CreatedAt))
 		case !t.Status.Terminal() && !t.CreatedAt.IsZero():
-			n.Age = span(now.Sub(t.CreatedAt))
+			n.Age = duration(now.Sub(t.CreatedAt))
 		}
 		var err error
 		var kids []string
@@ -701,15 +701,6 @@ func (s *Server) workflow(w http.ResponseWriter, r *http.Request) {
 
 // maxWaitingShown bounds the unended tasks a waiting node names.
 const maxWaitingShown = 10
-
-// span is a duration as the tree shows it: to the second, or to the
-// millisecond under one.
-func span(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
 
 // mayHaveChildren reports whether t may have started tasks that
 // Client.ChildIDs lists: the children of its All and Map awaits (steps

@@ -82,6 +82,13 @@ func (g gate) guard(next http.Handler) http.Handler {
 			http.Error(w, "forbidden: unexpected Host "+r.Host, http.StatusForbidden)
 			return
 		}
+		if r.URL.Path == "/favicon.ico" && r.Method == http.MethodGet {
+			// A browser asks for the icon at the root of the host, with no
+			// cookie of the base's: it gets the inspector's icon, which
+			// tells nothing, rather than a 404 in its console.
+			serveIcon(w)
+			return
+		}
 		rest, ok := strings.CutPrefix(r.URL.Path, s.base)
 		if !ok || (rest != "" && rest[0] != '/') {
 			http.Error(w, "not found: the inspector's pages are under the path of the URL `leasehold ui` printed", http.StatusNotFound)
@@ -172,4 +179,17 @@ func (s *Server) localURL(p string, q url.Values) string {
 	}
 	u := url.URL{Path: s.base + p, RawQuery: q.Encode()}
 	return u.RequestURI()
+}
+
+// serveIcon answers /favicon.ico with the icon the pages link to
+// (assets/static/favicon.svg).
+func serveIcon(w http.ResponseWriter) {
+	icon, err := assets.ReadFile("assets/static/favicon.svg")
+	if err != nil {
+		http.Error(w, "no icon", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "max-age=86400")
+	_, _ = w.Write(icon)
 }

@@ -52,7 +52,13 @@
         return;
       }
       const d = await r.json();
+      // The rows the operator selected stay selected across a refresh.
+      const kept = new Set([...live.querySelectorAll('input[name="id"]:checked')].map((e) => e.value));
       live.innerHTML = d.html;
+      for (const e of live.querySelectorAll('input[name="id"]')) {
+        e.checked = kept.has(e.value);
+      }
+      document.dispatchEvent(new Event("selection"));
       wait = every;
       show("live: updated " + d.at + " UTC; every " + every / 1000 + " s while this tab is visible");
     } catch (e) {
@@ -64,4 +70,38 @@
   }
   document.addEventListener("visibilitychange", schedule);
   schedule();
+})();
+
+// Row selection on the task list: the checkbox of a row selects it for
+// the bulk form (#bulk), whose scope turns to "the selected rows" when one
+// is ticked; the header's checkbox ticks every row of the page. Choosing
+// "select all matching the filter" acts on the filter instead, as before.
+(function () {
+  const form = document.getElementById("bulk");
+  if (!form) {
+    return;
+  }
+  const scope = document.getElementById("scope-selected");
+  const count = document.getElementById("selected-count");
+  function rows() {
+    return [...document.querySelectorAll('#task-list input[name="id"]')];
+  }
+  function update() {
+    const n = rows().filter((e) => e.checked).length;
+    count.textContent = String(n);
+    const page = document.getElementById("select-page");
+    if (page) page.checked = n > 0 && n === rows().length;
+  }
+  document.addEventListener("change", (ev) => {
+    const e = ev.target;
+    if (e.id === "select-page") {
+      for (const r of rows()) r.checked = e.checked;
+    } else if (e.name !== "id") {
+      return;
+    }
+    if (rows().some((r) => r.checked)) scope.checked = true;
+    update();
+  });
+  document.addEventListener("selection", update);
+  update();
 })();
