@@ -97,6 +97,7 @@ type Env struct {
 	sweeper  *dispatch.Dispatcher
 
 	mu            sync.Mutex
+	replayNotify  func(waiter string) bool // tests: notifications whose answer is lost (ReplayNotifies)
 	maxDeliveries int
 	running       bool
 	closed        bool

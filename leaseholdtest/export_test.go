@@ -69,3 +69,12 @@ func (e *Env) SentTaskID(id string) bool {
 // ExpireTask removes the finished task id, as the table's TTL does once
 // its retention has passed, and reports whether it did.
 func (e *Env) ExpireTask(id string) bool { return e.store.Expire(id) }
+
+// ReplayNotifies makes every notification of a waiter that replay accepts
+// land twice, the caller seeing only the second answer: a response lost
+// and the SDK's retry answered (ErrNotified).
+func (e *Env) ReplayNotifies(replay func(waiter string) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.replayNotify = replay
+}

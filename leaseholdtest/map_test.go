@@ -207,6 +207,30 @@ func TestEnvMapRunsFiftyAtATime(t *testing.T) {
 	}
 }
 
+// A wake of the map's parent whose answer is lost (the notification
+// landed, the SDK's retry answered "notified already") still wakes it: the
+// parent ends at once, not at its wait's deadline. Every notification of
+// the parent is lost so; before, the parent slept until the sweep found
+// it, hours of the fake clock later.
+func TestEnvMapParentWokenAfterALostWakeAnswer(t *testing.T) {
+	t.Parallel()
+	var env *leaseholdtest.Env
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.SetMaxDeliveries(10 * 200)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
+	env.ReplayNotifies(func(waiter string) bool { return waiter == id })
+	start := env.Clock().Now()
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded {
+		t.Fatalf("mapper: %s (error %q), want SUCCEEDED", got.Status, got.Error)
+	}
+	if took := env.Clock().Now().Sub(start); took > time.Minute {
+		t.Errorf("the map ended %s of the fake clock after it began: a lost wake left its parent asleep until the sweep", took)
+	}
+}
+
 // One slow child does not hold the others back: while child 0 waits for
 // its retry, its slot is busy and the other 19 slots run on through the
 // whole map (in waves, nothing past the first wave would start). Still at

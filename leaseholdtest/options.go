@@ -116,6 +116,22 @@ type createdStore struct {
 	e *Env
 }
 
+// Notify is the in-memory store's, except for a waiter the Env's
+// replayNotify hook names: there the first try lands and its answer is
+// lost, and the caller gets the answer of the SDK's retry, as on DynamoDB
+// when a response is dropped (ErrNotified: the waiter heard already).
+func (s createdStore) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
+	s.e.mu.Lock()
+	replay := s.e.replayNotify
+	s.e.mu.Unlock()
+	if replay != nil && replay(w.ID) {
+		if _, err := s.Store.Notify(ctx, w, ended); err != nil {
+			return lease.Task{}, err
+		}
+	}
+	return s.Store.Notify(ctx, w, ended)
+}
+
 func (s createdStore) Create(ctx context.Context, t lease.NewTask) (lease.Task, error) {
 	return s.note(s.Store.Create(ctx, t))
 }

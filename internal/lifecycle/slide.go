@@ -184,17 +184,20 @@ func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, n
 }
 
 // slideWake tells the waiting parent of a sliding map its wake id, and
-// wakes it if that was what it waited for. A parent that heard it
-// already, or that runs (it reads the groups before it waits again), or
-// that ended, needs nothing.
+// wakes it if that was what it waited for. A parent that runs (it reads
+// the groups before it waits again), or that ended, needs nothing. One
+// that heard it already is woken again if its wait is over: the
+// notification that told it may be this one's own, landed with its answer
+// lost (the SDK's retry then meets it), and then no wake was sent; a
+// second wake of a parent already woken is claimed by nobody.
 func (x *execution) slideWake(parent, wake string) error {
 	cctx, cancel := x.call()
 	got, err := x.cfg.Store.Notify(cctx, lease.Waiter{ID: parent, Mode: lease.WaitChildren}, lease.Task{ID: wake, Status: lease.StatusSucceeded})
 	cancel()
 	var fin *lease.FinishedError
 	switch {
-	case err == nil:
-	case errors.Is(err, lease.ErrNotified), errors.As(err, &fin), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNotWaiting):
+	case err == nil, errors.Is(err, lease.ErrNotified):
+	case errors.As(err, &fin), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNotWaiting):
 		return nil
 	default:
 		return fmt.Errorf("wake map parent %s: %w", parent, err)
