@@ -57,9 +57,9 @@ const (
 	// opLateRetry is past the 5 s a policy waits out in the process: the
 	// retry is a durable snooze.
 	opLateRetry = 6 * time.Second
-	opPoll  = time.Second
-	opTopic = "inbox"
-	opEvent = "progress"
+	opPoll      = time.Second
+	opTopic     = "inbox"
+	opEvent     = "progress"
 )
 
 var errTransient = errors.New("transient")
