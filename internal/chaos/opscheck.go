@@ -159,27 +159,11 @@ func checkOps(in Input, writesByTask map[string][]Write, clientAccepted map[call
 // that SUCCEEDED holds all of them.
 func checkBranches(in Input, writesByTask map[string][]Write, o *OpsReport, flag func(kind, detail string)) {
 	wf := in.Workflows
-	type key struct{ task, step string } // step: "b/s0"
-	runs := map[key][]HandlerEvent{}
-	done := map[key]map[string]bool{}
-	for _, e := range in.Handler {
-		if e.Event != "bstep" || !wf.Branches[e.Task] {
-			continue
-		}
-		k := key{e.Task, e.Step}
-		switch e.Phase {
-		case "run":
-			o.BranchRuns++
-			runs[k] = append(runs[k], e)
-		case "done":
-			if done[k] == nil {
-				done[k] = map[string]bool{}
-			}
-			done[k][e.Run] = true
-		case "fail":
-			o.BranchFailures++
-		}
-	}
+	// Steps are named "b/s0": branch, then step.
+	ev := collectSteps(in.Handler, "bstep", func(task string) bool { return wf.Branches[task] })
+	runs, done := ev.runs, ev.done
+	o.BranchRuns += ev.nRuns
+	o.BranchFailures += ev.nFails
 	for _, id := range slices.Sorted(maps.Keys(wf.Branches)) {
 		o.BranchTasks++
 		rec, ok := in.Records[id]
@@ -209,7 +193,7 @@ func checkBranches(in Input, writesByTask map[string][]Write, o *OpsReport, flag
 		twice, unrun := false, false
 		for _, b := range BranchNames {
 			for _, s := range BranchSteps {
-				name, k := b+"/"+s, key{id, b + "/" + s}
+				name, k := b+"/"+s, stepKey{id, b + "/" + s}
 				got := recorded[name]
 				switch {
 				case len(got) > 1:

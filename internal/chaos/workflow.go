@@ -575,27 +575,10 @@ func checkCancels(in Input, writesByTask map[string][]Write, starts map[string][
 // completed run of the function.
 func checkSteps(in Input, writesByTask map[string][]Write, r *WorkflowReport, flag func(kind, detail string)) {
 	wf := in.Workflows
-	type stepKey struct{ task, step string }
-	runs := map[stepKey][]HandlerEvent{}
-	done := map[stepKey]map[string]bool{} // run ids that returned a result
-	for _, e := range in.Handler {
-		if e.Event != "step" {
-			continue
-		}
-		k := stepKey{e.Task, e.Step}
-		switch e.Phase {
-		case "run":
-			r.StepRuns++
-			runs[k] = append(runs[k], e)
-		case "done":
-			if done[k] == nil {
-				done[k] = map[string]bool{}
-			}
-			done[k][e.Run] = true
-		case "fail":
-			r.StepFailures++
-		}
-	}
+	ev := collectSteps(in.Handler, "step", func(string) bool { return true })
+	runs, done := ev.runs, ev.done
+	r.StepRuns += ev.nRuns
+	r.StepFailures += ev.nFails
 	for _, id := range slices.Sorted(maps.Keys(wf.Steps)) {
 		r.StepTasks++
 		rec, ok := in.Records[id]
@@ -756,4 +739,39 @@ func kidsProblem(seen, kids []string, childN map[string]int, recs map[string]lea
 		}
 	}
 	return ""
+}
+
+// stepKey names a step body of a task in the handlers' evidence.
+type stepKey struct{ task, step string }
+
+// stepEvents is the handlers' evidence of step bodies, by task and step.
+type stepEvents struct {
+	runs          map[stepKey][]HandlerEvent  // each start of a body
+	done          map[stepKey]map[string]bool // run ids that returned a result
+	nRuns, nFails int
+}
+
+// collectSteps gathers the evidence lines of kind event (run, done, fail)
+// of the tasks that keep accepts.
+func collectSteps(handler []HandlerEvent, event string, keep func(task string) bool) stepEvents {
+	ev := stepEvents{runs: map[stepKey][]HandlerEvent{}, done: map[stepKey]map[string]bool{}}
+	for _, e := range handler {
+		if e.Event != event || !keep(e.Task) {
+			continue
+		}
+		k := stepKey{e.Task, e.Step}
+		switch e.Phase {
+		case "run":
+			ev.nRuns++
+			ev.runs[k] = append(ev.runs[k], e)
+		case "done":
+			if ev.done[k] == nil {
+				ev.done[k] = map[string]bool{}
+			}
+			ev.done[k][e.Run] = true
+		case "fail":
+			ev.nFails++
+		}
+	}
+	return ev
 }
