@@ -97,7 +97,7 @@ type Env struct {
 	sweeper  *dispatch.Dispatcher
 
 	mu            sync.Mutex
-	replayNotify  func(waiter string) bool // tests: notifications whose answer is lost (ReplayNotifies)
+	faults        faults // tests: answers lost (export_test.go)
 	maxDeliveries int
 	running       bool
 	closed        bool
@@ -386,8 +386,11 @@ func (e *Env) Run() error {
 		// Listed or not (a child has no listing entry of its own); a task
 		// held for a divergence waits for other code, as a callback waits
 		// for its answer: Run stops for it (Task shows why).
+		// A task that ended with its message handed back (its waiters
+		// not all told: a store call failed) is told again when the
+		// message comes back, as on SQS: Run waits for it.
 		live := e.liveNotHeld()
-		if len(live) == 0 {
+		if len(live) == 0 && !e.notifying() {
 			return nil
 		}
 		next, queued := e.queue.nextVisible()
@@ -399,6 +402,21 @@ func (e *Env) Run() error {
 		}
 		e.clock.Advance(next.Sub(now))
 	}
+}
+
+// notifying reports whether a message handed back names a task that has
+// ended: its next delivery tells the task's waiters.
+func (e *Env) notifying() bool {
+	for _, body := range e.queue.kept() {
+		tok, err := token.Decode(body)
+		if err != nil {
+			continue
+		}
+		if t, err := e.store.Get(e.ctx, tok.ID); err == nil && t.Status.Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // trouble returns the first error Run must stop for: a task whose kind has

@@ -76,5 +76,22 @@ func (e *Env) ExpireTask(id string) bool { return e.store.Expire(id) }
 func (e *Env) ReplayNotifies(replay func(waiter string) bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.replayNotify = replay
+	e.faults.replayNotify = replay
+}
+
+// FailNotifies makes the first notification of each ended id to a waiter
+// that fail accepts land and answer with an error: a response lost and
+// the SDK's retries given up (the caller's message comes back).
+func (e *Env) FailNotifies(fail func(waiter string) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults.failNotify = fail
+}
+
+// ReplayReports makes every count of a sliding map's child land twice,
+// the caller seeing only the second answer (mapstate.ErrCounted).
+func (e *Env) ReplayReports() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults.replayReport = true
 }

@@ -231,6 +231,50 @@ func TestEnvMapParentWokenAfterALostWakeAnswer(t *testing.T) {
 	}
 }
 
+// A child's end that was counted but whose wake failed (the
+// notification landed and its answer was lost for good, so the message
+// came back) wakes the parent on its next delivery: that delivery finds
+// the end counted already and still does what the count made due.
+func TestEnvMapParentWokenAfterAFailedWake(t *testing.T) {
+	t.Parallel()
+	var env *leaseholdtest.Env
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.SetMaxDeliveries(10 * 200)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
+	env.FailNotifies(func(waiter string) bool { return waiter == id })
+	mustEndSoon(t, env, id)
+}
+
+// The same when the count's own answer is lost: the SDK's retry meets the
+// count landed (mapstate.ErrCounted), and the wake is still sent.
+func TestEnvMapParentWokenAfterALostCountAnswer(t *testing.T) {
+	t.Parallel()
+	var env *leaseholdtest.Env
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.SetMaxDeliveries(10 * 200)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
+	env.ReplayReports()
+	mustEndSoon(t, env, id)
+}
+
+// mustEndSoon runs env until idle and fails t unless the mapper id
+// SUCCEEDED within a minute of the fake clock (a parent left asleep waits
+// for the sweep, much later).
+func mustEndSoon(t *testing.T, env *leaseholdtest.Env, id string) {
+	t.Helper()
+	start := env.Clock().Now()
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"all: 40 started, 40 ok, 0 failed, sum 780"` {
+		t.Fatalf("mapper: %s %s (error %q), want SUCCEEDED with all 40", got.Status, got.Result, got.Error)
+	}
+	if took := env.Clock().Now().Sub(start); took > time.Minute {
+		t.Errorf("the map ended %s of the fake clock after it began: a lost wake left its parent asleep until the sweep", took)
+	}
+}
+
 // One slow child does not hold the others back: while child 0 waits for
 // its retry, its slot is busy and the other 19 slots run on through the
 // whole map (in waves, nothing past the first wave would start). Still at

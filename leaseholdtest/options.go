@@ -2,6 +2,7 @@ package leaseholdtest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -116,20 +117,62 @@ type createdStore struct {
 	e *Env
 }
 
-// Notify is the in-memory store's, except for a waiter the Env's
-// replayNotify hook names: there the first try lands and its answer is
-// lost, and the caller gets the answer of the SDK's retry, as on DynamoDB
-// when a response is dropped (ErrNotified: the waiter heard already).
+// faults are the answers of the Env's store that tests lose
+// (export_test.go), as DynamoDB's are when a response is dropped; the
+// Env's mu guards them.
+type faults struct {
+	// replayNotify names waiters whose notifications land and whose
+	// answer is lost: the caller gets the SDK's retry's (ErrNotified).
+	replayNotify func(waiter string) bool
+	// failNotify names waiters whose first notification of each ended
+	// id lands and whose answer is lost for good: the caller gets an
+	// error (lease.ErrBackend), and its next try meets the first.
+	failNotify func(waiter string) bool
+	failed     map[string]bool // waiter and ended id: failed once
+	// replayReport: every sliding map's report lands and its answer is
+	// lost: the caller gets the SDK's retry's (mapstate.ErrCounted).
+	replayReport bool
+}
+
+// Notify is the in-memory store's, except for the waiters the Env's
+// faults name.
 func (s createdStore) Notify(ctx context.Context, w lease.Waiter, ended lease.Task) (lease.Task, error) {
 	s.e.mu.Lock()
-	replay := s.e.replayNotify
+	f := s.e.faults
+	fail := f.failNotify != nil && f.failNotify(w.ID) && !f.failed[w.ID+" "+ended.ID]
+	if fail {
+		if s.e.faults.failed == nil {
+			s.e.faults.failed = map[string]bool{}
+		}
+		s.e.faults.failed[w.ID+" "+ended.ID] = true
+	}
 	s.e.mu.Unlock()
-	if replay != nil && replay(w.ID) {
+	if fail {
+		if _, err := s.Store.Notify(ctx, w, ended); err != nil {
+			return lease.Task{}, err
+		}
+		return lease.Task{}, fmt.Errorf("notify %s: %w: its answer was lost (leaseholdtest)", w.ID, lease.ErrBackend)
+	}
+	if f.replayNotify != nil && f.replayNotify(w.ID) {
 		if _, err := s.Store.Notify(ctx, w, ended); err != nil {
 			return lease.Task{}, err
 		}
 	}
 	return s.Store.Notify(ctx, w, ended)
+}
+
+// Report is the in-memory store's, landing twice when the Env's faults
+// say so (the caller sees the second answer).
+func (s createdStore) Report(ctx context.Context, r mapstate.Report) (mapstate.Group, error) {
+	s.e.mu.Lock()
+	replay := s.e.faults.replayReport
+	s.e.mu.Unlock()
+	if replay {
+		if _, err := s.Store.Report(ctx, r); err != nil {
+			return mapstate.Group{}, err
+		}
+	}
+	return s.Store.Report(ctx, r)
 }
 
 func (s createdStore) Create(ctx context.Context, t lease.NewTask) (lease.Task, error) {

@@ -254,6 +254,20 @@ func (q *memQueue) nextVisible() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
+// kept returns the bodies of the messages received and not deleted:
+// their workers handed them back, to come again.
+func (q *memQueue) kept() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, m := range q.msgs {
+		if m.receives > 0 {
+			out = append(out, m.body)
+		}
+	}
+	return out
+}
+
 // takeDead returns the dead letters since the last call.
 func (q *memQueue) takeDead() []deadLetter {
 	q.mu.Lock()

@@ -31,8 +31,12 @@ func (x *execution) runNotifying(ctx context.Context) State {
 		err = x.advanceChain(ctx, x.task)
 	}
 	if err != nil {
-		x.log.warn("could not notify the tasks waiting for this one or start its chain's next link; the message comes back to retry", "error", err)
-		x.result.Ack = false
+		// Handed back for a backoff, not the queue's long visibility
+		// timeout: a parent whose wake failed would sleep as long. Every
+		// step is idempotent, so the next delivery does it again.
+		hold := backoffHold(x.msg.ReceiveCount)
+		x.log.warn("could not notify the tasks waiting for this one or start its chain's next link; the message comes back to retry", "error", err, "retry_in", hold)
+		x.keep(x.detached, hold, err.Error())
 		x.result.Reason = cmp.Or(x.fate.failReason, err.Error())
 	}
 	return StateExited

@@ -252,17 +252,20 @@ func (x *execution) slideEnded(ctx context.Context, t lease.Task, name string, i
 		return fmt.Errorf("read map group of child %d: %w", index, err)
 	}
 	slot, rank := index%c, index/c
+	next := index + c
 	if j := slot - g.First; j < 0 || j >= len(g.Seq) || g.C != c {
 		return nil // not this map's child (its metadata was changed)
 	} else if g.Seq[j] > rank {
-		return nil // counted already: a later delivery of this end
+		// Counted already, by an earlier delivery of this end whose
+		// stop or wake may have failed after the count (the message
+		// came back for it): what the group makes due is done again.
+		return x.slideCounted(ctx, ms, g, t.Parent, name, slot, next, false)
 	} else if g.Seq[j] < rank {
 		// The slot's child before it has not been counted yet (its end
 		// started this one before counting itself): this message comes
 		// back to count after it.
 		return fmt.Errorf("map child %d ended before its slot's previous child was counted", index)
 	}
-	next := index + c
 	started := next >= g.N
 	if !started && g.Stopped == "" && next < g.Produced {
 		if err := x.slideStart(ctx, ms, t.Parent, name, c, next, t.Metadata); err != nil {
@@ -276,27 +279,46 @@ func (x *execution) slideEnded(ctx context.Context, t lease.Task, name string, i
 	cancel()
 	switch {
 	case errors.Is(err, mapstate.ErrCounted):
-		return nil // another delivery of this end counted it meanwhile
+		// Counted meanwhile: by another delivery of this end, or by this
+		// very write, landed with its answer lost (the SDK's retry met
+		// it). Either may not have stopped or woken anything yet.
+		cctx, cancel = x.call()
+		g, err = ms.GetGroup(cctx, gid)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read map group of child %d: %w", index, err)
+		}
+		return x.slideCounted(ctx, ms, g, t.Parent, name, slot, next, false)
 	case err != nil:
 		return fmt.Errorf("count map child %d: %w", index, err)
 	}
+	return x.slideCounted(ctx, ms, g, t.Parent, name, slot, next, r.OK)
+}
+
+// slideCounted stops the map and wakes its parent as g, the group of
+// slot with a child's end counted, makes due; next is that child's
+// slot's next child and ok whether it succeeded (false when not known:
+// the other groups are read to decide). It is idempotent: a later
+// delivery of the same end calls it again with the group as it then
+// stands, and a wake more than needed costs the parent one run.
+func (x *execution) slideCounted(ctx context.Context, ms mapstate.Store, g mapstate.Group, parent, name string, slot, next int, ok bool) error {
 	// Idle (the parent starts its next child), or done, or stopped by
 	// this end: the parent is told.
 	wake := g.IsIdle(slot) || g.Done()
-	if stop := x.slideDecide(ctx, ms, g, r.OK); stop != "" && g.Stopped == "" {
+	if stop := x.slideDecide(ctx, ms, g, ok); stop != "" && g.Stopped == "" {
 		cctx, cancel := x.call()
-		g, err = ms.Stop(cctx, gid, stop)
+		stopped, err := ms.Stop(cctx, g.ID, stop)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("stop map %q: %w", name, err)
 		}
-		wake = true
+		g, wake = stopped, true
 	}
 	// The items run low: the child whose next child is exactly Ahead
 	// short of the items produced wakes the parent to produce more.
-	wake = wake || (g.Produced < g.N && next == g.Produced-mapstate.Ahead(c))
+	wake = wake || (g.Produced < g.N && next == g.Produced-mapstate.Ahead(g.C))
 	if wake {
-		return x.slideWake(t.Parent, durable.WakeID(t.Parent, name, g.Produced))
+		return x.slideWake(parent, durable.WakeID(parent, name, g.Produced))
 	}
 	return nil
 }
