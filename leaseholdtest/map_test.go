@@ -207,71 +207,47 @@ func TestEnvMapRunsFiftyAtATime(t *testing.T) {
 	}
 }
 
-// A wake of the map's parent whose answer is lost (the notification
-// landed, the SDK's retry answered "notified already") still wakes it: the
-// parent ends at once, not at its wait's deadline. Every notification of
-// the parent is lost so; before, the parent slept until the sweep found
-// it, hours of the fake clock later.
-func TestEnvMapParentWokenAfterALostWakeAnswer(t *testing.T) {
+// A sliding map's parent is woken whatever answer of the writes that
+// wake it is lost; before, the parent slept until the sweep found it,
+// hours of the fake clock later. Each fault hits every call it names:
+//   - a lost wake answer: the notification landed, the SDK's retry
+//     answered "notified already";
+//   - a failed wake: the notification landed and its answer was lost for
+//     good, so the child's message came back, found its end counted and
+//     must still do what the count made due;
+//   - a lost count answer: the SDK's retry met the count landed
+//     (mapstate.ErrCounted), and the wake must still be sent.
+func TestEnvMapParentWokenAfterLostAnswers(t *testing.T) {
 	t.Parallel()
-	var env *leaseholdtest.Env
-	run := &mapRun{}
-	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
-	env.SetMaxDeliveries(10 * 200)
-	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
-	env.ReplayNotifies(func(waiter string) bool { return waiter == id })
-	start := env.Clock().Now()
-	mustRun(t, env)
-	got := mustTask(t, env, id)
-	if got.Status != leasehold.StatusSucceeded {
-		t.Fatalf("mapper: %s (error %q), want SUCCEEDED", got.Status, got.Error)
-	}
-	if took := env.Clock().Now().Sub(start); took > time.Minute {
-		t.Errorf("the map ended %s of the fake clock after it began: a lost wake left its parent asleep until the sweep", took)
-	}
-}
-
-// A child's end that was counted but whose wake failed (the
-// notification landed and its answer was lost for good, so the message
-// came back) wakes the parent on its next delivery: that delivery finds
-// the end counted already and still does what the count made due.
-func TestEnvMapParentWokenAfterAFailedWake(t *testing.T) {
-	t.Parallel()
-	var env *leaseholdtest.Env
-	run := &mapRun{}
-	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
-	env.SetMaxDeliveries(10 * 200)
-	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
-	env.FailNotifies(func(waiter string) bool { return waiter == id })
-	mustEndSoon(t, env, id)
-}
-
-// The same when the count's own answer is lost: the SDK's retry meets the
-// count landed (mapstate.ErrCounted), and the wake is still sent.
-func TestEnvMapParentWokenAfterALostCountAnswer(t *testing.T) {
-	t.Parallel()
-	var env *leaseholdtest.Env
-	run := &mapRun{}
-	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
-	env.SetMaxDeliveries(10 * 200)
-	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
-	env.ReplayReports()
-	mustEndSoon(t, env, id)
-}
-
-// mustEndSoon runs env until idle and fails t unless the mapper id
-// SUCCEEDED within a minute of the fake clock (a parent left asleep waits
-// for the sweep, much later).
-func mustEndSoon(t *testing.T, env *leaseholdtest.Env, id string) {
-	t.Helper()
-	start := env.Clock().Now()
-	mustRun(t, env)
-	got := mustTask(t, env, id)
-	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"all: 40 started, 40 ok, 0 failed, sum 780"` {
-		t.Fatalf("mapper: %s %s (error %q), want SUCCEEDED with all 40", got.Status, got.Result, got.Error)
-	}
-	if took := env.Clock().Now().Sub(start); took > time.Minute {
-		t.Errorf("the map ended %s of the fake clock after it began: a lost wake left its parent asleep until the sweep", took)
+	for _, c := range []struct {
+		name  string
+		fault func(env *leaseholdtest.Env, parent string)
+	}{
+		{"lost wake answer", func(env *leaseholdtest.Env, parent string) {
+			env.ReplayNotifies(func(waiter string) bool { return waiter == parent })
+		}},
+		{"failed wake", func(env *leaseholdtest.Env, parent string) {
+			env.FailNotifies(func(waiter string) bool { return waiter == parent })
+		}},
+		{"lost count answer", func(env *leaseholdtest.Env, _ string) { env.ReplayReports() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var env *leaseholdtest.Env
+			env = leaseholdtest.New(t, mapHandlers(t, &env, &mapRun{}))
+			env.SetMaxDeliveries(10 * 200)
+			id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: mapJob{N: 40, Conc: 8}, MaxAttempts: 1})
+			c.fault(env, id)
+			start := env.Clock().Now()
+			mustRun(t, env)
+			got := mustTask(t, env, id)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"all: 40 started, 40 ok, 0 failed, sum 780"` {
+				t.Fatalf("mapper: %s %s (error %q), want SUCCEEDED with all 40", got.Status, got.Result, got.Error)
+			}
+			if took := env.Clock().Now().Sub(start); took > time.Minute {
+				t.Errorf("the map ended %s of the fake clock after it began: a lost wake left its parent asleep until the sweep", took)
+			}
+		})
 	}
 }
 
