@@ -147,7 +147,7 @@ var transitions = []Transition{
 	{StateAwaitingCallback, StateNotifying, "no callback token taken, a bad timeout, or the timeout not armed: the attempt failed; or a cancel ended the wait; or the lease was lost to an attempt that ended the task"},
 	{StateAwaitingCallback, StateExited, "suspended, or the suspension failed"},
 
-	{StateNotifying, StateExited, "every waiter told, if any (the message is kept if one could not be)"},
+	{StateNotifying, StateExited, "every waiter told, if any (the message is kept for a backoff if one could not be)"},
 }
 
 // transitionSet indexes transitions: transitionSet[from] has bit to set.
