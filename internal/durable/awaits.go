@@ -2,6 +2,7 @@ package durable
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,66 @@ type AwaitCallbackError struct {
 	// the same attempt, instead of failing the attempt. The suspension
 	// keeps TimerNote as the wait's note to tell it so.
 	Timer bool
+	// Listen names the receives raced against the callback (Race or Any),
+	// as "TOPIC#SEQ" joined by commas: a message at or past SEQ on TOPIC
+	// ends the wait with the answer MessageCame, and the task runs again,
+	// as the same attempt, and takes it. The suspension keeps it in the
+	// wait's note (Note).
+	Listen string
 }
+
+// Note is the wait note of the suspension e asks for: TimerNote for a
+// raced timer, "leasehold:recv:" and Listen for raced receives, both
+// separated by a space; "" for neither.
+func (e *AwaitCallbackError) Note() string {
+	var parts []string
+	if e.Timer && e.Step != "" {
+		parts = append(parts, TimerNote)
+	}
+	if e.Listen != "" && e.Step != "" {
+		parts = append(parts, listenPrefix+e.Listen)
+	}
+	return strings.Join(parts, " ")
+}
+
+// listenPrefix starts the part of a wait note that names raced receives
+// (AwaitCallbackError.Listen).
+const listenPrefix = "leasehold:recv:"
+
+// RaceNote is a wait note (lease.Task.WaitNote) as a race's suspension
+// writes it (AwaitCallbackError.Note): what ends the wait besides what it
+// waits for.
+type RaceNote string
+
+// Timer reports whether the wait's deadline is a raced timer's.
+func (n RaceNote) Timer() bool {
+	return slices.Contains(strings.Fields(string(n)), TimerNote)
+}
+
+// Listens reports whether a message number seq of topic ends the wait: a
+// receive raced against it waits for message number seq or an earlier one
+// of the topic.
+func (n RaceNote) Listens(topic string, seq int64) bool {
+	for _, part := range strings.Fields(string(n)) {
+		list, ok := strings.CutPrefix(part, listenPrefix)
+		if !ok {
+			continue
+		}
+		for _, entry := range strings.Split(list, ",") {
+			t, num, _ := strings.Cut(entry, "#")
+			want, err := strconv.ParseInt(num, 10, 64)
+			if t == topic && err == nil && want <= seq {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MessageCame is the answer the worker records for a callback whose raced
+// receive's message came first (a failure with this reason), as
+// TimerFired for a timer; the callback routes refuse it too.
+const MessageCame = "leasehold: the raced message came first"
 
 // TimerNote is the wait note (lease.Wait.Note) of a callback wait, or a
 // wait for children, whose deadline is a raced timer's

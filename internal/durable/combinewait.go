@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // trySettleChild).
 func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
 	if f.kind == futureReceive {
-		return w.tryReceive(ctx, f)
+		return w.tryReceive(ctx, f, f.topic)
 	}
 	return w.trySettleChild(ctx, f)
 }
@@ -59,19 +60,36 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now t
 // settleLiveAll settles, in a live run of the combinator kind over fs not
 // decided by order (the futures settled so far), the receives, in
 // argument order, until the first that has no message (its topic's wait
-// is written: a send wakes the task); children settle only from what the
-// task waited for (settleWaitedChildren). It stops once the outcome is
-// decided, so no receive takes a message the outcome does not need, and
-// returns order with those it settled appended.
+// is written: a send wakes the task); in a Race or Any, every receive is
+// looked at, and the wait written names all their topics (a send on any
+// wakes the task). Children settle only from what the task waited for
+// (settleWaitedChildren). It stops once the outcome is decided, so no
+// receive takes a message the outcome does not need, and returns order
+// with those it settled appended.
 func (w *Workflow) settleLiveAll(ctx context.Context, kind string, fs []*Future, order []int, pol policy) ([]int, error) {
+	first := kind == CombineRace || kind == CombineAny
+	var topics []string // a race's receives not settled
+	for _, f := range fs {
+		if first && f.kind == futureReceive && !f.done {
+			topics = append(topics, f.topic)
+		}
+	}
 	for i, f := range fs {
 		if f.kind != futureReceive || f.done {
 			continue
 		}
-		done, err := w.tryReceive(ctx, f)
-		if err != nil || !done {
+		listen := f.topic
+		if first {
+			listen = strings.Join(topics, ",")
+		}
+		done, err := w.tryReceive(ctx, f, listen)
+		if err != nil || !done && !first {
 			return order, err
 		}
+		if !done {
+			continue
+		}
+		topics = slices.DeleteFunc(topics, func(t string) bool { return t == f.topic })
 		if order = append(order, i); decided(kind, fs, order, pol) {
 			return order, nil
 		}
@@ -177,10 +195,8 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		return wait
 	case first && len(kids) > 0 && others:
 		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a message, callback or branch: not yet: the store's wait for children ends only when they have ended, or at a timer's deadline, and a message or a callback answer does not end it (race a child against timers only)", kind, name, kids[0].name)}
-	case first && len(topics) > 0 && (len(callbacks) > 0 || branchWait != nil):
-		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a callback: not yet: a message wakes a task that sleeps, and one waiting for a callback does not sleep", kind, name, topics[0])}
-	case first && len(topics) > 1:
-		return &PermanentError{Err: fmt.Errorf("%s %q races messages on the topics %q: not yet: a task waits on one topic at a time", kind, name, topics)}
+	case first && len(topics) > 0 && branchWait != nil:
+		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a branch's callback: not yet (race a callback future, CallbackAsync, against the message)", kind, name, topics[0])}
 	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:
 		// AwaitAll and AllSettled wait for the children first (a sleep, a
 		// message, waits its turn: a timer's deadline and a message keep).
@@ -201,10 +217,27 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	case branchWait != nil:
 		return branchWait
 	}
-	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
-		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
-		return err
+	// In a Race or Any, the receives not settled end the callback wait
+	// with their message (Listen), and in a Race the earliest receive's
+	// deadline is a timer's: it settles the race.
+	deadline, listen := timer, []string(nil)
+	for _, f := range fs {
+		if !first || f.kind != futureReceive || f.done {
+			continue
+		}
+		listen = append(listen, f.topic+"#"+strconv.FormatInt(f.seq, 10))
+		if kind == CombineRace && !f.wake.IsZero() && (deadline.IsZero() || f.wake.Before(deadline)) {
+			deadline = f.wake
+		}
 	}
-	_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
+	var err error
+	if left := deadline.Sub(now); first && !deadline.IsZero() && left <= cb.timeout {
+		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
+	} else {
+		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
+	}
+	if ac := (*AwaitCallbackError)(nil); errors.As(err, &ac) {
+		ac.Listen = strings.Join(listen, ",")
+	}
 	return err
 }

@@ -79,7 +79,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 // come in time: retried after backoff, or failed for good on the last
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
-	if t.WaitNote == durable.TimerNote && t.CallbackStep != "" {
+	if durable.RaceNote(t.WaitNote).Timer() && t.CallbackStep != "" {
 		return x.timerFired(ctx, t)
 	}
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))

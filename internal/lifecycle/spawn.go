@@ -233,11 +233,10 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
 	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step, Heartbeat: ac.Heartbeat}
-	if ac.Timer && ac.Step != "" {
-		// The deadline is a raced timer's: it ends the wait with the
-		// timer's answer rather than failing the attempt (timerFired).
-		w.Note = durable.TimerNote
-	}
+	// The deadline may be a raced timer's: it ends the wait with the
+	// timer's answer rather than failing the attempt (timerFired); a
+	// raced receive's message ends it too (endRacedWait).
+	w.Note = ac.Note()
 	if err := w.Validate(); err != nil {
 		return x.failClaimed(ctx, "await callback: "+err.Error())
 	}

@@ -1,0 +1,191 @@
+package leaseholdtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leaseholdtest"
+	"github.com/leasehold/leasehold/workflow"
+)
+
+// messageOrApproval races an approval by callback (72 hours) against an
+// order message (48 hours), whichever comes first (issue 37, point 1:
+// a message against a callback), then a step; when the approval wins, a
+// receive that looks once (the message the race did not take goes to it).
+func messageOrApproval(c *counter, handed chan<- string) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		ok := workflow.CallbackAsync[approval](ctx, "approval", 72*time.Hour, func(_ context.Context, tok string) error {
+			c.add("submit")
+			handed <- tok
+			return nil
+		})
+		msg := workflow.ReceiveAsync[note](ctx, "orders", 48*time.Hour)
+		first, err := workflow.Race(ctx, "first", ok, msg)
+		if err != nil {
+			return "", err
+		}
+		c.add(fmt.Sprint("decided ", first))
+		var outcome string
+		switch o, merr := msg.Get(ctx); {
+		case first == 0:
+			a, err := ok.Get(ctx)
+			if err != nil {
+				return "", err
+			}
+			if merr == nil {
+				return "", errors.New("the receive that lost the race has a message")
+			}
+			outcome = "approved by " + a.By
+		case merr == nil:
+			outcome = fmt.Sprint("order ", o.N)
+		case errors.Is(merr, context.DeadlineExceeded):
+			outcome = "no order"
+		default:
+			return "", merr
+		}
+		if first == 1 {
+			if _, err := ok.Get(ctx); !errors.As(err, new(*workflow.CallbackFailedError)) {
+				return "", fmt.Errorf("the callback that lost the race: %v, want a failure", err)
+			}
+		}
+		if _, err := workflow.Step(ctx, "notify", func(context.Context) (string, error) {
+			c.add("notify " + outcome)
+			return outcome, nil
+		}); err != nil {
+			return "", err
+		}
+		if first == 0 {
+			late, got, err := workflow.Receive[note](ctx, "orders", 0)
+			if err != nil {
+				return "", err
+			}
+			outcome += fmt.Sprintf(", then %d (%v)", late.N, got)
+		}
+		return outcome, nil
+	}
+}
+
+// replaySame replays id's history through hs and checks that it decided
+// as the run did (decided names the counter of the winner) and ran no
+// step or submit again.
+func replaySame(t *testing.T, env *leaseholdtest.Env, hs *leasehold.Handlers, c *counter, id, decided string) {
+	t.Helper()
+	env.Clock().Advance(100 * time.Hour)
+	before := c.all()
+	if line, err := hs.Replay(t.Context(), mustHistory(t, env, id)); err != nil || !strings.HasPrefix(line, "ok ") {
+		t.Fatalf("replay: %q, %v", line, err)
+	}
+	for name, n := range c.all() {
+		want := before[name]
+		if name == decided {
+			want++
+		}
+		if n != want {
+			t.Errorf("the replay counted %q %d times, want %d (the same winner, nothing run)", name, n-before[name], want-before[name])
+		}
+	}
+}
+
+// The message comes first: it ends the callback wait (the task WAITING
+// for the approval, with the receive's topic in its wait note), the task
+// runs again in the same attempt and takes it; the approval's token
+// answers nothing any more; a replay decides the same.
+func TestRaceMessageAgainstCallbackMessageWins(t *testing.T) {
+	t.Parallel()
+	var c counter
+	handed := make(chan string, 4)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "order", messageOrApproval(&c, handed))
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", MaxAttempts: 1})
+	mustRun(t, env)
+	waiting := mustTask(t, env, id)
+	if waiting.Status != leasehold.StatusWaiting || waiting.Wait != "callback" {
+		t.Fatalf("after the first run: %s waiting for %q (%s), want WAITING for the approval", waiting.Status, waiting.Wait, waiting.Error)
+	}
+	if until := waiting.WaitUntil.Sub(env.Clock().Now()); until > 48*time.Hour || until < 47*time.Hour {
+		t.Errorf("the wait ends in %s, want the receive's 48h (not the callback's 72h)", until)
+	}
+	tok := <-handed
+	env.Clock().Advance(3 * time.Hour)
+	if _, err := env.Send(id, "orders", "o1", note{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"order 7"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED order 7 in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	want := []string{"recv:orders#1#start", "callback:approval", "recv:orders#1", "race:first", "notify"}
+	if names := got.StepNames(); !slices.Equal(names, want) {
+		t.Errorf("steps %v, want %v", names, want)
+	}
+	if err := env.CompleteCallback(tok, approval{By: "late"}); !errors.Is(err, leasehold.ErrBadCallback) {
+		t.Errorf("a late answer: %v, want ErrBadCallback", err)
+	}
+	if n := c.get("submit"); n != 1 {
+		t.Errorf("submit ran %d times, want once", n)
+	}
+	replaySame(t, env, hs, &c, id, "decided 1")
+}
+
+// The approval comes first: it wins; the receive that lost took nothing,
+// so the message sent afterwards goes to the next receive on the topic;
+// a replay decides the same.
+func TestRaceMessageAgainstCallbackCallbackWins(t *testing.T) {
+	t.Parallel()
+	var c counter
+	handed := make(chan string, 4)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "order", messageOrApproval(&c, handed))
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", MaxAttempts: 1})
+	mustRun(t, env)
+	env.Clock().Advance(3 * time.Hour)
+	if err := env.CompleteCallback(<-handed, approval{By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Send(id, "orders", "o1", note{N: 9}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"approved by ops, then 9 (true)"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED approved by ops, then 9, in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	want := []string{"recv:orders#1#start", "callback:approval", "race:first", "notify", "recv:orders#2"}
+	if names := got.StepNames(); !slices.Equal(names, want) {
+		t.Errorf("steps %v, want %v", names, want)
+	}
+	replaySame(t, env, hs, &c, id, "decided 0")
+}
+
+// Neither within 48 hours: the receive's deadline ends the callback wait
+// (as a raced timer's), and the receive, timed out, settles first.
+func TestRaceMessageAgainstCallbackReceiveTimesOut(t *testing.T) {
+	t.Parallel()
+	var c counter
+	handed := make(chan string, 4)
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "order", messageOrApproval(&c, handed))
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", MaxAttempts: 1})
+	mustRun(t, env)
+	tok := <-handed
+	env.Clock().Advance(48 * time.Hour)
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"no order"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED no order in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	if err := env.CompleteCallback(tok, approval{By: "late"}); !errors.Is(err, leasehold.ErrBadCallback) {
+		t.Errorf("a late answer: %v, want ErrBadCallback", err)
+	}
+	replaySame(t, env, hs, &c, id, "decided 1")
+}
