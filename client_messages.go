@@ -64,12 +64,12 @@ func (c *Client) SendOnce(ctx context.Context, workflowID, topic, messageID stri
 	return m.Seq, nil
 }
 
-// racedFor reports whether m's workflow waits for a callback raced
-// against a receive that m ends (durable.RaceNote.Listens): the message
+// racedFor reports whether m's workflow waits for a callback or a child
+// raced against a receive that m ends (durable.RaceNote.Listens): the message
 // form of m, which the worker takes at once, then ends that wait.
 func (c *Client) racedFor(ctx context.Context, m inbox.Message) bool {
 	t, err := c.store.Get(ctx, m.Task)
-	return err == nil && t.Status == lease.StatusWaiting && t.Wait == lease.WaitCallback && durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq)
+	return err == nil && t.Status == lease.StatusWaiting && durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq)
 }
 
 // wakeRetryDelay is how long after a wake that found its receiver running

@@ -189,3 +189,133 @@ func TestRaceMessageAgainstCallbackReceiveTimesOut(t *testing.T) {
 	}
 	replaySame(t, env, hs, &c, id, "decided 1")
 }
+
+// childOrMessage races the child "kid" (of kind kidKind) against an
+// order message (48 hours), whichever comes first (issue 37, point 1: a
+// child against a message), then a step; when the child wins, a receive
+// that looks once (the message the race did not take goes to it).
+func childOrMessage(c *counter, kidKind string) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: kidKind, Payload: 4, MaxAttempts: 1})
+		msg := workflow.ReceiveAsync[note](ctx, "orders", 48*time.Hour)
+		first, err := workflow.Race(ctx, "kid-or-order", kid, msg)
+		if err != nil {
+			return "", err
+		}
+		c.add(fmt.Sprint("decided ", first))
+		v, kerr := kid.Get(ctx)
+		o, merr := msg.Get(ctx)
+		var outcome string
+		switch {
+		case first == 0 && kerr == nil && merr != nil:
+			outcome = fmt.Sprint("child ", v)
+		case first == 1 && merr == nil && kerr != nil:
+			outcome = fmt.Sprint("order ", o.N)
+		case first == 1 && errors.Is(merr, context.DeadlineExceeded) && kerr != nil:
+			outcome = "no order"
+		default:
+			return "", fmt.Errorf("winner %d: child %v, message %v", first, kerr, merr)
+		}
+		if _, err := workflow.Step(ctx, "after", func(context.Context) (string, error) { c.add("after " + outcome); return outcome, nil }); err != nil {
+			return "", err
+		}
+		if first == 0 {
+			late, got, err := workflow.Receive[note](ctx, "orders", 0)
+			if err != nil {
+				return "", err
+			}
+			outcome += fmt.Sprintf(", then %d (%v)", late.N, got)
+		}
+		return outcome, nil
+	}
+}
+
+func childOrMessageHandlers(c *counter) *leasehold.Handlers {
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "fast", childOrMessage(c, "double"))
+	leasehold.Handle(hs, "slow", childOrMessage(c, "stuck"))
+	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return 2 * task.Payload, nil })
+	leasehold.Handle(hs, "stuck", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		return workflow.WaitForCallback[int](ctx, "never", 96*time.Hour, func(context.Context, string) error { return nil })
+	})
+	return hs
+}
+
+// The message comes first: the parent waits for its child (WAITING for
+// children, the receive's topic in its wait note); the send has the
+// worker cancel the child, as at a raced timer's deadline, and the
+// parent runs again in the same attempt, takes the message and records
+// the receive first, the cancelled child after it; a replay decides the
+// same.
+func TestRaceChildAgainstMessageMessageWins(t *testing.T) {
+	t.Parallel()
+	var c counter
+	hs := childOrMessageHandlers(&c)
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "slow", MaxAttempts: 1})
+	mustRun(t, env)
+	waiting := mustTask(t, env, id)
+	if waiting.Status != leasehold.StatusWaiting || waiting.Wait != "children" {
+		t.Fatalf("after the first run: %s waiting for %q (%s), want WAITING for its child", waiting.Status, waiting.Wait, waiting.Error)
+	}
+	if until := waiting.WaitUntil.Sub(env.Clock().Now()); until > 48*time.Hour || until < 47*time.Hour {
+		t.Errorf("the wait ends in %s, want the receive's 48h", until)
+	}
+	env.Clock().Advance(3 * time.Hour)
+	if _, err := env.Send(id, "orders", "o1", note{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"order 7"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED order 7 in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	want := []string{"recv:orders#1#start", "children:kid", "recv:orders#1", "race:kid-or-order", "after"}
+	if names := got.StepNames(); !slices.Equal(names, want) {
+		t.Errorf("steps %v, want %v", names, want)
+	} else if race := string(got.Steps[3].Result); race != `{"order":[1,0]}` {
+		t.Errorf("the race recorded %s, want the receive first, then the child", race)
+	}
+	if kid := mustTask(t, env, workflow.ChildIDIn(id, "kid", 0)); kid.Status != leasehold.StatusCancelled {
+		t.Errorf("the child that lost: %s (%s), want CANCELLED", kid.Status, kid.Error)
+	}
+	replaySame(t, env, hs, &c, id, "decided 1")
+}
+
+// The child ends first: it wins; the receive that lost took nothing, so
+// the message sent afterwards goes to the next receive on the topic; a
+// replay decides the same.
+func TestRaceChildAgainstMessageChildWins(t *testing.T) {
+	t.Parallel()
+	var c counter
+	hs := childOrMessageHandlers(&c)
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "fast", MaxAttempts: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusSucceeded || string(got.Result) != `"child 8, then 0 (false)"` {
+		t.Fatalf("task: %s %s (%s), want SUCCEEDED child 8 with no message yet", got.Status, got.Result, got.Error)
+	}
+	want := []string{"recv:orders#1#start", "children:kid", "race:kid-or-order", "after", "recv:orders#2"}
+	if names := mustTask(t, env, id).StepNames(); !slices.Equal(names, want) {
+		t.Errorf("steps %v, want %v", names, want)
+	}
+	replaySame(t, env, hs, &c, id, "decided 0")
+}
+
+// Neither within 48 hours: the receive's deadline cancels the child, as
+// a raced timer's, and the receive, timed out, settles first.
+func TestRaceChildAgainstMessageReceiveTimesOut(t *testing.T) {
+	t.Parallel()
+	var c counter
+	hs := childOrMessageHandlers(&c)
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "slow", MaxAttempts: 1})
+	mustRun(t, env)
+	env.Clock().Advance(48 * time.Hour)
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"no order"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED no order in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	replaySame(t, env, hs, &c, id, "decided 1")
+}

@@ -45,6 +45,18 @@ type AwaitChildrenError struct {
 	// runs again, as the same attempt, once they have ended. The
 	// suspension keeps TimerNote as the wait's note to tell it so.
 	Timer bool
+	// Listen names the receives raced against the children, as
+	// AwaitCallbackError.Listen: a message for one of them does what the
+	// timer's deadline does (the worker cancels the children, the task
+	// runs again and takes the message).
+	Listen string
+}
+
+// RaceNote is the wait note of a children wait in a race (Timer or
+// Listen), as AwaitCallbackError.Note; "" for another wait, which keeps
+// Note.
+func (e *AwaitChildrenError) RaceNote() string {
+	return raceNote(e.Timer, e.Listen)
 }
 
 func (e *AwaitChildrenError) Error() string {
@@ -83,12 +95,22 @@ type AwaitCallbackError struct {
 // raced timer, "leasehold:recv:" and Listen for raced receives, both
 // separated by a space; "" for neither.
 func (e *AwaitCallbackError) Note() string {
+	if e.Step == "" {
+		return ""
+	}
+	return raceNote(e.Timer, e.Listen)
+}
+
+// raceNote is the wait note of a race's suspension: TimerNote for a raced
+// timer, listenPrefix and listen for raced receives, separated by a
+// space.
+func raceNote(timer bool, listen string) string {
 	var parts []string
-	if e.Timer && e.Step != "" {
+	if timer {
 		parts = append(parts, TimerNote)
 	}
-	if e.Listen != "" && e.Step != "" {
-		parts = append(parts, listenPrefix+e.Listen)
+	if listen != "" {
+		parts = append(parts, listenPrefix+listen)
 	}
 	return strings.Join(parts, " ")
 }

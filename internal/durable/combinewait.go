@@ -21,22 +21,22 @@ func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
 	return w.trySettleChild(ctx, f)
 }
 
-// settleWaitedChildren settles the children of fs that the task waited
-// for (their outcomes in w.results): a run resumed from their wait must
-// record them first. A child cancelled at the deadline of a timer raced
-// against it (the wait's note TimerNote, the earliest timer of fs passed
-// by now) is closed: the timer won. It returns the indexes it settled.
-func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now time.Time) ([]int, error) {
+// settleWaitedChildren settles the children of fs, the futures of the
+// combinator kind, that the task waited for (their outcomes in
+// w.results): a run resumed from their wait must record them first. A
+// child cancelled at the deadline of a timer raced against it (the wait's
+// note a timer's, the race's deadline passed by now: raceDeadline) is
+// closed: the timer won; one cancelled in a wait whose note names raced
+// receives is closed too: a message came (endRacedWait), and the receive
+// that takes it comes first (closedLast). It returns the indexes it
+// settled.
+func (w *Workflow) settleWaitedChildren(ctx context.Context, kind string, fs []*Future, now time.Time) ([]int, error) {
 	r := w.results
 	if r == nil || r.Mode != lease.WaitChildren {
 		return nil, nil
 	}
-	var timer time.Time
-	for _, f := range fs {
-		if f.kind == futureTimer && !f.done && (timer.IsZero() || f.wake.Before(timer)) {
-			timer = f.wake
-		}
-	}
+	timer := raceDeadline(kind, fs)
+	note := RaceNote(w.note)
 	var settled []int
 	for i, f := range fs {
 		if f.kind != futureChild || f.done || !slices.ContainsFunc(r.Tasks, func(t lease.Task) bool { return t.ID == f.topic }) {
@@ -49,12 +49,50 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now t
 			continue
 		}
 		var ended *ChildEndedError
-		if w.note == TimerNote && !timer.IsZero() && !timer.After(now) && errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled {
-			f.closed = true
+		cancelled := errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled
+		switch {
+		case cancelled && note.Timer() && !timer.IsZero() && !timer.After(now):
+			f.closed, f.closer = true, TimerFired
+		case cancelled && strings.Contains(w.note, listenPrefix):
+			f.closed, f.closer = true, MessageCame
 		}
 		settled = append(settled, i)
 	}
 	return settled, nil
+}
+
+// raceDeadline is the deadline of a Race or Any over fs, the earliest of
+// its timers not settled, and in a Race of its receives' deadlines too (a
+// receive that times out settles the race); zero for none or for another
+// kind.
+func raceDeadline(kind string, fs []*Future) time.Time {
+	var at time.Time
+	if kind != CombineRace && kind != CombineAny {
+		return at
+	}
+	for _, f := range fs {
+		raced := f.kind == futureTimer || kind == CombineRace && f.kind == futureReceive && !f.wake.IsZero()
+		if f.done || !raced {
+			continue
+		}
+		if at.IsZero() || f.wake.Before(at) {
+			at = f.wake
+		}
+	}
+	return at
+}
+
+// raceListen is the receives of a Race or Any over fs not settled, as a
+// wait note names them (AwaitCallbackError.Listen): "TOPIC#SEQ" joined by
+// commas; "" for none or for another kind.
+func raceListen(kind string, fs []*Future) string {
+	var listen []string
+	for _, f := range fs {
+		if (kind == CombineRace || kind == CombineAny) && f.kind == futureReceive && !f.done {
+			listen = append(listen, f.topic+"#"+strconv.FormatInt(f.seq, 10))
+		}
+	}
+	return strings.Join(listen, ",")
 }
 
 // settleLiveAll settles, in a live run of the combinator kind over fs not
@@ -186,15 +224,20 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
 	case first && len(kids) > 1:
 		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
-	case first && len(kids) == 1 && !timer.IsZero() && len(callbacks) == 0 && nap.IsZero() && len(topics) == 0:
-		// A child raced against timers: a wait for the child whose
-		// deadline is the earliest timer's, where the worker cancels the
-		// child and runs the task again (childTimerFired).
+	case first && len(kids) == 1 && len(callbacks) == 0 && nap.IsZero() && (!timer.IsZero() || len(topics) > 0):
+		// A child raced against timers and messages: a wait for the
+		// child whose deadline is the race's (raceDeadline), where the
+		// worker cancels the child and runs the task again
+		// (childTimerFired), and whose note names the receives, whose
+		// message does the same (endRacedWait).
 		wait := childrenWait(kids, ids).(*AwaitChildrenError)
-		wait.Timeout, wait.Timer = max(timer.Sub(now), time.Millisecond), true
+		if at := raceDeadline(kind, fs); !at.IsZero() {
+			wait.Timeout, wait.Timer = max(at.Sub(now), time.Millisecond), true
+		}
+		wait.Listen = raceListen(kind, fs)
 		return wait
 	case first && len(kids) > 0 && others:
-		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a message, callback or branch: not yet: the store's wait for children ends only when they have ended, or at a timer's deadline, and a message or a callback answer does not end it (race a child against timers only)", kind, name, kids[0].name)}
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a callback or a branch: not yet: the store's wait for children ends only when they have ended, at a timer's deadline or at a raced message, and a callback's answer does not end it (race a child against timers and messages only)", kind, name, kids[0].name)}
 	case first && len(topics) > 0 && branchWait != nil:
 		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a branch's callback: not yet (race a callback future, CallbackAsync, against the message)", kind, name, topics[0])}
 	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:
@@ -220,16 +263,7 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	// In a Race or Any, the receives not settled end the callback wait
 	// with their message (Listen), and in a Race the earliest receive's
 	// deadline is a timer's: it settles the race.
-	deadline, listen := timer, []string(nil)
-	for _, f := range fs {
-		if !first || f.kind != futureReceive || f.done {
-			continue
-		}
-		listen = append(listen, f.topic+"#"+strconv.FormatInt(f.seq, 10))
-		if kind == CombineRace && !f.wake.IsZero() && (deadline.IsZero() || f.wake.Before(deadline)) {
-			deadline = f.wake
-		}
-	}
+	deadline := raceDeadline(kind, fs)
 	var err error
 	if left := deadline.Sub(now); first && !deadline.IsZero() && left <= cb.timeout {
 		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
@@ -237,7 +271,7 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
 	}
 	if ac := (*AwaitCallbackError)(nil); errors.As(err, &ac) {
-		ac.Listen = strings.Join(listen, ",")
+		ac.Listen = raceListen(kind, fs)
 	}
 	return err
 }

@@ -50,10 +50,12 @@ type Future struct {
 	// callback's wait ended at a raced timer or message: its token
 	// answers nothing any more. expired says a receive's deadline ended
 	// a raced callback's wait (settleOrder): it has timed out, whatever
-	// this worker's clock says.
+	// this worker's clock says. closer is what closed a callback or
+	// child in a race: TimerFired or MessageCame.
 	done    bool
 	closed  bool
 	expired bool
+	closer  string
 	out     []byte
 	err     error
 	// recorded says err is a recorded outcome (a receive's timing out, a
@@ -204,7 +206,7 @@ func (f *Future) value() ([]byte, error) {
 	if f.closed && f.kind == futureChild && f.err == nil {
 		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled at the deadline of the timer raced against it", f.name)}
 	}
-	if f.closed && closedBy(f.err, MessageCame) {
+	if f.closed && f.closer == MessageCame {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at a message raced against it, which came first: its token answers nothing any more"}
 	}
 	if f.closed {
@@ -218,14 +220,10 @@ func (f *Future) value() ([]byte, error) {
 // message's (MessageCame).
 func (f *Future) settleCallback(out []byte, err error) {
 	f.done, f.out, f.err = true, out, err
-	f.closed = closedBy(err, TimerFired) || closedBy(err, MessageCame)
-}
-
-// closedBy reports whether err is a callback's answer that the worker
-// recorded with reason (TimerFired, MessageCame).
-func closedBy(err error, reason string) bool {
 	var failed *CallbackFailedError
-	return errors.As(err, &failed) && failed.Reason == reason
+	if errors.As(err, &failed) && (failed.Reason == TimerFired || failed.Reason == MessageCame) {
+		f.closed, f.closer = true, failed.Reason
+	}
 }
 
 // settled reports whether f has settled by now.
@@ -348,7 +346,7 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 	now := w.att.Clock().Now()
 	var order []int
 	if !recorded {
-		kids, err := w.settleWaitedChildren(ctx, fs, now)
+		kids, err := w.settleWaitedChildren(ctx, kind, fs, now)
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +423,7 @@ func settleOrder(kind string, fs []*Future, answered []int, now time.Time) []int
 		}
 	}
 	for _, i := range answered {
-		if fs[i].closed && closedBy(fs[i].err, TimerFired) && earliest != nil {
+		if fs[i].closed && fs[i].closer == TimerFired && earliest != nil {
 			// Its wait's deadline was that timer's (or receive's), by the
 			// clock of the worker that ended it, whatever this one's says.
 			if earliest.kind == futureTimer {
@@ -448,8 +446,9 @@ func settleOrder(kind string, fs []*Future, answered []int, now time.Time) []int
 	return order
 }
 
-// closedLast appends to order the callbacks of fs closed by a raced timer
-// or message: they lost to what closed them.
+// closedLast appends to order the callbacks and children of fs closed by
+// a raced timer or message: they lost to what closed them (and win only
+// when nothing else settled).
 func closedLast(fs []*Future, order []int) []int {
 	for i, f := range fs {
 		if f.closed && !slices.Contains(order, i) {

@@ -66,14 +66,16 @@ func (x *execution) runMessage(ctx context.Context) State {
 	return x.exit(true, "")
 }
 
-// endRacedWait ends the callback wait of m's workflow when a receive
-// raced against the callback waits for m (durable.RaceNote.Listens): the
-// message won. Its answer, durable.MessageCame, is recorded as the
+// endRacedWait ends the wait of m's workflow when a receive raced against
+// what it waits for waits for m (durable.RaceNote.Listens): the message
+// won. A callback wait's answer, durable.MessageCame, is recorded as the
 // callback's step, and the task runs again at once, as the same attempt,
-// and takes the message, as after a raced timer (timerFired). A wait for
-// something else is left alone. Every step is idempotent: the write is
-// conditional on the wait, and a failed call keeps the message, which
-// does it all again.
+// and takes the message, as after a raced timer (timerFired); a wait for
+// children has them cancelled, as at a raced timer's deadline
+// (childTimerFired), and the task runs again once they have ended. A
+// wait for something else is left alone. Every step is idempotent: the
+// writes are conditional, and a failed call keeps the message, which does
+// it all again.
 func (x *execution) endRacedWait(ctx context.Context, m inbox.Message) State {
 	cctx, cancel := x.call()
 	t, err := x.cfg.Store.Get(cctx, m.Task)
@@ -83,7 +85,11 @@ func (x *execution) endRacedWait(ctx context.Context, m inbox.Message) State {
 		return x.exit(true, "")
 	case err != nil:
 		return x.keep(ctx, 0, err.Error())
-	case t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback || t.CallbackStep == "" || !durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq):
+	case t.Status != lease.StatusWaiting || !durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq):
+		return x.exit(true, "")
+	case t.Wait == lease.WaitChildren:
+		return x.childTimerFired(ctx, t, durable.MessageCame)
+	case t.Wait != lease.WaitCallback || t.CallbackStep == "":
 		return x.exit(true, "")
 	}
 	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.MessageCame}

@@ -92,7 +92,9 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 }
 
 // childTimerFired answers the deadline of t, which waits for children
-// raced against a timer (durable.AwaitChildrenError.Timer): the timer won.
+// raced against a timer (durable.AwaitChildrenError.Timer): the timer won
+// (reason durable.TimerFired); or a message for a receive raced against
+// them (endRacedWait, reason durable.MessageCame).
 // The children not ended are cancelled, as at a wait's deadline
 // (placeholders for those with no item yet), but t does not fail: each
 // child that has ended is told to t, which wakes t once all have (a child
@@ -100,9 +102,9 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 // again, as the same attempt, and finds the children cancelled after the
 // timer's deadline closed by it. Every step is idempotent: a failed call
 // keeps the message, which does it all again.
-func (x *execution) childTimerFired(ctx context.Context, t lease.Task) State {
+func (x *execution) childTimerFired(ctx context.Context, t lease.Task, reason string) State {
 	unendedKids := lease.UnendedChildren(t)
-	if err := lease.CancelChildren(ctx, childCanceller{x}, t, durable.TimerFired, nil); err != nil {
+	if err := lease.CancelChildren(ctx, childCanceller{x}, t, reason, nil); err != nil {
 		x.log.warn("could not cancel the children of a task whose raced timer fired; the message comes back to retry", "error", err)
 		return x.keep(ctx, 0, err.Error())
 	}
@@ -122,7 +124,7 @@ func (x *execution) childTimerFired(ctx context.Context, t lease.Task) State {
 			return x.keep(ctx, 0, err.Error())
 		}
 	}
-	x.log.info("raced timer fired before the children", "children", len(unendedKids))
+	x.log.info("raced timer or message came before the children", "reason", reason, "children", len(unendedKids))
 	return x.exit(true, "")
 }
 
