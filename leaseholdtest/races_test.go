@@ -319,3 +319,86 @@ func TestRaceChildAgainstMessageReceiveTimesOut(t *testing.T) {
 	}
 	replaySame(t, env, hs, &c, id, "decided 1")
 }
+
+// orderOrCancel races receives on two topics (issue 37, point 1: messages
+// on two topics), then a step, then a receive on the topic that lost (the
+// message the race did not take goes to it).
+func orderOrCancel(c *counter) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		order := workflow.ReceiveAsync[note](ctx, "orders", 48*time.Hour)
+		cancel := workflow.ReceiveAsync[note](ctx, "cancels", 48*time.Hour)
+		first, err := workflow.Race(ctx, "order-or-cancel", order, cancel)
+		if err != nil {
+			return "", err
+		}
+		c.add(fmt.Sprint("decided ", first))
+		won, lost, topic := order, cancel, "cancels"
+		if first == 1 {
+			won, lost, topic = cancel, order, "orders"
+		}
+		m, err := won.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		if _, err := lost.Get(ctx); err == nil {
+			return "", errors.New("the receive that lost the race has a message")
+		}
+		outcome := fmt.Sprintf("%d on %s", m.N, []string{"orders", "cancels"}[first])
+		if _, err := workflow.Step(ctx, "after", func(context.Context) (string, error) { c.add("after " + outcome); return outcome, nil }); err != nil {
+			return "", err
+		}
+		late, got, err := workflow.Receive[note](ctx, topic, 24*time.Hour)
+		if err != nil {
+			return "", err
+		}
+		return outcome + fmt.Sprintf(", then %d (%v)", late.N, got), nil
+	}
+}
+
+// Whichever topic's message comes first wins: the task sleeps waiting on
+// both topics, a send on either wakes it (not at the receives' next look,
+// an hour on), the message of the other topic stays for the next receive
+// on it, and a replay decides the same.
+func TestRaceOfTwoTopics(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		first, second, want, decided string
+	}{
+		{"cancels", "orders", `"2 on cancels, then 1 (true)"`, "decided 1"},
+		{"orders", "cancels", `"1 on orders, then 2 (true)"`, "decided 0"},
+	} {
+		t.Run(c.first, func(t *testing.T) {
+			t.Parallel()
+			var cnt counter
+			hs := leasehold.NewHandlers()
+			leasehold.Handle(hs, "order", orderOrCancel(&cnt))
+			env := leaseholdtest.New(t, hs)
+			id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", MaxAttempts: 1})
+			mustRun(t, env)
+			if got := mustTask(t, env, id); got.Status != leasehold.StatusPending {
+				t.Fatalf("after the first run: %s (%s), want PENDING in the race", got.Status, got.Error)
+			}
+			env.Clock().Advance(time.Minute)
+			n := map[string]int{"orders": 1, "cancels": 2}
+			if _, err := env.Send(id, c.first, "m1", note{N: n[c.first]}); err != nil {
+				t.Fatal(err)
+			}
+			mustRun(t, env)
+			if got := mustTask(t, env, id); got.Status != leasehold.StatusPending || !got.RunAt.After(env.Clock().Now()) {
+				t.Fatalf("after the first message: %s due %v (%s %s), want PENDING in its last receive", got.Status, got.RunAt, got.Result, got.Error)
+			}
+			if steps := mustTask(t, env, id).StepNames(); !slices.Contains(steps, "race:order-or-cancel") {
+				t.Fatalf("after the first message: steps %v, want the race decided (a send on %s wakes the task)", steps, c.first)
+			}
+			if _, err := env.Send(id, c.second, "m2", note{N: n[c.second]}); err != nil {
+				t.Fatal(err)
+			}
+			mustRun(t, env)
+			got := mustTask(t, env, id)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != c.want || got.Attempt != 1 {
+				t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED %s in attempt 1", got.Status, got.Result, got.Attempt, got.Error, c.want)
+			}
+			replaySame(t, env, hs, &cnt, id, c.decided)
+		})
+	}
+}
