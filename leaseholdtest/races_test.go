@@ -402,3 +402,141 @@ func TestRaceOfTwoTopics(t *testing.T) {
 		})
 	}
 }
+
+// kidToken is a child's callback token, handed out with the child's
+// payload.
+type kidToken struct {
+	n   int
+	tok string
+}
+
+// twoChildren races, as kind (Race or Any), two children that each wait
+// for a callback (issue 37, point 1: two children, which ended first),
+// and returns the winner's value and what the loser's Get says.
+func twoChildren(c *counter, any bool) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		a := workflow.InvokeAsync[int](ctx, "a", workflow.Child{Kind: "answered", Payload: 1, MaxAttempts: 1})
+		b := workflow.InvokeAsync[int](ctx, "b", workflow.Child{Kind: "answered", Payload: 2, MaxAttempts: 1})
+		race := workflow.Race
+		if any {
+			race = workflow.Any
+		}
+		first, err := race(ctx, "a-or-b", a, b)
+		if err != nil {
+			return "", err
+		}
+		c.add(fmt.Sprint("decided ", first))
+		won, lost := a, b
+		if first == 1 {
+			won, lost = b, a
+		}
+		v, err := won.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, lerr := lost.Get(ctx)
+		return fmt.Sprintf("%d from %d, the other: %v", v, first, lerr != nil), nil
+	}
+}
+
+func twoChildrenHandlers(c *counter, tokens chan<- kidToken) *leasehold.Handlers {
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "race", twoChildren(c, false))
+	leasehold.Handle(hs, "any", twoChildren(c, true))
+	leasehold.Handle(hs, "answered", func(ctx context.Context, task *leasehold.Task[int]) (int, error) {
+		v, err := workflow.WaitForCallback[int](ctx, "answer", 96*time.Hour, func(_ context.Context, tok string) error {
+			tokens <- kidToken{task.Payload, tok}
+			return nil
+		})
+		return v * task.Payload, err
+	})
+	return hs
+}
+
+// takeTokens reads the two children's tokens, by payload.
+func takeTokens(t *testing.T, tokens <-chan kidToken) map[int]string {
+	t.Helper()
+	got := map[int]string{}
+	for range 2 {
+		select {
+		case k := <-tokens:
+			got[k.n] = k.tok
+		default:
+			t.Fatalf("the children handed out %d tokens, want 2", len(got))
+		}
+	}
+	return got
+}
+
+// Two children raced: the one that ends first wins, whichever it is; the
+// worker that hears of its end cancels the other, and the parent runs
+// again once it has ended, in the same attempt; a replay decides the same.
+func TestRaceOfTwoChildren(t *testing.T) {
+	t.Parallel()
+	for _, first := range []int{1, 2} {
+		t.Run(fmt.Sprint("child ", first), func(t *testing.T) {
+			t.Parallel()
+			var c counter
+			tokens := make(chan kidToken, 4)
+			hs := twoChildrenHandlers(&c, tokens)
+			env := leaseholdtest.New(t, hs)
+			id := mustEnqueue(t, env, leasehold.Submission{Kind: "race", MaxAttempts: 1})
+			mustRun(t, env)
+			if got := mustTask(t, env, id); got.Status != leasehold.StatusWaiting || got.Wait != "children" {
+				t.Fatalf("after the first run: %s waiting for %q (%s), want WAITING for its children", got.Status, got.Wait, got.Error)
+			}
+			toks := takeTokens(t, tokens)
+			env.Clock().Advance(time.Minute)
+			if err := env.CompleteCallback(toks[first], 10); err != nil {
+				t.Fatal(err)
+			}
+			mustRun(t, env)
+			got := mustTask(t, env, id)
+			want := fmt.Sprintf(`"%d from %d, the other: true"`, 10*first, first-1)
+			if got.Status != leasehold.StatusSucceeded || string(got.Result) != want || got.Attempt != 1 {
+				t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED %s in attempt 1", got.Status, got.Result, got.Attempt, got.Error, want)
+			}
+			other := map[int]string{1: "b", 2: "a"}[first]
+			if kid := mustTask(t, env, workflow.ChildIDIn(id, other, 0)); kid.Status != leasehold.StatusCancelled {
+				t.Errorf("the child that lost: %s (%s), want CANCELLED", kid.Status, kid.Error)
+			}
+			if err := env.CompleteCallback(toks[3-first], 10); !errors.Is(err, leasehold.ErrBadCallback) {
+				t.Errorf("the loser's late answer: %v, want ErrBadCallback", err)
+			}
+			replaySame(t, env, hs, &c, id, fmt.Sprint("decided ", first-1))
+		})
+	}
+}
+
+// In an Any, a child that fails first does not end the wait: the other
+// goes on, and wins when it succeeds.
+func TestAnyOfTwoChildrenSkipsAFailure(t *testing.T) {
+	t.Parallel()
+	var c counter
+	tokens := make(chan kidToken, 4)
+	hs := twoChildrenHandlers(&c, tokens)
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "any", MaxAttempts: 1})
+	mustRun(t, env)
+	toks := takeTokens(t, tokens)
+	if err := env.FailCallback(toks[1], "refused"); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusWaiting {
+		t.Fatalf("after the first child failed: %s (%s), want still WAITING for the other", got.Status, got.Error)
+	}
+	if kid := mustTask(t, env, workflow.ChildIDIn(id, "b", 0)); kid.Status != leasehold.StatusWaiting {
+		t.Fatalf("the other child: %s (%s), want still WAITING for its answer", kid.Status, kid.Error)
+	}
+	env.Clock().Advance(time.Minute)
+	if err := env.CompleteCallback(toks[2], 10); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	if want := `"20 from 1, the other: true"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+		t.Fatalf("task: %s %s (%s), want SUCCEEDED %s", got.Status, got.Result, got.Error, want)
+	}
+	replaySame(t, env, hs, &c, id, "decided 1")
+}

@@ -50,13 +50,43 @@ type AwaitChildrenError struct {
 	// timer's deadline does (the worker cancels the children, the task
 	// runs again and takes the message).
 	Listen string
+	// First, in a Race (CombineRace) or Any (CombineAny) of several
+	// children, says the wait ends at the first child that ends (Race) or
+	// succeeds (Any): the worker that tells the task of that end cancels
+	// the others (reason FirstEnded), and the task runs again once they
+	// have ended.
+	First string
 }
 
-// RaceNote is the wait note of a children wait in a race (Timer or
-// Listen), as AwaitCallbackError.Note; "" for another wait, which keeps
-// Note.
+// RaceNote is the wait note of a children wait in a race (Timer, Listen
+// or First), as AwaitCallbackError.Note; "" for another wait, which
+// keeps Note.
 func (e *AwaitChildrenError) RaceNote() string {
-	return raceNote(e.Timer, e.Listen)
+	note := raceNote(e.Timer, e.Listen)
+	if e.First != "" {
+		note = strings.TrimSpace(note + " " + firstPrefix + e.First)
+	}
+	return note
+}
+
+// firstPrefix starts the part of a wait note that says the wait for
+// children ends at the first end (AwaitChildrenError.First).
+const firstPrefix = "leasehold:first:"
+
+// FirstEnded is the reason the worker cancels the children of a race of
+// children with when one of them ended (or, in an Any, succeeded) first.
+const FirstEnded = "leasehold: a child raced against it ended first"
+
+// First is the combinator kind of a wait for children that ends at the
+// first end (CombineRace) or success (CombineAny) of one of them; "" for
+// a wait for every one (AwaitChildrenError.First).
+func (n RaceNote) First() string {
+	for _, part := range strings.Fields(string(n)) {
+		if kind, ok := strings.CutPrefix(part, firstPrefix); ok {
+			return kind
+		}
+	}
+	return ""
 }
 
 func (e *AwaitChildrenError) Error() string {

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,9 @@ func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
 // note a timer's, the race's deadline passed by now: raceDeadline) is
 // closed: the timer won; one cancelled in a wait whose note names raced
 // receives is closed too: a message came (endRacedWait), and the receive
-// that takes it comes first (closedLast). It returns the indexes it
-// settled.
+// that takes it comes first (closedLast); and in a race of children (the
+// note's First), one cancelled when a sibling ended first. It returns the
+// indexes it settled, a race of children's in the order they ended.
 func (w *Workflow) settleWaitedChildren(ctx context.Context, kind string, fs []*Future, now time.Time) ([]int, error) {
 	r := w.results
 	if r == nil || r.Mode != lease.WaitChildren {
@@ -55,8 +57,34 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, kind string, fs []*
 			f.closed, f.closer = true, TimerFired
 		case cancelled && strings.Contains(w.note, listenPrefix):
 			f.closed, f.closer = true, MessageCame
+		case cancelled && note.First() != "":
+			// Cancelled when a sibling ended first (notifyOne's
+			// FirstEnded), by the same clock tick, perhaps.
+			f.closed, f.closer = true, FirstEnded
 		}
 		settled = append(settled, i)
+	}
+	if note.First() != "" {
+		// A race of children: they settle in the order they ended (by
+		// the clocks of the workers that ended them; a tie in argument
+		// order), so the first to end wins; the others, cancelled when
+		// it ended, are closed and come after it (closedLast).
+		ended := func(i int) time.Time {
+			for _, t := range r.Tasks {
+				if t.ID == fs[i].topic {
+					return t.FinishedAt
+				}
+			}
+			return time.Time{}
+		}
+		slices.SortStableFunc(settled, func(a, b int) int {
+			ta, tb := ended(a), ended(b)
+			switch {
+			case ta.IsZero() || tb.IsZero(): // unknown (an expired record): after the known
+				return cmp.Compare(btoi(ta.IsZero()), btoi(tb.IsZero()))
+			}
+			return ta.Compare(tb)
+		})
 	}
 	return settled, nil
 }
@@ -150,15 +178,6 @@ func (w *Workflow) closeLosers(fs []*Future, order []int) {
 	}
 }
 
-// futureNames lists the names of fs for an error.
-func futureNames(fs []*Future) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = fmt.Sprintf("%q", f.name)
-	}
-	return strings.Join(names, ", ")
-}
-
 // combineWait is the error that suspends the task for the combinator kind
 // called name until something it needs settles (Combine).
 func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Future, now time.Time) error {
@@ -222,19 +241,22 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	switch {
 	case len(callbacks) > 1:
 		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
-	case first && len(kids) > 1:
-		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
-	case first && len(kids) == 1 && len(callbacks) == 0 && nap.IsZero() && (!timer.IsZero() || len(topics) > 0):
-		// A child raced against timers and messages: a wait for the
-		// child whose deadline is the race's (raceDeadline), where the
-		// worker cancels the child and runs the task again
-		// (childTimerFired), and whose note names the receives, whose
-		// message does the same (endRacedWait).
+	case first && len(kids) > 0 && len(callbacks) == 0 && nap.IsZero() && (len(kids) > 1 || !timer.IsZero() || len(topics) > 0):
+		// Children raced against each other, timers and messages: a wait
+		// for the children whose deadline is the race's (raceDeadline),
+		// where the worker cancels the children and runs the task again
+		// (childTimerFired), whose note names the receives, whose message
+		// does the same (endRacedWait), and, for several children, says
+		// that the first to end (or succeed, in an Any) ends it: the
+		// worker that hears of that end cancels the others (notifyOne).
 		wait := childrenWait(kids, ids).(*AwaitChildrenError)
 		if at := raceDeadline(kind, fs); !at.IsZero() {
 			wait.Timeout, wait.Timer = max(at.Sub(now), time.Millisecond), true
 		}
 		wait.Listen = raceListen(kind, fs)
+		if len(kids) > 1 {
+			wait.First = kind
+		}
 		return wait
 	case first && len(kids) > 0 && others:
 		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a callback or a branch: not yet: the store's wait for children ends only when they have ended, at a timer's deadline or at a raced message, and a callback's answer does not end it (race a child against timers and messages only)", kind, name, kids[0].name)}
@@ -274,4 +296,12 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		ac.Listen = raceListen(kind, fs)
 	}
 	return err
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
