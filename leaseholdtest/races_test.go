@@ -540,3 +540,42 @@ func TestAnyOfTwoChildrenSkipsAFailure(t *testing.T) {
 	}
 	replaySame(t, env, hs, &c, id, "decided 1")
 }
+
+// A message sent while the task runs, after the race's inbox wait and
+// before its suspension (here, by the handler itself, as it returns the
+// race's wait), finds the task RUNNING: its message form comes back and
+// ends the callback wait once the task has suspended, and the message
+// wins, in the same attempt.
+func TestRaceMessageAgainstCallbackSentWhileSuspending(t *testing.T) {
+	t.Parallel()
+	var c counter
+	handed := make(chan string, 4)
+	hs := leasehold.NewHandlers()
+	var env *leaseholdtest.Env
+	inner := messageOrApproval(&c, handed)
+	leasehold.Handle(hs, "order", func(ctx context.Context, task *leasehold.Task[int]) (string, error) {
+		out, err := inner(ctx, task)
+		if err != nil && c.get("sent") == 0 {
+			c.add("sent")
+			if _, serr := env.Send(task.ID, "orders", "o1", note{N: 5}); serr != nil {
+				return "", serr
+			}
+		}
+		return out, err
+	})
+	env = leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "order", MaxAttempts: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status == leasehold.StatusWaiting {
+		env.Clock().Advance(5 * time.Second) // the message form's delay
+		mustRun(t, env)
+	}
+	got := mustTask(t, env, id)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != `"order 5"` || got.Attempt != 1 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED order 5 in attempt 1", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	want := []string{"recv:orders#1#start", "callback:approval", "recv:orders#1", "race:first", "notify"}
+	if names := got.StepNames(); !slices.Equal(names, want) {
+		t.Errorf("steps %v, want %v", names, want)
+	}
+}
