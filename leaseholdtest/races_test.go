@@ -579,3 +579,25 @@ func TestRaceMessageAgainstCallbackSentWhileSuspending(t *testing.T) {
 		t.Errorf("steps %v, want %v", names, want)
 	}
 }
+
+// A race of more receives beside a callback than its wait's note can
+// name fails the task, saying so, rather than suspending a wait that no
+// message could end.
+func TestRaceOfTooManyReceivesBesideACallbackFails(t *testing.T) {
+	t.Parallel()
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "many", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
+		fs := []workflow.Awaitable{workflow.CallbackAsync[int](ctx, "ok", time.Hour, func(context.Context, string) error { return nil })}
+		for i := range 60 {
+			fs = append(fs, workflow.ReceiveAsync[int](ctx, fmt.Sprintf("a-topic-with-a-long-name-num-%03d", i), time.Hour))
+		}
+		_, err := workflow.Race(ctx, "many", fs...)
+		return "", err
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "many", MaxAttempts: 1})
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "races 60 receives beside a callback or children") {
+		t.Fatalf("task: %s (%s), want FAILED saying the receives do not fit", got.Status, got.Error)
+	}
+}

@@ -110,6 +110,11 @@ func raceDeadline(kind string, fs []*Future) time.Time {
 	return at
 }
 
+// maxRaceListen bounds raceListen where the wait's note keeps it (a
+// callback's or children's wait), leaving room for the note's other parts
+// within lease.MaxWaitNoteBytes.
+const maxRaceListen = lease.MaxWaitNoteBytes - 128
+
 // raceListen is the receives of a Race or Any over fs not settled, as a
 // wait note names them (AwaitCallbackError.Listen): "TOPIC#SEQ" joined by
 // commas; "" for none or for another kind.
@@ -228,6 +233,9 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	}
 	first := kind == CombineRace || kind == CombineAny
 	others := len(callbacks) > 0 || !timer.IsZero() || !nap.IsZero() || len(topics) > 0
+	if listen := raceListen(kind, fs); (len(callbacks) > 0 || len(kids) > 0) && len(listen) > maxRaceListen {
+		return &PermanentError{Err: fmt.Errorf("%s %q races %d receives beside a callback or children: their topics and message numbers (%d bytes) do not fit the wait's note (at most %d)", kind, name, strings.Count(listen, ",")+1, len(listen), maxRaceListen)}
+	}
 	if branchKids != nil {
 		if first && (others || len(kids) > 0 || nBranchKids > 1) {
 			return &PermanentError{Err: fmt.Errorf("%s %q races a branch that waits for a child against something else: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it (a parent waits for its children alone)", kind, name)}
