@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/token"
@@ -63,6 +64,14 @@ func (c *Client) SendOnce(ctx context.Context, workflowID, topic, messageID stri
 	return m.Seq, nil
 }
 
+// racedFor reports whether m's workflow waits for a callback or a child
+// raced against a receive that m ends (durable.RaceNote.Listens): the message
+// form of m, which the worker takes at once, then ends that wait.
+func (c *Client) racedFor(ctx context.Context, m inbox.Message) bool {
+	t, err := c.store.Get(ctx, m.Task)
+	return err == nil && t.Status == lease.StatusWaiting && durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq)
+}
+
 // wakeRetryDelay is how long after a wake that found its receiver running
 // the message form of the same message is delivered, to wake it then.
 const wakeRetryDelay = 2 * time.Second
@@ -71,16 +80,24 @@ const wakeRetryDelay = 2 * time.Second
 // sends its token. A receiver still running (between its wait and its
 // suspension) is woken later: the message form of m, under its id, goes
 // on the work queue delayed by wakeRetryDelay, and the worker that takes
-// it finds it sent and wakes the receiver then. All of it is best effort:
-// the receive looks again by itself (durable.ReceiveRecheck).
+// it finds it sent and wakes the receiver then. A workflow WAITING for a
+// callback raced against a receive of m (racedFor) gets the message form
+// at once: the worker that takes it ends that wait (the message won). All
+// of it is best effort: the receive looks again by itself
+// (durable.ReceiveRecheck), and a raced callback's wait ends at its own
+// deadline.
 func (c *Client) wakeReceiver(ctx context.Context, ib inbox.Store, m inbox.Message) {
 	id := m.Task
 	woke, status, err := ib.Wake(ctx, id)
-	if err == nil && !woke && status == lease.StatusRunning {
+	if err == nil && !woke && (status == lease.StatusRunning || status == lease.StatusWaiting && c.racedFor(ctx, m)) {
+		delay := wakeRetryDelay
+		if status == lease.StatusWaiting {
+			delay = 0
+		}
 		body, err := token.Message(id, m.Topic, m.ID, m.Payload)
 		if queueURL, qerr := c.workQueue(ctx); err == nil && qerr == nil {
 			sctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
-			_, _ = c.sqs.SendMessage(sctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), DelaySeconds: int32(wakeRetryDelay / time.Second)})
+			_, _ = c.sqs.SendMessage(sctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), DelaySeconds: int32(delay / time.Second)})
 			cancel()
 		}
 		return

@@ -2,8 +2,10 @@ package leaseholdtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -323,5 +325,89 @@ func TestVersionInsideSpaces(t *testing.T) {
 	}
 	if c.get("inner old") != 1 || c.get("b old") != 1 || c.get("inner new") != 1 || c.get("b new") != 1 {
 		t.Errorf("side effects %v: want old once and new once in each space", c.all())
+	}
+}
+
+// workflow.All inside a child context and inside two branches (issue 37,
+// point 2): each space's children get ids under its path, so the same
+// await name in three spaces spawns three sets; the branches' waits are
+// taken in turn; the attempt killed after them replays every await (no
+// child spawned or run twice), and a replay of the history runs nothing.
+func TestAllInsideSpaces(t *testing.T) {
+	t.Parallel()
+	var c counter
+	kill := killOnce()
+	fan := func(ctx context.Context, n int) (int, error) {
+		outs, err := workflow.All(ctx, "fan",
+			workflow.Child{Kind: "double", Payload: n, MaxAttempts: 1},
+			workflow.Child{Kind: "double", Payload: n + 1, MaxAttempts: 1})
+		if err != nil {
+			return 0, err
+		}
+		sum := 0
+		for _, o := range outs {
+			var v int
+			if err := json.Unmarshal(o.Result, &v); err != nil || o.Status != leasehold.StatusSucceeded {
+				return 0, fmt.Errorf("child %s: %s %s: %v", o.ID, o.Status, o.Error, err)
+			}
+			sum += v
+		}
+		return sum, nil
+	}
+	hs := leasehold.NewHandlers()
+	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) {
+		c.add(fmt.Sprint("double ", task.Payload))
+		return 2 * task.Payload, nil
+	})
+	leasehold.Handle(hs, "parent", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		inner, err := workflow.RunInChildContext(ctx, "inner", func(ctx context.Context) (int, error) { return fan(ctx, 1) })
+		if err != nil {
+			return 0, err
+		}
+		a := workflow.Go(ctx, "a", func(ctx context.Context) (int, error) { return fan(ctx, 10) })
+		b := workflow.Go(ctx, "b", func(ctx context.Context) (int, error) { return fan(ctx, 100) })
+		if err := workflow.AwaitAll(ctx, "both", a, b); err != nil {
+			return 0, err
+		}
+		if err := kill(); err != nil {
+			return 0, err
+		}
+		av, _ := a.Get(ctx)
+		bv, _ := b.Get(ctx)
+		return inner + av + bv, nil
+	})
+	env := leaseholdtest.New(t, hs)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "parent", MaxAttempts: 3})
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	// (2+4) + (20+22) + (200+202)
+	if got.Status != leasehold.StatusSucceeded || string(got.Result) != "450" || got.Attempt != 2 {
+		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED 450 in attempt 2 (after the kill)", got.Status, got.Result, got.Attempt, got.Error)
+	}
+	for _, n := range []int{1, 2, 10, 11, 100, 101} {
+		if k := c.get(fmt.Sprint("double ", n)); k != 1 {
+			t.Errorf("the child of %d ran %d times, want once", n, k)
+		}
+	}
+	for space, n := range map[string]int{"@inner~": 1, "@a~": 10, "@b~": 100} {
+		for i := range 2 {
+			kid := mustTask(t, env, id+"/"+space+"fan/"+fmt.Sprint(i))
+			if kid.Status != leasehold.StatusSucceeded || string(kid.Result) != fmt.Sprint(2*(n+i)) || kid.Parent != id {
+				t.Errorf("child %d of %s: %s %s of %q, want SUCCEEDED %d of the parent", i, space, kid.Status, kid.Result, kid.Parent, 2*(n+i))
+			}
+		}
+	}
+	names := got.StepNames()
+	for _, want := range []string{"@inner/children:fan", "context:inner", "@a/children:fan", "@b/children:fan", "all:both"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("history %v lacks %s", names, want)
+		}
+	}
+	ran := c.all()
+	if line, err := hs.Replay(t.Context(), mustHistory(t, env, id)); err != nil || !strings.HasPrefix(line, "ok ") {
+		t.Fatalf("replay: %q, %v", line, err)
+	}
+	if !maps.Equal(ran, c.all()) {
+		t.Errorf("the replay ran children or steps: %v, then %v", ran, c.all())
 	}
 }

@@ -81,7 +81,9 @@ type Child struct {
 //	}
 //
 // A name is 1 to 32 letters, digits, '-', '_' or '.', starting with a
-// letter. Child i gets the id ChildIDIn(parent, name, i). One await spawns
+// letter. Child i gets the id ChildIDIn(parent, name, i); inside a child
+// context or branch, the name is prefixed with the space's path
+// ("PARENT/@branch~NAME/i"), as Invoke's child is. One await spawns
 // 1 to 100 children; their results together must fit a step (64 KiB for
 // all of a task's steps), so keep them small: a larger fan-in is a Map,
 // its results read a page at a time with MapResult.Outcomes. The wait lasts at most the

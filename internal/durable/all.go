@@ -35,7 +35,9 @@ type outcome struct {
 // checkpoint) only when a later durable call of the run, or a run's end
 // other than the task's end, may outlive the wait; a handler that returns
 // after its last await writes nothing more than its finish. Child i gets
-// the id ChildIDIn(parent, name, i).
+// the id ChildIDIn(parent, name, i); in a child context or branch, name
+// is prefixed with the space's path as an invoke's is (childIDOf), so the
+// same name in two spaces makes two sets of children.
 func AllOf(ctx context.Context, name string, children []Child, timeout time.Duration) ([]byte, error) {
 	w, ok := ctx.Value(workflowKey{}).(*Workflow)
 	if !ok {
@@ -44,16 +46,17 @@ func AllOf(ctx context.Context, name string, children []Child, timeout time.Dura
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
-	if err := errInSpace(ctx, "workflow.All"); err != nil {
-		return nil, err
+	idName := name
+	if sp := spaceOf(ctx); sp != nil {
+		idName = strings.ReplaceAll(sp.path, "/", "~") + name
 	}
 	ids := make([]string, len(children))
 	for i := range children {
-		ids[i] = ChildIDIn(w.held.TaskID, name, i)
+		ids[i] = ChildIDIn(w.held.TaskID, idName, i)
 	}
 	out, err := stepOf(ctx, "children:"+name, "all "+strconv.Itoa(len(children)), func(context.Context) ([]byte, error) {
 		r := w.results
-		if r != nil && r.Mode == lease.WaitChildren && len(r.Tasks) > 0 && len(r.Tasks) != len(ids) && strings.HasPrefix(r.Tasks[0].ID, childPrefix(w.held.TaskID, name)) {
+		if r != nil && r.Mode == lease.WaitChildren && len(r.Tasks) > 0 && len(r.Tasks) != len(ids) && strings.HasPrefix(r.Tasks[0].ID, childPrefix(w.held.TaskID, idName)) {
 			return nil, w.diverge(&DivergedError{Position: w.position() + 1, Recorded: DescribeOp("children:"+name, "all "+strconv.Itoa(len(r.Tasks))) + ", whose children the task waited for", Asked: DescribeOp("children:"+name, "all "+strconv.Itoa(len(ids)))})
 		}
 		if r == nil || r.Mode != lease.WaitChildren || len(r.Tasks) != len(ids) {

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,48 @@ type AwaitChildrenError struct {
 	// runs again, as the same attempt, once they have ended. The
 	// suspension keeps TimerNote as the wait's note to tell it so.
 	Timer bool
+	// Listen names the receives raced against the children, as
+	// AwaitCallbackError.Listen: a message for one of them does what the
+	// timer's deadline does (the worker cancels the children, the task
+	// runs again and takes the message).
+	Listen string
+	// First, in a Race (CombineRace) or Any (CombineAny) of several
+	// children, says the wait ends at the first child that ends (Race) or
+	// succeeds (Any): the worker that tells the task of that end cancels
+	// the others (reason FirstEnded), and the task runs again once they
+	// have ended.
+	First string
+}
+
+// RaceNote is the wait note of a children wait in a race (Timer, Listen
+// or First), as AwaitCallbackError.Note; "" for another wait, which
+// keeps Note.
+func (e *AwaitChildrenError) RaceNote() string {
+	note := raceNote(e.Timer, e.Listen)
+	if e.First != "" {
+		note = strings.TrimSpace(note + " " + firstPrefix + e.First)
+	}
+	return note
+}
+
+// firstPrefix starts the part of a wait note that says the wait for
+// children ends at the first end (AwaitChildrenError.First).
+const firstPrefix = "leasehold:first:"
+
+// FirstEnded is the reason the worker cancels the children of a race of
+// children with when one of them ended (or, in an Any, succeeded) first.
+const FirstEnded = "leasehold: a child raced against it ended first"
+
+// First is the combinator kind of a wait for children that ends at the
+// first end (CombineRace) or success (CombineAny) of one of them; "" for
+// a wait for every one (AwaitChildrenError.First).
+func (n RaceNote) First() string {
+	for _, part := range strings.Fields(string(n)) {
+		if kind, ok := strings.CutPrefix(part, firstPrefix); ok {
+			return kind
+		}
+	}
+	return ""
 }
 
 func (e *AwaitChildrenError) Error() string {
@@ -70,7 +113,76 @@ type AwaitCallbackError struct {
 	// the same attempt, instead of failing the attempt. The suspension
 	// keeps TimerNote as the wait's note to tell it so.
 	Timer bool
+	// Listen names the receives raced against the callback (Race or Any),
+	// as "TOPIC#SEQ" joined by commas: a message at or past SEQ on TOPIC
+	// ends the wait with the answer MessageCame, and the task runs again,
+	// as the same attempt, and takes it. The suspension keeps it in the
+	// wait's note (Note).
+	Listen string
 }
+
+// Note is the wait note of the suspension e asks for: TimerNote for a
+// raced timer, "leasehold:recv:" and Listen for raced receives, both
+// separated by a space; "" for neither.
+func (e *AwaitCallbackError) Note() string {
+	if e.Step == "" {
+		return ""
+	}
+	return raceNote(e.Timer, e.Listen)
+}
+
+// raceNote is the wait note of a race's suspension: TimerNote for a raced
+// timer, listenPrefix and listen for raced receives, separated by a
+// space.
+func raceNote(timer bool, listen string) string {
+	var parts []string
+	if timer {
+		parts = append(parts, TimerNote)
+	}
+	if listen != "" {
+		parts = append(parts, listenPrefix+listen)
+	}
+	return strings.Join(parts, " ")
+}
+
+// listenPrefix starts the part of a wait note that names raced receives
+// (AwaitCallbackError.Listen).
+const listenPrefix = "leasehold:recv:"
+
+// RaceNote is a wait note (lease.Task.WaitNote) as a race's suspension
+// writes it (AwaitCallbackError.Note): what ends the wait besides what it
+// waits for.
+type RaceNote string
+
+// Timer reports whether the wait's deadline is a raced timer's.
+func (n RaceNote) Timer() bool {
+	return slices.Contains(strings.Fields(string(n)), TimerNote)
+}
+
+// Listens reports whether a message number seq of topic ends the wait: a
+// receive raced against it waits for message number seq or an earlier one
+// of the topic.
+func (n RaceNote) Listens(topic string, seq int64) bool {
+	for _, part := range strings.Fields(string(n)) {
+		list, ok := strings.CutPrefix(part, listenPrefix)
+		if !ok {
+			continue
+		}
+		for _, entry := range strings.Split(list, ",") {
+			t, num, _ := strings.Cut(entry, "#")
+			want, err := strconv.ParseInt(num, 10, 64)
+			if t == topic && err == nil && want <= seq {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MessageCame is the answer the worker records for a callback whose raced
+// receive's message came first (a failure with this reason), as
+// TimerFired for a timer; the callback routes refuse it too.
+const MessageCame = "leasehold: the raced message came first"
 
 // TimerNote is the wait note (lease.Wait.Note) of a callback wait, or a
 // wait for children, whose deadline is a raced timer's

@@ -1,10 +1,12 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,27 +17,28 @@ import (
 // trySettleChild).
 func (w *Workflow) settleLive(ctx context.Context, f *Future) (bool, error) {
 	if f.kind == futureReceive {
-		return w.tryReceive(ctx, f)
+		return w.tryReceive(ctx, f, f.topic)
 	}
 	return w.trySettleChild(ctx, f)
 }
 
-// settleWaitedChildren settles the children of fs that the task waited
-// for (their outcomes in w.results): a run resumed from their wait must
-// record them first. A child cancelled at the deadline of a timer raced
-// against it (the wait's note TimerNote, the earliest timer of fs passed
-// by now) is closed: the timer won. It returns the indexes it settled.
-func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now time.Time) ([]int, error) {
+// settleWaitedChildren settles the children of fs, the futures of the
+// combinator kind, that the task waited for (their outcomes in
+// w.results): a run resumed from their wait must record them first. A
+// child cancelled at the deadline of a timer raced against it (the wait's
+// note a timer's, the race's deadline passed by now: raceDeadline) is
+// closed: the timer won; one cancelled in a wait whose note names raced
+// receives is closed too: a message came (endRacedWait), and the receive
+// that takes it comes first (closedLast); and in a race of children (the
+// note's First), one cancelled when a sibling ended first. It returns the
+// indexes it settled, a race of children's in the order they ended.
+func (w *Workflow) settleWaitedChildren(ctx context.Context, kind string, fs []*Future, now time.Time) ([]int, error) {
 	r := w.results
 	if r == nil || r.Mode != lease.WaitChildren {
 		return nil, nil
 	}
-	var timer time.Time
-	for _, f := range fs {
-		if f.kind == futureTimer && !f.done && (timer.IsZero() || f.wake.Before(timer)) {
-			timer = f.wake
-		}
-	}
+	timer := raceDeadline(kind, fs)
+	note := RaceNote(w.note)
 	var settled []int
 	for i, f := range fs {
 		if f.kind != futureChild || f.done || !slices.ContainsFunc(r.Tasks, func(t lease.Task) bool { return t.ID == f.topic }) {
@@ -48,30 +51,116 @@ func (w *Workflow) settleWaitedChildren(ctx context.Context, fs []*Future, now t
 			continue
 		}
 		var ended *ChildEndedError
-		if w.note == TimerNote && !timer.IsZero() && !timer.After(now) && errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled {
-			f.closed = true
+		cancelled := errors.As(f.err, &ended) && ended.Status == lease.StatusCancelled
+		switch {
+		case cancelled && note.Timer() && !timer.IsZero() && !timer.After(now):
+			f.closed, f.closer = true, TimerFired
+		case cancelled && strings.Contains(w.note, listenPrefix):
+			f.closed, f.closer = true, MessageCame
+		case cancelled && note.First() != "":
+			// Cancelled when a sibling ended first (notifyOne's
+			// FirstEnded), by the same clock tick, perhaps.
+			f.closed, f.closer = true, FirstEnded
 		}
 		settled = append(settled, i)
 	}
+	if note.First() != "" {
+		// A race of children: they settle in the order they ended (by
+		// the clocks of the workers that ended them; a tie in argument
+		// order), so the first to end wins; the others, cancelled when
+		// it ended, are closed and come after it (closedLast).
+		ended := func(i int) time.Time {
+			for _, t := range r.Tasks {
+				if t.ID == fs[i].topic {
+					return t.FinishedAt
+				}
+			}
+			return time.Time{}
+		}
+		slices.SortStableFunc(settled, func(a, b int) int {
+			ta, tb := ended(a), ended(b)
+			switch {
+			case ta.IsZero() || tb.IsZero(): // unknown (an expired record): after the known
+				return cmp.Compare(btoi(ta.IsZero()), btoi(tb.IsZero()))
+			}
+			return ta.Compare(tb)
+		})
+	}
 	return settled, nil
+}
+
+// raceDeadline is the deadline of a Race or Any over fs, the earliest of
+// its timers not settled, and in a Race of its receives' deadlines too (a
+// receive that times out settles the race); zero for none or for another
+// kind.
+func raceDeadline(kind string, fs []*Future) time.Time {
+	var at time.Time
+	if kind != CombineRace && kind != CombineAny {
+		return at
+	}
+	for _, f := range fs {
+		raced := f.kind == futureTimer || kind == CombineRace && f.kind == futureReceive && !f.wake.IsZero()
+		if f.done || !raced {
+			continue
+		}
+		if at.IsZero() || f.wake.Before(at) {
+			at = f.wake
+		}
+	}
+	return at
+}
+
+// maxRaceListen bounds raceListen where the wait's note keeps it (a
+// callback's or children's wait), leaving room for the note's other parts
+// within lease.MaxWaitNoteBytes.
+const maxRaceListen = lease.MaxWaitNoteBytes - 128
+
+// raceListen is the receives of a Race or Any over fs not settled, as a
+// wait note names them (AwaitCallbackError.Listen): "TOPIC#SEQ" joined by
+// commas; "" for none or for another kind.
+func raceListen(kind string, fs []*Future) string {
+	var listen []string
+	for _, f := range fs {
+		if (kind == CombineRace || kind == CombineAny) && f.kind == futureReceive && !f.done {
+			listen = append(listen, f.topic+"#"+strconv.FormatInt(f.seq, 10))
+		}
+	}
+	return strings.Join(listen, ",")
 }
 
 // settleLiveAll settles, in a live run of the combinator kind over fs not
 // decided by order (the futures settled so far), the receives, in
 // argument order, until the first that has no message (its topic's wait
-// is written: a send wakes the task); children settle only from what the
-// task waited for (settleWaitedChildren). It stops once the outcome is
-// decided, so no receive takes a message the outcome does not need, and
-// returns order with those it settled appended.
+// is written: a send wakes the task); in a Race or Any, every receive is
+// looked at, and the wait written names all their topics (a send on any
+// wakes the task). Children settle only from what the task waited for
+// (settleWaitedChildren). It stops once the outcome is decided, so no
+// receive takes a message the outcome does not need, and returns order
+// with those it settled appended.
 func (w *Workflow) settleLiveAll(ctx context.Context, kind string, fs []*Future, order []int, pol policy) ([]int, error) {
+	first := kind == CombineRace || kind == CombineAny
+	var topics []string // a race's receives not settled
+	for _, f := range fs {
+		if first && f.kind == futureReceive && !f.done {
+			topics = append(topics, f.topic)
+		}
+	}
 	for i, f := range fs {
 		if f.kind != futureReceive || f.done {
 			continue
 		}
-		done, err := w.tryReceive(ctx, f)
-		if err != nil || !done {
+		listen := f.topic
+		if first {
+			listen = strings.Join(topics, ",")
+		}
+		done, err := w.tryReceive(ctx, f, listen)
+		if err != nil || !done && !first {
 			return order, err
 		}
+		if !done {
+			continue
+		}
+		topics = slices.DeleteFunc(topics, func(t string) bool { return t == f.topic })
 		if order = append(order, i); decided(kind, fs, order, pol) {
 			return order, nil
 		}
@@ -92,15 +181,6 @@ func (w *Workflow) closeLosers(fs []*Future, order []int) {
 			w.pend(f.topic, false)
 		}
 	}
-}
-
-// futureNames lists the names of fs for an error.
-func futureNames(fs []*Future) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = fmt.Sprintf("%q", f.name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // combineWait is the error that suspends the task for the combinator kind
@@ -153,6 +233,9 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	}
 	first := kind == CombineRace || kind == CombineAny
 	others := len(callbacks) > 0 || !timer.IsZero() || !nap.IsZero() || len(topics) > 0
+	if listen := raceListen(kind, fs); (len(callbacks) > 0 || len(kids) > 0) && len(listen) > maxRaceListen {
+		return &PermanentError{Err: fmt.Errorf("%s %q races %d receives beside a callback or children: their topics and message numbers (%d bytes) do not fit the wait's note (at most %d)", kind, name, strings.Count(listen, ",")+1, len(listen), maxRaceListen)}
+	}
 	if branchKids != nil {
 		if first && (others || len(kids) > 0 || nBranchKids > 1) {
 			return &PermanentError{Err: fmt.Errorf("%s %q races a branch that waits for a child against something else: not yet: the store's wait for children ends at its deadline by failing the task, not by waking it (a parent waits for its children alone)", kind, name)}
@@ -166,21 +249,27 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	switch {
 	case len(callbacks) > 1:
 		return &PermanentError{Err: fmt.Errorf("%s %q waits for callbacks %q at once: a run waits for one callback at a time (not yet: settle one first)", kind, name, callbacks)}
-	case first && len(kids) > 1:
-		return &PermanentError{Err: fmt.Errorf("%s %q races children %s: not yet: the store's wait for children ends when every one has ended, so it cannot tell which ended first (await them with AwaitAll or AllSettled)", kind, name, futureNames(kids))}
-	case first && len(kids) == 1 && !timer.IsZero() && len(callbacks) == 0 && nap.IsZero() && len(topics) == 0:
-		// A child raced against timers: a wait for the child whose
-		// deadline is the earliest timer's, where the worker cancels the
-		// child and runs the task again (childTimerFired).
+	case first && len(kids) > 0 && len(callbacks) == 0 && nap.IsZero() && (len(kids) > 1 || !timer.IsZero() || len(topics) > 0):
+		// Children raced against each other, timers and messages: a wait
+		// for the children whose deadline is the race's (raceDeadline),
+		// where the worker cancels the children and runs the task again
+		// (childTimerFired), whose note names the receives, whose message
+		// does the same (endRacedWait), and, for several children, says
+		// that the first to end (or succeed, in an Any) ends it: the
+		// worker that hears of that end cancels the others (notifyOne).
 		wait := childrenWait(kids, ids).(*AwaitChildrenError)
-		wait.Timeout, wait.Timer = max(timer.Sub(now), time.Millisecond), true
+		if at := raceDeadline(kind, fs); !at.IsZero() {
+			wait.Timeout, wait.Timer = max(at.Sub(now), time.Millisecond), true
+		}
+		wait.Listen = raceListen(kind, fs)
+		if len(kids) > 1 {
+			wait.First = kind
+		}
 		return wait
 	case first && len(kids) > 0 && others:
-		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a message, callback or branch: not yet: the store's wait for children ends only when they have ended, or at a timer's deadline, and a message or a callback answer does not end it (race a child against timers only)", kind, name, kids[0].name)}
-	case first && len(topics) > 0 && (len(callbacks) > 0 || branchWait != nil):
-		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a callback: not yet: a message wakes a task that sleeps, and one waiting for a callback does not sleep", kind, name, topics[0])}
-	case first && len(topics) > 1:
-		return &PermanentError{Err: fmt.Errorf("%s %q races messages on the topics %q: not yet: a task waits on one topic at a time", kind, name, topics)}
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a callback or a branch: not yet: the store's wait for children ends only when they have ended, at a timer's deadline or at a raced message, and a callback's answer does not end it (race a child against timers and messages only)", kind, name, kids[0].name)}
+	case first && len(topics) > 0 && branchWait != nil:
+		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a branch's callback: not yet (race a callback future, CallbackAsync, against the message)", kind, name, topics[0])}
 	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:
 		// AwaitAll and AllSettled wait for the children first (a sleep, a
 		// message, waits its turn: a timer's deadline and a message keep).
@@ -201,10 +290,26 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 	case branchWait != nil:
 		return branchWait
 	}
-	if left := timer.Sub(now); first && !timer.IsZero() && left <= cb.timeout {
-		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
-		return err
+	// In a Race or Any, the receives not settled end the callback wait
+	// with their message (Listen), and in a Race the earliest receive's
+	// deadline is a timer's: it settles the race.
+	deadline := raceDeadline(kind, fs)
+	var err error
+	if left := deadline.Sub(now); first && !deadline.IsZero() && left <= cb.timeout {
+		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, max(left, time.Millisecond))
+	} else {
+		_, err = w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
 	}
-	_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
+	if ac := (*AwaitCallbackError)(nil); errors.As(err, &ac) {
+		ac.Listen = raceListen(kind, fs)
+	}
 	return err
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

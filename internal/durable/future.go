@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,12 +47,17 @@ type Future struct {
 	submit    func(ctx context.Context, token string) error
 	submitted bool
 	// done says the future settled, with out or err. closed says a
-	// callback's wait ended at a raced timer: its token answers nothing
-	// any more.
-	done   bool
-	closed bool
-	out    []byte
-	err    error
+	// callback's wait ended at a raced timer or message: its token
+	// answers nothing any more. expired says a receive's deadline ended
+	// a raced callback's wait (settleOrder): it has timed out, whatever
+	// this worker's clock says. closer is what closed a callback or
+	// child in a race: TimerFired or MessageCame.
+	done    bool
+	closed  bool
+	expired bool
+	closer  string
+	out     []byte
+	err     error
 	// recorded says err is a recorded outcome (a receive's timing out, a
 	// child's failure), counted by a combinator, not a failed call.
 	recorded bool
@@ -200,6 +206,9 @@ func (f *Future) value() ([]byte, error) {
 	if f.closed && f.kind == futureChild && f.err == nil {
 		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled at the deadline of the timer raced against it", f.name)}
 	}
+	if f.closed && f.closer == MessageCame {
+		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at a message raced against it, which came first: its token answers nothing any more"}
+	}
 	if f.closed {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at the timer it was raced against, which fired first: its token answers nothing any more"}
 	}
@@ -207,11 +216,14 @@ func (f *Future) value() ([]byte, error) {
 }
 
 // settleCallback settles the callback f with its recorded answer (out, or
-// err), closed when the answer is a raced timer's (TimerFired).
+// err), closed when the answer is a raced timer's (TimerFired) or
+// message's (MessageCame).
 func (f *Future) settleCallback(out []byte, err error) {
-	var failed *CallbackFailedError
 	f.done, f.out, f.err = true, out, err
-	f.closed = errors.As(err, &failed) && failed.Reason == TimerFired
+	var failed *CallbackFailedError
+	if errors.As(err, &failed) && (failed.Reason == TimerFired || failed.Reason == MessageCame) {
+		f.closed, f.closer = true, failed.Reason
+	}
 }
 
 // settled reports whether f has settled by now.
@@ -334,18 +346,19 @@ func combine(ctx context.Context, kind, name string, fs []*Future, pol policy) (
 	now := w.att.Clock().Now()
 	var order []int
 	if !recorded {
-		kids, err := w.settleWaitedChildren(ctx, fs, now)
+		kids, err := w.settleWaitedChildren(ctx, kind, fs, now)
 		if err != nil {
 			return nil, err
 		}
 		answered = append(answered, kids...)
-		order = settleOrder(fs, answered, now)
+		order = settleOrder(kind, fs, answered, now)
 		if !decided(kind, fs, order, pol) {
 			var err error
 			if order, err = w.settleLiveAll(ctx, kind, fs, order, pol); err != nil {
 				return nil, err
 			}
 		}
+		order = closedLast(fs, order)
 		if !decided(kind, fs, order, pol) {
 			return nil, w.wait(ctx, w.combineWait(ctx, kind, name, fs, now), fmt.Sprintf("workflow.%s %q", kind, name))
 		}
@@ -398,21 +411,26 @@ func answerNamed(fs []*Future, name string, sp *space) int {
 }
 
 // settleOrder is the order of the futures of fs that have settled by now
-// (Combine): answered first, then the others in argument order, then
-// the callbacks closed by a raced timer.
-func settleOrder(fs []*Future, answered []int, now time.Time) []int {
+// (Combine): answered first, then the others in argument order; the
+// callbacks closed by a raced timer or message come after them and after
+// the receives settled live (closedLast).
+func settleOrder(kind string, fs []*Future, answered []int, now time.Time) []int {
 	order := make([]int, 0, len(fs))
-	var earliest *Future // the timer a closed callback's wait ended at
+	var earliest *Future // the timer, or a Race's receive, a closed callback's wait ended at
 	for _, f := range fs {
-		if f.kind == futureTimer && !f.done && (earliest == nil || f.wake.Before(earliest.wake)) {
+		if !f.done && (f.kind == futureTimer || kind == CombineRace && f.kind == futureReceive && !f.wake.IsZero()) && (earliest == nil || f.wake.Before(earliest.wake)) {
 			earliest = f
 		}
 	}
 	for _, i := range answered {
-		if fs[i].closed && earliest != nil {
-			// Its wait's deadline was that timer's, by the clock of the
-			// worker that ended it, whatever this one's says.
-			earliest.done = true
+		if fs[i].closed && fs[i].closer == TimerFired && earliest != nil {
+			// Its wait's deadline was that timer's (or receive's), by the
+			// clock of the worker that ended it, whatever this one's says.
+			if earliest.kind == futureTimer {
+				earliest.done = true
+			} else {
+				earliest.expired = true
+			}
 		}
 	}
 	for _, i := range answered {
@@ -425,8 +443,15 @@ func settleOrder(fs []*Future, answered []int, now time.Time) []int {
 			order = append(order, i)
 		}
 	}
+	return order
+}
+
+// closedLast appends to order the callbacks and children of fs closed by
+// a raced timer or message: they lost to what closed them (and win only
+// when nothing else settled).
+func closedLast(fs []*Future, order []int) []int {
 	for i, f := range fs {
-		if f.closed {
+		if f.closed && !slices.Contains(order, i) {
 			order = append(order, i)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,7 +143,7 @@ func ReceiveFuture(ctx context.Context, topic string, timeout time.Duration) *Fu
 // getReceive is Get of a receive future not settled: it looks for the
 // message, and suspends the task until it comes or the timeout passes.
 func (w *Workflow) getReceive(ctx context.Context, f *Future) ([]byte, error) {
-	done, err := w.tryReceive(ctx, f)
+	done, err := w.tryReceive(ctx, f, f.topic)
 	if err != nil {
 		return nil, err
 	}
@@ -176,9 +177,13 @@ func minTime(a, b time.Time) time.Time {
 // tryReceive settles the receive f if it can: its recorded outcome
 // replayed, or, live, the message taken (and recorded), or its timing out
 // recorded. done is false when no message has come yet, with the inbox's
-// wait on the topic written (a send wakes the task).
-func (w *Workflow) tryReceive(ctx context.Context, f *Future) (done bool, err error) {
-	task, topic, seq, deadline, timeout := w.held.TaskID, f.topic, f.seq, f.wake, f.timeout
+// wait on listen written (a send on one of its topics wakes the task):
+// f's topic, or, in a race of receives, every topic the race waits on,
+// joined by commas (inbox.Store.Await). A receive that times out leaves
+// the wait on the others.
+func (w *Workflow) tryReceive(ctx context.Context, f *Future, listen string) (done bool, err error) {
+	task, topic, seq, deadline, timeout, expired := w.held.TaskID, f.topic, f.seq, f.wake, f.timeout, f.expired
+	others := strings.Join(slices.DeleteFunc(strings.Split(listen, ","), func(t string) bool { return t == topic }), ",")
 	clock := w.att.Clock()
 	out, err := stepOf(ctx, f.name, OpReceive, func(ctx context.Context) ([]byte, error) {
 		ib := inboxOf(w.att)
@@ -187,10 +192,10 @@ func (w *Workflow) tryReceive(ctx context.Context, f *Future) (done bool, err er
 		}
 		m, err := ib.GetMessage(ctx, task, topic, seq)
 		if errors.Is(err, lease.ErrNotFound) {
-			if !clock.Now().Before(deadline) {
+			if expired || !clock.Now().Before(deadline) {
 				if timeout > 0 {
 					// No longer waiting: a send need not wake the task.
-					if err := ib.Await(ctx, task, ""); err != nil {
+					if err := ib.Await(ctx, task, others); err != nil {
 						return nil, err
 					}
 				}
@@ -199,7 +204,7 @@ func (w *Workflow) tryReceive(ctx context.Context, f *Future) (done bool, err er
 			// The wait is written before the last look, and a sender
 			// raises the topic after it placed the message: one of the
 			// two sees the other (package inbox).
-			if err := ib.Await(ctx, task, topic); err != nil {
+			if err := ib.Await(ctx, task, listen); err != nil {
 				return nil, err
 			}
 			if m, err = ib.GetMessage(ctx, task, topic, seq); errors.Is(err, lease.ErrNotFound) {

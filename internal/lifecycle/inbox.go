@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/inbox"
 	"github.com/leasehold/leasehold/internal/token"
@@ -41,7 +42,7 @@ func (x *execution) runMessage(ctx context.Context) State {
 		id = "sqs:" + x.msg.ID
 	}
 	cctx, cancel := x.call()
-	_, waiting, err := ib.Send(cctx, inbox.Message{Task: to.Workflow, Topic: to.Topic, ID: id, Payload: x.in.tok.Payload})
+	placed, waiting, err := ib.Send(cctx, inbox.Message{Task: to.Workflow, Topic: to.Topic, ID: id, Payload: x.in.tok.Payload})
 	cancel()
 	switch {
 	case err == nil || errors.Is(err, inbox.ErrDuplicate):
@@ -51,12 +52,57 @@ func (x *execution) runMessage(ctx context.Context) State {
 		return x.reject(ctx, "message to a workflow rejected: "+err.Error())
 	}
 	x.log.info("message sent to the workflow's inbox", "topic", to.Topic, "receiver_waiting", waiting)
-	if waiting && x.wakeReceiver(ctx, ib, to.Workflow) == lease.StatusRunning {
+	if !waiting {
+		return x.exit(true, "")
+	}
+	switch x.wakeReceiver(ctx, ib, to.Workflow) {
+	case lease.StatusRunning:
 		// The receiver may be between its wait and its suspension: this
 		// message comes back shortly, finds itself sent, and wakes it then.
 		return x.keep(ctx, x.cfg.VisibilityMargin, "the receiver is running: its wake is tried again")
+	case lease.StatusWaiting:
+		return x.endRacedWait(ctx, placed)
 	}
 	return x.exit(true, "")
+}
+
+// endRacedWait ends the wait of m's workflow when a receive raced against
+// what it waits for waits for m (durable.RaceNote.Listens): the message
+// won. A callback wait's answer, durable.MessageCame, is recorded as the
+// callback's step, and the task runs again at once, as the same attempt,
+// and takes the message, as after a raced timer (timerFired); a wait for
+// children has them cancelled, as at a raced timer's deadline
+// (childTimerFired), and the task runs again once they have ended. A
+// wait for something else is left alone. Every step is idempotent: the
+// writes are conditional, and a failed call keeps the message, which does
+// it all again.
+func (x *execution) endRacedWait(ctx context.Context, m inbox.Message) State {
+	cctx, cancel := x.call()
+	t, err := x.cfg.Store.Get(cctx, m.Task)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return x.exit(true, "")
+	case err != nil:
+		return x.keep(ctx, 0, err.Error())
+	case t.Status != lease.StatusWaiting || !durable.RaceNote(t.WaitNote).Listens(m.Topic, m.Seq):
+		return x.exit(true, "")
+	case t.Wait == lease.WaitChildren:
+		return x.childTimerFired(ctx, t, durable.MessageCame)
+	case t.Wait != lease.WaitCallback || t.CallbackStep == "":
+		return x.exit(true, "")
+	}
+	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.MessageCame}
+	task, st, done := x.endCallbackWait(ctx, e)
+	if done {
+		return st
+	}
+	x.task = task
+	x.log.info("raced message came before the callback", "step", t.CallbackStep, "topic", m.Topic)
+	if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), 0); err != nil {
+		x.log.warn("could not send the token that resumes the task whose message came; the sweep dispatches it", "error", err)
+	}
+	return x.ended(true, "")
 }
 
 // wakeReceiver makes the workflow id, asleep in a receive, due now and

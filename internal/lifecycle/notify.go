@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/token"
 )
@@ -102,6 +103,11 @@ func (x *execution) notifyOne(ctx context.Context, w lease.Waiter, ended lease.T
 		return x.notifyDepth(ctx, got, depth+1)
 	case lease.Complete(got):
 		return x.wake(ctx, got)
+	case firstEnded(got, ended):
+		// A race of children that this end decides: the others are
+		// cancelled, and the last of them to end wakes got.
+		x.log.info("raced child ended first: its siblings are cancelled", "waiter", got.ID)
+		return x.cancelRaced(ctx, got, durable.FirstEnded, depth)
 	}
 	return nil
 }

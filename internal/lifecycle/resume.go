@@ -59,8 +59,8 @@ func (x *execution) runResuming(ctx context.Context) State {
 			return x.exit(true, "")
 		}
 		return x.keep(ctx, 0, err.Error())
-	case t.Wait == lease.WaitChildren && t.WaitNote == durable.TimerNote && !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
-		return x.childTimerFired(ctx, t)
+	case t.Wait == lease.WaitChildren && durable.RaceNote(t.WaitNote).Timer() && !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
+		return x.childTimerFired(ctx, t, durable.TimerFired)
 	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil) && dependencyWait(t):
 		return x.dependencyDeadline(ctx, t)
 	case !t.WaitUntil.IsZero() && !now.Before(t.WaitUntil):
@@ -79,7 +79,7 @@ func (x *execution) runResuming(ctx context.Context) State {
 // come in time: retried after backoff, or failed for good on the last
 // attempt.
 func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
-	if t.WaitNote == durable.TimerNote && t.CallbackStep != "" {
+	if durable.RaceNote(t.WaitNote).Timer() && t.CallbackStep != "" {
 		return x.timerFired(ctx, t)
 	}
 	reason := fmt.Sprintf("callback not received by %s", t.WaitUntil.UTC().Format(time.RFC3339))

@@ -123,10 +123,13 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
 	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
+	if note := ac.RaceNote(); note != "" {
+		// The deadline is a raced timer's, or a raced receive's message
+		// may come first: either cancels the children and resumes the
+		// task rather than failing it (childTimerFired, endRacedWait).
+		x.flow.wait.Note = note
+	}
 	if ac.Timer {
-		// The deadline is a raced timer's: it cancels the children and
-		// resumes the task rather than failing it (childTimerFired).
-		x.flow.wait.Note = durable.TimerNote
 		if ac.Timeout <= MaxSQSDelay {
 			// A deadline SQS can delay a token for: the token brings it on
 			// time, the sweep entry (written by the suspension, as for any
@@ -233,11 +236,10 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	}
 	until := x.cfg.Clock.Now().Add(ac.Timeout)
 	w := lease.Wait{Mode: lease.WaitCallback, Until: until, Nonce: nonce, Step: ac.Step, Heartbeat: ac.Heartbeat}
-	if ac.Timer && ac.Step != "" {
-		// The deadline is a raced timer's: it ends the wait with the
-		// timer's answer rather than failing the attempt (timerFired).
-		w.Note = durable.TimerNote
-	}
+	// The deadline may be a raced timer's: it ends the wait with the
+	// timer's answer rather than failing the attempt (timerFired); a
+	// raced receive's message ends it too (endRacedWait).
+	w.Note = ac.Note()
 	if err := w.Validate(); err != nil {
 		return x.failClaimed(ctx, "await callback: "+err.Error())
 	}

@@ -92,7 +92,9 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 }
 
 // childTimerFired answers the deadline of t, which waits for children
-// raced against a timer (durable.AwaitChildrenError.Timer): the timer won.
+// raced against a timer (durable.AwaitChildrenError.Timer): the timer won
+// (reason durable.TimerFired); or a message for a receive raced against
+// them (endRacedWait, reason durable.MessageCame).
 // The children not ended are cancelled, as at a wait's deadline
 // (placeholders for those with no item yet), but t does not fail: each
 // child that has ended is told to t, which wakes t once all have (a child
@@ -100,11 +102,23 @@ func (x *execution) waitTimedOut(ctx context.Context, t lease.Task) State {
 // again, as the same attempt, and finds the children cancelled after the
 // timer's deadline closed by it. Every step is idempotent: a failed call
 // keeps the message, which does it all again.
-func (x *execution) childTimerFired(ctx context.Context, t lease.Task) State {
-	unendedKids := lease.UnendedChildren(t)
-	if err := lease.CancelChildren(ctx, childCanceller{x}, t, durable.TimerFired, nil); err != nil {
-		x.log.warn("could not cancel the children of a task whose raced timer fired; the message comes back to retry", "error", err)
+func (x *execution) childTimerFired(ctx context.Context, t lease.Task, reason string) State {
+	if err := x.cancelRaced(ctx, t, reason, 0); err != nil {
+		x.log.warn("could not cancel the children of a task whose raced timer or message came first; the message comes back to retry", "error", err)
 		return x.keep(ctx, 0, err.Error())
+	}
+	x.log.info("raced timer or message came before the children", "reason", reason)
+	return x.exit(true, "")
+}
+
+// cancelRaced cancels the children of t that have not ended, for reason
+// (a raced timer, message or child came first), and tells t of each that
+// has ended, which wakes t once all have (a child still running tells it
+// when its cancel ends it). Every step is idempotent.
+func (x *execution) cancelRaced(ctx context.Context, t lease.Task, reason string, depth int) error {
+	unendedKids := lease.UnendedChildren(t)
+	if err := lease.CancelChildren(ctx, childCanceller{x}, t, reason, nil); err != nil {
+		return err
 	}
 	for _, id := range unendedKids {
 		cctx, cancel := x.call()
@@ -114,16 +128,33 @@ func (x *execution) childTimerFired(ctx context.Context, t lease.Task) State {
 		case errors.Is(err, lease.ErrNotFound):
 			continue
 		case err != nil:
-			return x.keep(ctx, 0, err.Error())
+			return err
 		case !kid.Status.Terminal():
 			continue // running: its end tells t
 		}
-		if err := x.notifyOne(ctx, lease.Waiter{ID: t.ID, Mode: lease.WaitChildren}, kid, 0); err != nil {
-			return x.keep(ctx, 0, err.Error())
+		if err := x.notifyOne(ctx, lease.Waiter{ID: t.ID, Mode: lease.WaitChildren}, kid, depth+1); err != nil {
+			return err
 		}
 	}
-	x.log.info("raced timer fired before the children", "children", len(unendedKids))
-	return x.exit(true, "")
+	return nil
+}
+
+// firstEnded reports whether ended, a child of t that t was just told
+// of, ends t's race of children (durable.AwaitChildrenError.First): t
+// still waits, for others, and ended is the first to end (Race) or
+// succeed (Any). A child cancelled for the race (its placeholder's reason
+// FirstEnded) ends nothing more.
+func firstEnded(t, ended lease.Task) bool {
+	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitChildren || ended.Error == durable.FirstEnded {
+		return false
+	}
+	switch durable.RaceNote(t.WaitNote).First() {
+	case durable.CombineRace:
+		return true
+	case durable.CombineAny:
+		return ended.Status == lease.StatusSucceeded
+	}
+	return false
 }
 
 // waitStart is when t's wait began: its creation for dependencies, its

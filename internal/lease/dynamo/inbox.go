@@ -162,9 +162,9 @@ func (s *Store) raise(ctx context.Context, task, topic string, seq int64) (bool,
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return (&decoder{item: out.Attributes}).str(attrInboxWaiting) == topic, nil
+		return inbox.Listening((&decoder{item: out.Attributes}).str(attrInboxWaiting), topic), nil
 	case errors.As(err, &ccf):
-		return (&decoder{item: ccf.Item}).str(attrInboxWaiting) == topic, nil
+		return inbox.Listening((&decoder{item: ccf.Item}).str(attrInboxWaiting), topic), nil
 	}
 	return false, backendErr("send message", task, err)
 }

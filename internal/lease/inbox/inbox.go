@@ -150,8 +150,21 @@ type State struct {
 	// Last is each topic's last placed sequence number, Taken the last
 	// one the workflow received (recorded).
 	Last, Taken map[string]int64
-	// Waiting is the topic a receiver last waited on ("" for none).
+	// Waiting is the topic a receiver last waited on, or the topics of a
+	// race of receives, joined by commas ("" for none): Listening.
 	Waiting string
+}
+
+// Listening reports whether a receiver waiting as waiting (State.Waiting)
+// waits on topic: one topic, or several joined by commas (a topic has
+// none: CheckName).
+func Listening(waiting, topic string) bool {
+	for w := range strings.SplitSeq(waiting, ",") {
+		if w == topic && topic != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Unread counts the messages placed and not received, all topics.
@@ -204,8 +217,8 @@ type Store interface {
 	// Send places m (its Seq and SentAt set by the store) at the next
 	// position of its topic, exactly once per message id, following the
 	// protocol of the package's documentation. It returns the message as
-	// placed and whether a receiver waits on the topic (the caller then
-	// wakes the workflow: Wake). A message id sent already gives the
+	// placed and whether a receiver waits on the topic (Listening; the
+	// caller then wakes the workflow: Wake). A message id sent already gives the
 	// message it placed and ErrDuplicate (waiting is still reported, so a
 	// retry after a lost answer wakes the workflow too); a task that does
 	// not exist lease.ErrNotFound; one that has ended ErrEnded; a full
@@ -219,7 +232,9 @@ type Store interface {
 	Take(ctx context.Context, task, topic string, seq int64) error
 	// Await records that the workflow waits on topic, before it looks for
 	// the message a last time and suspends ("" records that it waits on
-	// none: its receive timed out).
+	// none: its receive timed out). topic may name several topics joined
+	// by commas (a race of receives): a send on any of them reports the
+	// receiver waiting (Listening).
 	Await(ctx context.Context, task, topic string) error
 	// GetState reads task's inbox state (an empty state if there is none).
 	GetState(ctx context.Context, task string) (State, error)

@@ -50,7 +50,7 @@ func (s *Store) Send(ctx context.Context, m inbox.Message) (inbox.Message, bool,
 	}
 	b := s.inboxOf(m.Task)
 	if got, ok := b.markers[m.ID]; ok {
-		return cloneMessage(got), b.state.Waiting == got.Topic, inbox.ErrDuplicate
+		return cloneMessage(got), inbox.Listening(b.state.Waiting, got.Topic), inbox.ErrDuplicate
 	}
 	t, ok := s.tasks[m.Task]
 	switch {
@@ -69,7 +69,7 @@ func (s *Store) Send(ctx context.Context, m inbox.Message) (inbox.Message, bool,
 	b.messages[m.Topic] = append(b.messages[m.Topic], m)
 	b.markers[m.ID] = m
 	b.state.Last[m.Topic] = m.Seq
-	return cloneMessage(m), b.state.Waiting == m.Topic, nil
+	return cloneMessage(m), inbox.Listening(b.state.Waiting, m.Topic), nil
 }
 
 // GetMessage implements inbox.Store.

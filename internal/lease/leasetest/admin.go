@@ -74,6 +74,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"InboxNumbersPerTopicOnce", testInboxNumbersPerTopicOnce},
 		{"InboxConcurrentSenders", testInboxConcurrentSenders},
 		{"InboxWaitTakeWake", testInboxWaitTakeWake},
+		{"InboxWaitOnTopics", testInboxWaitOnTopics},
 		{"InboxRefusals", testInboxRefusals},
 		{"Events", testEvents},
 	}

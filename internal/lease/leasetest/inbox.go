@@ -133,6 +133,40 @@ func testInboxWaitTakeWake(t *testing.T, a *adminEnv) {
 	}
 }
 
+// A receiver racing receives waits on several topics at once (joined by
+// commas): a send on any of them sees it waiting, a send on another
+// topic does not (nor on a topic that a listed one merely starts with);
+// a wait on the topics left replaces it; a take clears it.
+func testInboxWaitOnTopics(t *testing.T, a *adminEnv) {
+	task := a.create(a.newTask())
+	if err := a.admin.Await(a.ctx, task.ID, "orders,notes"); err != nil {
+		t.Fatalf("Await: %v", err)
+	}
+	for _, c := range []struct {
+		topic string
+		want  bool
+	}{{"other", false}, {"order", false}, {"notes", true}, {"orders", true}} {
+		if _, waiting := a.send(task.ID, c.topic, "m-"+c.topic, `1`); waiting != c.want {
+			t.Fatalf("a send on %q saw a receiver waiting: %v, want %v", c.topic, waiting, c.want)
+		}
+	}
+	if _, again, err := a.admin.Send(a.ctx, inbox.Message{Task: task.ID, Topic: "notes", ID: "m-notes", Payload: []byte(`1`)}); !errors.Is(err, inbox.ErrDuplicate) || !again {
+		t.Fatalf("a duplicate send on a listed topic = waiting %v, %v; want the receiver still seen and ErrDuplicate", again, err)
+	}
+	if err := a.admin.Await(a.ctx, task.ID, "notes"); err != nil {
+		t.Fatalf("Await of the topics left: %v", err)
+	}
+	if _, waiting := a.send(task.ID, "orders", "m-orders-2", `2`); waiting {
+		t.Fatalf("a send on a topic no longer awaited saw a receiver waiting")
+	}
+	if err := a.admin.Take(a.ctx, task.ID, "notes", 1); err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if st, err := a.admin.GetState(a.ctx, task.ID); err != nil || st.Waiting != "" {
+		t.Fatalf("GetState after Take = %+v, %v; want nobody waiting", st, err)
+	}
+}
+
 // Sends that cannot be placed are refused with the reason: an unknown or
 // ended task, a full inbox, too many topics, an invalid or over-size
 // message.
