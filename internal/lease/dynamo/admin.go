@@ -336,6 +336,8 @@ type listPos struct {
 // stands. A shard in neither map is read from its newest task.
 type dynamoCursor struct {
 	Status lease.Status       `json:"s"`
+	Kind   string             `json:"k,omitempty"`
+	Queue  string             `json:"q,omitempty"`
 	After  map[string]listPos `json:"a,omitempty"`
 	Done   []string           `json:"d,omitempty"`
 }
@@ -348,14 +350,14 @@ func (c dynamoCursor) encode() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func decodeDynamoCursor(s string, status lease.Status) (dynamoCursor, error) {
+func decodeDynamoCursor(s string, status lease.Status, by query.ListBy) (dynamoCursor, error) {
 	bad := fmt.Errorf("list %s: %w", status, query.ErrBadCursor)
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return dynamoCursor{}, bad
 	}
 	var c dynamoCursor
-	if err := json.Unmarshal(raw, &c); err != nil || c.Status != status || len(c.After)+len(c.Done) == 0 {
+	if err := json.Unmarshal(raw, &c); err != nil || c.Status != status || c.Kind != by.Kind || c.Queue != by.Queue || len(c.After)+len(c.Done) == 0 {
 		return dynamoCursor{}, bad
 	}
 	known := map[string]bool{}
@@ -415,13 +417,22 @@ func (st *listStream) skip() {
 // status costs a read of every task newer than its tasks
 // (docs/performance.md).
 func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
-	if err := query.CheckList(status, limit); err != nil {
+	return s.ListBy(ctx, status, query.ListBy{}, limit, cursor)
+}
+
+// ListBy implements query.Admin: List over the listing of by's kind
+// (by_kind; a queue also given is filtered) or of by's named queue
+// (by_queue), which hold only the entries of that kind or queue, sharded
+// and ordered as by_created is, so the same merge reads only them.
+func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy, limit int, cursor string) ([]lease.Task, string, error) {
+	if err := query.CheckListBy(status, by, limit); err != nil {
 		return nil, "", err
 	}
-	cur := dynamoCursor{Status: status}
+	ix := indexFor(by)
+	cur := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue}
 	if cursor != "" {
 		var err error
-		if cur, err = decodeDynamoCursor(cursor, status); err != nil {
+		if cur, err = decodeDynamoCursor(cursor, status, by); err != nil {
 			return nil, "", err
 		}
 	}
@@ -436,7 +447,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 			st.key = map[string]types.AttributeValue{
 				AttrID:        avS(p.ID),
 				AttrListShard: avS(shard),
-				attrCreatedAt: avN(p.CreatedAt),
+				ix.sortAttr:   ix.sortValue(p.CreatedAt),
 			}
 			if p.N > 0 {
 				st.resume = &p
@@ -459,7 +470,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.readChunk(ctx, status, st, chunk)
+			errs[i] = s.readChunk(ctx, status, by, ix, st, chunk)
 		}()
 	}
 	wg.Wait()
@@ -479,7 +490,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 					break
 				}
 				at := time.Now()
-				if err := s.readChunk(ctx, status, st, chunk); err != nil {
+				if err := s.readChunk(ctx, status, by, ix, st, chunk); err != nil {
 					return nil, "", err
 				}
 				slowest = max(slowest, time.Since(at))
@@ -503,7 +514,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		page = append(page, *e.task)
 	}
 
-	out := dynamoCursor{Status: status, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
+	out := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
 	for _, st := range streams {
 		st.skip()
 		switch {
@@ -526,9 +537,9 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 // readChunk reads into st's buffer the rest of the batch entry its cursor
 // stopped inside, if any, else up to n more entries of its shard; and the
 // items of their tasks.
-func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStream, n int) error {
+func (s *Store) readChunk(ctx context.Context, status lease.Status, by query.ListBy, ix listIndex, st *listStream, n int) error {
 	if st.resume != nil {
-		entries, err := s.expand(ctx, status, []listPos{*st.resume})
+		entries, err := s.expand(ctx, status, by, []listPos{*st.resume})
 		if err != nil {
 			return err
 		}
@@ -536,13 +547,13 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 		st.buf = append(st.buf, entries...)
 		return nil
 	}
-	cond := "#list_shard = :list_shard"
+	cond, values := ix.keyCondition(st.shard)
 	out, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
-		IndexName:                 aws.String(indexByCreated),
+		IndexName:                 aws.String(ix.name),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":list_shard": avS(st.shard)},
+		ExpressionAttributeValues: values,
 		ScanIndexForward:          aws.Bool(false),
 		ExclusiveStartKey:         st.key,
 		Limit:                     aws.Int32(int32(n)),
@@ -553,12 +564,12 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 	positions := make([]listPos, len(out.Items))
 	for i, item := range out.Items {
 		d := decoder{item: item}
-		positions[i] = listPos{CreatedAt: d.num(attrCreatedAt), ID: d.str(AttrID)}
+		positions[i] = listPos{CreatedAt: ix.positionAt(&d), ID: d.str(AttrID)}
 		if d.err != nil || positions[i].ID == "" {
 			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", positions[i].ID, d.err))
 		}
 	}
-	entries, err := s.expand(ctx, status, positions)
+	entries, err := s.expand(ctx, status, by, positions)
 	if err != nil {
 		return err
 	}
@@ -573,7 +584,7 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 // tasks it names that it still lists (their ListedIn is this entry), from
 // its N-th on. Each task's item is read for its status; the last task of a
 // batch entry, or a placeholder when none is left, has N = 0.
-func (s *Store) expand(ctx context.Context, status lease.Status, positions []listPos) ([]listEntry, error) {
+func (s *Store) expand(ctx context.Context, status lease.Status, by query.ListBy, positions []listPos) ([]listEntry, error) {
 	var batchIDs []string
 	for _, p := range positions {
 		if query.IsListingID(p.ID) {
@@ -610,7 +621,7 @@ func (s *Store) expand(ctx context.Context, status lease.Status, positions []lis
 	for _, p := range positions {
 		if !query.IsListingID(p.ID) {
 			e := listEntry{pos: p}
-			if t, ok := views[p.ID]; ok && t.Status == status {
+			if t, ok := views[p.ID]; ok && t.Status == status && by.Matches(t) {
 				e.task = &t
 			}
 			entries = append(entries, e)
@@ -628,7 +639,7 @@ func (s *Store) expand(ctx context.Context, status lease.Status, positions []lis
 			if k+1 == len(names) {
 				e.pos.N = 0
 			}
-			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status && !slices.Contains(names[:k], names[k]) {
+			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status && by.Matches(t) && !slices.Contains(names[:k], names[k]) {
 				t.ListedIn = ""
 				e.task = &t
 			}
@@ -655,6 +666,7 @@ const maxBatchGetRounds = 8
 func (s *Store) getViews(ctx context.Context, ids []string) (map[string]lease.Task, error) {
 	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue, #list_shard, #listed_in"
 	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
+	s.listReads.Add(int64(len(keys)))
 	views := make(map[string]lease.Task, len(keys))
 	err := s.batchGetEach(ctx, "list", keys, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
 		func(t lease.Task) {
@@ -744,10 +756,11 @@ func (s *Store) batchGet(ctx context.Context, req map[string]types.KeysAndAttrib
 var _ query.Lister = (*Store)(nil)
 
 // WriteListing implements query.Lister: one PutItem of an item that the listing
-// index keys like a task (list_shard, created_at) and that holds the ids.
+// indexes key like a task (list_shard, created_at; kind_at and queue_at
+// for by's kind and named queue) and that holds the ids.
 // It expires ListingSlack after the store's retention would expire a task
 // created with it.
-func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
+func (s *Store) WriteListing(ctx context.Context, by query.ListBy, ids []string) (lease.Listing, error) {
 	if err := query.CheckListing(ids, query.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
@@ -761,6 +774,7 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 		attrCreatedAt: avMillis(l.At),
 		attrListIDs:   avList(ids),
 	}
+	entryKeys(item, by, l.At.UnixMilli())
 	if s.opts.Retention > 0 {
 		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + query.ListingSlack).Unix())
 	}
