@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/query"
+	"github.com/leasehold/leasehold/internal/queues"
 	"github.com/leasehold/leasehold/internal/token"
 )
 
@@ -99,6 +100,7 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 		log = e.cfg.Logger
 	}
 	pre := make([]received, len(msgs))
+	workQueue := queues.NameFromURL(e.cfg.QueueURL)
 	var keys []query.ListBy // in the order of their first task
 	ids := map[query.ListBy][]string{}
 	first := make(map[string]bool, len(msgs))
@@ -106,7 +108,7 @@ func (e *Executor) listBatch(ctx context.Context, log *slog.Logger, msgs []Messa
 		tok, err := token.Decode(m.Body)
 		pre[i] = received{tok: tok, err: err, created: listedCreate(tok, err, m)}
 		if pre[i].created != "" {
-			pre[i].by = listedBy(tok, m)
+			pre[i].by = listedBy(tok, m, workQueue)
 		}
 		if id, by := pre[i].created, pre[i].by; id != "" && !first[id] {
 			first[id] = true
@@ -198,11 +200,17 @@ func (e *Executor) keepListing(by query.ListBy, o *openListing) {
 
 // listedBy is the kind and queue of the task m's token creates, as the
 // create records them (runReceived's CreateClaimed): the token's queue,
-// else, for a token not sent before its create, the queue it came by.
-func listedBy(tok token.Token, m Message) query.ListBy {
+// else, for a token not sent before its create, the queue it came by. The
+// default work queue (by its name, workQueue, as a message from it
+// records it) is no queue: it has no listing of its own (query.ListBy), so
+// its entries cost the listing by queue nothing.
+func listedBy(tok token.Token, m Message, workQueue string) query.ListBy {
 	queue := tok.Queue
 	if queue == "" && tok.CreateToken == "" {
 		queue = m.Queue
+	}
+	if queue == workQueue {
+		queue = ""
 	}
 	return query.ListBy{Kind: tok.Kind, Queue: queue}
 }

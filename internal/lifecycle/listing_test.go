@@ -112,10 +112,11 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 
 // A batch that mixes kinds and queues lists each kind and queue by an
 // entry of its own, so that the listing by kind (or queue) finds its
-// tasks through that entry and no other kind's: three tasks of kind a,
-// three of kind b (two of them in a named queue, which with the third
-// are too few for entries), and the listings by kind and queue each
-// return exactly their tasks.
+// tasks through that entry and no other kind's: three tasks of kind a
+// (one came by the default work queue, whose name it records: it joins
+// the others, which name no queue), three of kind b, and two of kind b in
+// a named queue (too few for an entry: listed on their own). The listings
+// by kind and queue each return exactly their tasks.
 func TestBatchListsEachKindInAnEntryOfItsOwn(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
@@ -124,9 +125,12 @@ func TestBatchListsEachKindInAnEntryOfItsOwn(t *testing.T) {
 	var msgs []lifecycle.Message
 	for _, id := range []string{"a0", "b0", "a1", "b1", "a2", "b2", "q0", "q1"} {
 		m := msg("m"+id, inline(t, id[:1], id, "", 0))
-		if id[0] == 'q' {
+		switch {
+		case id[0] == 'q':
 			m = msg("m"+id, inline(t, "b", id, "", 0))
 			m.Queue = "named"
+		case id == "a1":
+			m.Queue = "work" // the default work queue's name (workURL)
 		}
 		msgs = append(msgs, m)
 	}
