@@ -933,4 +933,16 @@ func TestListByKindFindsARareKind(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" || strings.Contains(r.stderr, "next-cursor") {
 		t.Fatalf("list --kind nosuchkind: exit %d, stdout %q, stderr %q; want [] and the listing ended", r.code, r.stdout, r.stderr)
 	}
+	// A bulk selection by kind reads the same listing; the default work
+	// queue named by its name is the default queue (it has no listing by
+	// queue, so it is filtered), for list and bulk actions alike.
+	work := s.queues.Work[strings.LastIndex(s.queues.Work, "/")+1:]
+	r = s.run(t, "", "cancel", "--kind", "rare", "--queue", work, "--dry-run")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "rare-1" {
+		t.Fatalf("cancel --kind rare --queue %s --dry-run: exit %d, stdout %q, stderr %q; want rare-1", work, r.code, r.stdout, r.stderr)
+	}
+	r = s.run(t, "", "list", "--kind", "rare", "--queue", work, "--json")
+	if tasks := decode[[]leasehold.TaskInfo](t, r); r.code != 0 || len(tasks) != 1 || tasks[0].ID != "rare-1" {
+		t.Fatalf("list --kind rare --queue %s: exit %d, %d tasks, stderr %q; want rare-1", work, r.code, len(tasks), r.stderr)
+	}
 }
