@@ -335,11 +335,14 @@ type listPos struct {
 // dynamoCursor is List's cursor: where each shard of the listing index
 // stands. A shard in neither map is read from its newest task.
 type dynamoCursor struct {
-	Status lease.Status       `json:"s"`
-	Kind   string             `json:"k,omitempty"`
-	Queue  string             `json:"q,omitempty"`
-	After  map[string]listPos `json:"a,omitempty"`
-	Done   []string           `json:"d,omitempty"`
+	Status lease.Status `json:"s"`
+	Kind   string       `json:"k,omitempty"`
+	Queue  string       `json:"q,omitempty"`
+	// Scan: the listing by kind or queue reads by_created and filters,
+	// its own index being missing or still backfilling (ListBy).
+	Scan  bool               `json:"x,omitempty"`
+	After map[string]listPos `json:"a,omitempty"`
+	Done  []string           `json:"d,omitempty"`
 }
 
 func (c dynamoCursor) encode() (string, error) {
@@ -423,12 +426,14 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 // ListBy implements query.Admin: List over the listing of by's kind
 // (by_kind; a queue also given is filtered) or of by's named queue
 // (by_queue), which hold only the entries of that kind or queue, sharded
-// and ordered as by_created is, so the same merge reads only them.
+// and ordered as by_created is, so the same merge reads only them. On a
+// table whose index for by is missing or still backfilling (an upgrade
+// under way), a listing started then reads by_created and keeps by's
+// tasks, and its cursor keeps to that.
 func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy, limit int, cursor string) ([]lease.Task, string, error) {
 	if err := query.CheckListBy(status, by, limit); err != nil {
 		return nil, "", err
 	}
-	ix := indexFor(by)
 	cur := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue}
 	if cursor != "" {
 		var err error
@@ -436,47 +441,30 @@ func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy
 			return nil, "", err
 		}
 	}
-	var streams []*listStream
-	for _, shard := range lease.Shards() {
-		if slices.Contains(cur.Done, shard) {
-			continue
-		}
-		st := &listStream{shard: shard}
-		if p, ok := cur.After[shard]; ok {
-			st.after = &p
-			st.key = map[string]types.AttributeValue{
-				AttrID:        avS(p.ID),
-				AttrListShard: avS(shard),
-				ix.sortAttr:   ix.sortValue(p.CreatedAt),
-			}
-			if p.N > 0 {
-				st.resume = &p
-			}
-		}
-		streams = append(streams, st)
+	ix := indexFor(by)
+	if cur.Scan {
+		ix = indexFor(query.ListBy{})
 	}
 	// A chunk is a fair share of the page with room to spare; a shard that
 	// holds more of the newest tasks is read again as needed.
 	chunk := min(limit, max(2*((limit+lease.ShardCount-1)/lease.ShardCount), 10))
-
-	// The first chunks are read at once. Each later chunk is read only if
-	// ctx's stop-by time and deadline leave time for it (query.Stopping, at
-	// the pace of the slowest read so far); otherwise the page ends short,
-	// with the cursor of where each shard stands.
 	start := time.Now()
-	errs := make([]error, len(streams))
-	var wg sync.WaitGroup
-	for i, st := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.readChunk(ctx, status, by, ix, st, chunk)
-		}()
+	streams, err := s.firstChunks(ctx, status, by, ix, cur, chunk)
+	if err != nil && cursor == "" && ix.prefix != "" && indexUnready(err, ix.name) {
+		// A table not upgraded yet, or whose new index still backfills
+		// (docs/operations.md, Upgrade): the listing by status, filtered,
+		// as before the listings by kind existed; the cursor keeps to it.
+		ix, cur.Scan = indexFor(query.ListBy{}), true
+		start = time.Now()
+		streams, err = s.firstChunks(ctx, status, by, ix, cur, chunk)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
+	// Each later chunk is read only if ctx's stop-by time and deadline
+	// leave time for it (query.Stopping, at the pace of the slowest read so
+	// far); otherwise the page ends short, with the cursor of where each
+	// shard stands.
 	slowest := time.Since(start)
 
 	var page []lease.Task
@@ -514,7 +502,7 @@ func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy
 		page = append(page, *e.task)
 	}
 
-	out := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
+	out := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue, Scan: cur.Scan, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
 	for _, st := range streams {
 		st.skip()
 		switch {
@@ -532,6 +520,41 @@ func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy
 		return nil, "", fmt.Errorf("list %s: encode cursor: %w", status, err)
 	}
 	return page, next, nil
+}
+
+// firstChunks sets up a stream per shard of ix that cur has not finished,
+// from where cur stands, and reads the first chunk of each at once.
+func (s *Store) firstChunks(ctx context.Context, status lease.Status, by query.ListBy, ix listIndex, cur dynamoCursor, chunk int) ([]*listStream, error) {
+	var streams []*listStream
+	for _, shard := range lease.Shards() {
+		if slices.Contains(cur.Done, shard) {
+			continue
+		}
+		st := &listStream{shard: shard}
+		if p, ok := cur.After[shard]; ok {
+			st.after = &p
+			st.key = map[string]types.AttributeValue{
+				AttrID:        avS(p.ID),
+				AttrListShard: avS(shard),
+				ix.sortAttr:   ix.sortValue(p.CreatedAt),
+			}
+			if p.N > 0 {
+				st.resume = &p
+			}
+		}
+		streams = append(streams, st)
+	}
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, st := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.readChunk(ctx, status, by, ix, st, chunk)
+		}()
+	}
+	wg.Wait()
+	return streams, errors.Join(errs...)
 }
 
 // readChunk reads into st's buffer the rest of the batch entry its cursor

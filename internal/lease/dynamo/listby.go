@@ -1,11 +1,13 @@
 package dynamo
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
@@ -110,4 +112,21 @@ func entryKeys(item map[string]types.AttributeValue, by query.ListBy, at int64) 
 	if by.Queue != "" {
 		item[attrQueueAt] = avS(listSortKey(by.Queue, at))
 	}
+}
+
+// indexUnready reports whether err says that the index name is missing
+// from the table or still backfilling: DynamoDB answers a ValidationException
+// naming it ("The table does not have the specified index", "Cannot read
+// from backfilling global secondary index"), the emulator a
+// ResourceNotFoundException ("Invalid index").
+func indexUnready(err error, name string) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ValidationException", "ResourceNotFoundException":
+		return strings.Contains(ae.ErrorMessage(), name)
+	}
+	return false
 }
