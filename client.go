@@ -506,8 +506,17 @@ type ListOptions struct {
 	Status Status
 	// Limit bounds the page (default 100, at most 1000).
 	Limit int
+	// Kind, when set, lists only the tasks of this kind, read from the
+	// listing by kind: a rare kind costs the reads of its own tasks, not
+	// of every task of the status.
+	Kind string
+	// Queue, when set, lists only the tasks of the queue of this name,
+	// read from the listing by queue. The default work queue has no
+	// listing of its own (most tasks go to it): naming it is an error;
+	// list without Queue and keep the tasks whose Queue is empty.
+	Queue string
 	// Cursor continues from a previous Page.Next; it is only valid with the
-	// same Status.
+	// same Status, Kind and Queue.
 	Cursor string
 	// StopBy, when set, is when the page should have answered: the listing
 	// makes no read it expects to end past it (at the pace of its slowest
@@ -550,6 +559,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	case limit < 0 || limit > query.MaxListLimit:
 		return Page{}, invalidOption("list limit %d is outside 1..%d", limit, query.MaxListLimit)
 	}
+	by := query.ListBy{Kind: o.Kind, Queue: o.Queue}
+	if by.Queue != "" && by.Queue == c.workQueueName() {
+		return Page{}, invalidOption("list queue %q is the default work queue, which has no listing of its own: list without a queue and keep the tasks whose Queue is empty", by.Queue)
+	}
 	statuses := Statuses()
 	if o.Status != "" {
 		s, err := ParseStatus(string(o.Status))
@@ -573,7 +586,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 		want := limit - len(page.Tasks)
 		at := time.Now()
-		tasks, next, err := c.store.List(ctx, lease.Status(statuses[cur.Status]), want, cur.Inner)
+		tasks, next, err := c.store.ListBy(ctx, lease.Status(statuses[cur.Status]), by, want, cur.Inner)
 		last = time.Since(at)
 		if err != nil {
 			if errors.Is(err, query.ErrBadCursor) {

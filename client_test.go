@@ -466,6 +466,45 @@ func TestClientList(t *testing.T) {
 		t.Fatalf("List(failed) with the default limit: %d tasks, next %q, %v", len(page.Tasks), page.Next, err)
 	}
 
+	// By kind and by named queue: the listing of that kind or queue, each
+	// status in turn, paged; the default work queue, by its name, has no
+	// listing of its own.
+	namedQueue := e.queues.Intake[strings.LastIndex(e.queues.Intake, "/")+1:] // a named queue
+	for _, s := range []leasehold.Submission{
+		{Kind: "rare", ID: "rare-1"},
+		{Kind: "rare", ID: "rare-2", Queue: namedQueue},
+		{Kind: "greet", ID: "named-greet", Queue: namedQueue},
+	} {
+		if _, err := e.client.Enqueue(ctx, s); err != nil {
+			t.Fatalf("Enqueue %s: %v", s.ID, err)
+		}
+	}
+	for _, c := range []struct {
+		o    leasehold.ListOptions
+		want []string
+	}{
+		{leasehold.ListOptions{Kind: "rare", Limit: 1}, []string{"rare-1", "rare-2"}},
+		{leasehold.ListOptions{Kind: "rare", Status: leasehold.StatusFailed}, nil},
+		{leasehold.ListOptions{Queue: namedQueue, Limit: 1}, []string{"named-greet", "rare-2"}},
+		{leasehold.ListOptions{Kind: "rare", Queue: namedQueue}, []string{"rare-2"}},
+		{leasehold.ListOptions{Kind: "nosuchkind"}, nil},
+	} {
+		if got := ids(listAll(t, e.client, c.o)); !slices.Equal(got, c.want) {
+			t.Errorf("List(%+v) = %v, want %v", c.o, got, c.want)
+		}
+	}
+	workName := e.queues.Work[strings.LastIndex(e.queues.Work, "/")+1:]
+	if _, err := e.client.List(ctx, leasehold.ListOptions{Queue: workName}); !errors.Is(err, leasehold.ErrInvalid) {
+		t.Errorf("List of the default work queue by its name: %v, want ErrInvalid", err)
+	}
+	first, err := e.client.List(ctx, leasehold.ListOptions{Kind: "rare", Status: leasehold.StatusPending, Limit: 1})
+	if err != nil || first.Next == "" {
+		t.Fatalf("List(rare, 1) = %+v, %v; want a page and a cursor", first, err)
+	}
+	if _, err := e.client.List(ctx, leasehold.ListOptions{Kind: "greet", Status: leasehold.StatusPending, Cursor: first.Next}); !errors.Is(err, leasehold.ErrInvalid) {
+		t.Errorf("List(greet) with the cursor of List(rare): %v, want ErrInvalid", err)
+	}
+
 	for name, o := range map[string]leasehold.ListOptions{
 		"unknown status":    {Status: "DONE"},
 		"negative limit":    {Limit: -1},

@@ -544,8 +544,8 @@ func (s *simStore) AbandonWait(ctx context.Context, a lease.WaitAbandon) (lease.
 
 // WriteListing makes the batch listing entry a call of its own, delayed
 // like the rest: leasehold writes one per batch, before its creates.
-func (s *simStore) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
-	return delayed(ctx, s, func() (lease.Listing, error) { return s.Store.(query.Lister).WriteListing(ctx, ids) })
+func (s *simStore) WriteListing(ctx context.Context, by query.ListBy, ids []string) (lease.Listing, error) {
+	return delayed(ctx, s, func() (lease.Listing, error) { return s.Store.(query.Lister).WriteListing(ctx, by, ids) })
 }
 
 // AppendListing likewise.

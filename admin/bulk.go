@@ -147,7 +147,9 @@ func (a *Admin) SelectPage(ctx context.Context, s Selection, cursor string, now 
 				return out, nil
 			}
 			at := time.Now()
-			page, err := a.tasks.List(ctx, leasehold.ListOptions{Status: s.Statuses[i], Limit: size, Cursor: inner, StopBy: s.StopBy})
+			o := leasehold.ListOptions{Status: s.Statuses[i], Limit: size, Cursor: inner, StopBy: s.StopBy}
+			match.narrow(&o)
+			page, err := a.tasks.List(ctx, o)
 			if err != nil {
 				out.Next = encodeSelectCursor(i, inner)
 				return out, err

@@ -10,10 +10,12 @@ import (
 	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
-// A Filter picks tasks from the listing by what the listing itself cannot
-// select (it reads by status, newest first): kind, queue, id prefix and
-// creation time. `leasehold list --kind ...` and the inspector's task list
-// share it. Zero fields match everything.
+// A Filter picks tasks from the listing: by kind and by named queue
+// through the listings of that kind or queue (ListOptions.Kind and Queue),
+// which read only their own tasks; by id prefix, creation time and the
+// default work queue ("-") by reading the listing and keeping what
+// matches. `leasehold list --kind ...` and the inspector's task list share
+// it. Zero fields match everything.
 type Filter struct {
 	Kind string
 	// Queue matches the tasks of the queue of this name; "-" those of the
@@ -26,6 +28,16 @@ type Filter struct {
 
 // IsZero reports whether f matches every task.
 func (f Filter) IsZero() bool { return f == Filter{} }
+
+// narrow sets o's Kind and Queue to f's, so that the listing reads only
+// the tasks of f's kind (or named queue); the default work queue has no
+// listing of its own, and is kept by Matches.
+func (f Filter) narrow(o *leasehold.ListOptions) {
+	o.Kind = f.Kind
+	if f.Queue != "-" {
+		o.Queue = f.Queue
+	}
+}
 
 // Matches reports whether f picks t.
 func (f Filter) Matches(t leasehold.TaskInfo) bool {
@@ -69,6 +81,7 @@ func (a *Admin) ListFiltered(ctx context.Context, o leasehold.ListOptions, f Fil
 	}
 	var slowest time.Duration
 	stopCtx := query.WithStopBy(ctx, o.StopBy)
+	f.narrow(&o)
 	for calls := 1; ; calls++ {
 		o.Limit = size - len(p.Tasks)
 		at := time.Now()

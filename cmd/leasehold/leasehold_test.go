@@ -881,3 +881,68 @@ func TestConfigurationErrorsNameWhatToSet(t *testing.T) {
 	run(t, env, "", time.Minute, "status", "x").expect(t, 4,
 		"DynamoDB table "+s.table+" does not exist (region eu-north-1, endpoint "+os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")+")")
 }
+
+// A rare kind among many: `leasehold list --kind rare` reads the listing
+// of that kind, so a page of one finds the rare task, the oldest, at once
+// and ends the listing; the same list by status alone, page by page of
+// one, would need a call per newer task (before the listing by kind, the
+// filter stopped after 50 calls with nothing and a cursor). --queue reads
+// the listing of its queue the same way.
+func TestListByKindFindsARareKind(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	awstest.Drain(t, s.sqs, s.queues.Work, drainers)
+	c, err := leasehold.NewClient(leasehold.ClientConfig{AWS: s.cfg, Table: s.table, QueueURL: s.queues.Work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "rare", ID: "rare-1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // the rare task is the oldest
+	const common = 120
+	subs := make([]leasehold.Submission, 0, common)
+	for i := range common {
+		subs = append(subs, leasehold.Submission{Kind: "common", ID: fmt.Sprintf("common-%03d", i)})
+	}
+	res, err := c.EnqueueMany(ctx, subs)
+	if err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("enqueue %s: %v", r.Task.ID, r.Err)
+		}
+	}
+
+	for _, args := range [][]string{
+		{"list", "--kind", "rare", "--limit", "1", "--page-time", "0", "--json"},
+		{"list", "--status", "pending", "--kind", "rare", "--limit", "1", "--page-time", "0", "--json"},
+	} {
+		r := s.run(t, "", args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d, stderr %s", args, r.code, r.stderr)
+		}
+		tasks := decode[[]leasehold.TaskInfo](t, r)
+		if len(tasks) != 1 || tasks[0].ID != "rare-1" || strings.Contains(r.stderr, "partial page") {
+			t.Fatalf("%v: %d tasks %+v, stderr %q; want rare-1 on the first page", args, len(tasks), tasks, r.stderr)
+		}
+	}
+	r := s.run(t, "", "list", "--kind", "nosuchkind", "--limit", "1", "--page-time", "0", "--json")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" || strings.Contains(r.stderr, "next-cursor") {
+		t.Fatalf("list --kind nosuchkind: exit %d, stdout %q, stderr %q; want [] and the listing ended", r.code, r.stdout, r.stderr)
+	}
+	// A bulk selection by kind reads the same listing; the default work
+	// queue named by its name is the default queue (it has no listing by
+	// queue, so it is filtered), for list and bulk actions alike.
+	work := s.queues.Work[strings.LastIndex(s.queues.Work, "/")+1:]
+	r = s.run(t, "", "cancel", "--kind", "rare", "--queue", work, "--dry-run")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "rare-1" {
+		t.Fatalf("cancel --kind rare --queue %s --dry-run: exit %d, stdout %q, stderr %q; want rare-1", work, r.code, r.stdout, r.stderr)
+	}
+	r = s.run(t, "", "list", "--kind", "rare", "--queue", work, "--json")
+	if tasks := decode[[]leasehold.TaskInfo](t, r); r.code != 0 || len(tasks) != 1 || tasks[0].ID != "rare-1" {
+		t.Fatalf("list --kind rare --queue %s: exit %d, %d tasks, stderr %q; want rare-1", work, r.code, len(tasks), r.stderr)
+	}
+}

@@ -70,18 +70,25 @@ func TestNewTable(t *testing.T) {
 		if sweep.Projection == nil || sweep.Projection.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
 			t.Errorf("sweep projection = %+v, want KEYS_ONLY", sweep.Projection)
 		}
-		byCreated, ok := gsis["by_created"]
-		if !ok {
-			t.Fatalf("GSI by_created missing; have %v", gsis)
+		// The listings: by time, by kind and by named queue.
+		for name, want := range map[string]string{
+			"by_created": "list_shard:HASH created_at:RANGE",
+			"by_kind":    "list_shard:HASH kind_at:RANGE",
+			"by_queue":   "list_shard:HASH queue_at:RANGE",
+		} {
+			g, ok := gsis[name]
+			if !ok {
+				t.Fatalf("GSI %s missing; have %v", name, gsis)
+			}
+			if got := keys(g.KeySchema); got != want {
+				t.Errorf("%s key = %s, want %s", name, got, want)
+			}
+			if p := g.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
+				t.Errorf("%s projection = %+v, want KEYS_ONLY", name, p)
+			}
 		}
-		if got := keys(byCreated.KeySchema); got != "list_shard:HASH created_at:RANGE" {
-			t.Errorf("by_created key = %s", got)
-		}
-		if p := byCreated.Projection; p == nil || p.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
-			t.Errorf("by_created projection = %+v, want KEYS_ONLY", p)
-		}
-		if len(gsis) != 2 {
-			t.Errorf("GSIs %v, want sweep and by_created only", gsis)
+		if len(gsis) != 4 {
+			t.Errorf("GSIs %v, want sweep, by_created, by_kind and by_queue only", gsis)
 		}
 
 		ttl, err := client.DescribeTimeToLive(callCtx(t), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})

@@ -369,6 +369,11 @@ func (h *harness) sendInline(kind string, n int) func(ids []string) {
 	}
 }
 
+// byKind is the write unit the listing by kind (issue 39's by_kind index)
+// adds to the create of a task listed on its own: issue 10's targets for
+// the client paths are raised by it, and by nothing else.
+const byKind = 1
+
 func TestCost(t *testing.T) {
 	tasks := 50
 	if v, err := strconv.Atoi(os.Getenv(envTasks)); err == nil && v > 0 {
@@ -455,11 +460,14 @@ func TestCost(t *testing.T) {
 	// was lost fails its condition; a redelivery is hidden): the table shows
 	// them, the targets leave them out.
 	// Issue 22's: an inline task's listing at most 0.2 write units, its
-	// batch's listing entry shared by its batch.
+	// batch's listing entry shared by its batch. Issue 39's listing by
+	// kind (by_kind) adds its own write unit to each task listed on its
+	// own, a client task's create (byKind), and one to each batch entry,
+	// which the inline target's room takes.
 	for _, target := range []struct {
 		path int
 		most float64
-	}{{0, 2.2}, {1, 3}, {2, 3}, {4, 2}, {5, 4}, {6, 3}} {
+	}{{0, 2.2}, {1, 3}, {2, 3}, {4, 2}, {5, 4 + byKind}, {6, 3 + byKind}} {
 		r := results[target.path]
 		if wu := happyPath(r); wu > target.most+1e-9 {
 			t.Errorf("%s: %.2f write units per task along the happy path, target at most %.1f", r.name, wu, target.most)

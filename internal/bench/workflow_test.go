@@ -161,9 +161,9 @@ func chain(n int) shape {
 			"watch": k, "notify": k, "resume and claim": k, "claim": 1, "finish or release": float64(n),
 		},
 		// Each dependent sits in the sweep index at its wait's deadline:
-		// the create puts the entry (3 write units: the item, by_created and
-		// sweep), the resume removes it (2).
-		designWU:      2 + 3*k + k + k + 2*k + 1 + float64(n),
+		// the create puts the entry (4 write units: the item, by_created,
+		// by_kind and sweep), the resume removes it (2).
+		designWU:      listedCreate + (listedCreate+1)*k + k + k + 2*k + 1 + float64(n),
 		sfTransitions: float64(n), sfInvocations: float64(n),
 		durableOps: float64(n) + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
@@ -192,15 +192,20 @@ func linked(n int) shape {
 		design: map[string]float64{
 			"create (PENDING)": 1, "claim": 1, "create (RUNNING)": k, "finish or release": float64(n),
 		},
-		// The head: create with its listing entry (2), claim, finish; each
-		// link: create claimed (1: listed under the head unless it fails),
-		// finish.
-		designWU:      2 + 1 + k + float64(n),
+		// The head: create with its listing entries (listedCreate), claim,
+		// finish; each link: create claimed (1: listed under the head
+		// unless it fails), finish.
+		designWU:      listedCreate + 1 + k + float64(n),
 		sfTransitions: float64(n), sfInvocations: float64(n),
 		durableOps: float64(n) + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
 	}
 }
+
+// listedCreate is the write units of a client task's create: the item
+// and its entries in the listing indexes by_created and by_kind (issue 39:
+// a task of the default work queue has no by_queue entry).
+const listedCreate = 3
 
 // mapConcurrency is the map shape's MaxConcurrency.
 const mapConcurrency = 50
@@ -232,14 +237,14 @@ func mapped(n, conc int) shape {
 			"create (RUNNING)": k, "map report": k, "map page": pages, "map group (create or rewrite)": 1,
 			"map raise": batches - 1, "map unpark": unparks, "notify": runs - 1,
 		}),
-		// The parent: create (2), claim, each wait's suspension with its
+		// The parent: create (listedCreate), claim, each wait's suspension with its
 		// sweep entry (2), its wake (the notify of its wake id, 1) and
 		// resume, which removes the entry (2), the summary's checkpoint,
 		// the finish; the group's create, a raise per later batch, the
 		// first children's unparks; the pages (a 16-item page of echo
 		// items is about 2 KB). Each child: create claimed (1), finish
 		// (1), its report (1). Issue 36's target is 3.5 a child.
-		designWU:      2 + 1 + (2+1+2)*(runs-1) + 1 + 1 + 1 + (batches - 1) + unparks + 2*pages + k*(1+1+1),
+		designWU:      listedCreate + 1 + (2+1+2)*(runs-1) + 1 + 1 + 1 + (batches - 1) + unparks + 2*pages + k*(1+1+1),
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks (MaxConcurrency %d), Task; durable: map of %d items, one step", n, conc, n),
@@ -271,7 +276,7 @@ func stepped(n int) shape {
 		design: map[string]float64{
 			"create (PENDING)": 1, "claim": 1, "checkpoint": k, "finish or release": 1,
 		},
-		designWU:      2 + 1 + k + 1,
+		designWU:      listedCreate + 1 + k + 1,
 		sfTransitions: k, sfInvocations: k,
 		durableOps: k + 1, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: %d Task states; durable: %d steps", n, n),
@@ -296,7 +301,7 @@ func fanout(n int) shape {
 		// deadline (2 write units), the resume removes it (2). All's
 		// outcomes are read, not written: the run that reads them ends the
 		// task.
-		designWU:      2 + 1 + 2 + 2 + (1 + k) + k + k,
+		designWU:      listedCreate + 1 + 2 + 2 + (1 + k) + k + k,
 		sfTransitions: k + 3, sfInvocations: k + 2,
 		durableOps: k + 3, durableInvokes: 1,
 		counterpart: fmt.Sprintf("SF: Task, Map of %d Tasks, Task; durable: map of %d items, one step", n, n),
@@ -324,7 +329,7 @@ func callback() shape {
 		// lost (the meter sees a checkpoint: 2 write units); the run that
 		// reads it is a claim (1) and a finish that removes the entry (2);
 		// the timeout token then finds the task finished (1).
-		designWU:      2 + 1 + 1 + 2 + 1 + 2 + 1,
+		designWU:      listedCreate + 1 + 1 + 2 + 1 + 2 + 1,
 		sfTransitions: 1, sfInvocations: 1,
 		durableOps: 2, durableInvokes: 2,
 		counterpart: "SF: one Task state with .waitForTaskToken; durable: waitForCallback",
@@ -343,12 +348,12 @@ func sleep() shape {
 		design: map[string]float64{
 			"create (PENDING)": 1, "claim": 2, "checkpoint": 3, "finish or release": 2,
 		},
-		// create with its listing entry (2), two claims, the two steps'
+		// create with its listing entries (listedCreate), two claims, the two steps'
 		// and the sleep's checkpoints (3); the snooze's release puts the
 		// task in the sweep index at its wake-up, which is how a lost
 		// token or a wake-up beyond 15 minutes reaches it (2), and the
 		// finish takes it out (2).
-		designWU:      2 + 2 + 3 + 2 + 2,
+		designWU:      listedCreate + 2 + 3 + 2 + 2,
 		sfTransitions: 3, sfInvocations: 2,
 		durableOps: 3, durableInvokes: 2,
 		counterpart: "SF: Task, Wait, Task; durable: step, wait, step",

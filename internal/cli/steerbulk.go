@@ -76,6 +76,11 @@ func (a *app) bulk(cmd *cobra.Command, s *selection, allowed []leasehold.Status,
 	if err != nil {
 		return err
 	}
+	if sel.Queue != "" && sel.Queue == a.workQueueName() {
+		// As for list: the work queue's tasks are listed as "" whatever
+		// name they were recorded with, and it has no listing by queue.
+		sel.Queue = "-"
+	}
 	ctx := cmd.Context()
 	c, err := a.client(ctx)
 	if err != nil {

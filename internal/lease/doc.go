@@ -31,8 +31,12 @@
 // lease (MarkDispatched). The `by_created` index (list_shard, created_at,
 // keys only) serves listing; its keys never change after the create, and List
 // reads each task's status from the item. A batch of inline tasks shares one
-// entry of it, a batch listing entry (listing.go). Both indexes are sharded
-// 16 ways by a hash of the id, so no partition runs hot.
+// entry of it, a batch listing entry (listing.go). The `by_kind` and
+// `by_queue` indexes (list_shard, kind_at or queue_at) hold the same items
+// sorted by kind (or named queue) and creation time, so a listing of one
+// kind reads only its tasks (query.ListBy); a batch's entries are per kind
+// and queue. All the indexes are sharded 16 ways by a hash of the id, so no
+// partition runs hot.
 //
 // # Packages
 //

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"sync"
+
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // Executor processes the messages of SQS batches.
@@ -14,10 +16,10 @@ type Executor struct {
 	// timers holds the timers executions wait for their handlers with
 	// (clockwork.Timer, stopped), reused from one message to the next.
 	timers sync.Pool
-	// listing is the batch listing entry later batches are added to
-	// (listBatch); nil when there is none.
+	// listings are the batch listing entries later batches are added to
+	// (listBatch), one per kind and queue.
 	listingMu sync.Mutex
-	listing   *openListing
+	listings  map[query.ListBy]*openListing
 }
 
 // New validates cfg and returns an Executor.

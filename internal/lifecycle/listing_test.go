@@ -16,7 +16,7 @@ import (
 // failingLister is a store whose batch listing entries cannot be written.
 type failingLister struct{ *leasemem.Store }
 
-func (failingLister) WriteListing(context.Context, []string) (lease.Listing, error) {
+func (failingLister) WriteListing(context.Context, query.ListBy, []string) (lease.Listing, error) {
 	return lease.Listing{}, errors.New("throttled")
 }
 
@@ -107,5 +107,71 @@ func TestBatchListsItsInlineTasksInOneEntry(t *testing.T) {
 				t.Fatalf("List(SUCCEEDED) = %v, want %v", ids, want)
 			}
 		})
+	}
+}
+
+// A batch that mixes kinds and queues lists each kind and queue by an
+// entry of its own, so that the listing by kind (or queue) finds its
+// tasks through that entry and no other kind's: three tasks of kind a
+// (one came by the default work queue, whose name it records: it joins
+// the others, which name no queue), three of kind b, and two of kind b in
+// a named queue (too few for an entry: listed on their own). The listings
+// by kind and queue each return exactly their tasks.
+func TestBatchListsEachKindInAnEntryOfItsOwn(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ok := func(context.Context, lease.Task) ([]byte, error) { return []byte(`1`), nil }
+	e.handlers["a"], e.handlers["b"] = ok, ok
+	var msgs []lifecycle.Message
+	for _, id := range []string{"a0", "b0", "a1", "b1", "a2", "b2", "q0", "q1"} {
+		m := msg("m"+id, inline(t, id[:1], id, "", 0))
+		switch {
+		case id[0] == 'q':
+			m = msg("m"+id, inline(t, "b", id, "", 0))
+			m.Queue = "named"
+		case id == "a1":
+			m.Queue = "work" // the default work queue's name (workURL)
+		}
+		msgs = append(msgs, m)
+	}
+	for i, r := range e.exec.ProcessBatch(t.Context(), nil, msgs) {
+		if !r.Ack {
+			t.Fatalf("message %s not acked: %+v", msgs[i].ID, r)
+		}
+	}
+	entryOf := func(ids ...string) string {
+		t.Helper()
+		in := e.get(t, ids[0]).ListedIn
+		for _, id := range ids[1:] {
+			if got := e.get(t, id).ListedIn; got != in {
+				t.Fatalf("%s is listed in %q, %s in %q: want one entry", id, got, ids[0], in)
+			}
+		}
+		return in
+	}
+	a, b, q := entryOf("a0", "a1", "a2"), entryOf("b0", "b1", "b2"), entryOf("q0", "q1")
+	if a == "" || b == "" || a == b || q != "" {
+		t.Fatalf("kind a listed in %q, kind b in %q, queue named in %q: want an entry each for a and b, and the two of the named queue listed on their own", a, b, q)
+	}
+	for _, c := range []struct {
+		by   query.ListBy
+		want []string
+	}{
+		{query.ListBy{Kind: "a"}, []string{"a0", "a1", "a2"}},
+		{query.ListBy{Kind: "b"}, []string{"b0", "b1", "b2", "q0", "q1"}},
+		{query.ListBy{Queue: "named"}, []string{"q0", "q1"}},
+	} {
+		page, _, err := e.store.ListBy(t.Context(), lease.StatusSucceeded, c.by, 100, "")
+		if err != nil {
+			t.Fatalf("ListBy(%+v): %v", c.by, err)
+		}
+		var ids []string
+		for _, task := range page {
+			ids = append(ids, task.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, c.want) {
+			t.Fatalf("ListBy(%+v) = %v, want %v", c.by, ids, c.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/lease/query"
 )
 
 // ClientConfig configures a client: the resources it uses and how it
@@ -105,6 +106,8 @@ type ClientStore interface {
 	CreateCancelled(ctx context.Context, id, parent, reason string) (lease.Task, error)
 	Retry(ctx context.Context, id string, extraAttempts int) (lease.Task, error)
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
+	// ListBy is List of one kind or named queue (query.Admin.ListBy).
+	ListBy(ctx context.Context, status lease.Status, by query.ListBy, limit int, cursor string) ([]lease.Task, string, error)
 	EndWait(ctx context.Context, e lease.WaitEnd) (lease.Task, error)
 	// BeatCallback records a heartbeat of a callback wait (rules.BeatLands).
 	BeatCallback(ctx context.Context, e lease.WaitEnd) (lease.Task, error)

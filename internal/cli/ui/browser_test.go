@@ -86,7 +86,13 @@ type browserStack struct {
 	dep, waiter      string    // waiter runs after dep (WAITING)
 	deadBody, deadID string    // a dead letter on the work DLQ
 	kind             string
+	rare             string // the one task of kind "rare", older than browserCommon tasks of another
 }
+
+// browserCommon is how many tasks of kind "common" the browser test's
+// table holds beside its rare task: more than the task list reads in its
+// 2 s when it reads the listing by status.
+const browserCommon = 200
 
 func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 	t.Helper()
@@ -105,6 +111,24 @@ func newBrowserStack(t *testing.T, cfg aws.Config) *browserStack {
 			t.Fatalf("enqueue %s: %v", name, err)
 		}
 		return s.ID
+	}
+	// A rare kind among many: its task the oldest of the table.
+	b.rare = "rare-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: "rare", ID: b.rare}); err != nil {
+		t.Fatalf("enqueue %s: %v", b.rare, err)
+	}
+	common := make([]leasehold.Submission, browserCommon)
+	for i := range common {
+		common[i] = leasehold.Submission{Kind: "common", ID: fmt.Sprintf("common-%d-%d", i, time.Now().UnixNano())}
+	}
+	res, err := c.EnqueueMany(ctx, common)
+	if err != nil {
+		t.Fatalf("enqueue the common tasks: %v", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("enqueue %s: %v", r.Task.ID, r.Err)
+		}
 	}
 	b.pending = enqueue("pending", leasehold.Submission{})
 	b.doomed = enqueue("doomed", leasehold.Submission{})
@@ -425,6 +449,15 @@ func TestBrowser(t *testing.T) {
 	step("tasks of the kind", chromedp.Navigate(base+"/tasks?kind="+b.kind), has(`#task-list`, b.waiter),
 		// Relative times beside the UTC ones, and how long each waited.
 		has(`#task-list`, " ago"), has(`#task-list`, "waiting "), shot("tasks"))
+
+	// A rare kind among many: the list by kind reads the listing of the
+	// kind, so it shows the oldest task of the table on its first page,
+	// with no partial page or link to go on (reading the listing by status
+	// would have read past the common tasks first).
+	step("tasks of a rare kind", chromedp.Navigate(base+"/tasks?kind=rare"), has(`#task-list`, b.rare))
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#continue").length`)); err != nil || n != 0 {
+		t.Fatalf("the list of a rare kind has %d links to go on (%v); it should read only the kind's task:\n%s", n, err, text(`#task-list`))
+	}
 
 	// Two rows selected on the task list, cancelled with the bulk form's
 	// dry run and confirmation; the filter's other tasks are left alone.

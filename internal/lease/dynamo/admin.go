@@ -335,9 +335,14 @@ type listPos struct {
 // dynamoCursor is List's cursor: where each shard of the listing index
 // stands. A shard in neither map is read from its newest task.
 type dynamoCursor struct {
-	Status lease.Status       `json:"s"`
-	After  map[string]listPos `json:"a,omitempty"`
-	Done   []string           `json:"d,omitempty"`
+	Status lease.Status `json:"s"`
+	Kind   string       `json:"k,omitempty"`
+	Queue  string       `json:"q,omitempty"`
+	// Scan: the listing by kind or queue reads by_created and filters,
+	// its own index being missing or still backfilling (ListBy).
+	Scan  bool               `json:"x,omitempty"`
+	After map[string]listPos `json:"a,omitempty"`
+	Done  []string           `json:"d,omitempty"`
 }
 
 func (c dynamoCursor) encode() (string, error) {
@@ -348,14 +353,14 @@ func (c dynamoCursor) encode() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func decodeDynamoCursor(s string, status lease.Status) (dynamoCursor, error) {
+func decodeDynamoCursor(s string, status lease.Status, by query.ListBy) (dynamoCursor, error) {
 	bad := fmt.Errorf("list %s: %w", status, query.ErrBadCursor)
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return dynamoCursor{}, bad
 	}
 	var c dynamoCursor
-	if err := json.Unmarshal(raw, &c); err != nil || c.Status != status || len(c.After)+len(c.Done) == 0 {
+	if err := json.Unmarshal(raw, &c); err != nil || c.Status != status || c.Kind != by.Kind || c.Queue != by.Queue || len(c.After)+len(c.Done) == 0 {
 		return dynamoCursor{}, bad
 	}
 	known := map[string]bool{}
@@ -415,57 +420,51 @@ func (st *listStream) skip() {
 // status costs a read of every task newer than its tasks
 // (docs/performance.md).
 func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
-	if err := query.CheckList(status, limit); err != nil {
+	return s.ListBy(ctx, status, query.ListBy{}, limit, cursor)
+}
+
+// ListBy implements query.Admin: List over the listing of by's kind
+// (by_kind; a queue also given is filtered) or of by's named queue
+// (by_queue), which hold only the entries of that kind or queue, sharded
+// and ordered as by_created is, so the same merge reads only them. On a
+// table whose index for by is missing or still backfilling (an upgrade
+// under way), a listing started then reads by_created and keeps by's
+// tasks, and its cursor keeps to that.
+func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy, limit int, cursor string) ([]lease.Task, string, error) {
+	if err := query.CheckListBy(status, by, limit); err != nil {
 		return nil, "", err
 	}
-	cur := dynamoCursor{Status: status}
+	cur := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue}
 	if cursor != "" {
 		var err error
-		if cur, err = decodeDynamoCursor(cursor, status); err != nil {
+		if cur, err = decodeDynamoCursor(cursor, status, by); err != nil {
 			return nil, "", err
 		}
 	}
-	var streams []*listStream
-	for _, shard := range lease.Shards() {
-		if slices.Contains(cur.Done, shard) {
-			continue
-		}
-		st := &listStream{shard: shard}
-		if p, ok := cur.After[shard]; ok {
-			st.after = &p
-			st.key = map[string]types.AttributeValue{
-				AttrID:        avS(p.ID),
-				AttrListShard: avS(shard),
-				attrCreatedAt: avN(p.CreatedAt),
-			}
-			if p.N > 0 {
-				st.resume = &p
-			}
-		}
-		streams = append(streams, st)
+	ix := indexFor(by)
+	if cur.Scan {
+		ix = indexFor(query.ListBy{})
 	}
 	// A chunk is a fair share of the page with room to spare; a shard that
 	// holds more of the newest tasks is read again as needed.
 	chunk := min(limit, max(2*((limit+lease.ShardCount-1)/lease.ShardCount), 10))
-
-	// The first chunks are read at once. Each later chunk is read only if
-	// ctx's stop-by time and deadline leave time for it (query.Stopping, at
-	// the pace of the slowest read so far); otherwise the page ends short,
-	// with the cursor of where each shard stands.
 	start := time.Now()
-	errs := make([]error, len(streams))
-	var wg sync.WaitGroup
-	for i, st := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.readChunk(ctx, status, st, chunk)
-		}()
+	streams, err := s.firstChunks(ctx, status, by, ix, cur, chunk)
+	if err != nil && cursor == "" && ix.prefix != "" && indexUnready(err, ix.name) {
+		// A table not upgraded yet, or whose new index still backfills
+		// (docs/operations.md, Upgrade): the listing by status, filtered,
+		// as before the listings by kind existed; the cursor keeps to it.
+		ix, cur.Scan = indexFor(query.ListBy{}), true
+		start = time.Now()
+		streams, err = s.firstChunks(ctx, status, by, ix, cur, chunk)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
+	// Each later chunk is read only if ctx's stop-by time and deadline
+	// leave time for it (query.Stopping, at the pace of the slowest read so
+	// far); otherwise the page ends short, with the cursor of where each
+	// shard stands.
 	slowest := time.Since(start)
 
 	var page []lease.Task
@@ -479,7 +478,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 					break
 				}
 				at := time.Now()
-				if err := s.readChunk(ctx, status, st, chunk); err != nil {
+				if err := s.readChunk(ctx, status, by, ix, st, chunk); err != nil {
 					return nil, "", err
 				}
 				slowest = max(slowest, time.Since(at))
@@ -503,7 +502,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		page = append(page, *e.task)
 	}
 
-	out := dynamoCursor{Status: status, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
+	out := dynamoCursor{Status: status, Kind: by.Kind, Queue: by.Queue, Scan: cur.Scan, After: map[string]listPos{}, Done: slices.Clone(cur.Done)}
 	for _, st := range streams {
 		st.skip()
 		switch {
@@ -523,12 +522,47 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 	return page, next, nil
 }
 
+// firstChunks sets up a stream per shard of ix that cur has not finished,
+// from where cur stands, and reads the first chunk of each at once.
+func (s *Store) firstChunks(ctx context.Context, status lease.Status, by query.ListBy, ix listIndex, cur dynamoCursor, chunk int) ([]*listStream, error) {
+	var streams []*listStream
+	for _, shard := range lease.Shards() {
+		if slices.Contains(cur.Done, shard) {
+			continue
+		}
+		st := &listStream{shard: shard}
+		if p, ok := cur.After[shard]; ok {
+			st.after = &p
+			st.key = map[string]types.AttributeValue{
+				AttrID:        avS(p.ID),
+				AttrListShard: avS(shard),
+				ix.sortAttr:   ix.sortValue(p.CreatedAt),
+			}
+			if p.N > 0 {
+				st.resume = &p
+			}
+		}
+		streams = append(streams, st)
+	}
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, st := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.readChunk(ctx, status, by, ix, st, chunk)
+		}()
+	}
+	wg.Wait()
+	return streams, errors.Join(errs...)
+}
+
 // readChunk reads into st's buffer the rest of the batch entry its cursor
 // stopped inside, if any, else up to n more entries of its shard; and the
 // items of their tasks.
-func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStream, n int) error {
+func (s *Store) readChunk(ctx context.Context, status lease.Status, by query.ListBy, ix listIndex, st *listStream, n int) error {
 	if st.resume != nil {
-		entries, err := s.expand(ctx, status, []listPos{*st.resume})
+		entries, err := s.expand(ctx, status, by, []listPos{*st.resume})
 		if err != nil {
 			return err
 		}
@@ -536,13 +570,13 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 		st.buf = append(st.buf, entries...)
 		return nil
 	}
-	cond := "#list_shard = :list_shard"
+	cond, values := ix.keyCondition(st.shard)
 	out, err := s.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
-		IndexName:                 aws.String(indexByCreated),
+		IndexName:                 aws.String(ix.name),
 		KeyConditionExpression:    &cond,
 		ExpressionAttributeNames:  namesIn(cond),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":list_shard": avS(st.shard)},
+		ExpressionAttributeValues: values,
 		ScanIndexForward:          aws.Bool(false),
 		ExclusiveStartKey:         st.key,
 		Limit:                     aws.Int32(int32(n)),
@@ -553,12 +587,12 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 	positions := make([]listPos, len(out.Items))
 	for i, item := range out.Items {
 		d := decoder{item: item}
-		positions[i] = listPos{CreatedAt: d.num(attrCreatedAt), ID: d.str(AttrID)}
+		positions[i] = listPos{CreatedAt: ix.positionAt(&d), ID: d.str(AttrID)}
 		if d.err != nil || positions[i].ID == "" {
 			return backendErr("list", string(status), fmt.Errorf("listing index entry %q: %v", positions[i].ID, d.err))
 		}
 	}
-	entries, err := s.expand(ctx, status, positions)
+	entries, err := s.expand(ctx, status, by, positions)
 	if err != nil {
 		return err
 	}
@@ -573,7 +607,7 @@ func (s *Store) readChunk(ctx context.Context, status lease.Status, st *listStre
 // tasks it names that it still lists (their ListedIn is this entry), from
 // its N-th on. Each task's item is read for its status; the last task of a
 // batch entry, or a placeholder when none is left, has N = 0.
-func (s *Store) expand(ctx context.Context, status lease.Status, positions []listPos) ([]listEntry, error) {
+func (s *Store) expand(ctx context.Context, status lease.Status, by query.ListBy, positions []listPos) ([]listEntry, error) {
 	var batchIDs []string
 	for _, p := range positions {
 		if query.IsListingID(p.ID) {
@@ -610,7 +644,7 @@ func (s *Store) expand(ctx context.Context, status lease.Status, positions []lis
 	for _, p := range positions {
 		if !query.IsListingID(p.ID) {
 			e := listEntry{pos: p}
-			if t, ok := views[p.ID]; ok && t.Status == status {
+			if t, ok := views[p.ID]; ok && t.Status == status && by.Matches(t) {
 				e.task = &t
 			}
 			entries = append(entries, e)
@@ -628,7 +662,7 @@ func (s *Store) expand(ctx context.Context, status lease.Status, positions []lis
 			if k+1 == len(names) {
 				e.pos.N = 0
 			}
-			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status && !slices.Contains(names[:k], names[k]) {
+			if t, ok := views[names[k]]; ok && t.ListedIn == p.ID && t.Status == status && by.Matches(t) && !slices.Contains(names[:k], names[k]) {
 				t.ListedIn = ""
 				e.task = &t
 			}
@@ -655,6 +689,7 @@ const maxBatchGetRounds = 8
 func (s *Store) getViews(ctx context.Context, ids []string) (map[string]lease.Task, error) {
 	proj := "#id, #kind, #status, #attempt, #max_attempts, #run_at, #error, #created_at, #updated_at, #finished_at, #queue, #list_shard, #listed_in"
 	keys := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(ids))), noSuchID)
+	s.listReads.Add(int64(len(keys)))
 	views := make(map[string]lease.Task, len(keys))
 	err := s.batchGetEach(ctx, "list", keys, types.KeysAndAttributes{ProjectionExpression: &proj, ExpressionAttributeNames: namesIn(proj)},
 		func(t lease.Task) {
@@ -744,10 +779,11 @@ func (s *Store) batchGet(ctx context.Context, req map[string]types.KeysAndAttrib
 var _ query.Lister = (*Store)(nil)
 
 // WriteListing implements query.Lister: one PutItem of an item that the listing
-// index keys like a task (list_shard, created_at) and that holds the ids.
+// indexes key like a task (list_shard, created_at; kind_at and queue_at
+// for by's kind and named queue) and that holds the ids.
 // It expires ListingSlack after the store's retention would expire a task
 // created with it.
-func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
+func (s *Store) WriteListing(ctx context.Context, by query.ListBy, ids []string) (lease.Listing, error) {
 	if err := query.CheckListing(ids, query.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
@@ -761,6 +797,7 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 		attrCreatedAt: avMillis(l.At),
 		attrListIDs:   avList(ids),
 	}
+	entryKeys(item, by, l.At.UnixMilli())
 	if s.opts.Retention > 0 {
 		item[AttrExpiresAt] = avN(l.At.Add(s.opts.Retention + query.ListingSlack).Unix())
 	}

@@ -31,7 +31,7 @@ func FuzzDecodeDynamoCursor(f *testing.F) {
 	f.Add("!!", "RUNNING")
 	f.Fuzz(func(t *testing.T, s, status string) {
 		st := lease.Status(status)
-		c, err := decodeDynamoCursor(s, st)
+		c, err := decodeDynamoCursor(s, st, query.ListBy{})
 		if err != nil {
 			if !errors.Is(err, query.ErrBadCursor) {
 				t.Fatalf("decode(%q) = %v, want ErrBadCursor", s, err)
@@ -59,7 +59,7 @@ func FuzzDecodeDynamoCursor(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode %+v: %v", c, err)
 		}
-		again, err := decodeDynamoCursor(enc, st)
+		again, err := decodeDynamoCursor(enc, st, query.ListBy{})
 		if err != nil || !reflect.DeepEqual(again, c) {
 			t.Fatalf("round trip of %+v: %+v, %v", c, again, err)
 		}

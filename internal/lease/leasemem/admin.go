@@ -125,19 +125,31 @@ func (s *Store) Retry(ctx context.Context, id string, extraAttempts int) (lease.
 // List walks: created_at descending, then id ascending.
 type listCursor struct {
 	Status    lease.Status `json:"s"`
+	Kind      string       `json:"k,omitempty"`
+	Queue     string       `json:"q,omitempty"`
 	CreatedAt int64        `json:"c"`
 	ID        string       `json:"i"`
 }
 
 // List implements query.Admin.
 func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error) {
-	if err := query.CheckList(status, limit); err != nil {
+	return s.ListBy(ctx, status, query.ListBy{}, limit, cursor)
+}
+
+// ListBy implements query.Admin. It keeps the DynamoDB store's indexes in
+// mind: a task is in the listing of its kind, and of its queue if it has
+// a name, when it is listed at all; a batch listing entry stands for its
+// tasks in the listings of the kind and queue it was written for. The
+// tasks in the listing it reads count in ListReads, whatever their status,
+// as the DynamoDB store reads each one's item.
+func (s *Store) ListBy(ctx context.Context, status lease.Status, by query.ListBy, limit int, cursor string) ([]lease.Task, string, error) {
+	if err := query.CheckListBy(status, by, limit); err != nil {
 		return nil, "", err
 	}
 	var after *listCursor
 	if cursor != "" {
 		c, err := decodeCursor(cursor)
-		if err != nil || c.Status != status {
+		if err != nil || c.Status != status || c.Kind != by.Kind || c.Queue != by.Queue {
 			return nil, "", fmt.Errorf("list %s: %w", status, query.ErrBadCursor)
 		}
 		after = &c
@@ -151,20 +163,37 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		at   int64 // the listing time: its creation, or its batch entry's
 		task lease.Task
 	}
+	// indexed: the listing by reads holds a task listed on its own, or an
+	// entry written for kind and queue.
+	indexed := func(kind, queue string) bool {
+		switch {
+		case by.Kind != "":
+			return kind == by.Kind
+		case by.Queue != "":
+			return queue == by.Queue
+		}
+		return true
+	}
 	var all []listed
 	for _, rec := range s.tasks {
-		if rec.Status != status || s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() {
+		if s.hidden[rec.ID] || s.derived[rec.ID] && !rec.Status.Unsuccessful() {
 			continue
 		}
 		at := rec.CreatedAt.UnixMilli()
 		if rec.ListedIn != "" {
 			l := s.listings[rec.ListedIn]
-			if l == nil || !slices.Contains(l.ids, rec.ID) {
+			if l == nil || !slices.Contains(l.ids, rec.ID) || !indexed(l.by.Kind, l.by.Queue) {
 				continue
 			}
 			at = l.at.UnixMilli()
+		} else if !indexed(rec.Kind, rec.Queue) {
+			continue
 		}
 		if after != nil && (at > after.CreatedAt || at == after.CreatedAt && rec.ID <= after.ID) {
+			continue
+		}
+		s.listReads++
+		if rec.Status != status || !by.Matches(*rec) {
 			continue
 		}
 		all = append(all, listed{at, query.ListView(*rec)})
@@ -180,7 +209,7 @@ func (s *Store) List(ctx context.Context, status lease.Status, limit int, cursor
 		return page, "", nil
 	}
 	last := all[limit-1]
-	next, err := json.Marshal(listCursor{Status: status, CreatedAt: last.at, ID: last.task.ID})
+	next, err := json.Marshal(listCursor{Status: status, Kind: by.Kind, Queue: by.Queue, CreatedAt: last.at, ID: last.task.ID})
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s: encode cursor: %w", status, err)
 	}
@@ -229,7 +258,7 @@ func (s *Store) Live(limit int) []string {
 var _ query.Lister = (*Store)(nil)
 
 // WriteListing implements query.Lister.
-func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, error) {
+func (s *Store) WriteListing(ctx context.Context, by query.ListBy, ids []string) (lease.Listing, error) {
 	if err := query.CheckListing(ids, query.MinListing); err != nil {
 		return lease.Listing{}, fmt.Errorf("write listing: %w", err)
 	}
@@ -242,7 +271,7 @@ func (s *Store) WriteListing(ctx context.Context, ids []string) (lease.Listing, 
 		return lease.Listing{}, err
 	}
 	l := lease.Listing{ID: query.NewListingID(), At: s.now()}
-	s.listings[l.ID] = &listing{at: l.At, ids: slices.Clone(ids)}
+	s.listings[l.ID] = &listing{at: l.At, ids: slices.Clone(ids), by: by}
 	return l, nil
 }
 

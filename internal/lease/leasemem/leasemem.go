@@ -49,12 +49,16 @@ type Store struct {
 	// inboxes are the workflows' inboxes and events (inbox.Store).
 	inboxes map[string]*memInbox
 	calls   Calls
+	// listReads counts the tasks the listings read (ListReads).
+	listReads int64
 }
 
-// listing is a batch listing entry: when it was opened, and its ids.
+// listing is a batch listing entry: when it was opened, its ids, and the
+// kind and queue of its tasks.
 type listing struct {
 	at  time.Time
 	ids []string
+	by  query.ListBy
 }
 
 // Calls counts the store's operations, for tests that assert how many a path
@@ -81,6 +85,15 @@ func (s *Store) Calls() Calls {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
+}
+
+// ListReads is how many tasks List and ListBy have read: those in the
+// listing they walk (all of it, or one kind's or queue's), up to the
+// cursor, of any status.
+func (s *Store) ListReads() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listReads
 }
 
 // Options returns the store's options, defaults applied.

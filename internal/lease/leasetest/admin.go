@@ -61,6 +61,7 @@ func RunAdmin(t *testing.T, newStore NewAdminStoreFunc) {
 		{"UnlistedTasksAreNotListed", testUnlisted},
 		{"DerivedTasksListedOnlyWhenTheyFail", testDerivedListing},
 		{"BatchListingListsEachTaskOnce", testBatchListing},
+		{"ListByKindReadsOnlyItsTasks", testListByKind},
 		{"RateWindowsCountStarts", testRateWindows},
 		{"RedriveCountsBoundRedrives", testRedriveCounts},
 		{"SlotsBoundHoldersAtOnce", testSlots},

@@ -244,11 +244,11 @@ func testDerivedListing(t *testing.T, a *adminEnv) {
 // before its entry was written stays listed where it was. A task listed by
 // an entry is listed on its own from its first retry or wait, still once.
 func testBatchListing(t *testing.T, a *adminEnv) {
-	if _, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id()}); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := a.admin.WriteListing(a.ctx, query.ListBy{}, []string{a.id(), a.id()}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WriteListing of %d ids = %v, want ErrInvalid", query.MinListing-1, err)
 	}
 	same := a.id()
-	if _, err := a.admin.WriteListing(a.ctx, []string{same, a.id(), same}); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := a.admin.WriteListing(a.ctx, query.ListBy{}, []string{same, a.id(), same}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WriteListing naming an id twice = %v, want ErrInvalid", err)
 	}
 	if err := a.admin.AppendListing(a.ctx, lease.Listing{ID: query.NewListingID(), At: a.now()}, []string{a.id()}); !errors.Is(err, lease.ErrNotFound) {
@@ -282,7 +282,7 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 			n := a.newTask()
 			ns, ids = append(ns, n), append(ids, n.ID)
 		}
-		l, err := a.admin.WriteListing(a.ctx, append(slices.Clone(ids), a.id())) // and an id never created
+		l, err := a.admin.WriteListing(a.ctx, query.ListBy{}, append(slices.Clone(ids), a.id())) // and an id never created
 		if err != nil || l.ID == "" || !query.IsListingID(l.ID) {
 			t.Fatalf("WriteListing = %+v, %v", l, err)
 		}
@@ -308,7 +308,7 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	}
 	// Not listed: a task its entry does not name, one whose entry was
 	// never written. Listed once: a task whose id a later entry names again.
-	l, err := a.admin.WriteListing(a.ctx, []string{a.id(), a.id(), batched[0]})
+	l, err := a.admin.WriteListing(a.ctx, query.ListBy{}, []string{a.id(), a.id(), batched[0]})
 	if err != nil {
 		t.Fatalf("WriteListing: %v", err)
 	}
@@ -395,7 +395,7 @@ func testBatchListing(t *testing.T, a *adminEnv) {
 	opts := a.opts
 	opts.Unlisted = true
 	unlisted := a.newStore(t, opts)
-	if l, err := unlisted.WriteListing(a.ctx, []string{a.id(), a.id(), a.id()}); err != nil || l != (lease.Listing{}) {
+	if l, err := unlisted.WriteListing(a.ctx, query.ListBy{}, []string{a.id(), a.id(), a.id()}); err != nil || l != (lease.Listing{}) {
 		t.Fatalf("WriteListing on an unlisted store = %+v, %v; want nothing written", l, err)
 	}
 }

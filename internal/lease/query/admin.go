@@ -51,6 +51,32 @@ type Admin interface {
 	// what it read in time rather than fail, and every call reads at least
 	// one chunk, so paging on makes progress.
 	List(ctx context.Context, status lease.Status, limit int, cursor string) ([]lease.Task, string, error)
+	// ListBy is List narrowed to the tasks of one kind, or of one named
+	// queue, or both (ListBy): it reads the listing of that kind (or
+	// queue), so a rare kind costs the reads of its own tasks only, in the
+	// same order, with the same paging, stopping and completeness as List.
+	// A zero by is List. Its cursors are valid only with the same status
+	// and by.
+	ListBy(ctx context.Context, status lease.Status, by ListBy, limit int, cursor string) ([]lease.Task, string, error)
+}
+
+// ListBy selects the tasks of one kind, or one named queue, or both, for
+// Admin.ListBy; and, for Lister.WriteListing, names the kind and queue that
+// every task of a batch listing entry shares. Zero fields select every
+// task. The default work queue ("") has no listing of its own: a caller
+// after its tasks filters a listing by status (or by kind) instead, which
+// for the queue most tasks go to reads mostly matches anyway.
+type ListBy struct {
+	Kind  string
+	Queue string
+}
+
+// IsZero reports whether by selects every task.
+func (by ListBy) IsZero() bool { return by == ListBy{} }
+
+// Matches reports whether by selects t.
+func (by ListBy) Matches(t lease.Task) bool {
+	return (by.Kind == "" || t.Kind == by.Kind) && (by.Queue == "" || t.Queue == by.Queue)
 }
 
 // DueTask is one entry of the sweep index.

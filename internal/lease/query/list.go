@@ -79,6 +79,23 @@ func CheckList(status lease.Status, limit int) error {
 	return nil
 }
 
+// CheckListBy validates the arguments of ListBy.
+func CheckListBy(status lease.Status, by ListBy, limit int) error {
+	if err := CheckList(status, limit); err != nil {
+		return err
+	}
+	switch {
+	case len(by.Kind) > lease.MaxKindBytes:
+		return fmt.Errorf("list: %w: kind is %d bytes, the limit is %d", lease.ErrInvalid, len(by.Kind), lease.MaxKindBytes)
+	case len(by.Queue) > maxQueueBytes:
+		return fmt.Errorf("list: %w: queue name is %d bytes, the limit is %d", lease.ErrInvalid, len(by.Queue), maxQueueBytes)
+	}
+	return nil
+}
+
+// maxQueueBytes is the longest SQS queue name.
+const maxQueueBytes = 80
+
 // CheckDue validates the arguments of Due.
 func CheckDue(shard string, limit int) error {
 	for _, s := range lease.Shards() {

@@ -16,12 +16,15 @@ import (
 type Lister interface {
 	// WriteListing writes one entry that lists ids (distinct task ids, at
 	// least MinListing and within MaxListingIDs and MaxListingBytes; see
-	// SplitListing). The tasks are then created with NewTask.Listing set to
-	// the result. A store whose tasks are unlisted writes nothing and
-	// returns the zero Listing.
-	WriteListing(ctx context.Context, ids []string) (lease.Listing, error)
+	// SplitListing), all of them tasks of by's kind and queue: the entry
+	// stands for them in the listings by kind and by queue too (ListBy).
+	// The tasks are then created with NewTask.Listing set to the result. A
+	// store whose tasks are unlisted writes nothing and returns the zero
+	// Listing.
+	WriteListing(ctx context.Context, by ListBy, ids []string) (lease.Listing, error)
 	// AppendListing adds ids to the entry l, one write that touches no
-	// index; the tasks are then created with NewTask.Listing set to l. An
+	// index; the tasks, of the kind and queue the entry was written for,
+	// are then created with NewTask.Listing set to l. An
 	// entry that holds MaxListingIDs with them gives ErrListingFull, one
 	// that is gone ErrNotFound. The caller keeps the entry's ids within
 	// MaxListingBytes: the store counts ids, not bytes.
@@ -33,8 +36,9 @@ var ErrListingFull = errors.New("listing entry is full")
 
 const (
 	// MinListing is the fewest tasks a batch listing entry is written
-	// for: an entry costs two write units (its item and its index entry),
-	// the same as two tasks' own index entries.
+	// for: an entry costs three write units (its item and its entries in
+	// the listing by time and by kind; four in a named queue, listed by
+	// queue too), about what one or two tasks' own index entries cost.
 	MinListing = 3
 	// MaxListingIDs bounds the ids of one entry.
 	MaxListingIDs = 32
