@@ -124,6 +124,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		Skew:          cfg.ClockSkew,
 		DispatchGrace: cfg.DispatchGrace,
 		Unlisted:      cfg.Unlisted,
+		WorkQueue:     queues.NameFromURL(cfg.QueueURL),
 	})
 	q := sqs.NewFromConfig(cfg.AWS)
 	w, err := newWorker(store, q, cfg)

@@ -226,6 +226,11 @@ type Options struct {
 	// all, and List does not see them (Get still does). It saves one write
 	// unit per task; docs/performance.md has the numbers.
 	Unlisted bool
+	// WorkQueue is the name of the default work queue, as a worker's
+	// creates record it for a task that came by it: such a task is
+	// listed by no queue (the default has no listing of its own), so its
+	// item gets no queue_at and its listing costs no by_queue write.
+	WorkQueue string
 }
 
 // WithDefaults returns o with every unset field at its default.

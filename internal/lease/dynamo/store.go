@@ -368,6 +368,9 @@ func (s *Store) putOnce(ctx context.Context, t lease.Task, n lease.NewTask, toke
 	if s.opts.Unlisted || n.Derived() && !t.Status.Terminal() {
 		delete(item, AttrListShard)
 	}
+	if s.opts.WorkQueue != "" && t.Queue == s.opts.WorkQueue {
+		delete(item, attrQueueAt) // the default work queue: no listing by queue
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
