@@ -95,3 +95,21 @@ func (e *Env) ReplayReports() {
 	defer e.mu.Unlock()
 	e.faults.replayReport = true
 }
+
+// SlowMapCalls makes every sliding map's page, group raise or unpark call
+// take d of the fake clock, and every failEvery-th of them fail with
+// lease.ErrBackend before it lands (0: none).
+func (e *Env) SlowMapCalls(d time.Duration, failEvery int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults.mapSlow, e.faults.mapFailEvery = d, failEvery
+}
+
+// MapCalls reports the sliding maps' page, raise and unpark calls so far,
+// the page reads among them, and the most pages written and slots
+// unparked by one run (between two suspensions).
+func (e *Env) MapCalls() (calls, pageReads, mostSteps int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.faults.mapCalls, e.faults.pageReads, e.faults.mostSteps
+}

@@ -520,3 +520,66 @@ func TestEnvMapCancelStopsTheMap(t *testing.T) {
 		t.Errorf("%d children ran after the retry, want %d", n, run.ranAtCancel)
 	}
 }
+
+// runMapFaulty runs a map of job under the Env's map faults (SlowMapCalls)
+// and checks that it SUCCEEDED with every child once (the "item" handler
+// fails the test on a second run) and at most job.Conc at once.
+func runMapFaulty(t *testing.T, job mapJob, slow time.Duration, failEvery int) (*mapRun, *leaseholdtest.Env) {
+	t.Helper()
+	var env *leaseholdtest.Env
+	run := &mapRun{}
+	env = leaseholdtest.New(t, mapHandlers(t, &env, run))
+	env.TrackSends()
+	env.SetMaxDeliveries(10 * (job.N + 100))
+	env.SlowMapCalls(slow, failEvery)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "mapper", Payload: job, MaxAttempts: 1})
+	mustRun(t, env)
+	got := mustTask(t, env, id)
+	sum := job.N * (job.N - 1) / 2
+	if want := fmt.Sprintf(`"all: %d started, %d ok, 0 failed, sum %d"`, job.N, job.N, sum); got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+		t.Fatalf("mapper: %s %s (error %q), want %s", got.Status, got.Result, got.Error, want)
+	}
+	if count(&run.ran) != job.N || run.peak > job.Conc {
+		t.Errorf("%d children ran, at most %d at once; want %d, at most %d", count(&run.ran), run.peak, job.N, job.Conc)
+	}
+	return run, env
+}
+
+// A parent's run reads no page it wrote itself, and each other page once:
+// the first run writes the pages of 64 items and starts 40 children from
+// them without a read; the 24 children started as others end read one
+// page each. Before, the parent read a page per child it started (64
+// reads in all).
+func TestEnvMapParentReadsNoPageItWrote(t *testing.T) {
+	t.Parallel()
+	_, env := runMapFaulty(t, mapJob{N: 64, Conc: 40}, 0, 0)
+	if _, reads, _ := env.MapCalls(); reads > 64-40 {
+		t.Errorf("%d page reads, want at most %d (one per child started by another's end)", reads, 64-40)
+	}
+}
+
+// On a slow store (each page, group or unpark call takes a second) a
+// parent's run stops at its budget (half the lease, 5 s at most): it
+// writes a few pages or starts a few children, suspends (which starts its
+// count of attempts again) and goes on at once in its next run, so a
+// worker that dies meets a short run. The map still runs every child once,
+// at most MaxConcurrency at once. Before, the first run wrote 19 pages and
+// started 50 children (69 steps, over a minute) before it suspended.
+func TestEnvMapParentRunStopsAtItsBudget(t *testing.T) {
+	t.Parallel()
+	run, env := runMapFaulty(t, mapJob{N: 300, Conc: 50}, time.Second, 0)
+	calls, _, most := env.MapCalls()
+	if most > 6 {
+		t.Errorf("a parent's run wrote pages and started children %d times before it suspended, want at most 6 (5 s of 1 s calls, and one)", most)
+	}
+	t.Logf("%d map calls, %d parent runs, at most %d steps a run", calls, run.parentRuns, most)
+}
+
+// A store error in a parent's bookkeeping (every third page, group or
+// unpark call throttled) is tried again in place: the map ends with a
+// parent of one attempt. Before, the first such error failed the run, and
+// with it the task (MaxAttempts 1).
+func TestEnvMapRetriesBookkeepingInPlace(t *testing.T) {
+	t.Parallel()
+	runMapFaulty(t, mapJob{N: 100, Conc: 10}, 0, 3)
+}

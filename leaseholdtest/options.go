@@ -132,6 +132,87 @@ type faults struct {
 	// replayReport: every sliding map's report lands and its answer is
 	// lost: the caller gets the SDK's retry's (mapstate.ErrCounted).
 	replayReport bool
+	// mapSlow: every sliding map's page, group or unpark call takes this
+	// long of the fake clock (a store under load).
+	mapSlow time.Duration
+	// mapFailEvery: every mapFailEvery-th such call fails before it
+	// lands, with lease.ErrBackend (0: none).
+	mapFailEvery int
+	// mapCalls counts those calls; pageReads the page reads among them;
+	// runSteps the pages written and slots unparked since the last
+	// suspension, and mostSteps its largest value at a suspension.
+	mapCalls, pageReads, runSteps, mostSteps int
+}
+
+// mapCall is the fault of a sliding map's bookkeeping call: it moves the
+// fake clock by mapSlow, counts the call (a step of a parent's run when
+// step is set, a page read when read is) and fails it when its turn
+// comes.
+func (s createdStore) mapCall(what string, step, read bool) error {
+	s.e.mu.Lock()
+	f := &s.e.faults
+	f.mapCalls++
+	if read {
+		f.pageReads++
+	}
+	fail := f.mapFailEvery > 0 && f.mapCalls%f.mapFailEvery == 0
+	if step && !fail {
+		f.runSteps++
+	}
+	slow := f.mapSlow
+	s.e.mu.Unlock()
+	if slow > 0 {
+		s.e.clock.Advance(slow)
+	}
+	if fail {
+		return fmt.Errorf("%s: %w: throttled (leaseholdtest)", what, lease.ErrBackend)
+	}
+	return nil
+}
+
+// PutPage is the in-memory store's, under the Env's map faults.
+func (s createdStore) PutPage(ctx context.Context, id string, items [][]byte, expires time.Time) error {
+	if err := s.mapCall("put map page", true, false); err != nil {
+		return err
+	}
+	return s.Store.PutPage(ctx, id, items, expires)
+}
+
+// GetPage is the in-memory store's, under the Env's map faults.
+func (s createdStore) GetPage(ctx context.Context, id string) ([][]byte, error) {
+	if err := s.mapCall("get map page", false, true); err != nil {
+		return nil, err
+	}
+	return s.Store.GetPage(ctx, id)
+}
+
+// Unpark is the in-memory store's, under the Env's map faults.
+func (s createdStore) Unpark(ctx context.Context, id string, slot, seq int) (mapstate.Group, error) {
+	if err := s.mapCall("unpark map slot", true, false); err != nil {
+		return mapstate.Group{}, err
+	}
+	return s.Store.Unpark(ctx, id, slot, seq)
+}
+
+// Raise is the in-memory store's, under the Env's map faults.
+func (s createdStore) Raise(ctx context.Context, id string, produced int) (mapstate.Group, error) {
+	if err := s.mapCall("raise map group", false, false); err != nil {
+		return mapstate.Group{}, err
+	}
+	return s.Store.Raise(ctx, id, produced)
+}
+
+// Suspend is the in-memory store's; it notes the steps of the run it
+// ends for the Env's map faults.
+func (s createdStore) Suspend(ctx context.Context, l lease.Lease, w lease.Wait) (lease.Task, error) {
+	t, err := s.Store.Suspend(ctx, l, w)
+	if err == nil {
+		s.e.mu.Lock()
+		s.e.faults.mostSteps = max(s.e.faults.mostSteps, s.e.faults.runSteps)
+		s.e.faults.runSteps = 0
+		s.e.mu.Unlock()
+	}
+	return t, err
 }
 
 // Notify is the in-memory store's, except for the waiters the Env's

@@ -49,18 +49,20 @@ func (x *execution) MapGroups(ctx context.Context, ids []string) ([]mapstate.Gro
 }
 
 // slideSpawn does what a sliding map's parent asked (ac.Slide) and
-// suspends it until a child wakes it.
+// suspends it until a child wakes it, or, when the run stopped at its
+// budget (slidework.go), until its own wake brings it back at once.
 func (x *execution) slideSpawn(ctx context.Context, ac *durable.AwaitChildrenError) State {
 	s, ms := ac.Slide, x.cfg.caps.maps
 	if ms == nil {
 		return x.failClaimed(ctx, "workflow.Map: the store keeps no sliding maps")
 	}
 	expires := x.cfg.Clock.Now().Add(mapGroupsLife)
-	if err := x.slideWrite(ctx, ms, s, expires); err != nil {
+	wake, err := x.slideWrite(ctx, ms, s, expires)
+	if err != nil {
 		return x.retryOrFail(ctx, fmt.Sprintf("workflow.Map %q: %v", s.Name, err), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
 	}
 	until := x.cfg.Clock.Now().Add(MaxWaitTimeout)
-	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: []string{s.Wake}, Until: until, Note: durable.SlideNote(s.Name, s.Shape)}
+	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: []string{wake}, Until: until, Note: durable.SlideNote(s.Name, s.Shape)}
 	return StateAwaitingChildren
 }
 
@@ -68,84 +70,121 @@ func (x *execution) slideSpawn(ctx context.Context, ac *durable.AwaitChildrenErr
 // stops them), then starts each idle slot's next child and unparks it;
 // if every group is then done, it tells the parent's wake id itself, so
 // that its suspension wakes it at once. Each write is idempotent: a run
-// that stops half-way is done again by the next.
-func (x *execution) slideWrite(ctx context.Context, ms mapstate.Store, s *durable.Slide, expires time.Time) error {
+// that stops half-way is done again by the next. Past the run's budget
+// (slideBudget) it stops at the next page or start: the groups are raised
+// to the pages written, and the parent's wake id (that of the items
+// produced so far, which it returns) told, so that the next run goes on.
+// Each page is read at most once per run, and not at all when this run
+// wrote it.
+func (x *execution) slideWrite(ctx context.Context, ms mapstate.Store, s *durable.Slide, expires time.Time) (string, error) {
 	parent := x.task.ID
 	maxAttempts := x.cfg.DefaultMaxAttempts
+	over := x.cfg.Clock.Now().Add(x.slideBudget())
+	steps, cut := 0, false
+	spent := func() bool { return steps > 0 && !x.cfg.Clock.Now().Before(over) }
+	pages := map[int][][]byte{}
+	produced := s.Produced
 	var page [][]byte
 	for i, c := range s.Items {
 		b, err := json.Marshal(durable.MapItem{Kind: c.Kind, Payload: c.Payload, MaxAttempts: cmp.Or(c.MaxAttempts, maxAttempts), Queue: cmp.Or(c.Queue, x.task.Queue)})
 		if err != nil {
-			return fmt.Errorf("item %d: %w", s.From+i, err)
+			return "", fmt.Errorf("item %d: %w", s.From+i, err)
 		}
 		page = append(page, b)
 		if idx := s.From + i; len(page) == mapstate.PageItems || i == len(s.Items)-1 {
-			cctx, cancel := x.call()
-			err := ms.PutPage(cctx, mapstate.PageID(parent, s.Name, idx/mapstate.PageItems), page, expires)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("items to %d: %w", idx, err)
+			p := idx / mapstate.PageItems
+			if spent() {
+				// The items before this page are produced; the next run
+				// produces the rest again.
+				produced, cut = p*mapstate.PageItems, true
+				break
 			}
-			page = nil
+			err := x.slideTry(func(cctx context.Context) error {
+				return ms.PutPage(cctx, mapstate.PageID(parent, s.Name, p), page, expires)
+			})
+			if err != nil {
+				return "", fmt.Errorf("items to %d: %w", idx, err)
+			}
+			pages[p], page = page, nil
+			steps++
 		}
 	}
+	wake := durable.WakeID(parent, s.Name, produced)
 	done := true
 	for gi := range mapstate.Groups(s.C) {
 		id := mapstate.GroupID(parent, s.Name, gi)
-		g, err := x.slideGroup(ms, s, gi, id, expires)
+		g, err := x.slideGroup(s, gi, id, produced, expires)
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, slot := range g.Idle {
 			next := g.Next(slot)
 			if g.Stopped != "" || next >= g.N || next >= g.Produced {
 				continue
 			}
-			if err := x.slideStart(ctx, ms, parent, s.Name, s.C, next, x.carry(x.task.Metadata)); err != nil {
-				return err
+			if cut = cut || spent(); cut {
+				break
 			}
-			cctx, cancel := x.call()
-			g, err = ms.Unpark(cctx, id, slot, g.Seq[slot-g.First])
-			cancel()
-			if err != nil && !errors.Is(err, mapstate.ErrCounted) {
-				return fmt.Errorf("unpark slot %d: %w", slot, err)
+			if err := x.slideStart(ctx, ms, parent, s.Name, s.C, next, x.carry(x.task.Metadata), pages); err != nil {
+				return "", err
+			}
+			steps++
+			seq := g.Seq[slot-g.First]
+			err := x.slideTry(func(cctx context.Context) error {
+				got, err := ms.Unpark(cctx, id, slot, seq)
+				if err == nil || errors.Is(err, mapstate.ErrCounted) && got.ID != "" {
+					g = got
+				}
+				if errors.Is(err, mapstate.ErrCounted) {
+					err = nil
+				}
+				return err
+			})
+			if err != nil {
+				return "", fmt.Errorf("unpark slot %d: %w", slot, err)
 			}
 		}
 		done = done && g.Done()
 	}
-	if done {
-		// Nothing runs any more: the parent's next run sums the map.
-		return x.slideWake(parent, s.Wake)
+	if cut {
+		x.log.info("sliding map: the run's bookkeeping budget is spent; it suspends and goes on at once", "map", s.Name, "steps", steps, "produced", produced)
 	}
-	return nil
+	if done || cut {
+		// Nothing runs any more (the parent's next run sums the map), or
+		// the run stopped at its budget (its next run goes on).
+		return wake, x.slideWake(parent, wake)
+	}
+	return wake, nil
 }
 
 // slideGroup creates group gi of s (every slot idle) or raises it to
-// s.Produced, stops it if s says so, and returns it as written.
-func (x *execution) slideGroup(ms mapstate.Store, s *durable.Slide, gi int, id string, expires time.Time) (mapstate.Group, error) {
-	cctx, cancel := x.call()
-	defer cancel()
+// produced, stops it if s says so, and returns it as written.
+func (x *execution) slideGroup(s *durable.Slide, gi int, id string, produced int, expires time.Time) (mapstate.Group, error) {
+	ms := x.cfg.caps.maps
 	var g mapstate.Group
-	var err error
-	if s.Create {
-		g = mapstate.NewGroup(id, s.Shape, s.N, s.C, gi, s.Produced, expires)
-		g.Min, g.Tolerate = s.Min, s.Tolerate
-		for j := range g.Seq {
-			if g.First+j < s.N {
-				g.Idle = append(g.Idle, g.First+j)
+	err := x.slideTry(func(cctx context.Context) error {
+		var err error
+		if s.Create {
+			g = mapstate.NewGroup(id, s.Shape, s.N, s.C, gi, produced, expires)
+			g.Min, g.Tolerate = s.Min, s.Tolerate
+			for j := range g.Seq {
+				if g.First+j < s.N {
+					g.Idle = append(g.Idle, g.First+j)
+				}
+			}
+			g, err = ms.CreateGroup(cctx, g)
+			if errors.Is(err, lease.ErrAlreadyExists) {
+				err = nil
 			}
 		}
-		g, err = ms.CreateGroup(cctx, g)
-		if errors.Is(err, lease.ErrAlreadyExists) {
-			err = nil
+		if err == nil && g.Produced < produced {
+			g, err = ms.Raise(cctx, id, produced)
 		}
-	}
-	if err == nil && g.Produced < s.Produced {
-		g, err = ms.Raise(cctx, id, s.Produced)
-	}
-	if err == nil && s.Stop != "" && g.Stopped == "" {
-		g, err = ms.Stop(cctx, id, s.Stop)
-	}
+		if err == nil && s.Stop != "" && g.Stopped == "" {
+			g, err = ms.Stop(cctx, id, s.Stop)
+		}
+		return err
+	})
 	if err != nil {
 		return g, fmt.Errorf("group %d: %w", gi, err)
 	}
@@ -153,14 +192,25 @@ func (x *execution) slideGroup(ms mapstate.Store, s *durable.Slide, gi int, id s
 }
 
 // slideStart sends the token of child index of the map name of parent,
-// its item read from its page: its worker creates and claims it in one
-// write. md is the metadata it gets (with the map's slots).
-func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, name string, c, index int, md map[string]string) error {
-	cctx, cancel := x.call()
-	items, err := ms.GetPage(cctx, mapstate.PageID(parent, name, index/mapstate.PageItems))
-	cancel()
-	if err != nil {
-		return fmt.Errorf("the page of child %d: %w", index, err)
+// its item read from its page (from pages when it holds it, which it
+// then gets: a parent's run reads each page once): its worker creates and
+// claims it in one write. md is the metadata it gets (with the map's
+// slots).
+func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, name string, c, index int, md map[string]string, pages map[int][][]byte) error {
+	p := index / mapstate.PageItems
+	items, ok := pages[p]
+	if !ok {
+		err := x.slideTry(func(cctx context.Context) error {
+			var err error
+			items, err = ms.GetPage(cctx, mapstate.PageID(parent, name, p))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("the page of child %d: %w", index, err)
+		}
+		if pages != nil {
+			pages[p] = items
+		}
 	}
 	k := index % mapstate.PageItems
 	if k >= len(items) {
@@ -180,7 +230,12 @@ func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, n
 	if err != nil {
 		return fmt.Errorf("child %d: %w", index, err)
 	}
-	return x.sendTo(ctx, it.Queue, body, 0)
+	return x.slideTry(func(context.Context) error {
+		if err := x.sendTo(ctx, it.Queue, body, 0); err != nil {
+			return &slideSendError{err: err}
+		}
+		return nil
+	})
 }
 
 // slideWake tells the waiting parent of a sliding map its wake id, and
@@ -191,9 +246,12 @@ func (x *execution) slideStart(ctx context.Context, ms mapstate.Store, parent, n
 // lost (the SDK's retry then meets it), and then no wake was sent; a
 // second wake of a parent already woken is claimed by nobody.
 func (x *execution) slideWake(parent, wake string) error {
-	cctx, cancel := x.call()
-	got, err := x.cfg.Store.Notify(cctx, lease.Waiter{ID: parent, Mode: lease.WaitChildren}, lease.Task{ID: wake, Status: lease.StatusSucceeded})
-	cancel()
+	var got lease.Task
+	err := x.slideTry(func(cctx context.Context) error {
+		var err error
+		got, err = x.cfg.Store.Notify(cctx, lease.Waiter{ID: parent, Mode: lease.WaitChildren}, lease.Task{ID: wake, Status: lease.StatusSucceeded})
+		return err
+	})
 	var fin *lease.FinishedError
 	switch {
 	case err == nil, errors.Is(err, lease.ErrNotified):
@@ -268,7 +326,7 @@ func (x *execution) slideEnded(ctx context.Context, t lease.Task, name string, i
 	}
 	started := next >= g.N
 	if !started && g.Stopped == "" && next < g.Produced {
-		if err := x.slideStart(ctx, ms, t.Parent, name, c, next, t.Metadata); err != nil {
+		if err := x.slideStart(ctx, ms, t.Parent, name, c, next, t.Metadata, nil); err != nil {
 			return err
 		}
 		started = true
