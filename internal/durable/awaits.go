@@ -119,6 +119,14 @@ type AwaitCallbackError struct {
 	// as the same attempt, and takes it. The suspension keeps it in the
 	// wait's note (Note).
 	Listen string
+	// Children, with the ids IDs, are children raced against the
+	// callback (Race or Any of an InvokeAsync and a CallbackAsync): the
+	// worker spawns them before the suspension, whose note names them
+	// (Note), and the end of one ends the wait with the answer ChildEnded
+	// (the task runs again, as the same attempt, and waits for it as a
+	// child); an answer that comes first has them cancelled.
+	Children []Child
+	IDs      []string
 }
 
 // Note is the wait note of the suspension e asks for: TimerNote for a
@@ -128,7 +136,43 @@ func (e *AwaitCallbackError) Note() string {
 	if e.Step == "" {
 		return ""
 	}
-	return raceNote(e.Timer, e.Listen)
+	note := raceNote(e.Timer, e.Listen)
+	if len(e.IDs) > 0 {
+		note = strings.TrimSpace(note + " " + kidPrefix + strings.Join(e.IDs, ","))
+	}
+	return note
+}
+
+// kidPrefix starts the part of a callback wait's note that names the
+// children raced against it (AwaitCallbackError.IDs).
+const kidPrefix = "leasehold:kid:"
+
+// Kids is the ids of the children raced against a callback wait
+// (AwaitCallbackError.IDs); nil for none.
+func (n RaceNote) Kids() []string {
+	for _, part := range strings.Fields(string(n)) {
+		if list, ok := strings.CutPrefix(part, kidPrefix); ok && list != "" {
+			return strings.Split(list, ",")
+		}
+	}
+	return nil
+}
+
+// ChildEnded is the answer the worker records for a callback whose raced
+// child ended first (a failure with this reason), as TimerFired for a
+// timer; the callback routes refuse it too.
+const ChildEnded = "leasehold: the raced child ended first"
+
+// CallbackCame is the reason the worker cancels a child raced against a
+// callback with when the callback's answer came first.
+const CallbackCame = "leasehold: the callback raced against it was answered first"
+
+// Reserved reports whether reason is one of the answers the worker
+// records for a callback closed by what was raced against it
+// (TimerFired, MessageCame, ChildEnded): the callback routes refuse it as
+// an outside failure's reason.
+func Reserved(reason string) bool {
+	return reason == TimerFired || reason == MessageCame || reason == ChildEnded
 }
 
 // raceNote is the wait note of a race's suspension: TimerNote for a raced

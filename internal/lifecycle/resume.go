@@ -26,6 +26,10 @@ func (x *execution) runResuming(ctx context.Context) State {
 	}
 	now := x.cfg.Clock.Now()
 	switch {
+	case kidEndedWait(t):
+		// A child raced against the callback ended, perhaps before the
+		// suspension, and its notification did not end the wait.
+		return x.raceKidEnded(ctx, t)
 	case t.Wait == lease.WaitCallback && !now.Before(callbackDeadline(t)):
 		return x.callbackTimedOut(ctx, t)
 	case t.Wait == lease.WaitCallback && t.HeartbeatTimeout > 0:
