@@ -17,6 +17,15 @@ import (
 // test says when it ends) against an approval by callback, whichever
 // comes first (issue 37: a child against a callback).
 func kidOrApproval(c *counter, handed chan<- string) func(context.Context, *leasehold.Task[int]) (string, error) {
+	return kidOrApprovalBy(c, handed, false)
+}
+
+// kidOrApprovalBy is kidOrApproval, with Any for Race when any is set.
+func kidOrApprovalBy(c *counter, handed chan<- string, any bool) func(context.Context, *leasehold.Task[int]) (string, error) {
+	race := workflow.Race
+	if any {
+		race = workflow.Any
+	}
 	return func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
 		kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: "answered", Payload: 1, MaxAttempts: 1})
 		ok := workflow.CallbackAsync[int](ctx, "approval", time.Hour, func(_ context.Context, tok string) error {
@@ -24,7 +33,7 @@ func kidOrApproval(c *counter, handed chan<- string) func(context.Context, *leas
 			handed <- tok
 			return nil
 		})
-		first, err := workflow.Race(ctx, "kid-or-ok", kid, ok)
+		first, err := race(ctx, "kid-or-ok", kid, ok)
 		if err != nil {
 			return "", err
 		}
@@ -43,6 +52,7 @@ func kidOrApprovalEnv(t *testing.T, c *counter) (env *leaseholdtest.Env, hs *lea
 	kids, handed = make(chan kidToken, 4), make(chan string, 4)
 	hs = twoChildrenHandlers(c, kids)
 	leasehold.Handle(hs, "kid-or-ok", kidOrApproval(c, handed))
+	leasehold.Handle(hs, "kid-or-ok-any", kidOrApprovalBy(c, handed, true))
 	return leaseholdtest.New(t, hs), hs, kids, handed
 }
 
@@ -179,4 +189,61 @@ func TestRaceChildAgainstCallbackNotifyRedelivered(t *testing.T) {
 		t.Fatalf("task: %s %s attempt %d (%s), want SUCCEEDED %s in attempt 1", got.Status, got.Result, got.Attempt, got.Error, want)
 	}
 	replaySame(t, env, hs, &c, id, "decided 0")
+}
+
+// In an Any, a child that fails does not end the callback wait: the
+// approval still wins when it comes; and a failed approval does not have
+// the child cancelled: the child still wins when it succeeds.
+func TestAnyChildAgainstCallbackSkipsAFailure(t *testing.T) {
+	t.Parallel()
+	t.Run("the child fails", func(t *testing.T) {
+		t.Parallel()
+		var c counter
+		env, hs, kids, handed := kidOrApprovalEnv(t, &c)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "kid-or-ok-any", MaxAttempts: 1})
+		mustRun(t, env)
+		kid, approval := take(t, kids, "child's token"), take(t, handed, "approval token")
+		if err := env.FailCallback(kid.tok, "refused"); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, env)
+		if got := mustTask(t, env, id); got.Status != leasehold.StatusWaiting || got.Wait != "callback" {
+			t.Fatalf("after the child failed: %s waiting for %q (%s), want still WAITING for the approval", got.Status, got.Wait, got.Error)
+		}
+		env.Clock().Advance(time.Minute)
+		if err := env.CompleteCallback(approval, 7); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, env)
+		got := mustTask(t, env, id)
+		if want := `"1: kid 0 (true), approval 7 (false)"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+			t.Fatalf("task: %s %s (%s), want SUCCEEDED %s", got.Status, got.Result, got.Error, want)
+		}
+		replaySame(t, env, hs, &c, id, "decided 1")
+	})
+	t.Run("the approval fails", func(t *testing.T) {
+		t.Parallel()
+		var c counter
+		env, hs, kids, handed := kidOrApprovalEnv(t, &c)
+		id := mustEnqueue(t, env, leasehold.Submission{Kind: "kid-or-ok-any", MaxAttempts: 1})
+		mustRun(t, env)
+		kid, approval := take(t, kids, "child's token"), take(t, handed, "approval token")
+		if err := env.FailCallback(approval, "no"); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, env)
+		if k := mustTask(t, env, workflow.ChildIDIn(id, "kid", 0)); k.Status != leasehold.StatusWaiting {
+			t.Fatalf("the child after the approval failed: %s (%s), want still WAITING for its answer", k.Status, k.Error)
+		}
+		env.Clock().Advance(time.Minute)
+		if err := env.CompleteCallback(kid.tok, 10); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, env)
+		got := mustTask(t, env, id)
+		if want := `"0: kid 10 (false), approval 0 (true)"`; got.Status != leasehold.StatusSucceeded || string(got.Result) != want {
+			t.Fatalf("task: %s %s (%s), want SUCCEEDED %s", got.Status, got.Result, got.Error, want)
+		}
+		replaySame(t, env, hs, &c, id, "decided 0")
+	})
 }

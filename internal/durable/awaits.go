@@ -127,6 +127,11 @@ type AwaitCallbackError struct {
 	// child); an answer that comes first has them cancelled.
 	Children []Child
 	IDs      []string
+	// First is the combinator of the race with Children (CombineRace or
+	// CombineAny): in an Any, only a child's success ends the wait (a
+	// failure leaves the callback to be answered), and only a callback's
+	// success has the children cancelled.
+	First string
 }
 
 // Note is the wait note of the suspension e asks for: TimerNote for a
@@ -139,6 +144,9 @@ func (e *AwaitCallbackError) Note() string {
 	note := raceNote(e.Timer, e.Listen)
 	if len(e.IDs) > 0 {
 		note = strings.TrimSpace(note + " " + kidPrefix + strings.Join(e.IDs, ","))
+		if e.First != "" {
+			note += " " + firstPrefix + e.First
+		}
 	}
 	return note
 }

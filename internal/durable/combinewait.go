@@ -275,7 +275,7 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 		// cancelled (runCallback).
 		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
 		if ac := (*AwaitCallbackError)(nil); errors.As(err, &ac) {
-			ac.Children, ac.IDs = []Child{*kids[0].child}, ids
+			ac.Children, ac.IDs, ac.First = []Child{*kids[0].child}, ids, kind
 			if note := ac.Note(); len(note) > lease.MaxWaitNoteBytes {
 				return &PermanentError{Err: fmt.Errorf("%s %q races the child %s against a callback: its id does not fit the wait's note (%d bytes, at most %d)", kind, name, ids[0], len(note), lease.MaxWaitNoteBytes)}
 			}

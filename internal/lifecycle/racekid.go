@@ -25,12 +25,49 @@ import (
 // child cancelled when the task runs again (cancelLosingKids).
 
 // kidEndedWait reports whether t waits for a callback raced against a
-// child that has told t of its end: the wait is over, the child won.
+// child that has told t of its end: the wait may be over (in an Any,
+// only if the child succeeded: kidWon).
 func kidEndedWait(t lease.Task) bool {
 	if t.Status != lease.StatusWaiting || t.Wait != lease.WaitCallback || t.CallbackStep == "" || len(t.Ended) == 0 {
 		return false
 	}
 	return slices.ContainsFunc(durable.RaceNote(t.WaitNote).Kids(), func(id string) bool { return slices.Contains(t.Ended, id) })
+}
+
+// kidEnds reports whether the end of ended, a child raced against t's
+// callback, ends t's wait: any end in a Race, a success in an Any (a
+// failure leaves the callback to be answered).
+func kidEnds(t, ended lease.Task) bool {
+	return durable.RaceNote(t.WaitNote).First() != durable.CombineAny || ended.Status == lease.StatusSucceeded
+}
+
+// kidWon reports whether a child raced against t's callback, which has
+// told t of its end (kidEndedWait), ends t's wait (kidEnds): in an Any
+// the children that ended are read to see whether one succeeded.
+func (x *execution) kidWon(ctx context.Context, t lease.Task) (bool, error) {
+	if !kidEndedWait(t) {
+		return false, nil
+	}
+	if durable.RaceNote(t.WaitNote).First() != durable.CombineAny {
+		return true, nil
+	}
+	for _, id := range durable.RaceNote(t.WaitNote).Kids() {
+		if !slices.Contains(t.Ended, id) {
+			continue
+		}
+		cctx, cancel := x.call()
+		kid, err := x.cfg.Store.Get(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return false, err
+		case kid.Status == lease.StatusSucceeded:
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // raceKidEnded ends the callback wait of t, whose raced child ended
@@ -76,7 +113,7 @@ func (x *execution) notifyKidEnded(ctx context.Context, got lease.Task) error {
 // last wait's note names them): the answer came first, so they lost, as
 // a child that loses to a timer or message is cancelled. Only when the
 // task's last step is that answer, not durable.ChildEnded (then the child
-// ended first). Best effort: a child not cancelled runs on, its outcome
+// ended first), and, in an Any, a success. Best effort: a child not cancelled runs on, its outcome
 // read by nothing.
 func (x *execution) cancelLosingKids(ctx context.Context) {
 	t := x.task
@@ -86,6 +123,9 @@ func (x *execution) cancelLosingKids(ctx context.Context) {
 	last := t.Steps[len(t.Steps)-1]
 	if !strings.Contains(last.Name, "callback:") || bytes.Contains(last.Result, []byte(durable.ChildEnded)) {
 		return
+	}
+	if durable.RaceNote(t.WaitNote).First() == durable.CombineAny && bytes.HasPrefix(last.Result, []byte(`{"error":`)) {
+		return // a failed answer does not decide an Any: the child goes on
 	}
 	kids := durable.RaceNote(t.WaitNote).Kids()
 	parent := lease.Task{ID: t.ID, Status: lease.StatusWaiting, Wait: lease.WaitChildren, WaitFor: kids, Ended: t.Ended}

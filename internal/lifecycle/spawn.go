@@ -227,7 +227,12 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 		// A child raced against the callback ended before the suspension
 		// landed: it won (a failure keeps this message, whose next
 		// delivery finds the same: runResuming).
-		return x.raceKidEnded(ctx, task)
+		switch won, err := x.kidWon(ctx, task); {
+		case err != nil:
+			return x.exit(false, err.Error())
+		case won:
+			return x.raceKidEnded(ctx, task)
+		}
 	}
 	return x.exit(true, "")
 }
