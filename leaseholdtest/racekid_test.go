@@ -247,3 +247,23 @@ func TestAnyChildAgainstCallbackSkipsAFailure(t *testing.T) {
 		replaySame(t, env, hs, &c, id, "decided 0")
 	})
 }
+
+// The parent's cancel reaches the child raced against its callback, as
+// it reaches a child it waits for.
+func TestRaceChildAgainstCallbackParentCancelled(t *testing.T) {
+	t.Parallel()
+	var c counter
+	env, _, _, _ := kidOrApprovalEnv(t, &c)
+	id := mustEnqueue(t, env, leasehold.Submission{Kind: "kid-or-ok", MaxAttempts: 1})
+	mustRun(t, env)
+	if _, err := env.Client().Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env)
+	if got := mustTask(t, env, id); got.Status != leasehold.StatusCancelled {
+		t.Fatalf("parent: %s (%s), want CANCELLED", got.Status, got.Error)
+	}
+	if k := mustTask(t, env, workflow.ChildIDIn(id, "kid", 0)); k.Status != leasehold.StatusCancelled {
+		t.Errorf("the child raced against the parent's callback: %s (%s), want CANCELLED with its parent", k.Status, k.Error)
+	}
+}

@@ -166,6 +166,19 @@ func (n RaceNote) Kids() []string {
 	return nil
 }
 
+// RacedKids is t, as lease.CancelChildren takes a parent, WAITING for
+// the children raced against the callback it waits for (its wait's note
+// names them, AwaitCallbackError.IDs) that have not told it of their end:
+// a cancel of t, or the callback's answer, cancels them with it. It has
+// none when t waits for no such callback.
+func RacedKids(t lease.Task) lease.Task {
+	kids := lease.Task{ID: t.ID, Status: lease.StatusWaiting, Wait: lease.WaitChildren, Ended: t.Ended}
+	if t.Wait == lease.WaitCallback && strings.Contains(t.WaitNote, kidPrefix) {
+		kids.WaitFor = RaceNote(t.WaitNote).Kids()
+	}
+	return kids
+}
+
 // ChildEnded is the answer the worker records for a callback whose raced
 // child ended first (a failure with this reason), as TimerFired for a
 // timer; the callback routes refuse it too.

@@ -127,9 +127,7 @@ func (x *execution) cancelLosingKids(ctx context.Context) {
 	if durable.RaceNote(t.WaitNote).First() == durable.CombineAny && bytes.HasPrefix(last.Result, []byte(`{"error":`)) {
 		return // a failed answer does not decide an Any: the child goes on
 	}
-	kids := durable.RaceNote(t.WaitNote).Kids()
-	parent := lease.Task{ID: t.ID, Status: lease.StatusWaiting, Wait: lease.WaitChildren, WaitFor: kids, Ended: t.Ended}
-	if err := lease.CancelChildren(ctx, kidCanceller{childCanceller{x}}, parent, durable.CallbackCame, nil); err != nil {
+	if err := lease.CancelChildren(ctx, kidCanceller{childCanceller{x}}, durable.RacedKids(t), durable.CallbackCame, nil); err != nil {
 		x.log.warn("could not cancel the children that lost a race to a callback's answer; they run on", "error", err)
 	}
 }
