@@ -23,6 +23,7 @@ import (
 	"github.com/leasehold/leasehold/internal/awsenv"
 	"github.com/leasehold/leasehold/internal/claimcheck"
 	"github.com/leasehold/leasehold/internal/defaults"
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/dynamo"
 	"github.com/leasehold/leasehold/internal/lease/query"
@@ -667,6 +668,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (TaskInfo, error) {
 	switch {
 	case len(lease.UnendedChildren(cur)) > 0:
 		if err := children(cur); err != nil {
+			return c.view(cur), err
+		}
+	case cur.Status == lease.StatusWaiting && len(lease.UnendedChildren(durable.RacedKids(cur))) > 0:
+		// A child raced against the callback it waits for is its child
+		// too.
+		if err := children(durable.RacedKids(cur)); err != nil {
 			return c.view(cur), err
 		}
 	case cur.Status == lease.StatusCancelled && cur.Wait == lease.WaitChildren:

@@ -102,3 +102,68 @@ func TestRacesOfMessagesCallbacksAndChildrenOnTheStack(t *testing.T) {
 		t.Errorf("the callback's late answer: %v, want ErrBadCallback", err)
 	}
 }
+
+// A child raced against a callback, on the stack: a child that ends at
+// once wins (its end ends the parent's callback wait), and a callback
+// answered through the client wins against a child that waits, which is
+// then cancelled.
+func TestRaceOfAChildAndACallbackOnTheStack(t *testing.T) {
+	t.Parallel()
+	e := setupStack(t)
+	c := newClientOn(t, e)
+	tokens := make(chan string, 4)
+	hs := leasehold.NewHandlers()
+	race := func(kind string) func(context.Context, *leasehold.Task[string]) (string, error) {
+		return func(ctx context.Context, _ *leasehold.Task[string]) (string, error) {
+			kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: kind, Payload: 21, MaxAttempts: 1})
+			ok := workflow.CallbackAsync[string](ctx, "ok", time.Hour, func(_ context.Context, tok string) error {
+				if kind == "stuck" {
+					tokens <- tok
+				}
+				return nil
+			})
+			first, err := workflow.Race(ctx, "kid-or-ok", kid, ok)
+			if err != nil {
+				return "", err
+			}
+			if first == 1 {
+				return ok.Get(ctx)
+			}
+			n, err := kid.Get(ctx)
+			return fmt.Sprint("child ", n), err
+		}
+	}
+	leasehold.Handle(hs, "kidwins", race("double"))
+	leasehold.Handle(hs, "cbwins", race("stuck"))
+	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return 2 * task.Payload, nil })
+	leasehold.Handle(hs, "stuck", func(ctx context.Context, _ *leasehold.Task[int]) (int, error) {
+		return workflow.WaitForCallback[int](ctx, "never", time.Hour, func(context.Context, string) error { return nil })
+	})
+	w := e.worker(t, leasehold.WorkerConfig{Handlers: hs})
+	ctx, cancel := context.WithTimeout(t.Context(), awstest.Scale(3*time.Minute))
+	defer cancel()
+	for _, id := range []string{"kidwins", "cbwins"} {
+		if _, err := c.Enqueue(ctx, leasehold.Submission{Kind: id, ID: id, MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.pump(t, w, 60*time.Second, func() bool {
+		return e.status(t, "cbwins") == lease.StatusWaiting && e.status(t, workflow.ChildIDIn("cbwins", "kid", 0)) == lease.StatusWaiting
+	})
+	if _, err := c.CompleteCallback(ctx, <-tokens, "approved"); err != nil {
+		t.Fatal(err)
+	}
+	e.pump(t, w, 90*time.Second, func() bool {
+		return e.status(t, "kidwins") == lease.StatusSucceeded && e.status(t, "cbwins") == lease.StatusSucceeded &&
+			e.status(t, workflow.ChildIDIn("cbwins", "kid", 0)) == lease.StatusCancelled
+	})
+	for id, want := range map[string]struct{ result, steps string }{
+		"kidwins": {`"child 42"`, "callback:ok children:kid race:kid-or-ok"},
+		"cbwins":  {`"approved"`, "callback:ok race:kid-or-ok"},
+	} {
+		got := e.get(t, id)
+		if string(got.Result) != want.result || stepNames(got) != want.steps {
+			t.Errorf("%s: %s in attempt %d (%s), steps %q; want %s, steps %q", id, got.Result, got.Attempt, got.Error, stepNames(got), want.result, want.steps)
+		}
+	}
+}

@@ -49,8 +49,8 @@ func (c *Client) FailCallback(ctx context.Context, callbackToken, reason string)
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
-	if reason == durable.TimerFired || reason == durable.MessageCame {
-		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be one leasehold reserves for a raced timer or message", ErrInvalid)
+	if durable.Reserved(reason) {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be one leasehold reserves for a raced timer, message or child", ErrInvalid)
 	}
 	e, err := c.handlerWaitEnd(callbackToken, lease.StatusFailed, nil, reason)
 	if err != nil {
@@ -101,8 +101,8 @@ func (c *Client) OperatorFail(ctx context.Context, waiting TaskInfo, reason stri
 	if reason == "" {
 		return TaskInfo{}, fmt.Errorf("%w: a failed callback needs a reason", ErrInvalid)
 	}
-	if reason == durable.TimerFired || reason == durable.MessageCame {
-		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be one leasehold reserves for a raced timer or message", ErrInvalid)
+	if durable.Reserved(reason) {
+		return TaskInfo{}, fmt.Errorf("%w: a failed callback's reason may not be one leasehold reserves for a raced timer, message or child", ErrInvalid)
 	}
 	e, err := c.operatorWaitEnd(ctx, waiting, lease.StatusFailed, nil, reason)
 	if err != nil {

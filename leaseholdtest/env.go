@@ -584,8 +584,8 @@ func (e *Env) FailCallback(callbackToken, reason string) error {
 	if reason == "" {
 		return fmt.Errorf("leaseholdtest: %w: a failed callback needs a reason", leasehold.ErrInvalid)
 	}
-	if reason == durable.TimerFired || reason == durable.MessageCame {
-		return fmt.Errorf("leaseholdtest: %w: a failed callback's reason may not be one leasehold reserves for a raced timer or message", leasehold.ErrInvalid)
+	if durable.Reserved(reason) {
+		return fmt.Errorf("leaseholdtest: %w: a failed callback's reason may not be one leasehold reserves for a raced timer, message or child", leasehold.ErrInvalid)
 	}
 	return e.endWait(callbackToken, lease.StatusFailed, nil, reason)
 }

@@ -221,7 +221,7 @@ func TestRaceWithAChild(t *testing.T) {
 	})
 	leasehold.Handle(hs, "timed", func(ctx context.Context, _ *leasehold.Task[int]) (string, error) {
 		kid := workflow.InvokeAsync[int](ctx, "kid", workflow.Child{Kind: "double", Payload: 1})
-		_, err := workflow.Race(ctx, "slow", kid, workflow.CallbackAsync[int](ctx, "ok", time.Hour, func(context.Context, string) error { return nil }))
+		_, err := workflow.Race(ctx, "slow", kid, workflow.CallbackAsync[int](ctx, "ok", time.Hour, func(context.Context, string) error { return nil }), workflow.SleepAsync(ctx, time.Minute))
 		return "", err
 	})
 	leasehold.Handle(hs, "double", func(_ context.Context, task *leasehold.Task[int]) (int, error) { return task.Payload * 2, nil })
@@ -235,8 +235,8 @@ func TestRaceWithAChild(t *testing.T) {
 	if _, err := env.Task(workflow.ChildIDIn(quick, "kid", 0)); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Errorf("the child of the race the step won: %v, want never created", err)
 	}
-	if got := mustTask(t, env, timed); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "races the child \"kid\" against a callback") {
-		t.Errorf("timed: %s (%s), want FAILED saying a child cannot be raced against a callback yet", got.Status, got.Error)
+	if got := mustTask(t, env, timed); got.Status != leasehold.StatusFailed || !strings.Contains(got.Error, "races the child \"kid\" against a callback with more beside them") {
+		t.Errorf("timed: %s (%s), want FAILED saying a child cannot be raced against a callback and a timer yet", got.Status, got.Error)
 	}
 }
 

@@ -119,6 +119,19 @@ type AwaitCallbackError struct {
 	// as the same attempt, and takes it. The suspension keeps it in the
 	// wait's note (Note).
 	Listen string
+	// Children, with the ids IDs, are children raced against the
+	// callback (Race or Any of an InvokeAsync and a CallbackAsync): the
+	// worker spawns them before the suspension, whose note names them
+	// (Note), and the end of one ends the wait with the answer ChildEnded
+	// (the task runs again, as the same attempt, and waits for it as a
+	// child); an answer that comes first has them cancelled.
+	Children []Child
+	IDs      []string
+	// First is the combinator of the race with Children (CombineRace or
+	// CombineAny): in an Any, only a child's success ends the wait (a
+	// failure leaves the callback to be answered), and only a callback's
+	// success has the children cancelled.
+	First string
 }
 
 // Note is the wait note of the suspension e asks for: TimerNote for a
@@ -128,7 +141,59 @@ func (e *AwaitCallbackError) Note() string {
 	if e.Step == "" {
 		return ""
 	}
-	return raceNote(e.Timer, e.Listen)
+	note := raceNote(e.Timer, e.Listen)
+	if len(e.IDs) > 0 {
+		note = strings.TrimSpace(note + " " + kidPrefix + strings.Join(e.IDs, ","))
+		if e.First != "" {
+			note += " " + firstPrefix + e.First
+		}
+	}
+	return note
+}
+
+// kidPrefix starts the part of a callback wait's note that names the
+// children raced against it (AwaitCallbackError.IDs).
+const kidPrefix = "leasehold:kid:"
+
+// Kids is the ids of the children raced against a callback wait
+// (AwaitCallbackError.IDs); nil for none.
+func (n RaceNote) Kids() []string {
+	for _, part := range strings.Fields(string(n)) {
+		if list, ok := strings.CutPrefix(part, kidPrefix); ok && list != "" {
+			return strings.Split(list, ",")
+		}
+	}
+	return nil
+}
+
+// RacedKids is t, as lease.CancelChildren takes a parent, WAITING for
+// the children raced against the callback it waits for (its wait's note
+// names them, AwaitCallbackError.IDs) that have not told it of their end:
+// a cancel of t, or the callback's answer, cancels them with it. It has
+// none when t waits for no such callback.
+func RacedKids(t lease.Task) lease.Task {
+	kids := lease.Task{ID: t.ID, Status: lease.StatusWaiting, Wait: lease.WaitChildren, Ended: t.Ended}
+	if t.Wait == lease.WaitCallback && strings.Contains(t.WaitNote, kidPrefix) {
+		kids.WaitFor = RaceNote(t.WaitNote).Kids()
+	}
+	return kids
+}
+
+// ChildEnded is the answer the worker records for a callback whose raced
+// child ended first (a failure with this reason), as TimerFired for a
+// timer; the callback routes refuse it too.
+const ChildEnded = "leasehold: the raced child ended first"
+
+// CallbackCame is the reason the worker cancels a child raced against a
+// callback with when the callback's answer came first.
+const CallbackCame = "leasehold: the callback raced against it was answered first"
+
+// Reserved reports whether reason is one of the answers the worker
+// records for a callback closed by what was raced against it
+// (TimerFired, MessageCame, ChildEnded): the callback routes refuse it as
+// an outside failure's reason.
+func Reserved(reason string) bool {
+	return reason == TimerFired || reason == MessageCame || reason == ChildEnded
 }
 
 // raceNote is the wait note of a race's suspension: TimerNote for a raced

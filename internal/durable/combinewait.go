@@ -266,8 +266,23 @@ func (w *Workflow) combineWait(ctx context.Context, kind, name string, fs []*Fut
 			wait.First = kind
 		}
 		return wait
+	case first && len(kids) == 1 && cb != nil && len(callbacks) == 1 && timer.IsZero() && nap.IsZero() && len(topics) == 0:
+		// One child raced against one callback: the callback's wait,
+		// whose note names the child, spawned first. The child's end
+		// ends the wait (notifyOne, answer ChildEnded) and the task runs
+		// again and waits for it as a child (closedLast keeps the closed
+		// callback after it); the callback's answer has the child
+		// cancelled (runCallback).
+		_, err := w.callback(ctx, cb.name, cb.timeout, 0, cb.submit, cb.submitted, 0)
+		if ac := (*AwaitCallbackError)(nil); errors.As(err, &ac) {
+			ac.Children, ac.IDs, ac.First = []Child{*kids[0].child}, ids, kind
+			if note := ac.Note(); len(note) > lease.MaxWaitNoteBytes {
+				return &PermanentError{Err: fmt.Errorf("%s %q races the child %s against a callback: its id does not fit the wait's note (%d bytes, at most %d)", kind, name, ids[0], len(note), lease.MaxWaitNoteBytes)}
+			}
+		}
+		return err
 	case first && len(kids) > 0 && others:
-		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a callback or a branch: not yet: the store's wait for children ends only when they have ended, at a timer's deadline or at a raced message, and a callback's answer does not end it (race a child against timers and messages only)", kind, name, kids[0].name)}
+		return &PermanentError{Err: fmt.Errorf("%s %q races the child %q against a callback with more beside them (a timer, a message, another child or callback) or against a branch: not yet: a callback wait ends at one child's end, not at a timer's or message's beside it (race one child against one callback, or a child against timers and messages)", kind, name, kids[0].name)}
 	case first && len(topics) > 0 && branchWait != nil:
 		return &PermanentError{Err: fmt.Errorf("%s %q races a message on %q against a branch's callback: not yet (race a callback future, CallbackAsync, against the message)", kind, name, topics[0])}
 	case len(kids) > 0 && len(callbacks) == 0 && branchWait == nil:

@@ -204,10 +204,13 @@ func (f *Future) value() ([]byte, error) {
 		return nil, &PermanentError{Err: fmt.Errorf("receive %s lost the combinator it was in: it took no message (the next receive on %q gets it)", f.name, f.topic)}
 	}
 	if f.closed && f.kind == futureChild && f.err == nil {
-		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled at the deadline of the timer raced against it", f.name)}
+		return nil, &PermanentError{Err: fmt.Errorf("invoke %q lost the combinator it was in: its child was never started, or was cancelled when what was raced against it (a timer, a message, a callback's answer) came first", f.name)}
 	}
 	if f.closed && f.closer == MessageCame {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at a message raced against it, which came first: its token answers nothing any more"}
+	}
+	if f.closed && f.closer == ChildEnded {
+		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended when a child raced against it ended first: its token answers nothing any more"}
 	}
 	if f.closed {
 		return nil, &CallbackFailedError{Name: f.name, Reason: "its wait ended at the timer it was raced against, which fired first: its token answers nothing any more"}
@@ -216,12 +219,12 @@ func (f *Future) value() ([]byte, error) {
 }
 
 // settleCallback settles the callback f with its recorded answer (out, or
-// err), closed when the answer is a raced timer's (TimerFired) or
-// message's (MessageCame).
+// err), closed when the answer is a raced timer's (TimerFired), message's
+// (MessageCame) or child's (ChildEnded).
 func (f *Future) settleCallback(out []byte, err error) {
 	f.done, f.out, f.err = true, out, err
 	var failed *CallbackFailedError
-	if errors.As(err, &failed) && (failed.Reason == TimerFired || failed.Reason == MessageCame) {
+	if errors.As(err, &failed) && Reserved(failed.Reason) {
 		f.closed, f.closer = true, failed.Reason
 	}
 }
@@ -447,11 +450,14 @@ func settleOrder(kind string, fs []*Future, answered []int, now time.Time) []int
 }
 
 // closedLast appends to order the callbacks and children of fs closed by
-// a raced timer or message: they lost to what closed them (and win only
-// when nothing else settled).
+// a raced timer, message or child: they lost to what closed them (and
+// win only when nothing else settled). A callback closed by a child
+// (ChildEnded) waits while a child of fs has not settled: that child,
+// read once the task has waited for it, comes first.
 func closedLast(fs []*Future, order []int) []int {
+	kidOpen := slices.ContainsFunc(fs, func(f *Future) bool { return f.kind == futureChild && !f.done })
 	for i, f := range fs {
-		if f.closed && !slices.Contains(order, i) {
+		if f.closed && !slices.Contains(order, i) && !(kidOpen && f.closer == ChildEnded) {
 			order = append(order, i)
 		}
 	}

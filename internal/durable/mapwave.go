@@ -105,7 +105,7 @@ func MapOf(ctx context.Context, name string, n int, item func(i int) (Child, err
 	if err := CheckAwaitName(name); err != nil {
 		return nil, &PermanentError{Err: err}
 	}
-	if err := errInSpace(ctx, "workflow.Map"); err != nil {
+	if err := errInSpace(ctx, "workflow.Map", mapInSpace); err != nil {
 		return nil, err
 	}
 	size := cmp.Or(o.MaxConcurrency, DefaultMapConcurrency)
@@ -269,3 +269,8 @@ func StartedIDs(t lease.Task) []string {
 		return dup
 	})
 }
+
+// mapInSpace is why a map may not run inside a child context or branch,
+// and what to do instead.
+const mapInSpace = "a map's children and a sliding map's counts are found by the map's name (children PARENT/NAME/i, counts kept under NAME), which a space's path does not fit; " +
+	"run the map from the handler itself and pass its results in, or use workflow.All inside the space (its children's ids hold the space's path)"

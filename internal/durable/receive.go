@@ -108,7 +108,7 @@ func ReceiveFuture(ctx context.Context, topic string, timeout time.Duration) *Fu
 		f.done, f.err = true, err
 		return f
 	}
-	if err := errInBranch(ctx, "workflow.Receive"); err != nil {
+	if err := errInBranch(ctx, "workflow.Receive", receiveInBranch); err != nil {
 		return fail(err)
 	}
 	if err := inbox.CheckName("topic", topic); err != nil {
@@ -324,3 +324,8 @@ func SetEventOf(ctx context.Context, key string, value []byte) error {
 	}, false)
 	return err
 }
+
+// receiveInBranch is why a branch may not receive, and what to do
+// instead.
+const receiveInBranch = "a branch runs beside the handler and the other branches, so which of them took which message of a topic would depend on timing; " +
+	"receive in the handler or in a child context (which runs in the handler's turn) and pass the message to the branch, or race a ReceiveAsync made there against the branch's future"

@@ -155,19 +155,19 @@ func (w *Workflow) nextSleep(ctx context.Context) string {
 }
 
 // errInSpace is the error of a durable call a child context or branch
-// cannot make yet.
-func errInSpace(ctx context.Context, call string) error {
+// cannot make, saying why and what to do instead.
+func errInSpace(ctx context.Context, call, why string) error {
 	if sp := spaceOf(ctx); sp != nil {
-		return &PermanentError{Err: fmt.Errorf("%s inside the child context or branch %q: not supported yet (call it from the handler itself)", call, strings.TrimSuffix(sp.path, "/"))}
+		return &PermanentError{Err: fmt.Errorf("%s inside the child context or branch %q: refused: %s", call, strings.TrimSuffix(sp.path, "/"), why)}
 	}
 	return nil
 }
 
-// errInBranch is the error of a durable call a branch cannot make yet
-// (one a child context can).
-func errInBranch(ctx context.Context, call string) error {
+// errInBranch is the error of a durable call a branch cannot make (one a
+// child context can), saying why and what to do instead.
+func errInBranch(ctx context.Context, call, why string) error {
 	if sp := spaceOf(ctx); sp != nil && sp.branch {
-		return &PermanentError{Err: fmt.Errorf("%s inside the branch %q: not supported yet (call it from the handler itself, or a child context)", call, strings.TrimSuffix(sp.path, "/"))}
+		return &PermanentError{Err: fmt.Errorf("%s inside the branch %q: refused: %s", call, strings.TrimSuffix(sp.path, "/"), why)}
 	}
 	return nil
 }

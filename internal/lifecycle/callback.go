@@ -25,8 +25,8 @@ func (x *execution) runCallback(ctx context.Context) State {
 		// by task, answers a wait without the secret).
 		return x.reject(ctx, "callback token carries the stored hash of the callback's secret, not the secret: it answers nothing (an operator answers by task: leasehold complete --task)")
 	}
-	if x.in.tok.HasError && (x.in.tok.Error == durable.TimerFired || x.in.tok.Error == durable.MessageCame) {
-		return x.reject(ctx, "callback: its failure's reason is one leasehold reserves for a raced timer or message")
+	if x.in.tok.HasError && durable.Reserved(x.in.tok.Error) {
+		return x.reject(ctx, "callback: its failure's reason is one leasehold reserves for a raced timer, message or child")
 	}
 	if x.in.tok.Heartbeat {
 		return x.runHeartbeat(ctx, cb)

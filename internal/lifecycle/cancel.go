@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/lease/mapstate"
 )
@@ -27,6 +28,15 @@ func (x *execution) endWaiting(ctx context.Context, t lease.Task, status lease.S
 			func(k lease.Task) { cancelled = append(cancelled, k) })
 		if err != nil {
 			x.log.warn("could not cancel the children of an ending parent; the message comes back to retry", "error", err)
+			return x.keep(ctx, 0, err.Error())
+		}
+	}
+	if len(lease.UnendedChildren(durable.RacedKids(t))) > 0 {
+		// A child raced against its callback is its child too.
+		err := lease.CancelChildren(ctx, kidCanceller{childCanceller{x}}, durable.RacedKids(t), lease.ParentEndedReason(t.ID, status, reason),
+			func(k lease.Task) { cancelled = append(cancelled, k) })
+		if err != nil {
+			x.log.warn("could not cancel the child raced against an ending parent's callback; the message comes back to retry", "error", err)
 			return x.keep(ctx, 0, err.Error())
 		}
 	}

@@ -103,6 +103,9 @@ func (x *execution) notifyOne(ctx context.Context, w lease.Waiter, ended lease.T
 		return x.notifyDepth(ctx, got, depth+1)
 	case lease.Complete(got):
 		return x.wake(ctx, got)
+	case kidEndedWait(got) && kidEnds(got, ended):
+		// A child raced against got's callback ended first.
+		return x.notifyKidEnded(ctx, got)
 	case firstEnded(got, ended):
 		// A race of children that this end decides: the others are
 		// cancelled, and the last of them to end wakes got.

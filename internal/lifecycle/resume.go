@@ -25,6 +25,16 @@ func (x *execution) runResuming(ctx context.Context) State {
 		return x.endWaiting(ctx, t, lease.StatusCancelled, CancelledOnRequest)
 	}
 	now := x.cfg.Clock.Now()
+	if kidEndedWait(t) {
+		// A child raced against the callback ended, perhaps before the
+		// suspension, and its notification did not end the wait.
+		switch won, err := x.kidWon(ctx, t); {
+		case err != nil:
+			return x.keep(ctx, 0, err.Error())
+		case won:
+			return x.raceKidEnded(ctx, t)
+		}
+	}
 	switch {
 	case t.Wait == lease.WaitCallback && !now.Before(callbackDeadline(t)):
 		return x.callbackTimedOut(ctx, t)

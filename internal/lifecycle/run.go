@@ -73,6 +73,7 @@ func (x *execution) runClaimed(ctx context.Context) State {
 		}
 		x.task.Payload = payload
 	}
+	x.cancelLosingKids(ctx)
 	results, err := x.loadWaitResults()
 	if err != nil {
 		return x.retryOrFail(ctx, err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)

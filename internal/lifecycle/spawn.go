@@ -45,81 +45,9 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 	case ac.Timeout < 0 || ac.Timeout > MaxWaitTimeout:
 		return x.failClaimed(ctx, fmt.Sprintf("await children: timeout %s is outside (0, %s]", ac.Timeout, MaxWaitTimeout))
 	}
-	md := x.carry(x.task.Metadata) // the children inherit the parent's metadata
-	if _, ok := md[metadata.MapSlots]; ok {
-		// but not its place in a sliding map.
-		md = maps.Clone(md)
-		delete(md, metadata.MapSlots)
-	}
-	ids := make([]string, len(ac.Children))
-	bodies := make([]string, len(ac.Children))
-	for i, c := range ac.Children {
-		ids[i] = durable.ChildID(x.task.ID, i)
-		if ac.IDs != nil {
-			ids[i] = ac.IDs[i]
-		}
-		if err := lease.CheckID(ids[i]); err != nil {
-			return x.failClaimed(ctx, fmt.Sprintf("await children: child id: %v", err))
-		}
-		maxAttempts := c.MaxAttempts
-		if maxAttempts == 0 {
-			maxAttempts = x.cfg.DefaultMaxAttempts
-		}
-		payload := c.Payload
-		if len(payload) > lease.MaxPayloadBytes && x.cfg.Claims.Enabled() {
-			// Over the inline limit: kept in the payload bucket under the
-			// child's id, the token carrying the reference (the child's
-			// worker reads it back). A retried spawn stores the same
-			// object again.
-			ref, err := x.cfg.Claims.Stow(ctx, ids[i], claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
-			var tl *claimcheck.TooLargeError
-			switch {
-			case errors.As(err, &tl):
-				return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, &lease.TooLargeError{What: "payload", Size: tl.Size, Limit: claimcheck.MaxValueBytes}))
-			case err != nil:
-				return x.retryOrFail(ctx, "await children: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried)
-			}
-			payload = ref
-		}
-		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID,
-			Metadata: md}.Encode()
-		if err != nil {
-			return x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, err))
-		}
-		bodies[i] = body
-	}
-	// The children's tokens go first: once the parent waits, nothing but
-	// their ends wakes it. A crash between the sends and the suspension
-	// leaves the parent RUNNING, taken over when its lease expires; its
-	// handler then spawns the same children again, which exist already.
-	byQueue := map[string][]string{}
-	var order []string
-	for i, body := range bodies {
-		queue := cmp.Or(ac.Children[i].Queue, x.task.Queue)
-		if _, ok := byQueue[queue]; !ok {
-			order = append(order, queue)
-		}
-		byQueue[queue] = append(byQueue[queue], body)
-	}
-	for _, queue := range order {
-		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
-			reason := "await children: could not send the children's tokens: " + err.Error()
-			delay := x.cfg.Backoff(x.task.Attempt)
-			if x.task.Attempt >= x.task.MaxAttempts {
-				// The parent fails next, once each child has a placeholder.
-				// Until then it may not end: its attempt is handed back,
-				// and the next one spawns again (and, failing again, cancels
-				// again).
-				if err := x.cancelUnspawned(ctx, ids, reason); err != nil {
-					x.log.warn("could not cancel the children of a failing parent; its attempt is handed back to try again", "error", err)
-					return x.reschedule(ctx, lease.Release{
-						Status: lease.StatusPending, RunAt: x.cfg.Clock.Now().Add(delay), RefundAttempt: true,
-						Error: reason + "; the parent cannot fail before its children are cancelled: " + err.Error(),
-					}, OutcomeRetried)
-				}
-			}
-			return x.retryOrFail(ctx, reason, delay, OutcomeRetried)
-		}
+	ids, st, failed := x.sendChildren(ctx, ac.Children, ac.IDs)
+	if failed {
+		return st
 	}
 	until := x.cfg.Clock.Now().Add(cmp.Or(ac.Timeout, x.cfg.WaitTimeout))
 	x.flow.wait = &lease.Wait{Mode: lease.WaitChildren, For: ids, Until: until, Note: ac.Note}
@@ -140,6 +68,90 @@ func (x *execution) spawn(ctx context.Context, ac *durable.AwaitChildrenError) S
 		}
 	}
 	return StateAwaitingChildren
+}
+
+// sendChildren sends the tokens of kids, with the ids given (nil: the
+// unnamed ChildID), before the task suspends for them (spawn) or for a
+// callback raced against them (awaitCallback). It returns their ids, or,
+// failed, the state the task goes to (failed, or handed back to retry).
+func (x *execution) sendChildren(ctx context.Context, kids []durable.Child, given []string) (_ []string, _ State, failed bool) {
+	md := x.carry(x.task.Metadata) // the children inherit the parent's metadata
+	if _, ok := md[metadata.MapSlots]; ok {
+		// but not its place in a sliding map.
+		md = maps.Clone(md)
+		delete(md, metadata.MapSlots)
+	}
+	ids := make([]string, len(kids))
+	bodies := make([]string, len(kids))
+	for i, c := range kids {
+		ids[i] = durable.ChildID(x.task.ID, i)
+		if given != nil {
+			ids[i] = given[i]
+		}
+		if err := lease.CheckID(ids[i]); err != nil {
+			return nil, x.failClaimed(ctx, fmt.Sprintf("await children: child id: %v", err)), true
+		}
+		maxAttempts := c.MaxAttempts
+		if maxAttempts == 0 {
+			maxAttempts = x.cfg.DefaultMaxAttempts
+		}
+		payload := c.Payload
+		if len(payload) > lease.MaxPayloadBytes && x.cfg.Claims.Enabled() {
+			// Over the inline limit: kept in the payload bucket under the
+			// child's id, the token carrying the reference (the child's
+			// worker reads it back). A retried spawn stores the same
+			// object again.
+			ref, err := x.cfg.Claims.Stow(ctx, ids[i], claimcheck.WhatPayload, payload, lease.MaxPayloadBytes)
+			var tl *claimcheck.TooLargeError
+			switch {
+			case errors.As(err, &tl):
+				return nil, x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, &lease.TooLargeError{What: "payload", Size: tl.Size, Limit: claimcheck.MaxValueBytes})), true
+			case err != nil:
+				return nil, x.retryOrFail(ctx, "await children: "+err.Error(), x.cfg.Backoff(x.task.Attempt), OutcomeRetried), true
+			}
+			payload = ref
+		}
+		body, err := token.Token{ID: ids[i], Kind: c.Kind, Payload: payload, MaxAttempts: maxAttempts, Queue: c.Queue, Parent: x.task.ID,
+			Metadata: md}.Encode()
+		if err != nil {
+			return nil, x.failClaimed(ctx, fmt.Sprintf("await children: child %d: %v", i, err)), true
+		}
+		bodies[i] = body
+	}
+	// The children's tokens go first: once the parent waits, nothing but
+	// their ends wakes it. A crash between the sends and the suspension
+	// leaves the parent RUNNING, taken over when its lease expires; its
+	// handler then spawns the same children again, which exist already.
+	byQueue := map[string][]string{}
+	var order []string
+	for i, body := range bodies {
+		queue := cmp.Or(kids[i].Queue, x.task.Queue)
+		if _, ok := byQueue[queue]; !ok {
+			order = append(order, queue)
+		}
+		byQueue[queue] = append(byQueue[queue], body)
+	}
+	for _, queue := range order {
+		if err := x.sendBatch(ctx, queue, byQueue[queue]); err != nil {
+			reason := "await children: could not send the children's tokens: " + err.Error()
+			delay := x.cfg.Backoff(x.task.Attempt)
+			if x.task.Attempt >= x.task.MaxAttempts {
+				// The parent fails next, once each child has a placeholder.
+				// Until then it may not end: its attempt is handed back,
+				// and the next one spawns again (and, failing again, cancels
+				// again).
+				if err := x.cancelUnspawned(ctx, ids, reason); err != nil {
+					x.log.warn("could not cancel the children of a failing parent; its attempt is handed back to try again", "error", err)
+					return nil, x.reschedule(ctx, lease.Release{
+						Status: lease.StatusPending, RunAt: x.cfg.Clock.Now().Add(delay), RefundAttempt: true,
+						Error: reason + "; the parent cannot fail before its children are cancelled: " + err.Error(),
+					}, OutcomeRetried), true
+				}
+			}
+			return nil, x.retryOrFail(ctx, reason, delay, OutcomeRetried), true
+		}
+	}
+	return ids, 0, false
 }
 
 // maxBatchBytes bounds the bodies of one SendMessageBatch call, under SQS's
@@ -211,6 +223,17 @@ func (x *execution) suspend(ctx context.Context, w lease.Wait) State {
 			return x.exit(false, err.Error())
 		}
 	}
+	if kidEndedWait(task) {
+		// A child raced against the callback ended before the suspension
+		// landed: it won (a failure keeps this message, whose next
+		// delivery finds the same: runResuming).
+		switch won, err := x.kidWon(ctx, task); {
+		case err != nil:
+			return x.exit(false, err.Error())
+		case won:
+			return x.raceKidEnded(ctx, task)
+		}
+	}
 	return x.exit(true, "")
 }
 
@@ -242,6 +265,14 @@ func (x *execution) awaitCallback(ctx context.Context, ac *durable.AwaitCallback
 	w.Note = ac.Note()
 	if err := w.Validate(); err != nil {
 		return x.failClaimed(ctx, "await callback: "+err.Error())
+	}
+	if len(ac.Children) > 0 {
+		// Children raced against the callback: spawned first, as for a
+		// wait for them (a retried suspension sends them again, and they
+		// exist already); their end ends the wait (notifyOne).
+		if _, st, failed := x.sendChildren(ctx, ac.Children, ac.IDs); failed {
+			return st
+		}
 	}
 	if ac.Step != "" {
 		// The answer becomes a step: there must be room for it.

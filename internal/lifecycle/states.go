@@ -144,7 +144,7 @@ var transitions = []Transition{
 	{StateAwaitingChildren, StateNotifying, "a cancel came while it ran: the wait ended at once, its children first; or the lease was lost to an attempt that ended the task"},
 	{StateAwaitingChildren, StateExited, "suspended (and woken if every child had ended), or the suspension failed"},
 
-	{StateAwaitingCallback, StateNotifying, "no callback token taken, a bad timeout, or the timeout not armed: the attempt failed; or a cancel ended the wait; or the lease was lost to an attempt that ended the task"},
+	{StateAwaitingCallback, StateNotifying, "no callback token taken, a bad timeout, or the timeout not armed: the attempt failed; or a cancel ended the wait; or a child raced against the callback ended before the suspension landed: the wait ended with its answer; or the lease was lost to an attempt that ended the task"},
 	{StateAwaitingCallback, StateExited, "suspended, or the suspension failed"},
 
 	{StateNotifying, StateExited, "every waiter told, if any (the message is kept for a backoff if one could not be)"},
