@@ -10,6 +10,14 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
+// MaxAttempts is every chaos task's max_attempts, children and chain
+// links included: the most a task may ask for (lease.MaxAttemptsLimit; the tokens in the tests write it as 100), so
+// that the chaos alone cannot exhaust a task. At 20, CI-size runs failed
+// now and then (one task in 800) with every attempt's lease expired: the
+// harness kills or stops a worker every 2 to 5 s, so a process lives about
+// 6 s, and a task of 2 to 4 s under a paused worker lost 20 in a row.
+const MaxAttempts = lease.MaxAttemptsLimit
+
 // DeadLetter is one message found on the work queue's dead-letter queue.
 type DeadLetter struct {
 	Body   string

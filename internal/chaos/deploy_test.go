@@ -68,7 +68,7 @@ func makeDeploys(p params, rng *rand.Rand) deployPlan {
 		if err != nil {
 			panic(err)
 		}
-		body := fmt.Sprintf(`{"v":1,"kind":"deploy","id":%q,"payload":%s,"max_attempts":20}`, id, b)
+		body := fmt.Sprintf(`{"v":1,"kind":"deploy","id":%q,"payload":%s,"max_attempts":100}`, id, b)
 		if i < inflight {
 			dp.inflight = append(dp.inflight, body)
 		} else {

@@ -156,7 +156,7 @@ func makeFlowPlan(p params) flowPlan {
 		if rng.IntN(10) == 0 {
 			work = 2200 + rng.IntN(1800) // renewed at least once
 		}
-		body := fmt.Sprintf(`{"v":1,"kind":%q,"id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":20}`, kind, id, i, work)
+		body := fmt.Sprintf(`{"v":1,"kind":%q,"id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":100}`, kind, id, i, work)
 		pl.valid = append(pl.valid, id)
 		first = append(first, body)
 		if i%p.dupEvery == p.dupEvery/2 {

@@ -141,7 +141,7 @@ func makePlan(p params) plan {
 			// longer than a renewal period: renewed at least once
 			work = 2200 + rng.IntN(1800)
 		}
-		body := fmt.Sprintf(`{"v":1,"kind":"chaos","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":20}`, id, i, work)
+		body := fmt.Sprintf(`{"v":1,"kind":"chaos","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":100}`, id, i, work)
 		pl.valid = append(pl.valid, id)
 		pl.singles = append(pl.singles, id)
 		first = append(first, body)

@@ -55,7 +55,7 @@ func addOps(p params, rng *rand.Rand, wp *workflowPlan) {
 			payload["sleep_ms"] = 1000 + rng.IntN(1000)
 		}
 		b, _ := json.Marshal(payload)
-		add(id, fmt.Sprintf(`{"v":1,"kind":"branches","id":%q,"payload":%s,"max_attempts":20}`, id, b))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"branches","id":%q,"payload":%s,"max_attempts":100}`, id, b))
 	}
 	// Racers: a third answered as soon as the token is out, a third
 	// after the timer's deadline, a third never.
@@ -63,13 +63,13 @@ func addOps(p params, rng *rand.Rand, wp *workflowPlan) {
 		id := fmt.Sprintf("r%03d", i)
 		plan := chaos.RacePlan{Answer: []string{"early", "late", "never"}[i%3], TimerMS: 3000 + rng.IntN(2000)}
 		wf.Races[id] = plan
-		add(id, fmt.Sprintf(`{"v":1,"kind":"racer","id":%q,"payload":{"timer_ms":%d,"timeout_ms":60000},"max_attempts":20}`, id, plan.TimerMS))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"racer","id":%q,"payload":{"timer_ms":%d,"timeout_ms":60000},"max_attempts":100}`, id, plan.TimerMS))
 	}
 	for i := range ni {
 		id := fmt.Sprintf("in%03d", i)
 		wf.Inboxes[id] = inboxTopics
 		b, _ := json.Marshal(map[string]any{"topics": inboxTopics, "timeout_ms": inboxTimeout.Milliseconds()})
-		add(id, fmt.Sprintf(`{"v":1,"kind":"inbox","id":%q,"payload":%s,"max_attempts":20}`, id, b))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"inbox","id":%q,"payload":%s,"max_attempts":100}`, id, b))
 	}
 }
 

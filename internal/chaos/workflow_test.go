@@ -103,14 +103,14 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			wp.valid = append(wp.valid, id)
 		}
 		payload, _ := json.Marshal(map[string]any{"children": kids})
-		add(parent, fmt.Sprintf(`{"v":1,"kind":"fan","id":%q,"payload":%s,"max_attempts":20}`, parent, payload))
+		add(parent, fmt.Sprintf(`{"v":1,"kind":"fan","id":%q,"payload":%s,"max_attempts":100}`, parent, payload))
 	}
 	for i := range max(4, p.tasks/40) {
 		prev := ""
 		for s := range 3 {
 			id := fmt.Sprintf("k%03d-%d", i, s)
 			fail := s == 0 && i%3 == 1 // its dependents must be cancelled
-			body := fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":20`,
+			body := fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":100`,
 				id, s, 20+rng.IntN(300), fail)
 			if prev != "" {
 				body += fmt.Sprintf(`,"after":[%q]`, prev)
@@ -142,7 +142,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		for s := 2; s <= 3; s++ {
 			id := fmt.Sprintf("%s#%d", head, s)
 			fail := s == 2 && i%3 == 1
-			links = append(links, link{ID: id, Kind: "step", Payload: step{N: s, WorkMS: 20 + rng.IntN(300), Fail: fail}, MaxAttempts: 20})
+			links = append(links, link{ID: id, Kind: "step", Payload: step{N: s, WorkMS: 20 + rng.IntN(300), Fail: fail}, MaxAttempts: chaos.MaxAttempts})
 			wp.wf.After[id] = []string{prev}
 			switch {
 			case fail:
@@ -154,7 +154,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			prev = id
 		}
 		then, _ := json.Marshal(links)
-		add(head, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":1,"work_ms":%d},"max_attempts":20,"then":%s}`, head, 20+rng.IntN(300), then))
+		add(head, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":1,"work_ms":%d},"max_attempts":100,"then":%s}`, head, 20+rng.IntN(300), then))
 	}
 	// After-any groups: 2-3 heads, one of which fails for good in every
 	// other group; the dependent runs once they have all ended.
@@ -167,13 +167,13 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			if fail {
 				wp.expect[id] = lease.StatusFailed
 			}
-			add(id, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":20}`,
+			add(id, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d,"fail":%t},"max_attempts":100}`,
 				id, h, 20+rng.IntN(600), fail))
 			heads = append(heads, id)
 		}
 		wp.wf.After[dep], wp.wf.AfterAny[dep] = heads, true
 		after, _ := json.Marshal(heads)
-		add(dep, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":20,"after":%s,"after_any":true}`,
+		add(dep, fmt.Sprintf(`{"v":1,"kind":"step","id":%q,"payload":{"n":%d,"work_ms":%d},"max_attempts":100,"after":%s,"after_any":true}`,
 			dep, i, 20+rng.IntN(300), after))
 	}
 	// Tasks written as steps: every other one has a step that fails
@@ -195,7 +195,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			sleepAfter, sleepMS = rng.IntN(n-1), 1000+rng.IntN(2000)
 			wp.wf.Sleeps[id] = sleepAfter
 		}
-		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d,"sleep_after":%d,"sleep_ms":%d},"max_attempts":20}`,
+		add(id, fmt.Sprintf(`{"v":1,"kind":"steps","id":%q,"payload":{"steps":%d,"work_ms":%d,"fail_at":%d,"fail_times":%d,"sleep_after":%d,"sleep_ms":%d},"max_attempts":100}`,
 			id, n, 50+rng.IntN(350), failAt, failTimes, sleepAfter, sleepMS))
 	}
 	// Orders: several awaits in one handler (step, 4-8 children with
@@ -213,7 +213,7 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 		}
 		wp.wf.Steps[id], wp.wf.Sleeps[id] = 3, 1
 		payload, _ := json.Marshal(map[string]any{"children": kids, "work_ms": 50 + rng.IntN(200), "timeout_ms": 45000, "sleep_ms": 1000 + rng.IntN(1000)})
-		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":20}`, id, payload))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"order","id":%q,"payload":%s,"max_attempts":100}`, id, payload))
 	}
 	// A sliding map of twice as many children as the run has plain tasks
 	// (2,000 in a 1,000-task run, 400 at CI size), mapConc at a time,
@@ -233,13 +233,13 @@ func makeWorkflows(p params, rng *rand.Rand) workflowPlan {
 			}
 		}
 		wp.wf.Maps[id] = plan
-		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":%d,"work_ms":%d,"fail_every":%d,"tolerate_pct":5},"max_attempts":20}`,
+		add(id, fmt.Sprintf(`{"v":1,"kind":"mapper","id":%q,"payload":{"n":%d,"conc":%d,"work_ms":%d,"fail_every":%d,"tolerate_pct":5},"max_attempts":100}`,
 			id, n, mapConc, 50+rng.IntN(100), failEvery))
 	}
 	for i := range max(3, p.tasks/50) {
 		id := fmt.Sprintf("b%03d", i)
 		wp.wf.Callbacks[id] = true
-		add(id, fmt.Sprintf(`{"v":1,"kind":"cb","id":%q,"payload":{"timeout_ms":45000},"max_attempts":20}`, id))
+		add(id, fmt.Sprintf(`{"v":1,"kind":"cb","id":%q,"payload":{"timeout_ms":45000},"max_attempts":100}`, id))
 	}
 	addOps(p, rng, &wp)
 	return wp

@@ -74,7 +74,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		start.Event, start.AtUS = "start", time.Now().UnixMicro()
 		children := make([]workflow.Child, len(t.Payload.Children))
 		for i, c := range t.Payload.Children {
-			children[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+			children[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: chaos.MaxAttempts}
 		}
 		// All answers from memory (the outcomes the executor handed this
 		// run, or the recorded step), so the start line written after it
@@ -171,7 +171,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		p := t.Payload
 		res, err := workflow.Map(ctx, "items", p.N, func(i int) workflow.Child {
 			fail := p.FailEvery > 0 && i%p.FailEvery == p.FailEvery-1
-			return workflow.Child{Kind: "step", Payload: StepPayload{N: i, WorkMS: p.WorkMS, Fail: fail}, MaxAttempts: 20}
+			return workflow.Child{Kind: "step", Payload: StepPayload{N: i, WorkMS: p.WorkMS, Fail: fail}, MaxAttempts: chaos.MaxAttempts}
 		}, workflow.MapOptions{MaxConcurrency: p.Conc, ToleratedFailurePercentage: p.TolerateFailPct})
 		if err != nil {
 			return chaos.MapSummary{}, stop(base, err)
@@ -196,7 +196,7 @@ func registerWorkflows(h *leasehold.Handlers, ev evidenceFile, name string, pid 
 		}
 		kids := make([]workflow.Child, len(t.Payload.Children))
 		for i, c := range t.Payload.Children {
-			kids[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: 20}
+			kids[i] = workflow.Child{Kind: "step", Payload: c, MaxAttempts: chaos.MaxAttempts}
 		}
 		outs, err := workflow.All(ctx, "pack", kids...)
 		if err != nil {
