@@ -92,17 +92,7 @@ func (x *execution) endRacedWait(ctx context.Context, m inbox.Message) State {
 	case t.Wait != lease.WaitCallback || t.CallbackStep == "":
 		return x.exit(true, "")
 	}
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.MessageCame}
-	task, st, done := x.endCallbackWait(ctx, e)
-	if done {
-		return st
-	}
-	x.task = task
-	x.log.info("raced message came before the callback", "step", t.CallbackStep, "topic", m.Topic)
-	if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), 0); err != nil {
-		x.log.warn("could not send the token that resumes the task whose message came; the sweep dispatches it", "error", err)
-	}
-	return x.ended(true, "")
+	return x.raceWon(ctx, t, durable.MessageCame, "raced message came before the callback", "topic", m.Topic)
 }
 
 // wakeReceiver makes the workflow id, asleep in a receive, due now and

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/durable"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/internal/token"
 )
 
 // A child raced against a callback (workflow.Race or Any of an
@@ -75,17 +74,7 @@ func (x *execution) kidWon(ctx context.Context, t lease.Task) (bool, error) {
 // the callback's step, and the task runs again at once, as after a raced
 // timer (timerFired). A wait ended otherwise meanwhile is left alone.
 func (x *execution) raceKidEnded(ctx context.Context, t lease.Task) State {
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.ChildEnded}
-	task, st, done := x.endCallbackWait(ctx, e)
-	if done {
-		return st
-	}
-	x.task = task
-	x.log.info("raced child ended before the callback", "step", t.CallbackStep)
-	if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), 0); err != nil {
-		x.log.warn("could not send the token that resumes the task whose raced child ended; the sweep dispatches it", "error", err)
-	}
-	return x.ended(true, "")
+	return x.raceWon(ctx, t, durable.ChildEnded, "raced child ended before the callback")
 }
 
 // notifyKidEnded is notifyOne's part for a waiter got, told that ended
@@ -93,7 +82,7 @@ func (x *execution) raceKidEnded(ctx context.Context, t lease.Task) State {
 // (raceKidEnded's write and token), idempotently: a repeated notification
 // (the store says so, and hands got back) ends it if it has not ended.
 func (x *execution) notifyKidEnded(ctx context.Context, got lease.Task) error {
-	e := lease.WaitEnd{ID: got.ID, Fence: got.Fence, Attempt: got.Attempt, Hash: lease.OperatorNonce(got), Status: lease.StatusFailed, Error: durable.ChildEnded}
+	e := raceWaitEnd(got, durable.ChildEnded)
 	cctx, cancel := x.call()
 	_, err := x.cfg.Store.EndWait(cctx, e)
 	cancel()

@@ -128,20 +128,31 @@ func (x *execution) callbackTimedOut(ctx context.Context, t lease.Task) State {
 
 // timerFired ends the callback wait of t, whose deadline is a timer raced
 // against the callback (durable.AwaitCallbackError.Timer): the timer won.
-// Its answer, durable.TimerFired, is recorded as the callback's step, and
-// the task runs again at once, as the same attempt, as after an answer.
 func (x *execution) timerFired(ctx context.Context, t lease.Task) State {
-	e := lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: durable.TimerFired}
-	task, st, done := x.endCallbackWait(ctx, e)
+	return x.raceWon(ctx, t, durable.TimerFired, "raced timer fired before the callback")
+}
+
+// raceWon ends the callback wait of t because what it was raced against
+// won (a timer, a message, a child): answer, one of durable's reserved
+// answers, is recorded as the callback's step, and the task runs again at
+// once, as the same attempt, as after an answer. A wait ended otherwise
+// meanwhile is left alone (endCallbackWait).
+func (x *execution) raceWon(ctx context.Context, t lease.Task, answer, what string, attrs ...any) State {
+	task, st, done := x.endCallbackWait(ctx, raceWaitEnd(t, answer))
 	if done {
 		return st
 	}
 	x.task = task
-	x.log.info("raced timer fired before the callback", "step", t.CallbackStep)
+	x.log.info(what, append([]any{"step", t.CallbackStep}, attrs...)...)
 	if err := x.send(ctx, token.RefWith(t.ID, x.carry(nil)), 0); err != nil {
-		x.log.warn("could not send the token that resumes the task whose timer fired; the sweep dispatches it", "error", err)
+		x.log.warn("could not send the token that resumes the task whose race was won; the sweep dispatches it", "error", err)
 	}
 	return x.ended(true, "")
+}
+
+// raceWaitEnd is the end of t's callback wait with a reserved answer.
+func raceWaitEnd(t lease.Task, answer string) lease.WaitEnd {
+	return lease.WaitEnd{ID: t.ID, Fence: t.Fence, Attempt: t.Attempt, Hash: lease.OperatorNonce(t), Status: lease.StatusFailed, Error: answer}
 }
 
 // checkRegistrations answers the sweep's token at a dependent's
